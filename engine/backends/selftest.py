@@ -1,0 +1,60 @@
+"""Diagnostic backend: pure Python/NumPy models that exercise the harness itself.
+
+`identity` measures the harness's per-iteration overhead; the fault_* models fail on
+purpose, so every failure path of the runner can be shown on any machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+
+import numpy as np
+
+from engine.backends.base import ModelStats
+from engine.spec import RunSpec
+
+
+class Backend:
+    def __init__(self, intra_threads: int, inter_threads: int):
+        self.model = None
+
+    def versions(self) -> dict:
+        return {"numpy": np.__version__}
+
+    def effective_threads(self) -> dict:
+        return {}
+
+    def load(self, spec: RunSpec) -> None:
+        if spec.model == "fault_raise":
+            raise ValueError("fault_raise: this diagnostic model fails while loading")
+        self.model = spec.model
+
+    def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
+        return ModelStats(0, 0, 0 if count_flops else None, "none (diagnostic model)")
+
+    def make_step(self, spec: RunSpec):
+        if spec.model == "fault_hang":
+            event = threading.Event()
+            return lambda: event.wait()  # never set: blocks until the runner's timeout
+        if spec.model == "fault_alloc":
+            hoard = []
+
+            def grow():
+                while True:  # 64 MiB at a time, touched so it is resident
+                    hoard.append(np.ones(8 << 20, dtype=np.float64))
+            return grow
+        if spec.model == "fault_exit":
+            return lambda: os.kill(os.getpid(), signal.SIGKILL)
+        return lambda: None  # identity: nothing but the harness is timed
+
+    def context(self):
+        return contextlib.nullcontext()
+
+    def device_peak_bytes(self):
+        return None
+
+    def unload(self) -> None:
+        self.model = None

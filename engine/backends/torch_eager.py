@@ -1,0 +1,118 @@
+"""PyTorch eager inference under inference_mode; CUDA timed with events."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torchvision
+
+from engine.backends.base import SEED, ModelStats
+from engine.catalog import get_model
+from engine.spec import RunSpec
+
+CALIBRATION_PASSES = 3
+CALIBRATION_BATCH = 2
+
+
+def make_input(spec: RunSpec) -> np.ndarray:
+    rng = np.random.default_rng(SEED)
+    return rng.standard_normal((spec.batch_size, 3, spec.image_size, spec.image_size),
+                               dtype=np.float32)
+
+
+class Backend:
+    def __init__(self, intra_threads: int, inter_threads: int):
+        torch.set_num_threads(intra_threads)
+        torch.set_num_interop_threads(inter_threads)
+        self.model = None
+        self.device = None
+
+    def versions(self) -> dict:
+        return {"torch": torch.__version__, "torchvision": torchvision.__version__,
+                "numpy": np.__version__, "mkldnn": torch.backends.mkldnn.is_available(),
+                "cuda": torch.version.cuda}
+
+    def effective_threads(self) -> dict:
+        return {"torch_intra_op": torch.get_num_threads(),
+                "torch_inter_op": torch.get_num_interop_threads()}
+
+    def load(self, spec: RunSpec) -> None:
+        torch.manual_seed(SEED)
+        self.device = torch.device(spec.device)
+        if spec.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+        model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
+        model = model.to(self.device)
+        if spec.weight_policy == "bn_calibrated":
+            _calibrate_batchnorm(model, spec, self.device)
+        self.model = model.eval()
+
+    def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
+        params = sum(p.numel() for p in self.model.parameters())
+        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        flops = None
+        if count_flops:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            x = torch.zeros(1, 3, spec.image_size, spec.image_size, device=self.device)
+            with FlopCounterMode(display=False) as counter, torch.inference_mode():
+                self.model(x)
+            flops = int(counter.get_total_flops())
+        return ModelStats(params, trainable, flops,
+                          "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)")
+
+    def make_step(self, spec: RunSpec):
+        x = torch.from_numpy(make_input(spec)).to(self.device)
+        model = self.model
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+
+            def step():
+                start.record()
+                model(x)
+                end.record()
+                end.synchronize()
+                return int(start.elapsed_time(end) * 1e6)  # ms -> ns, measured on the GPU
+            return step
+
+        def step():
+            model(x)
+        return step
+
+    def context(self):
+        # Entered once around first forward, warm-up and timing (not per call): a context
+        # entered per iteration would be timed as harness overhead.
+        return torch.inference_mode()
+
+    def device_peak_bytes(self):
+        if self.device is not None and self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated())
+        return None
+
+    def unload(self) -> None:
+        self.model = None
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _calibrate_batchnorm(model, spec: RunSpec, device) -> None:
+    """Set BatchNorm running statistics to the input distribution's, as training would.
+
+    momentum=None makes torch keep a cumulative average over the calibration passes.
+    """
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    gen = torch.Generator().manual_seed(SEED + 1)
+    model.train()
+    with torch.no_grad():
+        for _ in range(CALIBRATION_PASSES):
+            model(torch.randn(CALIBRATION_BATCH, 3, spec.image_size, spec.image_size,
+                              generator=gen).to(device))
+    for m, mom in zip(bns, saved):
+        m.momentum = mom
+    model.eval()

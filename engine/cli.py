@@ -1,0 +1,290 @@
+"""Command line: `python -m engine run|models|runs|export|import`.
+
+Three layers, as asv has them: argparse here, the work in engine/ and store/ functions,
+and tests that call those functions (or this main()) directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.catalog import CATALOG, FRAMEWORKS
+from engine.errors import UserError
+from engine.spec import BATCH_RANGE, MeasurementPolicy, RunSpec, expand_sweep, logical_cores
+
+__all__ = ["main"]
+
+USER_FRAMEWORKS = [f for f in FRAMEWORKS if f != "selftest"]
+
+
+def _db_arg(p):
+    p.add_argument("--db", metavar="PATH",
+                   help="DuckDB file (default: $BENCH_DB, else ./data/bench.duckdb)")
+
+
+def _int(name, lo, hi=None):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name}: {text!r} is not an integer; allowed: integer {lo}..{hi or 'any'}")
+        return v
+    return parse
+
+
+def _float(name):
+    def parse(text):
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}: {text!r} is not a number")
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m engine",
+                                 description="Benchmark deep-learning inference, store "
+                                             "results in DuckDB, compare frameworks.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a sweep of benchmarks and store every result")
+    r.add_argument("--model", nargs="+", required=True, metavar="NAME",
+                   help=f"catalog names: {', '.join(CATALOG)}")
+    r.add_argument("--framework", nargs="+", default=["torch", "tensorflow"], metavar="FW",
+                   help=f"{', '.join(USER_FRAMEWORKS)} (default: both)")
+    r.add_argument("--batch", nargs="+", type=_int("batch_size", *BATCH_RANGE), default=[1],
+                   metavar="N", help=f"batch sizes, {BATCH_RANGE[0]}..{BATCH_RANGE[1]}")
+    r.add_argument("--threads", nargs="+", type=_int("threads", 1), default=[1], metavar="N",
+                   help=f"intra-op threads, 1..{logical_cores()} here")
+    r.add_argument("--inter-threads", type=_int("inter_threads", 1), default=1,
+                   help="inter-op threads (default 1)")
+    r.add_argument("--image-size", type=_int("image_size", 32, 1024), default=None,
+                   help="input height and width (default: each model's native size)")
+    r.add_argument("--precision", default="fp32")
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--weight-policy", default="bn_calibrated",
+                   help="bn_calibrated (default) or random")
+    d = MeasurementPolicy()
+    r.add_argument("--warmup", type=_int("warmup_iters", 0), default=d.warmup_iters,
+                   help=f"warm-up iterations (default {d.warmup_iters})")
+    r.add_argument("--min-time", type=_float("min_time_s"), default=d.min_time_s,
+                   help=f"minimum timed seconds (default {d.min_time_s:g})")
+    r.add_argument("--min-iters", type=_int("min_iters", 1), default=d.min_iters,
+                   help=f"minimum timed iterations (default {d.min_iters})")
+    r.add_argument("--max-time", type=_float("max_time_s"), default=d.max_time_s,
+                   help=f"stop timing after this many seconds (default {d.max_time_s:g})")
+    r.add_argument("--timeout", type=_float("timeout"), default=600.0,
+                   help="wall-time limit per run in seconds, load included (default 600)")
+    r.add_argument("--memory-cap-mb", type=_int("memory_cap_mb", 64), default=None,
+                   help="address space one run may add to its worker (default: 75%% of RAM)")
+    r.add_argument("--no-table", action="store_true", help="skip the comparison table")
+    _db_arg(r)
+
+    m = sub.add_parser("models", help="list the catalog with params and FLOPs per framework")
+    m.add_argument("--no-count", action="store_true",
+                   help="show only figures already counted (no workers are started)")
+    m.add_argument("--model", nargs="+", metavar="NAME", help="only these models")
+    _db_arg(m)
+
+    ls = sub.add_parser("runs", help="list stored runs, newest first")
+    ls.add_argument("--limit", type=_int("limit", 1), default=30)
+    ls.add_argument("--sweep", metavar="ID")
+    ls.add_argument("--status", choices=["ok", "error", "timeout", "oom", "killed", "invalid"])
+    _db_arg(ls)
+
+    ex = sub.add_parser("export", help="write runs with raw samples to parquet, csv or json")
+    ex.add_argument("--format", required=True, choices=["parquet", "csv", "json"])
+    ex.add_argument("--out", metavar="PATH", help="output file (default: ./data/export-<time>)")
+    ex.add_argument("--sweep", metavar="ID", help="only this sweep")
+    _db_arg(ex)
+
+    im = sub.add_parser("import", help="read our export back, or PerfZero summary JSON")
+    im.add_argument("file", metavar="FILE")
+    _db_arg(im)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "models": cmd_models, "runs": cmd_runs,
+                "export": cmd_export, "import": cmd_import}[args.command](args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: every run that finished is stored", file=sys.stderr)
+        return 130
+
+
+def cmd_run(args) -> int:
+    import psutil
+    from tqdm import tqdm
+
+    from engine.report import compare_table
+    from engine.runner import Runner, new_id
+    from engine.system import system_info
+    from store.db import open_db, resolve_db_path
+    from store.runs import framework_version, known_model_stats, save_record
+
+    policy = MeasurementPolicy(warmup_iters=args.warmup, min_time_s=args.min_time,
+                               min_iters=args.min_iters, max_time_s=args.max_time)
+    specs = expand_sweep(args.model, args.framework, args.batch, args.threads,
+                         inter_threads=args.inter_threads, precision=args.precision,
+                         image_size=args.image_size, device=args.device,
+                         weight_policy=args.weight_policy, policy=policy)
+    cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
+           else int(psutil.virtual_memory().total * 0.75))
+    db = resolve_db_path(args.db)
+    with open_db(db):  # fail now, not after the first run, if the file is busy or bad
+        pass
+    system = system_info()
+    sweep_id = new_id()
+
+    def known(spec: RunSpec):
+        with open_db(db) as con:
+            return known_model_stats(con, spec.model, spec.framework, spec.image_size,
+                                     framework_version(spec.framework) or "")
+
+    print(f"sweep {sweep_id}: {len(specs)} runs -> {db}", flush=True)
+    bar = tqdm(total=len(specs), unit="run", file=sys.stderr, dynamic_ncols=True)
+
+    def on_event(ev):
+        spec = ev.get("spec")
+        if spec is not None and ev["event"] in ("started", "progress"):
+            phase = ev.get("phase", "start")
+            iters = f" {ev['iters']} it" if ev.get("iters") else ""
+            bar.set_postfix_str(f"{spec.model} {spec.framework} b{spec.batch_size} "
+                                f"t{spec.intra_threads}: {phase}{iters}", refresh=True)
+
+    def on_record(rec):
+        with open_db(db) as con:
+            save_record(con, rec, system)
+        bar.update(1)
+        figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
+                  f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
+        bar.write(f"stored {rec.run_id} {rec.model} {rec.framework} b{rec.batch_size} "
+                  f"t{rec.intra_threads}: {rec.status} - {figure}", file=sys.stdout)
+        sys.stdout.flush()
+
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap, known_stats=known)
+    try:
+        records = runner.run(specs, on_record=on_record, on_event=on_event, sweep_id=sweep_id)
+    finally:
+        bar.close()
+    if not args.no_table:
+        print()
+        print(compare_table(records, color=sys.stdout.isatty()))
+    failed = sum(r.status not in ("ok",) for r in records)
+    print(f"\n{len(records)} runs stored in {db} (sweep {sweep_id}); {failed} not ok")
+    return 0
+
+
+def cmd_models(args) -> int:
+    from engine.report import format_table
+    from engine.runner import count_model_stats
+    from store.db import open_db
+    from store.runs import model_info, save_model_stats
+
+    names = args.model or list(CATALOG)
+    for n in names:
+        if n not in CATALOG:
+            raise UserError(f"model: unknown {n!r}; allowed: {', '.join(CATALOG)}",
+                            field="model")
+    with open_db(args.db) as con:
+        known = model_info(con)
+    have = {(r.model, r.framework, r.image_size) for r in known.itertuples()}
+    missing = [RunSpec(n, fw, 1, 1, weight_policy="random").validate()
+               for fw in USER_FRAMEWORKS for n in names
+               if (n, fw, CATALOG[n].native_size) not in have]
+    if missing and not args.no_count:
+        from tqdm import tqdm
+        bar = tqdm(total=len(missing), unit="model", file=sys.stderr,
+                   desc="counting params and FLOPs (once; cached in the database)")
+
+        def on_stats(ev):
+            bar.update(1)
+            if ev["event"] == "stats":
+                with open_db(args.db) as con:
+                    save_model_stats(con, ev["model"], ev["framework"], ev["image_size"], ev)
+            else:
+                bar.write(f"could not count {ev['run_id']}: {ev['reason']}")
+        count_model_stats(missing, on_stats=on_stats)
+        bar.close()
+        with open_db(args.db) as con:
+            known = model_info(con)
+    facts = {(r.model, r.framework, r.image_size): r for r in known.itertuples()}
+    rows = []
+    for n in names:
+        info = CATALOG[n]
+        t = facts.get((n, "torch", info.native_size))
+        k = facts.get((n, "tensorflow", info.native_size))
+        rows.append([n, str(info.native_size),
+                     f"{t.params:,}" if t else "?", f"{k.params:,}" if k else "?",
+                     f"{k.params_trainable:,}" if k else "?",
+                     f"{t.flops_per_sample / 1e9:.3f}" if t else "?",
+                     f"{k.flops_per_sample / 1e9:.3f}" if k else "?"])
+    print(format_table(["model", "size", "torch params", "keras params",
+                        "keras trainable", "torch GFLOPs", "keras GFLOPs"], rows))
+    print("\nGFLOPs: floating-point operations (not MACs; 1 MAC = 2 FLOPs) for one "
+          "forward of one image at the native size.\n  torch: "
+          "torch.utils.flop_counter.FlopCounterMode (convolutions, matmuls).\n  keras: "
+          "TensorFlow's graph profiler on the frozen graph (also counts BatchNorm, "
+          "activations and other elementwise ops).\nWhy the parameter counts differ:")
+    for note in dict.fromkeys(CATALOG[n].note for n in names):
+        fams = [n for n in names if CATALOG[n].note == note]
+        print(f"  {', '.join(fams)}: {note}")
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from engine.report import format_table
+    from store.db import open_db
+    from store.runs import list_runs
+
+    with open_db(args.db) as con:
+        df = list_runs(con, limit=args.limit, sweep_id=args.sweep, status=args.status)
+    if df.empty:
+        print("no runs stored yet: try `python -m engine run --model mobilenet_v3_small "
+              "--framework torch tensorflow --batch 1`")
+        return 0
+
+    def f(v, fmt):
+        return "" if v is None or v != v else format(v, fmt)
+    rows = [[str(r.started_at)[:19], r.run_id[:8], r.model, r.framework, f(r.batch_size, ".0f"),
+             f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
+             r.validity or "", f(r.median_ms, ".3f"), f(r.p99_ms, ".3f"),
+             f(r.throughput, ",.1f"), f(r.peak_rss_bytes / 2**20 if r.peak_rss_bytes == r.peak_rss_bytes and r.peak_rss_bytes is not None else None, ",.0f"),
+             (r.reason or "")[:60]] for r in df.itertuples()]
+    print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
+                        "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
+                        "peak MiB", "reason"], rows))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from store.db import open_db
+    from store.interop import export_runs
+
+    ext = {"parquet": "parquet", "csv": "csv", "json": "json"}[args.format]
+    out = Path(args.out) if args.out else Path("data") / (
+        f"export-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.{ext}")
+    with open_db(args.db) as con:
+        n = export_runs(con, out, args.format, sweep_id=args.sweep)
+    print(f"exported {n} runs to {out}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from store.db import open_db
+    from store.interop import import_file
+
+    with open_db(args.db) as con:
+        imported, skipped, kind = import_file(con, args.file)
+    print(f"imported {imported} runs from {args.file} ({kind}); "
+          f"{skipped} already present were skipped")
+    return 0

@@ -1,0 +1,187 @@
+"""Worker subprocess: runs one (framework, threads) group of specs and streams JSON lines.
+
+Started by engine.runner as `python -m engine.worker` with the thread environment already
+set, so OMP/MKL read it when the framework is imported here. Reads one JSON payload line on
+stdin and keeps stdin open: EOF means the parent is gone, and the worker exits rather than
+live on as an orphan. Never opens the database.
+
+Protocol (one JSON object per line on the original stdout; stray prints of libraries are
+sent to stderr so they cannot corrupt it):
+  ready    {pid, import_s, versions, threads, env}
+  started  {run_id}
+  progress {run_id, phase, iters}
+  result   {run_id, ...timings, raw samples, params, flops, memory}
+  failed   {run_id, status: error|oom, reason, traceback}
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+              "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
+              "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS")
+
+_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "out of memory",
+                "std::bad_alloc", "resourceexhausted", "oom when allocating")
+
+
+def _status_of(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "oom"
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "oom" if any(m in text for m in _OOM_MARKERS) else "error"
+
+
+def _proc_status_kb(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM so the peak read after a run is that run's own (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _limit_address_space(cap_bytes: int | None) -> None:
+    """Let this run add at most cap_bytes of address space: beyond it allocations fail
+    (MemoryError, bad_alloc) and the run ends as oom instead of swapping the machine."""
+    if not cap_bytes:
+        return
+    size_kb = _proc_status_kb("VmSize") or 0
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = size_kb * 1024 + cap_bytes
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _lift_address_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
+def _exit_when_parent_gone() -> None:
+    sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
+    os._exit(0)
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def emit(event: str, **fields) -> None:
+        proto.write(json.dumps({"event": event, **fields}) + "\n")
+
+    payload = json.loads(sys.stdin.readline())
+    threading.Thread(target=_exit_when_parent_gone, daemon=True).start()
+
+    from engine.backends import load_backend
+    from engine.backends.base import ModelStats
+    from engine.measure import time_loop
+    from engine.spec import RunSpec
+
+    runs = [(r["run_id"], RunSpec.from_dict(r["spec"]), r.get("known_stats"))
+            for r in payload["runs"]]
+    first = runs[0][1]
+    t0 = time.perf_counter()
+    backend = load_backend(first.framework, first.intra_threads, first.inter_threads)
+    emit("ready", pid=os.getpid(), import_s=time.perf_counter() - t0,
+         versions=backend.versions(), threads=backend.effective_threads(),
+         env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
+
+    if payload.get("mode") == "stats":
+        _count_stats(backend, runs, emit)
+        return
+    flops_cache: dict = {}
+    cap = payload.get("memory_cap_bytes")
+    for run_id, spec, known in runs:
+        emit("started", run_id=run_id, started_at=time.time())
+        try:
+            per_run_peak = _reset_peak_rss()
+            rss_before = (_proc_status_kb("VmRSS") or 0) * 1024
+            _limit_address_space(cap)
+            emit("progress", run_id=run_id, phase="load", iters=0)
+            t = time.perf_counter()
+            backend.load(spec)
+            load_s = time.perf_counter() - t
+            # FLOPs are counted once per (model, size): the parent passes what the store
+            # already knows, and this worker caches what it counted.
+            key = (spec.model, spec.image_size)
+            if known is not None:
+                stats = ModelStats(**known)
+            elif key in flops_cache:
+                stats = flops_cache[key]
+            else:
+                stats = flops_cache[key] = backend.model_stats(spec, count_flops=True)
+            step = backend.make_step(spec)
+            emit("progress", run_id=run_id, phase="first forward", iters=0)
+            with backend.context():
+                t = time.perf_counter()
+                step()
+                first_s = time.perf_counter() - t
+                emit("progress", run_id=run_id, phase="warmup", iters=0)
+                loop = time_loop(step, spec.policy, on_progress=lambda n, _ns: emit(
+                    "progress", run_id=run_id, phase="measure", iters=n))
+            peak_kb = _proc_status_kb("VmHWM")
+            emit("result", run_id=run_id, ended_at=time.time(), load_s=load_s,
+                 first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
+                 samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
+                 measured_s=loop.wall_ns / 1e9, stop_reason=loop.stop_reason,
+                 params=stats.params, params_trainable=stats.params_trainable,
+                 flops_per_sample=stats.flops_per_sample, flops_method=stats.flops_method,
+                 rss_before_bytes=rss_before,
+                 peak_rss_bytes=peak_kb * 1024 if peak_kb else None,
+                 peak_rss_method=("VmHWM, reset per run via /proc/self/clear_refs"
+                                  if per_run_peak else "VmHWM over the worker's lifetime"),
+                 device_peak_bytes=backend.device_peak_bytes())
+        except BaseException as exc:  # every ending becomes one row; the parent decides
+            emit("failed", run_id=run_id, ended_at=time.time(), status=_status_of(exc),
+                 reason=f"{type(exc).__name__}: {exc}"[:2000],
+                 traceback=traceback.format_exc()[-4000:])
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+        finally:
+            _lift_address_limit()
+            backend.unload()
+            gc.collect()
+
+
+def _count_stats(backend, runs, emit) -> None:
+    """Catalog mode: build each model and count params and FLOPs, timing nothing."""
+    for run_id, spec, _ in runs:
+        try:
+            backend.load(spec)
+            st = backend.model_stats(spec, count_flops=True)
+            emit("stats", run_id=run_id, model=spec.model, framework=spec.framework,
+                 image_size=spec.image_size, versions=backend.versions(), params=st.params,
+                 params_trainable=st.params_trainable, flops_per_sample=st.flops_per_sample,
+                 flops_method=st.flops_method)
+        except Exception as exc:
+            emit("failed", run_id=run_id, status=_status_of(exc),
+                 reason=f"{type(exc).__name__}: {exc}"[:2000])
+        finally:
+            backend.unload()
+            gc.collect()
+
+
+if __name__ == "__main__":
+    main()

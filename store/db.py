@@ -1,0 +1,162 @@
+"""The DuckDB file: where it is, opening it, and its ordered, named migrations.
+
+Only this package writes SQL, always with bound parameters. The dashboard and the CLI open
+the file per operation and close it, because DuckDB lets only one process hold a writable
+file: holding it for a whole sweep would lock the dashboard out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from engine.errors import UserError
+
+__all__ = ["default_db_path", "resolve_db_path", "connect", "open_db", "MIGRATIONS",
+           "applied_migrations"]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_db_path() -> Path:
+    return PROJECT_ROOT / "data" / "bench.duckdb"
+
+
+def resolve_db_path(path: str | os.PathLike | None = None) -> Path:
+    """--db beats BENCH_DB, which beats ./data/bench.duckdb under the project."""
+    if path:
+        return Path(path)
+    env = os.environ.get("BENCH_DB")
+    return Path(env) if env else default_db_path()
+
+
+# -- migrations: append only; a migration never changes once it has shipped ------------------
+
+def m001_initial(con) -> None:
+    con.execute("""
+        CREATE TABLE systems (
+            system_id VARCHAR PRIMARY KEY, hostname VARCHAR, cpu_model VARCHAR,
+            physical_cores INTEGER, logical_cores INTEGER, usable_cores INTEGER,
+            sockets INTEGER, memory_bytes BIGINT, accelerator VARCHAR,
+            accelerator_count INTEGER, accelerator_driver VARCHAR, os VARCHAR,
+            platform VARCHAR, python VARCHAR, first_seen TIMESTAMP)""")
+    con.execute("""
+        CREATE TABLE runs (
+            run_id VARCHAR PRIMARY KEY, sweep_id VARCHAR,
+            model VARCHAR NOT NULL, framework VARCHAR NOT NULL, runtime VARCHAR NOT NULL,
+            batch_size INTEGER, intra_threads INTEGER, inter_threads INTEGER,
+            precision VARCHAR, image_size INTEGER, device VARCHAR, weight_policy VARCHAR,
+            warmup_iters INTEGER, min_time_s DOUBLE, min_iters INTEGER, max_time_s DOUBLE,
+            status VARCHAR NOT NULL, reason VARCHAR, exit_code INTEGER, signal VARCHAR,
+            stderr_tail VARCHAR, validity VARCHAR, validity_reason VARCHAR,
+            stop_reason VARCHAR, started_at TIMESTAMP, ended_at TIMESTAMP,
+            import_s DOUBLE, load_s DOUBLE, first_forward_s DOUBLE, warmup_s DOUBLE,
+            measured_s DOUBLE, iterations INTEGER,
+            mean_ms DOUBLE, median_ms DOUBLE, p90_ms DOUBLE, p95_ms DOUBLE, p99_ms DOUBLE,
+            min_ms DOUBLE, max_ms DOUBLE, std_ms DOUBLE, iqr_ms DOUBLE, cv DOUBLE,
+            throughput DOUBLE, params BIGINT, params_trainable BIGINT,
+            flops_per_sample BIGINT, flops_method VARCHAR, gflops_per_s DOUBLE,
+            rss_before_bytes BIGINT, peak_rss_bytes BIGINT, peak_rss_method VARCHAR,
+            device_peak_bytes BIGINT, memory_cap_bytes BIGINT, timeout_s DOUBLE,
+            load_avg_1m DOUBLE, git_commit VARCHAR, system_id VARCHAR,
+            versions JSON, threads_effective JSON, env JSON, source VARCHAR NOT NULL,
+            extra JSON,
+            CHECK (status IN ('ok', 'error', 'timeout', 'oom', 'killed', 'invalid')))""")
+    # Raw samples, one row each: DuckDB computes quantiles over them when a page needs
+    # them, and a run's samples arrive in one INSERT ... SELECT unnest(list).
+    con.execute("""
+        CREATE TABLE samples (
+            run_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, idx INTEGER NOT NULL,
+            latency_ns BIGINT NOT NULL,
+            CHECK (phase IN ('warmup', 'measure')))""")
+    con.execute("""
+        CREATE TABLE model_info (
+            model VARCHAR NOT NULL, framework VARCHAR NOT NULL, image_size INTEGER NOT NULL,
+            framework_version VARCHAR NOT NULL, params BIGINT, params_trainable BIGINT,
+            flops_per_sample BIGINT, flops_method VARCHAR, measured_at TIMESTAMP,
+            PRIMARY KEY (model, framework, image_size, framework_version))""")
+    con.execute("CREATE INDEX runs_started ON runs (started_at)")
+    con.execute("CREATE INDEX samples_run ON samples (run_id)")
+
+
+MIGRATIONS = [m001_initial]
+
+
+def _migrate(con) -> None:
+    con.execute("CREATE TABLE IF NOT EXISTS migrations "
+                "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)")
+    done = {r[0] for r in con.execute("SELECT name FROM migrations").fetchall()}
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            fn(con)
+            con.execute("INSERT INTO migrations VALUES (?, ?)",
+                        [fn.__name__, datetime.now(timezone.utc).replace(tzinfo=None)])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
+def applied_migrations(con) -> list[str]:
+    return [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
+
+
+_LOCK_PID = re.compile(r"PID (\d+)")
+
+
+def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
+            wait_s: float = 5.0, clock=time.monotonic, pause=time.sleep):
+    """Open (creating and migrating) the database; a clear UserError if another process
+    holds it past wait_s. clock and pause are injectable so the wait is testable."""
+    p = resolve_db_path(path)
+    if str(p) != ":memory:":
+        if read_only and not p.exists():
+            raise UserError(f"database: {p} does not exist yet; run a benchmark first "
+                            "(python -m engine run ...) or pass --db PATH", field="db")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"database: cannot create folder {p.parent}: {exc.strerror}; "
+                            "pass --db PATH or set BENCH_DB to a writable file",
+                            field="db") from exc
+    deadline = clock() + wait_s
+    while True:
+        try:
+            con = duckdb.connect(str(p), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "lock" not in msg.lower():
+                raise UserError(f"database: cannot open {p}: {msg}", field="db") from exc
+            if clock() >= deadline:
+                pid = _LOCK_PID.search(msg)
+                who = f"process {pid.group(1)}" if pid else "another process"
+                raise UserError(
+                    f"database: {p} is in use by {who} (DuckDB allows one writing process). "
+                    "Wait for it to finish, stop it, or pass --db PATH to use another "
+                    "file.", field="db") from exc
+            pause(0.1)
+        except duckdb.Error as exc:
+            raise UserError(f"database: {p} is not a usable DuckDB file: {exc}",
+                            field="db") from exc
+    if not read_only:
+        _migrate(con)
+    return con
+
+
+@contextmanager
+def open_db(path=None, *, read_only: bool = False):
+    con = connect(path, read_only=read_only)
+    try:
+        yield con
+    finally:
+        con.close()

@@ -1,0 +1,270 @@
+"""Export runs to Parquet, CSV or JSON, and import them back; import PerfZero summaries.
+
+An exported row is a run's columns plus its machine (`system`, an object) and its raw
+samples (`warmup_ns`, `samples_ns`, lists of integers). Parquet keeps lists natively; CSV
+and JSON carry objects and lists as JSON text / JSON values, so every format reads back to
+the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import fields
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import UserError
+from engine.record import STATUSES, RunRecord
+from store.runs import RUN_COLUMNS, SYSTEM_COLUMNS, run_exists, save_record
+
+__all__ = ["export_runs", "import_file", "FORMATS", "EXPORT_TAG"]
+
+FORMATS = ("parquet", "csv", "json")
+EXPORT_TAG = "dl-bench-dashboard/runs"
+EXPORT_VERSION = 1
+_JSON_COLS = ("versions", "threads_effective", "env", "extra", "system")
+_LIST_COLS = ("warmup_ns", "samples_ns")
+_TIME_COLS = ("started_at", "ended_at")
+
+_EXPORT_SQL = f"""
+    SELECT {', '.join('r.' + c for c in RUN_COLUMNS)},
+           CASE WHEN y.system_id IS NULL THEN NULL ELSE
+             json_object({', '.join(f"'{c}', y.{c}" for c in SYSTEM_COLUMNS)}) END AS system,
+           coalesce(s.warmup_ns, []::BIGINT[]) AS warmup_ns,
+           coalesce(s.samples_ns, []::BIGINT[]) AS samples_ns
+    FROM runs r
+    LEFT JOIN systems y ON y.system_id = r.system_id
+    LEFT JOIN (SELECT run_id,
+                      list(latency_ns ORDER BY idx) FILTER (WHERE phase = 'warmup') AS warmup_ns,
+                      list(latency_ns ORDER BY idx) FILTER (WHERE phase = 'measure') AS samples_ns
+               FROM samples GROUP BY run_id) s ON s.run_id = r.run_id
+    WHERE (? IS NULL OR r.sweep_id = ?)
+    ORDER BY r.started_at NULLS LAST, r.run_id
+"""
+
+
+def _export_frame(con, sweep_id=None) -> pd.DataFrame:
+    return con.execute(_EXPORT_SQL, [sweep_id, sweep_id]).df()
+
+
+def _rows(df: pd.DataFrame) -> list[dict]:
+    """Plain Python values: None for missing, ISO strings for times, lists for samples."""
+    out = []
+    for rec in df.to_dict("records"):
+        row = {}
+        for k, v in rec.items():
+            if k in _LIST_COLS:
+                v = [int(x) for x in v] if v is not None else []
+            elif k in _TIME_COLS:
+                v = None if v is None or pd.isna(v) else pd.Timestamp(v).isoformat()
+            elif k in _JSON_COLS:
+                v = json.loads(v) if isinstance(v, str) else v
+            elif v is not None and not isinstance(v, (list, dict)) and pd.isna(v):
+                v = None
+            elif hasattr(v, "item"):
+                v = v.item()
+            row[k] = v
+        out.append(row)
+    return out
+
+
+def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None) -> int:
+    """Write runs (with machine and raw samples) to path; return the number of runs."""
+    if fmt not in FORMATS:
+        raise UserError(f"format: {fmt!r} is not supported; allowed: {', '.join(FORMATS)}",
+                        field="format")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = _rows(_export_frame(con, sweep_id))
+    if fmt == "json":
+        doc = {"format": EXPORT_TAG, "version": EXPORT_VERSION,
+               "exported_at": datetime.now(timezone.utc).isoformat(), "runs": rows}
+        path.write_text(json.dumps(doc, indent=1))
+    elif fmt == "csv":
+        flat = [{k: json.dumps(v) if k in _JSON_COLS + _LIST_COLS else v
+                 for k, v in r.items()} for r in rows]
+        pd.DataFrame(flat, columns=RUN_COLUMNS + ["system", *_LIST_COLS]).to_csv(path, index=False)
+    else:
+        flat = [{k: json.dumps(v) if k in _JSON_COLS else v for k, v in r.items()}
+                for r in rows]
+        table = pa.Table.from_pylist(flat, schema=_parquet_schema()) if flat else \
+            _parquet_schema().empty_table()
+        meta = {b"format": EXPORT_TAG.encode(), b"version": str(EXPORT_VERSION).encode()}
+        pq.write_table(table.replace_schema_metadata(meta), path)
+    return len(rows)
+
+
+def _parquet_schema() -> pa.Schema:
+    types = {f.name: f.type for f in fields(RunRecord)}
+    cols = []
+    for name in RUN_COLUMNS + ["system", *_LIST_COLS]:
+        t = str(types.get(name, "str"))
+        if name in _LIST_COLS:
+            typ = pa.list_(pa.int64())
+        elif name in _TIME_COLS or name in _JSON_COLS or t.startswith("str"):
+            typ = pa.string()
+        elif t.startswith("int"):
+            typ = pa.int64()
+        elif t.startswith("float"):
+            typ = pa.float64()
+        else:
+            typ = pa.string()
+        cols.append(pa.field(name, typ))
+    return pa.schema(cols)
+
+
+# -- import ---------------------------------------------------------------------------------
+
+def import_file(con, path: str | Path) -> tuple[int, int, str]:
+    """Read our export (any format) or PerfZero summary JSON; return (imported, skipped,
+    kind). Runs already present (same run_id) are skipped, so importing twice is safe."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"file: {path} does not exist", field="file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            table = pq.read_table(path)
+            rows = [{k: (json.loads(v) if k in _JSON_COLS and isinstance(v, str) else v)
+                     for k, v in r.items()} for r in table.to_pylist()]
+            kind = "export (parquet)"
+        elif suffix == ".csv":
+            df = pd.read_csv(path, dtype=object, keep_default_na=False, na_values=[""])
+            rows = [{k: _csv_value(k, v) for k, v in r.items()} for r in df.to_dict("records")]
+            kind = "export (csv)"
+        else:
+            rows, kind = _json_rows(path)
+    except UserError:
+        raise
+    except Exception as exc:  # a malformed file is the user's to fix: say which and why
+        raise UserError(f"file: {path} could not be read as an export or a PerfZero "
+                        f"summary: {type(exc).__name__}: {exc}", field="file") from exc
+    records = [_to_record(r, path) for r in rows]
+    imported = skipped = 0
+    for rec, system in records:
+        if run_exists(con, rec.run_id):
+            skipped += 1
+            continue
+        save_record(con, rec, system)
+        imported += 1
+    return imported, skipped, kind
+
+
+def _csv_value(k, v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if k in _JSON_COLS or k in _LIST_COLS:
+        return json.loads(v)
+    return v
+
+
+def _json_rows(path: Path) -> tuple[list[dict], str]:
+    text = path.read_text()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = [json.loads(line) for line in text.splitlines() if line.strip()]  # JSON lines
+    if isinstance(doc, dict) and doc.get("format") == EXPORT_TAG:
+        if doc.get("version") != EXPORT_VERSION:
+            raise UserError(f"file: {path} is export version {doc.get('version')}; this "
+                            f"version reads {EXPORT_VERSION}", field="file")
+        return doc["runs"], "export (json)"
+    items = doc if isinstance(doc, list) else [doc]
+    if items and all(isinstance(d, dict) and "benchmark_result" in d for d in items):
+        return [_from_perfzero(d) for d in items], "PerfZero summary"
+    raise UserError(f"file: {path} is neither our export (format {EXPORT_TAG!r}) nor a "
+                    "PerfZero summary (objects with benchmark_result)", field="file")
+
+
+def _from_perfzero(d: dict) -> dict:
+    """Map one PerfZero summary onto a run row; what has no column goes to extra."""
+    result, fw = d.get("benchmark_result") or {}, d.get("ml_framework_info") or {}
+    info, sysi = d.get("benchmark_info") or {}, d.get("system_info") or {}
+    proc = d.get("process_info") or {}
+    name = result.get("name") or "unnamed"
+    exec_id = str(d.get("execution_id") or "")
+    ok = bool(result.get("succeeded")) and not info.get("has_exception", False)
+    metrics = {m.get("name"): m.get("value") for m in result.get("metrics") or []}
+    throughput = next((metrics[k] for k in ("exp_per_second", "examples_per_second",
+                                            "throughput") if k in metrics), None)
+    wall = result.get("wall_time")
+    system = {
+        "hostname": sysi.get("hostname"), "cpu_model": sysi.get("cpu_model"),
+        "physical_cores": sysi.get("physical_cpu_count"),
+        "logical_cores": sysi.get("logical_cpu_count"), "usable_cores": None,
+        "sockets": sysi.get("cpu_socket_count"), "memory_bytes": None,
+        "accelerator": sysi.get("accelerator_model"),
+        "accelerator_count": sysi.get("accelerator_count"),
+        "accelerator_driver": sysi.get("accelerator_driver_version"),
+        "os": None, "platform": sysi.get("platform_name"), "python": None}
+    system["system_id"] = "pz-" + hashlib.sha256(
+        json.dumps(system, sort_keys=True).encode()).hexdigest()[:13]
+    ts = d.get("execution_timestamp")
+    return {
+        "run_id": "pz-" + hashlib.sha256(f"{exec_id}/{name}/{ts}".encode()).hexdigest()[:29],
+        "sweep_id": exec_id or None, "model": name, "framework": fw.get("name") or "unknown",
+        "runtime": "perfzero", "status": "ok" if ok else "error",
+        "reason": "" if ok else "PerfZero reported succeeded=false or an exception",
+        "started_at": datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts else None,
+        "measured_s": wall if isinstance(wall, (int, float)) and wall >= 0 else None,
+        "throughput": throughput, "peak_rss_bytes": proc.get("max_rss"),
+        "peak_rss_method": "PerfZero process_info.max_rss" if proc.get("max_rss") else None,
+        "system_id": system["system_id"], "system": system,
+        "versions": {fw.get("name") or "framework": fw.get("version"),
+                     "build_version": fw.get("build_version"),
+                     "build_label": fw.get("build_label")},
+        "source": "perfzero",
+        "extra": {"metrics": result.get("metrics") or [], "extras": result.get("extras"),
+                  "trial_id": result.get("trial_id"), "benchmark_info": info,
+                  "process_info": proc, "execution_timestamp": ts},
+    }
+
+
+def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
+    types = {f.name: str(f.type) for f in fields(RunRecord)}
+    missing = [c for c in ("run_id", "model", "framework", "runtime", "status") if not row.get(c)]
+    if missing:
+        raise UserError(f"file: {path} has a row without {', '.join(missing)}", field="file")
+    if row["status"] not in STATUSES:
+        raise UserError(f"file: {path} row {row['run_id']}: status {row['status']!r}; "
+                        f"allowed: {', '.join(STATUSES)}", field="file")
+    kwargs = {}
+    for name, t in types.items():
+        if name not in row:
+            continue
+        v = row[name]
+        if v is None:
+            kwargs[name] = None if "None" in t else _default(name)
+        elif name in _TIME_COLS:
+            ts = pd.Timestamp(v)
+            kwargs[name] = (ts.tz_convert("UTC") if ts.tzinfo else ts.tz_localize("UTC")).to_pydatetime()
+        elif name in _LIST_COLS:
+            kwargs[name] = tuple(int(x) for x in v)
+        elif name in ("versions", "threads_effective", "env", "extra"):
+            kwargs[name] = v if isinstance(v, dict) else json.loads(v)
+        elif t.startswith("int"):
+            kwargs[name] = int(v)
+        elif t.startswith("float"):
+            kwargs[name] = float(v)
+        else:
+            kwargs[name] = str(v)
+    base = {f.name: None for f in fields(RunRecord) if f.name in
+            ("sweep_id", "batch_size", "intra_threads", "inter_threads", "precision",
+             "image_size", "device", "weight_policy", "warmup_iters", "min_time_s",
+             "min_iters", "max_time_s")}
+    system = row.get("system")
+    if isinstance(system, str):
+        system = json.loads(system)
+    return RunRecord(**{**base, **kwargs}), system
+
+
+def _default(name):
+    return {"reason": "", "stderr_tail": "", "validity_reason": "", "source": "import",
+            "versions": {}, "threads_effective": {}, "env": {}, "extra": {},
+            "warmup_ns": (), "samples_ns": ()}.get(name)

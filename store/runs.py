@@ -1,0 +1,142 @@
+"""Writes and named queries for runs, samples, systems and model facts."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from dataclasses import fields
+from datetime import datetime, timezone
+
+import pandas as pd
+
+from engine.record import RunRecord
+
+__all__ = ["save_record", "run_exists", "known_model_stats", "list_runs", "run_samples",
+           "counts", "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
+           "SYSTEM_COLUMNS"]
+
+_JSON_FIELDS = ("versions", "threads_effective", "env", "extra")
+_SAMPLE_FIELDS = ("warmup_ns", "samples_ns")
+RUN_COLUMNS = [f.name for f in fields(RunRecord) if f.name not in _SAMPLE_FIELDS]
+SYSTEM_COLUMNS = ["system_id", "hostname", "cpu_model", "physical_cores", "logical_cores",
+                  "usable_cores", "sockets", "memory_bytes", "accelerator",
+                  "accelerator_count", "accelerator_driver", "os", "platform", "python"]
+# Installed distributions that carry each framework (model_info is keyed by their version,
+# read from package metadata so the dashboard and CLI never import a framework to know it).
+FRAMEWORK_PACKAGES = {"torch": ("torch",), "tensorflow": ("tensorflow", "tensorflow-cpu"),
+                      "selftest": ("numpy",)}
+
+
+def framework_version(framework: str) -> str | None:
+    for dist in FRAMEWORK_PACKAGES.get(framework, ()):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _utc_naive(value):
+    """Timestamps are stored as naive UTC."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _row(record: RunRecord) -> list:
+    out = []
+    for name in RUN_COLUMNS:
+        v = getattr(record, name)
+        if name in _JSON_FIELDS:
+            v = json.dumps(v or {}, sort_keys=True)
+        out.append(_utc_naive(v))
+    return out
+
+
+_INSERT_RUN = (f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) "
+               f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})")
+_INSERT_SYSTEM = (f"INSERT INTO systems ({', '.join(SYSTEM_COLUMNS)}, first_seen) "
+                  f"VALUES ({', '.join('?' * (len(SYSTEM_COLUMNS) + 1))}) "
+                  "ON CONFLICT (system_id) DO NOTHING")
+_INSERT_SAMPLES = ("INSERT INTO samples (run_id, phase, idx, latency_ns) "
+                   "SELECT ?, ?, unnest(range(?)), unnest(?::BIGINT[])")
+
+
+def save_record(con, record: RunRecord, system: dict | None = None) -> None:
+    """One transaction per finished run: its row, its raw samples, its machine, and the
+    model facts it measured. A crash loses at most the run being written."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if system and system.get("system_id"):
+            con.execute(_INSERT_SYSTEM, [system.get(c) for c in SYSTEM_COLUMNS]
+                        + [_utc_naive(record.started_at)])
+        con.execute(_INSERT_RUN, _row(record))
+        for phase, values in (("warmup", record.warmup_ns), ("measure", record.samples_ns)):
+            if values:
+                con.execute(_INSERT_SAMPLES, [record.run_id, phase, len(values), list(values)])
+        if (record.source == "engine" and record.params is not None
+                and record.flops_per_sample is not None
+                and framework_version(record.framework)):
+            save_model_stats(con, record.model, record.framework, record.image_size,
+                             {k: getattr(record, k) for k in
+                              ("params", "params_trainable", "flops_per_sample", "flops_method")})
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def save_model_stats(con, model: str, framework: str, image_size: int, stats: dict) -> None:
+    con.execute("INSERT INTO model_info VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [model, framework, image_size, framework_version(framework), stats["params"],
+                 stats["params_trainable"], stats["flops_per_sample"], stats["flops_method"],
+                 datetime.now(timezone.utc).replace(tzinfo=None)])
+
+
+def run_exists(con, run_id: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0])
+
+
+def known_model_stats(con, model: str, framework: str, image_size: int,
+                      framework_version: str) -> dict | None:
+    """Params and FLOPs a worker already counted for this model, size and version."""
+    rows = con.execute(
+        "SELECT params, params_trainable, flops_per_sample, flops_method FROM model_info "
+        "WHERE model = ? AND framework = ? AND image_size = ? AND framework_version = ? "
+        "AND flops_per_sample IS NOT NULL",
+        [model, framework, image_size, framework_version]).fetchall()
+    if not rows:
+        return None
+    p, pt, f, m = rows[0]
+    return {"params": p, "params_trainable": pt, "flops_per_sample": f, "flops_method": m}
+
+
+def model_info(con) -> pd.DataFrame:
+    """The newest counted facts per (model, framework) at each image size."""
+    return con.execute(
+        "SELECT model, framework, image_size, framework_version, params, params_trainable, "
+        "flops_per_sample, flops_method FROM model_info "
+        "QUALIFY row_number() OVER (PARTITION BY model, framework, image_size "
+        "ORDER BY measured_at DESC) = 1 ORDER BY model, framework, image_size").df()
+
+
+def list_runs(con, *, limit: int = 50, sweep_id: str | None = None,
+              status: str | None = None) -> pd.DataFrame:
+    return con.execute(
+        "SELECT run_id, sweep_id, started_at, model, framework, runtime, batch_size, "
+        "intra_threads, inter_threads, image_size, device, status, reason, validity, "
+        "validity_reason, iterations, median_ms, p90_ms, p99_ms, iqr_ms, throughput, "
+        "gflops_per_s, peak_rss_bytes, params, flops_per_sample FROM runs "
+        "WHERE (? IS NULL OR sweep_id = ?) AND (? IS NULL OR status = ?) "
+        "ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?",
+        [sweep_id, sweep_id, status, status, limit]).df()
+
+
+def run_samples(con, run_id: str) -> pd.DataFrame:
+    return con.execute("SELECT phase, idx, latency_ns FROM samples WHERE run_id = ? "
+                       "ORDER BY phase DESC, idx", [run_id]).df()
+
+
+def counts(con) -> dict:
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]  # fixed names
+            for t in ("runs", "samples", "systems", "model_info")}
