@@ -26,6 +26,13 @@ _EFF_NOTE = _BN_NOTE + (
 )
 
 
+_MOBILE_NOTE = _BN_NOTE + (
+    "Trainable counts match exactly (Keras' head uses 1x1 convolutions where torchvision "
+    "uses Linear layers: same weights). Keras' built-in Rescaling is switched off "
+    "(include_preprocessing=False) so both take the same normalised input."
+)
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
@@ -47,23 +54,22 @@ CATALOG: dict[str, ModelInfo] = {
         *(_eff(i, s) for i, s in enumerate([224, 240, 260, 300, 380, 456, 528, 600])),
         ModelInfo("resnet18", "ResNet", 224, "resnet18", "engine:resnet18",
                   _BN_NOTE + "Keras has no ResNet18: ours is built layer for layer like "
-                  "torchvision's BasicBlock ResNet (bias-free 3x3 convs, 1x1 projection "
-                  "shortcuts), so trainable counts match exactly."),
+                  "torchvision's BasicBlock ResNet (bias-free convs, symmetric padding, 1x1 "
+                  "projection shortcuts), so trainable counts match exactly."),
         ModelInfo("resnet34", "ResNet", 224, "resnet34", "engine:resnet34",
                   _BN_NOTE + "Keras has no ResNet34: built like torchvision's BasicBlock "
                   "ResNet, so trainable counts match exactly."),
         ModelInfo("resnet50", "ResNet", 224, "resnet50", "ResNet50",
-                  _BN_NOTE + "keras.applications.ResNet50 is the original Caffe-style v1: "
-                  "its convolutions carry biases and the stride-2 sits in the first 1x1 "
-                  "conv of a block, where torchvision puts it in the 3x3 (ResNet v1.5)."),
+                  _BN_NOTE + "keras.applications.ResNet50 is the original ResNet v1: its "
+                  "convolutions carry biases (26,560 more trainable parameters) and the "
+                  "stride 2 sits in a block's first 1x1 conv, where torchvision (v1.5) puts "
+                  "it in the 3x3, so the two do slightly different work (see FLOPs)."),
         ModelInfo("mobilenet_v3_small", "MobileNetV3", 224, "mobilenet_v3_small",
                   "MobileNetV3Small",
-                  _BN_NOTE + "Keras' classifier head uses 1x1 convolutions with bias where "
-                  "torchvision uses Linear layers, and Keras adds a Rescaling layer."),
+                  _MOBILE_NOTE),
         ModelInfo("mobilenet_v3_large", "MobileNetV3", 224, "mobilenet_v3_large",
                   "MobileNetV3Large",
-                  _BN_NOTE + "Keras' classifier head uses 1x1 convolutions with bias where "
-                  "torchvision uses Linear layers, and Keras adds a Rescaling layer."),
+                  _MOBILE_NOTE),
     ]
 }
 

@@ -99,8 +99,11 @@ class _Worker:
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._err_thread.start()
         payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode}
-        self.proc.stdin.write((json.dumps(payload) + "\n").encode())
-        self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
+        try:
+            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+            self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
+        except BrokenPipeError:
+            pass  # it died at start-up; its exit code and stderr tell why
 
     def _read_stdout(self):
         for line in self.proc.stdout:
@@ -133,7 +136,7 @@ class _Worker:
     def close(self) -> int | None:
         try:
             self.proc.stdin.close()
-        except OSError:
+        except OSError:  # includes a broken pipe when flushing to a dead worker
             pass
         try:
             return self.proc.wait(timeout=30)

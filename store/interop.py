@@ -249,7 +249,7 @@ def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
         elif name in ("versions", "threads_effective", "env", "extra"):
             kwargs[name] = v if isinstance(v, dict) else json.loads(v)
         elif t.startswith("int"):
-            kwargs[name] = int(v)
+            kwargs[name] = int(float(v)) if isinstance(v, str) else int(v)  # CSV: "3.0"
         elif t.startswith("float"):
             kwargs[name] = float(v)
         else:

@@ -1,0 +1,71 @@
+"""Real tiny runs of both frameworks, each in its own worker subprocess (this pytest process
+imports neither framework)."""
+
+import sys
+
+import pytest
+
+from engine.cli import main
+from engine.runner import count_model_stats
+from engine.spec import RunSpec
+from store.db import open_db
+
+pytestmark = pytest.mark.slow
+
+# Reference counts for mobilenet_v3_small: torchvision's parameters(); Keras' count_params()
+# adds BatchNorm moving statistics (torchvision keeps those as buffers).
+TORCH_PARAMS = 2_542_856
+KERAS_PARAMS = 2_554_968
+
+
+def test_tiny_runs_in_both_frameworks_land_plausible_rows(db_path, worker_env, capsys):
+    rc = main(["run", "--model", "mobilenet_v3_small", "--framework", "torch", "tensorflow",
+               "--batch", "1", "2", "--threads", "1", "--image-size", "64",
+               "--min-time", "0.2", "--min-iters", "10", "--warmup", "3",
+               "--db", str(db_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "torch (eager)" in out and "tensorflow (tf_function)" in out
+    with open_db(db_path) as con:
+        rows = con.execute(
+            "SELECT framework, batch_size, status, iterations, median_ms, p90_ms, p99_ms, "
+            "min_ms, throughput, params, params_trainable, flops_per_sample, gflops_per_s, "
+            "load_s, first_forward_s, peak_rss_bytes, rss_before_bytes, "
+            "threads_effective, env->>'$.OMP_NUM_THREADS', started_at < ended_at, "
+            "versions, image_size, (SELECT count(*) FROM samples s WHERE s.run_id = r.run_id "
+            "AND phase = 'measure') FROM runs r ORDER BY framework DESC, batch_size").fetchall()
+        cpu = con.execute("SELECT cpu_model, logical_cores FROM systems").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("torch", 1), ("torch", 2),
+                                           ("tensorflow", 1), ("tensorflow", 2)]
+    for (fw, batch, status, iters, med, p90, p99, mn, thr, params, trainable, flops, gfs,
+         load_s, first_s, peak, before, threads, omp, ordered, versions, size, n) in rows:
+        assert status in ("ok", "invalid"), status  # invalid only from a noisy neighbour
+        assert iters >= 10 and n == iters and size == 64
+        assert 0.05 < mn <= med <= p90 <= p99 < 2000
+        assert thr == pytest.approx(batch / (med / 1000))
+        assert params == (TORCH_PARAMS if fw == "torch" else KERAS_PARAMS)
+        assert trainable == TORCH_PARAMS  # Keras' trainable weights match torchvision's
+        assert flops > 1_000_000 and gfs == pytest.approx(flops * batch / (med / 1000) / 1e9)
+        assert load_s > 0 and first_s > 0
+        assert peak > before > 50 * 2**20
+        assert omp == "1" and ordered
+        key = "torch_intra_op" if fw == "torch" else "tf_intra_op"
+        assert f'"{key}": 1' in threads
+        assert ('"torch": "2.14.1' if fw == "torch" else '"tensorflow": "2.21.0"') in versions
+    assert cpu[0][0] and cpu[0][1] >= 1
+
+
+def test_catalog_counts_match_the_runs_and_keras_resnet18_matches_torchvision(worker_env):
+    specs = [RunSpec(m, fw, 1, 1, image_size=64, weight_policy="random").validate()
+             for fw in ("torch", "tensorflow") for m in ("mobilenet_v3_small", "resnet18")]
+    got = {}
+    count_model_stats(specs, on_stats=lambda ev: got.__setitem__(
+        (ev["model"], ev["framework"]), (ev["params"], ev["params_trainable"])))
+    assert got == {
+        ("mobilenet_v3_small", "torch"): (TORCH_PARAMS, TORCH_PARAMS),
+        ("mobilenet_v3_small", "tensorflow"): (KERAS_PARAMS, TORCH_PARAMS),
+        # Our Keras ResNet18 is torchvision's BasicBlock ResNet: trainable counts are equal;
+        # Keras adds 2 x 4,800 BatchNorm moving statistics.
+        ("resnet18", "torch"): (11_689_512, 11_689_512),
+        ("resnet18", "tensorflow"): (11_689_512 + 9_600, 11_689_512),
+    }

@@ -1,0 +1,61 @@
+from engine.measure import STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET, time_loop
+from engine.spec import MeasurementPolicy
+
+
+class FakeClock:
+    """Advances by a fixed step on every read: a step() costs one tick between reads."""
+
+    def __init__(self, tick_ns):
+        self.t = 0
+        self.tick = tick_ns
+
+    def __call__(self):
+        self.t += self.tick
+        return self.t
+
+
+def test_stops_when_both_min_time_and_min_iters_are_met():
+    # Each iteration reads the clock twice: 10 ms per read, one sample = 10 ms.
+    policy = MeasurementPolicy(warmup_iters=3, min_time_s=1.0, min_iters=30)
+    res = time_loop(lambda: None, policy, clock=FakeClock(10_000_000))
+    assert len(res.warmup_ns) == 3
+    assert set(res.samples_ns) == {10_000_000}
+    # the loop start is one read; elapsed after n iterations = 2n * 10 ms: 1 s at n = 50.
+    assert len(res.samples_ns) == 50
+    assert res.stop_reason == STOP_POLICY_MET
+
+
+def test_min_iters_dominates_for_slow_steps():
+    policy = MeasurementPolicy(warmup_iters=0, min_time_s=0.1, min_iters=30)
+    res = time_loop(lambda: None, policy, clock=FakeClock(50_000_000))
+    assert len(res.samples_ns) == 30 and res.stop_reason == STOP_POLICY_MET
+    assert res.warmup_ns == ()
+
+
+def test_max_time_stops_before_min_iters():
+    policy = MeasurementPolicy(warmup_iters=0, min_time_s=1.0, min_iters=30, max_time_s=2.0)
+    res = time_loop(lambda: None, policy, clock=FakeClock(200_000_000))
+    # elapsed 2n * 0.2 s >= 2 s at n = 5
+    assert len(res.samples_ns) == 5 and res.stop_reason == STOP_MAX_TIME
+
+
+def test_max_iters_caps_fast_steps():
+    policy = MeasurementPolicy(warmup_iters=0, min_time_s=5.0, min_iters=10, max_iters=100)
+    res = time_loop(lambda: None, policy, clock=FakeClock(1000))
+    assert len(res.samples_ns) == 100 and res.stop_reason == STOP_MAX_ITERS
+
+
+def test_device_measured_durations_replace_the_cpu_clock():
+    # A CUDA step returns its event-measured duration: that, not the CPU delta, is stored.
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.0, min_iters=5)
+    res = time_loop(lambda: 4242, policy, clock=FakeClock(1_000_000))
+    assert res.samples_ns == (4242,) * 5 and res.warmup_ns == (4242, 4242)
+
+
+def test_progress_is_reported_between_iterations():
+    seen = []
+    policy = MeasurementPolicy(warmup_iters=0, min_time_s=1.0, min_iters=1)
+    time_loop(lambda: None, policy, clock=FakeClock(100_000_000),
+              on_progress=lambda n, ns: seen.append(n))
+    # reads at 100 ms steps; reports at most every 250 ms of loop time
+    assert seen == [2, 4]

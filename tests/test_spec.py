@@ -1,0 +1,59 @@
+import pytest
+
+from engine.errors import UserError
+from engine.spec import MeasurementPolicy, RunSpec, expand_sweep
+
+
+def err(fn):
+    with pytest.raises(UserError) as info:
+        fn()
+    return info.value
+
+
+def test_defaults_resolve_native_image_size():
+    s = RunSpec("efficientnet_b3", "torch", 8, 2).validate(cores=4)
+    assert s.image_size == 300 and s.runtime == "eager"
+    assert RunSpec("resnet18", "tensorflow", 1, 1).validate(cores=2).runtime == "tf_function"
+
+
+@pytest.mark.parametrize("kwargs, field, message", [
+    (dict(batch_size=0), "batch_size", "batch_size: 0 is out of range; allowed: integer 1..4096"),
+    (dict(batch_size=5000), "batch_size", "batch_size: 5000 is out of range; allowed: integer 1..4096"),
+    (dict(batch_size=2.5), "batch_size", "batch_size: 2.5 is not an integer; allowed: integer 1..4096"),
+    (dict(intra_threads=3), "intra_threads",
+     "intra_threads: 3 is out of range; allowed: integer 1..2 (this machine has 2 logical cores)"),
+    (dict(image_size=16), "image_size", "image_size: 16 is out of range; allowed: integer 32..1024"),
+    (dict(model="vgg16"), "model", "model: unknown 'vgg16'; allowed: efficientnet_b0"),
+    (dict(framework="jax"), "framework", "framework: unknown 'jax'; allowed: torch, tensorflow"),
+    (dict(precision="int8"), "precision", "precision: 'int8' is not supported; allowed: fp32"),
+    (dict(framework="tensorflow", device="cuda"), "device", "device: cuda is not available for tensorflow"),
+])
+def test_validation_names_field_and_allowed_values(kwargs, field, message):
+    base = dict(model="resnet18", framework="torch", batch_size=1, intra_threads=1)
+    e = err(lambda: RunSpec(**{**base, **kwargs}).validate(cores=2))
+    assert e.field == field
+    assert str(e).startswith(message)
+
+
+def test_policy_validation():
+    e = err(lambda: MeasurementPolicy(min_iters=0).validate())
+    assert str(e) == "min_iters: 0 is out of range; allowed: integer 1..100000"
+    e = err(lambda: MeasurementPolicy(min_time_s=-1).validate())
+    assert str(e) == "min_time_s: -1 is out of range; allowed: number 0..3600"
+
+
+def test_sweep_expansion_groups_by_framework_and_threads():
+    specs = expand_sweep(["efficientnet_b0"], ["torch", "tensorflow"], [1, 8], [1, 2], cores=2)
+    assert len(specs) == 8
+    assert [(s.framework, s.intra_threads, s.batch_size) for s in specs] == [
+        ("torch", 1, 1), ("torch", 1, 8), ("torch", 2, 1), ("torch", 2, 8),
+        ("tensorflow", 1, 1), ("tensorflow", 1, 8), ("tensorflow", 2, 1), ("tensorflow", 2, 8)]
+    assert len({s.key() for s in specs}) == 8
+    assert str(err(lambda: expand_sweep([], ["torch"], [1], [1]))) == \
+        "model: pick at least one value"
+
+
+def test_spec_round_trips_through_dict():
+    s = RunSpec("resnet18", "torch", 4, 1, policy=MeasurementPolicy(min_iters=7)).validate(cores=2)
+    assert RunSpec.from_dict(s.to_dict()) == s
+    assert hash(RunSpec.from_dict(s.to_dict())) == hash(s)

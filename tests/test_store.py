@@ -1,0 +1,113 @@
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from engine.errors import UserError
+from store.db import applied_migrations, connect, open_db, resolve_db_path
+from store.runs import (counts, known_model_stats, list_runs, run_samples, save_record,
+                        framework_version)
+from tests.helpers import SYSTEM, failed_record, ok_record
+
+EXPECTED_RUN_COLUMNS = [
+    "run_id", "sweep_id", "model", "framework", "runtime", "batch_size", "intra_threads",
+    "inter_threads", "precision", "image_size", "device", "weight_policy", "warmup_iters",
+    "min_time_s", "min_iters", "max_time_s", "status", "reason", "exit_code", "signal",
+    "stderr_tail", "validity", "validity_reason", "stop_reason", "started_at", "ended_at",
+    "import_s", "load_s", "first_forward_s", "warmup_s", "measured_s", "iterations",
+    "mean_ms", "median_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "std_ms",
+    "iqr_ms", "cv", "throughput", "params", "params_trainable", "flops_per_sample",
+    "flops_method", "gflops_per_s", "rss_before_bytes", "peak_rss_bytes", "peak_rss_method",
+    "device_peak_bytes", "memory_cap_bytes", "timeout_s", "load_avg_1m", "git_commit",
+    "system_id", "versions", "threads_effective", "env", "source", "extra"]
+
+
+def columns(con, table):
+    return [r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()]
+
+
+def test_migrations_on_empty_database_create_exact_columns():
+    con = connect(":memory:")
+    assert applied_migrations(con) == ["m001_initial"]
+    assert columns(con, "runs") == EXPECTED_RUN_COLUMNS
+    assert columns(con, "samples") == ["run_id", "phase", "idx", "latency_ns"]
+    assert columns(con, "systems") == [
+        "system_id", "hostname", "cpu_model", "physical_cores", "logical_cores",
+        "usable_cores", "sockets", "memory_bytes", "accelerator", "accelerator_count",
+        "accelerator_driver", "os", "platform", "python", "first_seen"]
+    assert columns(con, "model_info") == [
+        "model", "framework", "image_size", "framework_version", "params",
+        "params_trainable", "flops_per_sample", "flops_method", "measured_at"]
+
+
+def test_migrations_run_once(db_path):
+    connect(db_path).close()
+    con = connect(db_path)
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(1,)]
+
+
+def test_save_record_stores_run_samples_system_and_model_facts(db_path):
+    with open_db(db_path) as con:
+        save_record(con, ok_record(), SYSTEM)
+        save_record(con, failed_record(), SYSTEM)
+        assert counts(con) == {"runs": 2, "samples": 5, "systems": 1, "model_info": 1}
+        runs = list_runs(con)
+        ok = runs[runs.run_id == "r-ok"].iloc[0]
+        assert ok.status == "ok" and ok.validity == "valid"
+        assert ok.median_ms == 2.0 and ok.throughput == 500.0 and ok.p90_ms == 2.008
+        err = runs[runs.run_id == "r-err"].iloc[0]
+        assert err.status == "error" and err.reason == "ValueError: boom"
+        s = run_samples(con, "r-ok")
+        assert s[s.phase == "measure"].latency_ns.tolist() == [2_010_000, 1_990_000, 2_000_000]
+        assert s[s.phase == "warmup"].latency_ns.tolist() == [9_000_000, 5_000_000]
+        # quantiles in SQL agree with engine.stats (both type 7)
+        assert con.execute("SELECT quantile_cont(latency_ns, 0.5) FROM samples "
+                           "WHERE run_id = ? AND phase = 'measure'",
+                           ["r-ok"]).fetchall() == [(2_000_000.0,)]
+        assert known_model_stats(con, "resnet18", "torch", 64, framework_version("torch")) == {
+            "params": 11_689_512, "params_trainable": 11_689_512,
+            "flops_per_sample": 1_000_000_000, "flops_method": "FlopCounterMode"}
+
+
+def test_a_failed_write_leaves_nothing_behind(db_path):
+    with open_db(db_path) as con:
+        save_record(con, ok_record(), SYSTEM)
+        with pytest.raises(duckdb.ConstraintException):
+            save_record(con, ok_record(), SYSTEM)  # same run_id: the transaction rolls back
+        assert counts(con)["samples"] == 5  # 3 timed + 2 warm-up, of the first save only
+
+
+def test_db_path_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("BENCH_DB", str(tmp_path / "env.duckdb"))
+    assert resolve_db_path() == tmp_path / "env.duckdb"
+    assert resolve_db_path(tmp_path / "flag.duckdb") == tmp_path / "flag.duckdb"
+    monkeypatch.delenv("BENCH_DB")
+    assert resolve_db_path().name == "bench.duckdb" and resolve_db_path().parent.name == "data"
+
+
+def test_a_database_held_by_another_process_gets_a_clear_message(db_path):
+    connect(db_path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); sys.stdin.read()", str(db_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        ticks = iter(range(100))
+        with pytest.raises(UserError) as info:
+            connect(db_path, wait_s=3, clock=lambda: next(ticks), pause=lambda s: None)
+        msg = str(info.value)
+        assert f"{db_path} is in use by process {holder.pid}" in msg
+        assert "pass --db PATH" in msg
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_read_only_open_of_a_missing_file_says_what_to_do(tmp_path):
+    with pytest.raises(UserError) as info:
+        connect(tmp_path / "none.duckdb", read_only=True)
+    assert "does not exist yet; run a benchmark first" in str(info.value)
