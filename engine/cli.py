@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.catalog import CATALOG, FRAMEWORKS
 from engine.errors import UserError
+from engine.rounds import DEFAULT_ROUNDS
 from engine.spec import BATCH_RANGE, MeasurementPolicy, RunSpec, expand_sweep, logical_cores
 
 __all__ = ["main"]
@@ -71,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = MeasurementPolicy()
     r.add_argument("--warmup", type=_int("warmup_iters", 0), default=d.warmup_iters,
                    help=f"warm-up iterations (default {d.warmup_iters})")
+    r.add_argument("--warmup-max-time", type=_float("warmup_max_s"), default=d.warmup_max_s,
+                   help=f"end warm-up early after this many seconds (default {d.warmup_max_s:g})")
     r.add_argument("--min-time", type=_float("min_time_s"), default=d.min_time_s,
                    help=f"minimum timed seconds (default {d.min_time_s:g})")
     r.add_argument("--min-iters", type=_int("min_iters", 1), default=d.min_iters,
@@ -81,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wall-time limit per run in seconds, load included (default 600)")
     r.add_argument("--memory-cap-mb", type=_int("memory_cap_mb", 64), default=None,
                    help="address space one run may add to its worker (default: 75%% of RAM)")
+    r.add_argument("--rounds", type=_int("rounds", 1, 100), default=DEFAULT_ROUNDS,
+                   help=f"rounds of the whole sweep, each in fresh worker processes and in "
+                        f"alternating order (default {DEFAULT_ROUNDS}; see docs)")
+    r.add_argument("--seed", type=_int("seed", 0), default=None,
+                   help="seed for the shuffled order of rounds 3+ (default: random, stored)")
+    r.add_argument("--process-per-run", action="store_true",
+                   help="a fresh worker process for every run (default: one per "
+                        "framework/threads group, so imports are paid once)")
     r.add_argument("--no-table", action="store_true", help="skip the comparison table")
     _db_arg(r)
 
@@ -95,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--sweep", metavar="ID")
     ls.add_argument("--status", choices=["ok", "error", "timeout", "oom", "killed", "invalid"])
     _db_arg(ls)
+
+    sw = sub.add_parser("sweeps", help="list stored sweeps, newest first")
+    _db_arg(sw)
+
+    cp = sub.add_parser("compare", help="the round-aggregated comparison of a stored sweep")
+    cp.add_argument("sweep", metavar="SWEEP_ID", help="a sweep id (or a unique prefix); "
+                    "default: the newest sweep", nargs="?")
+    _db_arg(cp)
 
     ex = sub.add_parser("export", help="write runs with raw samples to parquet, csv or json")
     ex.add_argument("--format", required=True, choices=["parquet", "csv", "json"])
@@ -112,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"run": cmd_run, "models": cmd_models, "runs": cmd_runs,
+                "sweeps": cmd_sweeps, "compare": cmd_compare,
                 "export": cmd_export, "import": cmd_import}[args.command](args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -122,44 +142,60 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args) -> int:
+    import random
+
     import psutil
     from tqdm import tqdm
 
+    from engine.compare import aggregate
     from engine.report import compare_table
+    from engine.rounds import order_name, plan_rounds
     from engine.runner import Runner, new_id
     from engine.system import system_info
     from store.db import open_db, resolve_db_path
-    from store.runs import framework_version, known_model_stats, save_record
+    from store.runs import framework_version, known_model_stats, save_record, save_sweep
 
-    policy = MeasurementPolicy(warmup_iters=args.warmup, min_time_s=args.min_time,
-                               min_iters=args.min_iters, max_time_s=args.max_time)
+    policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
+                               min_time_s=args.min_time, min_iters=args.min_iters,
+                               max_time_s=args.max_time)
     specs = expand_sweep(args.model, args.framework, args.batch, args.threads,
                          inter_threads=args.inter_threads, precision=args.precision,
                          image_size=args.image_size, device=args.device,
                          weight_policy=args.weight_policy, policy=policy)
+    if not 1 <= args.rounds <= 100:
+        raise UserError(f"rounds: {args.rounds} is out of range; allowed: integer 1..100",
+                        field="rounds")
     cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
            else int(psutil.virtual_memory().total * 0.75))
     db = resolve_db_path(args.db)
-    with open_db(db):  # fail now, not after the first run, if the file is busy or bad
-        pass
-    system = system_info()
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    plan = plan_rounds(specs, args.rounds, seed)
     sweep_id = new_id()
+    with open_db(db) as con:  # fails now, not after the first run, if the file is busy
+        save_sweep(con, sweep_id, rounds=args.rounds, seed=seed,
+                   plan=[[_label(s) for s in rs] for rs in plan], configurations=len(specs),
+                   command=" ".join(["python -m engine", *sys.argv[1:]]))
+    system = system_info()
 
     def known(spec: RunSpec):
         with open_db(db) as con:
             return known_model_stats(con, spec.model, spec.framework, spec.image_size,
                                      framework_version(spec.framework) or "")
 
-    print(f"sweep {sweep_id}: {len(specs)} runs -> {db}", flush=True)
-    bar = tqdm(total=len(specs), unit="run", file=sys.stderr, dynamic_ncols=True)
+    total = len(specs) * args.rounds
+    print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = {total} "
+          f"runs (seed {seed}) -> {db}", flush=True)
+    bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+    state = {"round": 1}
 
     def on_event(ev):
         spec = ev.get("spec")
         if spec is not None and ev["event"] in ("started", "progress"):
             phase = ev.get("phase", "start")
             iters = f" {ev['iters']} it" if ev.get("iters") else ""
-            bar.set_postfix_str(f"{spec.model} {spec.framework} b{spec.batch_size} "
-                                f"t{spec.intra_threads}: {phase}{iters}", refresh=True)
+            bar.set_postfix_str(f"round {state['round']}/{args.rounds} {spec.model} "
+                                f"{spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
+                                f"{phase}{iters}", refresh=True)
 
     def on_record(rec):
         with open_db(db) as con:
@@ -167,21 +203,33 @@ def cmd_run(args) -> int:
         bar.update(1)
         figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
                   f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
-        bar.write(f"stored {rec.run_id} {rec.model} {rec.framework} b{rec.batch_size} "
-                  f"t{rec.intra_threads}: {rec.status} - {figure}", file=sys.stdout)
+        bar.write(f"stored {rec.run_id} round {rec.round_no} {rec.model} {rec.framework} "
+                  f"b{rec.batch_size} t{rec.intra_threads}: {rec.status} - {figure}",
+                  file=sys.stdout)
         sys.stdout.flush()
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap, known_stats=known)
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap, known_stats=known,
+                    process_per_run=args.process_per_run)
+    records = []
     try:
-        records = runner.run(specs, on_record=on_record, on_event=on_event, sweep_id=sweep_id)
+        for r, round_specs in enumerate(plan, start=1):
+            state["round"] = r
+            bar.write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
+            records += runner.run(round_specs, on_record=on_record, on_event=on_event,
+                                  sweep_id=sweep_id, round_no=r)
     finally:
         bar.close()
     if not args.no_table:
         print()
-        print(compare_table(records, color=sys.stdout.isatty()))
-    failed = sum(r.status not in ("ok",) for r in records)
+        print(compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty()))
+    failed = sum(r.status != "ok" for r in records)
     print(f"\n{len(records)} runs stored in {db} (sweep {sweep_id}); {failed} not ok")
     return 0
+
+
+def _label(s: RunSpec) -> str:
+    return (f"{s.model}/{s.framework}/{s.runtime}/b{s.batch_size}/t{s.intra_threads}"
+            f"/i{s.inter_threads}/{s.image_size}px")
 
 
 def cmd_models(args) -> int:
@@ -263,6 +311,45 @@ def cmd_runs(args) -> int:
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
                         "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
                         "peak MiB", "reason"], rows))
+    return 0
+
+
+def cmd_sweeps(args) -> int:
+    from engine.report import format_table
+    from store.db import open_db
+    from store.runs import list_sweeps
+
+    with open_db(args.db) as con:
+        df = list_sweeps(con)
+    if df.empty:
+        print("no sweeps stored yet: `python -m engine run ...` makes one")
+        return 0
+    print(format_table(["created (UTC)", "sweep", "rounds", "configs", "runs", "ok", "seed"],
+                       [[str(r.created_at)[:19], r.sweep_id, str(r.rounds),
+                         str(r.configurations), str(r.runs), str(r.ok), str(r.seed)]
+                        for r in df.itertuples()]))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from engine.compare import aggregate
+    from engine.report import compare_table
+    from store.db import open_db
+    from store.runs import list_sweeps, sweep_rounds
+
+    with open_db(args.db) as con:
+        ids = list_sweeps(con).sweep_id.tolist()
+        match = [i for i in ids if i.startswith(args.sweep or "")]
+        if not ids:
+            raise UserError("sweep: none stored yet; run `python -m engine run ...` first",
+                            field="sweep")
+        if args.sweep and len(match) != 1:
+            raise UserError(f"sweep: {args.sweep!r} matches {len(match)} sweeps; allowed: a "
+                            "unique id prefix (see `python -m engine sweeps`)", field="sweep")
+        sweep_id = match[0]
+        rows = sweep_rounds(con, sweep_id)
+    print(f"sweep {sweep_id}: {len(rows)} runs")
+    print(compare_table(aggregate(rows), color=sys.stdout.isatty()))
     return 0
 
 

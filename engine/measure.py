@@ -36,14 +36,18 @@ class LoopResult:
 def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
               clock: Callable[[], int] = time.perf_counter_ns,
               on_progress: Callable[[int, int], None] | None = None) -> LoopResult:
-    """Warm up, then time until BOTH min_time_s and min_iters are met (or a max is hit)."""
+    """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
+    min_time_s and min_iters are met (or a max is hit)."""
     warm = []
+    warm_max_ns = int(policy.warmup_max_s * 1e9)
     w0 = clock()
     for _ in range(policy.warmup_iters):
         t0 = clock()
         own = step()
         t1 = clock()
         warm.append(own if own is not None else t1 - t0)
+        if t1 - w0 >= warm_max_ns:
+            break
     w1 = clock()
 
     min_ns = int(policy.min_time_s * 1e9)

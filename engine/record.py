@@ -79,6 +79,7 @@ class RunRecord:
     threads_effective: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
     source: str = "engine"
+    round_no: int | None = None  # which round of its sweep (1-based); None for imports
     extra: dict = field(default_factory=dict)
     warmup_ns: tuple = ()
     samples_ns: tuple = ()

@@ -151,7 +151,7 @@ class Runner:
     def __init__(self, *, timeout_s: float = 600.0, memory_cap_bytes: int | None = None,
                  python: str = sys.executable, clock: Callable[[], float] = time.monotonic,
                  poll_s: float = 0.2, known_stats: Callable[[RunSpec], dict | None] = None,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, process_per_run: bool = False):
         self.timeout_s = timeout_s
         self.memory_cap_bytes = memory_cap_bytes
         self.python = python
@@ -159,10 +159,13 @@ class Runner:
         self.poll_s = poll_s
         self.known_stats = known_stats or (lambda spec: None)
         self.cancel = cancel or threading.Event()
+        # process_per_run: a fresh worker for every run (full isolation, imports paid each
+        # time); the default shares one worker per (framework, threads) group.
+        self.process_per_run = process_per_run
 
     def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
             on_event: Callable[[dict], None] | None = None,
-            sweep_id: str | None = None) -> list[RunRecord]:
+            sweep_id: str | None = None, round_no: int | None = None) -> list[RunRecord]:
         on_event = on_event or (lambda e: None)
         records: list[RunRecord] = []
 
@@ -170,16 +173,18 @@ class Runner:
             records.append(r)
             on_record(r)
 
-        for group in _groups(specs):
+        tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
+        groups = [[s] for s in specs] if self.process_per_run else _groups(specs)
+        for group in groups:
             pending = [(new_id(), s) for s in group]
             while pending and not self.cancel.is_set():
-                done = self._run_worker(pending, sweep_id, record, on_event)
+                done = self._run_worker(pending, tags, record, on_event)
                 pending = [(rid, s) for rid, s in pending if rid not in done]
             if self.cancel.is_set():
                 break
         return records
 
-    def _run_worker(self, pending, sweep_id, record, on_event) -> set[str]:
+    def _run_worker(self, pending, tags, record, on_event) -> set[str]:
         """Run one worker over `pending`; return the run ids that got their row."""
         specs = dict(pending)
         runs = [{"run_id": rid, "spec": s.to_dict(), "known_stats": self.known_stats(s)}
@@ -221,7 +226,7 @@ class Runner:
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
                 elif kind in ("result", "failed"):
                     rid = ev["run_id"]
-                    record(self._record(rid, specs[rid], sweep_id, ev, ctx, worker))
+                    record(self._record(rid, specs[rid], tags, ev, ctx, worker))
                     done.add(rid)
                     in_flight = None
                     deadline = self.clock() + self.timeout_s
@@ -244,16 +249,16 @@ class Runner:
             rid = in_flight or next(rid for rid, _ in pending if rid not in done)
             ev = {"event": "failed", "run_id": rid, "status": status, "reason": reason,
                   "exit_code": rc, "signal": sig, "ended_at": time.time()}
-            record(self._record(rid, specs[rid], sweep_id, ev, ctx, worker))
+            record(self._record(rid, specs[rid], tags, ev, ctx, worker))
             on_event({**ev, "spec": specs[rid]})
             done.add(rid)
         return done
 
-    def _record(self, run_id, spec: RunSpec, sweep_id, ev, ctx, worker) -> RunRecord:
+    def _record(self, run_id, spec: RunSpec, tags, ev, ctx, worker) -> RunRecord:
         ready = ctx["ready"]
         sysinfo = system_info()
         base = dict(
-            run_id=run_id, sweep_id=sweep_id, model=spec.model, framework=spec.framework,
+            run_id=run_id, **tags, model=spec.model, framework=spec.framework,
             runtime=spec.runtime, batch_size=spec.batch_size,
             intra_threads=spec.intra_threads, inter_threads=spec.inter_threads,
             precision=spec.precision, image_size=spec.image_size, device=spec.device,
@@ -298,6 +303,7 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
         gflops_per_s=(flops * spec.batch_size / median_s / 1e9) if flops and median_s else None,
         rss_before_bytes=ev["rss_before_bytes"], peak_rss_bytes=ev["peak_rss_bytes"],
         peak_rss_method=ev["peak_rss_method"], device_peak_bytes=ev["device_peak_bytes"],
+        extra={"model_reused": bool(ev.get("model_reused"))},
         warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples)
 
 

@@ -85,7 +85,17 @@ def m001_initial(con) -> None:
     con.execute("CREATE INDEX samples_run ON samples (run_id)")
 
 
-MIGRATIONS = [m001_initial]
+def m002_rounds(con) -> None:
+    """Sweeps run in rounds: each run knows its round; a sweep records its plan and seed."""
+    con.execute("ALTER TABLE runs ADD COLUMN round_no INTEGER")
+    con.execute("""
+        CREATE TABLE sweeps (
+            sweep_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL,
+            rounds INTEGER NOT NULL, seed BIGINT NOT NULL, configurations INTEGER NOT NULL,
+            plan JSON NOT NULL, command VARCHAR)""")
+
+
+MIGRATIONS = [m001_initial, m002_rounds]
 
 
 def _migrate(con) -> None:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from engine.record import RunRecord
 
-__all__ = ["save_record", "run_exists", "known_model_stats", "list_runs", "run_samples",
+__all__ = ["save_record", "save_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
            "counts", "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "SYSTEM_COLUMNS"]
 
@@ -140,3 +140,30 @@ def run_samples(con, run_id: str) -> pd.DataFrame:
 def counts(con) -> dict:
     return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]  # fixed names
             for t in ("runs", "samples", "systems", "model_info")}
+
+
+def save_sweep(con, sweep_id: str, *, rounds: int, seed: int, plan: list[list[str]],
+               configurations: int, command: str | None = None) -> None:
+    """plan: per round, the run order as configuration labels (kept to verify alternation)."""
+    con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [sweep_id, datetime.now(timezone.utc).replace(tzinfo=None), rounds, seed,
+                 configurations, json.dumps(plan), command])
+
+
+def list_sweeps(con) -> pd.DataFrame:
+    return con.execute(
+        "SELECT s.sweep_id, s.created_at, s.rounds, s.seed, s.configurations, "
+        "count(r.run_id) AS runs, count(*) FILTER (WHERE r.status = 'ok') AS ok "
+        "FROM sweeps s LEFT JOIN runs r USING (sweep_id) GROUP BY ALL "
+        "ORDER BY s.created_at DESC").df()
+
+
+def sweep_rounds(con, sweep_id: str) -> list[dict]:
+    """One row per run of a sweep: its configuration, round and per-round figures."""
+    cur = con.execute(
+        "SELECT run_id, round_no, model, framework, runtime, batch_size, intra_threads, "
+        "inter_threads, precision, image_size, device, status, validity, median_ms, "
+        "iqr_ms, started_at FROM runs WHERE sweep_id = ? ORDER BY round_no, started_at",
+        [sweep_id])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]

@@ -36,12 +36,13 @@ def test_selftest_sweep_through_the_cli_stores_each_run_and_prints_the_table(
         capsys, db_path, worker_env):
     rc = main(["run", "--model", "identity", "fault_raise", "--framework", "selftest",
                "--batch", "1", "2", "--min-time", "0.05", "--min-iters", "5", "--warmup", "1",
-               "--db", str(db_path)])
+               "--rounds", "1", "--db", str(db_path)])
     assert rc == 0
     out = capsys.readouterr().out
-    assert out.count("\nstored ") + out.startswith("stored ") == 4
+    assert sum(l.startswith("stored ") for l in out.splitlines()) == 4
     assert "median latency per batch [ms], lower is better" in out
     assert "4 runs stored in" in out
+    assert "one round: differences are not tested for significance" in out
     with open_db(db_path) as con:
         runs = list_runs(con)
     assert sorted(zip(runs.model, runs.batch_size, runs.status.replace("invalid", "ok"))) == [
@@ -57,3 +58,23 @@ def test_dashboard_side_modules_do_not_import_a_framework():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_stored_sweep_can_be_listed_and_compared_again(capsys, db_path, worker_env):
+    assert main(["run", "--model", "identity", "--framework", "selftest", "--batch", "1", "2",
+                 "--min-time", "0.02", "--min-iters", "5", "--warmup", "1", "--rounds", "2",
+                 "--seed", "11", "--no-table", "--db", str(db_path)]) == 0
+    first = capsys.readouterr().out
+    assert sum(l.startswith("stored ") for l in first.splitlines()) == 4
+    assert "round 1/2: forward order" in first and "round 2/2: reversed order" in first
+    assert main(["sweeps", "--db", str(db_path)]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert len(listing) == 3  # header, rule, one sweep
+    date, time, sweep_id, rounds, configs, runs, ok, seed = listing[2].split()
+    assert (rounds, configs, runs, seed) == ("2", "2", "4", "11")
+    assert main(["compare", sweep_id[:8], "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"sweep {sweep_id}: 4 runs")
+    assert "identity 32px" in out and "noise floor" in out
+    assert main(["compare", "zzz", "--db", str(db_path)]) == 2
+    assert "sweep: 'zzz' matches 0 sweeps; allowed: a unique id prefix" in capsys.readouterr().err

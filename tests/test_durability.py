@@ -16,7 +16,8 @@ def test_kill_9_of_the_cli_loses_no_finished_run(db_path, worker_env):
     cli = subprocess.Popen(
         [sys.executable, "-m", "engine", "run", "--framework", "selftest",
          "--model", "fault_raise", "identity", "fault_hang", "--min-time", "0.05",
-         "--min-iters", "5", "--warmup", "1", "--timeout", "600", "--db", str(db_path)],
+         "--min-iters", "5", "--warmup", "1", "--timeout", "600", "--rounds", "1",
+         "--db", str(db_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     stored = []
     try:

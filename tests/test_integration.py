@@ -18,14 +18,32 @@ TORCH_PARAMS = 2_542_856
 KERAS_PARAMS = 2_554_968
 
 
-def test_tiny_runs_in_both_frameworks_land_plausible_rows(db_path, worker_env, capsys):
+def test_two_round_sweep_in_both_frameworks_lands_plausible_linked_rows(
+        db_path, worker_env, capsys):
     rc = main(["run", "--model", "mobilenet_v3_small", "--framework", "torch", "tensorflow",
-               "--batch", "1", "2", "--threads", "1", "--image-size", "64",
+               "--batch", "1", "2", "--threads", "1", "--image-size", "64", "--rounds", "2",
                "--min-time", "0.2", "--min-iters", "10", "--warmup", "3",
                "--db", str(db_path)])
     assert rc == 0
     out = capsys.readouterr().out
     assert "torch (eager)" in out and "tensorflow (tf_function)" in out
+    assert "(median of 2 rounds [min-max of round medians])" in out
+    assert "\nnoise floor: rounds of the same configuration landed " in out
+    with open_db(db_path) as con:
+        sweeps = con.execute("SELECT sweep_id, rounds, configurations FROM sweeps").fetchall()
+        assert len(sweeps) == 1 and sweeps[0][1:] == (2, 4)
+        linked = con.execute(
+            "SELECT round_no, framework, batch_size, model_reused FROM ("
+            "SELECT round_no, framework, batch_size, started_at, "
+            "extra->>'$.model_reused' AS model_reused FROM runs WHERE sweep_id = ?) "
+            "ORDER BY started_at", [sweeps[0][0]]).fetchall()
+    # Round 1 forward, round 2 reversed, read back from the stored start times; within a
+    # worker the second batch size reuses the model built for the first.
+    assert linked == [
+        (1, "torch", 1, "false"), (1, "torch", 2, "true"),
+        (1, "tensorflow", 1, "false"), (1, "tensorflow", 2, "true"),
+        (2, "tensorflow", 2, "false"), (2, "tensorflow", 1, "true"),
+        (2, "torch", 2, "false"), (2, "torch", 1, "true")]
     with open_db(db_path) as con:
         rows = con.execute(
             "SELECT framework, batch_size, status, iterations, median_ms, p90_ms, p99_ms, "
@@ -35,8 +53,8 @@ def test_tiny_runs_in_both_frameworks_land_plausible_rows(db_path, worker_env, c
             "versions, image_size, (SELECT count(*) FROM samples s WHERE s.run_id = r.run_id "
             "AND phase = 'measure') FROM runs r ORDER BY framework DESC, batch_size").fetchall()
         cpu = con.execute("SELECT cpu_model, logical_cores FROM systems").fetchall()
-    assert [(r[0], r[1]) for r in rows] == [("torch", 1), ("torch", 2),
-                                           ("tensorflow", 1), ("tensorflow", 2)]
+    assert [(r[0], r[1]) for r in rows] == [("torch", 1)] * 2 + [("torch", 2)] * 2 + \
+        [("tensorflow", 1)] * 2 + [("tensorflow", 2)] * 2
     for (fw, batch, status, iters, med, p90, p99, mn, thr, params, trainable, flops, gfs,
          load_s, first_s, peak, before, threads, omp, ordered, versions, size, n) in rows:
         assert status in ("ok", "invalid"), status  # invalid only from a noisy neighbour

@@ -59,3 +59,11 @@ def test_progress_is_reported_between_iterations():
               on_progress=lambda n, ns: seen.append(n))
     # reads at 100 ms steps; reports at most every 250 ms of loop time
     assert seen == [2, 4]
+
+
+def test_warm_up_ends_early_once_its_time_budget_is_spent():
+    # 0.4 s per read: after the 2nd warm-up iteration 1.6 s have passed (>= 1 s budget).
+    policy = MeasurementPolicy(warmup_iters=10, warmup_max_s=1.0, min_time_s=0.0, min_iters=2)
+    res = time_loop(lambda: None, policy, clock=FakeClock(400_000_000))
+    assert len(res.warmup_ns) == 2
+    assert len(res.samples_ns) == 2

@@ -20,7 +20,7 @@ EXPECTED_RUN_COLUMNS = [
     "iqr_ms", "cv", "throughput", "params", "params_trainable", "flops_per_sample",
     "flops_method", "gflops_per_s", "rss_before_bytes", "peak_rss_bytes", "peak_rss_method",
     "device_peak_bytes", "memory_cap_bytes", "timeout_s", "load_avg_1m", "git_commit",
-    "system_id", "versions", "threads_effective", "env", "source", "extra"]
+    "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no"]
 
 
 def columns(con, table):
@@ -31,13 +31,15 @@ def columns(con, table):
 
 def test_migrations_on_empty_database_create_exact_columns():
     con = connect(":memory:")
-    assert applied_migrations(con) == ["m001_initial"]
+    assert applied_migrations(con) == ["m001_initial", "m002_rounds"]
     assert columns(con, "runs") == EXPECTED_RUN_COLUMNS
     assert columns(con, "samples") == ["run_id", "phase", "idx", "latency_ns"]
     assert columns(con, "systems") == [
         "system_id", "hostname", "cpu_model", "physical_cores", "logical_cores",
         "usable_cores", "sockets", "memory_bytes", "accelerator", "accelerator_count",
         "accelerator_driver", "os", "platform", "python", "first_seen"]
+    assert columns(con, "sweeps") == ["sweep_id", "created_at", "rounds", "seed",
+                                      "configurations", "plan", "command"]
     assert columns(con, "model_info") == [
         "model", "framework", "image_size", "framework_version", "params",
         "params_trainable", "flops_per_sample", "flops_method", "measured_at"]
@@ -46,7 +48,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(1,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(2,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

@@ -1,0 +1,75 @@
+"""Where a sweep's wall time goes: measuring vs importing, building and spawning.
+
+Runs efficientnet_b0 x {torch, tensorflow} x batch {1, 8, 32} x threads {1, 2} twice, one
+after the other: grouped (one worker per framework/threads group, the default) and one
+process per run. "Measuring" is the timed iterations (measured_s); warm-up, first forward,
+load, FLOPs counting, imports and spawning are the rest. Target: >= 75 % grouped.
+Results go to a temporary database; nothing touches ./data.
+
+    .venv/bin/python bench/sweep.py [--model efficientnet_b0] [--min-time 2]
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.runner import Runner  # noqa: E402
+from engine.spec import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.system import system_info  # noqa: E402
+from store.db import open_db  # noqa: E402
+from store.runs import framework_version, known_model_stats, save_record  # noqa: E402
+
+
+def run(specs, db, process_per_run):
+    def known(spec):
+        with open_db(db) as con:
+            return known_model_stats(con, spec.model, spec.framework, spec.image_size,
+                                     framework_version(spec.framework) or "")
+
+    def store(rec):
+        with open_db(db) as con:
+            save_record(con, rec, system_info())
+        print(f"    {rec.framework:10} b{rec.batch_size:<3} t{rec.intra_threads}: {rec.status:7} "
+              f"p50 {rec.median_ms or 0:9.2f} ms  measured {rec.measured_s or 0:5.1f} s  "
+              f"warm-up {rec.warmup_s or 0:4.1f} s  load {rec.load_s or 0:4.1f} s", flush=True)
+
+    t = time.monotonic()
+    records = Runner(known_stats=known, process_per_run=process_per_run).run(
+        specs, on_record=store)
+    wall = time.monotonic() - t
+    measured = sum(r.measured_s or 0 for r in records)
+    warm = sum((r.warmup_s or 0) + (r.first_forward_s or 0) for r in records)
+    return wall, measured, warm, records
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="efficientnet_b0")
+    ap.add_argument("--min-time", type=float, default=2.0)
+    args = ap.parse_args()
+    specs = expand_sweep([args.model], ["torch", "tensorflow"], [1, 8, 32], [1, 2],
+                         policy=MeasurementPolicy(min_time_s=args.min_time))
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "sweep.duckdb"
+        for label, per_run in (("grouped (default)", False), ("process per run", True)):
+            print(f"{label}: {len(specs)} runs")
+            results[label] = run(specs, db, per_run)
+    print()
+    for label, (wall, measured, warm, records) in results.items():
+        ok = sum(r.status == "ok" for r in records)
+        print(f"{label:18}: wall {wall:6.1f} s, measuring {measured:6.1f} s "
+              f"({measured / wall:5.1%}), warm-up + first forward {warm:5.1f} s "
+              f"({warm / wall:5.1%}), other (imports, builds, FLOPs, spawning) "
+              f"{wall - measured - warm:5.1f} s; {ok}/{len(records)} ok")
+    g, p = results["grouped (default)"], results["process per run"]
+    print(f"measuring share grouped {g[1] / g[0]:.1%} (target >= 75 %); process per run "
+          f"{p[1] / p[0]:.1%}; grouped wall / per-run wall = {g[0] / p[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
