@@ -90,7 +90,8 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
                    "(use --rounds 2 or more)")
     out.append("* best in row   ~ not significantly different from the best   "
                "? noisy (rounds disagree by more than 10 %, or IQR/median above 10 %)   "
-               "a status instead of a value: every round of it failed")
+               "(n status): rounds left out of the aggregate   a status instead of a value: "
+               "no round of it succeeded")
     return "\n".join(out)
 
 
@@ -105,6 +106,7 @@ def _cell(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> str:
         text = f"{s.median:,.2f}"
         if rounds > 1:
             text += f" [{s.spread_min:,.2f}-{s.spread_max:,.2f}]"
-    if r.failed:
-        text += f" ({len(r.failed)} failed)"
+    if r.failed:  # rounds left out of the aggregate, by status: "(1 invalid)"
+        counts = {st: r.failed.count(st) for st in sorted(set(r.failed))}
+        text += " (" + ", ".join(f"{n} {st}" for st, n in counts.items()) + ")"
     return text + (" ?" if noisy else "")

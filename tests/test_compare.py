@@ -94,7 +94,7 @@ def test_table_uses_round_aggregates_and_marks_insignificant_cells():
     assert "*10.50 [10.00-11.00]" in row1 and "20.80 [20.00-21.50]" in row1
     row8 = next(l for l in lines[2:5] if l.startswith("m 64px      8"))
     assert "*10.00 [9.00-12.00] ?" in row8  # torch: rounds span 30 %: noisy
-    assert "~10.50 [10.00-11.00] (1 failed)" in row8  # tf: not significantly slower
+    assert "~10.50 [10.00-11.00] (1 timeout)" in row8  # tf: not significantly slower
     assert "  m 64px b1 t2: torch (eager) is 1.98x faster than tensorflow (tf_function) " \
            "(95 % CI 1.92-2.04)" in lines
     assert any(l.startswith("  m 64px b8 t2: no significant difference") for l in lines)
