@@ -20,7 +20,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-__all__ = ["RoundSummary", "Comparison", "ConfigResult", "aggregate", "summarize_rounds",
+__all__ = ["RoundSummary", "Comparison", "ConfigResult", "Contest", "aggregate", "contests",
+           "summarize_rounds",
            "compare_rounds", "noise_floor",
            "T975", "ROUND_SPREAD_NOISY"]
 
@@ -157,3 +158,39 @@ def aggregate(runs) -> list[ConfigResult]:
         out.append(ConfigResult(model, size, batch, threads, contender, meds, iqrs, failed,
                                 summary, noisy))
     return out
+
+
+@dataclass(frozen=True)
+class Contest:
+    """One row of a comparison: the contenders for one (model, size, batch, threads)."""
+
+    row: tuple
+    cells: dict  # contender -> ConfigResult
+    best: str | None  # lowest median of round medians, when two or more have one
+    not_significant: frozenset  # contenders whose gap to the best is within the noise
+    sentences: tuple[str, ...]  # "A is 1.31x faster than B (95 % CI ...)", per rival
+
+
+def contests(results: list[ConfigResult]) -> tuple[list[str], list[Contest]]:
+    """(contender columns, rows) with the best and the significance of each gap."""
+    cols = list(dict.fromkeys(r.contender for r in results))
+    rows: dict = {}
+    for r in results:
+        rows.setdefault(r.row, {})[r.contender] = r
+    out = []
+    for key, cells in rows.items():
+        usable = {c: r for c, r in cells.items() if r.summary is not None}
+        best = min(usable, key=lambda c: usable[c].summary.median) if len(usable) > 1 else None
+        same, sentences = set(), []
+        if best is not None:
+            for c, r in usable.items():
+                if c == best:
+                    continue
+                cmp = compare_rounds(usable[best].round_medians, r.round_medians)
+                if cmp is None:
+                    continue
+                if cmp.rounds > 1 and not cmp.significant:
+                    same.add(c)
+                sentences.append(cmp.sentence(best, c))
+        out.append(Contest(key, cells, best, frozenset(same), tuple(sentences)))
+    return cols, out

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.compare import ConfigResult, compare_rounds, noise_floor
+from engine.compare import ConfigResult, contests, noise_floor
 
-__all__ = ["compare_table", "format_table"]
+__all__ = ["compare_table", "format_table", "cell_text"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 
@@ -30,51 +30,35 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
     rounds: median of round medians with the between-round range; the best per row is
     starred, cells not significantly different from the best are marked with '~', and the
     significance of each row's contest is spelled out below the tables."""
-    cols = list(dict.fromkeys(r.contender for r in results))
-    rows_keys = list(dict.fromkeys(r.row for r in results))
-    cell = {(r.row, r.contender): r for r in results}
+    cols, rows = contests(results)
     rounds = max((r.summary.rounds for r in results if r.summary), default=0)
-    out, verdicts = [], []
-    blocks = (("median latency per batch [ms], lower is better", False),
-              ("throughput [samples/s] from the median, higher is better", True))
-    for title, as_throughput in blocks:
+    out = []
+    for title, as_throughput in (
+            ("median latency per batch [ms], lower is better", False),
+            ("throughput [samples/s] from the median, higher is better", True)):
         table, marks = [], set()
-        for ri, key in enumerate(rows_keys):
-            model, size, batch, threads = key
+        for ri, contest in enumerate(rows):
+            model, size, batch, threads = contest.row
             line = [f"{model} {size}px", str(batch), str(threads)]
-            usable = {c: cell[(key, c)] for c in cols
-                      if (key, c) in cell and cell[(key, c)].summary is not None}
-            best = min(usable, key=lambda c: usable[c].summary.median) if usable else None
             for c in cols:
-                r = cell.get((key, c))
+                r = contest.cells.get(c)
                 if r is None:
                     line.append("")
-                    continue
-                if r.summary is None:
+                elif r.summary is None:
                     line.append("/".join(sorted(set(r.failed))))
-                    continue
-                line.append(_cell(r, batch, as_throughput, rounds))
-                if len(usable) > 1 and c == best:
-                    line[-1] = "*" + line[-1]
-                    if color:
+                else:
+                    mark = "*" if c == contest.best else "~" if c in contest.not_significant \
+                        else ""
+                    line.append(mark + cell_text(r, batch, as_throughput, rounds))
+                    if color and c == contest.best:
                         marks.add((ri, 3 + cols.index(c)))
-                elif len(usable) > 1 and rounds > 1:
-                    cmp = compare_rounds(usable[best].round_medians, r.round_medians)
-                    if cmp is not None and not cmp.significant:
-                        line[-1] = "~" + line[-1]
             table.append(line)
-            if not as_throughput and len(usable) > 1:
-                for c in usable:
-                    if c == best:
-                        continue
-                    cmp = compare_rounds(usable[best].round_medians, usable[c].round_medians)
-                    if cmp is not None:
-                        verdicts.append(f"  {model} {size}px b{batch} t{threads}: "
-                                        f"{cmp.sentence(best, c)}")
         out.append(title + (f" (median of {rounds} rounds [min-max of round medians])"
                             if rounds > 1 else ""))
         out.append(format_table(["model", "batch", "threads", *cols], table, marks))
         out.append("")
+    verdicts = [f"  {c.row[0]} {c.row[1]}px b{c.row[2]} t{c.row[3]}: {s}"
+                for c in rows for s in c.sentences]
     if verdicts:
         out.append("significance (paired rounds, 95 % Student-t interval on log ratios):")
         out.extend(verdicts)
@@ -95,7 +79,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
     return "\n".join(out)
 
 
-def _cell(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> str:
+def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> str:
     s = r.summary
     noisy = s.flag == "noisy" or r.noisy_rounds > 0
     if as_throughput:

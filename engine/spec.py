@@ -15,7 +15,7 @@ from engine.errors import UserError
 
 __all__ = [
     "MeasurementPolicy", "RunSpec", "expand_sweep", "logical_cores",
-    "BATCH_RANGE", "IMAGE_RANGE", "PRECISIONS", "DEVICES", "WEIGHT_POLICIES",
+    "BATCH_RANGE", "IMAGE_RANGE", "PRECISIONS", "DEVICES", "WEIGHT_POLICIES", "parse_int_list",
 ]
 
 BATCH_RANGE = (1, 4096)
@@ -176,3 +176,17 @@ def _choice(name, value, allowed):
     if value not in allowed:
         raise UserError(f"{name}: {value!r} is not supported; allowed: {', '.join(allowed)}",
                         field=name)
+
+
+def parse_int_list(text: str, name: str, lo: int, hi: int) -> list[int]:
+    """'1, 8 32' -> [1, 8, 32]; a bad entry is refused naming the field and the range."""
+    values = []
+    for tok in text.replace(",", " ").split():
+        try:
+            v = int(tok)
+        except ValueError:
+            raise UserError(f"{name}: {tok!r} is not an integer; allowed: integer {lo}..{hi}",
+                            field=name) from None
+        _int_range(name, v, lo, hi)
+        values.append(v)
+    return values

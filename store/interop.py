@@ -23,7 +23,7 @@ from engine.errors import UserError
 from engine.record import STATUSES, RunRecord
 from store.runs import RUN_COLUMNS, SYSTEM_COLUMNS, run_exists, save_record
 
-__all__ = ["export_runs", "import_file", "FORMATS", "EXPORT_TAG"]
+__all__ = ["export_runs", "export_bytes", "import_file", "FORMATS", "EXPORT_TAG"]
 
 FORMATS = ("parquet", "csv", "json")
 EXPORT_TAG = "dl-bench-dashboard/runs"
@@ -45,12 +45,13 @@ _EXPORT_SQL = f"""
                       list(latency_ns ORDER BY idx) FILTER (WHERE phase = 'measure') AS samples_ns
                FROM samples GROUP BY run_id) s ON s.run_id = r.run_id
     WHERE (? IS NULL OR r.sweep_id = ?)
+      AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], r.run_id))
     ORDER BY r.started_at NULLS LAST, r.run_id
 """
 
 
-def _export_frame(con, sweep_id=None) -> pd.DataFrame:
-    return con.execute(_EXPORT_SQL, [sweep_id, sweep_id]).df()
+def _export_frame(con, sweep_id=None, run_ids=None) -> pd.DataFrame:
+    return con.execute(_EXPORT_SQL, [sweep_id, sweep_id, run_ids, run_ids]).df()
 
 
 def _rows(df: pd.DataFrame) -> list[dict]:
@@ -74,14 +75,25 @@ def _rows(df: pd.DataFrame) -> list[dict]:
     return out
 
 
-def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None) -> int:
+def export_bytes(con, fmt: str, run_ids: list[str]) -> bytes:
+    """The chosen runs as a file's bytes (for a download button)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"runs.{fmt}"
+        export_runs(con, out, fmt, run_ids=run_ids)
+        return out.read_bytes()
+
+
+def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None,
+                run_ids: list[str] | None = None) -> int:
     """Write runs (with machine and raw samples) to path; return the number of runs."""
     if fmt not in FORMATS:
         raise UserError(f"format: {fmt!r} is not supported; allowed: {', '.join(FORMATS)}",
                         field="format")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = _rows(_export_frame(con, sweep_id))
+    rows = _rows(_export_frame(con, sweep_id, run_ids))
     if fmt == "json":
         doc = {"format": EXPORT_TAG, "version": EXPORT_VERSION,
                "exported_at": datetime.now(timezone.utc).isoformat(), "runs": rows}

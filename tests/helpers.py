@@ -51,3 +51,31 @@ def failed_record(run_id="r-err", status="error", minute=1) -> RunRecord:
     return RunRecord(**base_fields(s, run_id, minute), status=status,
                      reason="ValueError: boom", exit_code=None, signal=None,
                      stderr_tail="Traceback ...\nValueError: boom")
+
+
+def seed_sweep(db_path, sweep_id="sweep-seeded"):
+    """Two frameworks x batch {1, 8} x threads {1, 2} x 2 rounds, plus one failed run, with
+    raw samples: enough for every dashboard view. torch is clearly faster at batch 1."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, sweep_id, rounds=2, seed=1, plan=[[], []], configurations=8)
+        n = 0
+        for fw, base in (("torch", 10_000_000), ("tensorflow", 20_000_000)):
+            for batch in (1, 8):
+                for threads in (1, 2):
+                    for rnd in (1, 2):
+                        lat = base * batch // threads + rnd * 100_000
+                        samples = tuple(lat + d for d in (-20_000, 0, 10_000, 20_000, -10_000))
+                        rec = ok_record(f"{fw}-{batch}-{threads}-{rnd}", samples=samples,
+                                        minute=n % 60, framework=fw, batch_size=batch,
+                                        intra_threads=threads, model="mobilenet_v3_small")
+                        save_record(con, replace(rec, sweep_id=sweep_id, round_no=rnd), SYSTEM)
+                        n += 1
+        save_record(con, replace(failed_record("tf-oom", status="oom", minute=59),
+                                 sweep_id=sweep_id, round_no=2, model="mobilenet_v3_small",
+                                 framework="tensorflow", runtime="tf_function",
+                                 batch_size=32), SYSTEM)

@@ -9,8 +9,8 @@ from store.interop import export_runs, import_file
 from store.runs import counts, list_runs, run_samples, save_record
 from tests.helpers import SYSTEM, failed_record, ok_record
 
-PERFZERO = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / \
-    "perfzero_summary_example.json"
+# The complete example from PerfZero's documentation (also in shared/reference/).
+PERFZERO = Path(__file__).resolve().parent / "data" / "perfzero_summary_example.json"
 
 
 def seed(path):

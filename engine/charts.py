@@ -1,0 +1,154 @@
+"""Plotly figures for the dashboard: pure functions, DataFrame in, Figure out.
+
+Units in every axis title; one colour per contender across all charts; sized and fonted
+to stay legible in a screenshot pasted into a slide.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+__all__ = ["latency_vs_batch", "throughput_vs_batch", "scaling_vs_threads", "latency_box",
+           "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map"]
+
+_PALETTE = px.colors.qualitative.D3
+# Legend under the plot: above it, it collides with the title in narrow columns.
+_LAYOUT = dict(template="plotly_white", font=dict(size=14), height=460,
+               legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, title_text=""),
+               margin=dict(l=70, r=20, t=60, b=110))
+
+
+def colour_map(contenders) -> dict:
+    return {c: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(sorted(set(contenders)))}
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def latency_vs_batch(df: pd.DataFrame, threads: int, band=("p10_ms", "p90_ms")) -> go.Figure:
+    """p50 per batch size per contender, with a band (p10-p90 by default, or q1-q3)."""
+    d = df[df.threads == threads].sort_values("batch_size")
+    colours = colour_map(df.contender)
+    fig = go.Figure()
+    for (model, contender), g in d.groupby(["model", "contender"], sort=True):
+        name = f"{contender} · {model}" if d.model.nunique() > 1 else contender
+        c = colours[contender]
+        fig.add_trace(go.Scatter(
+            x=list(g.batch_size) + list(g.batch_size[::-1]),
+            y=list(g[band[1]]) + list(g[band[0]][::-1]), fill="toself",
+            fillcolor=_rgba(c, 0.18), line=dict(width=0), hoverinfo="skip",
+            showlegend=False, legendgroup=name))
+        fig.add_trace(go.Scatter(x=g.batch_size, y=g.p50_ms, mode="lines+markers", name=name,
+                                 line=dict(color=c, width=3), legendgroup=name,
+                                 hovertemplate="batch %{x}<br>p50 %{y:.2f} ms<extra>"
+                                               + name + "</extra>"))
+    lo, hi = ("p10", "p90") if band[0] == "p10_ms" else ("p25", "p75")
+    fig.update_layout(**_LAYOUT, title=f"Latency vs batch size ({threads} threads; "
+                                       f"band {lo}-{hi})")
+    fig.update_xaxes(title="batch size [samples]", type="log", tickvals=sorted(d.batch_size.unique()))
+    fig.update_yaxes(title="latency per batch [ms]")
+    return fig
+
+
+def throughput_vs_batch(df: pd.DataFrame, threads: int) -> go.Figure:
+    d = df[df.threads == threads].sort_values("batch_size")
+    fig = px.line(d, x="batch_size", y="throughput", color="contender", markers=True,
+                  line_dash="model" if d.model.nunique() > 1 else None,
+                  color_discrete_map=colour_map(df.contender))
+    fig.update_layout(**_LAYOUT, title=f"Throughput vs batch size ({threads} threads)")
+    fig.update_xaxes(title="batch size [samples]", type="log",
+                     tickvals=sorted(d.batch_size.unique()))
+    fig.update_yaxes(title="throughput [samples/s]")
+    return fig
+
+
+def scaling_vs_threads(df: pd.DataFrame, batch: int) -> tuple[go.Figure, pd.DataFrame]:
+    """Throughput vs threads with the ideal linear line from each contender's 1-thread
+    figure, and the scaling efficiency (throughput_n / (n x throughput_1))."""
+    d = df[df.batch_size == batch].sort_values("threads")
+    colours = colour_map(df.contender)
+    fig = go.Figure()
+    eff_rows = []
+    for (model, contender), g in d.groupby(["model", "contender"], sort=True):
+        name = f"{contender} · {model}" if d.model.nunique() > 1 else contender
+        c = colours[contender]
+        fig.add_trace(go.Scatter(x=g.threads, y=g.throughput, mode="lines+markers", name=name,
+                                 line=dict(color=c, width=3)))
+        base = g[g.threads == g.threads.min()].iloc[0]
+        per_thread = base.throughput / base.threads
+        fig.add_trace(go.Scatter(x=g.threads, y=g.threads * per_thread, mode="lines",
+                                 name=f"ideal · {name}", line=dict(color=c, dash="dot"),
+                                 showlegend=True))
+        for row in g.itertuples():
+            eff_rows.append({"model": model, "contender": contender, "threads": row.threads,
+                             "throughput [samples/s]": row.throughput,
+                             "scaling efficiency": row.throughput / (row.threads * per_thread)})
+    fig.update_layout(**_LAYOUT, title=f"Throughput vs threads (batch {batch}); dotted: "
+                                       "ideal linear scaling")
+    fig.update_xaxes(title="intra-op threads", dtick=1)
+    fig.update_yaxes(title="throughput [samples/s]")
+    return fig, pd.DataFrame(eff_rows)
+
+
+def latency_box(samples: pd.DataFrame, kind: str = "box") -> go.Figure:
+    colours = colour_map(samples.contender)
+    maker = px.violin if kind == "violin" else px.box
+    fig = maker(samples, x="contender", y="latency_ms", color="contender",
+                facet_col="model" if samples.model.nunique() > 1 else None,
+                color_discrete_map=colours, points=False)
+    fig.update_layout(**_LAYOUT, title="Latency distribution (raw samples)", showlegend=False)
+    fig.update_yaxes(title="latency per batch [ms]")
+    fig.update_xaxes(title="")
+    return fig
+
+
+def speedup_heatmap(df: pd.DataFrame, model: str, a: str, b: str) -> go.Figure | None:
+    """p50(B) / p50(A): above 1 means A is faster, over batch size x threads."""
+    d = df[df.model == model]
+    pa = d[d.contender == a].set_index(["batch_size", "threads"]).p50_ms
+    pb = d[d.contender == b].set_index(["batch_size", "threads"]).p50_ms
+    ratio = (pb / pa).dropna()
+    if ratio.empty:
+        return None
+    grid = ratio.unstack("threads").sort_index()
+    fig = go.Figure(go.Heatmap(
+        z=grid.values, x=[str(t) for t in grid.columns], y=[str(b_) for b_ in grid.index],
+        colorscale="RdBu", zmid=1.0, text=[[f"{v:.2f}x" if v == v else "" for v in row]
+                                          for row in grid.values],
+        texttemplate="%{text}", colorbar=dict(title="speed-up")))
+    fig.update_layout(**_LAYOUT, title=f"Speed-up of {a} over {b} ({model}): "
+                                       f"p50({b}) / p50({a}); above 1: {a} faster")
+    fig.update_xaxes(title="intra-op threads")
+    fig.update_yaxes(title="batch size [samples]")
+    return fig
+
+
+def sample_histogram(samples: pd.DataFrame) -> go.Figure:
+    d = samples[samples.phase == "measure"]
+    fig = px.histogram(d, x=d.latency_ns / 1e6, nbins=min(80, max(10, len(d) // 4)))
+    fig.update_layout(**_LAYOUT, title="Raw timed samples", showlegend=False)
+    fig.update_xaxes(title="latency per batch [ms]")
+    fig.update_yaxes(title="iterations")
+    return fig
+
+
+def iteration_trace(samples: pd.DataFrame) -> go.Figure:
+    """Every iteration in order: warm-up first (its own colour), then the timed ones."""
+    warm = samples[samples.phase == "warmup"].sort_values("idx")
+    timed = samples[samples.phase == "measure"].sort_values("idx")
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=list(range(len(warm))), y=warm.latency_ns / 1e6,
+                             mode="markers+lines", name="warm-up",
+                             line=dict(color="#ff7f0e")))
+    fig.add_trace(go.Scatter(x=[len(warm) + i for i in range(len(timed))],
+                             y=timed.latency_ns / 1e6, mode="markers+lines", name="timed",
+                             line=dict(color="#1f77b4")))
+    fig.update_layout(**_LAYOUT, title="Latency per iteration (warm-up, then timed)")
+    fig.update_xaxes(title="iteration")
+    fig.update_yaxes(title="latency [ms]")
+    return fig

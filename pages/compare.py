@@ -1,0 +1,125 @@
+"""Compare: frameworks side by side for one or more models, on round-aggregated figures."""
+
+import pandas as pd
+import streamlit as st
+
+from engine.charts import (latency_box, latency_vs_batch, scaling_vs_threads, speedup_heatmap,
+                           throughput_vs_batch)
+from engine.compare import aggregate, contests, noise_floor
+from engine.report import cell_text
+from store.db import open_db, resolve_db_path
+from store.queries import config_samples, config_summary, filter_options, list_sweeps_brief
+from store.runs import sweep_rounds
+
+DB = resolve_db_path()
+st.title("Compare frameworks")
+with open_db(DB) as con:
+    options = filter_options(con)
+    sweeps = list_sweeps_brief(con)
+if "ok" not in options["status"]:
+    st.info("Nothing to compare yet: a comparison needs successful runs of at least one "
+            "model. Launch a sweep on the **Run** page with two frameworks, then come back.",
+            icon=":material/info:")
+    st.stop()
+
+sweep_labels = {None: "all stored runs (no significance test)"}
+for s in sweeps.itertuples():
+    sweep_labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
+                                f"{s.rounds} rounds · {', '.join(s.models)}")
+c1, c2 = st.columns([2, 3])
+sweep_id = c1.selectbox("Runs", list(sweep_labels), format_func=sweep_labels.get, key="sweep",
+                        index=1 if len(sweep_labels) > 1 else 0)
+with open_db(DB) as con:
+    usable_models = sorted(set(config_summary(con, options["model"], sweep_id).model))
+models = c2.multiselect("Models", usable_models, default=usable_models[:1], key="models")
+if not models:
+    st.info("Pick at least one model.")
+    st.stop()
+with open_db(DB) as con:
+    summary = config_summary(con, models, sweep_id)
+    rounds_rows = sweep_rounds(con, sweep_id) if sweep_id else []
+
+threads_all = sorted(summary.threads.unique())
+batches_all = sorted(summary.batch_size.unique())
+k1, k2, k3 = st.columns(3)
+threads = k1.selectbox("Threads (for the batch charts)", threads_all,
+                       index=len(threads_all) - 1, key="threads")
+batch = k2.selectbox("Batch size (for threads and distributions)", batches_all, key="batch")
+band = k3.radio("Latency band", ["p10-p90", "IQR (p25-p75)"], horizontal=True, key="band")
+band_cols = ("p10_ms", "p90_ms") if band == "p10-p90" else ("q1_ms", "q3_ms")
+
+st.subheader("Comparison table")
+if sweep_id:
+    results = [r for r in aggregate(rounds_rows) if r.model in models]
+    cols, rows = contests(results)
+    rounds = max((r.summary.rounds for r in results if r.summary), default=1)
+    frame, best_cells = [], []
+    for contest in rows:
+        model, size, b, t = contest.row
+        line = {"model": f"{model} {size}px", "batch": b, "threads": t}
+        for c in cols:
+            r = contest.cells.get(c)
+            if r is None:
+                line[c] = ""
+            elif r.summary is None:
+                line[c] = "/".join(sorted(set(r.failed)))
+            else:
+                mark = "★ " if c == contest.best else "≈ " if c in contest.not_significant else ""
+                line[c] = mark + cell_text(r, b, False, rounds)
+            if c == contest.best:
+                best_cells.append((len(frame), c))
+        frame.append(line)
+    df = pd.DataFrame(frame)
+
+    def highlight(data):
+        styles = pd.DataFrame("", index=data.index, columns=data.columns)
+        for i, c in best_cells:
+            styles.loc[i, c] = "background-color: #d4f4dd; font-weight: bold"
+        return styles
+    st.dataframe(df.style.apply(highlight, axis=None), hide_index=True, width="stretch",
+                 key="compare_table")
+    st.caption(f"median latency per batch [ms] over {rounds} rounds [min-max of round "
+               "medians]. ★ best in row · ≈ not significantly different from the best "
+               "(paired rounds, 95 % Student-t interval) · ? noisy: rounds disagree by over "
+               "10 % or a round's IQR/median was above 10 % · (n status) rounds left out")
+    for contest in rows:
+        for sentence in contest.sentences:
+            st.markdown(f"- {contest.row[0]} b{contest.row[2]} t{contest.row[3]}: {sentence}")
+    floor = noise_floor([r.summary for r in results if r.summary])
+    if floor:
+        st.metric("noise floor of this sweep", f"{floor[0]:.1%}",
+                  help=f"how far apart rounds of the same configuration landed: median over "
+                       f"{floor[2]} configurations (worst {floor[1]:.1%})")
+else:
+    st.caption("Pick a sweep above to see the round-aggregated table with significance tests.")
+
+g1, g2 = st.columns(2)
+g1.plotly_chart(latency_vs_batch(summary, threads, band_cols), key="latency_vs_batch")
+g2.plotly_chart(throughput_vs_batch(summary, threads), key="throughput_vs_batch")
+g3, g4 = st.columns(2)
+fig, eff = scaling_vs_threads(summary, batch)
+g3.plotly_chart(fig, key="scaling")
+with g4:
+    kind = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind")
+    with open_db(DB) as con:
+        samples = config_samples(con, models, int(batch), int(threads), sweep_id)
+    if samples.empty:
+        st.caption(f"No successful runs at batch {batch} with {threads} threads.")
+    else:
+        st.plotly_chart(latency_box(samples, kind), key="distribution")
+if not eff.empty:
+    st.dataframe(eff, hide_index=True, key="efficiency", column_config={
+        "scaling efficiency": st.column_config.NumberColumn(format="percent"),
+        "throughput [samples/s]": st.column_config.NumberColumn(format="%.1f")})
+
+contenders = sorted(summary.contender.unique())
+if len(contenders) >= 2:
+    h1, h2, h3 = st.columns(3)
+    a = h1.selectbox("A", contenders, index=0, key="heat_a")
+    b = h2.selectbox("B", contenders, index=1, key="heat_b")
+    m = h3.selectbox("Model", models, key="heat_model")
+    heat = speedup_heatmap(summary, m, a, b) if a != b else None
+    if heat is not None:
+        st.plotly_chart(heat, key="heatmap")
+    else:
+        st.caption("Pick two different contenders that share configurations.")

@@ -1,0 +1,97 @@
+"""Results: every run, failed ones included; select one for its samples and provenance."""
+
+import streamlit as st
+
+from engine.charts import iteration_trace, sample_histogram
+from store.db import open_db, resolve_db_path
+from store.interop import export_bytes
+from store.queries import filter_options, results_table, run_detail
+from store.runs import run_samples
+
+DB = resolve_db_path()
+st.title("Results")
+with open_db(DB) as con:
+    options = filter_options(con)
+if not options["model"]:
+    st.info("No runs stored yet. Launch a sweep on the **Run** page (or "
+            "`python -m engine run ...` in a terminal); every run, failed ones included, "
+            "lands here.", icon=":material/info:")
+    st.stop()
+
+c1, c2, c3 = st.columns(3)
+models = c1.multiselect("Model", options["model"], key="f_model", placeholder="all")
+frameworks = c2.multiselect("Framework", options["framework"], key="f_framework",
+                            placeholder="all")
+statuses = c3.multiselect("Status", options["status"], key="f_status", placeholder="all")
+with open_db(DB) as con:
+    table = results_table(con, models=models or None, frameworks=frameworks or None,
+                          statuses=statuses or None)
+st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
+event = st.dataframe(
+    table, key="results_table", on_select="rerun", selection_mode="multi-row",
+    hide_index=True, width="stretch", height=380,
+    column_order=["started_at", "model", "framework", "runtime", "batch_size", "threads",
+                  "image_size", "round", "status", "validity", "p50_ms", "p90_ms", "p99_ms",
+                  "throughput", "peak_rss_mib", "reason"],
+    column_config={
+        "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+        "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.3f"),
+        "p90_ms": st.column_config.NumberColumn("p90 [ms]", format="%.3f"),
+        "p99_ms": st.column_config.NumberColumn("p99 [ms]", format="%.3f"),
+        "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
+        "peak_rss_mib": st.column_config.NumberColumn("peak RSS [MiB]", format="%.0f"),
+    })
+rows = list(event.selection.rows) if event is not None else []
+chosen = table.iloc[rows] if rows else table
+label = f"{len(rows)} selected runs" if rows else f"all {len(table)} runs shown"
+d1, d2, _ = st.columns([1, 1, 3])
+if d1.button(f"Prepare download ({label})", key="prepare_download"):
+    with open_db(DB) as con:
+        ids = chosen.run_id.tolist()
+        st.session_state["download"] = {fmt: export_bytes(con, fmt, ids)
+                                        for fmt in ("csv", "parquet")}
+if "download" in st.session_state:
+    files = st.session_state["download"]
+    d2.download_button("CSV", files["csv"], "runs.csv", "text/csv", key="dl_csv")
+    d2.download_button("Parquet", files["parquet"], "runs.parquet",
+                       "application/octet-stream", key="dl_parquet")
+
+if len(rows) != 1:
+    st.caption("Select exactly one row to see its raw samples, iteration trace and provenance.")
+    st.stop()
+
+run_id = table.iloc[rows[0]].run_id
+with open_db(DB) as con:
+    run = run_detail(con, run_id)
+    samples = run_samples(con, run_id)
+st.subheader(f"{run['model']} · {run['framework']} ({run['runtime']}) · batch "
+             f"{run['batch_size']} · {run['intra_threads']} threads · {run['status']}")
+if run["status"] not in ("ok",):
+    st.error(f"**{run['status']}**: {run['reason']}"
+             + (f" (exit code {run['exit_code']})" if run["exit_code"] is not None else "")
+             + (f" (signal {run['signal']})" if run["signal"] else ""))
+    if run["stderr_tail"]:
+        st.code(run["stderr_tail"][-3000:], language="text")
+if run["validity_reason"]:
+    st.warning(f"validity **{run['validity']}**: {run['validity_reason']}")
+if not samples.empty:
+    m = st.columns(6)
+    for col, (name, key, unit) in zip(m, [("p50", "median_ms", "ms"), ("p90", "p90_ms", "ms"),
+                                          ("p99", "p99_ms", "ms"), ("IQR", "iqr_ms", "ms"),
+                                          ("throughput", "throughput", "samples/s"),
+                                          ("iterations", "iterations", "")]):
+        col.metric(name, f"{run[key]:,.3f} {unit}" if isinstance(run[key], float)
+                   else f"{run[key]} {unit}")
+    g1, g2 = st.columns(2)
+    g1.plotly_chart(sample_histogram(samples), key="hist")
+    g2.plotly_chart(iteration_trace(samples), key="trace")
+t = {k: run[k] for k in ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
+                          "stop_reason", "peak_rss_bytes", "peak_rss_method", "params",
+                          "params_trainable", "flops_per_sample", "flops_method",
+                          "gflops_per_s", "load_avg_1m", "git_commit")}
+p1, p2 = st.columns(2)
+p1.markdown("**Timings and model**")
+p1.json(t, expanded=True)
+p2.markdown("**Provenance**")
+p2.json({"system": run["system"], "versions": run["versions"],
+         "threads_effective": run["threads_effective"], "env": run["env"]}, expanded=False)

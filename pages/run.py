@@ -1,0 +1,190 @@
+"""Run: pick a sweep, see its size and a rough time, launch it, watch it live."""
+
+import streamlit as st
+
+from engine.catalog import CATALOG
+from engine.errors import UserError
+from engine.estimate import estimate_seconds
+from engine.jobs import RUNNING, SweepRequest, get_manager
+from engine.rounds import DEFAULT_ROUNDS
+from engine.spec import BATCH_RANGE, IMAGE_RANGE, MeasurementPolicy, logical_cores, parse_int_list
+from store.db import open_db, resolve_db_path
+from store.queries import flops_for, framework_gflops_per_thread, latest_latency
+from store.runs import model_info
+
+FRAMEWORKS = ["torch", "tensorflow"]
+BATCH_PRESETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+DB = resolve_db_path()
+CORES = logical_cores()
+q = st.query_params  # a sweep can be shared as a link: ?model=...&batch=1,8&...
+
+
+def _q_list(key, default, cast=str):
+    raw = q.get(key)
+    return [cast(v) for v in raw.split(",") if v] if raw else default
+
+
+def _model_label(facts):
+    def label(name):
+        t, k = facts.get((name, "torch")), facts.get((name, "tensorflow"))
+        parts = [f"{CATALOG[name].native_size}px"]
+        if t is not None:
+            parts.append(f"{t[0] / 1e6:.1f}M params, {t[1] / 1e9:.2f} GFLOPs (torch)")
+        if k is not None:
+            parts.append(f"{k[0] / 1e6:.1f}M params (keras)")
+        return f"{name}  ·  " + ", ".join(parts)
+    return label
+
+
+st.title("Run a benchmark sweep")
+with open_db(DB) as con:
+    info = model_info(con)
+facts = {(r.model, r.framework): (r.params, r.flops_per_sample)
+         for r in info.itertuples() if r.image_size == CATALOG[r.model].native_size}
+
+errors: dict[str, str] = {}
+left, right = st.columns(2)
+with left:
+    models = st.multiselect("Models", list(CATALOG), key="models",
+                            default=[m for m in _q_list("model", ["efficientnet_b0"])
+                                     if m in CATALOG],
+                            format_func=_model_label(facts),
+                            help="params and FLOPs appear once counted "
+                                 "(`python -m engine models`, or after a first run)")
+    slot_models = st.empty()
+    frameworks = st.multiselect("Frameworks", FRAMEWORKS, key="frameworks",
+                                default=[f for f in _q_list("framework", FRAMEWORKS)
+                                         if f in FRAMEWORKS])
+    slot_frameworks = st.empty()
+    presets = st.multiselect("Batch sizes", BATCH_PRESETS, key="batch_presets",
+                             default=[b for b in _q_list("batch", [1, 8], int)
+                                      if b in BATCH_PRESETS])
+    batch_free = st.text_input("More batch sizes", key="batch_free",
+                               value=",".join(str(b) for b in _q_list("batch", [], int)
+                                              if b not in BATCH_PRESETS),
+                               placeholder="e.g. 3, 48",
+                               help=f"comma-separated integers {BATCH_RANGE[0]}..{BATCH_RANGE[1]}")
+    slot_batch = st.empty()
+    threads = st.multiselect("Intra-op threads", list(range(1, CORES + 1)), key="threads",
+                             default=[t for t in _q_list("threads", [CORES], int)
+                                      if 1 <= t <= CORES],
+                             help=f"1..{CORES} (this machine's logical cores)")
+    slot_threads = st.empty()
+with right:
+    precision = st.selectbox("Precision", ["fp32"], key="precision",
+                             help="bf16 comes with the runtimes work")
+    image_text = st.text_input("Image size (px)", key="image_size", value=q.get("image_size", ""),
+                               placeholder="native size of each model",
+                               help=f"blank: each model's native size; else "
+                                    f"{IMAGE_RANGE[0]}..{IMAGE_RANGE[1]}")
+    slot_image = st.empty()
+    d = MeasurementPolicy()
+    c1, c2, c3 = st.columns(3)
+    min_time = c1.number_input("Min time (s)", key="min_time", min_value=0.0,
+                               value=float(q.get("min_time", d.min_time_s)), step=0.5)
+    min_iters = c2.number_input("Min iterations", key="min_iters", min_value=1,
+                                value=int(q.get("min_iters", d.min_iters)), step=5)
+    warmup = c3.number_input("Warm-up iterations", key="warmup", min_value=0,
+                             value=int(q.get("warmup", d.warmup_iters)), step=1)
+    rounds = st.number_input("Rounds", key="rounds", min_value=1, max_value=100,
+                             value=int(q.get("rounds", DEFAULT_ROUNDS)),
+                             help="each round runs the whole sweep in fresh processes, in "
+                                  "alternating order; comparisons use the median of rounds "
+                                  "and test significance across them")
+    slot_policy = st.empty()
+
+batch_sizes = list(presets)
+try:
+    batch_sizes += [b for b in parse_int_list(batch_free, "batch_size", *BATCH_RANGE)
+                    if b not in batch_sizes]
+except UserError as exc:
+    errors["batch_size"] = str(exc)
+image_size = None
+if image_text.strip():
+    try:
+        image_size = parse_int_list(image_text, "image_size", *IMAGE_RANGE)[0]
+    except UserError as exc:
+        errors["image_size"] = str(exc)
+
+request, specs = None, []
+if not errors:
+    request = SweepRequest(
+        models=tuple(models), frameworks=tuple(frameworks), batch_sizes=tuple(sorted(batch_sizes)),
+        threads=tuple(sorted(threads)), image_size=image_size, precision=precision,
+        policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
+                                 min_iters=int(min_iters)),
+        rounds=int(rounds))
+    try:
+        specs = request.specs()
+    except UserError as exc:
+        errors[exc.field or "sweep"] = str(exc)
+
+slots = {"model": slot_models, "framework": slot_frameworks, "batch_size": slot_batch,
+         "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image}
+for field, message in errors.items():
+    slots.get(field, slot_policy).error(message, icon=":material/error:")
+
+manager = get_manager(DB)
+if specs:
+    with open_db(DB) as con:
+        seconds = estimate_seconds(
+            specs, request.rounds, known_latency_s=lambda s: latest_latency(con, s),
+            flops_per_sample=lambda s: flops_for(con, s.model, s.framework, s.image_size),
+            gflops_per_thread=lambda f: framework_gflops_per_thread(con, f))
+    st.info(f"**{len(specs)} configurations × {request.rounds} rounds = "
+            f"{len(specs) * request.rounds} runs**, rough estimate ≈ "
+            f"{seconds / 60:.1f} min", icon=":material/schedule:")
+
+if st.button("Launch", key="launch", type="primary", disabled=bool(errors) or not specs):
+    try:
+        view = manager.submit(request)
+        where = "starts now" if manager.active() is None or \
+            manager.active().job_id == view.job_id else "is queued"
+        st.success(f"Sweep job {view.job_id} {where}.")
+    except UserError as exc:
+        st.warning(str(exc))
+
+
+@st.fragment(run_every=1.0)
+def job_panel():
+    active = manager.active()
+    if active is not None:
+        st.subheader(f"Job {active.job_id}: running")
+        st.progress(active.done / max(active.total, 1),
+                    text=f"{active.done} of {active.total} runs finished")
+        cur = active.current
+        if cur:
+            st.markdown(f"In flight: **round {cur['round']}/{active.request.rounds} · "
+                        f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
+                        f"{cur['threads']} threads** — {cur['phase']}"
+                        + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
+        if st.button("Cancel", key=f"cancel_{active.job_id}"):
+            manager.cancel(active.job_id)
+        if active.finished:
+            st.dataframe(list(reversed(active.finished)), hide_index=True,
+                         column_order=["round", "model", "framework", "batch_size",
+                                       "threads", "status", "p50_ms", "reason"])
+    queued = manager.queued()
+    if queued:
+        st.subheader("Queue")
+        for job in queued:
+            c1, c2 = st.columns([4, 1])
+            r = job.request
+            c1.write(f"Job {job.job_id}: {', '.join(r.models)} × {', '.join(r.frameworks)}, "
+                     f"{job.total} runs — waiting")
+            if c2.button("Cancel", key=f"cancel_{job.job_id}"):
+                manager.cancel(job.job_id)
+    history = manager.history()
+    if history:
+        st.subheader("Finished jobs")
+        for job in history[:5]:
+            ok = sum(f["status"] == "ok" for f in job.finished)
+            st.write(f"Job {job.job_id}: **{job.state}** — {job.done}/{job.total} runs, "
+                     f"{ok} ok" + (f" — {job.error}" if job.error else "")
+                     + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
+    if active is None and not queued and not history:
+        st.caption("No sweep running. Pick models and frameworks above and press Launch; "
+                   "results then appear on the Results and Compare pages.")
+
+
+job_panel()

@@ -1,0 +1,134 @@
+"""Named, parameterised queries for the dashboard pages. Aggregates run in DuckDB."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+__all__ = ["filter_options", "results_table", "run_detail", "config_summary",
+           "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
+           "flops_for", "list_sweeps_brief"]
+
+
+def filter_options(con) -> dict:
+    def distinct(col):
+        return [r[0] for r in con.execute(
+            f"SELECT DISTINCT {col} FROM runs WHERE {col} IS NOT NULL ORDER BY 1").fetchall()]
+    return {c: distinct(c) for c in ("model", "framework", "status")}  # fixed column names
+
+
+def results_table(con, *, models=None, frameworks=None, statuses=None,
+                  limit: int = 10_000) -> pd.DataFrame:
+    return con.execute(
+        "SELECT run_id, started_at, model, framework, runtime, batch_size, intra_threads AS "
+        "threads, image_size, round_no AS round, status, validity, median_ms AS p50_ms, "
+        "p90_ms, p99_ms, throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
+        "coalesce(reason, '') AS reason, sweep_id FROM runs "
+        "WHERE (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], model)) "
+        "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], framework)) "
+        "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], status)) "
+        "ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?",
+        [models, models, frameworks, frameworks, statuses, statuses, limit]).df()
+
+
+def run_detail(con, run_id: str) -> dict | None:
+    cur = con.execute(
+        "SELECT r.*, to_json(y) AS system FROM runs r LEFT JOIN systems y "
+        "ON y.system_id = r.system_id WHERE r.run_id = ?", [run_id])
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    if not rows:
+        return None
+    out = dict(zip(names, rows[0]))
+    for k in ("versions", "threads_effective", "env", "extra", "system"):
+        if isinstance(out.get(k), str):
+            out[k] = json.loads(out[k])
+    return out
+
+
+_SUMMARY = """
+WITH sel AS (
+    SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
+           median_ms, validity FROM runs
+    WHERE status = 'ok' AND list_contains(?::VARCHAR[], model)
+      AND (?::VARCHAR IS NULL OR sweep_id = ?)),
+q AS (
+    SELECT s.run_id,
+           quantile_cont(s.latency_ns, [0.10, 0.25, 0.75, 0.90]) AS qs
+    FROM samples s JOIN sel USING (run_id) WHERE s.phase = 'measure' GROUP BY s.run_id)
+SELECT model, framework, runtime, framework || ' (' || runtime || ')' AS contender,
+       batch_size, intra_threads AS threads, image_size, count(*) AS runs,
+       median(median_ms) AS p50_ms, median(qs[1]) / 1e6 AS p10_ms,
+       median(qs[2]) / 1e6 AS q1_ms, median(qs[3]) / 1e6 AS q3_ms,
+       median(qs[4]) / 1e6 AS p90_ms, min(median_ms) AS min_p50_ms,
+       max(median_ms) AS max_p50_ms,
+       any_value(batch_size) * 1000.0 / median(median_ms) AS throughput,
+       count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
+FROM sel JOIN q USING (run_id)
+GROUP BY model, framework, runtime, batch_size, intra_threads, image_size
+ORDER BY model, contender, threads, batch_size
+"""
+
+
+def config_summary(con, models: list[str], sweep_id: str | None = None) -> pd.DataFrame:
+    """One row per configuration: the median over its ok runs (rounds) of each run's own
+    p50 and quantiles, and the min-max of run medians."""
+    return con.execute(_SUMMARY, [models, sweep_id, sweep_id]).df()
+
+
+def config_samples(con, models: list[str], batch_size: int, threads: int,
+                   sweep_id: str | None = None, per_run: int = 500) -> pd.DataFrame:
+    """Raw latencies (ms) of the chosen configurations, at most per_run from each run."""
+    return con.execute(
+        "SELECT r.model, r.framework || ' (' || r.runtime || ')' AS contender, "
+        "s.latency_ns / 1e6 AS latency_ms FROM samples s JOIN runs r USING (run_id) "
+        "WHERE r.status = 'ok' AND s.phase = 'measure' AND s.idx < ? "
+        "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
+        "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?)",
+        [per_run, models, batch_size, threads, sweep_id, sweep_id]).df()
+
+
+def list_sweeps_brief(con) -> pd.DataFrame:
+    return con.execute(
+        "SELECT s.sweep_id, s.created_at, s.rounds, s.configurations, "
+        "list(DISTINCT r.model ORDER BY r.model) AS models FROM sweeps s "
+        "JOIN runs r USING (sweep_id) GROUP BY ALL ORDER BY s.created_at DESC").df()
+
+
+def overview(con) -> dict:
+    tables = ("runs", "samples", "systems", "sweeps", "model_info")
+    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in tables}
+    status = dict(con.execute("SELECT status, count(*) FROM runs GROUP BY 1 ORDER BY 1")
+                  .fetchall())
+    migrations = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY name")
+                  .fetchall()]
+    systems = con.execute("SELECT * FROM systems ORDER BY first_seen DESC").df()
+    return {"counts": counts, "status": status, "migrations": migrations,
+            "systems": systems}
+
+
+def latest_latency(con, spec) -> float | None:
+    """Seconds: the newest ok median for this exact configuration (for estimates)."""
+    rows = con.execute(
+        "SELECT median_ms FROM runs WHERE status = 'ok' AND model = ? AND framework = ? "
+        "AND batch_size = ? AND intra_threads = ? AND image_size = ? "
+        "ORDER BY started_at DESC LIMIT 1",
+        [spec.model, spec.framework, spec.batch_size, spec.intra_threads,
+         spec.image_size]).fetchall()
+    return rows[0][0] / 1000 if rows else None
+
+
+def framework_gflops_per_thread(con, framework: str) -> float | None:
+    rows = con.execute(
+        "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
+        "AND framework = ? AND gflops_per_s IS NOT NULL", [framework]).fetchall()
+    return rows[0][0] if rows and rows[0][0] else None
+
+
+def flops_for(con, model: str, framework: str, image_size: int) -> int | None:
+    rows = con.execute(
+        "SELECT flops_per_sample FROM model_info WHERE model = ? AND framework = ? "
+        "AND image_size = ? AND flops_per_sample IS NOT NULL LIMIT 1",
+        [model, framework, image_size]).fetchall()
+    return rows[0][0] if rows else None

@@ -1,0 +1,162 @@
+"""Every page through AppTest, on an empty and on a seeded database."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.jobs import SweepRequest
+from tests.conftest import ROOT
+from tests.helpers import seed_sweep
+
+APP = str(ROOT / "app.py")
+PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/system.py"]
+
+
+def page(name, db_path, monkeypatch):
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(name)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def seeded(db_path):
+    seed_sweep(db_path)
+    return db_path
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("pages/results.py", "No runs stored yet. Launch a sweep on the **Run** page"),
+    ("pages/compare.py", "Nothing to compare yet"),
+    ("pages/system.py", "The database is empty: launch a sweep on the **Run** page"),
+])
+def test_empty_database_pages_say_what_to_do(name, hint, db_path, monkeypatch):
+    at = page(name, db_path, monkeypatch)
+    assert any(i.value.startswith(hint) for i in at.info), [i.value for i in at.info]
+    assert not at.get("plotly_chart")
+
+
+def test_run_page_shows_sweep_size_and_launch_on_empty_database(db_path, monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch)
+    cores = len(at.multiselect(key="threads").options)
+    assert at.multiselect(key="models").value == ["efficientnet_b0"]
+    assert at.multiselect(key="frameworks").value == ["torch", "tensorflow"]
+    assert at.multiselect(key="batch_presets").value == [1, 8]
+    info = at.info[0].value
+    assert info.startswith("**4 configurations × 3 rounds = 12 runs**, rough estimate ≈ ")
+    assert at.button(key="launch").disabled is False
+    assert cores >= 1
+
+
+class FakeManager:
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, request):
+        self.submitted.append(request)
+        from engine.jobs import JobView
+        return JobView(1, request, "queued", 0, 0, None, None, (), "", 0.0, None, None, ())
+
+    def active(self):
+        return None
+
+    def queued(self):
+        return []
+
+    def history(self):
+        return []
+
+
+def test_widgets_drive_the_submitted_request(db_path, monkeypatch):
+    fake = FakeManager()
+    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.multiselect(key="models").set_value(["mobilenet_v3_small", "resnet18"])
+    at.multiselect(key="frameworks").set_value(["torch"])
+    at.multiselect(key="batch_presets").set_value([1])
+    at.text_input(key="batch_free").set_value("3, 48")
+    at.multiselect(key="threads").set_value([1])
+    at.text_input(key="image_size").set_value("64")
+    at.number_input(key="rounds").set_value(2)
+    at.run()
+    assert at.info[0].value.startswith("**6 configurations × 2 rounds = 12 runs**")
+    at.button(key="launch").click().run()
+    assert len(fake.submitted) == 1
+    req = fake.submitted[0]
+    assert isinstance(req, SweepRequest)
+    assert (req.models, req.frameworks, req.batch_sizes, req.threads, req.image_size,
+            req.rounds) == (("mobilenet_v3_small", "resnet18"), ("torch",), (1, 3, 48),
+                            (1,), 64, 2)
+    assert at.success[0].value == "Sweep job 1 starts now."
+
+
+@pytest.mark.parametrize("widget, value, message", [
+    ("batch_free", "0", "batch_size: 0 is out of range; allowed: integer 1..4096"),
+    ("batch_free", "big", "batch_size: 'big' is not an integer; allowed: integer 1..4096"),
+    ("image_size", "16", "image_size: 16 is out of range; allowed: integer 32..1024"),
+])
+def test_invalid_input_is_explained_and_disables_launch(widget, value, message, db_path,
+                                                        monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.text_input(key=widget).set_value(value).run()
+    assert [e.value for e in at.error] == [message]
+    assert at.button(key="launch").disabled is True
+
+
+def test_empty_choice_is_explained_and_disables_launch(db_path, monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.multiselect(key="frameworks").set_value([]).run()
+    assert [e.value for e in at.error] == ["framework: pick at least one value"]
+    assert at.button(key="launch").disabled is True
+
+
+def test_results_page_lists_every_run_and_filters(seeded, monkeypatch):
+    at = page("pages/results.py", seeded, monkeypatch)
+    df = at.dataframe[0].value
+    assert len(df) == 17 and sorted(set(df.status)) == ["ok", "oom"]
+    at.multiselect(key="f_status").set_value(["oom"]).run()
+    df = at.dataframe[0].value
+    assert df.run_id.tolist() == ["tf-oom"] and df.reason.tolist() == ["ValueError: boom"]
+
+
+def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
+    at = page("pages/compare.py", seeded, monkeypatch)
+    assert at.selectbox(key="sweep").value == "sweep-seeded"
+    assert at.multiselect(key="models").value == ["mobilenet_v3_small"]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5  # latency, throughput, scaling, distribution, heatmap
+    table, eff = at.dataframe[0].value, at.dataframe[1].value  # AppTest: by order, not key
+    assert table.shape == (5, 5)  # 4 configurations, and batch 32 whose only run hit oom
+    assert table.iloc[4].tolist() == ["mobilenet_v3_small 64px", 32, 1, "", "oom"]
+    assert table.iloc[0, 3].startswith("★ ")  # torch best at batch 1, 1 thread
+    sentences = [m.value for m in at.markdown if m.value.startswith("- ")]
+    # round medians torch 10.1/10.2 ms, tensorflow 20.1/20.2 ms, paired by round
+    assert sentences[0] == ("- mobilenet_v3_small b1 t1: torch (eager) is 1.99x faster than "
+                            "tensorflow (tf_function) (95 % CI 1.92-2.05)")
+    assert set(eff.contender) == {"torch (eager)", "tensorflow (tf_function)"}
+
+
+def test_system_page_shows_machine_and_database(seeded, monkeypatch):
+    at = page("pages/system.py", seeded, monkeypatch)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["runs"] == "17" and metrics["samples"] == f"{16 * 7:,}"
+    assert metrics["sweeps"] == "1"
+    pkgs = at.dataframe[0].value
+    assert pkgs.set_index("package").loc["torch", "version"] == "2.14.1"
+
+
+def test_dashboard_never_imports_a_framework(seeded, monkeypatch, tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; from streamlit.testing.v1 import AppTest\n"
+            f"for p in {PAGES!r}:\n"
+            f"    at = AppTest.from_file({APP!r}, default_timeout=60); at.run(); "
+            "at.switch_page(p); at.run(); assert not at.exception, p\n"
+            "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'torchvision', "
+            "'onnxruntime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={**__import__("os").environ, "BENCH_DB": str(seeded)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
