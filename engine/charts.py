@@ -20,6 +20,10 @@ _LAYOUT = dict(template="plotly_white", font=dict(size=14), height=460,
                margin=dict(l=70, r=20, t=60, b=110))
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def colour_map(contenders) -> dict:
     return {c: _PALETTE[i % len(_PALETTE)] for i, c in enumerate(sorted(set(contenders)))}
 
@@ -40,15 +44,18 @@ def latency_vs_batch(df: pd.DataFrame, threads: int, band=("p10_ms", "p90_ms")) 
         c = colours[contender]
         fig.add_trace(go.Scatter(
             x=list(g.batch_size) + list(g.batch_size[::-1]),
-            y=list(g[band[1]]) + list(g[band[0]][::-1]), fill="toself",
+            y=list(g[band[1]]) + list(g[band[0]][::-1]), fill="toself", mode="lines",
             fillcolor=_rgba(c, 0.18), line=dict(width=0), hoverinfo="skip",
             showlegend=False, legendgroup=name))
-        fig.add_trace(go.Scatter(x=g.batch_size, y=g.p50_ms, mode="lines+markers", name=name,
-                                 line=dict(color=c, width=3), legendgroup=name,
-                                 hovertemplate="batch %{x}<br>p50 %{y:.2f} ms<extra>"
-                                               + name + "</extra>"))
+        # Error bars carry the band too, so it shows even for a single batch size.
+        fig.add_trace(go.Scatter(
+            x=g.batch_size, y=g.p50_ms, mode="lines+markers", name=name,
+            line=dict(color=c, width=3), legendgroup=name,
+            error_y=dict(type="data", symmetric=False, array=g[band[1]] - g.p50_ms,
+                         arrayminus=g.p50_ms - g[band[0]], thickness=1.5, width=6),
+            hovertemplate="batch %{x}<br>p50 %{y:.2f} ms<extra>" + name + "</extra>"))
     lo, hi = ("p10", "p90") if band[0] == "p10_ms" else ("p25", "p75")
-    fig.update_layout(**_LAYOUT, title=f"Latency vs batch size ({threads} threads; "
+    fig.update_layout(**_LAYOUT, title=f"Latency vs batch size ({_n(threads, 'thread')}; "
                                        f"band {lo}-{hi})")
     fig.update_xaxes(title="batch size [samples]", type="log", tickvals=sorted(d.batch_size.unique()))
     fig.update_yaxes(title="latency per batch [ms]")
@@ -60,7 +67,7 @@ def throughput_vs_batch(df: pd.DataFrame, threads: int) -> go.Figure:
     fig = px.line(d, x="batch_size", y="throughput", color="contender", markers=True,
                   line_dash="model" if d.model.nunique() > 1 else None,
                   color_discrete_map=colour_map(df.contender))
-    fig.update_layout(**_LAYOUT, title=f"Throughput vs batch size ({threads} threads)")
+    fig.update_layout(**_LAYOUT, title=f"Throughput vs batch size ({_n(threads, 'thread')})")
     fig.update_xaxes(title="batch size [samples]", type="log",
                      tickvals=sorted(d.batch_size.unique()))
     fig.update_yaxes(title="throughput [samples/s]")

@@ -25,7 +25,8 @@ if "ok" not in options["status"]:
 sweep_labels = {None: "all stored runs (no significance test)"}
 for s in sweeps.itertuples():
     sweep_labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
-                                f"{s.rounds} rounds · {', '.join(s.models)}")
+                                f"{s.rounds} round{'s' if s.rounds > 1 else ''} · "
+                                f"{', '.join(s.models)}")
 c1, c2 = st.columns([2, 3])
 sweep_id = c1.selectbox("Runs", list(sweep_labels), format_func=sweep_labels.get, key="sweep",
                         index=1 if len(sweep_labels) > 1 else 0)
@@ -78,8 +79,8 @@ if sweep_id:
         return styles
     st.dataframe(df.style.apply(highlight, axis=None), hide_index=True, width="stretch",
                  key="compare_table")
-    st.caption(f"median latency per batch [ms] over {rounds} rounds [min-max of round "
-               "medians]. ★ best in row · ≈ not significantly different from the best "
+    st.caption(f"median latency per batch [ms] over {rounds} round{'s' if rounds > 1 else ''} "
+               "[min-max of round medians]. ★ best in row · ≈ not significantly different from the best "
                "(paired rounds, 95 % Student-t interval) · ? noisy: rounds disagree by over "
                "10 % or a round's IQR/median was above 10 % · (n status) rounds left out")
     for contest in rows:

@@ -12,6 +12,7 @@ DB = resolve_db_path()
 st.title("Results")
 with open_db(DB) as con:
     options = filter_options(con)
+linked = st.query_params.get("run")  # /results?run=<id>: a link to one run, for sharing
 if not options["model"]:
     st.info("No runs stored yet. Launch a sweep on the **Run** page (or "
             "`python -m engine run ...` in a terminal); every run, failed ones included, "
@@ -35,6 +36,8 @@ event = st.dataframe(
                   "throughput", "peak_rss_mib", "reason"],
     column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+        "batch_size": st.column_config.NumberColumn("batch"),
+        "image_size": st.column_config.NumberColumn("image px"),
         "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.3f"),
         "p90_ms": st.column_config.NumberColumn("p90 [ms]", format="%.3f"),
         "p99_ms": st.column_config.NumberColumn("p99 [ms]", format="%.3f"),
@@ -44,7 +47,7 @@ event = st.dataframe(
 rows = list(event.selection.rows) if event is not None else []
 chosen = table.iloc[rows] if rows else table
 label = f"{len(rows)} selected runs" if rows else f"all {len(table)} runs shown"
-d1, d2, _ = st.columns([1, 1, 3])
+d1, d2 = st.columns([2, 3])
 if d1.button(f"Prepare download ({label})", key="prepare_download"):
     with open_db(DB) as con:
         ids = chosen.run_id.tolist()
@@ -56,14 +59,21 @@ if "download" in st.session_state:
     d2.download_button("Parquet", files["parquet"], "runs.parquet",
                        "application/octet-stream", key="dl_parquet")
 
-if len(rows) != 1:
-    st.caption("Select exactly one row to see its raw samples, iteration trace and provenance.")
+if len(rows) == 1:
+    run_id = table.iloc[rows[0]].run_id
+elif linked:
+    run_id = linked
+else:
+    st.caption("Select exactly one row to see its raw samples, iteration trace and "
+               "provenance.")
     st.stop()
-
-run_id = table.iloc[rows[0]].run_id
 with open_db(DB) as con:
     run = run_detail(con, run_id)
     samples = run_samples(con, run_id)
+if run is None:
+    st.warning(f"run: no stored run has id {run_id!r}; select one in the table instead.")
+    st.stop()
+st.caption(f"Link to this run: `?run={run_id}`")
 st.subheader(f"{run['model']} · {run['framework']} ({run['runtime']}) · batch "
              f"{run['batch_size']} · {run['intra_threads']} threads · {run['status']}")
 if run["status"] not in ("ok",):
@@ -76,12 +86,11 @@ if run["validity_reason"]:
     st.warning(f"validity **{run['validity']}**: {run['validity_reason']}")
 if not samples.empty:
     m = st.columns(6)
-    for col, (name, key, unit) in zip(m, [("p50", "median_ms", "ms"), ("p90", "p90_ms", "ms"),
-                                          ("p99", "p99_ms", "ms"), ("IQR", "iqr_ms", "ms"),
-                                          ("throughput", "throughput", "samples/s"),
-                                          ("iterations", "iterations", "")]):
-        col.metric(name, f"{run[key]:,.3f} {unit}" if isinstance(run[key], float)
-                   else f"{run[key]} {unit}")
+    for col, (name, value) in zip(m, [
+            ("p50", f"{run['median_ms']:,.3f} ms"), ("p90", f"{run['p90_ms']:,.3f} ms"),
+            ("p99", f"{run['p99_ms']:,.3f} ms"), ("IQR", f"{run['iqr_ms']:,.3f} ms"),
+            ("samples/s", f"{run['throughput']:,.1f}"), ("iterations", f"{run['iterations']}")]):
+        col.metric(name, value)
     g1, g2 = st.columns(2)
     g1.plotly_chart(sample_histogram(samples), key="hist")
     g2.plotly_chart(iteration_trace(samples), key="trace")

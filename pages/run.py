@@ -131,7 +131,8 @@ if specs:
             specs, request.rounds, known_latency_s=lambda s: latest_latency(con, s),
             flops_per_sample=lambda s: flops_for(con, s.model, s.framework, s.image_size),
             gflops_per_thread=lambda f: framework_gflops_per_thread(con, f))
-    st.info(f"**{len(specs)} configurations × {request.rounds} rounds = "
+    st.info(f"**{len(specs)} configuration{'s' if len(specs) > 1 else ''} × {request.rounds} "
+            f"round{'s' if request.rounds > 1 else ''} = "
             f"{len(specs) * request.rounds} runs**, rough estimate ≈ "
             f"{seconds / 60:.1f} min", icon=":material/schedule:")
 

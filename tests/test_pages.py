@@ -160,3 +160,32 @@ def test_dashboard_never_imports_a_framework(seeded, monkeypatch, tmp_path):
                          cwd=ROOT, env={**__import__("os").environ, "BENCH_DB": str(seeded)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_results_page_shows_one_run_from_a_link(seeded, monkeypatch):
+    monkeypatch.setenv("BENCH_DB", str(seeded))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = "torch-1-1-1"
+    at.run()
+    at.switch_page("pages/results.py")
+    at.query_params["run"] = "torch-1-1-1"
+    at.run()
+    assert not at.exception
+    assert at.subheader[0].value == ("mobilenet_v3_small · torch (eager) · batch 1 · "
+                                     "1 threads · ok")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["p50"] == "10.100 ms" and metrics["iterations"] == "5"
+    assert metrics["samples/s"] == "99.0"
+    assert len(at.get("plotly_chart")) == 2  # histogram and iteration trace
+
+
+def test_results_page_shows_a_failed_run_with_its_reason_and_stderr(seeded, monkeypatch):
+    monkeypatch.setenv("BENCH_DB", str(seeded))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/results.py")
+    at.query_params["run"] = "tf-oom"
+    at.run()
+    assert not at.exception
+    assert at.error[0].value == "**oom**: ValueError: boom"
+    assert "ValueError: boom" in at.code[0].value

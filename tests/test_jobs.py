@@ -1,0 +1,83 @@
+"""The dashboard's job queue with real worker processes (selftest models)."""
+
+import psutil
+import pytest
+
+from engine.errors import UserError
+from engine.jobs import CANCELLED, DONE, QUEUED, RUNNING, JobManager, SweepRequest, get_manager
+from engine.spec import MeasurementPolicy
+from store.db import open_db
+
+FAST = MeasurementPolicy(warmup_iters=1, min_time_s=0.02, min_iters=5)
+
+
+def request(*models, rounds=1, **kw):
+    return SweepRequest(models=models, frameworks=("selftest",), batch_sizes=(1,),
+                        threads=(1,), policy=FAST, rounds=rounds, **kw)
+
+
+def test_a_sweep_runs_to_completion_and_lands_linked_rows(db_path, worker_env):
+    jm = JobManager(db_path)
+    view = jm.submit(request("identity", "fault_raise", rounds=2))
+    assert view.state == QUEUED and view.total == 4
+    assert jm.wait(lambda m: (j := m.get(view.job_id)) is not None and j.state == DONE, 120)
+    done = jm.get(view.job_id)
+    assert done.done == 4 and len(done.finished) == 4
+    assert sorted(f["model"] for f in done.finished) == ["fault_raise", "fault_raise",
+                                                         "identity", "identity"]
+    with open_db(db_path) as con:
+        rows = con.execute("SELECT round_no, model, status FROM runs WHERE sweep_id = ? "
+                           "ORDER BY started_at", [done.sweep_id]).fetchall()
+    # round 1 forward, round 2 reversed
+    assert [(r, m) for r, m, _ in rows] == [(1, "identity"), (1, "fault_raise"),
+                                           (2, "fault_raise"), (2, "identity")]
+    assert [s for _, m, s in rows if m == "fault_raise"] == ["error", "error"]
+
+
+def test_duplicate_is_refused_and_a_different_sweep_waits_in_the_queue(db_path, worker_env):
+    jm = JobManager(db_path)
+    first = jm.submit(request("fault_hang", timeout_s=600))
+    assert jm.wait(lambda m: m.active() is not None and m.active().current is not None, 60)
+    # a rerun or a second tab submitting the same sweep (even with another seed)
+    with pytest.raises(UserError) as info:
+        jm.submit(request("fault_hang", timeout_s=600, seed=5))
+    assert str(info.value) == (f"sweep: the same sweep is already running (job "
+                               f"{first.job_id}); wait for it or cancel it first")
+    second = jm.submit(request("identity"))
+    assert [j.job_id for j in jm.queued()] == [second.job_id]
+    with pytest.raises(UserError, match="already queued"):
+        jm.submit(request("identity"))
+    assert jm.cancel(second.job_id) and jm.get(second.job_id).state == CANCELLED
+    jm.cancel(first.job_id)
+    assert jm.wait(lambda m: m.active() is None and not m.queued(), 60)
+
+
+def test_cancel_kills_the_worker_and_records_the_run_in_flight(db_path, worker_env):
+    jm = JobManager(db_path)
+    view = jm.submit(request("fault_hang", "identity", timeout_s=600))
+    assert jm.wait(lambda m: (a := m.active()) is not None and a.current is not None
+                   and a.current["phase"] == "first forward", 60)
+    pids = jm.active().worker_pids
+    procs = [psutil.Process(p) for p in pids]
+    assert len(procs) == 1 and procs[0].is_running()
+    assert jm.cancel(view.job_id)
+    assert jm.wait(lambda m: m.get(view.job_id).state == CANCELLED, 60)
+    gone, alive = psutil.wait_procs(procs, timeout=30)
+    assert alive == []
+    with open_db(db_path) as con:
+        rows = con.execute("SELECT model, status, reason FROM runs").fetchall()
+    # the hanging run has its row; the identity run after it was never attempted
+    assert rows == [("fault_hang", "killed", "cancelled by the user")]
+
+
+def test_one_manager_per_database_in_the_process(db_path, tmp_path):
+    assert get_manager(db_path) is get_manager(str(db_path))
+    assert get_manager(db_path) is not get_manager(tmp_path / "other.duckdb")
+
+
+def test_invalid_request_is_refused_before_queueing(db_path):
+    jm = JobManager(db_path)
+    with pytest.raises(UserError, match="batch_size: 0 is out of range"):
+        jm.submit(SweepRequest(models=("identity",), frameworks=("selftest",),
+                               batch_sizes=(0,), threads=(1,)))
+    assert jm.queued() == [] and jm.active() is None
