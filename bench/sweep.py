@@ -19,27 +19,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.runner import Runner  # noqa: E402
 from engine.spec import MeasurementPolicy, expand_sweep  # noqa: E402
-from engine.system import system_info  # noqa: E402
-from store.db import open_db  # noqa: E402
-from store.runs import framework_version, known_model_stats, save_record  # noqa: E402
+from engine.sweep import run_sweep  # noqa: E402
 
 
 def run(specs, db, process_per_run):
-    def known(spec):
-        with open_db(db) as con:
-            return known_model_stats(con, spec.model, spec.framework, spec.image_size,
-                                     framework_version(spec.framework) or "")
-
-    def store(rec):
-        with open_db(db) as con:
-            save_record(con, rec, system_info())
+    def show(rec):
         print(f"    {rec.framework:10} b{rec.batch_size:<3} t{rec.intra_threads}: {rec.status:7} "
               f"p50 {rec.median_ms or 0:9.2f} ms  measured {rec.measured_s or 0:5.1f} s  "
               f"warm-up {rec.warmup_s or 0:4.1f} s  load {rec.load_s or 0:4.1f} s", flush=True)
 
     t = time.monotonic()
-    records = Runner(known_stats=known, process_per_run=process_per_run).run(
-        specs, on_record=store)
+    records = run_sweep(specs, db=db, rounds=1, seed=0, command="bench/sweep.py",
+                        runner=Runner(process_per_run=process_per_run), on_stored=show)
     wall = time.monotonic() - t
     measured = sum(r.measured_s or 0 for r in records)
     warm = sum((r.warmup_s or 0) + (r.first_forward_s or 0) for r in records)

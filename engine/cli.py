@@ -149,11 +149,10 @@ def cmd_run(args) -> int:
 
     from engine.compare import aggregate
     from engine.report import compare_table
-    from engine.rounds import order_name, plan_rounds
-    from engine.runner import Runner, new_id
-    from engine.system import system_info
-    from store.db import open_db, resolve_db_path
-    from store.runs import framework_version, known_model_stats, save_record, save_sweep
+    from engine.rounds import order_name
+    from engine.runner import Runner
+    from engine.sweep import run_sweep
+    from store.db import resolve_db_path
 
     policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
                                min_time_s=args.min_time, min_iters=args.min_iters,
@@ -162,44 +161,34 @@ def cmd_run(args) -> int:
                          inter_threads=args.inter_threads, precision=args.precision,
                          image_size=args.image_size, device=args.device,
                          weight_policy=args.weight_policy, policy=policy)
-    if not 1 <= args.rounds <= 100:
-        raise UserError(f"rounds: {args.rounds} is out of range; allowed: integer 1..100",
-                        field="rounds")
     cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
            else int(psutil.virtual_memory().total * 0.75))
     db = resolve_db_path(args.db)
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-    plan = plan_rounds(specs, args.rounds, seed)
-    sweep_id = new_id()
-    with open_db(db) as con:  # fails now, not after the first run, if the file is busy
-        save_sweep(con, sweep_id, rounds=args.rounds, seed=seed,
-                   plan=[[_label(s) for s in rs] for rs in plan], configurations=len(specs),
-                   command=" ".join(["python -m engine", *sys.argv[1:]]))
-    system = system_info()
-
-    def known(spec: RunSpec):
-        with open_db(db) as con:
-            return known_model_stats(con, spec.model, spec.framework, spec.image_size,
-                                     framework_version(spec.framework) or "")
-
     total = len(specs) * args.rounds
-    print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = {total} "
-          f"runs (seed {seed}) -> {db}", flush=True)
-    bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+    bar = None
     state = {"round": 1}
 
-    def on_event(ev):
+    def on_start(sweep_id):
+        nonlocal bar
+        print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = "
+              f"{total} runs (seed {seed}) -> {db}", flush=True)
+        bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+
+    def on_round(r):
+        state["round"] = r
+        bar.write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
+
+    def on_event(ev, r):
         spec = ev.get("spec")
         if spec is not None and ev["event"] in ("started", "progress"):
             phase = ev.get("phase", "start")
             iters = f" {ev['iters']} it" if ev.get("iters") else ""
-            bar.set_postfix_str(f"round {state['round']}/{args.rounds} {spec.model} "
-                                f"{spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
-                                f"{phase}{iters}", refresh=True)
+            bar.set_postfix_str(f"round {r}/{args.rounds} {spec.model} {spec.framework} "
+                                f"b{spec.batch_size} t{spec.intra_threads}: {phase}{iters}",
+                                refresh=True)
 
-    def on_record(rec):
-        with open_db(db) as con:
-            save_record(con, rec, system)
+    def on_stored(rec):
         bar.update(1)
         figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
                   f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
@@ -208,28 +197,22 @@ def cmd_run(args) -> int:
                   file=sys.stdout)
         sys.stdout.flush()
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap, known_stats=known,
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap,
                     process_per_run=args.process_per_run)
-    records = []
     try:
-        for r, round_specs in enumerate(plan, start=1):
-            state["round"] = r
-            bar.write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
-            records += runner.run(round_specs, on_record=on_record, on_event=on_event,
-                                  sweep_id=sweep_id, round_no=r)
+        records = run_sweep(specs, db=db, rounds=args.rounds, seed=seed, runner=runner,
+                            command=" ".join(["python -m engine", *sys.argv[1:]]),
+                            on_start=on_start, on_round=on_round, on_stored=on_stored,
+                            on_event=on_event)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     if not args.no_table:
         print()
         print(compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty()))
     failed = sum(r.status != "ok" for r in records)
-    print(f"\n{len(records)} runs stored in {db} (sweep {sweep_id}); {failed} not ok")
+    print(f"\n{len(records)} runs stored in {db}; {failed} not ok")
     return 0
-
-
-def _label(s: RunSpec) -> str:
-    return (f"{s.model}/{s.framework}/{s.runtime}/b{s.batch_size}/t{s.intra_threads}"
-            f"/i{s.inter_threads}/{s.image_size}px")
 
 
 def cmd_models(args) -> int:

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 from engine.errors import UserError
-from engine.rounds import DEFAULT_ROUNDS, plan_rounds
-from engine.runner import Runner, new_id
+from engine.rounds import DEFAULT_ROUNDS
+from engine.runner import Runner
 from engine.spec import MeasurementPolicy, RunSpec, expand_sweep
+from engine.sweep import run_sweep
 
 __all__ = ["SweepRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
            "DONE", "CANCELLED", "FAILED"]
@@ -204,30 +205,9 @@ class JobManager:
             self._lock.notify_all()
 
     def _run(self, job: _Job) -> None:
-        from engine.system import system_info
-        from store.db import open_db
-        from store.runs import framework_version, known_model_stats, save_record, save_sweep
-
         req = job.request
-        seed = req.seed if req.seed is not None else random.randrange(2**31)
-        plan = plan_rounds(job.specs, req.rounds, seed)
-        sweep_id = new_id()
-        with open_db(self.db_path) as con:
-            save_sweep(con, sweep_id, rounds=req.rounds, seed=seed,
-                       plan=[[f"{s.model}/{s.framework}/b{s.batch_size}/t{s.intra_threads}"
-                              for s in rs] for rs in plan],
-                       configurations=len(job.specs), command="dashboard")
-        self._update(job, sweep_id=sweep_id)
-        system = system_info()
 
-        def known(spec: RunSpec):
-            with open_db(self.db_path) as con:
-                return known_model_stats(con, spec.model, spec.framework, spec.image_size,
-                                         framework_version(spec.framework) or "")
-
-        def on_record(rec):
-            with open_db(self.db_path) as con:
-                save_record(con, rec, system)
+        def on_stored(rec):
             with self._lock:
                 job.done += 1
                 job.finished.append({
@@ -251,12 +231,11 @@ class JobManager:
                 self._lock.notify_all()
 
         runner = Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
-                        known_stats=known, cancel=job.cancel, **self.runner_options)
-        for r, specs in enumerate(plan, start=1):
-            if job.cancel.is_set():
-                break
-            runner.run(specs, on_record=on_record, sweep_id=sweep_id, round_no=r,
-                       on_event=lambda ev, r=r: on_event(ev, r))
+                        cancel=job.cancel, **self.runner_options)
+        seed = req.seed if req.seed is not None else random.randrange(2**31)
+        run_sweep(job.specs, db=self.db_path, rounds=req.rounds, seed=seed, runner=runner,
+                  command="dashboard", on_start=lambda sid: self._update(job, sweep_id=sid),
+                  on_stored=on_stored, on_event=on_event)
 
 
 _MANAGERS: dict[str, JobManager] = {}

@@ -8,14 +8,14 @@ from engine.charts import (latency_box, latency_vs_batch, scaling_vs_threads, sp
 from engine.compare import aggregate, contests, noise_floor
 from engine.report import cell_text
 from store.db import open_db, resolve_db_path
-from store.queries import config_samples, config_summary, filter_options, list_sweeps_brief
-from store.runs import sweep_rounds
+from store.queries import config_samples, config_summary, filter_options
+from store.runs import list_sweeps, sweep_rounds
 
 DB = resolve_db_path()
 st.title("Compare frameworks")
 with open_db(DB) as con:
     options = filter_options(con)
-    sweeps = list_sweeps_brief(con)
+    sweeps = list_sweeps(con, with_runs_only=True)
 if "ok" not in options["status"]:
     st.info("Nothing to compare yet: a comparison needs successful runs of at least one "
             "model. Launch a sweep on the **Run** page with two frameworks, then come back.",

@@ -133,7 +133,8 @@ if specs:
             gflops_per_thread=lambda f: framework_gflops_per_thread(con, f))
     st.info(f"**{len(specs)} configuration{'s' if len(specs) > 1 else ''} × {request.rounds} "
             f"round{'s' if request.rounds > 1 else ''} = "
-            f"{len(specs) * request.rounds} runs**, rough estimate ≈ "
+            f"{len(specs) * request.rounds} run{'s' if len(specs) * request.rounds > 1 else ''}"
+            f"**, rough estimate ≈ "
             f"{seconds / 60:.1f} min", icon=":material/schedule:")
 
 if st.button("Launch", key="launch", type="primary", disabled=bool(errors) or not specs):

@@ -8,7 +8,7 @@ import pandas as pd
 
 __all__ = ["filter_options", "results_table", "run_detail", "config_summary",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
-           "flops_for", "list_sweeps_brief"]
+           "flops_for"]
 
 
 def filter_options(con) -> dict:
@@ -87,13 +87,6 @@ def config_samples(con, models: list[str], batch_size: int, threads: int,
         "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
         "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?)",
         [per_run, models, batch_size, threads, sweep_id, sweep_id]).df()
-
-
-def list_sweeps_brief(con) -> pd.DataFrame:
-    return con.execute(
-        "SELECT s.sweep_id, s.created_at, s.rounds, s.configurations, "
-        "list(DISTINCT r.model ORDER BY r.model) AS models FROM sweeps s "
-        "JOIN runs r USING (sweep_id) GROUP BY ALL ORDER BY s.created_at DESC").df()
 
 
 def overview(con) -> dict:

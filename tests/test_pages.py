@@ -189,3 +189,18 @@ def test_results_page_shows_a_failed_run_with_its_reason_and_stderr(seeded, monk
     assert not at.exception
     assert at.error[0].value == "**oom**: ValueError: boom"
     assert "ValueError: boom" in at.code[0].value
+
+
+def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monkeypatch):
+    at = page("pages/run.py", seeded, monkeypatch)
+    at.multiselect(key="models").set_value(["mobilenet_v3_small"])
+    at.multiselect(key="frameworks").set_value(["torch"])
+    at.multiselect(key="batch_presets").set_value([1])
+    at.multiselect(key="threads").set_value([1])
+    at.text_input(key="image_size").set_value("64")
+    at.number_input(key="rounds").set_value(1)
+    at.run()
+    # stored p50 10.2 ms (newest round): import 5 s + build 0.6 s + first call 0.0102 s +
+    # warm-up 0.102 s + timed max(2 s, 30 x 0.0102 s) = 7.71 s
+    assert at.info[0].value == ("**1 configuration × 1 round = 1 run**, rough estimate ≈ "
+                                "0.1 min")
