@@ -18,6 +18,7 @@ def run() -> None:
                 url_path="results"),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:",
                 url_path="compare"),
+        st.Page("pages/cost.py", title="Cost", icon=":material/payments:", url_path="cost"),
         st.Page("pages/system.py", title="System", icon=":material/memory:",
                 url_path="system"),
     ]

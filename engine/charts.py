@@ -159,3 +159,48 @@ def iteration_trace(samples: pd.DataFrame) -> go.Figure:
     fig.update_xaxes(title="iteration")
     fig.update_yaxes(title="latency [ms]")
     return fig
+
+
+PROVIDER_COLOURS = {"OCI": "#c74634", "AWS": "#ff9900", "GCP": "#4285f4", "Azure": "#008ad7",
+                    "custom": "#555555"}
+
+
+def cost_bars(rows: list[dict], value: str, title: str, axis: str) -> go.Figure:
+    """Bars coloured by provider; estimates hatched, with the assumption in the hover and
+    noted under the chart."""
+    d = pd.DataFrame(rows).sort_values(value)
+    fig = go.Figure()
+    for provider, g in d.groupby("provider", sort=False):
+        fig.add_trace(go.Bar(
+            x=g[value], y=g["machine"], orientation="h", name=provider,
+            marker=dict(color=PROVIDER_COLOURS.get(provider, "#777777"),
+                        pattern=dict(shape=["/" if e else "" for e in g.estimate])),
+            text=[f"${v:,.2f}" + (" (est.)" if e else "") for v, e in zip(g[value], g.estimate)],
+            textposition="auto", customdata=g["assumption"],
+            hovertemplate="%{y}<br>%{x:$,.4f}<br>%{customdata}<extra></extra>"))
+    # The assumptions behind hatched bars are in each bar's hover and, on the page, in a
+    # caption under the chart: inside the figure they collide with axes in narrow columns.
+    fig.update_layout(**{**_LAYOUT, "height": max(320, 34 * len(d) + 170)},
+                      title=title + (" (hatched: estimate)" if d.estimate.any() else ""),
+                      barmode="group")
+    fig.update_xaxes(title=axis, rangemode="tozero")
+    fig.update_yaxes(title="", automargin=True, categoryorder="total descending")
+    return fig
+
+
+def break_even_chart(a_label: str, a: tuple[float, float], b_label: str,
+                     b: tuple[float, float], max_rate: float, hours: float) -> go.Figure:
+    """Monthly cost against request rate for two choices (throughput/machine, USD/hour)."""
+    import math
+
+    rates = [max_rate * i / 200 for i in range(1, 201)]
+    fig = go.Figure()
+    for label, (thr, usd), colour in ((a_label, a, "#1f77b4"), (b_label, b, "#d62728")):
+        fig.add_trace(go.Scatter(
+            x=rates, y=[math.ceil(r / thr - 1e-9) * usd * hours for r in rates],
+            mode="lines", line=dict(shape="hv", width=3, color=colour), name=label))
+    fig.update_layout(**_LAYOUT, title="Break-even: monthly cost vs request rate (each step "
+                                       "is one more machine)")
+    fig.update_xaxes(title="request rate [samples/s]")
+    fig.update_yaxes(title="monthly cost [USD]", rangemode="tozero")
+    return fig

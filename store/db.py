@@ -95,7 +95,17 @@ def m002_rounds(con) -> None:
             plan JSON NOT NULL, command VARCHAR)""")
 
 
-MIGRATIONS = [m001_initial, m002_rounds]
+def m003_price_updates(con) -> None:
+    """Imported price lists: they override the shipped catalog (prices/*.csv) per key."""
+    con.execute("""
+        CREATE TABLE price_updates (
+            kind VARCHAR NOT NULL, key VARCHAR NOT NULL, data JSON NOT NULL,
+            source VARCHAR NOT NULL, as_of VARCHAR NOT NULL, imported_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (kind, key),
+            CHECK (kind IN ('unit_rate', 'machine')))""")
+
+
+MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates]
 
 
 def _migrate(con) -> None:

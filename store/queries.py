@@ -8,7 +8,7 @@ import pandas as pd
 
 __all__ = ["filter_options", "results_table", "run_detail", "config_summary",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
-           "flops_for"]
+           "flops_for", "measured_throughput"]
 
 
 def filter_options(con) -> dict:
@@ -125,3 +125,17 @@ def flops_for(con, model: str, framework: str, image_size: int) -> int | None:
         "AND image_size = ? AND flops_per_sample IS NOT NULL LIMIT 1",
         [model, framework, image_size]).fetchall()
     return rows[0][0] if rows else None
+
+
+def measured_throughput(con) -> pd.DataFrame:
+    """Per configuration and thread count: the median throughput over its ok runs, and the
+    vCPUs of the machine it ran on (what a projection scales from)."""
+    return con.execute(
+        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' AS "
+        "contender, r.batch_size, r.intra_threads AS threads, r.image_size, "
+        "median(r.throughput) AS throughput, count(*) AS runs, "
+        "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus "
+        "FROM runs r LEFT JOIN systems y USING (system_id) "
+        "WHERE r.status = 'ok' AND r.throughput IS NOT NULL AND r.source = 'engine' "
+        "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
+        "r.image_size ORDER BY r.model, contender, r.batch_size, threads").df()

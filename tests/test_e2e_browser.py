@@ -97,6 +97,11 @@ def _drive(page, base, db):
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
     expect(page.get_by_text("Comparison table")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "e2e-3-compare.png"), full_page=True)
+    page.goto(f"{base}/cost")
+    expect(page.get_by_text("Cost per 1 M inferences — mobilenet_v3_small")).to_be_visible(
+        timeout=60_000)
+    expect(page.locator(".js-plotly-plot").first).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "e2e-cost.png"), full_page=True)
     page.goto(f"{base}/results")
     expect(page.get_by_text("2 runs · click a column header to sort")).to_be_visible(
         timeout=60_000)

@@ -8,7 +8,8 @@ from tests.conftest import ROOT
 from tests.helpers import seed_sweep
 
 APP = str(ROOT / "app.py")
-PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/system.py"]
+PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/cost.py",
+         "pages/system.py"]
 
 
 def page(name, db_path, monkeypatch):
@@ -31,6 +32,7 @@ def seeded(db_path):
     ("pages/results.py", "No runs stored yet. Launch a sweep on the **Run** page"),
     ("pages/compare.py", "Nothing to compare yet"),
     ("pages/system.py", "The database is empty: launch a sweep on the **Run** page"),
+    ("pages/cost.py", "No measured throughput yet"),
 ])
 def test_empty_database_pages_say_what_to_do(name, hint, db_path, monkeypatch):
     at = page(name, db_path, monkeypatch)
@@ -204,3 +206,33 @@ def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monk
     # warm-up 0.102 s + timed max(2 s, 30 x 0.0102 s) = 7.71 s
     assert at.info[0].value == ("**1 configuration × 1 round = 1 run**, rough estimate ≈ "
                                 "0.1 min")
+
+
+def test_cost_page_on_an_empty_database_still_checks_the_seed_claim(db_path, monkeypatch):
+    at = page("pages/cost.py", db_path, monkeypatch)
+    claim = [m.value for m in at.markdown if m.value.startswith("With today's catalog")][0]
+    assert claim.startswith("With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** "
+                            "costs **$327.04/month**; the cheapest 32-vCPU x86 AWS machine, "
+                            "**AWS c6i.8xlarge**, costs **$992.80/month** — 3.04x.")
+
+
+def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
+    at = page("pages/cost.py", seeded, monkeypatch)
+    assert at.selectbox(key="model").value == "mobilenet_v3_small"
+    at.selectbox(key="contender").set_value("torch (eager)")
+    at.selectbox(key="batch").set_value(1)
+    at.radio(key="machine_mode").set_value("Enter a price")
+    at.run()
+    at.number_input(key="custom_price").set_value(0.36)
+    at.number_input(key="custom_vcpus").set_value(2)
+    at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    # torch batch 1 at 2 threads: round medians 5.1 and 5.2 ms -> 196.1 and 192.3 samples/s,
+    # median 194.19; $0.36/h / (194.19 x 3600) x 1e6 = $0.51496
+    assert metrics["throughput on this machine"] == "194.2 samples/s"
+    assert metrics["cost per 1 M inferences"] == "$0.5150"
+    assert metrics["monthly cost (730 h)"] == "$262.80"
+    assert len(at.get("plotly_chart")) == 4  # by shape, by framework, fleet, break-even
+    at.number_input(key="hours").set_value(720.0).run()
+    assert {m.label: m.value for m in at.metric}["monthly cost (720 h)"] == "$259.20"

@@ -31,13 +31,15 @@ def columns(con, table):
 
 def test_migrations_on_empty_database_create_exact_columns():
     con = connect(":memory:")
-    assert applied_migrations(con) == ["m001_initial", "m002_rounds"]
+    assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates"]
     assert columns(con, "runs") == EXPECTED_RUN_COLUMNS
     assert columns(con, "samples") == ["run_id", "phase", "idx", "latency_ns"]
     assert columns(con, "systems") == [
         "system_id", "hostname", "cpu_model", "physical_cores", "logical_cores",
         "usable_cores", "sockets", "memory_bytes", "accelerator", "accelerator_count",
         "accelerator_driver", "os", "platform", "python", "first_seen"]
+    assert columns(con, "price_updates") == ["kind", "key", "data", "source", "as_of",
+                                             "imported_at"]
     assert columns(con, "sweeps") == ["sweep_id", "created_at", "rounds", "seed",
                                       "configurations", "plan", "command"]
     assert columns(con, "model_info") == [
@@ -48,7 +50,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(2,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(3,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

@@ -1,0 +1,181 @@
+"""Cost: measured throughput turned into cloud prices, OCI vs AWS (and GCP, Azure)."""
+
+import pandas as pd
+import streamlit as st
+
+from engine.charts import break_even_chart, cost_bars
+from engine.cost import (HOURS_PER_MONTH, Machine, break_even_rates, cost_per_million,
+                         cost_rows, equivalents, fleet_rows, monthly_cost, project_throughput,
+                         storage_egress)
+from store.db import open_db, resolve_db_path
+from store.prices import effective_catalog
+from store.queries import measured_throughput
+
+DB = resolve_db_path()
+st.title("Cost of inference")
+with open_db(DB) as con:
+    catalog, rates = effective_catalog(con)
+    measured = measured_throughput(con)
+cpu = [m for m in catalog if not m.accelerator_count and m.arch == "x86_64"]
+by_label = {m.label: m for m in catalog}
+
+hours = st.number_input("Hours per month", key="hours", min_value=1.0, max_value=744.0,
+                        value=float(HOURS_PER_MONTH),
+                        help="730 = 8,760 hours / 12, the providers' own convention")
+
+st.subheader("The seed claim: a 16-OCPU OCI machine vs its AWS equivalent, per month")
+oci16 = [m for m in cpu if m.provider == "OCI" and m.ocpus == 16]
+aws32 = [m for m in cpu if m.provider == "AWS" and m.vcpus == 32]
+claim = [{"machine": m.label, "vCPUs": m.vcpus, "memory GB": m.memory_gb,
+          "USD/hour": m.usd_per_hour, "USD/month": monthly_cost(m.usd_per_hour, hours=hours),
+          "price as of": m.as_of} for m in oci16 + aws32]
+st.dataframe(pd.DataFrame(claim), hide_index=True, key="claim", column_config={
+    "USD/hour": st.column_config.NumberColumn(format="$%.4f"),
+    "USD/month": st.column_config.NumberColumn(format="$%.2f")})
+if oci16 and aws32:
+    cheapest_oci = min(oci16, key=lambda m: m.usd_per_hour)
+    cheapest_aws = min(aws32, key=lambda m: m.usd_per_hour)
+    st.markdown(
+        f"With today's catalog, **{cheapest_oci.label}** costs "
+        f"**${monthly_cost(cheapest_oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
+        f"32-vCPU x86 AWS machine, **{cheapest_aws.label}**, costs "
+        f"**${monthly_cost(cheapest_aws.usd_per_hour, hours=hours):,.2f}/month** — "
+        f"{cheapest_aws.usd_per_hour / cheapest_oci.usd_per_hour:.2f}x. On OCI x86 one OCPU "
+        "is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference cost also depends on the "
+        "throughput each machine reaches, below.")
+
+with st.expander(f"Price catalog ({len(catalog)} machines; sources and dates)"):
+    st.dataframe(pd.DataFrame([{
+        "provider": m.provider, "shape": m.shape, "region": m.region, "vCPUs": m.vcpus,
+        "OCPUs": m.ocpus, "memory GB": m.memory_gb, "accelerator": m.accelerator,
+        "USD/hour": m.usd_per_hour, "basis": m.price_basis, "source": m.source,
+        "as of": m.as_of, "secondary source": m.secondary} for m in catalog]),
+        hide_index=True, key="catalog")
+    st.caption("OCI Flex prices are derived from unit rates (OCPUs x OCPU rate + GB x memory "
+               "rate). GCP and Azure rows come from secondary sources. Refresh from a saved "
+               "price list with `python -m engine prices import FILE`.")
+
+if measured.empty:
+    st.info("No measured throughput yet: cost per inference needs a successful run. Launch a "
+            "sweep on the **Run** page, then come back.", icon=":material/info:")
+    st.stop()
+
+st.subheader("Your workload")
+c1, c2, c3 = st.columns(3)
+model = c1.selectbox("Model", sorted(measured.model.unique()), key="model")
+m_rows = measured[measured.model == model]
+contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()), key="contender")
+c_rows = m_rows[m_rows.contender == contender]
+batch = c3.selectbox("Batch size", sorted(c_rows.batch_size.unique()), key="batch")
+rows = c_rows[c_rows.batch_size == batch]
+threads_tp = {int(r.threads): float(r.throughput) for r in rows.itertuples()}
+host = rows.iloc[0]
+st.caption(f"Measured on {host.cpu_model} ({host.host_vcpus} vCPUs): "
+           + ", ".join(f"{t} thread{'s' if t > 1 else ''}: {v:,.1f} samples/s"
+                       for t, v in sorted(threads_tp.items())))
+
+mode = st.radio("Machine", ["Pick a shape from the catalog", "Enter a price"],
+                horizontal=True, key="machine_mode")
+if mode == "Enter a price":
+    p1, p2 = st.columns(2)
+    price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001, value=1.0,
+                            format="%.4f")
+    vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, value=16)
+    machine = Machine("custom", "-", f"custom {vcpus} vCPUs", int(vcpus), None, 0.0, "none",
+                      0, float(price), "fixed", "", "", "entered by you", "you", "", False)
+else:
+    labels = [m.label for m in cpu]
+    default = next((i for i, m in enumerate(cpu) if m.provider == "OCI" and m.ocpus == 16), 0)
+    machine = by_label[st.selectbox("Shape", labels, index=default, key="shape")]
+
+proj = project_throughput(threads_tp, machine.vcpus)
+k1, k2, k3 = st.columns(3)
+k1.metric("throughput on this machine" + (" (estimate)" if proj.estimate else ""),
+          f"{proj.throughput:,.1f} samples/s", help=proj.assumption)
+k2.metric("cost per 1 M inferences", f"${cost_per_million(machine.usd_per_hour, proj.throughput):,.4f}")
+k3.metric(f"monthly cost ({hours:g} h)", f"${monthly_cost(machine.usd_per_hour, hours=hours):,.2f}")
+if proj.estimate:
+    st.caption(f"Assumption: {proj.assumption}.")
+
+table = cost_rows(cpu + ([machine] if machine.provider == "custom" else []), threads_tp,
+                  hours=hours)
+st.plotly_chart(cost_bars(table, "cost_per_million",
+                          f"Cost per 1 M inferences — {model}, {contender}, batch {batch}",
+                          "USD per 1 M inferences"), key="cost_by_shape")
+notes = sorted({r["assumption"] for r in table if r["estimate"]})
+if notes:
+    st.caption("Hatched bars are estimates for machines the benchmark did not run on: "
+               + notes[0].removeprefix("estimate: ")
+               + (" (and likewise for the other sizes)." if len(notes) > 1 else "."))
+
+g1, g2 = st.columns(2)
+fw_rows = []
+for c in sorted(m_rows.contender.unique()):
+    sub = m_rows[(m_rows.contender == c) & (m_rows.batch_size == batch)]
+    if sub.empty:
+        continue
+    tp = {int(r.threads): float(r.throughput) for r in sub.itertuples()}
+    row = cost_rows([machine], tp, hours=hours)[0]
+    fw_rows.append({**row, "machine": c, "provider": machine.provider})
+g1.plotly_chart(cost_bars(fw_rows, "cost_per_million",
+                          f"Framework vs framework on {machine.shape}",
+                          "USD per 1 M inferences"), key="cost_by_framework")
+
+with g2:
+    st.markdown("**Serving a target rate**")
+    rate = st.number_input("Target request rate (samples/s)", key="rate", min_value=0.1,
+                           value=100.0, step=10.0)
+    s1, s2 = st.columns(2)
+    storage = s1.number_input("Block storage (GB)", key="storage", min_value=0.0, value=0.0)
+    egress = s2.number_input("Egress (GB/month)", key="egress", min_value=0.0, value=0.0,
+                             help="OCI: first 10 TB/month free; AWS: first 100 GB free")
+with st.container():
+    extras = storage_egress(rates, storage_gb=storage, egress_gb=egress)
+    fleet_machines = equivalents(catalog, machine.vcpus)
+    fleet = fleet_rows(fleet_machines, threads_tp, rate, hours=hours, extras=extras)
+    fig = cost_bars([{**r, "monthly_total": r["total"]} for r in fleet], "monthly_total",
+                    f"Monthly cost for {rate:g} samples/s (≈{machine.vcpus}-vCPU machines)",
+                    "USD per month")
+    for trace in fig.data:
+        trace.text = [f"${t:,.0f} · {n} machine{'s' if n > 1 else ''}"
+                      for t, n in zip(trace.x, [next(r["machines"] for r in fleet
+                                                     if r["machine"] == y) for y in trace.y])]
+    st.plotly_chart(fig, key="fleet")
+    if storage or egress:
+        st.caption("Included per month: " + ", ".join(f"{p} ${v:,.2f} storage and egress"
+                                                      for p, v in extras.items())
+                   + " (GCP and Azure extras not modelled).")
+
+st.subheader("Break-even between two choices")
+b1, b2, b3 = st.columns(3)
+# B defaults to the other contender (if any) on the AWS equivalent of A's machine size.
+contenders = sorted(m_rows.contender.unique())
+others = [c for c in contenders if c != contender]
+other_contender = b1.selectbox("B: framework (runtime)", contenders, key="b_contender",
+                               index=contenders.index(others[0]) if others else 0)
+shape_labels = [m.label for m in cpu]
+aws_eq = next((m.label for m in equivalents(cpu, machine.vcpus) if m.provider == "AWS"), None)
+other_shape = b2.selectbox("B: shape", shape_labels, key="b_shape",
+                           index=shape_labels.index(aws_eq) if aws_eq in shape_labels else 0)
+max_rate = b3.number_input("up to (samples/s)", key="b_max", min_value=1.0,
+                           value=float(max(rate * 4, 4 * proj.throughput)),
+                           help="default: four of A's machines' worth, so the steps show")
+b_rows = m_rows[(m_rows.contender == other_contender) & (m_rows.batch_size == batch)]
+if b_rows.empty:
+    st.caption(f"{other_contender} has no run at batch {batch}.")
+else:
+    b_tp = project_throughput({int(r.threads): float(r.throughput) for r in b_rows.itertuples()},
+                              by_label[other_shape].vcpus)
+    a = (proj.throughput, machine.usd_per_hour)
+    b = (b_tp.throughput, by_label[other_shape].usd_per_hour)
+    a_label, b_label = f"A: {contender} on {machine.shape}", f"B: {other_contender} on {other_shape}"
+    st.plotly_chart(break_even_chart(a_label, a, b_label, b, max_rate, hours), key="break_even")
+    changes = break_even_rates(a, b, max_rate)
+    if not changes:
+        st.markdown(f"Up to {max_rate:g} samples/s the cheaper choice never changes.")
+    else:
+        st.markdown("The cheaper choice changes at: " + "; ".join(
+            f"{r:,.1f} samples/s → {who}" for r, who in changes[:12]))
+    if proj.estimate or b_tp.estimate:
+        st.caption("Throughputs projected to these shapes are estimates (see the assumption "
+                   "above).")

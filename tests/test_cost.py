@@ -1,0 +1,192 @@
+"""Cost formulas, the shipped catalog, and price-list imports."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from engine.cli import main
+from engine.cost import (Machine, break_even_rates, cost_per_million, equivalents,
+                         load_catalog, load_unit_rates, machines_needed, monthly_cost,
+                         oci_flex_price, project_throughput, storage_egress,
+                         validate_catalog, vcpus_per_ocpu)
+from engine.errors import UserError
+from engine.price_import import parse_price_file
+from store.db import open_db
+from store.prices import effective_catalog, save_price_updates
+
+
+def test_formulas_exact():
+    # $0.448/h at 100 samples/s: 360,000 inferences an hour -> $1.2444... per million
+    assert cost_per_million(0.448, 100.0) == pytest.approx(0.448 / 360_000 * 1e6)
+    assert cost_per_million(3.6, 1000.0) == pytest.approx(1.0)
+    assert monthly_cost(0.448) == pytest.approx(327.04)
+    assert monthly_cost(1.536, hours=720, machines=3) == pytest.approx(3317.76)
+    assert machines_needed(250, 100) == 3 and machines_needed(200, 100) == 2
+    assert machines_needed(0.5, 100) == 1
+    assert oci_flex_price(0.025, 0.0015, 16, 32) == pytest.approx(0.448)
+    assert (vcpus_per_ocpu("VM.Standard.E4.Flex"), vcpus_per_ocpu("VM.Standard.A1.Flex")) == (2, 1)
+    with pytest.raises(UserError, match="throughput: 0 must be positive"):
+        cost_per_million(1.0, 0)
+
+
+def test_projection_is_measured_or_a_labelled_estimate():
+    measured = {1: 10.0, 2: 18.0}  # efficiency at 2 threads: 18 / (2 x 10) = 90 %
+    p = project_throughput(measured, 2)
+    assert (p.throughput, p.estimate) == (18.0, False)
+    p = project_throughput(measured, 32)
+    assert p.estimate and p.throughput == pytest.approx(10.0 * 32 * 0.9)
+    assert p.assumption == ("estimate: 1-thread throughput x 32 vCPUs x the scaling "
+                            "efficiency measured at 2 threads (90%), assumed to hold at 32")
+    p = project_throughput({2: 18.0}, 16)
+    assert p.throughput == pytest.approx(144.0) and "scaled linearly" in p.assumption
+
+
+def test_break_even_between_two_choices():
+    # A: 100/s per machine at $1/h; B: 250/s per machine at $2/h
+    changes = break_even_rates((100.0, 1.0), (250.0, 2.0), 600)
+    # up to 100/s A is cheaper (1 vs 2); 100-200: A needs 2 = $2 = B: equal; 200-250: A $3
+    # vs B $2 -> B; 250-300: A $3 vs B $4 -> A; 300-400: A $4 = B $4; ...
+    assert changes[:4] == [(100.0, "equal"), (200.0, "B"), (250.0, "A"), (300.0, "equal")]
+
+
+def test_shipped_catalog_is_valid_and_prices_oci_flex_from_unit_rates():
+    rates = load_unit_rates()
+    catalog = load_catalog(rates=rates)
+    assert validate_catalog(catalog, rates) == []
+    by = {m.shape: m for m in catalog}
+    e4 = by["VM.Standard.E4.Flex 16 OCPU/32 GB"]
+    assert (e4.usd_per_hour, e4.vcpus, e4.pricing) == (0.448, 32, "oci_flex")
+    a1 = by["VM.Standard.A1.Flex 16 OCPU/32 GB (Ampere Altra; 1 OCPU = 1 vCPU)"]
+    assert (a1.usd_per_hour, a1.vcpus, a1.arch) == (0.208, 16, "arm64")
+    assert all(m.secondary for m in catalog if m.provider in ("GCP", "Azure"))
+    assert {m.provider for m in catalog} == {"OCI", "AWS", "GCP", "Azure"}
+    eq = {m.provider: m.shape for m in equivalents(catalog, 32)}
+    assert eq["AWS"] == "c6i.8xlarge" and eq["OCI"].startswith("VM.Standard.E3.Flex 16 OCPU")
+
+
+def test_validation_catches_bad_rows():
+    rates = load_unit_rates()
+    good = load_catalog(rates=rates)[0]
+    bad = [replace(good, usd_per_hour=-1.0), replace(good, source=" "),
+           replace(good, as_of="undated"), replace(good, provider="GCP", secondary=False)]
+    problems = validate_catalog(bad, rates)
+    assert problems == [
+        f"{bad[0].label}: usd_per_hour -1.0 must be positive",
+        f"{bad[1].label}: no source",
+        f"{bad[2].label}: as_of 'undated' is not a date (YYYY[-MM[-DD]])",
+        f"GCP {good.shape}: GCP/Azure figures are secondary-source; mark them so"]
+
+
+def test_storage_and_egress_respect_free_allowances():
+    rates = load_unit_rates()
+    x = storage_egress(rates, storage_gb=0, egress_gb=5000)
+    assert x["OCI"] == 0.0  # first 10 TB free
+    assert x["AWS"] == pytest.approx((5000 - 100) * 0.09)
+    y = storage_egress(rates, storage_gb=100, egress_gb=0)
+    assert y["OCI"] == pytest.approx(100 * (0.0255 + 10 * 0.0017))
+    assert y["AWS"] == pytest.approx(100 * 0.08)
+
+
+OCI_LIST = {"lastUpdated": "2026-11-01T00:00:00Z", "items": [
+    {"partNumber": "B93113", "displayName": "Compute - Standard - E4 - OCPU",
+     "metricName": "OCPU Per Hour", "currencyCodeLocalizations": [
+         {"currencyCode": "USD", "prices": [{"model": "PAY_AS_YOU_GO", "value": 0.02}]}]},
+    {"partNumber": "B88327", "displayName": "Outbound Data Transfer", "metricName": "GB",
+     "currencyCodeLocalizations": [{"currencyCode": "USD", "prices": [
+         {"model": "PAY_AS_YOU_GO", "value": 0, "rangeMin": 0},
+         {"model": "PAY_AS_YOU_GO", "value": 0.0085, "rangeMin": 10240}]}]}]}
+
+AWS_OFFER = {"formatVersion": "v1.0", "offerCode": "AmazonEC2", "version": "20261101000000",
+             "publicationDate": "2026-11-01T00:00:00Z",
+             "products": {
+                 "SKU1": {"sku": "SKU1", "productFamily": "Compute Instance", "attributes": {
+                     "instanceType": "m6i.8xlarge", "vcpu": "32", "memory": "128 GiB",
+                     "regionCode": "us-east-1", "operatingSystem": "Linux",
+                     "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}},
+                 "SKU2": {"sku": "SKU2", "productFamily": "Compute Instance", "attributes": {
+                     "instanceType": "m6i.8xlarge", "vcpu": "32", "memory": "128 GiB",
+                     "regionCode": "us-east-1", "operatingSystem": "Windows",
+                     "tenancy": "Shared", "preInstalledSw": "NA"}},
+                 "SKU3": {"sku": "SKU3", "productFamily": "Compute Instance", "attributes": {
+                     "instanceType": "m9x.large", "vcpu": "2", "memory": "8 GiB",
+                     "regionCode": "us-east-1", "operatingSystem": "Linux",
+                     "tenancy": "Shared", "preInstalledSw": "NA"}}},
+             "terms": {"OnDemand": {
+                 "SKU1": {"SKU1.A": {"priceDimensions": {"SKU1.A.B": {
+                     "unit": "Hrs", "pricePerUnit": {"USD": "1.4000000000"}}}}},
+                 "SKU2": {"SKU2.A": {"priceDimensions": {"SKU2.A.B": {
+                     "unit": "Hrs", "pricePerUnit": {"USD": "2.9000000000"}}}}},
+                 "SKU3": {"SKU3.A": {"priceDimensions": {"SKU3.A.B": {
+                     "unit": "Hrs", "pricePerUnit": {"USD": "0.1000000000"}}}}}}}}
+
+
+def write(tmp_path, name, doc):
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_oci_price_list_import_reprices_flex_shapes(tmp_path, db_path, capsys):
+    f = write(tmp_path, "oci.json", OCI_LIST)
+    kind, rates, machines = parse_price_file(f)
+    assert kind == "OCI price list" and machines == []
+    assert [(r.part, r.usd, r.as_of) for r in rates] == [("B93113", 0.02, "2026-11-01"),
+                                                        ("B88327", 0.0085, "2026-11-01")]
+    assert main(["prices", "import", str(f), "--db", str(db_path)]) == 0
+    assert "imported 2 price updates" in capsys.readouterr().out
+    with open_db(db_path) as con:
+        catalog, _ = effective_catalog(con)
+    e4 = next(m for m in catalog if m.shape == "VM.Standard.E4.Flex 16 OCPU/32 GB")
+    assert e4.usd_per_hour == pytest.approx(16 * 0.02 + 32 * 0.0015)  # 0.368
+    assert e4.as_of == "2026-11-01" and "oci.json" in e4.source
+
+
+def test_aws_offer_file_import_adds_and_updates_machines(tmp_path, db_path):
+    f = write(tmp_path, "aws.json", AWS_OFFER)
+    kind, rates, machines = parse_price_file(f)
+    assert kind == "AWS offer file" and rates == []
+    assert [(m.shape, m.vcpus, m.memory_gb, m.usd_per_hour, m.as_of) for m in machines] == [
+        ("m6i.8xlarge", 32, 128.0, 1.4, "2026-11-01"), ("m9x.large", 2, 8.0, 0.1, "2026-11-01")]
+    with open_db(db_path) as con:
+        save_price_updates(con, rates, machines)
+        catalog, _ = effective_catalog(con)
+    m6i = [m for m in catalog if m.shape == "m6i.8xlarge"]
+    assert len(m6i) == 1 and m6i[0].usd_per_hour == 1.4
+    assert m6i[0].source == "AWS Price List offer 20261101000000 (aws.json)"
+    assert any(m.shape == "m9x.large" for m in catalog)
+
+
+@pytest.mark.parametrize("doc, why", [
+    ("not json", "not JSON"),
+    ({"hello": 1}, "neither an OCI price list"),
+    ({"items": [{"displayName": "x"}]}, "items[0] has no partNumber"),
+    ({"items": [{"partNumber": "B1", "currencyCodeLocalizations": [
+        {"currencyCode": "USD", "prices": [{"model": "PAY_AS_YOU_GO", "value": -1}]}]}]},
+     "items[0] (B1) has a negative price -1.0"),
+    ({"products": {"S": {"productFamily": "Compute Instance", "attributes": {
+        "instanceType": "x.large", "vcpu": "2", "memory": "8 GiB"}}}, "terms": {"OnDemand": {}}},
+     "product S (x.large) has no OnDemand USD price"),
+])
+def test_malformed_price_files_are_refused_and_the_catalog_is_unchanged(
+        tmp_path, db_path, capsys, doc, why):
+    f = tmp_path / "bad.json"
+    f.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    with open_db(db_path) as con:
+        before, _ = effective_catalog(con)
+    assert main(["prices", "import", str(f), "--db", str(db_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: file: {f} is not a usable price list: ")
+    assert why in err and err.strip().endswith("the catalog is unchanged")
+    with open_db(db_path) as con:
+        after, _ = effective_catalog(con)
+        assert con.execute("SELECT count(*) FROM price_updates").fetchall() == [(0,)]
+    assert after == before
+
+
+def test_prices_check_and_list(capsys, db_path):
+    assert main(["prices", "check", "--db", str(db_path)]) == 0
+    assert capsys.readouterr().out.strip() == "42 machines, 32 unit rates: ok"
+    assert main(["prices", "list", "--provider", "AWS", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "m6i.8xlarge" in out and "OCI" not in out
