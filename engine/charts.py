@@ -128,8 +128,9 @@ def speedup_heatmap(df: pd.DataFrame, model: str, a: str, b: str) -> go.Figure |
         colorscale="RdBu", zmid=1.0, text=[[f"{v:.2f}x" if v == v else "" for v in row]
                                           for row in grid.values],
         texttemplate="%{text}", colorbar=dict(title="speed-up")))
-    fig.update_layout(**_LAYOUT, title=f"Speed-up of {a} over {b} ({model}): "
-                                       f"p50({b}) / p50({a}); above 1: {a} faster")
+    fig.update_layout(**_LAYOUT, title=f"Speed-up of {a} over {b} · {model}<br>"
+                                       f"<sup>p50({b}) / p50({a}); above 1: {a} is faster"
+                                       "</sup>")
     fig.update_xaxes(title="intra-op threads")
     fig.update_yaxes(title="batch size [samples]")
     return fig
