@@ -8,13 +8,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "DIAGNOSTIC_MODELS", "get_model", "model_names"]
+__all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
+           "DIAGNOSTIC_MODELS", "get_model", "model_names"]
 
-# The frameworks a user can pick, and the runtime each one is measured with today.
+# Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
+# reference every other runtime's output is checked against before it is timed.
 # "selftest" is a diagnostic framework (pure NumPy/Python) that exercises the harness itself:
 # an identity model for the overhead benchmark and models that fail on purpose, so the
-# failure paths (error, timeout, oom, killed) can be checked on any machine.
+# failure paths (error, timeout, oom, killed, invalid) can be checked on any machine.
+RUNTIMES: dict[str, dict[str, str]] = {
+    "torch": {
+        "eager": "PyTorch eager under inference_mode (the reference)",
+        "channels_last": "eager, model and input in channels_last memory format",
+        "torchscript": "torch.jit.trace, then torch.jit.freeze",
+        "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
+    },
+    "tensorflow": {
+        "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",
+        "tf_function": "a compiled tf.function, the result materialised",
+        "xla": "tf.function(jit_compile=True): XLA-compiled",
+    },
+    "selftest": {
+        "python": "plain Python/NumPy (the reference)",
+        "mismatch": "returns a different output: exercises the output check",
+    },
+}
+# The runtime a framework gets when none is named (what issue #2's sweeps measured).
 FRAMEWORKS: dict[str, str] = {"torch": "eager", "tensorflow": "tf_function", "selftest": "python"}
+REFERENCE_RUNTIME = {f: next(iter(r)) for f, r in RUNTIMES.items()}
 
 _BN_NOTE = (
     "Keras counts BatchNormalization moving mean and variance as (non-trainable) parameters; "

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"catalog names: {', '.join(CATALOG)}")
     r.add_argument("--framework", nargs="+", default=["torch", "tensorflow"], metavar="FW",
                    help=f"{', '.join(USER_FRAMEWORKS)} (default: both)")
+    r.add_argument("--runtime", nargs="+", metavar="RT", default=None,
+                   help="runtimes to measure, each applied to the frameworks that have it "
+                        "(default: eager for torch, tf_function for tensorflow); see "
+                        "`python -m engine runtimes`")
     r.add_argument("--batch", nargs="+", type=_int("batch_size", *BATCH_RANGE), default=[1],
                    metavar="N", help=f"batch sizes, {BATCH_RANGE[0]}..{BATCH_RANGE[1]}")
     r.add_argument("--threads", nargs="+", type=_int("threads", 1), default=[1], metavar="N",
@@ -107,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--status", choices=["ok", "error", "timeout", "oom", "killed", "invalid"])
     _db_arg(ls)
 
+    sub.add_parser("runtimes", help="the runtimes of each framework and what they support")
+
     sw = sub.add_parser("sweeps", help="list stored sweeps, newest first")
     _db_arg(sw)
 
@@ -146,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "models": cmd_models, "runs": cmd_runs,
                 "sweeps": cmd_sweeps, "compare": cmd_compare, "prices": cmd_prices,
+                "runtimes": cmd_runtimes,
                 "export": cmd_export, "import": cmd_import}[args.command](args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -174,7 +181,8 @@ def cmd_run(args) -> int:
     specs = expand_sweep(args.model, args.framework, args.batch, args.threads,
                          inter_threads=args.inter_threads, precision=args.precision,
                          image_size=args.image_size, device=args.device,
-                         weight_policy=args.weight_policy, policy=policy)
+                         weight_policy=args.weight_policy, policy=policy,
+                         runtimes=args.runtime)
     cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
            else int(psutil.virtual_memory().total * 0.75))
     db = resolve_db_path(args.db)
@@ -207,6 +215,7 @@ def cmd_run(args) -> int:
         figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
                   f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
         bar.write(f"stored {rec.run_id} round {rec.round_no} {rec.model} {rec.framework} "
+                  f"({rec.runtime}) "
                   f"b{rec.batch_size} t{rec.intra_threads}: {rec.status} - {figure}",
                   file=sys.stdout)
         sys.stdout.flush()
@@ -308,6 +317,29 @@ def cmd_runs(args) -> int:
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
                         "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
                         "peak MiB", "reason"], rows))
+    return 0
+
+
+def cmd_runtimes(args) -> int:
+    from engine.catalog import REFERENCE_RUNTIME, RUNTIMES
+    from engine.report import format_table
+    from engine.spec import DEVICES, PRECISIONS
+
+    rows = []
+    for fw, runtimes in RUNTIMES.items():
+        if fw == "selftest":
+            continue
+        for rt, what in runtimes.items():
+            devices = "cpu" if (fw, rt) in (("tensorflow", "keras"), ("tensorflow", "tf_function"),
+                                            ("tensorflow", "xla"), ("torch", "onnxruntime")) \
+                else ", ".join(DEVICES)
+            rows.append([fw, rt + (" (default)" if FRAMEWORKS[fw] == rt else ""),
+                         ", ".join(PRECISIONS), devices,
+                         "reference" if REFERENCE_RUNTIME[fw] == rt
+                         else f"checked against {REFERENCE_RUNTIME[fw]}", what])
+    print(format_table(["framework", "runtime", "precision", "device", "output", "what"], rows))
+    print("\nEvery non-reference runtime's output is compared with its reference on the same "
+          "input before timing; beyond 0.1 % of the output's magnitude the run is invalid.")
     return 0
 
 

@@ -48,6 +48,7 @@ class SweepRequest:
     seed: int | None = None
     timeout_s: float = 600.0
     memory_cap_bytes: int | None = None
+    runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
 
     def specs(self) -> list[RunSpec]:
         """Validated specs, or UserError naming the field."""
@@ -57,7 +58,8 @@ class SweepRequest:
         return expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
                             list(self.threads), inter_threads=self.inter_threads,
                             precision=self.precision, image_size=self.image_size,
-                            weight_policy=self.weight_policy, policy=self.policy)
+                            weight_policy=self.weight_policy, policy=self.policy,
+                            runtimes=list(self.runtimes) or None)
 
     def same_work(self, other: "SweepRequest") -> bool:
         """Equal but for the seed: launching it twice would measure the same thing twice."""

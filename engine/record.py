@@ -47,6 +47,7 @@ class RunRecord:
     import_s: float | None = None
     load_s: float | None = None
     first_forward_s: float | None = None
+    prepare_s: float | None = None  # trace / export / compile of the runtime, apart
     warmup_s: float | None = None
     measured_s: float | None = None
     iterations: int | None = None

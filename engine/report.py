@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from engine.compare import ConfigResult, contests, noise_floor
 
 __all__ = ["compare_table", "format_table", "cell_text"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
+# Figures (with their marks) align right; words align left.
+_NUMERIC = re.compile(r"^[*~]?-?[\d,.]+( \[[\d,.-]+\])?( \(.*\))?( \?)?$|^$")
 
 
 def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> str:
@@ -19,7 +23,7 @@ def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> s
     for ri, row in enumerate(rows):
         cells = []
         for ci, (cell, w) in enumerate(zip(row, widths)):
-            text = cell.rjust(w) if ci else cell.ljust(w)
+            text = cell.rjust(w) if ci and _NUMERIC.match(cell) else cell.ljust(w)
             cells.append(f"{BOLD_GREEN}{text}{RESET}" if (ri, ci) in highlight else text)
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)

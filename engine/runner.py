@@ -303,7 +303,9 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
         gflops_per_s=(flops * spec.batch_size / median_s / 1e9) if flops and median_s else None,
         rss_before_bytes=ev["rss_before_bytes"], peak_rss_bytes=ev["peak_rss_bytes"],
         peak_rss_method=ev["peak_rss_method"], device_peak_bytes=ev["device_peak_bytes"],
-        extra={"model_reused": bool(ev.get("model_reused"))},
+        prepare_s=ev.get("prepare_s"),
+        extra={"model_reused": bool(ev.get("model_reused")),
+               "output_rel_diff": ev.get("output_rel_diff")},
         warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples)
 
 

@@ -6,16 +6,16 @@ Every field is checked here, before anything is spawned, and a bad one is refuse
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import asdict, dataclass, field, replace
 
-from engine.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS
+from engine.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
 from engine.errors import UserError
 
 __all__ = [
     "MeasurementPolicy", "RunSpec", "expand_sweep", "logical_cores",
     "BATCH_RANGE", "IMAGE_RANGE", "PRECISIONS", "DEVICES", "WEIGHT_POLICIES", "parse_int_list",
+    "runtimes_for",
 ]
 
 BATCH_RANGE = (1, 4096)
@@ -80,10 +80,7 @@ class RunSpec:
     device: str = "cpu"
     weight_policy: str = "bn_calibrated"
     policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
-
-    @property
-    def runtime(self) -> str:
-        return FRAMEWORKS[self.framework]
+    runtime: str | None = None  # None: the framework's default, resolved by validate()
 
     def key(self) -> tuple:
         """Identity of a configuration (what a comparison groups by)."""
@@ -116,6 +113,10 @@ class RunSpec:
                 raise UserError(f"model: unknown {self.model!r}; allowed: "
                                 f"{', '.join(CATALOG)}", field="model")
             native = CATALOG[self.model].native_size
+        runtime = self.runtime or FRAMEWORKS[self.framework]
+        if runtime not in RUNTIMES[self.framework]:
+            raise UserError(f"runtime: {runtime!r} is not available for {self.framework}; "
+                            f"allowed: {', '.join(RUNTIMES[self.framework])}", field="runtime")
         _int_range("batch_size", self.batch_size, *BATCH_RANGE)
         _int_range("intra_threads", self.intra_threads, 1, cores,
                    hint=f" (this machine has {cores} logical cores)")
@@ -130,25 +131,51 @@ class RunSpec:
         _choice("weight_policy", self.weight_policy, WEIGHT_POLICIES)
         size = native if self.image_size is None else self.image_size
         _int_range("image_size", size, *IMAGE_RANGE)
-        return replace(self, image_size=size, policy=self.policy.validate())
+        return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
+
+
+def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
+    """Which of the named runtimes each framework runs (its default when none is named).
+    Every named runtime must apply to some framework, and every framework must get one."""
+    if not runtimes:
+        return {f: [FRAMEWORKS[f]] for f in frameworks if f in FRAMEWORKS}
+    out = {f: [r for r in _unique(runtimes) if r in RUNTIMES.get(f, {})] for f in frameworks}
+    for r in _unique(runtimes):
+        if not any(r in RUNTIMES.get(f, {}) for f in frameworks):
+            allowed = "; ".join(f"{f}: {', '.join(RUNTIMES[f])}" for f in frameworks
+                                if f in RUNTIMES)
+            raise UserError(f"runtime: {r!r} is not available for {', '.join(frameworks)}; "
+                            f"allowed: {allowed}", field="runtime")
+    for f, rs in out.items():
+        if not rs and f in RUNTIMES:
+            raise UserError(f"runtime: none of the named runtimes applies to {f}; allowed "
+                            f"for {f}: {', '.join(RUNTIMES[f])}", field="runtime")
+    return out
 
 
 def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                  precision="fp32", image_size=None, device="cpu",
-                 weight_policy="bn_calibrated", policy=None, cores=None) -> list[RunSpec]:
+                 weight_policy="bn_calibrated", policy=None, cores=None,
+                 runtimes=None) -> list[RunSpec]:
     """The cartesian product, validated, ordered so each (framework, threads) group is
-    contiguous: the runner starts one worker per group and pays the imports once."""
+    contiguous: the runner starts one worker per group and pays the imports once. Within
+    a group, a model's batch sizes follow each other so a built model is reused."""
     for name, values in (("model", models), ("framework", frameworks),
                          ("batch_size", batch_sizes), ("threads", threads)):
         if not values:
             raise UserError(f"{name}: pick at least one value", field=name)
     policy = policy or MeasurementPolicy()
+    for f in frameworks:  # an unknown framework is named before any runtime is
+        if f not in FRAMEWORKS:
+            RunSpec(models[0], f, 1, 1).validate(cores)
+    per_fw = runtimes_for(_unique(frameworks), runtimes)
     specs = [
         RunSpec(model=m, framework=f, batch_size=b, intra_threads=t,
                 inter_threads=inter_threads, precision=precision, image_size=image_size,
-                device=device, weight_policy=weight_policy, policy=policy).validate(cores)
-        for f, t, m, b in itertools.product(_unique(frameworks), _unique(threads),
-                                            _unique(models), _unique(batch_sizes))
+                device=device, weight_policy=weight_policy, policy=policy,
+                runtime=rt).validate(cores)
+        for f in _unique(frameworks) for t in _unique(threads) for m in _unique(models)
+        for rt in per_fw[f] for b in _unique(batch_sizes)
     ]
     return specs
 

@@ -34,6 +34,8 @@ _OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "out of memor
 
 
 def _status_of(exc: BaseException) -> str:
+    if type(exc).__name__ == "OutputMismatch":  # a wrong answer: invalid, never timed
+        return "invalid"
     if isinstance(exc, MemoryError):
         return "oom"
     text = f"{type(exc).__name__}: {exc}".lower()
@@ -94,7 +96,7 @@ def main() -> None:
     payload = json.loads(sys.stdin.readline())
     threading.Thread(target=_exit_when_parent_gone, daemon=True).start()
 
-    from engine.backends import load_backend
+    from engine.backends import configure_threads, load_backend
     from engine.backends.base import ModelStats
     from engine.measure import time_loop
     from engine.spec import RunSpec
@@ -103,7 +105,9 @@ def main() -> None:
             for r in payload["runs"]]
     first = runs[0][1]
     t0 = time.perf_counter()
-    backend = load_backend(first.framework, first.intra_threads, first.inter_threads)
+    configure_threads(first.framework, first.intra_threads, first.inter_threads)
+    backends = {first.runtime: load_backend(first.framework, first.runtime)}
+    backend = backends[first.runtime]
     emit("ready", pid=os.getpid(), import_s=time.perf_counter() - t0,
          versions=backend.versions(), threads=backend.effective_threads(),
          env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
@@ -111,6 +115,8 @@ def main() -> None:
     if payload.get("mode") == "stats":
         _count_stats(backend, runs, emit)
         return
+    if len({spec.framework for _, spec, _ in runs}) != 1:
+        raise SystemExit("a worker runs one framework")  # the runner groups by framework
     flops_cache: dict = {}
     loaded_key, load_s = None, None
     cap = payload.get("memory_cap_bytes")
@@ -124,12 +130,16 @@ def main() -> None:
             # A model built for the same (model, size, weights, device) is reused across
             # batch sizes: weights are identical by seed, and a Keras build costs seconds.
             # The build time recorded is the one measured when it was built.
-            model_key = (spec.model, spec.image_size, spec.weight_policy, spec.device)
+            model_key = (spec.model, spec.image_size, spec.weight_policy, spec.device,
+                         spec.runtime)
             reused = model_key == loaded_key
             if not reused:
                 backend.unload()
                 loaded_key = None
                 gc.collect()
+                if spec.runtime not in backends:
+                    backends[spec.runtime] = load_backend(spec.framework, spec.runtime)
+                backend = backends[spec.runtime]
                 emit("progress", run_id=run_id, phase="load", iters=0)
                 t = time.perf_counter()
                 backend.load(spec)
@@ -164,7 +174,8 @@ def main() -> None:
                  peak_rss_bytes=peak_kb * 1024 if peak_kb else None,
                  peak_rss_method=("VmHWM, reset per run via /proc/self/clear_refs"
                                   if per_run_peak else "VmHWM over the worker's lifetime"),
-                 device_peak_bytes=backend.device_peak_bytes(), model_reused=reused)
+                 device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
+                 prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff)
         except BaseException as exc:  # every ending becomes one row; the parent decides
             emit("failed", run_id=run_id, ended_at=time.time(), status=_status_of(exc),
                  reason=f"{type(exc).__name__}: {exc}"[:2000],

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from engine.catalog import CATALOG
+from engine.catalog import CATALOG, RUNTIMES
 from engine.errors import UserError
 from engine.estimate import estimate_seconds
 from engine.jobs import RUNNING, SweepRequest, get_manager
@@ -13,6 +13,7 @@ from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
 
 FRAMEWORKS = ["torch", "tensorflow"]
+ALL_RUNTIMES = [r for f in FRAMEWORKS for r in RUNTIMES[f]]
 BATCH_PRESETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 DB = resolve_db_path()
 CORES = logical_cores()
@@ -56,6 +57,14 @@ with left:
                                 default=[f for f in _q_list("framework", FRAMEWORKS)
                                          if f in FRAMEWORKS])
     slot_frameworks = st.empty()
+    runtimes = st.multiselect(
+        "Runtimes", ALL_RUNTIMES, key="runtimes",
+        default=[r for r in _q_list("runtime", []) if r in ALL_RUNTIMES],
+        placeholder="each framework's default (torch eager, tensorflow tf_function)",
+        format_func=lambda r: f"{r} ({', '.join(f for f in FRAMEWORKS if r in RUNTIMES[f])})",
+        help="each runtime applies to the frameworks that have it; its output is checked "
+             "against the framework's reference before it is timed")
+    slot_runtimes = st.empty()
     presets = st.multiselect("Batch sizes", BATCH_PRESETS, key="batch_presets",
                              default=[b for b in _q_list("batch", [1, 8], int)
                                       if b in BATCH_PRESETS])
@@ -113,13 +122,14 @@ if not errors:
         threads=tuple(sorted(threads)), image_size=image_size, precision=precision,
         policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                  min_iters=int(min_iters)),
-        rounds=int(rounds))
+        rounds=int(rounds), runtimes=tuple(runtimes))
     try:
         specs = request.specs()
     except UserError as exc:
         errors[exc.field or "sweep"] = str(exc)
 
-slots = {"model": slot_models, "framework": slot_frameworks, "batch_size": slot_batch,
+slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_runtimes,
+         "batch_size": slot_batch,
          "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image}
 for field, message in errors.items():
     slots.get(field, slot_policy).error(message, icon=":material/error:")

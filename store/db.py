@@ -105,7 +105,12 @@ def m003_price_updates(con) -> None:
             CHECK (kind IN ('unit_rate', 'machine')))""")
 
 
-MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates]
+def m004_prepare_time(con) -> None:
+    """Runtimes beyond eager pay a preparation (trace, export, compile): kept apart."""
+    con.execute("ALTER TABLE runs ADD COLUMN prepare_s DOUBLE")
+
+
+MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time]
 
 
 def _migrate(con) -> None:

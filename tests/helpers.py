@@ -17,7 +17,7 @@ def spec(**kw):
     base = dict(model="resnet18", framework="torch", batch_size=1, intra_threads=1,
                 image_size=64, policy=MeasurementPolicy(warmup_iters=2, min_time_s=0.0,
                                                          min_iters=3))
-    return RunSpec(**{**base, **kw})
+    return RunSpec(**{**base, **kw}).validate(cores=64)  # as the engine does: runtime resolved
 
 
 def base_fields(s: RunSpec, run_id: str, minute: int = 0) -> dict:

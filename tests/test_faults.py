@@ -68,3 +68,12 @@ def test_worker_that_dies_during_start_up_still_leaves_one_row(worker_env, tmp_p
 ])
 def test_exit_classification(rc, tail, expected):
     assert classify_exit(rc, tail) == expected
+
+
+def test_a_runtime_whose_output_differs_is_invalid_and_not_timed(worker_env):
+    spec = RunSpec("identity", "selftest", 1, 1, policy=POLICY, runtime="mismatch").validate(cores=2)
+    [rec] = Runner(timeout_s=30).run([spec], on_record=lambda r: None)
+    assert rec.status == "invalid" and rec.runtime == "mismatch"
+    assert rec.reason == ("OutputMismatch: output differs from the python reference: max "
+                          "|diff| 0.5 is 50.00% of max |output| 1 (tolerance 0.1%)")
+    assert rec.iterations is None and rec.median_ms is None  # never timed

@@ -236,3 +236,15 @@ def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
     assert len(at.get("plotly_chart")) == 4  # by shape, by framework, fleet, break-even
     at.number_input(key="hours").set_value(720.0).run()
     assert {m.label: m.value for m in at.metric}["monthly cost (720 h)"] == "$259.20"
+
+
+def test_run_page_runtimes_expand_the_sweep_and_bad_pairs_are_explained(db_path, monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.multiselect(key="runtimes").set_value(["eager", "onnxruntime", "xla"]).run()
+    assert at.info[0].value.startswith("**6 configurations × 3 rounds = 18 runs**")
+    at.multiselect(key="frameworks").set_value(["tensorflow"])
+    at.multiselect(key="runtimes").set_value(["onnxruntime"]).run()
+    assert [e.value for e in at.error] == [
+        "runtime: 'onnxruntime' is not available for tensorflow; allowed: tensorflow: keras, "
+        "tf_function, xla"]
+    assert at.button(key="launch").disabled is True

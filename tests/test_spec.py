@@ -57,3 +57,24 @@ def test_spec_round_trips_through_dict():
     s = RunSpec("resnet18", "torch", 4, 1, policy=MeasurementPolicy(min_iters=7)).validate(cores=2)
     assert RunSpec.from_dict(s.to_dict()) == s
     assert hash(RunSpec.from_dict(s.to_dict())) == hash(s)
+
+
+def test_runtimes_expand_per_framework_and_unknown_ones_are_refused():
+    specs = expand_sweep(["resnet18"], ["torch", "tensorflow"], [1], [1], cores=2,
+                         runtimes=["eager", "torchscript", "xla"])
+    assert [(s.framework, s.runtime) for s in specs] == [
+        ("torch", "eager"), ("torch", "torchscript"), ("tensorflow", "xla")]
+    assert [s.runtime for s in expand_sweep(["resnet18"], ["torch", "tensorflow"], [1], [1],
+                                            cores=2)] == ["eager", "tf_function"]
+    e = err(lambda: expand_sweep(["resnet18"], ["tensorflow"], [1], [1], cores=2,
+                                 runtimes=["torchscript"]))
+    assert str(e) == ("runtime: 'torchscript' is not available for tensorflow; allowed: "
+                      "tensorflow: keras, tf_function, xla")
+    e = err(lambda: expand_sweep(["resnet18"], ["torch", "tensorflow"], [1], [1], cores=2,
+                                 runtimes=["xla"]))
+    assert str(e) == ("runtime: none of the named runtimes applies to torch; allowed for "
+                      "torch: eager, channels_last, torchscript, onnxruntime")
+    e = err(lambda: RunSpec("resnet18", "torch", 1, 1, runtime="compile").validate(cores=2))
+    assert e.field == "runtime" and str(e) == (
+        "runtime: 'compile' is not available for torch; allowed: eager, channels_last, "
+        "torchscript, onnxruntime")

@@ -20,7 +20,8 @@ EXPECTED_RUN_COLUMNS = [
     "iqr_ms", "cv", "throughput", "params", "params_trainable", "flops_per_sample",
     "flops_method", "gflops_per_s", "rss_before_bytes", "peak_rss_bytes", "peak_rss_method",
     "device_peak_bytes", "memory_cap_bytes", "timeout_s", "load_avg_1m", "git_commit",
-    "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no"]
+    "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no",
+    "prepare_s"]
 
 
 def columns(con, table):
@@ -31,7 +32,8 @@ def columns(con, table):
 
 def test_migrations_on_empty_database_create_exact_columns():
     con = connect(":memory:")
-    assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates"]
+    assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates",
+                                       "m004_prepare_time"]
     assert columns(con, "runs") == EXPECTED_RUN_COLUMNS
     assert columns(con, "samples") == ["run_id", "phase", "idx", "latency_ns"]
     assert columns(con, "systems") == [
@@ -50,7 +52,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(3,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(4,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

@@ -2,15 +2,36 @@
 
 import importlib
 
-__all__ = ["load_backend"]
+__all__ = ["load_backend", "configure_threads"]
 
-_MODULES = {"torch": "engine.backends.torch_eager", "tensorflow": "engine.backends.tf_function",
-            "selftest": "engine.backends.selftest"}
+_MODULES = {
+    ("torch", "eager"): "engine.backends.torch_eager",
+    ("torch", "channels_last"): "engine.backends.torch_channels_last",
+    ("torch", "torchscript"): "engine.backends.torch_script",
+    ("torch", "onnxruntime"): "engine.backends.onnx_runtime",
+    ("tensorflow", "keras"): "engine.backends.tf_keras",
+    ("tensorflow", "tf_function"): "engine.backends.tf_function",
+    ("tensorflow", "xla"): "engine.backends.tf_xla",
+    ("selftest", "python"): "engine.backends.selftest",
+    ("selftest", "mismatch"): "engine.backends.selftest",
+}
 
 
-def load_backend(framework: str, intra_threads: int, inter_threads: int):
-    """Import the backend module (and so its framework) only when a worker asks for it.
+def configure_threads(framework: str, intra: int, inter: int) -> None:
+    """Once per worker process, before the framework runs any op: TensorFlow raises if its
+    thread pools are configured later, and torch ignores a late inter-op setting."""
+    if framework == "torch":
+        import torch
 
-    Thread counts are applied in the constructor, before the framework runs any op
-    (TensorFlow raises if they are set later; torch ignores a late inter-op setting)."""
-    return importlib.import_module(_MODULES[framework]).Backend(intra_threads, inter_threads)
+        torch.set_num_threads(intra)
+        torch.set_num_interop_threads(inter)
+    elif framework == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
+        tf.config.threading.set_inter_op_parallelism_threads(inter)
+
+
+def load_backend(framework: str, runtime: str):
+    """Import the runtime's module (and so its framework) only when a worker asks for it."""
+    return importlib.import_module(_MODULES[(framework, runtime)]).Backend()

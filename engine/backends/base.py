@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+import numpy as np
+
 from engine.spec import RunSpec
 
-__all__ = ["Backend", "ModelStats", "SEED"]
+__all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "OUTPUT_RTOL"]
 
 # One seed for weights and inputs, so both frameworks see statistically identical work.
 SEED = 0
@@ -21,7 +23,39 @@ class ModelStats:
     flops_method: str
 
 
+# A runtime's output may differ from the reference's by reordered floating-point sums
+# (fused kernels, other layouts); 0.1 % of the output's largest magnitude is far above that
+# and far below a wrong graph.
+OUTPUT_RTOL = 1e-3
+
+
+class OutputMismatch(Exception):
+    """The runtime's output is not the reference's: the run is invalid, and is not timed."""
+
+
+def check_close(reference, got, what: str) -> float:
+    """max |reference - got| / max |reference|, or OutputMismatch past OUTPUT_RTOL."""
+    reference = np.asarray(reference, dtype=np.float64)
+    got = np.asarray(got, dtype=np.float64)
+    if reference.shape != got.shape:
+        raise OutputMismatch(f"output shape {got.shape} differs from {what}'s "
+                             f"{reference.shape}")
+    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    diff = float(np.max(np.abs(reference - got))) if reference.size else 0.0
+    rel = diff / scale if scale else diff
+    if not rel <= OUTPUT_RTOL:
+        raise OutputMismatch(f"output differs from {what}: max |diff| {diff:.3g} is "
+                             f"{rel:.2%} of max |output| {scale:.3g} (tolerance "
+                             f"{OUTPUT_RTOL:.1%})")
+    return rel
+
+
 class Backend(Protocol):
+    # Set by load(): seconds spent preparing the runtime (trace, export, compile), and the
+    # relative output difference to the reference runtime (0.0 for the reference itself).
+    prepare_s: float
+    output_rel_diff: float
+
     def versions(self) -> dict: ...
     def effective_threads(self) -> dict: ...
     def load(self, spec: RunSpec) -> None: ...

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import tensorflow as tf
 import keras
@@ -36,10 +38,25 @@ def build_keras(spec: RunSpec):
     return getattr(keras.applications, builder)(**kwargs)
 
 
+def build_calibrated(spec: RunSpec):
+    """The seeded Keras model with the spec's weight policy applied: every TensorFlow
+    runtime starts from this, so they all run the same weights."""
+    keras.utils.set_random_seed(SEED)
+    model = build_keras(spec)
+    if spec.weight_policy == "bn_calibrated":
+        _calibrate_batchnorm(model, spec)
+    return model
+
+
 class Backend:
-    def __init__(self, intra_threads: int, inter_threads: int):
-        tf.config.threading.set_intra_op_parallelism_threads(intra_threads)
-        tf.config.threading.set_inter_op_parallelism_threads(inter_threads)
+    """tf.function: traced once in load() (timed as prepare_s), checked against the Keras
+    call, then timed."""
+
+    jit_compile = False
+    prepare_s = 0.0
+    output_rel_diff = 0.0
+
+    def __init__(self):
         self.model = None
         self.fn = None
 
@@ -54,13 +71,18 @@ class Backend:
                 "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
     def load(self, spec: RunSpec) -> None:
-        keras.utils.set_random_seed(SEED)
-        model = build_keras(spec)
-        if spec.weight_policy == "bn_calibrated":
-            _calibrate_batchnorm(model, spec)
+        from engine.backends.base import check_close
+
+        model = build_calibrated(spec)
         self.model = model
-        self.fn = tf.function(lambda x: model(x, training=False), jit_compile=False,
+        x = tf.constant(make_input(spec))
+        reference = model(x, training=False).numpy()
+        self.fn = tf.function(lambda x: model(x, training=False), jit_compile=self.jit_compile,
                               reduce_retracing=True)
+        t = time.perf_counter()
+        got = self.fn(x).numpy()  # traces (and, for XLA, compiles) for this input shape
+        self.prepare_s = time.perf_counter() - t
+        self.output_rel_diff = check_close(reference, got, "the Keras call")
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
         trainable = int(sum(int(np.prod(w.shape)) for w in self.model.trainable_weights))

@@ -20,10 +20,24 @@ def make_input(spec: RunSpec) -> np.ndarray:
                                dtype=np.float32)
 
 
+def build_model(spec: RunSpec, device):
+    """The seeded torchvision model with the spec's weight policy applied, in eval mode.
+    Every torch runtime starts from this, so they all run the same weights."""
+    torch.manual_seed(SEED)
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+    model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
+    model = model.to(device)
+    if spec.weight_policy == "bn_calibrated":
+        _calibrate_batchnorm(model, spec, device)
+    return model.eval()
+
+
 class Backend:
-    def __init__(self, intra_threads: int, inter_threads: int):
-        torch.set_num_threads(intra_threads)
-        torch.set_num_interop_threads(inter_threads)
+    prepare_s = 0.0
+    output_rel_diff = 0.0  # eager is the reference
+
+    def __init__(self):
         self.model = None
         self.device = None
 
@@ -37,15 +51,8 @@ class Backend:
                 "torch_inter_op": torch.get_num_interop_threads()}
 
     def load(self, spec: RunSpec) -> None:
-        torch.manual_seed(SEED)
         self.device = torch.device(spec.device)
-        if spec.device == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
-        model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
-        model = model.to(self.device)
-        if spec.weight_policy == "bn_calibrated":
-            _calibrate_batchnorm(model, spec, self.device)
-        self.model = model.eval()
+        self.model = build_model(spec, self.device)
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
         params = sum(p.numel() for p in self.model.parameters())

@@ -1,0 +1,32 @@
+"""Eager PyTorch with the model and the input in channels_last (NHWC) memory format."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.backends import torch_eager
+from engine.backends.base import check_close
+from engine.backends.torch_eager import build_model, make_input
+from engine.spec import RunSpec
+
+
+class Backend(torch_eager.Backend):
+    def load(self, spec: RunSpec) -> None:
+        self.device = torch.device(spec.device)
+        model = build_model(spec, self.device)
+        x = torch.from_numpy(make_input(spec)).to(self.device)
+        with torch.inference_mode():
+            reference = model(x).cpu().numpy()
+            model = model.to(memory_format=torch.channels_last)
+            got = model(x.contiguous(memory_format=torch.channels_last)).cpu().numpy()
+        self.output_rel_diff = check_close(reference, got, "eager (contiguous)")
+        self.model = model
+
+    def make_step(self, spec: RunSpec):
+        x = torch.from_numpy(make_input(spec)).to(self.device)
+        x = x.contiguous(memory_format=torch.channels_last)
+        model = self.model
+
+        def step():
+            model(x)
+        return step

@@ -1,0 +1,40 @@
+"""TorchScript: torch.jit.trace on the run's input, then torch.jit.freeze (prepare_s)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from engine.backends import torch_eager
+from engine.backends.base import check_close
+from engine.backends.torch_eager import build_model, make_input
+from engine.spec import RunSpec
+
+
+class Backend(torch_eager.Backend):
+    def load(self, spec: RunSpec) -> None:
+        self.device = torch.device(spec.device)
+        model = build_model(spec, self.device)
+        x = torch.from_numpy(make_input(spec)).to(self.device)
+        with torch.no_grad():
+            reference = model(x).cpu().numpy()
+            t = time.perf_counter()
+            scripted = torch.jit.freeze(torch.jit.trace(model, x))
+            self.prepare_s = time.perf_counter() - t
+        with torch.inference_mode():
+            got = scripted(x).cpu().numpy()
+        self.output_rel_diff = check_close(reference, got, "eager")
+        self.eager = model  # parameters and FLOPs are counted on the eager module
+        self.model = scripted
+
+    def model_stats(self, spec: RunSpec, count_flops: bool):
+        scripted, self.model = self.model, self.eager
+        try:
+            return super().model_stats(spec, count_flops)
+        finally:
+            self.model = scripted
+
+    def unload(self) -> None:
+        self.eager = None
+        super().unload()
