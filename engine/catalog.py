@@ -21,6 +21,7 @@ RUNTIMES: dict[str, dict[str, str]] = {
         "eager": "PyTorch eager under inference_mode (the reference)",
         "channels_last": "eager, model and input in channels_last memory format",
         "torchscript": "torch.jit.trace, then torch.jit.freeze",
+        "compile": "torch.compile (inductor, weights frozen); compile time kept apart",
         "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
     },
     "tensorflow": {

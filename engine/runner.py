@@ -76,7 +76,9 @@ def thread_env(spec: RunSpec) -> dict:
     intra, inter = str(spec.intra_threads), str(spec.inter_threads)
     return {"OMP_NUM_THREADS": intra, "MKL_NUM_THREADS": intra, "OPENBLAS_NUM_THREADS": intra,
             "TF_NUM_INTRAOP_THREADS": intra, "TF_NUM_INTEROP_THREADS": inter,
-            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0"}
+            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0",
+            # torch.compile's kernels are cached under the project, not in /tmp of the day
+            "TORCHINDUCTOR_CACHE_DIR": str(PROJECT_ROOT / "data" / "inductor-cache")}
 
 
 class _Worker:

@@ -91,7 +91,7 @@ def test_catalog_counts_match_the_runs_and_keras_resnet18_matches_torchvision(wo
 
 def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
     rc = main(["run", "--model", "mobilenet_v3_small", "--framework", "torch", "tensorflow",
-               "--runtime", "eager", "channels_last", "torchscript", "onnxruntime", "keras",
+               "--runtime", "eager", "channels_last", "torchscript", "compile", "onnxruntime", "keras",
                "tf_function", "xla", "--batch", "2", "--threads", "1", "--image-size", "64",
                "--rounds", "1", "--min-time", "0.1", "--min-iters", "5", "--warmup", "2",
                "--no-table", "--db", str(db_path)])
@@ -102,16 +102,16 @@ def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
             "CAST(extra->>'$.output_rel_diff' AS DOUBLE), params FROM runs "
             "ORDER BY framework DESC, runtime").fetchall()
     by = {r[0]: r for r in rows}
-    assert sorted(by) == ["channels_last", "eager", "keras", "onnxruntime", "tf_function",
-                          "torchscript", "xla"]
+    assert sorted(by) == ["channels_last", "compile", "eager", "keras", "onnxruntime",
+                          "tf_function", "torchscript", "xla"]
     for rt, (_, status, iters, prepare_s, diff, params) in by.items():
         assert status in ("ok", "invalid"), (rt, status)  # invalid only from noise (IQR)
         assert iters >= 5
         # the output check ran and passed: within 0.1 % of the reference's magnitude
         assert diff is not None and 0.0 <= diff <= 1e-3, (rt, diff)
         assert params == (TORCH_PARAMS if rt in ("eager", "channels_last", "torchscript",
-                                                 "onnxruntime") else KERAS_PARAMS)
+                                                 "compile", "onnxruntime") else KERAS_PARAMS)
     for rt in ("eager", "keras"):  # references: nothing to prepare, nothing to differ from
         assert by[rt][3] == 0.0 and by[rt][4] == 0.0
-    for rt in ("torchscript", "onnxruntime", "tf_function", "xla"):  # trace/export/compile
+    for rt in ("torchscript", "compile", "onnxruntime", "tf_function", "xla"):  # prepared
         assert by[rt][3] > 0.0, rt

@@ -9,6 +9,7 @@ _MODULES = {
     ("torch", "channels_last"): "engine.backends.torch_channels_last",
     ("torch", "torchscript"): "engine.backends.torch_script",
     ("torch", "onnxruntime"): "engine.backends.onnx_runtime",
+    ("torch", "compile"): "engine.backends.torch_compile",
     ("tensorflow", "keras"): "engine.backends.tf_keras",
     ("tensorflow", "tf_function"): "engine.backends.tf_function",
     ("tensorflow", "xla"): "engine.backends.tf_xla",
