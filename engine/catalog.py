@@ -23,6 +23,7 @@ RUNTIMES: dict[str, dict[str, str]] = {
         "torchscript": "torch.jit.trace, then torch.jit.freeze",
         "compile": "torch.compile (inductor, weights frozen); compile time kept apart",
         "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
+        "libtorch": "the frozen TorchScript model measured by the LibTorch C++ runner",
     },
     "tensorflow": {
         "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",

@@ -154,16 +154,21 @@ def main() -> None:
                 stats = flops_cache[key]
             else:
                 stats = flops_cache[key] = backend.model_stats(spec, count_flops=True)
-            step = backend.make_step(spec)
             emit("progress", run_id=run_id, phase="first forward", iters=0)
-            with backend.context():
-                t = time.perf_counter()
-                step()
-                first_s = time.perf_counter() - t
-                emit("progress", run_id=run_id, phase="warmup", iters=0)
-                loop = time_loop(step, spec.policy, on_progress=lambda n, _ns: emit(
-                    "progress", run_id=run_id, phase="measure", iters=n))
+            progress = lambda n, _ns: emit(  # noqa: E731
+                "progress", run_id=run_id, phase="measure", iters=n)
+            if hasattr(backend, "measure"):  # the runtime times itself (LibTorch C++)
+                first_s, loop = backend.measure(spec, progress)
+            else:
+                step = backend.make_step(spec)
+                with backend.context():
+                    t = time.perf_counter()
+                    step()
+                    first_s = time.perf_counter() - t
+                    emit("progress", run_id=run_id, phase="warmup", iters=0)
+                    loop = time_loop(step, spec.policy, on_progress=progress)
             peak_kb = _proc_status_kb("VmHWM")
+            own_peak = getattr(backend, "peak_rss_bytes", None)
             emit("result", run_id=run_id, ended_at=time.time(), load_s=load_s,
                  first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
                  samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
@@ -171,8 +176,9 @@ def main() -> None:
                  params=stats.params, params_trainable=stats.params_trainable,
                  flops_per_sample=stats.flops_per_sample, flops_method=stats.flops_method,
                  rss_before_bytes=rss_before,
-                 peak_rss_bytes=peak_kb * 1024 if peak_kb else None,
-                 peak_rss_method=("VmHWM, reset per run via /proc/self/clear_refs"
+                 peak_rss_bytes=own_peak or (peak_kb * 1024 if peak_kb else None),
+                 peak_rss_method=("VmHWM of the LibTorch runner process" if own_peak else
+                                  "VmHWM, reset per run via /proc/self/clear_refs"
                                   if per_run_peak else "VmHWM over the worker's lifetime"),
                  device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
                  prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff)

@@ -16,6 +16,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip check
   echo "$want" > "$stamp"
 fi
+# The LibTorch C++ runner (the libtorch runtime); skipped with a note when there is no g++.
+bash scripts/build_libtorch_runner.sh
+
 # The end-to-end test drives Debian's chromium through Playwright (never `playwright install`).
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   echo "installing Debian's chromium for the browser test..."

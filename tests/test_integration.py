@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from engine.cli import main
-from engine.runner import count_model_stats
+from engine.runner import Runner, count_model_stats
 from engine.spec import RunSpec
 from store.db import open_db
 
@@ -91,7 +91,8 @@ def test_catalog_counts_match_the_runs_and_keras_resnet18_matches_torchvision(wo
 
 def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
     rc = main(["run", "--model", "mobilenet_v3_small", "--framework", "torch", "tensorflow",
-               "--runtime", "eager", "channels_last", "torchscript", "compile", "onnxruntime", "keras",
+               "--runtime", "eager", "channels_last", "torchscript", "compile", "onnxruntime",
+               "libtorch", "keras",
                "tf_function", "xla", "--batch", "2", "--threads", "1", "--image-size", "64",
                "--rounds", "1", "--min-time", "0.1", "--min-iters", "5", "--warmup", "2",
                "--no-table", "--db", str(db_path)])
@@ -102,16 +103,29 @@ def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
             "CAST(extra->>'$.output_rel_diff' AS DOUBLE), params FROM runs "
             "ORDER BY framework DESC, runtime").fetchall()
     by = {r[0]: r for r in rows}
-    assert sorted(by) == ["channels_last", "compile", "eager", "keras", "onnxruntime",
-                          "tf_function", "torchscript", "xla"]
+    assert sorted(by) == ["channels_last", "compile", "eager", "keras", "libtorch",
+                          "onnxruntime", "tf_function", "torchscript", "xla"]
     for rt, (_, status, iters, prepare_s, diff, params) in by.items():
         assert status in ("ok", "invalid"), (rt, status)  # invalid only from noise (IQR)
         assert iters >= 5
         # the output check ran and passed: within 0.1 % of the reference's magnitude
         assert diff is not None and 0.0 <= diff <= 1e-3, (rt, diff)
         assert params == (TORCH_PARAMS if rt in ("eager", "channels_last", "torchscript",
-                                                 "compile", "onnxruntime") else KERAS_PARAMS)
+                                                 "compile", "onnxruntime", "libtorch")
+                          else KERAS_PARAMS)
     for rt in ("eager", "keras"):  # references: nothing to prepare, nothing to differ from
         assert by[rt][3] == 0.0 and by[rt][4] == 0.0
-    for rt in ("torchscript", "compile", "onnxruntime", "tf_function", "xla"):  # prepared
+    for rt in ("torchscript", "compile", "onnxruntime", "libtorch", "tf_function", "xla"):
         assert by[rt][3] > 0.0, rt
+
+
+def test_libtorch_without_a_built_runner_is_an_error_row_that_says_what_to_do(
+        db_path, worker_env, monkeypatch, tmp_path):
+    monkeypatch.setenv("LIBTORCH_RUNNER", str(tmp_path / "missing" / "libtorch_runner"))
+    spec = RunSpec("mobilenet_v3_small", "torch", 1, 1, image_size=64,
+                   runtime="libtorch").validate()
+    [rec] = Runner(timeout_s=120).run([spec], on_record=lambda r: None)
+    assert rec.status == "error"
+    assert rec.reason == (f"RuntimeError: the LibTorch C++ runner is not built "
+                          f"({tmp_path / 'missing' / 'libtorch_runner'} missing): run "
+                          "scripts/build_libtorch_runner.sh, which needs g++ (apt-get install g++)")

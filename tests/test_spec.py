@@ -73,8 +73,8 @@ def test_runtimes_expand_per_framework_and_unknown_ones_are_refused():
     e = err(lambda: expand_sweep(["resnet18"], ["torch", "tensorflow"], [1], [1], cores=2,
                                  runtimes=["xla"]))
     assert str(e) == ("runtime: none of the named runtimes applies to torch; allowed for "
-                      "torch: eager, channels_last, torchscript, compile, onnxruntime")
+                      "torch: eager, channels_last, torchscript, compile, onnxruntime, libtorch")
     e = err(lambda: RunSpec("resnet18", "torch", 1, 1, runtime="compiled").validate(cores=2))
     assert e.field == "runtime" and str(e) == (
         "runtime: 'compiled' is not available for torch; allowed: eager, channels_last, "
-        "torchscript, compile, onnxruntime")
+        "torchscript, compile, onnxruntime, libtorch")

@@ -10,6 +10,7 @@ _MODULES = {
     ("torch", "torchscript"): "engine.backends.torch_script",
     ("torch", "onnxruntime"): "engine.backends.onnx_runtime",
     ("torch", "compile"): "engine.backends.torch_compile",
+    ("torch", "libtorch"): "engine.backends.torch_libtorch",
     ("tensorflow", "keras"): "engine.backends.tf_keras",
     ("tensorflow", "tf_function"): "engine.backends.tf_function",
     ("tensorflow", "xla"): "engine.backends.tf_xla",

@@ -1,0 +1,121 @@
+// LibTorch C++ runner: loads a TorchScript file and measures it with the same policy as the
+// Python harness (warm-up by count and time, then timed iterations until BOTH a minimum time
+// and a minimum count are met, capped by max time and max count), one steady_clock sample
+// per iteration. Prints JSON lines on stdout: "output" (the first forward's result, for the
+// parity check), "progress", then "result" with the raw samples.
+//
+// usage: libtorch_runner MODEL.pt INPUT.bin B C H W INTRA INTER WARMUP_ITERS WARMUP_MAX_S
+//                        MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS
+#include <torch/script.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t ns_since(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+}
+
+void print_list(const std::vector<int64_t>& v) {
+  std::cout << "[";
+  for (size_t i = 0; i < v.size(); ++i) std::cout << (i ? "," : "") << v[i];
+  std::cout << "]";
+}
+
+long peak_rss_kb() {  // VmHWM: this process's peak resident set
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 15) {
+    std::cerr << "usage: libtorch_runner MODEL.pt INPUT.bin B C H W INTRA INTER WARMUP_ITERS "
+                 "WARMUP_MAX_S MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS\n";
+    return 2;
+  }
+  const std::string model_path = argv[1], input_path = argv[2];
+  const int64_t b = std::stoll(argv[3]), c = std::stoll(argv[4]), h = std::stoll(argv[5]),
+                w = std::stoll(argv[6]);
+  at::set_num_threads(std::stoi(argv[7]));
+  at::set_num_interop_threads(std::stoi(argv[8]));
+  const int warmup_iters = std::stoi(argv[9]);
+  const int64_t warmup_max_ns = static_cast<int64_t>(std::stod(argv[10]) * 1e9);
+  const int64_t min_ns = static_cast<int64_t>(std::stod(argv[11]) * 1e9);
+  const int64_t min_iters = std::stoll(argv[12]);
+  const int64_t max_ns = static_cast<int64_t>(std::stod(argv[13]) * 1e9);
+  const int64_t max_iters = std::stoll(argv[14]);
+
+  std::vector<float> buf(static_cast<size_t>(b * c * h * w));
+  std::ifstream in(input_path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 4));
+  if (!in) {
+    std::cerr << "cannot read " << buf.size() * 4 << " bytes of input from " << input_path << "\n";
+    return 3;
+  }
+  torch::jit::Module module = torch::jit::load(model_path);
+  module.eval();
+  c10::InferenceMode guard;
+  std::vector<torch::jit::IValue> inputs{torch::from_blob(buf.data(), {b, c, h, w}).clone()};
+
+  auto t0 = Clock::now();
+  at::Tensor out = module.forward(inputs).toTensor().contiguous();
+  const int64_t first_ns = ns_since(t0, Clock::now());
+  std::cout << "{\"event\":\"output\",\"shape\":[" << out.size(0) << "," << out.numel() / out.size(0)
+            << "],\"values\":[";
+  const float* p = out.data_ptr<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) std::cout << (i ? "," : "") << p[i];
+  std::cout << "]}" << std::endl;
+
+  std::vector<int64_t> warm, samples;
+  auto w0 = Clock::now();
+  for (int i = 0; i < warmup_iters; ++i) {
+    auto a = Clock::now();
+    module.forward(inputs);
+    auto z = Clock::now();
+    warm.push_back(ns_since(a, z));
+    if (ns_since(w0, z) >= warmup_max_ns) break;
+  }
+  const int64_t warm_wall = ns_since(w0, Clock::now());
+
+  std::string reason;
+  auto start = Clock::now();
+  auto next_report = start + std::chrono::milliseconds(250);
+  int64_t elapsed = 0;
+  while (true) {
+    auto a = Clock::now();
+    module.forward(inputs);
+    auto z = Clock::now();
+    samples.push_back(ns_since(a, z));
+    elapsed = ns_since(start, z);
+    const int64_t n = static_cast<int64_t>(samples.size());
+    if (n >= min_iters && elapsed >= min_ns) { reason = "policy met"; break; }
+    if (elapsed >= max_ns) { reason = "max_time reached"; break; }
+    if (n >= max_iters) { reason = "max_iters reached"; break; }
+    if (z >= next_report) {
+      std::cout << "{\"event\":\"progress\",\"iters\":" << n << "}" << std::endl;
+      next_report = z + std::chrono::milliseconds(250);
+    }
+  }
+  std::cout << "{\"event\":\"result\",\"first_forward_ns\":" << first_ns
+            << ",\"warmup_wall_ns\":" << warm_wall << ",\"wall_ns\":" << elapsed
+            << ",\"stop_reason\":\"" << reason << "\",\"peak_rss_kb\":" << peak_rss_kb()
+            << ",\"threads\":" << at::get_num_threads() << ",\"warmup_ns\":";
+  print_list(warm);
+  std::cout << ",\"samples_ns\":";
+  print_list(samples);
+  std::cout << "}" << std::endl;
+  return 0;
+}
