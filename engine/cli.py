@@ -69,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="inter-op threads (default 1)")
     r.add_argument("--image-size", type=_int("image_size", 32, 1024), default=None,
                    help="input height and width (default: each model's native size)")
-    r.add_argument("--precision", default="fp32")
+    r.add_argument("--precision", default="fp32",
+                   help="fp32 (default) or bf16 (torch eager, channels_last, torchscript, "
+                        "compile; see `python -m engine runtimes`)")
     r.add_argument("--device", default="cpu")
     r.add_argument("--weight-policy", default="bn_calibrated",
                    help="bn_calibrated (default) or random")
@@ -323,7 +325,7 @@ def cmd_runs(args) -> int:
 def cmd_runtimes(args) -> int:
     from engine.catalog import REFERENCE_RUNTIME, RUNTIMES
     from engine.report import format_table
-    from engine.spec import DEVICES, PRECISIONS
+    from engine.spec import BF16_RUNTIMES, DEVICES
 
     rows = []
     for fw, runtimes in RUNTIMES.items():
@@ -334,12 +336,13 @@ def cmd_runtimes(args) -> int:
                                             ("tensorflow", "xla"), ("torch", "onnxruntime")) \
                 else ", ".join(DEVICES)
             rows.append([fw, rt + (" (default)" if FRAMEWORKS[fw] == rt else ""),
-                         ", ".join(PRECISIONS), devices,
+                         "fp32, bf16" if (fw, rt) in BF16_RUNTIMES else "fp32", devices,
                          "reference" if REFERENCE_RUNTIME[fw] == rt
                          else f"checked against {REFERENCE_RUNTIME[fw]}", what])
     print(format_table(["framework", "runtime", "precision", "device", "output", "what"], rows))
     print("\nEvery non-reference runtime's output is compared with its reference on the same "
-          "input before timing; beyond 0.1 % of the output's magnitude the run is invalid.")
+          "input before timing; beyond 0.1 % of the output's magnitude the run is invalid. "
+          "bf16 runs are compared with fp32 eager by direction: cosine similarity >= 0.98.")
     return 0
 
 

@@ -22,7 +22,18 @@ BATCH_RANGE = (1, 4096)
 # Keras applications refuse inputs under 32 px; above 1024 px a batch of EfficientNet-B7
 # activations no longer fits a 24 GiB machine, so larger sizes are refused up front.
 IMAGE_RANGE = (32, 1024)
-PRECISIONS = ("fp32",)  # bf16 arrives with the runtimes work; refused until then
+PRECISIONS = ("fp32", "bf16")
+# bf16 where the runtime supports it (AMX-bf16 CPUs run it natively); the rest are refused
+# up front, with the reason.
+BF16_RUNTIMES = {("torch", "eager"), ("torch", "channels_last"), ("torch", "torchscript"),
+                 ("torch", "compile")}
+_NO_BF16 = {
+    ("torch", "onnxruntime"): "ONNX Runtime's CPU execution provider lacks bf16 kernels for "
+                              "these convolutions",
+    ("torch", "libtorch"): "the C++ runner feeds fp32 inputs",
+}
+_NO_BF16_TF = ("Keras runs bf16 only under a process-wide mixed-precision policy, which would "
+               "leak into the worker's other runs")
 DEVICES = ("cpu", "cuda")
 # bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
 # distribution, as trained weights would have them; random: the initialiser's values as is.
@@ -123,6 +134,12 @@ class RunSpec:
         _int_range("inter_threads", self.inter_threads, 1, cores,
                    hint=f" (this machine has {cores} logical cores)")
         _choice("precision", self.precision, PRECISIONS)
+        if self.precision == "bf16" and (self.framework, runtime) not in BF16_RUNTIMES:
+            why = _NO_BF16.get((self.framework, runtime), _NO_BF16_TF
+                               if self.framework == "tensorflow" else "diagnostic runtime")
+            raise UserError(f"precision: bf16 is not supported by {self.framework} {runtime}: "
+                            f"{why}; allowed: fp32 (bf16 runs on torch eager, channels_last, "
+                            "torchscript and compile)", field="precision")
         _choice("device", self.device, DEVICES)
         if self.device == "cuda" and self.framework == "tensorflow":
             raise UserError("device: cuda is not available for tensorflow here: the project "

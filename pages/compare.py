@@ -8,7 +8,7 @@ from engine.charts import (latency_box, latency_vs_batch, scaling_vs_threads, sp
 from engine.compare import aggregate, contests, noise_floor
 from engine.report import cell_text
 from store.db import open_db, resolve_db_path
-from store.queries import config_samples, config_summary, filter_options
+from store.queries import config_samples, config_summary, filter_options, runtime_costs
 from store.runs import list_sweeps, sweep_rounds
 
 DB = resolve_db_path()
@@ -124,3 +124,16 @@ if len(contenders) >= 2:
         st.plotly_chart(heat, key="heatmap")
     else:
         st.caption("Pick two different contenders that share configurations.")
+
+st.subheader("One-time costs next to steady state")
+with open_db(DB) as con:
+    costs = runtime_costs(con, models, sweep_id)
+costs = costs[(costs.threads == threads)]
+st.caption("What a runtime costs before its first useful answer (model build, trace / export "
+           "/ compile, first forward, in seconds) against what it saves per call (p50). "
+           "Medians over the successful runs shown.")
+st.dataframe(costs, hide_index=True, key="runtime_costs", column_config={
+    "build_s": st.column_config.NumberColumn("build [s]", format="%.2f"),
+    "prepare_s": st.column_config.NumberColumn("trace/export/compile [s]", format="%.2f"),
+    "first_forward_s": st.column_config.NumberColumn("first forward [s]", format="%.3f"),
+    "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.2f")})

@@ -7,7 +7,8 @@ from engine.errors import UserError
 from engine.estimate import estimate_seconds
 from engine.jobs import RUNNING, SweepRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
-from engine.spec import BATCH_RANGE, IMAGE_RANGE, MeasurementPolicy, logical_cores, parse_int_list
+from engine.spec import (BATCH_RANGE, IMAGE_RANGE, PRECISIONS, MeasurementPolicy,
+                         logical_cores, parse_int_list)
 from store.db import open_db, resolve_db_path
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
@@ -80,8 +81,9 @@ with left:
                              help=f"1..{CORES} (this machine's logical cores)")
     slot_threads = st.empty()
 with right:
-    precision = st.selectbox("Precision", ["fp32"], key="precision",
-                             help="bf16 comes with the runtimes work")
+    precision = st.selectbox("Precision", list(PRECISIONS), key="precision",
+                             help="bf16 runs on torch eager, channels_last, torchscript and "
+                                  "compile; other runtimes are refused with the reason")
     image_text = st.text_input("Image size (px)", key="image_size", value=q.get("image_size", ""),
                                placeholder="native size of each model",
                                help=f"blank: each model's native size; else "
@@ -130,7 +132,8 @@ if not errors:
 
 slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_runtimes,
          "batch_size": slot_batch,
-         "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image}
+         "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image,
+         "precision": slot_image}
 for field, message in errors.items():
     slots.get(field, slot_policy).error(message, icon=":material/error:")
 

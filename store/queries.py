@@ -8,7 +8,7 @@ import pandas as pd
 
 __all__ = ["filter_options", "results_table", "run_detail", "config_summary",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
-           "flops_for", "measured_throughput"]
+           "flops_for", "measured_throughput", "runtime_costs"]
 
 
 def filter_options(con) -> dict:
@@ -139,3 +139,16 @@ def measured_throughput(con) -> pd.DataFrame:
         "WHERE r.status = 'ok' AND r.throughput IS NOT NULL AND r.source = 'engine' "
         "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
         "r.image_size ORDER BY r.model, contender, r.batch_size, threads").df()
+
+
+def runtime_costs(con, models: list[str], sweep_id: str | None = None) -> pd.DataFrame:
+    """One-time costs next to steady state, per configuration: model build, runtime
+    preparation (trace, export, compile), first forward, and p50 (medians over ok runs)."""
+    return con.execute(
+        "SELECT model, framework || ' (' || runtime || ')' AS contender, batch_size, "
+        "intra_threads AS threads, median(load_s) AS build_s, median(prepare_s) AS prepare_s, "
+        "median(first_forward_s) AS first_forward_s, median(median_ms) AS p50_ms, "
+        "count(*) AS runs FROM runs WHERE status = 'ok' "
+        "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
+        "GROUP BY model, framework, runtime, batch_size, intra_threads "
+        "ORDER BY model, batch_size, threads, p50_ms", [models, sweep_id, sweep_id]).df()

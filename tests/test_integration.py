@@ -129,3 +129,16 @@ def test_libtorch_without_a_built_runner_is_an_error_row_that_says_what_to_do(
     assert rec.reason == (f"RuntimeError: the LibTorch C++ runner is not built "
                           f"({tmp_path / 'missing' / 'libtorch_runner'} missing): run "
                           "scripts/build_libtorch_runner.sh, which needs g++ (apt-get install g++)")
+
+
+def test_bf16_runs_are_checked_against_fp32_eager_by_direction(db_path, worker_env):
+    specs = [RunSpec("mobilenet_v3_small", "torch", 2, 1, image_size=64, precision="bf16",
+                     runtime=rt, policy=__import__("engine.spec").spec.MeasurementPolicy(
+                         warmup_iters=2, min_time_s=0.1, min_iters=5)).validate()
+             for rt in ("eager", "channels_last", "torchscript")]
+    records = Runner(timeout_s=300).run(specs, on_record=lambda r: None)
+    for rec in records:
+        assert rec.status in ("ok", "invalid") and rec.precision == "bf16", rec.reason
+        # 1 - cosine similarity to fp32 eager: bf16 rounding, far from a wrong graph's 0.15+
+        assert 0.0 < rec.extra["output_rel_diff"] <= 0.02, (rec.runtime, rec.extra)
+        assert rec.iterations >= 5

@@ -138,6 +138,9 @@ def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
     assert sentences[0] == ("- mobilenet_v3_small b1 t1: torch (eager) is 1.99x faster than "
                             "tensorflow (tf_function) (95 % CI 1.92-2.05)")
     assert set(eff.contender) == {"torch (eager)", "tensorflow (tf_function)"}
+    costs = at.dataframe[2].value  # one-time costs beside p50, at the chosen thread count
+    assert sorted(set(costs.contender)) == ["tensorflow (tf_function)", "torch (eager)"]
+    assert costs.build_s.tolist() == [0.5] * len(costs)
 
 
 def test_system_page_shows_machine_and_database(seeded, monkeypatch):

@@ -6,7 +6,8 @@ import torch
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import build_model, make_input
+from engine.backends.torch_eager import (build_model, dtype_of, input_tensor, make_input,
+                                         to_precision)
 from engine.spec import RunSpec
 
 
@@ -17,14 +18,15 @@ class Backend(torch_eager.Backend):
         x = torch.from_numpy(make_input(spec)).to(self.device)
         with torch.inference_mode():
             reference = model(x).cpu().numpy()
-            model = model.to(memory_format=torch.channels_last)
-            got = model(x.contiguous(memory_format=torch.channels_last)).cpu().numpy()
-        self.output_rel_diff = check_close(reference, got, "eager (contiguous)")
+            model = to_precision(model, spec).to(memory_format=torch.channels_last)
+            got = model(x.to(dtype_of(spec)).contiguous(memory_format=torch.channels_last))
+            got = got.float().cpu().numpy()
+        self.output_rel_diff = check_close(reference, got, "eager (contiguous, fp32)",
+                                           spec.precision)
         self.model = model
 
     def make_step(self, spec: RunSpec):
-        x = torch.from_numpy(make_input(spec)).to(self.device)
-        x = x.contiguous(memory_format=torch.channels_last)
+        x = input_tensor(spec, self.device).contiguous(memory_format=torch.channels_last)
         model = self.model
 
         def step():

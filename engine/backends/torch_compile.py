@@ -14,7 +14,7 @@ import torch._inductor.config as inductor_config
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import build_model, make_input
+from engine.backends.torch_eager import build_model, dtype_of, make_input, to_precision
 from engine.spec import RunSpec
 
 # Freezing folds weights into the graph as constants: measured here, it is what makes
@@ -29,13 +29,14 @@ class Backend(torch_eager.Backend):
         x = torch.from_numpy(make_input(spec)).to(self.device)
         with torch.inference_mode():
             reference = model(x).cpu().numpy()
+        model, x = to_precision(model, spec), x.to(dtype_of(spec))
         torch._dynamo.reset()  # a previous model's graphs must not be reused or counted
         compiled = torch.compile(model, backend="inductor", dynamic=False)
         t = time.perf_counter()
         with torch.inference_mode():
-            got = compiled(x).cpu().numpy()  # compiles for this shape
+            got = compiled(x).float().cpu().numpy()  # compiles for this shape
         self.prepare_s = time.perf_counter() - t
-        self.output_rel_diff = check_close(reference, got, "eager")
+        self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
         self.eager = model
         self.model = compiled
 

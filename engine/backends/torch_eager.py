@@ -20,6 +20,19 @@ def make_input(spec: RunSpec) -> np.ndarray:
                                dtype=np.float32)
 
 
+def dtype_of(spec: RunSpec):
+    return torch.bfloat16 if spec.precision == "bf16" else torch.float32
+
+
+def input_tensor(spec: RunSpec, device):
+    return torch.from_numpy(make_input(spec)).to(device=device, dtype=dtype_of(spec))
+
+
+def to_precision(model, spec: RunSpec):
+    """Cast after the fp32 reference was taken: bf16 runs are checked against fp32 eager."""
+    return model.to(dtype_of(spec))
+
+
 def build_model(spec: RunSpec, device):
     """The seeded torchvision model with the spec's weight policy applied, in eval mode.
     Every torch runtime starts from this, so they all run the same weights."""
@@ -53,6 +66,16 @@ class Backend:
     def load(self, spec: RunSpec) -> None:
         self.device = torch.device(spec.device)
         self.model = build_model(spec, self.device)
+        self.output_rel_diff = 0.0
+        if spec.precision != "fp32":  # the fp32 model is the reference for its bf16 self
+            from engine.backends.base import check_close
+
+            x = torch.from_numpy(make_input(spec)).to(self.device)
+            with torch.inference_mode():
+                reference = self.model(x).float().cpu().numpy()
+                self.model = to_precision(self.model, spec)
+                got = self.model(x.to(dtype_of(spec))).float().cpu().numpy()
+            self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
         params = sum(p.numel() for p in self.model.parameters())
@@ -61,7 +84,9 @@ class Backend:
         if count_flops:
             from torch.utils.flop_counter import FlopCounterMode
 
-            x = torch.zeros(1, 3, spec.image_size, spec.image_size, device=self.device)
+            dtype = next(self.model.parameters()).dtype
+            x = torch.zeros(1, 3, spec.image_size, spec.image_size, device=self.device,
+                            dtype=dtype)
             with FlopCounterMode(display=False) as counter, torch.inference_mode():
                 self.model(x)
             flops = int(counter.get_total_flops())
@@ -69,7 +94,7 @@ class Backend:
                           "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)")
 
     def make_step(self, spec: RunSpec):
-        x = torch.from_numpy(make_input(spec)).to(self.device)
+        x = input_tensor(spec, self.device)
         model = self.model
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()

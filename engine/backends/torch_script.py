@@ -8,7 +8,7 @@ import torch
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import build_model, make_input
+from engine.backends.torch_eager import build_model, dtype_of, make_input, to_precision
 from engine.spec import RunSpec
 
 
@@ -19,12 +19,13 @@ class Backend(torch_eager.Backend):
         x = torch.from_numpy(make_input(spec)).to(self.device)
         with torch.no_grad():
             reference = model(x).cpu().numpy()
+            model, x = to_precision(model, spec), x.to(dtype_of(spec))
             t = time.perf_counter()
             scripted = torch.jit.freeze(torch.jit.trace(model, x))
             self.prepare_s = time.perf_counter() - t
         with torch.inference_mode():
-            got = scripted(x).cpu().numpy()
-        self.output_rel_diff = check_close(reference, got, "eager")
+            got = scripted(x).float().cpu().numpy()
+        self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
         self.eager = model  # parameters and FLOPs are counted on the eager module
         self.model = scripted
 
