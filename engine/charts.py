@@ -11,7 +11,8 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 __all__ = ["latency_vs_batch", "throughput_vs_batch", "scaling_vs_threads", "latency_box",
-           "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map"]
+           "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map",
+           "search_probes", "cost_bars", "break_even_chart"]
 
 _PALETTE = px.colors.qualitative.D3
 # Legend under the plot: above it, it collides with the title in narrow columns.
@@ -204,4 +205,30 @@ def break_even_chart(a_label: str, a: tuple[float, float], b_label: str,
                                        "is one more machine)")
     fig.update_xaxes(title="request rate [samples/s]")
     fig.update_yaxes(title="monthly cost [USD]", rangemode="tozero")
+    return fig
+
+
+def search_probes(probes: list[dict], p99_bound_ms: float | None = None) -> go.Figure:
+    """An optimal-batch search: throughput per probed batch (bars), p99 latency (line, right
+    axis), the bound as a dotted line; failed probes (out of memory) marked at zero."""
+    d = pd.DataFrame(probes).sort_values("batch_size")
+    ok = d[d.status == "ok"]
+    bad = d[d.status != "ok"]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=ok.batch_size.astype(str), y=ok.throughput, name="throughput",
+                         marker_color="#1f77b4"))
+    if not bad.empty:
+        fig.add_trace(go.Bar(x=bad.batch_size.astype(str), y=[0] * len(bad), name="failed",
+                             text=bad.status, textposition="outside", marker_color="#d62728"))
+    fig.add_trace(go.Scatter(x=ok.batch_size.astype(str), y=ok.p99_ms, name="p99 latency",
+                             yaxis="y2", mode="lines+markers", line=dict(color="#ff7f0e")))
+    if p99_bound_ms is not None:
+        fig.add_trace(go.Scatter(x=d.batch_size.astype(str), y=[p99_bound_ms] * len(d),
+                                 yaxis="y2", mode="lines", name="p99 bound",
+                                 line=dict(color="#ff7f0e", dash="dot")))
+    fig.update_layout(**_LAYOUT, title="Batch-size search: every probe",
+                      yaxis2=dict(title="p99 latency [ms]", overlaying="y", side="right"))
+    fig.update_xaxes(title="batch size [samples]", type="category",
+                     categoryorder="array", categoryarray=[str(b) for b in d.batch_size])
+    fig.update_yaxes(title="throughput [samples/s]")
     return fig

@@ -115,6 +115,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("runtimes", help="the runtimes of each framework and what they support")
 
+    bs = sub.add_parser("batch-search", help="find the throughput-optimal batch size "
+                                             "(doubling, then bisecting after out-of-memory)")
+    bs.add_argument("--model", required=True)
+    bs.add_argument("--framework", default="torch")
+    bs.add_argument("--runtime", default=None)
+    bs.add_argument("--threads", type=_int("threads", 1), default=1)
+    bs.add_argument("--image-size", type=_int("image_size", 32, 1024), default=None)
+    bs.add_argument("--precision", default="fp32")
+    bs.add_argument("--start", type=_int("start", *BATCH_RANGE), default=1)
+    bs.add_argument("--max-batch", type=_int("max_batch", *BATCH_RANGE), default=BATCH_RANGE[1])
+    bs.add_argument("--margin", type=_float("margin"), default=0.05,
+                    help="a doubling must raise throughput by more than this (default 0.05)")
+    bs.add_argument("--p99-ms", type=_float("p99_ms"), default=None,
+                    help="also report the largest batch whose p99 latency stays under this")
+    bs.add_argument("--memory-cap-mb", type=_int("memory_cap_mb", 64), default=None,
+                    help="address space a run may add (default: 75%% of RAM)")
+    bs.add_argument("--min-time", type=_float("min_time_s"), default=1.0)
+    bs.add_argument("--min-iters", type=_int("min_iters", 1), default=10)
+    bs.add_argument("--timeout", type=_float("timeout"), default=600.0)
+    _db_arg(bs)
+
     sw = sub.add_parser("sweeps", help="list stored sweeps, newest first")
     _db_arg(sw)
 
@@ -151,10 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # What the sweep records as its command: the arguments this call received.
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     try:
         return {"run": cmd_run, "models": cmd_models, "runs": cmd_runs,
                 "sweeps": cmd_sweeps, "compare": cmd_compare, "prices": cmd_prices,
-                "runtimes": cmd_runtimes,
+                "runtimes": cmd_runtimes, "batch-search": cmd_batch_search,
                 "export": cmd_export, "import": cmd_import}[args.command](args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -226,7 +249,7 @@ def cmd_run(args) -> int:
                     process_per_run=args.process_per_run)
     try:
         records = run_sweep(specs, db=db, rounds=args.rounds, seed=seed, runner=runner,
-                            command=" ".join(["python -m engine", *sys.argv[1:]]),
+                            command=" ".join(["python -m engine", *args.argv]),
                             on_start=on_start, on_round=on_round, on_stored=on_stored,
                             on_event=on_event)
     finally:
@@ -319,6 +342,58 @@ def cmd_runs(args) -> int:
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
                         "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
                         "peak MiB", "reason"], rows))
+    return 0
+
+
+def cmd_batch_search(args) -> int:
+    import psutil
+
+    from engine.batch_search import batch_search
+    from engine.report import format_table
+    from engine.runner import Runner, new_id
+    from engine.system import system_info
+    from store.db import open_db, resolve_db_path
+    from store.runs import save_record, save_sweep
+
+    if not 0 <= args.margin <= 1:
+        raise UserError(f"margin: {args.margin} is out of range; allowed: number 0..1",
+                        field="margin")
+    base = RunSpec(args.model, args.framework, args.start, args.threads,
+                   image_size=args.image_size, precision=args.precision, runtime=args.runtime,
+                   policy=MeasurementPolicy(min_time_s=args.min_time, min_iters=args.min_iters,
+                                            warmup_iters=3)).validate()
+    db = resolve_db_path(args.db)
+    sweep_id = new_id()
+    with open_db(db) as con:
+        save_sweep(con, sweep_id, rounds=1, seed=0, plan=[], configurations=0,
+                   command=" ".join(["python -m engine", *args.argv]))
+    system = system_info()
+
+    def store(rec):
+        with open_db(db) as con:
+            save_record(con, rec, system)
+        figure = (f"{rec.throughput:,.1f} samples/s, p99 {rec.p99_ms:.2f} ms"
+                  if rec.throughput else rec.reason[:120])
+        print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
+
+    cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
+           else int(psutil.virtual_memory().total * 0.75))
+    print(f"batch search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
+          f"{base.intra_threads} threads, from batch {args.start}")
+    res = batch_search(base, runner=Runner(timeout_s=args.timeout, memory_cap_bytes=cap),
+                       on_record=store, sweep_id=sweep_id, start=args.start,
+                       max_batch=args.max_batch, margin=args.margin, p99_bound_ms=args.p99_ms)
+    rows = [[str(r.batch_size), r.status, f"{r.throughput:,.1f}" if r.throughput else "",
+             f"{r.median_ms:.2f}" if r.median_ms else "", f"{r.p99_ms:.2f}" if r.p99_ms else "",
+             "*" if r.batch_size == res.best_batch else ""] for r in res.probes]
+    print()
+    print(format_table(["batch", "status", "samples/s", "p50 ms", "p99 ms", "best"], rows))
+    print(f"\nstopped: {res.stop_reason}")
+    if res.best_batch:
+        print(f"throughput-optimal batch: {res.best_batch} ({res.best_throughput:,.1f} samples/s)")
+    if args.p99_ms is not None:
+        print(f"largest batch with p99 <= {args.p99_ms:g} ms: {res.p99_batch or 'none probed'}")
+    print(f"probes stored in {db} as sweep {sweep_id} (see Compare: throughput vs batch)")
     return 0
 
 

@@ -25,7 +25,7 @@ from engine.runner import Runner
 from engine.spec import MeasurementPolicy, RunSpec, expand_sweep
 from engine.sweep import run_sweep
 
-__all__ = ["SweepRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
+__all__ = ["SweepRequest", "BatchSearchRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
            "DONE", "CANCELLED", "FAILED"]
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
@@ -67,6 +67,53 @@ class SweepRequest:
 
 
 @dataclass(frozen=True)
+class BatchSearchRequest:
+    """An optimal-batch search (engine.batch_search) as a dashboard job."""
+
+    model: str
+    framework: str
+    runtime: str | None
+    threads: int
+    image_size: int | None = None
+    precision: str = "fp32"
+    start: int = 1
+    max_batch: int = 4096
+    margin: float = 0.05
+    p99_bound_ms: float | None = None
+    policy: MeasurementPolicy = field(default_factory=lambda: MeasurementPolicy(
+        warmup_iters=3, min_time_s=1.0, min_iters=10))
+    timeout_s: float = 600.0
+    memory_cap_bytes: int | None = None
+    rounds: int = 1  # a search is one pass; kept so views treat both kinds alike
+    seed: int | None = None
+
+    @property
+    def models(self):
+        return (self.model,)
+
+    @property
+    def frameworks(self):
+        return (self.framework,)
+
+    def base(self) -> RunSpec:
+        return RunSpec(self.model, self.framework, self.start, self.threads,
+                       image_size=self.image_size, precision=self.precision,
+                       runtime=self.runtime, policy=self.policy).validate()
+
+    def specs(self) -> list[RunSpec]:
+        base = self.base()
+        if not 0 <= self.margin <= 1:
+            raise UserError(f"margin: {self.margin} is out of range; allowed: number 0..1",
+                            field="margin")
+        # The most probes it can take: doublings up to max_batch, plus 3 bisections.
+        n = max(1, (self.max_batch // max(self.start, 1)).bit_length()) + 3
+        return [base] * n
+
+    def same_work(self, other) -> bool:
+        return self == other
+
+
+@dataclass(frozen=True)
 class JobView:
     """A snapshot for the page: plain values, safe to read from any thread."""
 
@@ -83,6 +130,7 @@ class JobView:
     started_at: float | None
     ended_at: float | None
     worker_pids: tuple[int, ...]
+    result: str = ""
 
 
 class _Job:
@@ -94,12 +142,13 @@ class _Job:
         self.queued_at, self.started_at, self.ended_at = clock(), None, None
         self.cancel = threading.Event()
         self.worker_pids: list[int] = []
+        self.result = ""  # a search's conclusion
 
     def view(self) -> JobView:
         return JobView(self.job_id, self.request, self.state, self.total, self.done,
                        self.sweep_id, dict(self.current) if self.current else None,
                        tuple(self.finished), self.error, self.queued_at, self.started_at,
-                       self.ended_at, tuple(self.worker_pids))
+                       self.ended_at, tuple(self.worker_pids), self.result)
 
 
 class JobManager:
@@ -206,6 +255,9 @@ class JobManager:
                 setattr(job, k, v)
             self._lock.notify_all()
 
+    def _search(self, job, req, runner, on_stored, on_event) -> None:
+        _search_job(self, job, req, runner, on_stored, on_event)
+
     def _run(self, job: _Job) -> None:
         req = job.request
 
@@ -215,8 +267,9 @@ class JobManager:
                 job.finished.append({
                     "run_id": rec.run_id, "round": rec.round_no, "model": rec.model,
                     "framework": rec.framework, "batch_size": rec.batch_size,
-                    "threads": rec.intra_threads, "status": rec.status,
-                    "p50_ms": rec.median_ms, "reason": rec.reason})
+                    "threads": rec.intra_threads, "runtime": rec.runtime,
+                    "status": rec.status, "p50_ms": rec.median_ms, "p99_ms": rec.p99_ms,
+                    "throughput": rec.throughput, "reason": rec.reason})
                 self._lock.notify_all()
 
         def on_event(ev, round_no):
@@ -234,10 +287,50 @@ class JobManager:
 
         runner = Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
                         cancel=job.cancel, **self.runner_options)
+        if isinstance(req, BatchSearchRequest):
+            self._search(job, req, runner, on_stored, on_event)
+            return
         seed = req.seed if req.seed is not None else random.randrange(2**31)
         run_sweep(job.specs, db=self.db_path, rounds=req.rounds, seed=seed, runner=runner,
                   command="dashboard", on_start=lambda sid: self._update(job, sweep_id=sid),
                   on_stored=on_stored, on_event=on_event)
+
+
+def _search_job(manager: "JobManager", job, req: BatchSearchRequest, runner, on_stored,
+                on_event) -> None:
+    from engine.batch_search import batch_search
+    from engine.runner import new_id
+    from engine.system import system_info
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    sweep_id = new_id()
+    with open_db(manager.db_path) as con:
+        save_sweep(con, sweep_id, rounds=1, seed=0, plan=[], configurations=0,
+                   command=f"dashboard batch-search {req.model} {req.framework}")
+    manager._update(job, sweep_id=sweep_id)
+    system = system_info()
+
+    def store(rec):
+        with open_db(manager.db_path) as con:
+            save_record(con, rec, system)
+        on_stored(rec)
+
+    inner = runner.run
+
+    def run(specs, **kw):  # progress events carry the probe number as the "round"
+        return inner(specs, on_event=lambda ev: on_event(ev, len(job.finished) + 1), **kw)
+
+    runner.run = run
+    res = batch_search(req.base(), runner=runner, on_record=store, sweep_id=sweep_id,
+                       start=req.start, max_batch=req.max_batch, margin=req.margin,
+                       p99_bound_ms=req.p99_bound_ms)
+    summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
+               if res.best_batch else "no batch size succeeded")
+    if req.p99_bound_ms is not None:
+        summary += f"; largest batch with p99 <= {req.p99_bound_ms:g} ms: {res.p99_batch}"
+    manager._update(job, total=len(res.probes), error="", result=f"{summary}; stopped: "
+                    f"{res.stop_reason}")
 
 
 _MANAGERS: dict[str, JobManager] = {}

@@ -5,7 +5,8 @@ import streamlit as st
 from engine.catalog import CATALOG, RUNTIMES
 from engine.errors import UserError
 from engine.estimate import estimate_seconds
-from engine.jobs import RUNNING, SweepRequest, get_manager
+from engine.charts import search_probes
+from engine.jobs import RUNNING, BatchSearchRequest, SweepRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
 from engine.spec import (BATCH_RANGE, IMAGE_RANGE, PRECISIONS, MeasurementPolicy,
                          logical_cores, parse_int_list)
@@ -160,16 +161,60 @@ if st.button("Launch", key="launch", type="primary", disabled=bool(errors) or no
         st.warning(str(exc))
 
 
+with st.expander("Find the optimal batch size"):
+    st.caption("Doubles the batch until a probe runs out of memory (the cap), fails, or stops "
+               "raising throughput by more than the margin, then bisects towards the memory "
+               "limit. Every probe is a stored run.")
+    b1, b2, b3, b4 = st.columns(4)
+    bs_model = b1.selectbox("Model", list(CATALOG), key="bs_model")
+    bs_rt = b2.selectbox("Runtime", [f"{f}/{r}" for f in FRAMEWORKS for r in RUNTIMES[f]],
+                         key="bs_runtime")
+    bs_threads = b3.selectbox("Threads", list(range(1, CORES + 1)), index=CORES - 1,
+                              key="bs_threads")
+    bs_p99 = b4.number_input("p99 bound (ms, 0 = none)", key="bs_p99", min_value=0.0,
+                             value=0.0, step=10.0)
+    b5, b6, b7 = st.columns(3)
+    bs_margin = b5.number_input("Margin", key="bs_margin", min_value=0.0, max_value=1.0,
+                                value=0.05, step=0.01, help="a doubling must raise "
+                                "throughput by more than this to continue")
+    bs_max = b6.number_input("Largest batch", key="bs_max", min_value=1, max_value=4096,
+                             value=256)
+    bs_cap = b7.number_input("Memory cap (MB, 0 = 75 % of RAM)", key="bs_cap", min_value=0,
+                             value=0, step=512)
+    framework, runtime = bs_rt.split("/")
+    search = BatchSearchRequest(
+        model=bs_model, framework=framework, runtime=runtime, threads=int(bs_threads),
+        image_size=image_size, margin=float(bs_margin), max_batch=int(bs_max),
+        p99_bound_ms=float(bs_p99) or None,
+        memory_cap_bytes=int(bs_cap) * 2**20 if bs_cap else None)
+    try:
+        search.specs()
+        search_error = ""
+    except UserError as exc:
+        search_error = str(exc)
+        st.error(search_error)
+    if st.button("Start search", key="bs_launch", disabled=bool(search_error)):
+        try:
+            view = manager.submit(search)
+            st.success(f"Search job {view.job_id} queued.")
+        except UserError as exc:
+            st.warning(str(exc))
+
+
 @st.fragment(run_every=1.0)
 def job_panel():
     active = manager.active()
     if active is not None:
         st.subheader(f"Job {active.job_id}: running")
+        is_search = isinstance(active.request, BatchSearchRequest)
         st.progress(active.done / max(active.total, 1),
-                    text=f"{active.done} of {active.total} runs finished")
+                    text=f"{active.done} of {active.total} runs finished" if not is_search
+                    else f"{active.done} probes so far (at most {active.total})")
         cur = active.current
         if cur:
-            st.markdown(f"In flight: **round {cur['round']}/{active.request.rounds} · "
+            where = (f"probe {cur['round']}" if is_search
+                     else f"round {cur['round']}/{active.request.rounds}")
+            st.markdown(f"In flight: **{where} · "
                         f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
                         f"{cur['threads']} threads** — {cur['phase']}"
                         + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
@@ -196,7 +241,14 @@ def job_panel():
             ok = sum(f["status"] == "ok" for f in job.finished)
             st.write(f"Job {job.job_id}: **{job.state}** — {job.done}/{job.total} runs, "
                      f"{ok} ok" + (f" — {job.error}" if job.error else "")
+                     + (f" — {job.result}" if job.result else "")
                      + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
+        searches = [j for j in history if isinstance(j.request, BatchSearchRequest)
+                    and j.finished]
+        if searches:
+            latest = searches[0]
+            st.plotly_chart(search_probes(list(latest.finished), latest.request.p99_bound_ms),
+                            key=f"search_{latest.job_id}")
     if active is None and not queued and not history:
         st.caption("No sweep running. Pick models and frameworks above and press Launch; "
                    "results then appear on the Results and Compare pages.")

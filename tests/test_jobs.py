@@ -81,3 +81,24 @@ def test_invalid_request_is_refused_before_queueing(db_path):
         jm.submit(SweepRequest(models=("identity",), frameworks=("selftest",),
                                batch_sizes=(0,), threads=(1,)))
     assert jm.queued() == [] and jm.active() is None
+
+
+def test_a_batch_search_runs_as_a_job_and_reports_its_conclusion(db_path, worker_env):
+    from engine.jobs import BatchSearchRequest
+
+    jm = JobManager(db_path)
+    req = BatchSearchRequest(model="identity", framework="selftest", runtime="python",
+                             threads=1, max_batch=4, margin=0.0, p99_bound_ms=1000.0,
+                             policy=FAST)
+    view = jm.submit(req)
+    assert view.total == 6  # at most: 1, 2, 4 and three bisection probes
+    assert jm.wait(lambda m: m.get(view.job_id).state in (DONE, "failed"), 120)
+    done = jm.get(view.job_id)
+    assert done.state == DONE, done.error
+    batches = [f["batch_size"] for f in done.finished]
+    assert batches[0] == 1 and set(batches) <= {1, 2, 4}
+    assert done.result.startswith("optimal batch ") and "stopped: " in done.result
+    with open_db(db_path) as con:
+        n = con.execute("SELECT count(*) FROM runs WHERE sweep_id = ?",
+                        [done.sweep_id]).fetchall()[0][0]
+    assert n == len(batches)

@@ -251,3 +251,24 @@ def test_run_page_runtimes_expand_the_sweep_and_bad_pairs_are_explained(db_path,
         "runtime: 'onnxruntime' is not available for tensorflow; allowed: tensorflow: keras, "
         "tf_function, xla"]
     assert at.button(key="launch").disabled is True
+
+
+def test_run_page_submits_a_batch_search(db_path, monkeypatch):
+    from engine.jobs import BatchSearchRequest
+
+    fake = FakeManager()
+    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.selectbox(key="bs_model").set_value("resnet18")
+    at.selectbox(key="bs_runtime").set_value("torch/onnxruntime")
+    at.selectbox(key="bs_threads").set_value(1)
+    at.number_input(key="bs_p99").set_value(50.0)
+    at.number_input(key="bs_max").set_value(64)
+    at.run()
+    at.button(key="bs_launch").click().run()
+    assert not at.exception
+    [req] = fake.submitted
+    assert isinstance(req, BatchSearchRequest)
+    assert (req.model, req.framework, req.runtime, req.threads, req.p99_bound_ms,
+            req.max_batch, req.margin) == ("resnet18", "torch", "onnxruntime", 1, 50.0, 64, 0.05)
+    assert at.success[0].value == "Search job 1 queued."

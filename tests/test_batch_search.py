@@ -1,0 +1,77 @@
+"""The optimal-batch search: the algorithm on scripted outcomes, and one real search."""
+
+from dataclasses import replace
+
+import pytest
+
+from engine.batch_search import batch_search
+from engine.cli import main
+from store.db import open_db
+from tests.helpers import failed_record, ok_record, spec
+
+
+class ScriptedRunner:
+    """Answers each probe from a table: batch -> latency (ms), or 'oom' above a limit."""
+
+    def __init__(self, latency_ms, oom_from=None):
+        self.latency_ms, self.oom_from, self.batches = latency_ms, oom_from, []
+
+    def run(self, specs, *, on_record, sweep_id=None):
+        [s] = specs
+        self.batches.append(s.batch_size)
+        if self.oom_from is not None and s.batch_size >= self.oom_from:
+            rec = replace(failed_record(f"b{s.batch_size}", status="oom"),
+                          batch_size=s.batch_size, sweep_id=sweep_id)
+        else:
+            ns = int(self.latency_ms(s.batch_size) * 1e6)
+            rec = replace(ok_record(f"b{s.batch_size}", samples=(ns, ns, ns),
+                                    batch_size=s.batch_size), sweep_id=sweep_id)
+        on_record(rec)
+        return [rec]
+
+
+def test_doubling_stops_when_throughput_stops_improving():
+    # latency 10 ms + 1 ms per sample: throughput rises 91, 167, 286, 444, 615, 762, 865 ...
+    r = ScriptedRunner(lambda b: 10 + b)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, margin=0.2,
+                       p99_bound_ms=30)
+    # 64 -> 865/s is +13.6 % over 32's 762/s: under the 20 % margin, so the search stops
+    assert r.batches == [1, 2, 4, 8, 16, 32, 64]
+    assert res.best_batch == 64 and res.best_throughput == pytest.approx(64 / 0.074)
+    assert res.stop_reason == "throughput stopped improving by more than 20% at batch 64"
+    assert res.p99_batch == 16  # p99 = 10 + b ms: 26 ms at 16, 42 ms at 32
+
+
+def test_out_of_memory_then_bisection_finds_the_limit():
+    r = ScriptedRunner(lambda b: 1 + 0.01 * b, oom_from=100)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, margin=0.0)
+    # doubling fits 64, fails at 128; bisection probes 96 (fits), 112 (oom), 104 (oom)
+    assert r.batches == [1, 2, 4, 8, 16, 32, 64, 128, 96, 112, 104]
+    assert res.best_batch == 96
+    assert res.stop_reason == ("out of memory at batch 128; the largest batch that fits lies "
+                               "in [96, 104)")
+    assert [p.status for p in res.probes].count("oom") == 3
+
+
+def test_max_batch_ends_the_search():
+    r = ScriptedRunner(lambda b: 1.0)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, max_batch=8)
+    assert r.batches == [1, 2, 4, 8] and res.best_batch == 8
+    assert res.stop_reason == "reached the largest batch allowed (8)"
+
+
+def test_real_search_stores_every_probe_in_one_sweep(db_path, worker_env, capsys):
+    assert main(["batch-search", "--model", "mobilenet_v3_small", "--framework", "torch",
+                 "--image-size", "32", "--max-batch", "4", "--margin", "0", "--p99-ms", "1000",
+                 "--min-time", "0.1", "--min-iters", "5", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    with open_db(db_path) as con:
+        rows = con.execute("SELECT r.batch_size, r.status, s.command FROM runs r JOIN sweeps s "
+                           "USING (sweep_id) ORDER BY r.started_at").fetchall()
+    batches = [b for b, _, _ in rows]
+    # doubling from 1 (noise may end it at 2 if batch 2 was no faster: margin 0)
+    assert batches in ([1, 2], [1, 2, 4])
+    assert rows[0][2].startswith("python -m engine batch-search --model mobilenet_v3_small")
+    fitted = max(b for b, st, _ in rows if st == "ok")
+    assert f"largest batch with p99 <= 1000 ms: {fitted}" in out
+    assert "throughput-optimal batch: " in out
