@@ -39,14 +39,22 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
                  bisect_probes: int = 3) -> SearchResult:
     probes: list[RunRecord] = []
 
+    noisy: list[int] = []
+
     def probe(batch: int) -> RunRecord:
-        [rec] = runner.run([replace(base, batch_size=batch).validate()], on_record=on_record,
-                           sweep_id=sweep_id)
-        probes.append(rec)
+        # A probe ruined by interference (invalid, but measured) is measured once more; if
+        # it is still invalid its figure is used, and the conclusion says so.
+        for attempt in range(2):
+            [rec] = runner.run([replace(base, batch_size=batch).validate()],
+                               on_record=on_record, sweep_id=sweep_id)
+            probes.append(rec)
+            if not (rec.status == "invalid" and rec.throughput is not None):
+                return rec
+        noisy.append(batch)
         return rec
 
     def ok(rec):
-        return rec.status == "ok" and rec.throughput is not None
+        return rec.status in ("ok", "invalid") and rec.throughput is not None
 
     best: RunRecord | None = None
     batch, fitted, failed_at, reason = start, None, None, ""
@@ -55,7 +63,7 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
         if rec.status == "oom":
             failed_at, reason = batch, f"out of memory at batch {batch}"
             break
-        if not ok(rec):
+        if not ok(rec):  # error, timeout, killed: no figure to go on
             reason = f"batch {batch} ended {rec.status}: {rec.reason[:120]}"
             break
         fitted = batch
@@ -84,6 +92,9 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
             else:
                 hi = mid
         reason += f"; the largest batch that fits lies in [{lo}, {hi})"
+    if noisy:
+        reason += (f"; batch {', '.join(map(str, noisy))} stayed invalid (too noisy) after a "
+                   "second measurement: treat those figures with care")
     p99_batch = None
     if p99_bound_ms is not None:
         within = [r.batch_size for r in probes if ok(r) and r.p99_ms <= p99_bound_ms]

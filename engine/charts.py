@@ -227,8 +227,8 @@ def search_probes(probes: list[dict], p99_bound_ms: float | None = None) -> go.F
                                  yaxis="y2", mode="lines", name="p99 bound",
                                  line=dict(color="#ff7f0e", dash="dot")))
     fig.update_layout(**_LAYOUT, title="Batch-size search: every probe",
+                      yaxis=dict(title="throughput [samples/s]"),
                       yaxis2=dict(title="p99 latency [ms]", overlaying="y", side="right"))
     fig.update_xaxes(title="batch size [samples]", type="category",
                      categoryorder="array", categoryarray=[str(b) for b in d.batch_size])
-    fig.update_yaxes(title="throughput [samples/s]")
     return fig

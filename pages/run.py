@@ -201,9 +201,11 @@ with st.expander("Find the optimal batch size"):
             st.warning(str(exc))
 
 
-@st.fragment(run_every=1.0)
-def job_panel():
+def job_panel(polling: bool) -> None:
     active = manager.active()
+    queued = manager.queued()
+    if polling and active is None and not queued:
+        st.rerun()  # the last job just ended: redraw the page once, then stop polling
     if active is not None:
         st.subheader(f"Job {active.job_id}: running")
         is_search = isinstance(active.request, BatchSearchRequest)
@@ -222,9 +224,8 @@ def job_panel():
             manager.cancel(active.job_id)
         if active.finished:
             st.dataframe(list(reversed(active.finished)), hide_index=True,
-                         column_order=["round", "model", "framework", "batch_size",
+                         column_order=["round", "model", "framework", "runtime", "batch_size",
                                        "threads", "status", "p50_ms", "reason"])
-    queued = manager.queued()
     if queued:
         st.subheader("Queue")
         for job in queued:
@@ -234,24 +235,34 @@ def job_panel():
                      f"{job.total} runs — waiting")
             if c2.button("Cancel", key=f"cancel_{job.job_id}"):
                 manager.cancel(job.job_id)
-    history = manager.history()
-    if history:
-        st.subheader("Finished jobs")
-        for job in history[:5]:
-            ok = sum(f["status"] == "ok" for f in job.finished)
-            st.write(f"Job {job.job_id}: **{job.state}** — {job.done}/{job.total} runs, "
-                     f"{ok} ok" + (f" — {job.error}" if job.error else "")
-                     + (f" — {job.result}" if job.result else "")
-                     + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
-        searches = [j for j in history if isinstance(j.request, BatchSearchRequest)
-                    and j.finished]
-        if searches:
-            latest = searches[0]
-            st.plotly_chart(search_probes(list(latest.finished), latest.request.p99_bound_ms),
-                            key=f"search_{latest.job_id}")
-    if active is None and not queued and not history:
-        st.caption("No sweep running. Pick models and frameworks above and press Launch; "
-                   "results then appear on the Results and Compare pages.")
 
 
-job_panel()
+# The page polls only while a job is queued or running, and every 2 s: on a 2-core
+# machine a dashboard redrawing every second competes with the benchmark it launched.
+@st.fragment(run_every=2.0)
+def polling_job_panel() -> None:
+    job_panel(polling=True)
+
+
+if manager.active() is not None or manager.queued():
+    polling_job_panel()
+else:
+    job_panel(polling=False)
+
+history = manager.history()
+if history:
+    st.subheader("Finished jobs")
+    for job in history[:5]:
+        ok = sum(f["status"] == "ok" for f in job.finished)
+        st.write(f"Job {job.job_id}: **{job.state}** — {job.done}/{job.total} runs, "
+                 f"{ok} ok" + (f" — {job.error}" if job.error else "")
+                 + (f" — {job.result}" if job.result else "")
+                 + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
+    searches = [j for j in history if isinstance(j.request, BatchSearchRequest) and j.finished]
+    if searches:
+        latest = searches[0]
+        st.plotly_chart(search_probes(list(latest.finished), latest.request.p99_bound_ms),
+                        key=f"search_{latest.job_id}")
+elif manager.active() is None and not manager.queued():
+    st.caption("No sweep running. Pick models and frameworks above and press Launch; "
+               "results then appear on the Results and Compare pages.")

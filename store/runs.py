@@ -151,14 +151,16 @@ def save_sweep(con, sweep_id: str, *, rounds: int, seed: int, plan: list[list[st
 
 
 def list_sweeps(con, *, with_runs_only: bool = False) -> pd.DataFrame:
-    """Newest first, with run counts and the models each sweep covered."""
+    """Newest first, with run counts and the models each sweep covered. with_runs_only:
+    only sweeps with at least one successful run (something to compare)."""
     return con.execute(
         "SELECT s.sweep_id, s.created_at, s.rounds, s.seed, s.configurations, "
         "count(r.run_id) AS runs, count(*) FILTER (WHERE r.status = 'ok') AS ok, "
         "list(DISTINCT r.model ORDER BY r.model) FILTER (WHERE r.model IS NOT NULL) AS models "
         "FROM sweeps s LEFT JOIN runs r USING (sweep_id) "
         "GROUP BY s.sweep_id, s.created_at, s.rounds, s.seed, s.configurations "
-        "HAVING NOT ? OR count(r.run_id) > 0 ORDER BY s.created_at DESC",
+        "HAVING NOT ? OR count(*) FILTER (WHERE r.status = 'ok') > 0 "
+        "ORDER BY s.created_at DESC",
         [with_runs_only]).df()
 
 

@@ -75,3 +75,20 @@ def test_real_search_stores_every_probe_in_one_sweep(db_path, worker_env, capsys
     fitted = max(b for b, st, _ in rows if st == "ok")
     assert f"largest batch with p99 <= 1000 ms: {fitted}" in out
     assert "throughput-optimal batch: " in out
+
+
+def test_a_noisy_probe_is_measured_again_before_its_figure_is_used():
+    class Noisy(ScriptedRunner):
+        def run(self, specs, *, on_record, sweep_id=None):
+            [rec] = super().run(specs, on_record=lambda r: None, sweep_id=sweep_id)
+            if specs[0].batch_size == 2:  # batch 2 is disturbed every time
+                rec = replace(rec, status="invalid", reason="IQR/median 40% above 25%")
+            on_record(rec)
+            return [rec]
+
+    r = Noisy(lambda b: 1.0)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, max_batch=4)
+    assert r.batches == [1, 2, 2, 4] and res.best_batch == 4
+    assert res.stop_reason == ("reached the largest batch allowed (4); batch 2 stayed invalid "
+                               "(too noisy) after a second measurement: treat those figures "
+                               "with care")
