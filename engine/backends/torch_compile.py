@@ -39,14 +39,3 @@ class Backend(torch_eager.Backend):
         self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
         self.eager = model
         self.model = compiled
-
-    def model_stats(self, spec: RunSpec, count_flops: bool):
-        compiled, self.model = self.model, self.eager
-        try:
-            return super().model_stats(spec, count_flops)
-        finally:
-            self.model = compiled
-
-    def unload(self) -> None:
-        self.eager = None
-        super().unload()

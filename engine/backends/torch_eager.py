@@ -52,6 +52,7 @@ class Backend:
 
     def __init__(self):
         self.model = None
+        self.eager = None
         self.device = None
 
     def versions(self) -> dict:
@@ -78,17 +79,20 @@ class Backend:
             self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
-        params = sum(p.numel() for p in self.model.parameters())
-        trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        # Runtimes that replace the module (scripted, compiled) keep the eager one in
+        # self.eager: parameters and FLOPs are counted there.
+        model = self.eager if self.eager is not None else self.model
+        params = sum(p.numel() for p in model.parameters())
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         flops = None
         if count_flops:
             from torch.utils.flop_counter import FlopCounterMode
 
-            dtype = next(self.model.parameters()).dtype
+            dtype = next(model.parameters()).dtype
             x = torch.zeros(1, 3, spec.image_size, spec.image_size, device=self.device,
                             dtype=dtype)
             with FlopCounterMode(display=False) as counter, torch.inference_mode():
-                self.model(x)
+                model(x)
             flops = int(counter.get_total_flops())
         return ModelStats(params, trainable, flops,
                           "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)")
@@ -124,7 +128,7 @@ class Backend:
         return None
 
     def unload(self) -> None:
-        self.model = None
+        self.model = self.eager = None
         if self.device is not None and self.device.type == "cuda":
             torch.cuda.empty_cache()
 

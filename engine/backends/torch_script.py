@@ -28,14 +28,3 @@ class Backend(torch_eager.Backend):
         self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
         self.eager = model  # parameters and FLOPs are counted on the eager module
         self.model = scripted
-
-    def model_stats(self, spec: RunSpec, count_flops: bool):
-        scripted, self.model = self.model, self.eager
-        try:
-            return super().model_stats(spec, count_flops)
-        finally:
-            self.model = scripted
-
-    def unload(self) -> None:
-        self.eager = None
-        super().unload()
