@@ -69,8 +69,11 @@ def test_real_search_stores_every_probe_in_one_sweep(db_path, worker_env, capsys
         rows = con.execute("SELECT r.batch_size, r.status, s.command FROM runs r JOIN sweeps s "
                            "USING (sweep_id) ORDER BY r.started_at").fetchall()
     batches = [b for b, _, _ in rows]
-    # doubling from 1 (noise may end it at 2 if batch 2 was no faster: margin 0)
-    assert batches in ([1, 2], [1, 2, 4])
+    # Doubling from 1 (noise may end it at 2 if batch 2 was no faster: margin 0); a probe
+    # ruined by interference is measured a second time, so a batch may appear twice in a row.
+    distinct = list(dict.fromkeys(batches))
+    assert distinct in ([1, 2], [1, 2, 4])
+    assert batches == sorted(batches) and all(batches.count(b) <= 2 for b in distinct)
     assert rows[0][2].startswith("python -m engine batch-search --model mobilenet_v3_small")
     fitted = max(b for b, st, _ in rows if st == "ok")
     assert f"largest batch with p99 <= 1000 ms: {fitted}" in out
