@@ -284,7 +284,7 @@ def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
     """Monthly block storage and outbound transfer for OCI and AWS, from the unit rates
     (OCI: Block Volume + Balanced performance units, first 10 TB egress free; AWS: EBS gp3,
     first 100 GB egress free)."""
-    def usd(part, item_starts=""):
+    def usd(part):
         r = rates.get(part)
         return r.usd if r is not None else 0.0
     aws_egress = next((r.usd for r in rates.values() if r.provider == "AWS" and

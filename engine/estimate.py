@@ -9,7 +9,7 @@ labelled rough on the page: first runs of a model are guesses.
 
 from __future__ import annotations
 
-from engine.runner import _groups
+from engine.runner import worker_groups
 from engine.spec import RunSpec
 
 __all__ = ["estimate_seconds", "IMPORT_S", "BUILD_S", "DEFAULT_GFLOPS_PER_THREAD"]
@@ -27,7 +27,7 @@ def estimate_seconds(specs: list[RunSpec], rounds: int, *, known_latency_s=None,
     flops_per_sample = flops_per_sample or (lambda s: None)
     gflops_per_thread = gflops_per_thread or (lambda f: None)
     total = 0.0
-    for group in _groups(specs):
+    for group in worker_groups(specs):
         total += IMPORT_S.get(group[0].framework, 5.0)
         for s in group:
             lat = known_latency_s(s)

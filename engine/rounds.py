@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from engine.runner import _groups
+from engine.runner import worker_groups
 from engine.spec import RunSpec
 
 __all__ = ["plan_rounds", "order_name", "DEFAULT_ROUNDS"]
@@ -27,7 +27,7 @@ def order_name(round_no: int) -> str:
 
 def plan_rounds(specs: list[RunSpec], rounds: int, seed: int) -> list[list[RunSpec]]:
     """rounds lists of the same specs; round_no counts from 1."""
-    groups = _groups(specs)
+    groups = worker_groups(specs)
     plan = []
     for r in range(1, rounds + 1):
         if r == 1:

@@ -24,16 +24,14 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from engine.measure import STOP_MAX_ITERS
-from engine.record import STATUSES, RunRecord
+from engine.record import OOM_MARKERS, STATUSES, RunRecord
 from engine.spec import RunSpec
 from engine.stats import summarize, verdict
 from engine.system import PROJECT_ROOT, git_commit, system_info
 
-__all__ = ["Runner", "RunRecord", "classify_exit", "count_model_stats", "STATUSES", "new_id"]
+__all__ = ["Runner", "RunRecord", "classify_exit", "count_model_stats", "STATUSES", "new_id", "worker_groups"]
 
 STDERR_TAIL_BYTES = 8192
-_OOM_MARKERS = ("std::bad_alloc", "memoryerror", "cannot allocate memory",
-                "can't allocate memory", "out of memory", "resourceexhausted")
 
 
 def new_id() -> str:
@@ -42,7 +40,7 @@ def new_id() -> str:
 
 def classify_exit(returncode: int | None, stderr_tail: str) -> tuple[str, str, str | None]:
     """(status, reason, signal name) for a worker that ended without reporting its run."""
-    oom = any(m in stderr_tail.lower() for m in _OOM_MARKERS)
+    oom = any(m in stderr_tail.lower() for m in OOM_MARKERS)
     if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name
         if oom:
@@ -176,7 +174,7 @@ class Runner:
             on_record(r)
 
         tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
-        groups = [[s] for s in specs] if self.process_per_run else _groups(specs)
+        groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
         for group in groups:
             pending = [(new_id(), s) for s in group]
             while pending and not self.cancel.is_set():
@@ -311,7 +309,7 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
         warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples)
 
 
-def _groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
+def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
     """Consecutive specs sharing a worker: same framework, thread counts and device."""
     groups: list[list[RunSpec]] = []
     for s in specs:
@@ -329,7 +327,7 @@ def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[dict], None],
     """Build each model in a worker (one per framework) and report params and FLOPs.
 
     Used by `python -m engine models` to fill the catalog; nothing is timed."""
-    for group in _groups(specs):
+    for group in worker_groups(specs):
         runs = [{"run_id": new_id(), "spec": s.to_dict(), "known_stats": None} for s in group]
         worker = _Worker(python, runs, thread_env(group[0]), None, mode="stats")
         deadline = time.monotonic() + timeout_s

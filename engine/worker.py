@@ -25,13 +25,11 @@ import threading
 import time
 import traceback
 
+from engine.record import OOM_MARKERS
+
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
               "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS")
-
-_OOM_MARKERS = ("can't allocate memory", "cannot allocate memory", "out of memory",
-                "std::bad_alloc", "resourceexhausted", "oom when allocating")
-
 
 def _status_of(exc: BaseException) -> str:
     if type(exc).__name__ == "OutputMismatch":  # a wrong answer: invalid, never timed
@@ -39,7 +37,7 @@ def _status_of(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "oom"
     text = f"{type(exc).__name__}: {exc}".lower()
-    return "oom" if any(m in text for m in _OOM_MARKERS) else "error"
+    return "oom" if any(m in text for m in OOM_MARKERS) else "error"
 
 
 def _proc_status_kb(key: str) -> int | None:

@@ -6,7 +6,7 @@ from engine.catalog import CATALOG, RUNTIMES
 from engine.errors import UserError
 from engine.estimate import estimate_seconds
 from engine.charts import search_probes
-from engine.jobs import RUNNING, BatchSearchRequest, SweepRequest, get_manager
+from engine.jobs import BatchSearchRequest, SweepRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
 from engine.spec import (BATCH_RANGE, IMAGE_RANGE, PRECISIONS, MeasurementPolicy,
                          logical_cores, parse_int_list)

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from engine.cli import main
-from engine.cost import (Machine, break_even_rates, cost_per_million, equivalents,
+from engine.cost import (break_even_rates, cost_per_million, equivalents,
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
                          oci_flex_price, project_throughput, storage_egress,
                          validate_catalog, vcpus_per_ocpu)

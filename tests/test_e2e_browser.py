@@ -57,7 +57,7 @@ def server(tmp_path):
 
 
 def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     base, db = server
     ARTIFACTS.mkdir(exist_ok=True)

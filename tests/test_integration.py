@@ -1,13 +1,12 @@
 """Real tiny runs of both frameworks, each in its own worker subprocess (this pytest process
 imports neither framework)."""
 
-import sys
 
 import pytest
 
 from engine.cli import main
 from engine.runner import Runner, count_model_stats
-from engine.spec import RunSpec
+from engine.spec import MeasurementPolicy, RunSpec
 from store.db import open_db
 
 pytestmark = pytest.mark.slow
@@ -133,8 +132,8 @@ def test_libtorch_without_a_built_runner_is_an_error_row_that_says_what_to_do(
 
 def test_bf16_runs_are_checked_against_fp32_eager_by_direction(db_path, worker_env):
     specs = [RunSpec("mobilenet_v3_small", "torch", 2, 1, image_size=64, precision="bf16",
-                     runtime=rt, policy=__import__("engine.spec").spec.MeasurementPolicy(
-                         warmup_iters=2, min_time_s=0.1, min_iters=5)).validate()
+                     runtime=rt, policy=MeasurementPolicy(warmup_iters=2, min_time_s=0.1,
+                                                          min_iters=5)).validate()
              for rt in ("eager", "channels_last", "torchscript")]
     records = Runner(timeout_s=300).run(specs, on_record=lambda r: None)
     for rec in records:

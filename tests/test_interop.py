@@ -6,7 +6,7 @@ import pytest
 from engine.errors import UserError
 from store.db import open_db
 from store.interop import export_runs, import_file
-from store.runs import counts, list_runs, run_samples, save_record
+from store.runs import counts, save_record
 from tests.helpers import SYSTEM, failed_record, ok_record
 
 # The complete example from PerfZero's documentation (also in shared/reference/).

@@ -4,7 +4,7 @@ import psutil
 import pytest
 
 from engine.errors import UserError
-from engine.jobs import CANCELLED, DONE, QUEUED, RUNNING, JobManager, SweepRequest, get_manager
+from engine.jobs import CANCELLED, DONE, QUEUED, JobManager, SweepRequest, get_manager
 from engine.spec import MeasurementPolicy
 from store.db import open_db
 

@@ -13,7 +13,7 @@ import torch
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import build_model, make_input
+from engine.backends.torch_eager import eager_reference, make_input
 from engine.spec import RunSpec
 
 
@@ -22,11 +22,7 @@ class Backend(torch_eager.Backend):
         if spec.device != "cpu":
             raise RuntimeError("onnxruntime here runs on the CPU only (onnxruntime, not "
                                "onnxruntime-gpu, is installed)")
-        self.device = torch.device("cpu")
-        model = build_model(spec, self.device)
-        x = torch.from_numpy(make_input(spec))
-        with torch.no_grad():
-            reference = model(x).numpy()
+        self.device, model, x, reference = eager_reference(spec)
         t = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "model.onnx")

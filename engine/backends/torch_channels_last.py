@@ -6,18 +6,14 @@ import torch
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import (build_model, dtype_of, input_tensor, make_input,
-                                         to_precision)
+from engine.backends.torch_eager import dtype_of, eager_reference, input_tensor, to_precision
 from engine.spec import RunSpec
 
 
 class Backend(torch_eager.Backend):
     def load(self, spec: RunSpec) -> None:
-        self.device = torch.device(spec.device)
-        model = build_model(spec, self.device)
-        x = torch.from_numpy(make_input(spec)).to(self.device)
+        self.device, model, x, reference = eager_reference(spec)
         with torch.inference_mode():
-            reference = model(x).cpu().numpy()
             model = to_precision(model, spec).to(memory_format=torch.channels_last)
             got = model(x.to(dtype_of(spec)).contiguous(memory_format=torch.channels_last))
             got = got.float().cpu().numpy()

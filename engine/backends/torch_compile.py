@@ -14,7 +14,7 @@ import torch._inductor.config as inductor_config
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import build_model, dtype_of, make_input, to_precision
+from engine.backends.torch_eager import dtype_of, eager_reference, to_precision
 from engine.spec import RunSpec
 
 # Freezing folds weights into the graph as constants: measured here, it is what makes
@@ -24,11 +24,7 @@ inductor_config.freezing = True
 
 class Backend(torch_eager.Backend):
     def load(self, spec: RunSpec) -> None:
-        self.device = torch.device(spec.device)
-        model = build_model(spec, self.device)
-        x = torch.from_numpy(make_input(spec)).to(self.device)
-        with torch.inference_mode():
-            reference = model(x).cpu().numpy()
+        self.device, model, x, reference = eager_reference(spec)
         model, x = to_precision(model, spec), x.to(dtype_of(spec))
         torch._dynamo.reset()  # a previous model's graphs must not be reused or counted
         compiled = torch.compile(model, backend="inductor", dynamic=False)

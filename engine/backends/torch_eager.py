@@ -33,6 +33,17 @@ def to_precision(model, spec: RunSpec):
     return model.to(dtype_of(spec))
 
 
+def eager_reference(spec: RunSpec):
+    """(device, fp32 eager model, fp32 input, its output as numpy): where every torch
+    runtime starts, so each one is checked against the same reference."""
+    device = torch.device(spec.device)
+    model = build_model(spec, device)
+    x = torch.from_numpy(make_input(spec)).to(device)
+    with torch.inference_mode():
+        reference = model(x).cpu().numpy()
+    return device, model, x, reference
+
+
 def build_model(spec: RunSpec, device):
     """The seeded torchvision model with the spec's weight policy applied, in eval mode.
     Every torch runtime starts from this, so they all run the same weights."""
