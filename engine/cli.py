@@ -12,9 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.catalog import CATALOG, FRAMEWORKS
+from engine.cli_workloads import cmd_dataload, cmd_train
 from engine.errors import UserError
 from engine.rounds import DEFAULT_ROUNDS
-from engine.spec import BATCH_RANGE, MeasurementPolicy, RunSpec, expand_sweep, logical_cores
+from engine.spec import (BATCH_RANGE, PROFILE_RANGE, MeasurementPolicy, RunSpec, expand_sweep,
+                         logical_cores)
 
 __all__ = ["main"]
 
@@ -48,8 +50,9 @@ def _float(name):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine",
-                                 description="Benchmark deep-learning inference, store "
-                                             "results in DuckDB, compare frameworks.")
+                                 description="Benchmark deep-learning inference, training "
+                                             "and data loading; store results in DuckDB; "
+                                             "compare frameworks.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a sweep of benchmarks and store every result")
@@ -95,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"alternating order (default {DEFAULT_ROUNDS}; see docs)")
     r.add_argument("--seed", type=_int("seed", 0), default=None,
                    help="seed for the shuffled order of rounds 3+ (default: random, stored)")
+    r.add_argument("--profile", type=_int("profile_steps", *PROFILE_RANGE), default=0,
+                   metavar="STEPS", help="after timing, profile this many more iterations in "
+                                         "a separate pass (torch.profiler / TF profiler); "
+                                         "top operators and the Chrome trace are stored")
     r.add_argument("--process-per-run", action="store_true",
                    help="a fresh worker process for every run (default: one per "
                         "framework/threads group, so imports are paid once)")
@@ -167,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     im = sub.add_parser("import", help="read our export back, or PerfZero summary JSON")
     im.add_argument("file", metavar="FILE")
     _db_arg(im)
+    from engine.cli_workloads import add_parsers
+    add_parsers(sub, db_arg=_db_arg, int_arg=_int, float_arg=_float)
     return ap
 
 
@@ -178,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         return {"run": cmd_run, "models": cmd_models, "runs": cmd_runs,
                 "sweeps": cmd_sweeps, "compare": cmd_compare, "prices": cmd_prices,
                 "runtimes": cmd_runtimes, "batch-search": cmd_batch_search,
-                "export": cmd_export, "import": cmd_import}[args.command](args)
+                "export": cmd_export, "import": cmd_import, "train": cmd_train,
+                "dataload": cmd_dataload}[args.command](args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -207,7 +217,7 @@ def cmd_run(args) -> int:
                          inter_threads=args.inter_threads, precision=args.precision,
                          image_size=args.image_size, device=args.device,
                          weight_policy=args.weight_policy, policy=policy,
-                         runtimes=args.runtime)
+                         runtimes=args.runtime, profile_steps=args.profile)
     cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
            else int(psutil.virtual_memory().total * 0.75))
     db = resolve_db_path(args.db)

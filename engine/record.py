@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["RunRecord", "STATUSES", "OOM_MARKERS"]
+__all__ = ["RunRecord", "STATUSES", "KINDS", "OOM_MARKERS"]
 
 STATUSES = ("ok", "error", "timeout", "oom", "killed", "invalid")
+KINDS = ("inference", "train", "dataload")
 # Lower-case phrases by which torch, TensorFlow, NumPy and the C++ runtime report running
 # out of memory: the worker (from the exception) and the runner (from stderr) use the same.
 OOM_MARKERS = ("std::bad_alloc", "memoryerror", "cannot allocate memory",
@@ -87,5 +88,13 @@ class RunRecord:
     source: str = "engine"
     round_no: int | None = None  # which round of its sweep (1-based); None for imports
     extra: dict = field(default_factory=dict)
+    kind: str = "inference"  # inference | train | dataload
+    dataset: str | None = None  # train: digits | synthetic; dataload: the generated set
+    workers: int | None = None  # dataload: the pipeline's parallel workers
+    # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()
+    epochs: tuple = ()  # train: one dict per epoch (see store.runs.EPOCH_COLUMNS)
+    step_losses: tuple = ()  # train: the training loss of every step, warm-up included
+    profile_ops: tuple = ()  # profiled runs: top operators by self time (dicts)
+    trace_gz: bytes | None = None  # profiled runs: the gzipped Chrome trace

@@ -98,3 +98,41 @@ def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> 
         counts = {st: r.failed.count(st) for st in sorted(set(r.failed))}
         text += " (" + ", ".join(f"{n} {st}" for st, n in counts.items()) + ")"
     return text + (" ?" if noisy else "")
+
+
+def train_table(records) -> str:
+    """One row per training run: time per epoch, samples/s, step latency, final scores."""
+    rows = []
+    for r in records:
+        ep = list(r.epochs)
+        if not ep:
+            rows.append([r.model, r.framework, str(r.batch_size), str(r.intra_threads),
+                         r.status, "-", "-", "-", "-", "-", "-", (r.reason or "")[:60]])
+            continue
+        last = ep[-1]
+        walls = [e["wall_s"] for e in ep]
+        rows.append([r.model, r.framework, str(r.batch_size), str(r.intra_threads), r.status,
+                     f"{walls[0]:.2f}" + (f" / {sum(walls[1:]) / len(walls[1:]):.2f}"
+                                          if len(walls) > 1 else ""),
+                     f"{r.throughput:,.1f}", f"{r.median_ms:.1f} [{r.p90_ms:.1f}]",
+                     f"{last['train_loss']:.3f} / {last['train_acc']:.1%}",
+                     f"{last['test_loss']:.3f} / {last['test_acc']:.1%}",
+                     str(len(ep)), r.validity or ""])
+    return format_table(["model", "framework", "batch", "threads", "status",
+                         "s/epoch (1st / rest)", "samples/s", "step p50 [p90] ms",
+                         "train loss / acc", "test loss / acc", "epochs", "verdict"], rows)
+
+
+def load_table(records) -> str:
+    """Rows: format, batch size, workers, threads; columns: implementations (ms/batch)."""
+    impls = list(dict.fromkeys(r.runtime for r in records))
+    cells: dict = {}
+    for r in records:
+        key = (r.model, r.batch_size, r.workers, r.intra_threads)
+        cells.setdefault(key, {})[r.runtime] = (
+            f"{r.median_ms:.2f} ({r.throughput:,.0f}/s)" if r.median_ms is not None
+            else r.status)
+    rows = [[fmt, str(b), str(w), str(t)] + [cells[(fmt, b, w, t)].get(i, "") for i in impls]
+            for fmt, b, w, t in sorted(cells)]
+    return ("ms per batch, median (images/s)\n"
+            + format_table(["format", "batch", "workers", "threads", *impls], rows))

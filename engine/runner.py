@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import gzip
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -83,7 +86,7 @@ class _Worker:
     """One worker subprocess and the threads draining its pipes."""
 
     def __init__(self, python: str, runs: list[dict], env: dict, memory_cap_bytes,
-                 mode: str = "bench"):
+                 mode: str = "bench", kind: str = "inference", trace_dir: str | None = None):
         full_env = {**os.environ, **env}
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -98,7 +101,8 @@ class _Worker:
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._err_thread.start()
-        payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode}
+        payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode,
+                   "kind": kind, "trace_dir": trace_dir}
         try:
             self.proc.stdin.write((json.dumps(payload) + "\n").encode())
             self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
@@ -190,7 +194,18 @@ class Runner:
         runs = [{"run_id": rid, "spec": s.to_dict(), "known_stats": self.known_stats(s)}
                 for rid, s in pending]
         first = pending[0][1]
-        worker = _Worker(self.python, runs, thread_env(first), self.memory_cap_bytes)
+        # Profiled runs leave their Chrome trace here; _record reads it into the record.
+        trace_dir = (tempfile.mkdtemp(prefix="bench-traces-")
+                     if any(s.profile_steps for _, s in pending) else None)
+        try:
+            worker = _Worker(self.python, runs, thread_env(first), self.memory_cap_bytes,
+                             kind=first.kind, trace_dir=trace_dir)
+            return self._drive(worker, pending, specs, tags, record, on_event)
+        finally:
+            if trace_dir:
+                shutil.rmtree(trace_dir, ignore_errors=True)
+
+    def _drive(self, worker, pending, specs, tags, record, on_event) -> set[str]:
         ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
                "iters": 0}
         done: set[str] = set()
@@ -270,13 +285,28 @@ class Runner:
             memory_cap_bytes=self.memory_cap_bytes, timeout_s=self.timeout_s,
             git_commit=git_commit(), system_id=sysinfo["system_id"],
             versions=ready.get("versions", {}), threads_effective=ready.get("threads", {}),
-            env=ready.get("env", {}))
+            env=ready.get("env", {}), kind=spec.kind, dataset=getattr(spec, "dataset", None),
+            workers=getattr(spec, "workers", None), extra=config_extra(spec))
         if ev["event"] == "failed":
             tail = ev.get("traceback") or worker.stderr_tail()
             return RunRecord(**base, status=ev["status"], reason=ev["reason"],
                              exit_code=ev.get("exit_code"), signal=ev.get("signal"),
                              stderr_tail=tail[-STDERR_TAIL_BYTES:])
         return record_from_result(base, ev, spec)
+
+
+def config_extra(spec) -> dict:
+    """What a training or data-loading run was asked to do beyond the common columns: kept
+    on every row, failed ones included."""
+    if spec.kind == "train":
+        return {"lr": spec.lr, "momentum": spec.momentum, "optimizer": "sgd",
+                "epochs": spec.epochs, "steps_per_epoch": spec.steps_in_epoch(),
+                "seed": spec.seed, "warmup_steps": spec.warmup_steps,
+                "profile_steps": spec.profile_steps}
+    if spec.kind == "dataload":
+        return {"count": spec.count, "decoder": spec.decoder, "normalize": spec.normalize,
+                "pipeline": spec.pipeline, "seed": spec.seed}
+    return {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
 
 
 def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
@@ -289,6 +319,26 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
     median_s = st.median / 1e9
     flops = ev.get("flops_per_sample")
     ms = lambda ns: ns / 1e6  # noqa: E731
+    base = dict(base)
+    extra = dict(base.pop("extra", None) or {})
+    throughput = spec.batch_size / median_s if median_s else None
+    if spec.kind == "train":
+        # Samples per second over whole epochs (data feeding included), not from one step.
+        wall = sum(e["wall_s"] for e in ev["epochs"])
+        throughput = sum(e["samples"] for e in ev["epochs"]) / wall if wall else None
+        extra["data"] = ev.get("data_description")
+    elif spec.kind == "dataload":
+        extra.update(check_error=ev.get("check_error"), bytes_on_disk=ev.get("bytes_on_disk"),
+                     batches_per_sample=ev.get("batches_per_sample"))
+    else:
+        extra.update(model_reused=bool(ev.get("model_reused")),
+                     output_rel_diff=ev.get("output_rel_diff"))
+    trace_gz = None
+    if ev.get("trace_path") and os.path.exists(ev["trace_path"]):
+        with open(ev["trace_path"], "rb") as f:
+            trace_gz = gzip.compress(f.read(), 6)
+        extra["profile_step_ms"] = ev["profile_step_s"] * 1e3
+        extra["profile_steps"] = spec.profile_steps
     return RunRecord(
         **base, status="invalid" if validity == "invalid" else "ok",
         reason=why if validity == "invalid" else "", validity=validity, validity_reason=why,
@@ -297,16 +347,17 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
         measured_s=ev["measured_s"], iterations=st.count, mean_ms=ms(st.mean),
         median_ms=ms(st.median), p90_ms=ms(st.p90), p95_ms=ms(st.p95), p99_ms=ms(st.p99),
         min_ms=ms(st.min), max_ms=ms(st.max), std_ms=ms(st.std), iqr_ms=ms(st.iqr), cv=st.cv,
-        throughput=spec.batch_size / median_s if median_s else None,
-        params=ev["params"], params_trainable=ev["params_trainable"], flops_per_sample=flops,
+        throughput=throughput, params=ev["params"], params_trainable=ev["params_trainable"], flops_per_sample=flops,
         flops_method=ev["flops_method"],
         gflops_per_s=(flops * spec.batch_size / median_s / 1e9) if flops and median_s else None,
         rss_before_bytes=ev["rss_before_bytes"], peak_rss_bytes=ev["peak_rss_bytes"],
         peak_rss_method=ev["peak_rss_method"], device_peak_bytes=ev["device_peak_bytes"],
-        prepare_s=ev.get("prepare_s"),
-        extra={"model_reused": bool(ev.get("model_reused")),
-               "output_rel_diff": ev.get("output_rel_diff")},
-        warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples)
+        prepare_s=ev.get("prepare_s"), extra=extra,
+        warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples,
+        epochs=tuple(ev.get("epochs", ())), step_losses=tuple(ev.get("step_losses", ())),
+        profile_ops=tuple({"op": o["name"], "device": o["device"], "calls": o["calls"],
+                           "self_ms": o["self_ms"], "total_ms": o["total_ms"]}
+                          for o in ev.get("profile_ops", ())), trace_gz=trace_gz)
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:

@@ -43,6 +43,8 @@ def run_sweep(specs: list[RunSpec], *, db: Path, rounds: int, seed: int, runner:
     system = system_info()
 
     def known(spec: RunSpec):
+        if spec.kind != "inference":  # only inference workers count params and FLOPs
+            return None
         with open_db(db) as con:
             return known_model_stats(con, spec.model, spec.framework, spec.image_size,
                                      framework_version(spec.framework) or "")

@@ -32,7 +32,9 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS")
 
 def _status_of(exc: BaseException) -> str:
-    if type(exc).__name__ == "OutputMismatch":  # a wrong answer: invalid, never timed
+    # A wrong answer (an output or a decoded batch that is not the reference's) or a
+    # diverged training: invalid, never timed.
+    if type(exc).__name__ in ("OutputMismatch", "Diverged"):
         return "invalid"
     if isinstance(exc, MemoryError):
         return "oom"
@@ -79,8 +81,12 @@ def _lift_address_limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
-def _exit_when_parent_gone() -> None:
-    sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
+def _exit_when_parent_gone(fd: int) -> None:
+    # os.read on a raw descriptor, not sys.stdin.read(): a thread blocked in sys.stdin
+    # holds its buffer lock, and a forked child (DataLoader workers) that closes stdin at
+    # start-up would wait on that lock forever.
+    while os.read(fd, 65536):
+        pass  # returns b"" at EOF: the parent closed the pipe or died
     os._exit(0)
 
 
@@ -91,49 +97,137 @@ def main() -> None:
     def emit(event: str, **fields) -> None:
         proto.write(json.dumps({"event": event, **fields}) + "\n")
 
-    payload = json.loads(sys.stdin.readline())
-    threading.Thread(target=_exit_when_parent_gone, daemon=True).start()
+    payload = json.loads(os.fdopen(os.dup(0), "rb", buffering=0).readline())
+    watch_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe
+    sys.stdin = open(os.devnull)
+    threading.Thread(target=_exit_when_parent_gone, args=(watch_fd,), daemon=True).start()
 
-    from engine.backends import configure_threads, load_backend
-    from engine.backends.base import ModelStats
-    from engine.measure import time_loop
-    from engine.spec import RunSpec
+    from engine.backends import configure_threads
+    from engine.spec import spec_from_dict
 
-    runs = [(r["run_id"], RunSpec.from_dict(r["spec"]), r.get("known_stats"))
+    kind = payload.get("kind", "inference")
+    runs = [(r["run_id"], spec_from_dict(kind, r["spec"]), r.get("known_stats"))
             for r in payload["runs"]]
+    if len({spec.framework for _, spec, _ in runs}) != 1:
+        raise SystemExit("a worker runs one framework")  # the runner groups by framework
     first = runs[0][1]
     t0 = time.perf_counter()
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
+    ctx = {"emit": emit, "cap": payload.get("memory_cap_bytes"), "t0": t0,
+           "trace_dir": payload.get("trace_dir")}
+    if kind == "train":
+        _run_training(runs, ctx)
+    elif kind == "dataload":
+        _run_dataload(runs, ctx)
+    else:
+        _run_inference(runs, ctx, stats_only=payload.get("mode") == "stats")
+
+
+def _ready(ctx, versions: dict, threads: dict) -> None:
+    ctx["emit"]("ready", pid=os.getpid(), import_s=time.perf_counter() - ctx["t0"],
+                versions=versions, threads=threads,
+                env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
+
+
+def _guarded(ctx, run_id: str, spec, body, *, on_failure=lambda: None) -> None:
+    """One run's frame, whatever its kind: started, memory cap and peak reset, then exactly
+    one result or failed event."""
+    emit = ctx["emit"]
+    emit("started", run_id=run_id, started_at=time.time())
+    try:
+        per_run_peak = _reset_peak_rss()
+        rss_before = (_proc_status_kb("VmRSS") or 0) * 1024
+        # CUDA maps large virtual ranges for its own use: the cap applies to CPU runs.
+        _limit_address_space(ctx["cap"] if spec.device == "cpu" else None)
+        fields = body()
+        peak_kb = _proc_status_kb("VmHWM")
+        own_peak = fields.pop("own_peak_rss_bytes", None)
+        emit("result", run_id=run_id, ended_at=time.time(), rss_before_bytes=rss_before,
+             peak_rss_bytes=own_peak or (peak_kb * 1024 if peak_kb else None),
+             peak_rss_method=("VmHWM of the LibTorch runner process" if own_peak else
+                              "VmHWM, reset per run via /proc/self/clear_refs"
+                              if per_run_peak else "VmHWM over the worker's lifetime"),
+             **fields)
+    except BaseException as exc:  # every ending becomes one row; the parent decides
+        emit("failed", run_id=run_id, ended_at=time.time(), status=_status_of(exc),
+             reason=f"{type(exc).__name__}: {exc}"[:2000],
+             traceback=traceback.format_exc()[-4000:])
+        on_failure()
+        gc.collect()
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    finally:
+        _lift_address_limit()
+
+
+def _trace_path(ctx, run_id: str) -> str | None:
+    return os.path.join(ctx["trace_dir"], f"{run_id}.json") if ctx["trace_dir"] else None
+
+
+def _run_training(runs, ctx) -> None:
+    from engine.backends import load_trainer
+    from engine.train_loop import run_training
+
+    trainer = load_trainer(runs[0][1].framework, runs[0][1].runtime)
+    _ready(ctx, trainer.versions(), trainer.effective_threads())
+    for run_id, spec, _ in runs:
+        progress = lambda phase, n, rid=run_id: ctx["emit"](  # noqa: E731
+            "progress", run_id=rid, phase=phase, iters=n)
+
+        def body(spec=spec, run_id=run_id, progress=progress):
+            try:
+                return run_training(spec, trainer, progress=progress,
+                                    trace_path=_trace_path(ctx, run_id))
+            finally:
+                trainer.unload()
+        _guarded(ctx, run_id, spec, body)
+
+
+def _run_dataload(runs, ctx) -> None:
+    from engine.load_loop import measure_loading, versions
+
+    _ready(ctx, versions(runs[0][1].framework), {"threads": runs[0][1].intra_threads})
+    for run_id, spec, _ in runs:
+        progress = lambda phase, n, rid=run_id: ctx["emit"](  # noqa: E731
+            "progress", run_id=rid, phase=phase, iters=n)
+        _guarded(ctx, run_id, spec,
+                 lambda spec=spec, progress=progress: measure_loading(spec, progress))
+
+
+def _run_inference(runs, ctx, *, stats_only: bool) -> None:
+    from engine.backends import load_backend
+    from engine.backends.base import ModelStats
+    from engine.measure import time_loop
+
+    emit = ctx["emit"]
+    first = runs[0][1]
     backends = {first.runtime: load_backend(first.framework, first.runtime)}
     backend = backends[first.runtime]
-    emit("ready", pid=os.getpid(), import_s=time.perf_counter() - t0,
-         versions=backend.versions(), threads=backend.effective_threads(),
-         env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
-
-    if payload.get("mode") == "stats":
+    _ready(ctx, backend.versions(), backend.effective_threads())
+    if stats_only:
         _count_stats(backend, runs, emit)
         return
-    if len({spec.framework for _, spec, _ in runs}) != 1:
-        raise SystemExit("a worker runs one framework")  # the runner groups by framework
     flops_cache: dict = {}
-    loaded_key, load_s = None, None
-    cap = payload.get("memory_cap_bytes")
+    state = {"loaded_key": None, "load_s": None}
+
+    def forget():
+        backend.unload()
+        state["loaded_key"] = None
+
     for run_id, spec, known in runs:
-        emit("started", run_id=run_id, started_at=time.time())
-        try:
-            per_run_peak = _reset_peak_rss()
-            rss_before = (_proc_status_kb("VmRSS") or 0) * 1024
-            # CUDA maps large virtual ranges for its own use: the cap applies to CPU runs.
-            _limit_address_space(cap if spec.device == "cpu" else None)
+        def body(run_id=run_id, spec=spec, known=known):
+            nonlocal backend
             # A model built for the same (model, size, weights, device) is reused across
             # batch sizes: weights are identical by seed, and a Keras build costs seconds.
             # The build time recorded is the one measured when it was built.
             model_key = (spec.model, spec.image_size, spec.weight_policy, spec.device,
                          spec.runtime)
-            reused = model_key == loaded_key
+            reused = model_key == state["loaded_key"]
             if not reused:
                 backend.unload()
-                loaded_key = None
+                state["loaded_key"] = None
                 gc.collect()
                 if spec.runtime not in backends:
                     backends[spec.runtime] = load_backend(spec.framework, spec.runtime)
@@ -141,8 +235,8 @@ def main() -> None:
                 emit("progress", run_id=run_id, phase="load", iters=0)
                 t = time.perf_counter()
                 backend.load(spec)
-                load_s = time.perf_counter() - t
-                loaded_key = model_key
+                state["load_s"] = time.perf_counter() - t
+                state["loaded_key"] = model_key
             # FLOPs are counted once per (model, size): the parent passes what the store
             # already knows, and this worker caches what it counted.
             key = (spec.model, spec.image_size)
@@ -155,6 +249,7 @@ def main() -> None:
             emit("progress", run_id=run_id, phase="first forward", iters=0)
             progress = lambda n, _ns: emit(  # noqa: E731
                 "progress", run_id=run_id, phase="measure", iters=n)
+            profile = {}
             if hasattr(backend, "measure"):  # the runtime times itself (LibTorch C++)
                 first_s, loop = backend.measure(spec, progress)
             else:
@@ -165,32 +260,41 @@ def main() -> None:
                     first_s = time.perf_counter() - t
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
                     loop = time_loop(step, spec.policy, on_progress=progress)
-            peak_kb = _proc_status_kb("VmHWM")
-            own_peak = getattr(backend, "peak_rss_bytes", None)
-            emit("result", run_id=run_id, ended_at=time.time(), load_s=load_s,
-                 first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
-                 samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
-                 measured_s=loop.wall_ns / 1e9, stop_reason=loop.stop_reason,
-                 params=stats.params, params_trainable=stats.params_trainable,
-                 flops_per_sample=stats.flops_per_sample, flops_method=stats.flops_method,
-                 rss_before_bytes=rss_before,
-                 peak_rss_bytes=own_peak or (peak_kb * 1024 if peak_kb else None),
-                 peak_rss_method=("VmHWM of the LibTorch runner process" if own_peak else
-                                  "VmHWM, reset per run via /proc/self/clear_refs"
-                                  if per_run_peak else "VmHWM over the worker's lifetime"),
-                 device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
-                 prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff)
-        except BaseException as exc:  # every ending becomes one row; the parent decides
-            emit("failed", run_id=run_id, ended_at=time.time(), status=_status_of(exc),
-                 reason=f"{type(exc).__name__}: {exc}"[:2000],
-                 traceback=traceback.format_exc()[-4000:])
-            backend.unload()
-            loaded_key = None
-            gc.collect()
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-        finally:
-            _lift_address_limit()
+                    if spec.profile_steps:
+                        # A separate pass after the timed one: the profiler never
+                        # touches the timed samples.
+                        emit("progress", run_id=run_id, phase="profile", iters=0)
+                        profile = _profile_inference(backend, spec, step,
+                                                     _trace_path(ctx, run_id))
+            return dict(load_s=state["load_s"],
+                        first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
+                        samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
+                        measured_s=loop.wall_ns / 1e9, stop_reason=loop.stop_reason,
+                        params=stats.params, params_trainable=stats.params_trainable,
+                        flops_per_sample=stats.flops_per_sample,
+                        flops_method=stats.flops_method,
+                        own_peak_rss_bytes=getattr(backend, "peak_rss_bytes", None),
+                        device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
+                        prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
+                        **profile)
+        _guarded(ctx, run_id, spec, body, on_failure=forget)
+
+
+def _profile_inference(backend, spec, step, trace_path: str | None) -> dict:
+    from dataclasses import asdict
+
+    from engine import profiling
+    if trace_path is None:
+        return {}
+    if spec.framework == "torch":
+        ops, per_step = profiling.profile_torch(step, spec.profile_steps, trace_path,
+                                                cuda=spec.device == "cuda")
+    else:
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="tfprof-") as logdir:
+            ops, per_step = profiling.profile_tf(step, spec.profile_steps, trace_path, logdir)
+    return {"profile_ops": [asdict(o) for o in ops], "profile_step_s": per_step,
+            "trace_path": trace_path}
 
 
 def _count_stats(backend, runs, emit) -> None:

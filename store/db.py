@@ -110,7 +110,37 @@ def m004_prepare_time(con) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN prepare_s DOUBLE")
 
 
-MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time]
+def m005_training_dataload_profiles(con) -> None:
+    """Training and data-loading runs share `runs` (one row per attempt, same statuses);
+    what only they have lives in tables of its own, as do profiles."""
+    con.execute("ALTER TABLE runs ADD COLUMN kind VARCHAR DEFAULT 'inference'")
+    con.execute("UPDATE runs SET kind = 'inference' WHERE kind IS NULL")
+    con.execute("ALTER TABLE runs ADD COLUMN dataset VARCHAR")
+    con.execute("ALTER TABLE runs ADD COLUMN workers INTEGER")
+    con.execute("""
+        CREATE TABLE train_epochs (
+            run_id VARCHAR NOT NULL, epoch INTEGER NOT NULL, steps INTEGER NOT NULL,
+            samples INTEGER NOT NULL, wall_s DOUBLE NOT NULL, samples_per_s DOUBLE,
+            train_loss DOUBLE, train_acc DOUBLE, test_loss DOUBLE, test_acc DOUBLE,
+            eval_s DOUBLE, PRIMARY KEY (run_id, epoch))""")
+    # step: the global step (0-based, warm-up steps included); its time is in samples.
+    con.execute("""
+        CREATE TABLE train_steps (
+            run_id VARCHAR NOT NULL, step INTEGER NOT NULL, loss DOUBLE,
+            PRIMARY KEY (run_id, step))""")
+    con.execute("""
+        CREATE TABLE profile_ops (
+            run_id VARCHAR NOT NULL, rank INTEGER NOT NULL, op VARCHAR NOT NULL,
+            device VARCHAR, calls BIGINT, self_ms DOUBLE, total_ms DOUBLE,
+            PRIMARY KEY (run_id, rank))""")
+    con.execute("""
+        CREATE TABLE profile_traces (
+            run_id VARCHAR PRIMARY KEY, format VARCHAR NOT NULL, bytes BIGINT NOT NULL,
+            data BLOB NOT NULL)""")
+
+
+MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
+              m005_training_dataload_profiles]
 
 
 def _migrate(con) -> None:

@@ -11,12 +11,17 @@ import pandas as pd
 
 from engine.record import RunRecord
 
-__all__ = ["save_record", "save_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
+__all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
+           "save_record", "save_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
            "counts", "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "SYSTEM_COLUMNS"]
 
 _JSON_FIELDS = ("versions", "threads_effective", "env", "extra")
-_SAMPLE_FIELDS = ("warmup_ns", "samples_ns")
+# RunRecord fields kept in tables of their own, not in `runs`
+_SAMPLE_FIELDS = ("warmup_ns", "samples_ns", "epochs", "step_losses", "profile_ops", "trace_gz")
+EPOCH_COLUMNS = ["epoch", "steps", "samples", "wall_s", "samples_per_s", "train_loss",
+                 "train_acc", "test_loss", "test_acc", "eval_s"]
+PROFILE_COLUMNS = ["op", "device", "calls", "self_ms", "total_ms"]
 RUN_COLUMNS = [f.name for f in fields(RunRecord) if f.name not in _SAMPLE_FIELDS]
 SYSTEM_COLUMNS = ["system_id", "hostname", "cpu_model", "physical_cores", "logical_cores",
                   "usable_cores", "sockets", "memory_bytes", "accelerator",
@@ -74,7 +79,10 @@ def save_record(con, record: RunRecord, system: dict | None = None) -> None:
         for phase, values in (("warmup", record.warmup_ns), ("measure", record.samples_ns)):
             if values:
                 con.execute(_INSERT_SAMPLES, [record.run_id, phase, len(values), list(values)])
-        if (record.source == "engine" and record.params is not None
+        _save_extras(con, record)
+        # Training models end in a 10-way head: their counts are not the catalog's.
+        if (record.source == "engine" and record.kind == "inference"
+                and record.params is not None
                 and record.flops_per_sample is not None
                 and framework_version(record.framework)):
             save_model_stats(con, record.model, record.framework, record.image_size,
@@ -84,6 +92,51 @@ def save_record(con, record: RunRecord, system: dict | None = None) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _save_extras(con, record: RunRecord) -> None:
+    """Epochs, per-step losses and the profile of a run, in the same transaction."""
+    for e in record.epochs:
+        con.execute(f"INSERT INTO train_epochs (run_id, {', '.join(EPOCH_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 1))})",
+                    [record.run_id] + [e.get(c) for c in EPOCH_COLUMNS])
+    if record.step_losses:
+        con.execute("INSERT INTO train_steps SELECT ?, unnest(range(?)), unnest(?::DOUBLE[])",
+                    [record.run_id, len(record.step_losses), list(record.step_losses)])
+    for rank, op in enumerate(record.profile_ops, start=1):
+        con.execute(f"INSERT INTO profile_ops (run_id, rank, {', '.join(PROFILE_COLUMNS)}) "
+                    f"VALUES (?, ?, {', '.join('?' * len(PROFILE_COLUMNS))})",
+                    [record.run_id, rank] + [op.get(c) for c in PROFILE_COLUMNS])
+    if record.trace_gz:
+        con.execute("INSERT INTO profile_traces VALUES (?, ?, ?, ?)",
+                    [record.run_id, "chrome-trace-json-gzip", len(record.trace_gz),
+                     record.trace_gz])
+
+
+def train_epochs(con, run_ids: list[str]) -> pd.DataFrame:
+    """Per-epoch figures of training runs, with each run's configuration beside them."""
+    return con.execute(
+        "SELECT r.run_id, r.sweep_id, r.round_no, r.model, r.framework, r.runtime, "
+        "r.batch_size, r.intra_threads, r.dataset, r.status, e.* EXCLUDE (run_id) "
+        "FROM train_epochs e JOIN runs r USING (run_id) WHERE list_contains(?, run_id) "
+        "ORDER BY r.framework, r.run_id, e.epoch", [list(run_ids)]).df()
+
+
+def train_steps(con, run_ids: list[str]) -> pd.DataFrame:
+    return con.execute(
+        "SELECT s.run_id, r.framework, r.model, r.batch_size, s.step, s.loss "
+        "FROM train_steps s JOIN runs r USING (run_id) WHERE list_contains(?, run_id) "
+        "ORDER BY s.run_id, s.step", [list(run_ids)]).df()
+
+
+def profile_ops(con, run_id: str) -> pd.DataFrame:
+    return con.execute(f"SELECT rank, {', '.join(PROFILE_COLUMNS)} FROM profile_ops "
+                       "WHERE run_id = ? ORDER BY rank", [run_id]).df()
+
+
+def profile_trace(con, run_id: str) -> bytes | None:
+    rows = con.execute("SELECT data FROM profile_traces WHERE run_id = ?", [run_id]).fetchall()
+    return bytes(rows[0][0]) if rows else None
 
 
 def save_model_stats(con, model: str, framework: str, image_size: int, stats: dict) -> None:
@@ -123,8 +176,8 @@ def model_info(con) -> pd.DataFrame:
 def list_runs(con, *, limit: int = 50, sweep_id: str | None = None,
               status: str | None = None) -> pd.DataFrame:
     return con.execute(
-        "SELECT run_id, sweep_id, started_at, model, framework, runtime, batch_size, "
-        "intra_threads, inter_threads, image_size, device, status, reason, validity, "
+        "SELECT run_id, sweep_id, started_at, kind, model, framework, runtime, batch_size, "
+        "intra_threads, inter_threads, workers, dataset, image_size, device, status, reason, validity, "
         "validity_reason, iterations, median_ms, p90_ms, p99_ms, iqr_ms, throughput, "
         "gflops_per_s, peak_rss_bytes, params, flops_per_sample FROM runs "
         "WHERE (? IS NULL OR sweep_id = ?) AND (? IS NULL OR status = ?) "

@@ -6,7 +6,7 @@ import pytest
 
 from engine.errors import UserError
 from store.db import applied_migrations, connect, open_db, resolve_db_path
-from store.runs import (counts, known_model_stats, list_runs, run_samples, save_record,
+from store.runs import (EPOCH_COLUMNS, counts, known_model_stats, list_runs, run_samples, save_record,
                         framework_version)
 from tests.helpers import SYSTEM, failed_record, ok_record
 
@@ -21,7 +21,7 @@ EXPECTED_RUN_COLUMNS = [
     "flops_method", "gflops_per_s", "rss_before_bytes", "peak_rss_bytes", "peak_rss_method",
     "device_peak_bytes", "memory_cap_bytes", "timeout_s", "load_avg_1m", "git_commit",
     "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no",
-    "prepare_s"]
+    "prepare_s", "kind", "dataset", "workers"]
 
 
 def columns(con, table):
@@ -33,7 +33,11 @@ def columns(con, table):
 def test_migrations_on_empty_database_create_exact_columns():
     con = connect(":memory:")
     assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates",
-                                       "m004_prepare_time"]
+                                       "m004_prepare_time", "m005_training_dataload_profiles"]
+    assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
+    assert columns(con, "train_steps") == ["run_id", "step", "loss"]
+    assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
+                                           "self_ms", "total_ms"]
     assert columns(con, "runs") == EXPECTED_RUN_COLUMNS
     assert columns(con, "samples") == ["run_id", "phase", "idx", "latency_ns"]
     assert columns(con, "systems") == [
@@ -52,7 +56,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(4,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(5,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

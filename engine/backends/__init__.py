@@ -2,7 +2,7 @@
 
 import importlib
 
-__all__ = ["load_backend", "configure_threads"]
+__all__ = ["load_backend", "load_trainer", "configure_threads"]
 
 _MODULES = {
     ("torch", "eager"): "engine.backends.torch_eager",
@@ -37,3 +37,14 @@ def configure_threads(framework: str, intra: int, inter: int) -> None:
 def load_backend(framework: str, runtime: str):
     """Import the runtime's module (and so its framework) only when a worker asks for it."""
     return importlib.import_module(_MODULES[(framework, runtime)]).Backend()
+
+
+_TRAINERS = {
+    ("torch", "eager"): "engine.backends.train_torch",
+    ("tensorflow", "tf_function"): "engine.backends.train_tf",
+}
+
+
+def load_trainer(framework: str, runtime: str):
+    """The training counterpart of load_backend: one file per (framework, runtime)."""
+    return importlib.import_module(_TRAINERS[(framework, runtime)]).Trainer()

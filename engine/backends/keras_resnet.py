@@ -3,7 +3,8 @@
 Keras has no ResNet18/34. To compare like with like, padding is explicit and symmetric
 (torch pads both sides; Keras "same" pads stride-2 convolutions asymmetrically), convs carry
 no bias, BatchNorm uses torch's epsilon (1e-5) and momentum (0.1 in torch = 0.9 in Keras),
-and the head is global average pooling plus a 1000-way Dense producing logits.
+and the head is global average pooling plus a Dense producing logits (1000-way unless
+training asks for fewer classes).
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def _resnet(blocks, name, input_shape, classes=1000):
     return keras.Model(inputs, outputs, name=name)
 
 
-def resnet18(input_shape):
-    return _resnet((2, 2, 2, 2), "resnet18", input_shape)
+def resnet18(input_shape, classes=1000):
+    return _resnet((2, 2, 2, 2), "resnet18", input_shape, classes)
 
 
-def resnet34(input_shape):
-    return _resnet((3, 4, 6, 3), "resnet34", input_shape)
+def resnet34(input_shape, classes=1000):
+    return _resnet((3, 4, 6, 3), "resnet34", input_shape, classes)

@@ -24,13 +24,14 @@ def make_input(spec: RunSpec) -> np.ndarray:
     return np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
 
 
-def build_keras(spec: RunSpec):
+def build_keras(spec, classes: int = 1000):
+    """The catalog's Keras model for spec.model at spec.image_size, producing logits."""
     builder = get_model(spec.model).keras_builder
     shape = (spec.image_size, spec.image_size, 3)
     if builder.startswith("engine:"):
         from engine.backends import keras_resnet
-        return getattr(keras_resnet, builder.split(":", 1)[1])(shape)
-    kwargs = dict(weights=None, input_shape=shape, classifier_activation=None)
+        return getattr(keras_resnet, builder.split(":", 1)[1])(shape, classes)
+    kwargs = dict(weights=None, input_shape=shape, classifier_activation=None, classes=classes)
     if builder.startswith("MobileNetV3"):
         # torchvision models take normalised tensors; Keras' built-in Rescaling is dropped
         # where Keras allows it (EfficientNet's cannot be, see the catalog note).
