@@ -455,7 +455,8 @@ def cmd_compare(args) -> int:
     from store.runs import list_sweeps, sweep_rounds
 
     with open_db(args.db) as con:
-        ids = list_sweeps(con).sweep_id.tolist()
+        sweeps = list_sweeps(con, kind=None if args.sweep else "inference")
+        ids = sweeps.sweep_id.tolist()
         match = [i for i in ids if i.startswith(args.sweep or "")]
         if not ids:
             raise UserError("sweep: none stored yet; run `python -m engine run ...` first",
@@ -464,6 +465,13 @@ def cmd_compare(args) -> int:
             raise UserError(f"sweep: {args.sweep!r} matches {len(match)} sweeps; allowed: a "
                             "unique id prefix (see `python -m engine sweeps`)", field="sweep")
         sweep_id = match[0]
+        kind = sweeps.set_index("sweep_id").kind.get(sweep_id)
+        if kind not in (None, "inference"):
+            raise UserError(f"sweep: {sweep_id[:8]} holds {kind} runs, which this comparison "
+                            "does not cover; allowed: an inference sweep (see `python -m "
+                            f"engine runs --sweep {sweep_id}` or the dashboard's "
+                            f"{'Training' if kind == 'train' else 'Data loading'} page)",
+                            field="sweep")
         rows = sweep_rounds(con, sweep_id)
     print(f"sweep {sweep_id}: {len(rows)} runs")
     print(compare_table(aggregate(rows), color=sys.stdout.isatty()))

@@ -14,8 +14,8 @@ from store.runs import list_sweeps, sweep_rounds
 DB = resolve_db_path()
 st.title("Compare frameworks")
 with open_db(DB) as con:
-    options = filter_options(con)
-    sweeps = list_sweeps(con, with_runs_only=True)
+    options = filter_options(con, kind="inference")
+    sweeps = list_sweeps(con, with_runs_only=True, kind="inference")
 if "ok" not in options["status"]:
     st.info("Nothing to compare yet: a comparison needs successful runs of at least one "
             "model. Launch a sweep on the **Run** page with two frameworks, then come back.",

@@ -3,10 +3,11 @@
 import streamlit as st
 
 from engine.charts import iteration_trace, sample_histogram
+from engine.charts_workloads import op_bars
 from store.db import open_db, resolve_db_path
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail
-from store.runs import run_samples
+from store.runs import profile_ops, profile_trace, run_samples
 
 DB = resolve_db_path()
 st.title("Results")
@@ -19,19 +20,21 @@ if not options["model"]:
             "lands here.", icon=":material/info:")
     st.stop()
 
-c1, c2, c3 = st.columns(3)
-models = c1.multiselect("Model", options["model"], key="f_model", placeholder="all")
+c0, c1, c2, c3 = st.columns(4)
+kinds = c0.multiselect("Kind", options["kind"], key="f_kind", placeholder="all",
+                       help="inference, train or dataload")
+models = c1.multiselect("Model / format", options["model"], key="f_model", placeholder="all")
 frameworks = c2.multiselect("Framework", options["framework"], key="f_framework",
                             placeholder="all")
 statuses = c3.multiselect("Status", options["status"], key="f_status", placeholder="all")
 with open_db(DB) as con:
     table = results_table(con, models=models or None, frameworks=frameworks or None,
-                          statuses=statuses or None)
+                          statuses=statuses or None, kinds=kinds or None)
 st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
 event = st.dataframe(
     table, key="results_table", on_select="rerun", selection_mode="multi-row",
     hide_index=True, width="stretch", height=380,
-    column_order=["started_at", "model", "framework", "runtime", "batch_size", "threads",
+    column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
                   "image_size", "round", "status", "validity", "p50_ms", "p90_ms", "p99_ms",
                   "throughput", "peak_rss_mib", "reason"],
     column_config={
@@ -70,11 +73,13 @@ else:
 with open_db(DB) as con:
     run = run_detail(con, run_id)
     samples = run_samples(con, run_id)
+    ops = profile_ops(con, run_id)
+    trace = profile_trace(con, run_id) if not ops.empty else None
 if run is None:
     st.warning(f"run: no stored run has id {run_id!r}; select one in the table instead.")
     st.stop()
 st.caption(f"Link to this run: `?run={run_id}`")
-st.subheader(f"{run['model']} · {run['framework']} ({run['runtime']}) · batch "
+st.subheader(f"{run['kind']} · {run['model']} · {run['framework']} ({run['runtime']}) · batch "
              f"{run['batch_size']} · {run['intra_threads']} threads · {run['status']}")
 if run["status"] not in ("ok",):
     st.error(f"**{run['status']}**: {run['reason']}"
@@ -94,6 +99,25 @@ if not samples.empty:
     g1, g2 = st.columns(2)
     g1.plotly_chart(sample_histogram(samples), key="hist")
     g2.plotly_chart(iteration_trace(samples), key="trace")
+if not ops.empty:
+    st.subheader("Profile")
+    extra = run["extra"] or {}
+    unit = "step" if run["kind"] == "train" else "iteration"
+    st.caption(
+        f"{extra.get('profile_steps')} {unit}s profiled in a separate pass after the timed "
+        f"one, so the profiler never touched the figures above: "
+        f"{extra.get('profile_step_ms', float('nan')):,.2f} ms per profiled {unit} against a "
+        f"p50 of {run['median_ms']:,.2f} ms unprofiled (the difference is the profiler's "
+        "own overhead). Self time: time in the operator itself, its children excluded.")
+    o1, o2 = st.columns([2, 3])
+    o1.dataframe(ops, hide_index=True, width="stretch", height=560, column_config={
+        "self_ms": st.column_config.NumberColumn("self [ms]", format="%.3f"),
+        "total_ms": st.column_config.NumberColumn("total [ms]", format="%.3f")})
+    o2.plotly_chart(op_bars(ops), key="ops")
+    if trace:
+        st.download_button(f"Chrome trace (.json.gz, {len(trace) / 1024:,.0f} KiB): open in "
+                           "Perfetto or chrome://tracing", trace,
+                           f"trace-{run_id[:8]}.json.gz", "application/gzip", key="dl_trace")
 t = {k: run[k] for k in ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
                           "stop_reason", "peak_rss_bytes", "peak_rss_method", "params",
                           "params_trainable", "flops_per_sample", "flops_method",

@@ -8,28 +8,33 @@ import pandas as pd
 
 __all__ = ["filter_options", "results_table", "run_detail", "config_summary",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
-           "flops_for", "measured_throughput", "runtime_costs"]
+           "flops_for", "measured_throughput", "runtime_costs", "train_runs", "load_summary",
+           "load_failures"]
 
 
-def filter_options(con) -> dict:
+def filter_options(con, kind: str | None = None) -> dict:
+    """Distinct values to filter by; kind narrows to inference, train or dataload runs."""
     def distinct(col):
         return [r[0] for r in con.execute(
-            f"SELECT DISTINCT {col} FROM runs WHERE {col} IS NOT NULL ORDER BY 1").fetchall()]
-    return {c: distinct(c) for c in ("model", "framework", "status")}  # fixed column names
+            f"SELECT DISTINCT {col} FROM runs WHERE {col} IS NOT NULL "
+            "AND (?::VARCHAR IS NULL OR kind = ?) ORDER BY 1", [kind, kind]).fetchall()]
+    return {c: distinct(c) for c in ("model", "framework", "status", "kind")}  # fixed names
 
 
-def results_table(con, *, models=None, frameworks=None, statuses=None,
+def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=None,
                   limit: int = 10_000) -> pd.DataFrame:
     return con.execute(
-        "SELECT run_id, started_at, model, framework, runtime, batch_size, intra_threads AS "
+        "SELECT run_id, started_at, kind, model, framework, runtime, batch_size, intra_threads AS "
         "threads, image_size, round_no AS round, status, validity, median_ms AS p50_ms, "
         "p90_ms, p99_ms, throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
         "coalesce(reason, '') AS reason, sweep_id FROM runs "
         "WHERE (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], model)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], framework)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], status)) "
+        "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], kind)) "
         "ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?",
-        [models, models, frameworks, frameworks, statuses, statuses, limit]).df()
+        [models, models, frameworks, frameworks, statuses, statuses, kinds, kinds,
+         limit]).df()
 
 
 def run_detail(con, run_id: str) -> dict | None:
@@ -51,7 +56,7 @@ _SUMMARY = """
 WITH sel AS (
     SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
            median_ms, validity FROM runs
-    WHERE status = 'ok' AND list_contains(?::VARCHAR[], model)
+    WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
       AND (?::VARCHAR IS NULL OR sweep_id = ?)),
 q AS (
     SELECT s.run_id,
@@ -83,7 +88,7 @@ def config_samples(con, models: list[str], batch_size: int, threads: int,
     return con.execute(
         "SELECT r.model, r.framework || ' (' || r.runtime || ')' AS contender, "
         "s.latency_ns / 1e6 AS latency_ms FROM samples s JOIN runs r USING (run_id) "
-        "WHERE r.status = 'ok' AND s.phase = 'measure' AND s.idx < ? "
+        "WHERE r.status = 'ok' AND r.kind = 'inference' AND s.phase = 'measure' AND s.idx < ? "
         "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
         "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?)",
         [per_run, models, batch_size, threads, sweep_id, sweep_id]).df()
@@ -104,7 +109,8 @@ def overview(con) -> dict:
 def latest_latency(con, spec) -> float | None:
     """Seconds: the newest ok median for this exact configuration (for estimates)."""
     rows = con.execute(
-        "SELECT median_ms FROM runs WHERE status = 'ok' AND model = ? AND framework = ? "
+        "SELECT median_ms FROM runs WHERE status = 'ok' AND kind = 'inference' "
+        "AND model = ? AND framework = ? "
         "AND batch_size = ? AND intra_threads = ? AND image_size = ? "
         "ORDER BY started_at DESC LIMIT 1",
         [spec.model, spec.framework, spec.batch_size, spec.intra_threads,
@@ -115,6 +121,7 @@ def latest_latency(con, spec) -> float | None:
 def framework_gflops_per_thread(con, framework: str) -> float | None:
     rows = con.execute(
         "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
+        "AND kind = 'inference' "
         "AND framework = ? AND gflops_per_s IS NOT NULL", [framework]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
 
@@ -136,7 +143,8 @@ def measured_throughput(con) -> pd.DataFrame:
         "median(r.throughput) AS throughput, count(*) AS runs, "
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus "
         "FROM runs r LEFT JOIN systems y USING (system_id) "
-        "WHERE r.status = 'ok' AND r.throughput IS NOT NULL AND r.source = 'engine' "
+        "WHERE r.status = 'ok' AND r.kind = 'inference' AND r.throughput IS NOT NULL "
+        "AND r.source = 'engine' "
         "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
         "r.image_size ORDER BY r.model, contender, r.batch_size, threads").df()
 
@@ -148,7 +156,52 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None) -> pd.Dat
         "SELECT model, framework || ' (' || runtime || ')' AS contender, batch_size, "
         "intra_threads AS threads, median(load_s) AS build_s, median(prepare_s) AS prepare_s, "
         "median(first_forward_s) AS first_forward_s, median(median_ms) AS p50_ms, "
-        "count(*) AS runs FROM runs WHERE status = 'ok' "
+        "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = 'inference' "
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "GROUP BY model, framework, runtime, batch_size, intra_threads "
         "ORDER BY model, batch_size, threads, p50_ms", [models, sweep_id, sweep_id]).df()
+
+
+def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
+    """Training runs (of one sweep, or all), with their optimiser settings and last epoch."""
+    return con.execute(
+        "SELECT r.run_id, r.sweep_id, r.round_no, r.started_at, r.model, r.framework, "
+        "r.runtime, r.batch_size, r.intra_threads, r.dataset, r.status, r.validity, "
+        "coalesce(r.reason, '') AS reason, r.throughput, r.median_ms AS step_p50_ms, "
+        "r.p90_ms AS step_p90_ms, r.peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
+        "r.extra->>'lr' AS lr, r.extra->>'momentum' AS momentum, "
+        "(r.extra->>'epochs')::INTEGER AS epochs, "
+        "(r.extra->>'steps_per_epoch')::INTEGER AS steps_per_epoch, "
+        "e.test_acc AS final_test_acc, e.test_loss AS final_test_loss, "
+        "e.train_loss AS final_train_loss "
+        "FROM runs r LEFT JOIN train_epochs e ON e.run_id = r.run_id AND e.epoch = "
+        "(SELECT max(epoch) FROM train_epochs x WHERE x.run_id = r.run_id) "
+        "WHERE r.kind = 'train' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+        "ORDER BY r.framework, r.model, r.batch_size, r.intra_threads, r.round_no",
+        [sweep_id, sweep_id]).df()
+
+
+def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
+    """Data-loading configurations: the median over their ok runs (rounds) of each run's
+    p50 ms per batch, with images/s and batches/s derived from it."""
+    return con.execute(
+        "SELECT model AS format, runtime AS implementation, batch_size, workers, "
+        "intra_threads AS threads, image_size, count(*) AS runs, "
+        "median(median_ms) AS ms_per_batch, min(median_ms) AS min_ms, "
+        "max(median_ms) AS max_ms, median(iqr_ms) AS iqr_ms, "
+        "1000.0 / median(median_ms) AS batches_per_s, "
+        "batch_size * 1000.0 / median(median_ms) AS images_per_s, "
+        "count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs "
+        "FROM runs WHERE kind = 'dataload' AND status = 'ok' "
+        "AND (?::VARCHAR IS NULL OR sweep_id = ?) "
+        "GROUP BY model, runtime, batch_size, workers, intra_threads, image_size "
+        "ORDER BY format, workers, threads, batch_size, implementation",
+        [sweep_id, sweep_id]).df()
+
+
+def load_failures(con, sweep_id: str | None) -> pd.DataFrame:
+    return con.execute(
+        "SELECT model AS format, runtime AS implementation, batch_size, workers, "
+        "intra_threads AS threads, status, reason FROM runs "
+        "WHERE kind = 'dataload' AND status != 'ok' AND (?::VARCHAR IS NULL OR sweep_id = ?) "
+        "ORDER BY started_at", [sweep_id, sweep_id]).df()

@@ -203,18 +203,21 @@ def save_sweep(con, sweep_id: str, *, rounds: int, seed: int, plan: list[list[st
                  configurations, json.dumps(plan), command])
 
 
-def list_sweeps(con, *, with_runs_only: bool = False) -> pd.DataFrame:
+def list_sweeps(con, *, with_runs_only: bool = False, kind: str | None = None) -> pd.DataFrame:
     """Newest first, with run counts and the models each sweep covered. with_runs_only:
-    only sweeps with at least one successful run (something to compare)."""
+    only sweeps with at least one successful run (something to compare); kind: only
+    sweeps of inference, train or dataload runs."""
     return con.execute(
         "SELECT s.sweep_id, s.created_at, s.rounds, s.seed, s.configurations, "
+        "any_value(r.kind) AS kind, s.command, "
         "count(r.run_id) AS runs, count(*) FILTER (WHERE r.status = 'ok') AS ok, "
         "list(DISTINCT r.model ORDER BY r.model) FILTER (WHERE r.model IS NOT NULL) AS models "
         "FROM sweeps s LEFT JOIN runs r USING (sweep_id) "
-        "GROUP BY s.sweep_id, s.created_at, s.rounds, s.seed, s.configurations "
-        "HAVING NOT ? OR count(*) FILTER (WHERE r.status = 'ok') > 0 "
+        "GROUP BY s.sweep_id, s.created_at, s.rounds, s.seed, s.configurations, s.command "
+        "HAVING (NOT ? OR count(*) FILTER (WHERE r.status = 'ok') > 0) "
+        "AND (?::VARCHAR IS NULL OR any_value(r.kind) = ?) "
         "ORDER BY s.created_at DESC",
-        [with_runs_only]).df()
+        [with_runs_only, kind, kind]).df()
 
 
 def sweep_rounds(con, sweep_id: str) -> list[dict]:

@@ -1,0 +1,64 @@
+"""Data loading: implementations side by side, per batch size, workers and threads."""
+
+import streamlit as st
+
+from engine.charts_workloads import load_bars
+from store.db import open_db, resolve_db_path
+from store.queries import load_failures, load_summary
+from store.runs import list_sweeps
+
+DB = resolve_db_path()
+st.title("Data loading")
+with open_db(DB) as con:
+    sweeps = list_sweeps(con, kind="dataload")
+if sweeps.empty:
+    st.info("No data-loading runs stored yet. In a terminal: `python -m engine dataload "
+            "--format png tiff --decoder pillow opencv skimage --normalize numpy torch "
+            "--pipeline loop torch_dataloader --batch 8 32 --workers 0 2`.",
+            icon=":material/info:")
+    st.stop()
+
+labels = {None: "all data-loading runs"}
+for s in sweeps.itertuples():
+    labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
+                          f"{', '.join(s.models)} · {s.runs} runs")
+c1, c2 = st.columns([3, 2])
+sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, index=1,
+                        key="load_sweep")
+with open_db(DB) as con:
+    summary = load_summary(con, sweep_id)
+    failures = load_failures(con, sweep_id)
+if summary.empty:
+    st.warning("No run of this selection succeeded; the failures are listed below.")
+else:
+    formats = sorted(summary.format.unique())
+    fmt = c2.radio("Format", formats, horizontal=True, key="load_format")
+    value = st.radio("Show", ["ms_per_batch", "images_per_s", "batches_per_s"],
+                     horizontal=True, key="load_value",
+                     format_func={"ms_per_batch": "ms per batch", "images_per_s": "images/s",
+                                  "batches_per_s": "batches/s"}.get)
+    d = summary[summary.format == fmt]
+    table = d.pivot_table(index=["workers", "threads", "batch_size"],
+                          columns="implementation", values=value).reset_index()
+    table.columns.name = None
+    best = "min" if value == "ms_per_batch" else "max"
+    impl_cols = [c for c in table.columns if c not in ("workers", "threads", "batch_size")]
+    st.subheader(f"{fmt}: rows batch size by workers and threads; columns implementations")
+    values = table[impl_cols].astype(float)
+    best_col = values.idxmin(axis=1) if best == "min" else values.idxmax(axis=1)
+    shown = table.copy()
+    # Strings, not NaN: Streamlit shows a missing number as "None", which reads as a result.
+    shown[impl_cols] = values.map(lambda v: "–" if v != v else f"{v:,.2f}")
+    st.dataframe(shown.style.apply(
+        lambda row: ["background-color: #c7e9c0" if c == best_col[row.name] else ""
+                     for c in row.index], axis=1), hide_index=True, width="stretch")
+    st.caption("Median over rounds of each run's median; the best of each row is shaded; "
+               "– : not measured (the plain loop has no workers). "
+               "With workers, a sample times a whole cycle of the workers (2 batches each) "
+               "divided by its batch count. Every implementation's first batch was checked "
+               "against the generated ground truth before timing (lossless formats exactly, "
+               "JPEG by mean error).")
+    st.plotly_chart(load_bars(d, value), key="load_chart")
+if not failures.empty:
+    st.subheader("Runs that did not succeed")
+    st.dataframe(failures, hide_index=True, width="stretch")
