@@ -326,7 +326,7 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
         # Samples per second over whole epochs (data feeding included), not from one step.
         wall = sum(e["wall_s"] for e in ev["epochs"])
         throughput = sum(e["samples"] for e in ev["epochs"]) / wall if wall else None
-        extra["data"] = ev.get("data_description")
+        extra.update(data=ev.get("data_description"), feed_sha256=ev.get("feed_sha256"))
     elif spec.kind == "dataload":
         extra.update(check_error=ev.get("check_error"), bytes_on_disk=ev.get("bytes_on_disk"),
                      batches_per_sample=ev.get("batches_per_sample"))

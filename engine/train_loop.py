@@ -7,6 +7,7 @@ here, in NumPy, from each framework's logits, so both are scored by the same for
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import asdict
@@ -54,12 +55,16 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
     trainer.load(spec, CLASSES)
     load_s = (clock() - t) / 1e9
     steps, b = spec.steps_in_epoch(), spec.batch_size
+    # Fingerprints of what was fed (the images, labels and every epoch's order): equal
+    # across frameworks means the same samples in the same order, which a reader can check.
+    feed = hashlib.sha256(data.x_train.tobytes() + data.y_train.tobytes())
     step_ns: list[int] = []
     losses: list[float] = []
     epochs: list[dict] = []
     last_progress = clock()
     for epoch in range(1, spec.epochs + 1):
         order = epoch_order(len(data.y_train), epoch, spec.seed)
+        feed.update(order[:steps * b].tobytes())
         loss_sum, correct = 0.0, 0
         progress(f"epoch {epoch}/{spec.epochs}", len(step_ns))
         start = clock()
@@ -101,7 +106,8 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
                 warmup_ns=step_ns[:w], samples_ns=step_ns[w:],
                 warmup_s=sum(step_ns[:w]) / 1e9, measured_s=sum(step_ns[w:]) / 1e9,
                 stop_reason="steps", epochs=epochs, step_losses=losses,
-                data_description=data.description, params=stats.params,
+                data_description=data.description, feed_sha256=feed.hexdigest(),
+                params=stats.params,
                 params_trainable=stats.params_trainable, flops_per_sample=None,
                 flops_method=stats.flops_method, device_peak_bytes=trainer.device_peak_bytes(),
                 **profile)
