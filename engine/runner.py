@@ -337,6 +337,7 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
     if ev.get("trace_path") and os.path.exists(ev["trace_path"]):
         with open(ev["trace_path"], "rb") as f:
             trace_gz = gzip.compress(f.read(), 6)
+    if ev.get("profile_step_s") is not None:
         extra["profile_step_ms"] = ev["profile_step_s"] * 1e3
         extra["profile_steps"] = spec.profile_steps
     return RunRecord(

@@ -3,7 +3,7 @@
 from datetime import datetime, timezone
 
 from engine.record import RunRecord
-from engine.runner import record_from_result
+from engine.runner import config_extra, record_from_result
 from engine.spec import MeasurementPolicy, RunSpec
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
@@ -79,3 +79,80 @@ def seed_sweep(db_path, sweep_id="sweep-seeded"):
                                  sweep_id=sweep_id, round_no=2, model="mobilenet_v3_small",
                                  framework="tensorflow", runtime="tf_function",
                                  batch_size=32), SYSTEM)
+
+
+def train_spec(**kw):
+    from engine.spec import TrainSpec
+    return TrainSpec(**{"model": "resnet18", "framework": "torch", "batch_size": 32,
+                        "intra_threads": 1, **kw}).validate(cores=4)
+
+
+def train_record(run_id, framework, walls, tests, **kw):
+    s = train_spec(framework=framework, epochs=len(walls), steps_per_epoch=4)
+    epochs = [dict(epoch=i + 1, steps=4, samples=128, wall_s=w, samples_per_s=128 / w,
+                   train_loss=2.0 - i * 0.5, train_acc=0.2 + 0.3 * i, test_loss=2.1 - i * 0.4,
+                   test_acc=t, eval_s=0.1) for i, (w, t) in enumerate(zip(walls, tests))]
+    ev = {"samples_ns": [100_000_000 + 1000 * i for i in range(4 * len(walls) - 2)],
+          "warmup_ns": [900_000_000, 150_000_000], "measured_s": 1.0, "stop_reason": "steps",
+          "load_s": 0.5, "first_forward_s": 0.9, "warmup_s": 1.05, "params": 11_181_642,
+          "params_trainable": 11_181_642, "flops_per_sample": None,
+          "flops_method": "not counted for training", "rss_before_bytes": 1,
+          "peak_rss_bytes": 2, "peak_rss_method": "VmHWM", "device_peak_bytes": None,
+          "epochs": epochs, "step_losses": [2.3 - 0.1 * i for i in range(4 * len(walls))],
+          "data_description": "digits", "feed_sha256": "abc", **kw}
+    base = {**base_fields(s, run_id), "kind": "train", "dataset": "digits",
+            "extra": config_extra(s)}
+    return record_from_result(base, ev, s)
+
+
+
+def load_record(run_id, fmt, runtime, batch, workers, ms, status="ok"):
+    """A stored-looking data-loading run (no worker needed)."""
+    pipeline, rest = runtime.split(":")
+    decoder, normalize = rest.split("+")
+    return RunRecord(run_id=run_id, sweep_id="sweep-load", model=fmt, framework="numpy",
+                     runtime=runtime, batch_size=batch, intra_threads=1, inter_threads=1,
+                     precision=None, image_size=64, device="cpu", weight_policy=None,
+                     warmup_iters=10, min_time_s=2.0, min_iters=30, max_time_s=60.0,
+                     status=status, reason="" if status == "ok" else "IQR/median 40% above 25%",
+                     median_ms=ms, throughput=batch * 1000 / ms, validity="valid",
+                     kind="dataload", workers=workers, dataset=f"{fmt}-64x64px-seed0",
+                     round_no=1, started_at=datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc),
+                     extra={"decoder": decoder, "normalize": normalize, "pipeline": pipeline},
+                     samples_ns=(int(ms * 1e6),) * 5)
+
+
+def seed_workloads(db_path):
+    """A training sweep (torch profiled, TensorFlow) and a data-loading sweep."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, "sweep-train", rounds=1, seed=1, plan=[[]], configurations=2)
+        save_sweep(con, "sweep-load", rounds=1, seed=1, plan=[[]], configurations=6)
+        torch_rec = train_record("t-torch", "torch", [1.6, 1.0], [0.5, 0.8],
+                                 profile_ops=[{"name": "aten::convolution_backward",
+                                               "device": "cpu", "calls": 40,
+                                               "self_ms": 120.5, "total_ms": 130.0},
+                                              {"name": "aten::mkldnn_convolution",
+                                               "device": "cpu", "calls": 40,
+                                               "self_ms": 60.0, "total_ms": 61.0}],
+                                 profile_step_s=0.2)
+        import gzip
+        trace = gzip.compress(b'{"traceEvents": [{"name": "aten::conv", "ph": "X"}]}')
+        save_record(con, replace(torch_rec, sweep_id="sweep-train", round_no=1,
+                                 trace_gz=trace), SYSTEM)
+        save_record(con, replace(train_record("t-tf", "tensorflow", [3.0, 2.0], [0.3, 0.7]),
+                                 sweep_id="sweep-train", round_no=1), SYSTEM)
+        n = 0
+        for impl, base in (("loop:pillow+numpy", 4.0), ("loop:opencv+numpy", 2.0),
+                           ("torch_dataloader:opencv+torch", 1.5)):
+            for batch in (8, 32):
+                for workers in ((0, 2) if impl.startswith("torch") else (0,)):
+                    n += 1
+                    save_record(con, load_record(f"l-{n}", "png", impl, batch, workers,
+                                                 base * batch / 8 / (1 + workers)), SYSTEM)
+        save_record(con, load_record("l-bad", "png", "loop:pillow+numpy", 64, 0, 40.0,
+                                     status="invalid"), SYSTEM)

@@ -116,3 +116,50 @@ def _drive(page, base, db):
     expect(page.get_by_text(f"Link to this run: ?run={run_id}")).to_be_visible(timeout=60_000)
     expect(page.locator(".js-plotly-plot")).to_have_count(2, timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "e2e-5-run-detail.png"), full_page=True)
+
+
+def test_training_dataload_and_profile_views_in_the_browser(server):
+    """Stored training, data-loading and profiled runs, seen as a user sees them: the
+    charts drawn, the table filled, the Chrome trace downloaded."""
+    import gzip
+    import json
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.helpers import seed_workloads
+
+    base, db = server
+    seed_workloads(db)
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000},
+                                accept_downloads=True)
+        try:
+            page.goto(f"{base}/training")
+            expect(page.locator(".js-plotly-plot")).to_have_count(5, timeout=60_000)
+            expect(page.get_by_text("10.0 points")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "e2e-6-training.png"), full_page=True)
+            page.goto(f"{base}/dataload")
+            expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+            expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "e2e-7-dataload.png"), full_page=True)
+            page.goto(f"{base}/results?run=t-torch")
+            expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=60_000)
+            button = page.get_by_role("button", name=re.compile("Chrome trace"))
+            expect(button).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "e2e-8-profile.png"), full_page=True)
+            with page.expect_download() as info:
+                button.click()
+            download = info.value
+            name, data = download.suggested_filename, open(download.path(), "rb").read()
+        except BaseException:
+            page.screenshot(path=str(ARTIFACTS / "e2e-failure-workloads.png"), full_page=True)
+            print(page.inner_text("body")[-3000:])
+            raise
+        finally:
+            browser.close()
+    assert name == "trace-t-torch.json.gz"
+    assert json.loads(gzip.decompress(data))["traceEvents"][0]["name"] == "aten::conv"

@@ -5,11 +5,11 @@ from streamlit.testing.v1 import AppTest
 
 from engine.jobs import SweepRequest
 from tests.conftest import ROOT
-from tests.helpers import seed_sweep
+from tests.helpers import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
 PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/cost.py",
-         "pages/system.py"]
+         "pages/system.py", "pages/training.py", "pages/dataload.py"]
 
 
 def page(name, db_path, monkeypatch):
@@ -33,6 +33,8 @@ def seeded(db_path):
     ("pages/compare.py", "Nothing to compare yet"),
     ("pages/system.py", "The database is empty: launch a sweep on the **Run** page"),
     ("pages/cost.py", "No measured throughput yet"),
+    ("pages/training.py", "No training runs stored yet"),
+    ("pages/dataload.py", "No data-loading runs stored yet"),
 ])
 def test_empty_database_pages_say_what_to_do(name, hint, db_path, monkeypatch):
     at = page(name, db_path, monkeypatch)
@@ -153,6 +155,7 @@ def test_system_page_shows_machine_and_database(seeded, monkeypatch):
 
 
 def test_dashboard_never_imports_a_framework(seeded, monkeypatch, tmp_path):
+    seed_workloads(seeded)
     import subprocess
     import sys
     code = ("import sys; from streamlit.testing.v1 import AppTest\n"
@@ -176,8 +179,8 @@ def test_results_page_shows_one_run_from_a_link(seeded, monkeypatch):
     at.query_params["run"] = "torch-1-1-1"
     at.run()
     assert not at.exception
-    assert at.subheader[0].value == ("mobilenet_v3_small · torch (eager) · batch 1 · "
-                                     "1 threads · ok")
+    assert at.subheader[0].value == ("inference · mobilenet_v3_small · torch (eager) · "
+                                     "batch 1 · 1 threads · ok")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["p50"] == "10.100 ms" and metrics["iterations"] == "5"
     assert metrics["samples/s"] == "99.0"
@@ -272,3 +275,58 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
     assert (req.model, req.framework, req.runtime, req.threads, req.p99_bound_ms,
             req.max_batch, req.margin) == ("resnet18", "torch", "onnxruntime", 1, 50.0, 64, 0.05)
     assert at.success[0].value == "Search job 1 queued."
+
+
+def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, monkeypatch):
+    seed_workloads(db_path)
+    seed_sweep(db_path)  # inference runs must not leak into the training views
+    at = page("pages/training.py", db_path, monkeypatch)
+    table = at.dataframe[0].value
+    assert table.run.tolist() == ["tensorflow (tf_function)", "torch (eager)"]
+    assert table.final_test_acc.tolist() == [0.7, 0.8]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {"test accuracy · tensorflow (tf_function)": "70.0%",
+                       "test accuracy · torch (eager)": "80.0%"}
+    assert any("gap between the runs shown: **10.0 points**" in c.value for c in at.caption)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5  # epoch time, samples/s, loss, accuracy, per-step loss
+    titles = [__import__("json").loads(c.proto.spec)["layout"]["title"]["text"]
+              for c in charts]
+    assert titles == ["Time per epoch", "Samples per second (all epochs)",
+                      "Loss per epoch (test dashed)", "Accuracy per epoch (test dashed)",
+                      "Training loss per step (moving average of 10)"]
+
+
+def test_dataload_page_tabulates_batch_by_workers_against_implementations(db_path,
+                                                                         monkeypatch):
+    seed_workloads(db_path)
+    at = page("pages/dataload.py", db_path, monkeypatch)
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["workers", "threads", "batch_size", "loop:opencv+numpy",
+                                   "loop:pillow+numpy", "torch_dataloader:opencv+torch"]
+    assert table.values.tolist() == [
+        [0, 1, 8, "2.00", "4.00", "1.50"], [0, 1, 32, "8.00", "16.00", "6.00"],
+        [2, 1, 8, "–", "–", "0.50"], [2, 1, 32, "–", "–", "2.00"]]
+    assert at.dataframe[1].value.status.tolist() == ["invalid"]  # the failure is listed
+    assert len(at.get("plotly_chart")) == 1
+    at.radio(key="load_value").set_value("images_per_s").run()
+    assert at.dataframe[0].value.values.tolist()[0] == [0, 1, 8, "4,000.00", "2,000.00",
+                                                         "5,333.33"]
+
+
+def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
+    seed_workloads(db_path)
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("pages/results.py")
+    at.query_params["run"] = "t-torch"
+    at.run()
+    assert not at.exception
+    assert [s.value for s in at.subheader][:2] == [
+        "train · resnet18 · torch (eager) · batch 32 · 1 threads · ok", "Profile"]
+    ops = at.dataframe[1].value
+    assert ops.op.tolist() == ["aten::convolution_backward", "aten::mkldnn_convolution"]
+    assert any("200.00 ms per profiled step" in c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) == 3  # histogram, trace, operators
+    assert len(at.get("download_button")) == 1

@@ -19,12 +19,7 @@ from engine.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs
 from store.runs import profile_ops, profile_trace, save_record, train_epochs, train_steps
-from tests.helpers import SYSTEM, base_fields
-
-
-def train_spec(**kw):
-    return TrainSpec(**{"model": "resnet18", "framework": "torch", "batch_size": 32,
-                        "intra_threads": 1, **kw}).validate(cores=4)
+from tests.helpers import SYSTEM, base_fields, train_record as _train_record, train_spec
 
 
 @pytest.mark.parametrize("kw, field, text", [
@@ -78,24 +73,6 @@ def test_cross_entropy_matches_the_definition():
     loss, correct = cross_entropy(logits, np.array([0, 1]))
     expected = -np.log(np.exp(2) / (np.exp(2) + 2)) - np.log(1 / (2 + np.exp(5)))
     assert loss == pytest.approx(expected, rel=1e-9) and correct == 1
-
-
-def _train_record(run_id, framework, walls, tests, **kw):
-    s = train_spec(framework=framework, epochs=len(walls), steps_per_epoch=4)
-    epochs = [dict(epoch=i + 1, steps=4, samples=128, wall_s=w, samples_per_s=128 / w,
-                   train_loss=2.0 - i * 0.5, train_acc=0.2 + 0.3 * i, test_loss=2.1 - i * 0.4,
-                   test_acc=t, eval_s=0.1) for i, (w, t) in enumerate(zip(walls, tests))]
-    ev = {"samples_ns": [100_000_000 + 1000 * i for i in range(4 * len(walls) - 2)],
-          "warmup_ns": [900_000_000, 150_000_000], "measured_s": 1.0, "stop_reason": "steps",
-          "load_s": 0.5, "first_forward_s": 0.9, "warmup_s": 1.05, "params": 11_181_642,
-          "params_trainable": 11_181_642, "flops_per_sample": None,
-          "flops_method": "not counted for training", "rss_before_bytes": 1,
-          "peak_rss_bytes": 2, "peak_rss_method": "VmHWM", "device_peak_bytes": None,
-          "epochs": epochs, "step_losses": [2.3 - 0.1 * i for i in range(4 * len(walls))],
-          "data_description": "digits", "feed_sha256": "abc", **kw}
-    base = {**base_fields(s, run_id), "kind": "train", "dataset": "digits",
-            "extra": config_extra(s)}
-    return record_from_result(base, ev, s)
 
 
 def test_training_record_derives_throughput_from_epochs_and_round_trips(db_path):
