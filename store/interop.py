@@ -21,14 +21,16 @@ import pyarrow.parquet as pq
 
 from engine.errors import UserError
 from engine.record import STATUSES, RunRecord
-from store.runs import RUN_COLUMNS, SYSTEM_COLUMNS, run_exists, save_record
+from store.runs import (EPOCH_COLUMNS, PROFILE_COLUMNS, RUN_COLUMNS, SYSTEM_COLUMNS, run_exists,
+                        save_record)
 
 __all__ = ["export_runs", "export_bytes", "import_file", "FORMATS", "EXPORT_TAG"]
 
 FORMATS = ("parquet", "csv", "json")
 EXPORT_TAG = "dl-bench-dashboard/runs"
 EXPORT_VERSION = 1
-_JSON_COLS = ("versions", "threads_effective", "env", "extra", "system")
+_EXTRA_COLS = ("epochs", "step_losses", "profile_ops")  # training and profile side tables
+_JSON_COLS = ("versions", "threads_effective", "env", "extra", "system", *_EXTRA_COLS)
 _LIST_COLS = ("warmup_ns", "samples_ns")
 _TIME_COLS = ("started_at", "ended_at")
 
@@ -37,7 +39,15 @@ _EXPORT_SQL = f"""
            CASE WHEN y.system_id IS NULL THEN NULL ELSE
              json_object({', '.join(f"'{c}', y.{c}" for c in SYSTEM_COLUMNS)}) END AS system,
            coalesce(s.warmup_ns, []::BIGINT[]) AS warmup_ns,
-           coalesce(s.samples_ns, []::BIGINT[]) AS samples_ns
+           coalesce(s.samples_ns, []::BIGINT[]) AS samples_ns,
+           (SELECT to_json(list(struct_pack({', '.join(f"{c} := e.{c}" for c in EPOCH_COLUMNS)})
+                                ORDER BY e.epoch))
+            FROM train_epochs e WHERE e.run_id = r.run_id HAVING count(*) > 0) AS epochs,
+           (SELECT to_json(list(t.loss ORDER BY t.step)) FROM train_steps t
+            WHERE t.run_id = r.run_id HAVING count(*) > 0) AS step_losses,
+           (SELECT to_json(list(struct_pack({', '.join(f"{c} := p.{c}" for c in PROFILE_COLUMNS)})
+                                ORDER BY p.rank))
+            FROM profile_ops p WHERE p.run_id = r.run_id HAVING count(*) > 0) AS profile_ops
     FROM runs r
     LEFT JOIN systems y ON y.system_id = r.system_id
     LEFT JOIN (SELECT run_id,
@@ -101,7 +111,7 @@ def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None,
     elif fmt == "csv":
         flat = [{k: json.dumps(v) if k in _JSON_COLS + _LIST_COLS else v
                  for k, v in r.items()} for r in rows]
-        pd.DataFrame(flat, columns=RUN_COLUMNS + ["system", *_LIST_COLS]).to_csv(path, index=False)
+        pd.DataFrame(flat, columns=RUN_COLUMNS + ["system", *_LIST_COLS, *_EXTRA_COLS]).to_csv(path, index=False)
     else:
         flat = [{k: json.dumps(v) if k in _JSON_COLS else v for k, v in r.items()}
                 for r in rows]
@@ -115,7 +125,7 @@ def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None,
 def _parquet_schema() -> pa.Schema:
     types = {f.name: f.type for f in fields(RunRecord)}
     cols = []
-    for name in RUN_COLUMNS + ["system", *_LIST_COLS]:
+    for name in RUN_COLUMNS + ["system", *_LIST_COLS, *_EXTRA_COLS]:
         t = str(types.get(name, "str"))
         if name in _LIST_COLS:
             typ = pa.list_(pa.int64())
@@ -260,6 +270,9 @@ def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
             kwargs[name] = tuple(int(x) for x in v)
         elif name in ("versions", "threads_effective", "env", "extra"):
             kwargs[name] = v if isinstance(v, dict) else json.loads(v)
+        elif name in _EXTRA_COLS:
+            v = json.loads(v) if isinstance(v, str) else v
+            kwargs[name] = tuple(v) if isinstance(v, (list, tuple)) else ()  # NaN: none
         elif t.startswith("int"):
             kwargs[name] = int(float(v)) if isinstance(v, str) else int(v)  # CSV: "3.0"
         elif t.startswith("float"):
@@ -279,4 +292,5 @@ def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
 def _default(name):
     return {"reason": "", "stderr_tail": "", "validity_reason": "", "source": "import",
             "versions": {}, "threads_effective": {}, "env": {}, "extra": {},
-            "warmup_ns": (), "samples_ns": ()}.get(name)
+            "warmup_ns": (), "samples_ns": (), "epochs": (), "step_losses": (),
+            "profile_ops": ()}.get(name)

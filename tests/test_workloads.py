@@ -209,3 +209,26 @@ def test_load_table_puts_implementations_in_columns():
                                 "loop:opencv+numpy"]
     assert lines[3].split() == ["png", "8", "0", "1", "4.00", "(2,000/s)", "2.00",
                                 "(4,000/s)"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_training_epochs_steps_and_operators_survive_export_and_import(fmt, tmp_path):
+    from store.interop import export_runs, import_file
+    from tests.helpers import seed_workloads
+
+    src, dst = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    seed_workloads(src)
+    out = tmp_path / f"runs.{fmt}"
+    with open_db(src) as con:
+        n = export_runs(con, out, fmt, sweep_id="sweep-train")
+        want = (train_epochs(con, ["t-torch"]).drop(columns=["sweep_id"]),
+                train_steps(con, ["t-torch"]), profile_ops(con, "t-torch"))
+    assert n == 2
+    with open_db(dst) as con:
+        added, skipped, _ = import_file(con, out)
+        got = (train_epochs(con, ["t-torch"]).drop(columns=["sweep_id"]),
+               train_steps(con, ["t-torch"]), profile_ops(con, "t-torch"))
+        kinds = con.execute("SELECT DISTINCT kind FROM runs").fetchall()
+    assert (added, skipped, kinds) == (2, 0, [("train",)])
+    for a, b in zip(want, got):
+        assert a.equals(b), (a, b)
