@@ -22,10 +22,10 @@ from typing import Callable
 from engine.errors import UserError
 from engine.rounds import DEFAULT_ROUNDS
 from engine.runner import Runner
-from engine.spec import MeasurementPolicy, RunSpec, expand_sweep
+from engine.spec import MeasurementPolicy, RunSpec, expand_sweep, expand_train
 from engine.sweep import run_sweep
 
-__all__ = ["SweepRequest", "BatchSearchRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
+__all__ = ["SweepRequest", "TrainRequest", "BatchSearchRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
            "DONE", "CANCELLED", "FAILED"]
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
@@ -49,6 +49,7 @@ class SweepRequest:
     timeout_s: float = 600.0
     memory_cap_bytes: int | None = None
     runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
+    profile_steps: int = 0  # >0: profile this many iterations after each timed pass
 
     def specs(self) -> list[RunSpec]:
         """Validated specs, or UserError naming the field."""
@@ -59,10 +60,44 @@ class SweepRequest:
                             list(self.threads), inter_threads=self.inter_threads,
                             precision=self.precision, image_size=self.image_size,
                             weight_policy=self.weight_policy, policy=self.policy,
-                            runtimes=list(self.runtimes) or None)
+                            runtimes=list(self.runtimes) or None,
+                            profile_steps=self.profile_steps)
 
     def same_work(self, other: "SweepRequest") -> bool:
         """Equal but for the seed: launching it twice would measure the same thing twice."""
+        return replace(self, seed=None) == replace(other, seed=None)
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """A training sweep (engine.spec.TrainSpec) as a dashboard job."""
+
+    models: tuple[str, ...]
+    frameworks: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    threads: tuple[int, ...]
+    epochs: int = 1
+    steps_per_epoch: int | None = None
+    dataset: str = "digits"
+    lr: float = 0.01
+    momentum: float = 0.9
+    profile_steps: int = 0
+    rounds: int = 1
+    seed: int | None = None
+    timeout_s: float = 3600.0
+    memory_cap_bytes: int | None = None
+
+    def specs(self) -> list:
+        if not 1 <= self.rounds <= 100:
+            raise UserError(f"rounds: {self.rounds} is out of range; allowed: integer 1..100",
+                            field="rounds")
+        return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
+                            list(self.threads), epochs=self.epochs,
+                            steps_per_epoch=self.steps_per_epoch, dataset=self.dataset,
+                            lr=self.lr, momentum=self.momentum,
+                            profile_steps=self.profile_steps)
+
+    def same_work(self, other) -> bool:
         return replace(self, seed=None) == replace(other, seed=None)
 
 

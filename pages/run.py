@@ -6,10 +6,10 @@ from engine.catalog import CATALOG, RUNTIMES
 from engine.errors import UserError
 from engine.estimate import estimate_seconds
 from engine.charts import search_probes
-from engine.jobs import BatchSearchRequest, SweepRequest, get_manager
+from engine.jobs import BatchSearchRequest, SweepRequest, TrainRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
-from engine.spec import (BATCH_RANGE, IMAGE_RANGE, PRECISIONS, MeasurementPolicy,
-                         logical_cores, parse_int_list)
+from engine.spec import (BATCH_RANGE, DATASETS, IMAGE_RANGE, PRECISIONS, PROFILE_RANGE,
+                         TRAIN_BATCH_RANGE, MeasurementPolicy, logical_cores, parse_int_list)
 from store.db import open_db, resolve_db_path
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
@@ -103,6 +103,12 @@ with right:
                              help="each round runs the whole sweep in fresh processes, in "
                                   "alternating order; comparisons use the median of rounds "
                                   "and test significance across them")
+    profile = st.number_input("Profile iterations (0 = off)", key="profile", min_value=0,
+                              max_value=PROFILE_RANGE[1], value=int(q.get("profile", 0)),
+                              help="after each timed pass, profile this many more "
+                                   "iterations (torch.profiler / TF profiler) in a separate "
+                                   "pass; top operators and the Chrome trace appear on "
+                                   "Results")
     slot_policy = st.empty()
 
 batch_sizes = list(presets)
@@ -125,7 +131,7 @@ if not errors:
         threads=tuple(sorted(threads)), image_size=image_size, precision=precision,
         policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                  min_iters=int(min_iters)),
-        rounds=int(rounds), runtimes=tuple(runtimes))
+        rounds=int(rounds), runtimes=tuple(runtimes), profile_steps=int(profile))
     try:
         specs = request.specs()
     except UserError as exc:
@@ -134,7 +140,7 @@ if not errors:
 slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_runtimes,
          "batch_size": slot_batch,
          "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image,
-         "precision": slot_image}
+         "precision": slot_image, "profile_steps": slot_runtimes}
 for field, message in errors.items():
     slots.get(field, slot_policy).error(message, icon=":material/error:")
 
@@ -197,6 +203,50 @@ with st.expander("Find the optimal batch size"):
         try:
             view = manager.submit(search)
             st.success(f"Search job {view.job_id} queued.")
+        except UserError as exc:
+            st.warning(str(exc))
+
+
+with st.expander("Train models (time per epoch, loss, accuracy)"):
+    st.caption("SGD on the same images in the same order in every framework; each step "
+               "timed, each epoch scored on the test split. Results on the Training page.")
+    t1, t2, t3, t4 = st.columns(4)
+    tr_models = t1.multiselect("Models", list(CATALOG), default=["resnet18"], key="tr_models")
+    tr_fw = t2.multiselect("Frameworks", FRAMEWORKS, default=FRAMEWORKS, key="tr_frameworks")
+    tr_batch = t3.text_input("Batch sizes", "32", key="tr_batch")
+    tr_threads = t4.multiselect("Threads", list(range(1, CORES + 1)), default=[CORES],
+                                key="tr_threads")
+    t5, t6, t7, t8, t9, t10 = st.columns(6)
+    tr_dataset = t5.selectbox("Data set", list(DATASETS), key="tr_dataset",
+                              help="; ".join(f"{k}: {v}" for k, v in DATASETS.items()))
+    tr_epochs = t6.number_input("Epochs", key="tr_epochs", min_value=1, max_value=1000, value=1)
+    tr_steps = t7.number_input("Steps per epoch (0 = all)", key="tr_steps", min_value=0,
+                               value=0)
+    tr_lr = t8.number_input("Learning rate", key="tr_lr", min_value=0.0, max_value=10.0,
+                            value=0.01, step=0.005, format="%.4f")
+    tr_mom = t9.number_input("Momentum", key="tr_momentum", min_value=0.0, max_value=0.999,
+                             value=0.9, step=0.05)
+    tr_prof = t10.number_input("Profile steps", key="tr_profile", min_value=0,
+                               max_value=PROFILE_RANGE[1], value=0)
+    train_error = ""
+    try:
+        train = TrainRequest(
+            models=tuple(tr_models), frameworks=tuple(tr_fw),
+            batch_sizes=tuple(parse_int_list(tr_batch, "batch_size", *TRAIN_BATCH_RANGE)),
+            threads=tuple(sorted(tr_threads)), epochs=int(tr_epochs),
+            steps_per_epoch=int(tr_steps) or None, dataset=tr_dataset, lr=float(tr_lr),
+            momentum=float(tr_mom), profile_steps=int(tr_prof))
+        train_specs = train.specs()
+        st.info(f"**{len(train_specs)} training run{'s' if len(train_specs) > 1 else ''}** of "
+                f"{train_specs[0].epochs} epoch(s) × {train_specs[0].steps_in_epoch()} steps",
+                icon=":material/schedule:")
+    except UserError as exc:
+        train_error = str(exc)
+        st.error(train_error, icon=":material/error:")
+    if st.button("Start training", key="tr_launch", disabled=bool(train_error)):
+        try:
+            view = manager.submit(train)
+            st.success(f"Training job {view.job_id} queued.")
         except UserError as exc:
             st.warning(str(exc))
 

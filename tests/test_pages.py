@@ -330,3 +330,36 @@ def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
     assert any("200.00 ms per profiled step" in c.value for c in at.caption)
     assert len(at.get("plotly_chart")) == 3  # histogram, trace, operators
     assert len(at.get("download_button")) == 1
+
+
+def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
+    from engine.jobs import SweepRequest, TrainRequest
+
+    fake = FakeManager()
+    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.text_input(key="tr_batch").set_value("16, 32")
+    at.number_input(key="tr_steps").set_value(5)
+    at.number_input(key="tr_profile").set_value(2)
+    at.run()
+    assert any(i.value.startswith("**4 training runs** of 1 epoch(s) × 5 steps")
+               for i in at.info), [i.value for i in at.info]
+    at.button(key="tr_launch").click().run()
+    assert not at.exception
+    [req] = fake.submitted
+    assert isinstance(req, TrainRequest)
+    assert [(s.kind, s.framework, s.batch_size, s.profile_steps) for s in req.specs()] == [
+        ("train", "torch", 16, 2), ("train", "torch", 32, 2),
+        ("train", "tensorflow", 16, 2), ("train", "tensorflow", 32, 2)]
+    at.text_input(key="tr_batch").set_value("0").run()
+    assert "batch_size: 0 is out of range; allowed: integer 1..1024" in at.error[0].value
+    assert at.button(key="tr_launch").disabled is True
+
+    at.multiselect(key="models").set_value(["resnet18"])
+    at.multiselect(key="frameworks").set_value(["torch"])
+    at.number_input(key="profile").set_value(3)
+    at.run()
+    at.button(key="launch").click().run()
+    sweep = fake.submitted[-1]
+    assert isinstance(sweep, SweepRequest) and sweep.profile_steps == 3
+    assert {s.profile_steps for s in sweep.specs()} == {3}
