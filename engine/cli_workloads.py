@@ -25,6 +25,10 @@ def add_parsers(sub, *, db_arg, int_arg, float_arg) -> None:
                    help=f"catalog names: {', '.join(CATALOG)}")
     t.add_argument("--framework", nargs="+", default=list(TRAIN_RUNTIMES), metavar="FW",
                    help="torch, tensorflow (default: both)")
+    t.add_argument("--runtime", nargs="+", default=None, metavar="RT",
+                   help="; ".join(f"{f}: {', '.join(r)}" for f, r in TRAIN_RUNTIMES.items())
+                   + " (default: the first of each; libtorch = the same model scripted "
+                     "and trained by the LibTorch C++ trainer)")
     t.add_argument("--batch", nargs="+", type=int_arg("batch_size", *TRAIN_BATCH_RANGE),
                    default=[32], metavar="N", help="batch sizes (default 32)")
     t.add_argument("--threads", nargs="+", type=int_arg("threads", 1), default=[1],
@@ -149,7 +153,7 @@ def cmd_train(args) -> int:
     from engine.report import train_table
 
     specs = expand_train(args.model, args.framework, args.batch, args.threads,
-                         inter_threads=args.inter_threads, epochs=args.epochs,
+                         runtimes=args.runtime, inter_threads=args.inter_threads, epochs=args.epochs,
                          steps_per_epoch=args.steps, dataset=args.dataset,
                          image_size=args.image_size, synthetic_samples=args.synthetic_samples,
                          lr=args.lr, momentum=args.momentum, warmup_steps=args.warmup_steps,
@@ -157,8 +161,8 @@ def cmd_train(args) -> int:
     steps = sum(s.steps_in_epoch() * s.epochs for s in specs)
 
     def describe_event(spec, ev):
-        return (f"{spec.model} {spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
-                f"{ev.get('phase', 'start')}")
+        return (f"{spec.model} {spec.framework} ({spec.runtime}) b{spec.batch_size} "
+                f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
 
     def describe_record(rec):
         if rec.status in ("ok", "invalid") and rec.epochs:
@@ -167,8 +171,8 @@ def cmd_train(args) -> int:
                       f"test acc {last['test_acc']:.1%}")
         else:
             figure = rec.reason[:160]
-        return (f"{rec.model} {rec.framework} b{rec.batch_size} t{rec.intra_threads}: "
-                f"{rec.status} - {figure}")
+        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
+                f"t{rec.intra_threads}: {rec.status} - {figure}")
 
     print(f"training {len(specs)} configurations on {specs[0].dataset}: "
           f"{specs[0].epochs} epochs of {specs[0].steps_in_epoch()} steps")

@@ -82,6 +82,7 @@ class TrainRequest:
     lr: float = 0.01
     momentum: float = 0.9
     profile_steps: int = 0
+    runtimes: tuple[str, ...] = ()  # empty: each framework's default
     rounds: int = 1
     seed: int | None = None
     timeout_s: float = 3600.0
@@ -92,7 +93,8 @@ class TrainRequest:
             raise UserError(f"rounds: {self.rounds} is out of range; allowed: integer 1..100",
                             field="rounds")
         return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
-                            list(self.threads), epochs=self.epochs,
+                            list(self.threads), runtimes=list(self.runtimes) or None,
+                            epochs=self.epochs,
                             steps_per_epoch=self.steps_per_epoch, dataset=self.dataset,
                             lr=self.lr, momentum=self.momentum,
                             profile_steps=self.profile_steps)

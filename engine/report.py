@@ -106,12 +106,14 @@ def train_table(records) -> str:
     for r in records:
         ep = list(r.epochs)
         if not ep:
-            rows.append([r.model, r.framework, str(r.batch_size), str(r.intra_threads),
-                         r.status, "-", "-", "-", "-", "-", "-", (r.reason or "")[:60]])
+            rows.append([r.model, f"{r.framework} ({r.runtime})", str(r.batch_size),
+                         str(r.intra_threads), r.status, "-", "-", "-", "-", "-", "-",
+                         (r.reason or "")[:60]])
             continue
         last = ep[-1]
         walls = [e["wall_s"] for e in ep]
-        rows.append([r.model, r.framework, str(r.batch_size), str(r.intra_threads), r.status,
+        rows.append([r.model, f"{r.framework} ({r.runtime})", str(r.batch_size),
+                     str(r.intra_threads), r.status,
                      f"{walls[0]:.2f}" + (f" / {sum(walls[1:]) / len(walls[1:]):.2f}"
                                           if len(walls) > 1 else ""),
                      f"{r.throughput:,.1f}", f"{r.median_ms:.1f} [{r.p90_ms:.1f}]",

@@ -262,9 +262,10 @@ DATASETS = {
     "synthetic": "random normal inputs and random labels of the chosen image size: pure "
                  "speed, nothing to learn (accuracy stays near chance)",
 }
-# How each framework trains: torch in eager mode; TensorFlow through one compiled
+# How each framework trains (the first is the default): torch in eager mode, or the same
+# model scripted and trained by the LibTorch C++ trainer; TensorFlow through one compiled
 # tf.function train step (what Keras' fit() runs), GradientTape inside.
-TRAIN_RUNTIMES = {"torch": "eager", "tensorflow": "tf_function"}
+TRAIN_RUNTIMES = {"torch": ("eager", "libtorch"), "tensorflow": ("tf_function",)}
 TRAIN_BATCH_RANGE = (1, 1024)
 EPOCH_RANGE = (1, 1000)
 STEPS_RANGE = (1, 1_000_000)
@@ -335,11 +336,11 @@ class TrainSpec:
         if self.model not in CATALOG:
             raise UserError(f"model: unknown {self.model!r}; allowed: {', '.join(CATALOG)}",
                             field="model")
-        runtime = self.runtime or TRAIN_RUNTIMES[self.framework]
-        if runtime != TRAIN_RUNTIMES[self.framework]:
-            raise UserError(f"runtime: {self.framework} trains with "
-                            f"{TRAIN_RUNTIMES[self.framework]} only; allowed: "
-                            f"{TRAIN_RUNTIMES[self.framework]}", field="runtime")
+        runtime = self.runtime or TRAIN_RUNTIMES[self.framework][0]
+        if runtime not in TRAIN_RUNTIMES[self.framework]:
+            raise UserError(f"runtime: {self.framework} does not train with {runtime!r}; "
+                            f"allowed: {', '.join(TRAIN_RUNTIMES[self.framework])}",
+                            field="runtime")
         _choice("dataset", self.dataset, tuple(DATASETS))
         _int_range("batch_size", self.batch_size, *TRAIN_BATCH_RANGE)
         for name in ("intra_threads", "inter_threads"):
@@ -357,6 +358,14 @@ class TrainSpec:
         if self.device == "cuda" and self.framework == "tensorflow":
             raise UserError("device: cuda is not available for tensorflow here (the project "
                             "installs tensorflow-cpu); allowed: cpu", field="device")
+        if runtime == "libtorch":
+            if self.device != "cpu":
+                raise UserError("device: the LibTorch trainer is built against libtorch_cpu; "
+                                "allowed: cpu", field="device")
+            if self.profile_steps:
+                raise UserError("profile_steps: the LibTorch trainer runs outside "
+                                "torch.profiler's sight; allowed: 0 (profile the eager "
+                                "runtime instead)", field="profile_steps")
         size = 32 if self.image_size is None else self.image_size
         if self.dataset == "digits" and size != 32:
             raise UserError(f"image_size: the digits set is resized to 32 px; allowed: 32 "
@@ -372,15 +381,30 @@ class TrainSpec:
         return out
 
 
-def expand_train(models, frameworks, batch_sizes, threads, **common) -> list[TrainSpec]:
-    """Validated training specs, grouped like expand_sweep (framework, then threads)."""
+def expand_train(models, frameworks, batch_sizes, threads, *, runtimes=None,
+                 **common) -> list[TrainSpec]:
+    """Validated training specs, grouped like expand_sweep (framework, then threads).
+    runtimes: each applies to the frameworks that train with it (default: the first)."""
     for name, values in (("model", models), ("framework", frameworks),
                          ("batch_size", batch_sizes), ("threads", threads)):
         if not values:
             raise UserError(f"{name}: pick at least one value", field=name)
-    return [TrainSpec(model=m, framework=f, batch_size=b, intra_threads=t, **common).validate()
+    for f in _unique(frameworks):
+        if f not in TRAIN_RUNTIMES:
+            TrainSpec(models[0], f, 1, 1).validate()  # refused, naming the allowed ones
+    per_fw = {f: [r for r in _unique(runtimes or ()) if r in TRAIN_RUNTIMES[f]]
+              or [TRAIN_RUNTIMES[f][0]] for f in _unique(frameworks)}
+    for r in _unique(runtimes or ()):
+        if not any(r in TRAIN_RUNTIMES[f] for f in _unique(frameworks)):
+            allowed = "; ".join(f"{f}: {', '.join(TRAIN_RUNTIMES[f])}"
+                                for f in _unique(frameworks))
+            raise UserError(f"runtime: {r!r} does not train any of "
+                            f"{', '.join(frameworks)}; allowed: {allowed}", field="runtime")
+    return [TrainSpec(model=m, framework=f, batch_size=b, intra_threads=t, runtime=rt,
+                      **common).validate()
             for f in _unique(frameworks) for t in _unique(threads) for m in _unique(models)
-            for b in _unique(batch_sizes)]
+            for rt in per_fw[f] for b in _unique(batch_sizes)]
+
 
 
 # -- data loading -----------------------------------------------------------------------------

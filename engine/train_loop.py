@@ -52,12 +52,59 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
     t = clock()
     data = load_data(spec)
     x_train, x_test = trainer.prepare(data.x_train), trainer.prepare(data.x_test)
-    trainer.load(spec, CLASSES)
+    if hasattr(trainer, "load"):  # the C++ trainer builds its model inside train_all
+        trainer.load(spec, CLASSES)
     load_s = (clock() - t) / 1e9
     steps, b = spec.steps_in_epoch(), spec.batch_size
     # Fingerprints of what was fed (the images, labels and every epoch's order): equal
     # across frameworks means the same samples in the same order, which a reader can check.
     feed = hashlib.sha256(data.x_train.tobytes() + data.y_train.tobytes())
+    own_peak = None
+    if hasattr(trainer, "train_all"):  # the runtime trains in a process of its own (C++)
+        orders = [epoch_order(len(data.y_train), e, spec.seed)
+                  for e in range(1, spec.epochs + 1)]
+        for order in orders:
+            feed.update(order[:steps * b].tobytes())
+        out = trainer.train_all(spec, x_train, data.y_train, x_test, data.y_test, orders,
+                                steps, progress)
+        step_ns, losses, own_peak = out["step_ns"], out["losses"], out["peak_rss_bytes"]
+        epochs = []
+        for epoch, e in enumerate(out["epochs"], start=1):
+            test_loss, correct_test = cross_entropy(e["test_logits"], data.y_test)
+            epochs.append(dict(epoch=epoch, steps=steps, samples=steps * b, wall_s=e["wall_s"],
+                               samples_per_s=steps * b / e["wall_s"] if e["wall_s"] else None,
+                               train_loss=e["loss_sum"] / steps,
+                               train_acc=e["correct"] / (steps * b),
+                               test_loss=test_loss / len(data.y_test),
+                               test_acc=correct_test / len(data.y_test), eval_s=None))
+    else:
+        step_ns, losses, epochs = _train_in_process(spec, trainer, data, x_train, x_test,
+                                                    feed, progress, clock)
+    w = min(spec.warmup_steps, len(step_ns) - 1)  # at least one step stays measured
+    profile = {}
+    if spec.profile_steps and trace_path:
+        progress("profile", len(step_ns))
+        idx = epoch_order(len(data.y_train), 0, spec.seed)[:b]
+        ops, per_step_s = trainer.profile(x_train[idx], data.y_train[idx],
+                                          spec.profile_steps, trace_path)
+        profile = {"profile_ops": [asdict(o) for o in ops],
+                   "profile_step_s": per_step_s, "trace_path": trace_path}
+    stats = trainer.model_stats()
+    return dict(load_s=load_s, first_forward_s=step_ns[0] / 1e9,
+                warmup_ns=step_ns[:w], samples_ns=step_ns[w:],
+                warmup_s=sum(step_ns[:w]) / 1e9, measured_s=sum(step_ns[w:]) / 1e9,
+                stop_reason="steps", epochs=epochs, step_losses=losses,
+                data_description=data.description, feed_sha256=feed.hexdigest(),
+                params=stats.params,
+                params_trainable=stats.params_trainable, flops_per_sample=None,
+                flops_method=stats.flops_method, device_peak_bytes=trainer.device_peak_bytes(),
+                own_peak_rss_bytes=own_peak, prepare_s=getattr(trainer, "prepare_s", None),
+                **profile)
+
+
+def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, clock):
+    """Python-driven training: one timed train_step per batch, scored after each epoch."""
+    steps, b = spec.steps_in_epoch(), spec.batch_size
     step_ns: list[int] = []
     losses: list[float] = []
     epochs: list[dict] = []
@@ -92,22 +139,4 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
                            train_loss=loss_sum / steps, train_acc=correct / (steps * b),
                            test_loss=test_loss, test_acc=test_acc,
                            eval_s=(clock() - t0) / 1e9))
-    w = min(spec.warmup_steps, len(step_ns) - 1)  # at least one step stays measured
-    profile = {}
-    if spec.profile_steps and trace_path:
-        progress("profile", len(step_ns))
-        idx = epoch_order(len(data.y_train), 0, spec.seed)[:b]
-        ops, per_step_s = trainer.profile(x_train[idx], data.y_train[idx],
-                                          spec.profile_steps, trace_path)
-        profile = {"profile_ops": [asdict(o) for o in ops],
-                   "profile_step_s": per_step_s, "trace_path": trace_path}
-    stats = trainer.model_stats()
-    return dict(load_s=load_s, first_forward_s=step_ns[0] / 1e9,
-                warmup_ns=step_ns[:w], samples_ns=step_ns[w:],
-                warmup_s=sum(step_ns[:w]) / 1e9, measured_s=sum(step_ns[w:]) / 1e9,
-                stop_reason="steps", epochs=epochs, step_losses=losses,
-                data_description=data.description, feed_sha256=feed.hexdigest(),
-                params=stats.params,
-                params_trainable=stats.params_trainable, flops_per_sample=None,
-                flops_method=stats.flops_method, device_peak_bytes=trainer.device_peak_bytes(),
-                **profile)
+    return step_ns, losses, epochs

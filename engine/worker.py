@@ -170,13 +170,18 @@ def _run_training(runs, ctx) -> None:
     from engine.backends import load_trainer
     from engine.train_loop import run_training
 
-    trainer = load_trainer(runs[0][1].framework, runs[0][1].runtime)
-    _ready(ctx, trainer.versions(), trainer.effective_threads())
+    first = runs[0][1]
+    trainers = {first.runtime: load_trainer(first.framework, first.runtime)}
+    _ready(ctx, trainers[first.runtime].versions(),
+           trainers[first.runtime].effective_threads())
     for run_id, spec, _ in runs:
+        if spec.runtime not in trainers:  # eager and LibTorch share a torch worker
+            trainers[spec.runtime] = load_trainer(spec.framework, spec.runtime)
+        trainer = trainers[spec.runtime]
         progress = lambda phase, n, rid=run_id: ctx["emit"](  # noqa: E731
             "progress", run_id=rid, phase=phase, iters=n)
 
-        def body(spec=spec, run_id=run_id, progress=progress):
+        def body(spec=spec, run_id=run_id, progress=progress, trainer=trainer):
             try:
                 return run_training(spec, trainer, progress=progress,
                                     trace_path=_trace_path(ctx, run_id))

@@ -9,7 +9,7 @@ from engine.charts import search_probes
 from engine.jobs import BatchSearchRequest, SweepRequest, TrainRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
 from engine.spec import (BATCH_RANGE, DATASETS, IMAGE_RANGE, PRECISIONS, PROFILE_RANGE,
-                         TRAIN_BATCH_RANGE, MeasurementPolicy, logical_cores, parse_int_list)
+                         TRAIN_BATCH_RANGE, TRAIN_RUNTIMES, MeasurementPolicy, logical_cores, parse_int_list)
 from store.db import open_db, resolve_db_path
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
@@ -216,6 +216,11 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
     tr_batch = t3.text_input("Batch sizes", "32", key="tr_batch")
     tr_threads = t4.multiselect("Threads", list(range(1, CORES + 1)), default=[CORES],
                                 key="tr_threads")
+    tr_runtimes = st.multiselect(
+        "Training runtimes", [r for f in FRAMEWORKS for r in TRAIN_RUNTIMES[f]],
+        default=[TRAIN_RUNTIMES[f][0] for f in FRAMEWORKS], key="tr_runtimes",
+        help="torch: eager, or libtorch (the same model scripted and trained in C++); "
+             "tensorflow: tf_function")
     t5, t6, t7, t8, t9, t10 = st.columns(6)
     tr_dataset = t5.selectbox("Data set", list(DATASETS), key="tr_dataset",
                               help="; ".join(f"{k}: {v}" for k, v in DATASETS.items()))
@@ -235,7 +240,7 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
             batch_sizes=tuple(parse_int_list(tr_batch, "batch_size", *TRAIN_BATCH_RANGE)),
             threads=tuple(sorted(tr_threads)), epochs=int(tr_epochs),
             steps_per_epoch=int(tr_steps) or None, dataset=tr_dataset, lr=float(tr_lr),
-            momentum=float(tr_mom), profile_steps=int(tr_prof))
+            momentum=float(tr_mom), profile_steps=int(tr_prof), runtimes=tuple(tr_runtimes))
         train_specs = train.specs()
         st.info(f"**{len(train_specs)} training run{'s' if len(train_specs) > 1 else ''}** of "
                 f"{train_specs[0].epochs} epoch(s) × {train_specs[0].steps_in_epoch()} steps",

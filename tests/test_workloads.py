@@ -33,10 +33,13 @@ from tests.helpers import SYSTEM, base_fields, train_record as _train_record, tr
     ({"framework": "selftest"}, "framework", "allowed: torch, tensorflow"),
     ({"epochs": 0}, "epochs", "allowed: integer 1..1000"),
     ({"profile_steps": 51}, "profile_steps", "allowed: integer 0..50"),
-    ({"runtime": "xla"}, "runtime", "tensorflow trains with tf_function only"),
+    ({"runtime": "xla"}, "runtime", "tensorflow does not train with 'xla'; allowed: "
+                                    "tf_function"),
+    ({"runtime": "libtorch", "profile_steps": 2}, "profile_steps",
+     "the LibTorch trainer runs outside torch.profiler's sight"),
 ])
 def test_train_spec_refuses_bad_input_naming_field_and_range(kw, field, text):
-    kw = {"framework": "tensorflow", **kw} if kw.get("runtime") else kw
+    kw = {"framework": "tensorflow", **kw} if kw.get("runtime") == "xla" else kw
     with pytest.raises(UserError) as err:
         train_spec(**kw)
     assert err.value.field == field and text in str(err.value)
@@ -53,6 +56,13 @@ def test_train_spec_resolves_defaults_and_counts_steps():
     assert [(s.framework, s.runtime, s.batch_size) for s in specs] == [
         ("torch", "eager", 8), ("torch", "eager", 16),
         ("tensorflow", "tf_function", 8), ("tensorflow", "tf_function", 16)]
+    specs = expand_train(["resnet18"], ["torch", "tensorflow"], [8], [1],
+                         runtimes=["eager", "libtorch", "tf_function"])
+    assert [(s.framework, s.runtime) for s in specs] == [
+        ("torch", "eager"), ("torch", "libtorch"), ("tensorflow", "tf_function")]
+    with pytest.raises(UserError) as err:
+        expand_train(["resnet18"], ["tensorflow"], [8], [1], runtimes=["libtorch"])
+    assert err.value.field == "runtime" and "allowed: tensorflow: tf_function" in str(err.value)
 
 
 def test_digits_split_is_fixed_and_orders_are_shared_by_seed_and_epoch():

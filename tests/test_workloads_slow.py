@@ -113,3 +113,31 @@ def test_profiled_run_has_an_operator_table_and_timings_on_the_unprofiled_scale(
     assert any("conv" in op.lower() for op, *_ in ops["tensorflow"][:8])
     events = json.loads(gzip.decompress(trace))["traceEvents"]
     assert any(e.get("name", "").startswith("aten::") for e in events)
+
+
+def test_libtorch_cpp_training_matches_python_step_for_step(db_path, worker_env, capsys):
+    """The same scripted model, data, order and optimiser in C++: at one thread every
+    step's loss equals Python's, so its time per epoch compares like with like."""
+    rc = main(["train", "--model", "resnet18", "--framework", "torch", "--runtime", "eager",
+               "libtorch", "--epochs", "2", "--steps", "4", "--batch", "16", "--threads", "1",
+               "--warmup-steps", "1", "--db", str(db_path)])
+    assert rc == 0
+    assert "torch (libtorch)" in capsys.readouterr().out
+    with open_db(db_path) as con:
+        runs = {r[0]: r[1:] for r in con.execute(
+            "SELECT runtime, status, extra->>'feed_sha256', peak_rss_method, prepare_s, "
+            "iterations FROM runs").fetchall()}
+        losses = {rt: [r[0] for r in con.execute(
+            "SELECT loss FROM train_steps JOIN runs USING (run_id) WHERE runtime = ? "
+            "ORDER BY step", [rt]).fetchall()] for rt in ("eager", "libtorch")}
+        tests = {rt: [r[0] for r in con.execute(
+            "SELECT test_loss FROM train_epochs JOIN runs USING (run_id) WHERE runtime = ? "
+            "ORDER BY epoch", [rt]).fetchall()] for rt in ("eager", "libtorch")}
+    assert set(runs) == {"eager", "libtorch"}
+    assert runs["eager"][0] in ("ok", "invalid") and runs["libtorch"][0] in ("ok", "invalid")
+    assert runs["eager"][1] == runs["libtorch"][1]  # the same feed
+    assert runs["libtorch"][2] == "VmHWM of the LibTorch runner process"
+    assert runs["libtorch"][3] > 0 and runs["libtorch"][4] == 8 - 1
+    assert len(losses["libtorch"]) == 8
+    assert losses["libtorch"] == pytest.approx(losses["eager"], rel=1e-4)
+    assert tests["libtorch"] == pytest.approx(tests["eager"], rel=1e-3)

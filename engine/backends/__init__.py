@@ -41,6 +41,7 @@ def load_backend(framework: str, runtime: str):
 
 _TRAINERS = {
     ("torch", "eager"): "engine.backends.train_torch",
+    ("torch", "libtorch"): "engine.backends.train_libtorch",
     ("tensorflow", "tf_function"): "engine.backends.train_tf",
 }
 
