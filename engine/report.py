@@ -138,3 +138,13 @@ def load_table(records) -> str:
             for fmt, b, w, t in sorted(cells)]
     return ("ms per batch, median (images/s)\n"
             + format_table(["format", "batch", "workers", "threads", *impls], rows))
+
+
+def sweep_labels(sweeps, everything: str) -> dict:
+    """Selectbox labels for stored sweeps (store.runs.list_sweeps rows), newest first,
+    after an entry (None) for all of them."""
+    labels = {None: everything}
+    for s in sweeps.itertuples():
+        labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
+                              f"{', '.join(s.models)} · {s.runs} runs")
+    return labels

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from engine.charts_workloads import load_bars
+from engine.report import sweep_labels
 from store.db import open_db, resolve_db_path
 from store.queries import load_failures, load_summary
 from store.runs import list_sweeps
@@ -18,10 +19,7 @@ if sweeps.empty:
             icon=":material/info:")
     st.stop()
 
-labels = {None: "all data-loading runs"}
-for s in sweeps.itertuples():
-    labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
-                          f"{', '.join(s.models)} · {s.runs} runs")
+labels = sweep_labels(sweeps, "all data-loading runs")
 c1, c2 = st.columns([3, 2])
 sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, index=1,
                         key="load_sweep")

@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.charts_workloads import (epoch_time_bars, samples_per_s_bars, step_loss_chart,
                                      train_labels, training_curves)
+from engine.report import sweep_labels
 from store.db import open_db, resolve_db_path
 from store.queries import train_runs
 from store.runs import list_sweeps, train_epochs, train_steps
@@ -18,10 +19,7 @@ if sweeps.empty:
             "failed ones included, lands here.", icon=":material/info:")
     st.stop()
 
-labels = {None: "all training runs"}
-for s in sweeps.itertuples():
-    labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
-                          f"{', '.join(s.models)} · {s.runs} runs")
+labels = sweep_labels(sweeps, "all training runs")
 sweep_id = st.selectbox("Runs", list(labels), format_func=labels.get, index=1,
                         key="train_sweep")
 with open_db(DB) as con:

@@ -56,6 +56,13 @@ def server(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def launch(p):
+    """Debian's chromium, quiet: no background networking on this closed network."""
+    return p.chromium.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"])
+
+
 def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
     from playwright.sync_api import sync_playwright
 
@@ -63,9 +70,7 @@ def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
     ARTIFACTS.mkdir(exist_ok=True)
     assert os.path.exists(CHROMIUM), "the test command installs Debian's chromium"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             _drive(page, base, db)
@@ -132,9 +137,7 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
     seed_workloads(db)
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000},
                                 accept_downloads=True)
         try:

@@ -13,8 +13,8 @@ from engine.datasets import epoch_order, load_data
 from engine.errors import UserError
 from engine.record import RunRecord
 from engine.report import load_table, train_table
-from engine.runner import config_extra, record_from_result
-from engine.spec import LoadSpec, TrainSpec, expand_load, expand_train
+from engine.runner import config_extra
+from engine.spec import LoadSpec, expand_load, expand_train
 from engine.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs

@@ -38,7 +38,7 @@ def test_tiny_training_in_both_frameworks_lands_rows_with_falling_loss(db_path, 
         traces = con.execute("SELECT count(*) FROM profile_traces").fetchall()[0][0]
     assert [(r[1], r[2], r[4], r[5]) for r in runs] == [
         ("tensorflow", "tf_function", "train", "digits"), ("torch", "eager", "train", "digits")]
-    for run_id, fw, _, status, _, _, iterations, _, throughput in runs:
+    for _, fw, _, status, _, _, iterations, _, throughput in runs:
         assert status in ("ok", "invalid"), status  # invalid only from a noisy neighbour
         assert iterations == 12 - 2 and throughput > 0
         assert [e[:3] for e in epochs[fw]] == [(1, 6, 96), (2, 6, 96)]
