@@ -5,13 +5,18 @@ set, so OMP/MKL read it when the framework is imported here. Reads one JSON payl
 stdin and keeps stdin open: EOF means the parent is gone, and the worker exits rather than
 live on as an orphan. Never opens the database.
 
+The payload's `kind` picks the run body: inference (a backend per runtime, timed by
+engine.measure), train (a trainer per runtime, engine.train_loop) or dataload
+(engine.load_loop). Every run gets the same frame (_guarded), whatever its kind.
+
 Protocol (one JSON object per line on the original stdout; stray prints of libraries are
 sent to stderr so they cannot corrupt it):
   ready    {pid, import_s, versions, threads, env}
   started  {run_id}
   progress {run_id, phase, iters}
-  result   {run_id, ...timings, raw samples, params, flops, memory}
-  failed   {run_id, status: error|oom, reason, traceback}
+  result   {run_id, ...timings, raw samples, params, flops, memory; train: epochs and
+            step losses; profiled: top operators, trace path}
+  failed   {run_id, status: error|oom|invalid, reason, traceback}
 """
 
 from __future__ import annotations
