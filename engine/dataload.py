@@ -230,11 +230,14 @@ def _affine(fmt: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def normalize_numpy(batch_hwc_uint: np.ndarray, fmt: str) -> np.ndarray:
-    scale, offset = _affine(fmt)
-    x = batch_hwc_uint.astype(np.float32)
+    scale, offset = (a.reshape(1, -1, 1, 1) for a in _affine(fmt))
+    # Reorder to NCHW while still 1-2 bytes per value, then convert: transposing the float32
+    # array instead moved 4x the bytes through a strided copy and was 4x slower (47 vs 12 ms
+    # for 32 x 256 x 256 x 3), which would have made NumPy look worse than it is.
+    x = np.ascontiguousarray(batch_hwc_uint.transpose(0, 3, 1, 2)).astype(np.float32)
     x *= scale  # in place: no extra temporaries of batch size
     x += offset
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    return x
 
 
 def normalize_torch(batch_hwc_uint: np.ndarray, fmt: str) -> Any:
