@@ -7,6 +7,7 @@ Same conventions as engine/charts.py: units in axis titles, one colour per conte
 from __future__ import annotations
 
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 
 from engine.charts import _LAYOUT, colour_map
@@ -118,7 +119,9 @@ def load_bars(summary: pd.DataFrame, value: str = "ms_per_batch") -> go.Figure:
     (workers, threads): the seed's table as a chart."""
     d = summary.assign(group=[f"{w} workers · {t} threads"
                               for w, t in zip(summary.workers, summary.threads)])
-    colours = colour_map(d.implementation)
+    impls = sorted(d.implementation.unique())
+    # Up to 13 implementations per format: a 24-colour palette keeps each one distinct.
+    colours = {i: px.colors.qualitative.Dark24[n % 24] for n, i in enumerate(impls)}
     groups = sorted(d.group.unique())
     fig = go.Figure()
     for impl, g in d.groupby("implementation", sort=True):
