@@ -137,16 +137,17 @@ def speedup_heatmap(df: pd.DataFrame, model: str, a: str, b: str) -> go.Figure |
     return fig
 
 
-def sample_histogram(samples: pd.DataFrame) -> go.Figure:
+def sample_histogram(samples: pd.DataFrame, unit: str = "batch") -> go.Figure:
+    """unit: what one sample times (a batch; a training step)."""
     d = samples[samples.phase == "measure"]
     fig = px.histogram(d, x=d.latency_ns / 1e6, nbins=min(80, max(10, len(d) // 4)))
     fig.update_layout(**_LAYOUT, title="Raw timed samples", showlegend=False)
-    fig.update_xaxes(title="latency per batch [ms]")
+    fig.update_xaxes(title=f"time per {unit} [ms]")
     fig.update_yaxes(title="iterations")
     return fig
 
 
-def iteration_trace(samples: pd.DataFrame) -> go.Figure:
+def iteration_trace(samples: pd.DataFrame, unit: str = "iteration") -> go.Figure:
     """Every iteration in order: warm-up first (its own colour), then the timed ones."""
     warm = samples[samples.phase == "warmup"].sort_values("idx")
     timed = samples[samples.phase == "measure"].sort_values("idx")
@@ -157,8 +158,8 @@ def iteration_trace(samples: pd.DataFrame) -> go.Figure:
     fig.add_trace(go.Scatter(x=[len(warm) + i for i in range(len(timed))],
                              y=timed.latency_ns / 1e6, mode="markers+lines", name="timed",
                              line=dict(color="#1f77b4")))
-    fig.update_layout(**_LAYOUT, title="Latency per iteration (warm-up, then timed)")
-    fig.update_xaxes(title="iteration")
+    fig.update_layout(**_LAYOUT, title=f"Time per {unit} (warm-up, then timed)")
+    fig.update_xaxes(title=unit)
     fig.update_yaxes(title="latency [ms]")
     return fig
 

@@ -97,8 +97,10 @@ if not samples.empty:
             ("samples/s", f"{run['throughput']:,.1f}"), ("iterations", f"{run['iterations']}")]):
         col.metric(name, value)
     g1, g2 = st.columns(2)
-    g1.plotly_chart(sample_histogram(samples), key="hist")
-    g2.plotly_chart(iteration_trace(samples), key="trace")
+    step = run["kind"] == "train"
+    g1.plotly_chart(sample_histogram(samples, "training step" if step else "batch"),
+                    key="hist")
+    g2.plotly_chart(iteration_trace(samples, "step" if step else "iteration"), key="trace")
 if not ops.empty:
     st.subheader("Profile")
     extra = run["extra"] or {}
