@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-__all__ = ["TOP_OPS", "OpStat", "profile_torch", "profile_tf", "TF_EXCLUDED_EVENTS"]
+__all__ = ["TOP_OPS", "OpStat", "profile_pass", "profile_torch", "profile_tf",
+           "TF_EXCLUDED_EVENTS"]
 
 TOP_OPS = 30
 
@@ -48,6 +49,22 @@ def _top(stats: Iterable[OpStat]) -> list[OpStat]:
     # TOP_OPS is read at call time so a caller (or a check) can raise it for a full table.
     # Ties broken by name so the table is stable from run to run.
     return sorted(stats, key=lambda s: (-s.self_ms, s.name))[:TOP_OPS]
+
+
+def profile_pass(framework: str, step: Callable[[], Any], steps: int, trace_path: str, *,
+                 cuda: bool = False) -> dict:
+    """The profiling pass of a run (inference or training), as result fields: the top
+    operators (dicts with the profile_ops table's columns), the wall seconds per profiled
+    step and where the Chrome trace was written."""
+    if framework == "torch":
+        ops, per_step = profile_torch(step, steps, trace_path, cuda=cuda)
+    else:
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="tfprof-") as logdir:  # the raw XSpace
+            ops, per_step = profile_tf(step, steps, trace_path, logdir)
+    return {"profile_ops": [{"op": o.name, "device": o.device, "calls": o.calls,
+                             "self_ms": o.self_ms, "total_ms": o.total_ms} for o in ops],
+            "profile_step_s": per_step, "trace_path": trace_path}
 
 
 # ----------------------------------------------------------------------------- PyTorch

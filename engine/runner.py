@@ -356,9 +356,7 @@ def record_from_result(base: dict, ev: dict, spec: RunSpec) -> RunRecord:
         prepare_s=ev.get("prepare_s"), extra=extra,
         warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples,
         epochs=tuple(ev.get("epochs", ())), step_losses=tuple(ev.get("step_losses", ())),
-        profile_ops=tuple({"op": o["name"], "device": o["device"], "calls": o["calls"],
-                           "self_ms": o["self_ms"], "total_ms": o["total_ms"]}
-                          for o in ev.get("profile_ops", ())), trace_gz=trace_gz)
+        profile_ops=tuple(ev.get("profile_ops", ())), trace_gz=trace_gz)
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict
 from typing import Callable
 
 import numpy as np
 
 from engine.datasets import CLASSES, epoch_order, load_data
+from engine.profiling import profile_pass
 from engine.spec import TrainSpec
 
 __all__ = ["run_training", "Diverged", "cross_entropy"]
@@ -85,10 +85,9 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
     if spec.profile_steps and trace_path:
         progress("profile", len(step_ns))
         idx = epoch_order(len(data.y_train), 0, spec.seed)[:b]
-        ops, per_step_s = trainer.profile(x_train[idx], data.y_train[idx],
-                                          spec.profile_steps, trace_path)
-        profile = {"profile_ops": [asdict(o) for o in ops],
-                   "profile_step_s": per_step_s, "trace_path": trace_path}
+        xb, yb = x_train[idx], data.y_train[idx]
+        profile = profile_pass(spec.framework, lambda: trainer.train_step(xb, yb),
+                               spec.profile_steps, trace_path, cuda=spec.device == "cuda")
     stats = trainer.model_stats()
     return dict(load_s=load_s, first_forward_s=step_ns[0] / 1e9,
                 warmup_ns=step_ns[:w], samples_ns=step_ns[w:],

@@ -270,12 +270,14 @@ def _run_inference(runs, ctx, *, stats_only: bool) -> None:
                     first_s = time.perf_counter() - t
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
                     loop = time_loop(step, spec.policy, on_progress=progress)
-                    if spec.profile_steps:
+                    trace_path = _trace_path(ctx, run_id)
+                    if spec.profile_steps and trace_path:
                         # A separate pass after the timed one: the profiler never
                         # touches the timed samples.
+                        from engine.profiling import profile_pass
                         emit("progress", run_id=run_id, phase="profile", iters=0)
-                        profile = _profile_inference(backend, spec, step,
-                                                     _trace_path(ctx, run_id))
+                        profile = profile_pass(spec.framework, step, spec.profile_steps,
+                                               trace_path, cuda=spec.device == "cuda")
             return dict(load_s=state["load_s"],
                         first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
                         samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
@@ -288,23 +290,6 @@ def _run_inference(runs, ctx, *, stats_only: bool) -> None:
                         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
                         **profile)
         _guarded(ctx, run_id, spec, body, on_failure=forget)
-
-
-def _profile_inference(backend, spec, step, trace_path: str | None) -> dict:
-    from dataclasses import asdict
-
-    from engine import profiling
-    if trace_path is None:
-        return {}
-    if spec.framework == "torch":
-        ops, per_step = profiling.profile_torch(step, spec.profile_steps, trace_path,
-                                                cuda=spec.device == "cuda")
-    else:
-        import tempfile
-        with tempfile.TemporaryDirectory(prefix="tfprof-") as logdir:
-            ops, per_step = profiling.profile_tf(step, spec.profile_steps, trace_path, logdir)
-    return {"profile_ops": [asdict(o) for o in ops], "profile_step_s": per_step,
-            "trace_path": trace_path}
 
 
 def _count_stats(backend, runs, emit) -> None:

@@ -133,10 +133,10 @@ def seed_workloads(db_path):
         save_sweep(con, "sweep-train", rounds=1, seed=1, plan=[[]], configurations=2)
         save_sweep(con, "sweep-load", rounds=1, seed=1, plan=[[]], configurations=6)
         torch_rec = train_record("t-torch", "torch", [1.6, 1.0], [0.5, 0.8],
-                                 profile_ops=[{"name": "aten::convolution_backward",
+                                 profile_ops=[{"op": "aten::convolution_backward",
                                                "device": "cpu", "calls": 40,
                                                "self_ms": 120.5, "total_ms": 130.0},
-                                              {"name": "aten::mkldnn_convolution",
+                                              {"op": "aten::mkldnn_convolution",
                                                "device": "cpu", "calls": 40,
                                                "self_ms": 60.0, "total_ms": 61.0}],
                                  profile_step_s=0.2)

@@ -87,7 +87,7 @@ def test_cross_entropy_matches_the_definition():
 
 def test_training_record_derives_throughput_from_epochs_and_round_trips(db_path):
     rec = _train_record("t-torch", "torch", [1.6, 1.0], [0.5, 0.8],
-                        profile_ops=[{"name": "aten::convolution_backward", "device": "cpu",
+                        profile_ops=[{"op": "aten::convolution_backward", "device": "cpu",
                                       "calls": 40, "self_ms": 120.5, "total_ms": 130.0}],
                         profile_step_s=0.2)
     # 256 samples over 2.6 s of epochs, not batch / median step

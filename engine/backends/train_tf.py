@@ -61,13 +61,6 @@ class Trainer:
         return ModelStats(int(self.model.count_params()), trainable, None,
                           "not counted for training")
 
-    def profile(self, xb, yb, steps: int, trace_path: str):
-        import tempfile
-
-        from engine.profiling import profile_tf
-        with tempfile.TemporaryDirectory(prefix="tfprof-") as logdir:
-            return profile_tf(lambda: self.train_step(xb, yb), steps, trace_path, logdir)
-
     def device_peak_bytes(self):
         return None
 

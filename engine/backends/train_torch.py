@@ -64,11 +64,6 @@ class Trainer:
         trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         return ModelStats(params, trainable, None, "not counted for training")
 
-    def profile(self, xb, yb, steps: int, trace_path: str):
-        from engine.profiling import profile_torch
-        return profile_torch(lambda: self.train_step(xb, yb), steps, trace_path,
-                             cuda=self.device.type == "cuda")
-
     def device_peak_bytes(self):
         if self.device is not None and self.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated())
