@@ -111,7 +111,7 @@ def run_with_progress(specs, args, *, describe_event, describe_record, unit: str
            else int(psutil.virtual_memory().total * 0.75))
     db = resolve_db_path(args.db)
     seed = random.randrange(2**31)
-    state = {"bar": None, "done": 0, "run_units": 0}
+    state = {"bar": None, "run_units": 0}
 
     def on_start(sweep_id):
         print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds "

@@ -26,7 +26,9 @@ def data_root() -> Path:
     return Path(os.environ.get("BENCH_DATA_DIR") or PROJECT_ROOT / "data" / "datasets")
 
 
-def versions(framework: str) -> dict:
+def versions() -> dict:
+    """Installed versions of everything a data-loading run may use (package metadata: no
+    import)."""
     out = {}
     for dist in _DISTRIBUTIONS:
         try:

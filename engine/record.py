@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["RunRecord", "STATUSES", "KINDS", "OOM_MARKERS"]
+__all__ = ["RunRecord", "STATUSES", "OOM_MARKERS"]
 
 STATUSES = ("ok", "error", "timeout", "oom", "killed", "invalid")
-KINDS = ("inference", "train", "dataload")
 # Lower-case phrases by which torch, TensorFlow, NumPy and the C++ runtime report running
 # out of memory: the worker (from the exception) and the runner (from stderr) use the same.
 OOM_MARKERS = ("std::bad_alloc", "memoryerror", "cannot allocate memory",

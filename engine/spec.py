@@ -505,23 +505,25 @@ def expand_load(formats, decoders, normalizers, pipelines, batch_sizes, workers,
     """(specs, skipped): every runnable combination, validated, and a line for each one
     that cannot run (a decoder that cannot read the format, workers for the plain loop),
     so the user sees why a column is missing. None runnable is an error."""
-    from engine.dataload import incompatibility
+    from engine.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES, incompatibility
 
     specs, skipped = [], []
-    for name, values in (("format", formats), ("decoder", decoders),
-                         ("normalize", normalizers), ("pipeline", pipelines),
-                         ("batch_size", batch_sizes), ("workers", workers),
-                         ("threads", threads)):
+    for name, values, allowed in (("format", formats, FORMATS), ("decoder", decoders, DECODERS),
+                                  ("normalize", normalizers, NORMALIZERS),
+                                  ("pipeline", pipelines, PIPELINES),
+                                  ("batch_size", batch_sizes, None), ("workers", workers, None),
+                                  ("threads", threads, None)):
         if not values:
             raise UserError(f"{name}: pick at least one value", field=name)
+        for v in values if allowed else ():  # an unknown name is refused, never skipped
+            _choice(name, v, tuple(allowed))
     for fmt in _unique(formats):
         for p in _unique(pipelines):
             for d in _unique(decoders):
                 for n in _unique(normalizers):
-                    probe = LoadSpec(fmt, d, n, p, batch_sizes[0], **common)
-                    why = incompatibility(fmt, d, n, p) if _known(probe) else None
+                    why = incompatibility(fmt, d, n, p)
                     if why:
-                        skipped.append(f"{probe.runtime} on {fmt}: {why}")
+                        skipped.append(f"{p}:{d}+{n} on {fmt}: {why}")
                         continue
                     for t in _unique(threads):
                         for w in _unique(workers):
@@ -537,15 +539,6 @@ def expand_load(formats, decoders, normalizers, pipelines, batch_sizes, workers,
     # Grouped by worker process (framework, threads) so imports are paid once per group.
     specs.sort(key=lambda s: (s.framework, s.intra_threads))
     return specs, skipped
-
-
-def _known(probe: LoadSpec) -> bool:
-    """Unknown names are refused by validate() with the allowed values, not skipped."""
-    from engine.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
-    if (probe.fmt not in FORMATS or probe.decoder not in DECODERS
-            or probe.normalize not in NORMALIZERS or probe.pipeline not in PIPELINES):
-        probe.validate()
-    return True
 
 
 SPEC_TYPES = {"inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec}

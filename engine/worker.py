@@ -102,7 +102,8 @@ def main() -> None:
     def emit(event: str, **fields) -> None:
         proto.write(json.dumps({"event": event, **fields}) + "\n")
 
-    payload = json.loads(os.fdopen(os.dup(0), "rb", buffering=0).readline())
+    with os.fdopen(os.dup(0), "rb", buffering=0) as first_line:  # unbuffered: no byte past
+        payload = json.loads(first_line.readline())                # the line is consumed
     watch_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe
@@ -198,7 +199,7 @@ def _run_training(runs, ctx) -> None:
 def _run_dataload(runs, ctx) -> None:
     from engine.load_loop import measure_loading, versions
 
-    _ready(ctx, versions(runs[0][1].framework), {"threads": runs[0][1].intra_threads})
+    _ready(ctx, versions(), {"threads": runs[0][1].intra_threads})
     for run_id, spec, _ in runs:
         progress = lambda phase, n, rid=run_id: ctx["emit"](  # noqa: E731
             "progress", run_id=rid, phase=phase, iters=n)

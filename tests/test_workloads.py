@@ -161,6 +161,11 @@ def test_expand_load_keeps_runnable_combinations_and_says_why_others_are_skipped
     with pytest.raises(UserError) as err:
         expand_load(["tiff"], ["pillow"], ["numpy"], ["loop"], [8], [0], [1])
     assert err.value.field == "decoder" and "no combination" in str(err.value)
+    with pytest.raises(UserError) as err:  # an unknown name is refused, not skipped
+        expand_load(["png"], ["pillow", "rasterio"], ["numpy"], ["loop"], [8], [0], [1])
+    assert err.value.field == "decoder"
+    assert str(err.value) == ("decoder: 'rasterio' is not supported; allowed: pillow, opencv, "
+                              "skimage, tf_io")
 
 
 def test_generated_images_are_deterministic_and_a_band_swap_is_caught(tmp_path):
