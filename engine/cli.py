@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.catalog import CATALOG, FRAMEWORKS
-from engine.cli_workloads import cmd_dataload, cmd_train
+from engine.cli_workloads import cmd_dataload, cmd_train, memory_cap
 from engine.errors import UserError
 from engine.rounds import DEFAULT_ROUNDS
 from engine.spec import (BATCH_RANGE, PROFILE_RANGE, MeasurementPolicy, RunSpec, expand_sweep,
@@ -29,12 +29,16 @@ def _db_arg(p):
 
 
 def _int(name, lo, hi=None):
+    """An integer within lo..hi (hi None: no upper bound), refused naming field and range."""
+    allowed = f"allowed: integer {lo}..{hi if hi is not None else 'any'}"
+
     def parse(text):
         try:
             v = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name}: {text!r} is not an integer; allowed: integer {lo}..{hi or 'any'}")
+            raise argparse.ArgumentTypeError(f"{name}: {text!r} is not an integer; {allowed}")
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{name}: {v} is out of range; {allowed}")
         return v
     return parse
 
@@ -198,17 +202,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args) -> int:
-    import random
-
-    import psutil
-    from tqdm import tqdm
-
+    from engine.cli_workloads import run_with_progress
     from engine.compare import aggregate
     from engine.report import compare_table
-    from engine.rounds import order_name
-    from engine.runner import Runner
-    from engine.sweep import run_sweep
-    from store.db import resolve_db_path
 
     policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
                                min_time_s=args.min_time, min_iters=args.min_iters,
@@ -218,53 +214,22 @@ def cmd_run(args) -> int:
                          image_size=args.image_size, device=args.device,
                          weight_policy=args.weight_policy, policy=policy,
                          runtimes=args.runtime, profile_steps=args.profile)
-    cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
-           else int(psutil.virtual_memory().total * 0.75))
-    db = resolve_db_path(args.db)
-    seed = args.seed if args.seed is not None else random.randrange(2**31)
-    total = len(specs) * args.rounds
-    bar = None
-    state = {"round": 1}
 
-    def on_start(sweep_id):
-        nonlocal bar
-        print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = "
-              f"{total} runs (seed {seed}) -> {db}", flush=True)
-        bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+    def describe_event(spec, ev):
+        iters = f" {ev['iters']} it" if ev.get("iters") else ""
+        return (f"{spec.model} {spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
+                f"{ev.get('phase', 'start')}{iters}")
 
-    def on_round(r):
-        state["round"] = r
-        bar.write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
-
-    def on_event(ev, r):
-        spec = ev.get("spec")
-        if spec is not None and ev["event"] in ("started", "progress"):
-            phase = ev.get("phase", "start")
-            iters = f" {ev['iters']} it" if ev.get("iters") else ""
-            bar.set_postfix_str(f"round {r}/{args.rounds} {spec.model} {spec.framework} "
-                                f"b{spec.batch_size} t{spec.intra_threads}: {phase}{iters}",
-                                refresh=True)
-
-    def on_stored(rec):
-        bar.update(1)
+    def describe_record(rec):
         figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
                   f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
-        bar.write(f"stored {rec.run_id} round {rec.round_no} {rec.model} {rec.framework} "
-                  f"({rec.runtime}) "
-                  f"b{rec.batch_size} t{rec.intra_threads}: {rec.status} - {figure}",
-                  file=sys.stdout)
-        sys.stdout.flush()
+        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
+                f"t{rec.intra_threads}: {rec.status} - {figure}")
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap,
-                    process_per_run=args.process_per_run)
-    try:
-        records = run_sweep(specs, db=db, rounds=args.rounds, seed=seed, runner=runner,
-                            command=" ".join(["python -m engine", *args.argv]),
-                            on_start=on_start, on_round=on_round, on_stored=on_stored,
-                            on_event=on_event)
-    finally:
-        if bar is not None:
-            bar.close()
+    records, db = run_with_progress(specs, args, describe_event=describe_event,
+                                    describe_record=describe_record, unit="run",
+                                    total_units=len(specs), seed=args.seed,
+                                    process_per_run=args.process_per_run)
     if not args.no_table:
         print()
         print(compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty()))
@@ -356,8 +321,6 @@ def cmd_runs(args) -> int:
 
 
 def cmd_batch_search(args) -> int:
-    import psutil
-
     from engine.batch_search import batch_search
     from engine.report import format_table
     from engine.runner import Runner, new_id
@@ -386,8 +349,7 @@ def cmd_batch_search(args) -> int:
                   if rec.throughput else rec.reason[:120])
         print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
 
-    cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
-           else int(psutil.virtual_memory().total * 0.75))
+    cap = memory_cap(args)
     print(f"batch search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
           f"{base.intra_threads} threads, from batch {args.start}")
     res = batch_search(base, runner=Runner(timeout_s=args.timeout, memory_cap_bytes=cap),

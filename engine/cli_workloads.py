@@ -15,7 +15,7 @@ from engine.spec import (BATCH_RANGE, DATASETS, MeasurementPolicy, PROFILE_RANGE
                          TRAIN_BATCH_RANGE, TRAIN_RUNTIMES, expand_load, expand_train,
                          logical_cores)
 
-__all__ = ["add_parsers", "cmd_train", "cmd_dataload", "run_with_progress"]
+__all__ = ["add_parsers", "cmd_train", "cmd_dataload", "run_with_progress", "memory_cap"]
 
 
 def add_parsers(sub, *, db_arg, int_arg, float_arg) -> None:
@@ -96,28 +96,38 @@ def _common(p, db_arg, int_arg, float_arg, *, timeout: float) -> None:
     db_arg(p)
 
 
-def run_with_progress(specs, args, *, describe_event, describe_record, unit: str,
-                      total_units: int, units_of=lambda ev: None):
-    """Run a sweep with a progress bar and one printed line per stored run. The bar
-    counts `unit`s (runs, or training steps when units_of tells them from progress)."""
+def memory_cap(args) -> int:
+    """--memory-cap-mb, else 75 % of this machine's memory."""
     import psutil
+    return (args.memory_cap_mb * 2**20 if args.memory_cap_mb
+            else int(psutil.virtual_memory().total * 0.75))
+
+
+def run_with_progress(specs, args, *, describe_event, describe_record, unit: str,
+                      total_units: int, units_of=lambda ev: None, seed: int | None = None,
+                      process_per_run: bool = False):
+    """Run a sweep with a progress bar, a line per round and one printed line per stored
+    run: the one terminal driver of `run`, `train` and `dataload`. The bar counts `unit`s
+    (runs, or training steps when units_of tells them from progress events)."""
     from tqdm import tqdm
 
+    from engine.rounds import order_name
     from engine.runner import Runner
     from engine.sweep import run_sweep
     from store.db import resolve_db_path
 
-    cap = (args.memory_cap_mb * 2**20 if args.memory_cap_mb
-           else int(psutil.virtual_memory().total * 0.75))
     db = resolve_db_path(args.db)
-    seed = random.randrange(2**31)
+    seed = seed if seed is not None else random.randrange(2**31)
     state = {"bar": None, "run_units": 0}
 
     def on_start(sweep_id):
-        print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds "
-              f"-> {db}", flush=True)
+        print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = "
+              f"{len(specs) * args.rounds} runs (seed {seed}) -> {db}", flush=True)
         state["bar"] = tqdm(total=total_units * args.rounds, unit=unit, file=sys.stderr,
                             dynamic_ncols=True)
+
+    def on_round(r):
+        state["bar"].write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
 
     def on_event(ev, r):
         spec, bar = ev.get("spec"), state["bar"]
@@ -139,11 +149,13 @@ def run_with_progress(specs, args, *, describe_event, describe_record, unit: str
                   file=sys.stdout)
         sys.stdout.flush()
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=cap)
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
+                    process_per_run=process_per_run)
     try:
         return run_sweep(specs, db=db, rounds=args.rounds, seed=seed, runner=runner,
                          command=" ".join(["python -m engine", *args.argv]),
-                         on_start=on_start, on_stored=on_stored, on_event=on_event), db
+                         on_start=on_start, on_round=on_round, on_stored=on_stored,
+                         on_event=on_event), db
     finally:
         if state["bar"] is not None:
             state["bar"].close()
