@@ -372,16 +372,15 @@ def cmd_batch_search(args) -> int:
 def cmd_runtimes(args) -> int:
     from engine.catalog import REFERENCE_RUNTIME, RUNTIMES
     from engine.report import format_table
-    from engine.spec import BF16_RUNTIMES, DEVICES
+    from engine.spec import BF16_RUNTIMES, CPU_ONLY_RUNTIMES, DEVICES
 
     rows = []
     for fw, runtimes in RUNTIMES.items():
         if fw == "selftest":
             continue
         for rt, what in runtimes.items():
-            devices = "cpu" if (fw, rt) in (("tensorflow", "keras"), ("tensorflow", "tf_function"),
-                                            ("tensorflow", "xla"), ("torch", "onnxruntime")) \
-                else ", ".join(DEVICES)
+            devices = ("cpu" if fw == "tensorflow" or (fw, rt) in CPU_ONLY_RUNTIMES
+                       else ", ".join(DEVICES))
             rows.append([fw, rt + (" (default)" if FRAMEWORKS[fw] == rt else ""),
                          "fp32, bf16" if (fw, rt) in BF16_RUNTIMES else "fp32", devices,
                          "reference" if REFERENCE_RUNTIME[fw] == rt

@@ -36,6 +36,11 @@ _NO_BF16 = {
 _NO_BF16_TF = ("Keras runs bf16 only under a process-wide mixed-precision policy, which would "
                "leak into the worker's other runs")
 DEVICES = ("cpu", "cuda")
+# Runtimes that run on the CPU only, with the reason; TensorFlow as a whole is CPU-only here.
+CPU_ONLY_RUNTIMES = {
+    ("torch", "onnxruntime"): "the project installs ONNX Runtime's CPU execution provider",
+    ("torch", "libtorch"): "the C++ runner is built against libtorch_cpu",
+}
 # bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
 # distribution, as trained weights would have them; random: the initialiser's values as is.
 WEIGHT_POLICIES = ("bn_calibrated", "random")
@@ -154,6 +159,10 @@ class RunSpec:
         if self.device == "cuda" and self.framework == "tensorflow":
             raise UserError("device: cuda is not available for tensorflow here: the project "
                             "installs tensorflow-cpu; allowed for tensorflow: cpu",
+                            field="device")
+        if self.device == "cuda" and (self.framework, runtime) in CPU_ONLY_RUNTIMES:
+            raise UserError(f"device: cuda is not available for {self.framework} {runtime}: "
+                            f"{CPU_ONLY_RUNTIMES[(self.framework, runtime)]}; allowed: cpu",
                             field="device")
         _choice("weight_policy", self.weight_policy, WEIGHT_POLICIES)
         size = native if self.image_size is None else self.image_size

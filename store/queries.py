@@ -110,11 +110,11 @@ def latest_latency(con, spec) -> float | None:
     """Seconds: the newest ok median for this exact configuration (for estimates)."""
     rows = con.execute(
         "SELECT median_ms FROM runs WHERE status = 'ok' AND kind = 'inference' "
-        "AND model = ? AND framework = ? "
+        "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
         "AND batch_size = ? AND intra_threads = ? AND image_size = ? "
         "ORDER BY started_at DESC LIMIT 1",
-        [spec.model, spec.framework, spec.batch_size, spec.intra_threads,
-         spec.image_size]).fetchall()
+        [spec.model, spec.framework, spec.runtime, spec.precision, spec.batch_size,
+         spec.intra_threads, spec.image_size]).fetchall()
     return rows[0][0] / 1000 if rows else None
 
 

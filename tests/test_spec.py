@@ -84,3 +84,15 @@ def test_runtimes_expand_per_framework_and_unknown_ones_are_refused():
     assert e.field == "runtime" and str(e) == (
         "runtime: 'compiled' is not available for torch; allowed: eager, channels_last, "
         "torchscript, compile, onnxruntime, libtorch")
+
+
+@pytest.mark.parametrize("runtime, why", [
+    ("onnxruntime", "the project installs ONNX Runtime's CPU execution provider"),
+    ("libtorch", "the C++ runner is built against libtorch_cpu"),
+])
+def test_cpu_only_runtimes_refuse_cuda_up_front(runtime, why):
+    with pytest.raises(UserError) as err:
+        RunSpec("resnet18", "torch", 1, 1, device="cuda", runtime=runtime).validate(cores=4)
+    assert err.value.field == "device"
+    assert str(err.value) == f"device: cuda is not available for torch {runtime}: {why}; " \
+                             "allowed: cpu"

@@ -121,3 +121,18 @@ def test_read_only_open_of_a_missing_file_says_what_to_do(tmp_path):
     with pytest.raises(UserError) as info:
         connect(tmp_path / "none.duckdb", read_only=True)
     assert "does not exist yet; run a benchmark first" in str(info.value)
+
+
+def test_latest_latency_matches_runtime_and_precision(db_path):
+    """An estimate for a compiled or bf16 sweep must not borrow eager fp32 medians."""
+    from dataclasses import replace
+
+    from store.queries import latest_latency
+    from tests.helpers import seed_sweep, spec
+
+    seed_sweep(db_path)
+    eager = spec(model="mobilenet_v3_small", batch_size=1, intra_threads=1)
+    with open_db(db_path) as con:
+        assert latest_latency(con, eager) == pytest.approx(0.0102)  # round 2: 10.2 ms
+        assert latest_latency(con, replace(eager, runtime="compile")) is None
+        assert latest_latency(con, replace(eager, precision="bf16")) is None

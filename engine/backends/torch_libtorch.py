@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from engine.backends import torch_eager
-from engine.backends.base import OutputMismatch, check_close
+from engine.backends.base import check_close
 from engine.backends.torch_eager import build_model, make_input
 from engine.measure import LoopResult
 from engine.spec import RunSpec
@@ -63,7 +63,10 @@ class Backend(torch_eager.Backend):
                 *map(str, x.shape), str(spec.intra_threads), str(spec.inter_threads),
                 str(p.warmup_iters), repr(p.warmup_max_s), repr(p.min_time_s),
                 str(p.min_iters), repr(p.max_time_s), str(p.max_iters)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # stderr to a file, read at the end: a pipe read only after stdout closes would let a
+        # chatty runner block on a full pipe (~64 KiB) and end as a timeout.
+        err_file = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err_file, text=True)
         result = None
         try:
             for line in proc.stdout:
@@ -76,12 +79,15 @@ class Backend(torch_eager.Backend):
                     on_progress(ev["iters"], 0)
                 elif ev["event"] == "result":
                     result = ev
-        except (OutputMismatch, ValueError):
+        except BaseException:  # a mismatch, bad output, or the progress callback failing
             proc.kill()
             raise
         finally:
-            err = proc.stderr.read()
             proc.wait()
+            proc.stdout.close()
+            err_file.seek(0)
+            err = err_file.read()
+            err_file.close()
         if result is None:
             raise RuntimeError(f"libtorch_runner exited with code {proc.returncode}: "
                                f"{err.strip()[-1500:]}")
