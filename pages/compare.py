@@ -8,7 +8,8 @@ from engine.charts import (latency_box, latency_vs_batch, scaling_vs_threads, sp
 from engine.compare import aggregate, contests, noise_floor
 from engine.report import cell_text
 from store.db import open_db, resolve_db_path
-from store.queries import config_samples, config_summary, filter_options, runtime_costs
+from store.queries import (comparable_models, config_samples, config_summary, filter_options,
+                           runtime_costs)
 from store.runs import list_sweeps, sweep_rounds
 
 DB = resolve_db_path()
@@ -31,7 +32,7 @@ c1, c2 = st.columns([2, 3])
 sweep_id = c1.selectbox("Runs", list(sweep_labels), format_func=sweep_labels.get, key="sweep",
                         index=1 if len(sweep_labels) > 1 else 0)
 with open_db(DB) as con:
-    usable_models = sorted(set(config_summary(con, options["model"], sweep_id).model))
+    usable_models = comparable_models(con, sweep_id)
 models = c2.multiselect("Models", usable_models, default=usable_models[:1], key="models")
 if not models:
     st.info("Pick at least one model.")

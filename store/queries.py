@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-__all__ = ["filter_options", "results_table", "run_detail", "config_summary",
+__all__ = ["filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
            "flops_for", "measured_throughput", "runtime_costs", "train_runs", "load_summary",
            "load_failures"]
@@ -74,6 +74,16 @@ FROM sel JOIN q USING (run_id)
 GROUP BY model, framework, runtime, batch_size, intra_threads, image_size
 ORDER BY model, contender, threads, batch_size
 """
+
+
+def comparable_models(con, sweep_id: str | None = None) -> list[str]:
+    """Models with an ok inference run that has samples: exactly the models config_summary
+    can summarise, without computing its quantiles."""
+    return [r[0] for r in con.execute(
+        "SELECT DISTINCT model FROM runs r WHERE status = 'ok' AND kind = 'inference' "
+        "AND (?::VARCHAR IS NULL OR sweep_id = ?) AND EXISTS (SELECT 1 FROM samples s "
+        "WHERE s.run_id = r.run_id AND s.phase = 'measure') ORDER BY model",
+        [sweep_id, sweep_id]).fetchall()]
 
 
 def config_summary(con, models: list[str], sweep_id: str | None = None) -> pd.DataFrame:

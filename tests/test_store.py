@@ -136,3 +136,15 @@ def test_latest_latency_matches_runtime_and_precision(db_path):
         assert latest_latency(con, eager) == pytest.approx(0.0102)  # round 2: 10.2 ms
         assert latest_latency(con, replace(eager, runtime="compile")) is None
         assert latest_latency(con, replace(eager, precision="bf16")) is None
+
+
+def test_comparable_models_are_those_with_ok_timed_inference_runs(db_path):
+    from store.queries import comparable_models
+    from tests.helpers import seed_sweep, seed_workloads
+
+    seed_sweep(db_path)
+    seed_workloads(db_path)  # resnet18 training and png loading are not comparable here
+    with open_db(db_path) as con:
+        assert comparable_models(con) == ["mobilenet_v3_small"]
+        assert comparable_models(con, "sweep-seeded") == ["mobilenet_v3_small"]
+        assert comparable_models(con, "sweep-train") == []
