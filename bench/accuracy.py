@@ -29,17 +29,20 @@ def main():
 
     import torch.utils.benchmark as tb
 
+    from engine.backends import configure_threads
     from engine.backends.torch_eager import Backend
     from engine.measure import time_loop
     from engine.spec import MeasurementPolicy, RunSpec
 
     policy = MeasurementPolicy(min_time_s=args.min_time)
-    backend = Backend(args.threads, 1)
+    configure_threads("torch", args.threads, 1)
+    backend = Backend()
     print(f"{args.model}, {args.threads} threads, {args.rounds} interleaved rounds, "
           f"min {args.min_time:g} s each; torch {backend.versions()['torch']}")
     for batch in args.batch:
         spec = RunSpec(args.model, "torch", batch, args.threads, policy=policy).validate()
         backend.load(spec)
+        backend.prepare(spec)
         step = backend.make_step(spec)
         ratios = []
         with backend.context():

@@ -141,3 +141,30 @@ def test_bf16_runs_are_checked_against_fp32_eager_by_direction(db_path, worker_e
         # 1 - cosine similarity to fp32 eager: bf16 rounding, far from a wrong graph's 0.15+
         assert 0.0 < rec.extra["output_rel_diff"] <= 0.02, (rec.runtime, rec.extra)
         assert rec.iterations >= 5
+
+
+def test_a_reused_model_is_prepared_and_checked_again_at_each_batch_size(db_path, worker_env):
+    """One worker per framework builds each model once; the second batch size recompiles
+    (compile, tf_function, XLA) in prepare_s, not hidden in first_forward_s, and its output
+    is checked again. bf16 eager keeps its fp32 reference: had the cast reached the
+    reference, batch 2 would be checked bf16 against bf16 and differ by exactly 0."""
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.1, min_iters=5)
+    runs = [("torch", "compile", "fp32"), ("torch", "eager", "bf16"),
+            ("tensorflow", "tf_function", "fp32"), ("tensorflow", "xla", "fp32")]
+    specs = [RunSpec("mobilenet_v3_small", fw, batch, 1, image_size=64, runtime=rt,
+                     precision=prec, policy=policy).validate()
+             for fw, rt, prec in runs for batch in (1, 2)]
+    records = Runner(timeout_s=600).run(specs, on_record=lambda r: None)
+    by = {(r.runtime, r.batch_size): r for r in records}
+    assert len(by) == 8
+    for (rt, batch), rec in by.items():
+        assert rec.status in ("ok", "invalid"), (rt, batch, rec.reason)  # invalid: noise only
+        assert rec.extra["model_reused"] is (batch == 2), (rt, batch)
+        diff = rec.extra["output_rel_diff"]
+        if rt == "eager":
+            assert 0.0 < diff <= 0.02, (batch, diff)  # bf16 by direction, against fp32
+        else:
+            assert diff is not None and 0.0 <= diff <= 1e-3, (rt, batch, diff)
+            # each shape's own compile: seconds, where a compiled forward takes milliseconds
+            assert rec.prepare_s > 10 * rec.first_forward_s, (rt, batch, rec.prepare_s,
+                                                               rec.first_forward_s)

@@ -67,14 +67,23 @@ def check_close(reference, got, what: str, precision: str = "fp32") -> float:
 
 
 class Backend(Protocol):
-    # Set by load(): seconds spent preparing the runtime (trace, export, compile), and the
-    # relative output difference to the reference runtime (0.0 for the reference itself).
+    # prepare_s: seconds spent turning the model into this runtime's form (trace, export,
+    # compile). Shape-specialised runtimes (torch.compile, tf.function, XLA) redo it for
+    # every batch size in prepare(); shape-generic ones (TorchScript, ONNX, LibTorch) do it
+    # once in load() and keep the value. output_rel_diff: the relative difference of this
+    # run's output to the reference runtime's (0.0 for the reference itself), set by prepare().
     prepare_s: float
     output_rel_diff: float
 
     def versions(self) -> dict: ...
     def effective_threads(self) -> dict: ...
+    # Build the model and do the shape-independent work. A worker reuses what load() built
+    # for the next batch size of the same (model, size, weights, device, runtime).
     def load(self, spec: RunSpec) -> None: ...
+    # Every run, after load() or on reuse: the shape-specific work for this run's input, then
+    # its output checked against the reference on that same input (OutputMismatch if not),
+    # so a reused model is never timed at a batch size whose output nobody checked.
+    def prepare(self, spec: RunSpec) -> None: ...
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats: ...
     def make_step(self, spec: RunSpec) -> Callable[[], int | None]: ...
     def context(self): ...  # entered around first forward, warm-up and timing

@@ -33,9 +33,11 @@ class Backend:
     def load(self, spec: RunSpec) -> None:
         if spec.model == "fault_raise":
             raise ValueError("fault_raise: this diagnostic model fails while loading")
+        self.model = spec.model
+
+    def prepare(self, spec: RunSpec) -> None:
         if spec.runtime == "mismatch":  # a runtime whose output is wrong by 50 %
             check_close(np.ones(4), np.full(4, 1.5), "the python reference")
-        self.model = spec.model
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
         return ModelStats(0, 0, 0 if count_flops else None, "none (diagnostic model)")

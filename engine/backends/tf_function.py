@@ -50,8 +50,14 @@ def build_calibrated(spec: RunSpec):
 
 
 class Backend:
-    """tf.function: traced once in load() (timed as prepare_s), checked against the Keras
-    call, then timed."""
+    """tf.function: traced for each run's shape in prepare() (timed as prepare_s), checked
+    against the Keras call on the same input, then timed.
+
+    A fresh tf.function per run gives every batch size its own shape-specialised trace, as
+    the first one got: one function retraced at a second shape would relax its batch
+    dimension to None and time a shape-generic graph, so results would depend on the order
+    the sweep ran its batch sizes in.
+    """
 
     jit_compile = False
     prepare_s = 0.0
@@ -72,14 +78,16 @@ class Backend:
                 "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
     def load(self, spec: RunSpec) -> None:
+        self.model = build_calibrated(spec)
+        self.prepare_s = 0.0  # traced per shape in prepare()
+
+    def prepare(self, spec: RunSpec) -> None:
         from engine.backends.base import check_close
 
-        model = build_calibrated(spec)
-        self.model = model
+        model = self.model
         x = tf.constant(make_input(spec))
         reference = model(x, training=False).numpy()
-        self.fn = tf.function(lambda x: model(x, training=False), jit_compile=self.jit_compile,
-                              reduce_retracing=True)
+        self.fn = tf.function(lambda x: model(x, training=False), jit_compile=self.jit_compile)
         t = time.perf_counter()
         got = self.fn(x).numpy()  # traces (and, for XLA, compiles) for this input shape
         self.prepare_s = time.perf_counter() - t

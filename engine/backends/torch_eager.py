@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 import torchvision
@@ -24,24 +26,9 @@ def dtype_of(spec: RunSpec):
     return torch.bfloat16 if spec.precision == "bf16" else torch.float32
 
 
-def input_tensor(spec: RunSpec, device):
-    return torch.from_numpy(make_input(spec)).to(device=device, dtype=dtype_of(spec))
-
-
 def to_precision(model, spec: RunSpec):
     """Cast after the fp32 reference was taken: bf16 runs are checked against fp32 eager."""
     return model.to(dtype_of(spec))
-
-
-def eager_reference(spec: RunSpec):
-    """(device, fp32 eager model, fp32 input, its output as numpy): where every torch
-    runtime starts, so each one is checked against the same reference."""
-    device = torch.device(spec.device)
-    model = build_model(spec, device)
-    x = torch.from_numpy(make_input(spec)).to(device)
-    with torch.inference_mode():
-        reference = model(x).cpu().numpy()
-    return device, model, x, reference
 
 
 def build_model(spec: RunSpec, device):
@@ -58,12 +45,25 @@ def build_model(spec: RunSpec, device):
 
 
 class Backend:
+    """Eager PyTorch, and the base of every torch runtime.
+
+    load() builds the fp32 eager model once: it is every torch runtime's reference and the
+    model parameters and FLOPs are counted on. convert() turns it into the runtime's form
+    (timed as prepare_s where that is real work); a bf16 cast or a layout change works on a
+    copy, because both act on a module in place and would change the reference. prepare()
+    runs for every batch size: the reference's output on this run's input against the
+    runtime's (first_output(), where a shape-specialised runtime compiles).
+    """
+
     prepare_s = 0.0
-    output_rel_diff = 0.0  # eager is the reference
+    output_rel_diff = 0.0
+    reference_name = "eager fp32"
+    is_reference = True  # eager fp32 is checked against nothing; subclasses set False
+    converts_in_place = False
 
     def __init__(self):
         self.model = None
-        self.eager = None
+        self.reference = None
         self.device = None
 
     def versions(self) -> dict:
@@ -77,22 +77,40 @@ class Backend:
 
     def load(self, spec: RunSpec) -> None:
         self.device = torch.device(spec.device)
-        self.model = build_model(spec, self.device)
-        self.output_rel_diff = 0.0
-        if spec.precision != "fp32":  # the fp32 model is the reference for its bf16 self
-            from engine.backends.base import check_close
+        self.reference = build_model(spec, self.device)
+        self.prepare_s = 0.0
+        model = self.reference
+        if spec.precision != "fp32" or self.converts_in_place:
+            model = copy.deepcopy(model)
+        self.model = self.convert(to_precision(model, spec), spec)
 
-            x = torch.from_numpy(make_input(spec)).to(self.device)
-            with torch.inference_mode():
-                reference = self.model(x).float().cpu().numpy()
-                self.model = to_precision(self.model, spec)
-                got = self.model(x.to(dtype_of(spec))).float().cpu().numpy()
-            self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
+    def convert(self, model, spec: RunSpec):
+        """The runtime's shape-independent form of the (copied, cast) eager model; sets
+        prepare_s where that is real work."""
+        return model
+
+    def to_input(self, x, spec: RunSpec):
+        """The fp32 NCHW input in the runtime's dtype and layout."""
+        return x.to(dtype_of(spec))
+
+    def first_output(self, x, spec: RunSpec):
+        """The runtime's output on x as float numpy; shape-specialised runtimes compile here."""
+        with torch.inference_mode():
+            return self.model(x).float().cpu().numpy()
+
+    def prepare(self, spec: RunSpec) -> None:
+        if self.is_reference and spec.precision == "fp32":
+            self.output_rel_diff = 0.0
+            return
+        from engine.backends.base import check_close
+        x = torch.from_numpy(make_input(spec)).to(self.device)
+        with torch.inference_mode():
+            reference = self.reference(x).cpu().numpy()
+        got = self.first_output(self.to_input(x, spec), spec)
+        self.output_rel_diff = check_close(reference, got, self.reference_name, spec.precision)
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
-        # Runtimes that replace the module (scripted, compiled) keep the eager one in
-        # self.eager: parameters and FLOPs are counted there.
-        model = self.eager if self.eager is not None else self.model
+        model = self.reference  # the fp32 eager module, whatever the runtime made of it
         params = sum(p.numel() for p in model.parameters())
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         flops = None
@@ -109,7 +127,7 @@ class Backend:
                           "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)")
 
     def make_step(self, spec: RunSpec):
-        x = input_tensor(spec, self.device)
+        x = self.to_input(torch.from_numpy(make_input(spec)).to(self.device), spec)
         model = self.model
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
@@ -139,7 +157,7 @@ class Backend:
         return None
 
     def unload(self) -> None:
-        self.model = self.eager = None
+        self.model = self.reference = None
         if self.device is not None and self.device.type == "cuda":
             torch.cuda.empty_cache()
 

@@ -19,7 +19,7 @@ import torch
 
 from engine.backends import torch_eager
 from engine.backends.base import check_close
-from engine.backends.torch_eager import build_model, make_input
+from engine.backends.torch_eager import make_input
 from engine.measure import LoopResult
 from engine.spec import RunSpec
 from engine.system import PROJECT_ROOT
@@ -31,6 +31,7 @@ RUNNER = Path(os.environ.get("LIBTORCH_RUNNER",
 
 
 class Backend(torch_eager.Backend):
+    is_reference = False
     peak_rss_bytes = None  # the C++ process's own peak, reported by the runner
 
     def load(self, spec: RunSpec) -> None:
@@ -40,8 +41,10 @@ class Backend(torch_eager.Backend):
             raise RuntimeError(f"the LibTorch C++ runner is not built ({RUNNER} missing): run "
                                "scripts/build_libtorch_runner.sh, which needs g++ "
                                "(apt-get install g++)")
-        self.device = torch.device("cpu")
-        model = build_model(spec, self.device)
+        super().load(spec)
+
+    def convert(self, model, spec: RunSpec):
+        """Traced and frozen once, as TorchScript from Python is; saved for the runner."""
         x = torch.from_numpy(make_input(spec))
         self.tmp = tempfile.TemporaryDirectory()
         with torch.no_grad():
@@ -49,14 +52,17 @@ class Backend(torch_eager.Backend):
             scripted = torch.jit.freeze(torch.jit.trace(model, x))
             torch.jit.save(scripted, os.path.join(self.tmp.name, "model.pt"))
             self.prepare_s = time.perf_counter() - t
-        self.model = model  # for parameter and FLOP counts
+        return model
+
+    def prepare(self, spec: RunSpec) -> None:
+        """Nothing here: measure() checks the runner's first output on this run's input."""
 
     def measure(self, spec: RunSpec, on_progress) -> tuple[float, LoopResult]:
         """Run the C++ runner; returns (first_forward_s, the loop's samples)."""
         p = spec.policy
         x = make_input(spec)
         with torch.no_grad():  # per run: a reused model meets a new batch size here
-            reference = self.model(torch.from_numpy(x)).numpy()
+            reference = self.reference(torch.from_numpy(x)).numpy()
         path_in = os.path.join(self.tmp.name, f"input-{spec.batch_size}.bin")
         x.astype("<f4").tofile(path_in)
         args = [str(RUNNER), os.path.join(self.tmp.name, "model.pt"), path_in,

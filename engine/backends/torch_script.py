@@ -1,4 +1,8 @@
-"""TorchScript: torch.jit.trace on the run's input, then torch.jit.freeze (prepare_s)."""
+"""TorchScript: torch.jit.trace on the first run's input, then torch.jit.freeze (prepare_s).
+
+The traced graph is shape-generic, as LibTorch's is: a reused model meets a new batch size
+as a user's scripted model would, and prepare() checks its output there.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,16 @@ import time
 import torch
 
 from engine.backends import torch_eager
-from engine.backends.base import check_close
-from engine.backends.torch_eager import dtype_of, eager_reference, to_precision
+from engine.backends.torch_eager import make_input
 from engine.spec import RunSpec
 
 
 class Backend(torch_eager.Backend):
-    def load(self, spec: RunSpec) -> None:
-        self.device, model, x, reference = eager_reference(spec)
+    is_reference = False
+    def convert(self, model, spec: RunSpec):
+        x = self.to_input(torch.from_numpy(make_input(spec)).to(self.device), spec)
         with torch.no_grad():
-            model, x = to_precision(model, spec), x.to(dtype_of(spec))
             t = time.perf_counter()
             scripted = torch.jit.freeze(torch.jit.trace(model, x))
             self.prepare_s = time.perf_counter() - t
-        with torch.inference_mode():
-            got = scripted(x).float().cpu().numpy()
-        self.output_rel_diff = check_close(reference, got, "eager fp32", spec.precision)
-        self.eager = model  # parameters and FLOPs are counted on the eager module
-        self.model = scripted
+        return scripted
