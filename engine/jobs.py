@@ -22,10 +22,10 @@ from typing import Callable
 from engine.errors import UserError
 from engine.rounds import DEFAULT_ROUNDS
 from engine.runner import Runner
-from engine.spec import MeasurementPolicy, RunSpec, expand_sweep, expand_train
+from engine.spec import MeasurementPolicy, RunSpec, expand_load, expand_sweep, expand_train
 from engine.sweep import run_sweep
 
-__all__ = ["SweepRequest", "TrainRequest", "BatchSearchRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
+__all__ = ["SweepRequest", "TrainRequest", "LoadRequest", "BatchSearchRequest", "JobView", "JobManager", "get_manager", "QUEUED", "RUNNING",
            "DONE", "CANCELLED", "FAILED"]
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
@@ -98,6 +98,42 @@ class TrainRequest:
                             steps_per_epoch=self.steps_per_epoch, dataset=self.dataset,
                             lr=self.lr, momentum=self.momentum,
                             profile_steps=self.profile_steps)
+
+    def same_work(self, other) -> bool:
+        return replace(self, seed=None) == replace(other, seed=None)
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """A data-loading sweep (engine.spec.LoadSpec) as a dashboard job."""
+
+    formats: tuple[str, ...]
+    decoders: tuple[str, ...]
+    normalizers: tuple[str, ...]
+    pipelines: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    workers: tuple[int, ...]
+    threads: tuple[int, ...]
+    count: int = 256
+    image_size: int = 256
+    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
+    rounds: int = 1
+    seed: int | None = None
+    timeout_s: float = 1800.0
+    memory_cap_bytes: int | None = None
+
+    def expand(self) -> tuple[list, list[str]]:
+        """(specs, skipped): what runs, and a line for each combination that cannot."""
+        if not 1 <= self.rounds <= 100:
+            raise UserError(f"rounds: {self.rounds} is out of range; allowed: integer 1..100",
+                            field="rounds")
+        return expand_load(list(self.formats), list(self.decoders), list(self.normalizers),
+                           list(self.pipelines), list(self.batch_sizes), list(self.workers),
+                           list(self.threads), count=self.count, image_size=self.image_size,
+                           policy=self.policy)
+
+    def specs(self) -> list:
+        return self.expand()[0]
 
     def same_work(self, other) -> bool:
         return replace(self, seed=None) == replace(other, seed=None)

@@ -13,7 +13,8 @@ st.title("Data loading")
 with open_db(DB) as con:
     sweeps = list_sweeps(con, kind="dataload")
 if sweeps.empty:
-    st.info("No data-loading runs stored yet. In a terminal: `python -m engine dataload "
+    st.info("No data-loading runs stored yet. Launch some from the **Run** page (\"Measure "
+            "data loading\"), or in a terminal: `python -m engine dataload "
             "--format png tiff --decoder pillow opencv skimage --normalize numpy torch "
             "--pipeline loop torch_dataloader --batch 8 32 --workers 0 2`.",
             icon=":material/info:")

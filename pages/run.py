@@ -6,9 +6,11 @@ from engine.catalog import CATALOG, RUNTIMES
 from engine.errors import UserError
 from engine.estimate import estimate_seconds
 from engine.charts import search_probes
-from engine.jobs import BatchSearchRequest, SweepRequest, TrainRequest, get_manager
+from engine.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.jobs import BatchSearchRequest, LoadRequest, SweepRequest, TrainRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
-from engine.spec import (BATCH_RANGE, DATASETS, IMAGE_RANGE, PRECISIONS, PROFILE_RANGE,
+from engine.spec import (BATCH_RANGE, DATASETS, IMAGE_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
+                         PRECISIONS, PROFILE_RANGE, WORKERS_RANGE,
                          TRAIN_BATCH_RANGE, TRAIN_RUNTIMES, MeasurementPolicy, logical_cores, parse_int_list)
 from store.db import open_db, resolve_db_path
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
@@ -252,6 +254,55 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
         try:
             view = manager.submit(train)
             st.success(f"Training job {view.job_id} queued.")
+        except UserError as exc:
+            st.warning(str(exc))
+
+
+with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
+    st.caption("Reads a generated, deterministic image set from disk (made once under "
+               "./data/datasets); every implementation's first batch is checked against the "
+               "ground truth before timing. Results on the Data loading page.")
+    d1, d2, d3, d4 = st.columns(4)
+    dl_formats = d1.multiselect("Formats", list(FORMATS), default=["png"], key="dl_formats",
+                                help="; ".join(f"{k}: {v}" for k, v in FORMATS.items()))
+    dl_decoders = d2.multiselect("Decoders", list(DECODERS), default=["pillow", "opencv"],
+                                 key="dl_decoders")
+    dl_norms = d3.multiselect("Normalise with", list(NORMALIZERS), default=["numpy", "torch"],
+                              key="dl_normalizers")
+    dl_pipes = d4.multiselect("Pipelines", list(PIPELINES), default=["loop"], key="dl_pipelines",
+                              help="; ".join(f"{k}: {v}" for k, v in PIPELINES.items()))
+    d5, d6, d7, d8, d9 = st.columns(5)
+    dl_batch = d5.text_input("Batch sizes", "8, 32", key="dl_batch")
+    dl_workers = d6.text_input("Workers", "0", key="dl_workers",
+                               help="parallel workers of torch_dataloader / tf_data; the plain "
+                                    "loop always runs at 0")
+    dl_threads = d7.multiselect("Threads", list(range(1, CORES + 1)), default=[1],
+                                key="dl_threads")
+    dl_count = d8.number_input("Images", key="dl_count", min_value=LOAD_COUNT_RANGE[0],
+                               max_value=LOAD_COUNT_RANGE[1], value=256)
+    dl_size = d9.number_input("Image size [px]", key="dl_size", min_value=LOAD_SIZE_RANGE[0],
+                              max_value=LOAD_SIZE_RANGE[1], value=256)
+    load_error = ""
+    try:
+        load = LoadRequest(
+            formats=tuple(dl_formats), decoders=tuple(dl_decoders),
+            normalizers=tuple(dl_norms), pipelines=tuple(dl_pipes),
+            batch_sizes=tuple(parse_int_list(dl_batch, "batch_size", *BATCH_RANGE)),
+            workers=tuple(parse_int_list(dl_workers, "workers", *WORKERS_RANGE)),
+            threads=tuple(sorted(dl_threads)), count=int(dl_count), image_size=int(dl_size))
+        load_specs, load_skipped = load.expand()
+        st.info(f"**{len(load_specs)} data-loading run{'s' if len(load_specs) > 1 else ''}** "
+                f"of {len({s.runtime for s in load_specs})} implementation(s)",
+                icon=":material/schedule:")
+        if load_skipped:
+            st.caption("Not run: " + "; ".join(load_skipped))
+    except UserError as exc:
+        load_error = str(exc)
+        st.error(load_error, icon=":material/error:")
+    if st.button("Start data loading", key="dl_launch", disabled=bool(load_error)):
+        try:
+            view = manager.submit(load)
+            st.success(f"Data-loading job {view.job_id} queued.")
         except UserError as exc:
             st.warning(str(exc))
 

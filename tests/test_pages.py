@@ -363,3 +363,38 @@ def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
     sweep = fake.submitted[-1]
     assert isinstance(sweep, SweepRequest) and sweep.profile_steps == 3
     assert {s.profile_steps for s in sweep.specs()} == {3}
+
+
+def test_run_page_submits_a_data_loading_sweep_and_says_what_it_skips(db_path, monkeypatch):
+    from engine.jobs import LoadRequest
+
+    fake = FakeManager()
+    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.multiselect(key="dl_formats").set_value(["png", "tiff"])
+    at.multiselect(key="dl_decoders").set_value(["pillow", "opencv"])
+    at.multiselect(key="dl_normalizers").set_value(["numpy"])
+    at.multiselect(key="dl_pipelines").set_value(["loop", "torch_dataloader"])
+    at.text_input(key="dl_batch").set_value("4")
+    at.text_input(key="dl_workers").set_value("0, 2")
+    at.number_input(key="dl_count").set_value(16)
+    at.number_input(key="dl_size").set_value(32)
+    at.run()
+    # png: 2 decoders x (loop at 0 workers + dataloader at 0 and 2) = 6; tiff: opencv only = 3
+    assert any(i.value.startswith("**9 data-loading runs** of 4 implementation(s)")
+               for i in at.info), [i.value for i in at.info]
+    assert any("pillow cannot decode 4-band 16-bit TIFF" in c.value for c in at.caption)
+    at.button(key="dl_launch").click().run()
+    assert not at.exception
+    [req] = fake.submitted
+    assert isinstance(req, LoadRequest)
+    assert sorted((s.fmt, s.runtime, s.workers) for s in req.specs()) == [
+        ("png", "loop:opencv+numpy", 0), ("png", "loop:pillow+numpy", 0),
+        ("png", "torch_dataloader:opencv+numpy", 0), ("png", "torch_dataloader:opencv+numpy", 2),
+        ("png", "torch_dataloader:pillow+numpy", 0), ("png", "torch_dataloader:pillow+numpy", 2),
+        ("tiff", "loop:opencv+numpy", 0), ("tiff", "torch_dataloader:opencv+numpy", 0),
+        ("tiff", "torch_dataloader:opencv+numpy", 2)]
+    assert {(s.count, s.image_size, s.batch_size) for s in req.specs()} == {(16, 32, 4)}
+    at.text_input(key="dl_workers").set_value("65").run()
+    assert "workers: 65 is out of range; allowed: integer 0..64" in at.error[0].value
+    assert at.button(key="dl_launch").disabled is True
