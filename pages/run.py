@@ -7,6 +7,7 @@ from engine.errors import UserError
 from engine.estimate import estimate_seconds
 from engine.charts import search_probes
 from engine.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.load_loop import data_root
 from engine.jobs import BatchSearchRequest, LoadRequest, SweepRequest, TrainRequest, get_manager
 from engine.rounds import DEFAULT_ROUNDS
 from engine.spec import (BATCH_RANGE, DATASETS, IMAGE_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
@@ -259,8 +260,8 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
 
 
 with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
-    st.caption("Reads a generated, deterministic image set from disk (made once under "
-               "./data/datasets); every implementation's first batch is checked against the "
+    st.caption(f"Reads a generated, deterministic image set from disk (made once under "
+               f"`{data_root()}`); every implementation's first batch is checked against the "
                "ground truth before timing. Results on the Data loading page.")
     d1, d2, d3, d4 = st.columns(4)
     dl_formats = d1.multiselect("Formats", list(FORMATS), default=["png"], key="dl_formats",

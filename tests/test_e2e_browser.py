@@ -34,7 +34,8 @@ def free_port() -> int:
 def server(tmp_path):
     port = free_port()
     db = tmp_path / "e2e.duckdb"
-    env = {**os.environ, "BENCH_DB": str(db), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "BENCH_DB": str(db), "PYTHONPATH": str(ROOT),
+           "BENCH_DATA_DIR": str(tmp_path / "datasets")}  # generated image sets
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true",
@@ -166,3 +167,46 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
             browser.close()
     assert name == "trace-t-torch.json.gz"
     assert json.loads(gzip.decompress(data))["traceEvents"][0]["name"] == "aten::conv"
+
+
+def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
+    """The dashboard's own data-loading form: a tiny PNG set (16 images of 32 px), two
+    decoders by two normalisations at batch 4, run for real and tabulated."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, db = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(base)
+            page.get_by_text("Measure data loading (decoders, normalisation, pipelines)").click()
+            form = page.get_by_test_id("stExpander").filter(has_text="Measure data loading")
+            for label, value in (("Batch sizes", "4"), ("Images", "16"),
+                                 ("Image size [px]", "32")):
+                box = form.get_by_label(label, exact=True)
+                box.fill(value)
+                box.press("Enter")
+            expect(form.get_by_text("4 data-loading runs of 4 implementation(s)")).to_be_visible(
+                timeout=30_000)
+            page.get_by_role("button", name="Start data loading").click()
+            expect(page.get_by_text(re.compile(r"Job 1: done"))).to_be_visible(timeout=300_000)
+            page.screenshot(path=str(ARTIFACTS / "e2e-9-dataload-launched.png"), full_page=True)
+            page.goto(f"{base}/dataload")
+            expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+            expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "e2e-10-dataload-page.png"), full_page=True)
+        except BaseException:
+            page.screenshot(path=str(ARTIFACTS / "e2e-failure-dataload.png"), full_page=True)
+            print(page.inner_text("body")[-3000:])
+            raise
+        finally:
+            browser.close()
+    with open_db(db) as con:
+        rows = con.execute("SELECT runtime, batch_size, status FROM runs WHERE kind = 'dataload' "
+                           "ORDER BY runtime").fetchall()
+    assert [(r, b) for r, b, _ in rows] == [
+        ("loop:opencv+numpy", 4), ("loop:opencv+torch", 4), ("loop:pillow+numpy", 4),
+        ("loop:pillow+torch", 4)]
+    assert all(s in ("ok", "invalid") for _, _, s in rows), rows
