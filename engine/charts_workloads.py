@@ -10,10 +10,10 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from engine.charts import _LAYOUT, colour_map
+from engine.charts import _LAYOUT, PROVIDER_COLOURS, colour_map
 
 __all__ = ["train_labels", "epoch_time_bars", "samples_per_s_bars", "training_curves",
-           "step_loss_chart", "load_bars", "op_bars"]
+           "step_loss_chart", "load_bars", "op_bars", "training_cost_bars"]
 
 
 def train_labels(runs: pd.DataFrame) -> dict:
@@ -154,4 +154,30 @@ def op_bars(ops: pd.DataFrame, top: int = 20) -> go.Figure:
     fig.update_yaxes(automargin=True)
     # Room right of the longest bar for its label.
     fig.update_xaxes(title="self time [ms]", range=[0, float(d.self_ms.max()) * 1.35])
+    return fig
+
+
+def training_cost_bars(rows: list[dict]) -> go.Figure:
+    """USD per 1 M training samples: one group of bars per training configuration, one
+    bar per machine, coloured by provider; estimates hatched."""
+    d = pd.DataFrame(rows)
+    d["config"] = d.contender + " · b" + d.batch_size.astype(str)
+    if d.model.nunique() > 1:
+        d["config"] = d.model + " · " + d.config
+    fig = go.Figure()
+    for machine, g in d.groupby("machine", sort=False):
+        provider = g.provider.iloc[0]
+        fig.add_trace(go.Bar(
+            x=g.config, y=g.cost_per_million, name=machine,
+            marker=dict(color=PROVIDER_COLOURS.get(provider, "#777777"),
+                        pattern=dict(shape=["/" if e else "" for e in g.estimate])),
+            text=[f"${v:,.2f}" for v in g.cost_per_million], textposition="auto",
+            customdata=g.assumption,
+            hovertemplate=f"{machine}<br>%{{x}}<br>%{{y:$,.4f}}<br>%{{customdata}}"
+                          "<extra></extra>"))
+    fig.update_layout(**_LAYOUT, barmode="group",
+                      title="Cost per 1 M training samples" +
+                            (" (hatched: estimate)" if d.estimate.any() else ""))
+    fig.update_yaxes(title="USD per 1 M training samples", rangemode="tozero")
+    fig.update_xaxes(title="")
     return fig

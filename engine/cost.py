@@ -2,6 +2,7 @@
 
 Formulas (all in USD):
   cost per 1 M inferences = hourly price / (throughput [samples/s] x 3600) x 1e6
+                            (training: per 1 M training samples, from samples/s per epoch)
   monthly cost            = hourly price x hours per month (730 by default) x machines
   machines for a rate     = ceil(request rate / throughput per machine)
 OCI Flex shapes are priced from unit rates: OCPUs x OCPU rate + GB x memory rate, so any
@@ -260,6 +261,29 @@ def cost_rows(machines: list[Machine], measured: dict[int, float], *,
                      "secondary": m.secondary, "as_of": m.as_of})
     return rows
 
+
+
+def training_costs(measured_rows: list[dict], machines: list[Machine]) -> list[dict]:
+    """Training priced like inference: per training configuration (model, contender, batch,
+    data set) and machine, the projected samples/s, the seconds and USD of one of its
+    epochs, and USD per 1 M training samples (cost_per_million).
+
+    measured_rows: store.queries.train_throughput records, one per thread count measured;
+    each configuration's thread counts are projected together, as on the Cost page."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in measured_rows:
+        groups.setdefault((r["model"], r["contender"], r["batch_size"], r["dataset"]),
+                          []).append(r)
+    out = []
+    for (model, contender, batch, dataset), rs in groups.items():
+        measured = {int(r["threads"]): float(r["throughput"]) for r in rs}
+        epoch = int(rs[0]["samples_per_epoch"])
+        for row in cost_rows(machines, measured):
+            out.append({"model": model, "contender": contender, "batch_size": int(batch),
+                        "dataset": dataset, "samples_per_epoch": epoch, **row,
+                        "s_per_epoch": epoch / row["throughput"],
+                        "usd_per_epoch": row["cost_per_million"] * epoch / 1e6})
+    return out
 
 def fleet_rows(machines: list[Machine], measured: dict[int, float], request_rate: float, *,
                hours: float = HOURS_PER_MONTH, extras: dict[str, float] | None = None

@@ -1,12 +1,15 @@
 """Training: time per epoch and samples/s side by side; loss and accuracy curves overlaid."""
 
+import pandas as pd
 import streamlit as st
 
 from engine.charts_workloads import (epoch_time_bars, samples_per_s_bars, step_loss_chart,
-                                     train_labels, training_curves)
+                                     train_labels, training_cost_bars, training_curves)
+from engine.cost import equivalents, training_costs
 from engine.report import sweep_labels
 from store.db import open_db, resolve_db_path
-from store.queries import train_runs
+from store.prices import effective_catalog
+from store.queries import train_runs, train_throughput
 from store.runs import list_sweeps, train_epochs, train_steps
 
 DB = resolve_db_path()
@@ -80,3 +83,46 @@ st.caption("Epoch time covers the training steps and the gathering of their batc
            "(graph tracing, allocator growth): step statistics leave out the first steps "
            "(warm-up), samples/s does not. Per-step times and losses of a run are on the "
            "Results page (select the run).")
+
+st.subheader("What training costs")
+with open_db(DB) as con:
+    catalog, _ = effective_catalog(con)
+    measured = train_throughput(con, sweep_id)
+if measured.empty:
+    st.info("Pricing needs a successful training run in this selection.",
+            icon=":material/info:")
+    st.stop()
+cpu = [m for m in catalog if not m.accelerator_count and m.arch == "x86_64"]
+default = next((i for i, m in enumerate(cpu) if m.provider == "OCI" and m.ocpus == 16), 0)
+machine = cpu[st.selectbox("Machine", range(len(cpu)), index=default, key="train_shape",
+                           format_func=lambda i: f"{cpu[i].label} ({cpu[i].vcpus} vCPUs, "
+                                                 f"${cpu[i].usd_per_hour:.4f}/h)")]
+# The chosen machine beside the closest-sized x86 machine of every other provider.
+machines = [machine] + [m for m in equivalents(cpu, machine.vcpus)
+                        if m.provider != machine.provider]
+rows = training_costs(measured.to_dict("records"), machines)
+st.plotly_chart(training_cost_bars(rows), key="train_cost")
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="train_cost_table",
+             column_order=["model", "contender", "batch_size", "machine", "vcpus",
+                           "usd_per_hour", "throughput", "s_per_epoch", "usd_per_epoch",
+                           "cost_per_million", "estimate"],
+             column_config={
+                 "batch_size": st.column_config.NumberColumn("batch"),
+                 "vcpus": st.column_config.NumberColumn("vCPUs"),
+                 "usd_per_hour": st.column_config.NumberColumn("USD/hour", format="$%.4f"),
+                 "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
+                 "s_per_epoch": st.column_config.NumberColumn("s per epoch", format="%.2f"),
+                 "usd_per_epoch": st.column_config.NumberColumn("USD per epoch",
+                                                                format="$%.6f"),
+                 "cost_per_million": st.column_config.NumberColumn("USD per 1 M samples",
+                                                                   format="$%.4f")})
+host = measured.iloc[0]
+notes = sorted({r["assumption"] for r in rows if r["estimate"]})
+st.caption(
+    f"Training samples/s measured on {host.cpu_model} ({host.host_vcpus} vCPUs) over whole "
+    "epochs (first epoch included), at "
+    + ", ".join(sorted({f"{int(t)} thread{'s' if t > 1 else ''}" for t in measured.threads}))
+    + f"; an epoch here is {int(host.samples_per_epoch):,} samples of this run's data set and "
+    "image size, so USD per 1 M samples is the figure to scale to your own data set. "
+    + ("Hatched bars are estimates: " + notes[0].removeprefix("estimate: ") + "."
+       if notes else ""))

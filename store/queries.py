@@ -191,6 +191,22 @@ def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
         [sweep_id, sweep_id]).df()
 
 
+
+def train_throughput(con, sweep_id: str | None) -> pd.DataFrame:
+    """Per training configuration and thread count: the median samples/s over its ok runs,
+    the samples in one of its epochs, and the machine it ran on (what cost projects from)."""
+    return con.execute(
+        "SELECT r.model, r.framework || ' (' || r.runtime || ')' AS contender, r.batch_size, "
+        "r.dataset, r.intra_threads AS threads, median(r.throughput) AS throughput, "
+        "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch, "
+        "count(*) AS runs, any_value(y.cpu_model) AS cpu_model, "
+        "any_value(y.usable_cores) AS host_vcpus "
+        "FROM runs r LEFT JOIN systems y USING (system_id) "
+        "WHERE r.kind = 'train' AND r.status = 'ok' AND r.throughput IS NOT NULL "
+        "AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+        "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.dataset, r.intra_threads "
+        "ORDER BY r.model, contender, r.batch_size, threads", [sweep_id, sweep_id]).df()
+
 def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
     """Data-loading configurations: the median over their ok runs (rounds) of each run's
     p50 ms per batch, with images/s and batches/s derived from it."""

@@ -8,7 +8,7 @@ import pytest
 from engine.cli import main
 from engine.cost import (break_even_rates, cost_per_million, equivalents,
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
-                         oci_flex_price, project_throughput, storage_egress,
+                         oci_flex_price, project_throughput, storage_egress, training_costs,
                          validate_catalog, vcpus_per_ocpu)
 from engine.errors import UserError
 from engine.price_import import parse_price_file
@@ -41,6 +41,27 @@ def test_projection_is_measured_or_a_labelled_estimate():
     p = project_throughput({2: 18.0}, 16)
     assert p.throughput == pytest.approx(144.0) and "scaled linearly" in p.assumption
 
+
+
+def test_training_costs_project_each_configuration_from_its_own_thread_counts():
+    catalog = {m.label: m for m in load_catalog()}
+    oci, aws = catalog["OCI VM.Standard.E3.Flex 16 OCPU/32 GB"], catalog["AWS c6i.8xlarge"]
+    row = {"model": "resnet18", "batch_size": 32, "dataset": "digits", "samples_per_epoch": 1408}
+    measured = [{**row, "contender": "torch (eager)", "threads": 1, "throughput": 100.0},
+                {**row, "contender": "torch (eager)", "threads": 2, "throughput": 180.0},
+                {**row, "contender": "tensorflow (tf_function)", "threads": 2,
+                 "throughput": 90.0}]
+    rows = {(r["contender"], r["machine"]): r for r in training_costs(measured, [oci, aws])}
+    assert len(rows) == 4
+    torch_oci = rows[("torch (eager)", oci.label)]
+    # 100/s at 1 thread x 32 vCPUs x 90 % efficiency (180 / (2 x 100)) = 2,880 samples/s
+    assert torch_oci["throughput"] == pytest.approx(2880.0) and torch_oci["estimate"]
+    assert torch_oci["s_per_epoch"] == pytest.approx(1408 / 2880)
+    assert torch_oci["cost_per_million"] == pytest.approx(oci.usd_per_hour / (2880 * 3600) * 1e6)
+    assert torch_oci["usd_per_epoch"] == pytest.approx(torch_oci["cost_per_million"] * 1408 / 1e6)
+    tf_aws = rows[("tensorflow (tf_function)", aws.label)]
+    assert tf_aws["throughput"] == pytest.approx(90.0 / 2 * 32)  # no 1-thread run: linear
+    assert "scaled linearly" in tf_aws["assumption"]
 
 def test_break_even_between_two_choices():
     # A: 100/s per machine at $1/h; B: 250/s per machine at $2/h

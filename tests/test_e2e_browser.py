@@ -143,7 +143,7 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
                                 accept_downloads=True)
         try:
             page.goto(f"{base}/training")
-            expect(page.locator(".js-plotly-plot")).to_have_count(5, timeout=60_000)
+            expect(page.locator(".js-plotly-plot")).to_have_count(6, timeout=60_000)
             expect(page.get_by_text("10.0 points")).to_be_visible()
             page.screenshot(path=str(ARTIFACTS / "e2e-6-training.png"), full_page=True)
             page.goto(f"{base}/dataload")

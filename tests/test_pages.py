@@ -289,12 +289,31 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
                        "test accuracy · torch (eager)": "80.0%"}
     assert any("gap between the runs shown: **10.0 points**" in c.value for c in at.caption)
     charts = at.get("plotly_chart")
-    assert len(charts) == 5  # epoch time, samples/s, loss, accuracy, per-step loss
+    assert len(charts) == 6  # epoch time, samples/s, loss, accuracy, per-step loss, cost
     titles = [__import__("json").loads(c.proto.spec)["layout"]["title"]["text"]
               for c in charts]
     assert titles == ["Time per epoch", "Samples per second (all epochs)",
                       "Loss per epoch (test dashed)", "Accuracy per epoch (test dashed)",
-                      "Training loss per step (moving average of 10)"]
+                      "Training loss per step (moving average of 10)",
+                      "Cost per 1 M training samples (hatched: estimate)"]
+    # Priced like inference: torch's 256 samples in 2.6 s (98.46/s at 1 thread) scaled to
+    # the 32 vCPUs of OCI's 16-OCPU machine, beside the closest machine of each provider.
+    cost = at.dataframe[1].value
+    torch_rows = cost[cost.contender == "torch (eager)"]
+    assert torch_rows.machine.tolist() == ["OCI VM.Standard.E3.Flex 16 OCPU/32 GB",
+                                           "AWS c6i.8xlarge", "Azure Standard_D32s_v5",
+                                           "GCP n2-standard-32"]
+    oci = torch_rows.iloc[0]
+    from engine.cost import load_catalog
+    price = next(m.usd_per_hour for m in load_catalog() if m.label == oci.machine)
+    assert oci.usd_per_hour == price
+    assert oci.throughput == pytest.approx(256 / 2.6 * 32)
+    assert oci.cost_per_million == pytest.approx(price / (256 / 2.6 * 32 * 3600) * 1e6)
+    assert oci.usd_per_epoch == pytest.approx(oci.cost_per_million * 128 / 1e6)
+    assert oci.s_per_epoch == pytest.approx(128 / (256 / 2.6 * 32))
+    assert torch_rows.estimate.all()
+    assert any("an epoch here is 128 samples" in c.value and "scaled linearly to 32 vCPUs"
+               in c.value for c in at.caption)
 
 
 def test_dataload_page_tabulates_batch_by_workers_against_implementations(db_path,
