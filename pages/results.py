@@ -54,8 +54,7 @@ d1, d2 = st.columns([2, 3])
 if d1.button(f"Prepare download ({label})", key="prepare_download"):
     with open_db(DB) as con:
         ids = chosen.run_id.tolist()
-        st.session_state["download"] = {fmt: export_bytes(con, fmt, ids)
-                                        for fmt in ("csv", "parquet")}
+        st.session_state["download"] = export_bytes(con, ("csv", "parquet"), ids)
 if "download" in st.session_state:
     files = st.session_state["download"]
     d2.download_button("CSV", files["csv"], "runs.csv", "text/csv", key="dl_csv")

@@ -85,25 +85,39 @@ def _rows(df: pd.DataFrame) -> list[dict]:
     return out
 
 
-def export_bytes(con, fmt: str, run_ids: list[str]) -> bytes:
-    """The chosen runs as a file's bytes (for a download button)."""
+def export_bytes(con, fmts: tuple[str, ...], run_ids: list[str]) -> dict[str, bytes]:
+    """The chosen runs as one file's bytes per format (for download buttons): the runs and
+    their raw samples are read once, however many formats are written."""
     import tempfile
 
+    rows = _rows(_export_frame(con, None, run_ids))
+    out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / f"runs.{fmt}"
-        export_runs(con, out, fmt, run_ids=run_ids)
-        return out.read_bytes()
+        for fmt in fmts:
+            path = Path(tmp) / f"runs.{fmt}"
+            _write(rows, path, fmt)
+            out[fmt] = path.read_bytes()
+    return out
 
 
 def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None,
                 run_ids: list[str] | None = None) -> int:
     """Write runs (with machine and raw samples) to path; return the number of runs."""
+    _check_format(fmt)
+    rows = _rows(_export_frame(con, sweep_id, run_ids))
+    _write(rows, Path(path), fmt)
+    return len(rows)
+
+
+def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(f"format: {fmt!r} is not supported; allowed: {', '.join(FORMATS)}",
                         field="format")
-    path = Path(path)
+
+
+def _write(rows: list[dict], path: Path, fmt: str) -> None:
+    _check_format(fmt)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = _rows(_export_frame(con, sweep_id, run_ids))
     if fmt == "json":
         doc = {"format": EXPORT_TAG, "version": EXPORT_VERSION,
                "exported_at": datetime.now(timezone.utc).isoformat(), "runs": rows}
@@ -119,7 +133,6 @@ def export_runs(con, path: str | Path, fmt: str, sweep_id: str | None = None,
             _parquet_schema().empty_table()
         meta = {b"format": EXPORT_TAG.encode(), b"version": str(EXPORT_VERSION).encode()}
         pq.write_table(table.replace_schema_metadata(meta), path)
-    return len(rows)
 
 
 def _parquet_schema() -> pa.Schema:

@@ -5,7 +5,7 @@ import pytest
 
 from engine.errors import UserError
 from store.db import open_db
-from store.interop import export_runs, import_file
+from store.interop import export_bytes, export_runs, import_file
 from store.runs import counts, save_record
 from tests.helpers import SYSTEM, failed_record, ok_record
 
@@ -19,6 +19,25 @@ def seed(path):
         save_record(con, ok_record("r2", samples=(5, 6, 7, 8), minute=2, framework="tensorflow",
                                    model="mobilenet_v3_small", batch_size=2), SYSTEM)
         save_record(con, failed_record("r3", status="timeout", minute=3), SYSTEM)
+
+
+def test_download_bytes_are_the_export_files_of_the_chosen_runs(tmp_path):
+    """The Results page's CSV and Parquet downloads: one read of the runs, two files, each
+    importable and holding exactly the chosen runs."""
+    a = tmp_path / "a.duckdb"
+    seed(a)
+    with open_db(a) as con:
+        files = export_bytes(con, ("csv", "parquet"), ["r1", "r3"])
+        with pytest.raises(UserError, match="format: 'xlsx' is not supported"):
+            export_bytes(con, ("xlsx",), ["r1"])
+    assert sorted(files) == ["csv", "parquet"]
+    for fmt, data in files.items():
+        path = tmp_path / f"download.{fmt}"
+        path.write_bytes(data)
+        with open_db(tmp_path / f"{fmt}.duckdb") as con:
+            assert import_file(con, path) == (2, 0, f"export ({fmt})")
+            assert con.execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall() \
+                == [("r1", "ok"), ("r3", "timeout")]
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])

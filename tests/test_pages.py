@@ -123,6 +123,10 @@ def test_results_page_lists_every_run_and_filters(seeded, monkeypatch):
     at.multiselect(key="f_status").set_value(["oom"]).run()
     df = at.dataframe[0].value
     assert df.run_id.tolist() == ["tf-oom"] and df.reason.tolist() == ["ValueError: boom"]
+    assert not at.get("download_button")
+    at.button(key="prepare_download").click().run()
+    assert not at.exception
+    assert [b.proto.label for b in at.get("download_button")] == ["CSV", "Parquet"]
 
 
 def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
