@@ -17,7 +17,7 @@ from engine.record import RunRecord
 from engine.runner import Runner
 from engine.spec import BATCH_RANGE, RunSpec
 
-__all__ = ["SearchResult", "batch_search", "DEFAULT_MARGIN"]
+__all__ = ["SearchResult", "batch_search", "stored_batch_search", "DEFAULT_MARGIN"]
 
 # A doubling that buys under 5 % more throughput is within this machine's run-to-run
 # noise for one round (see the noise floor of a sweep): not worth the latency it costs.
@@ -101,3 +101,18 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
         p99_batch = max(within) if within else None
     return SearchResult(tuple(probes), best.batch_size if best else None,
                         best.throughput if best else None, p99_batch, reason)
+
+
+def stored_batch_search(base: RunSpec, *, db, runner: Runner, command: str,
+                        on_start: Callable[[str], None] = lambda sweep_id: None,
+                        on_stored: Callable[[RunRecord], None] = lambda rec: None,
+                        **search) -> tuple[str, SearchResult]:
+    """batch_search with every probe stored under one sweep, as a sweep's runs are (and
+    with the stored params/FLOPs passed on, so probes do not count them again): the CLI and
+    the dashboard both search through this. Returns (sweep_id, result)."""
+    from engine.sweep import open_sweep
+
+    sweep_id, store = open_sweep(db, runner, command=command, on_stored=on_stored)
+    on_start(sweep_id)
+    return sweep_id, batch_search(base, runner=runner, on_record=store, sweep_id=sweep_id,
+                                  **search)

@@ -321,12 +321,10 @@ def cmd_runs(args) -> int:
 
 
 def cmd_batch_search(args) -> int:
-    from engine.batch_search import batch_search
+    from engine.batch_search import stored_batch_search
     from engine.report import format_table
-    from engine.runner import Runner, new_id
-    from engine.system import system_info
-    from store.db import open_db, resolve_db_path
-    from store.runs import save_record, save_sweep
+    from engine.runner import Runner
+    from store.db import resolve_db_path
 
     if not 0 <= args.margin <= 1:
         raise UserError(f"margin: {args.margin} is out of range; allowed: number 0..1",
@@ -336,25 +334,21 @@ def cmd_batch_search(args) -> int:
                    policy=MeasurementPolicy(min_time_s=args.min_time, min_iters=args.min_iters,
                                             warmup_iters=3)).validate()
     db = resolve_db_path(args.db)
-    sweep_id = new_id()
-    with open_db(db) as con:
-        save_sweep(con, sweep_id, rounds=1, seed=0, plan=[], configurations=0,
-                   command=" ".join(["python -m engine", *args.argv]))
-    system = system_info()
 
-    def store(rec):
-        with open_db(db) as con:
-            save_record(con, rec, system)
+    def started(sweep_id):
+        print(f"batch search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
+              f"{base.intra_threads} threads, from batch {args.start}")
+
+    def stored(rec):
         figure = (f"{rec.throughput:,.1f} samples/s, p99 {rec.p99_ms:.2f} ms"
                   if rec.throughput else rec.reason[:120])
         print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
 
-    cap = memory_cap(args)
-    print(f"batch search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
-          f"{base.intra_threads} threads, from batch {args.start}")
-    res = batch_search(base, runner=Runner(timeout_s=args.timeout, memory_cap_bytes=cap),
-                       on_record=store, sweep_id=sweep_id, start=args.start,
-                       max_batch=args.max_batch, margin=args.margin, p99_bound_ms=args.p99_ms)
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args))
+    sweep_id, res = stored_batch_search(
+        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
+        on_start=started, on_stored=stored, start=args.start, max_batch=args.max_batch,
+        margin=args.margin, p99_bound_ms=args.p99_ms)
     rows = [[str(r.batch_size), r.status, f"{r.throughput:,.1f}" if r.throughput else "",
              f"{r.median_ms:.2f}" if r.median_ms else "", f"{r.p99_ms:.2f}" if r.p99_ms else "",
              "*" if r.batch_size == res.best_batch else ""] for r in res.probes]

@@ -371,23 +371,7 @@ class JobManager:
 
 def _search_job(manager: "JobManager", job, req: BatchSearchRequest, runner, on_stored,
                 on_event) -> None:
-    from engine.batch_search import batch_search
-    from engine.runner import new_id
-    from engine.system import system_info
-    from store.db import open_db
-    from store.runs import save_record, save_sweep
-
-    sweep_id = new_id()
-    with open_db(manager.db_path) as con:
-        save_sweep(con, sweep_id, rounds=1, seed=0, plan=[], configurations=0,
-                   command=f"dashboard batch-search {req.model} {req.framework}")
-    manager._update(job, sweep_id=sweep_id)
-    system = system_info()
-
-    def store(rec):
-        with open_db(manager.db_path) as con:
-            save_record(con, rec, system)
-        on_stored(rec)
+    from engine.batch_search import stored_batch_search
 
     inner = runner.run
 
@@ -395,9 +379,12 @@ def _search_job(manager: "JobManager", job, req: BatchSearchRequest, runner, on_
         return inner(specs, on_event=lambda ev: on_event(ev, len(job.finished) + 1), **kw)
 
     runner.run = run
-    res = batch_search(req.base(), runner=runner, on_record=store, sweep_id=sweep_id,
-                       start=req.start, max_batch=req.max_batch, margin=req.margin,
-                       p99_bound_ms=req.p99_bound_ms)
+    _, res = stored_batch_search(
+        req.base(), db=manager.db_path, runner=runner,
+        command=f"dashboard batch-search {req.model} {req.framework}",
+        on_start=lambda sid: manager._update(job, sweep_id=sid), on_stored=on_stored,
+        start=req.start, max_batch=req.max_batch, margin=req.margin,
+        p99_bound_ms=req.p99_bound_ms)
     summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
                if res.best_batch else "no batch size succeeded")
     if req.p99_bound_ms is not None:
