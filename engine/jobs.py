@@ -33,6 +33,12 @@ _FINISHED = (DONE, CANCELLED, FAILED)
 HISTORY = 20  # finished jobs kept for the page to show
 
 
+
+def _check_rounds(rounds: int) -> None:
+    if not 1 <= rounds <= 100:
+        raise UserError(f"rounds: {rounds} is out of range; allowed: integer 1..100",
+                        field="rounds")
+
 @dataclass(frozen=True)
 class SweepRequest:
     models: tuple[str, ...]
@@ -53,9 +59,7 @@ class SweepRequest:
 
     def specs(self) -> list[RunSpec]:
         """Validated specs, or UserError naming the field."""
-        if not 1 <= self.rounds <= 100:
-            raise UserError(f"rounds: {self.rounds} is out of range; allowed: integer 1..100",
-                            field="rounds")
+        _check_rounds(self.rounds)
         return expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
                             list(self.threads), inter_threads=self.inter_threads,
                             precision=self.precision, image_size=self.image_size,
@@ -89,9 +93,7 @@ class TrainRequest:
     memory_cap_bytes: int | None = None
 
     def specs(self) -> list:
-        if not 1 <= self.rounds <= 100:
-            raise UserError(f"rounds: {self.rounds} is out of range; allowed: integer 1..100",
-                            field="rounds")
+        _check_rounds(self.rounds)
         return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
                             list(self.threads), runtimes=list(self.runtimes) or None,
                             epochs=self.epochs,
@@ -124,9 +126,7 @@ class LoadRequest:
 
     def expand(self) -> tuple[list, list[str]]:
         """(specs, skipped): what runs, and a line for each combination that cannot."""
-        if not 1 <= self.rounds <= 100:
-            raise UserError(f"rounds: {self.rounds} is out of range; allowed: integer 1..100",
-                            field="rounds")
+        _check_rounds(self.rounds)
         return expand_load(list(self.formats), list(self.decoders), list(self.normalizers),
                            list(self.pipelines), list(self.batch_sizes), list(self.workers),
                            list(self.threads), count=self.count, image_size=self.image_size,

@@ -160,14 +160,20 @@ if specs:
             f"**, rough estimate ≈ "
             f"{seconds / 60:.1f} min", icon=":material/schedule:")
 
-if st.button("Launch", key="launch", type="primary", disabled=bool(errors) or not specs):
-    try:
-        view = manager.submit(request)
-        where = "starts now" if manager.active() is None or \
-            manager.active().job_id == view.job_id else "is queued"
-        st.success(f"Sweep job {view.job_id} {where}.")
-    except UserError as exc:
-        st.warning(str(exc))
+def launch(label: str, key: str, request, what: str, disabled: bool, **button) -> None:
+    """One form's launch button: disabled while its input is refused; a request equal to
+    one queued or running is explained instead of queued twice."""
+    if st.button(label, key=key, disabled=disabled, **button):
+        try:
+            view = manager.submit(request)
+            active = manager.active()
+            where = ("starts now" if active is None or active.job_id == view.job_id
+                     else "is queued")
+            st.success(f"{what} job {view.job_id} {where}.")
+        except UserError as exc:
+            st.warning(str(exc))
+
+launch("Launch", "launch", request, "Sweep", bool(errors) or not specs, type="primary")
 
 
 with st.expander("Find the optimal batch size"):
@@ -202,12 +208,7 @@ with st.expander("Find the optimal batch size"):
     except UserError as exc:
         search_error = str(exc)
         st.error(search_error)
-    if st.button("Start search", key="bs_launch", disabled=bool(search_error)):
-        try:
-            view = manager.submit(search)
-            st.success(f"Search job {view.job_id} queued.")
-        except UserError as exc:
-            st.warning(str(exc))
+    launch("Start search", "bs_launch", search, "Search", bool(search_error))
 
 
 with st.expander("Train models (time per epoch, loss, accuracy)"):
@@ -236,7 +237,7 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
                              value=0.9, step=0.05)
     tr_prof = t10.number_input("Profile steps", key="tr_profile", min_value=0,
                                max_value=PROFILE_RANGE[1], value=0)
-    train_error = ""
+    train, train_error = None, ""
     try:
         train = TrainRequest(
             models=tuple(tr_models), frameworks=tuple(tr_fw),
@@ -251,12 +252,7 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
     except UserError as exc:
         train_error = str(exc)
         st.error(train_error, icon=":material/error:")
-    if st.button("Start training", key="tr_launch", disabled=bool(train_error)):
-        try:
-            view = manager.submit(train)
-            st.success(f"Training job {view.job_id} queued.")
-        except UserError as exc:
-            st.warning(str(exc))
+    launch("Start training", "tr_launch", train, "Training", bool(train_error))
 
 
 with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
@@ -283,7 +279,7 @@ with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
                                max_value=LOAD_COUNT_RANGE[1], value=256)
     dl_size = d9.number_input("Image size [px]", key="dl_size", min_value=LOAD_SIZE_RANGE[0],
                               max_value=LOAD_SIZE_RANGE[1], value=256)
-    load_error = ""
+    load, load_error = None, ""
     try:
         load = LoadRequest(
             formats=tuple(dl_formats), decoders=tuple(dl_decoders),
@@ -300,12 +296,7 @@ with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
     except UserError as exc:
         load_error = str(exc)
         st.error(load_error, icon=":material/error:")
-    if st.button("Start data loading", key="dl_launch", disabled=bool(load_error)):
-        try:
-            view = manager.submit(load)
-            st.success(f"Data-loading job {view.job_id} queued.")
-        except UserError as exc:
-            st.warning(str(exc))
+    launch("Start data loading", "dl_launch", load, "Data-loading", bool(load_error))
 
 
 def job_panel(polling: bool) -> None:

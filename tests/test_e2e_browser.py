@@ -3,6 +3,7 @@ temporary database; Playwright drives Debian's chromium to launch a tiny sweep o
 frameworks from the Run page, wait for it, and find the chart on Compare. Screenshots are
 saved under test-artifacts/."""
 
+import contextlib
 import os
 import re
 import signal
@@ -57,31 +58,34 @@ def server(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def launch(p):
-    """Debian's chromium, quiet: no background networking on this closed network."""
-    return p.chromium.launch(executable_path=CHROMIUM, args=[
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"])
-
-
-def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
+@contextlib.contextmanager
+def browser_page(name: str, **page_options):
+    """A page in Debian's chromium, quiet (no background networking on this closed
+    network). On a failure it leaves evidence for whoever reads the CI log: a screenshot
+    (test-artifacts/e2e-failure-NAME.png) and the end of the page's text."""
     from playwright.sync_api import sync_playwright
 
-    base, db = server
-    ARTIFACTS.mkdir(exist_ok=True)
     assert os.path.exists(CHROMIUM), "the test command installs Debian's chromium"
+    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000}, **page_options)
         try:
-            _drive(page, base, db)
+            yield page
         except BaseException:
-            # Leave evidence for whoever reads the CI log: what the page showed.
-            page.screenshot(path=str(ARTIFACTS / "e2e-failure.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / f"e2e-failure-{name}.png"), full_page=True)
             print(page.inner_text("body")[-3000:])
             raise
         finally:
             browser.close()
+
+
+def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
+    base, db = server
+    with browser_page("sweep") as page:
+        _drive(page, base, db)
     with open_db(db) as con:
         rows = con.execute("SELECT framework, status, image_size FROM runs "
                            "ORDER BY framework").fetchall()
@@ -130,41 +134,30 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
     import gzip
     import json
 
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from tests.helpers import seed_workloads
 
     base, db = server
     seed_workloads(db)
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000},
-                                accept_downloads=True)
-        try:
-            page.goto(f"{base}/training")
-            expect(page.locator(".js-plotly-plot")).to_have_count(6, timeout=60_000)
-            expect(page.get_by_text("10.0 points")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "e2e-6-training.png"), full_page=True)
-            page.goto(f"{base}/dataload")
-            expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
-            expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "e2e-7-dataload.png"), full_page=True)
-            page.goto(f"{base}/results?run=t-torch")
-            expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=60_000)
-            button = page.get_by_role("button", name=re.compile("Chrome trace"))
-            expect(button).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "e2e-8-profile.png"), full_page=True)
-            with page.expect_download() as info:
-                button.click()
-            download = info.value
-            name, data = download.suggested_filename, open(download.path(), "rb").read()
-        except BaseException:
-            page.screenshot(path=str(ARTIFACTS / "e2e-failure-workloads.png"), full_page=True)
-            print(page.inner_text("body")[-3000:])
-            raise
-        finally:
-            browser.close()
+    with browser_page("workloads", accept_downloads=True) as page:
+        page.goto(f"{base}/training")
+        expect(page.locator(".js-plotly-plot")).to_have_count(6, timeout=60_000)
+        expect(page.get_by_text("10.0 points")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-6-training.png"), full_page=True)
+        page.goto(f"{base}/dataload")
+        expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+        expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-7-dataload.png"), full_page=True)
+        page.goto(f"{base}/results?run=t-torch")
+        expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=60_000)
+        button = page.get_by_role("button", name=re.compile("Chrome trace"))
+        expect(button).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-8-profile.png"), full_page=True)
+        with page.expect_download() as info:
+            button.click()
+        download = info.value
+        name, data = download.suggested_filename, open(download.path(), "rb").read()
     assert name == "trace-t-torch.json.gz"
     assert json.loads(gzip.decompress(data))["traceEvents"][0]["name"] == "aten::conv"
 
@@ -172,37 +165,27 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
 def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
     """The dashboard's own data-loading form: a tiny PNG set (16 images of 32 px), two
     decoders by two normalisations at batch 4, run for real and tabulated."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, db = server
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(base)
-            page.get_by_text("Measure data loading (decoders, normalisation, pipelines)").click()
-            form = page.get_by_test_id("stExpander").filter(has_text="Measure data loading")
-            for label, value in (("Batch sizes", "4"), ("Images", "16"),
-                                 ("Image size [px]", "32")):
-                box = form.get_by_label(label, exact=True)
-                box.fill(value)
-                box.press("Enter")
-            expect(form.get_by_text("4 data-loading runs of 4 implementation(s)")).to_be_visible(
-                timeout=30_000)
-            page.get_by_role("button", name="Start data loading").click()
-            expect(page.get_by_text(re.compile(r"Job 1: done"))).to_be_visible(timeout=300_000)
-            page.screenshot(path=str(ARTIFACTS / "e2e-9-dataload-launched.png"), full_page=True)
-            page.goto(f"{base}/dataload")
-            expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
-            expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "e2e-10-dataload-page.png"), full_page=True)
-        except BaseException:
-            page.screenshot(path=str(ARTIFACTS / "e2e-failure-dataload.png"), full_page=True)
-            print(page.inner_text("body")[-3000:])
-            raise
-        finally:
-            browser.close()
+    with browser_page("dataload") as page:
+        page.goto(base)
+        page.get_by_text("Measure data loading (decoders, normalisation, pipelines)").click()
+        form = page.get_by_test_id("stExpander").filter(has_text="Measure data loading")
+        for label, value in (("Batch sizes", "4"), ("Images", "16"),
+                             ("Image size [px]", "32")):
+            box = form.get_by_label(label, exact=True)
+            box.fill(value)
+            box.press("Enter")
+        expect(form.get_by_text("4 data-loading runs of 4 implementation(s)")).to_be_visible(
+            timeout=30_000)
+        page.get_by_role("button", name="Start data loading").click()
+        expect(page.get_by_text(re.compile(r"Job 1: done"))).to_be_visible(timeout=300_000)
+        page.screenshot(path=str(ARTIFACTS / "e2e-9-dataload-launched.png"), full_page=True)
+        page.goto(f"{base}/dataload")
+        expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+        expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-10-dataload-page.png"), full_page=True)
     with open_db(db) as con:
         rows = con.execute("SELECT runtime, batch_size, status FROM runs WHERE kind = 'dataload' "
                            "ORDER BY runtime").fetchall()

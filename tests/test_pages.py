@@ -278,7 +278,7 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
     assert isinstance(req, BatchSearchRequest)
     assert (req.model, req.framework, req.runtime, req.threads, req.p99_bound_ms,
             req.max_batch, req.margin) == ("resnet18", "torch", "onnxruntime", 1, 50.0, 64, 0.05)
-    assert at.success[0].value == "Search job 1 queued."
+    assert at.success[0].value == "Search job 1 starts now."
 
 
 def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, monkeypatch):
