@@ -6,7 +6,7 @@ import re
 
 from engine.compare import ConfigResult, contests, noise_floor
 
-__all__ = ["compare_table", "format_table", "cell_text"]
+__all__ = ["compare_table", "compare_grid", "format_table", "cell_text"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 # Figures (with their marks) align right; words align left.
@@ -29,38 +29,55 @@ def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> s
     return "\n".join(lines)
 
 
+def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
+                 marks: tuple[str, str] = ("*", "~")):
+    """(columns, rows, rounds) of the comparison, for the terminal and the dashboard alike.
+    columns: the contenders (framework (runtime)); rows: per contest (model, size, batch,
+    threads), (contest, one text per column, the best column). A cell is the aggregate of
+    its rounds (cell_text) prefixed with marks[0] when it is the row's best and marks[1]
+    when it is not significantly different from the best; a contender with no successful
+    round shows its statuses; an empty string means not measured."""
+    cols, contest_rows = contests(results)
+    rounds = max((r.summary.rounds for r in results if r.summary), default=0)
+    grid = []
+    for contest in contest_rows:
+        batch = contest.row[2]
+        cells = []
+        for c in cols:
+            r = contest.cells.get(c)
+            if r is None:
+                cells.append("")
+            elif r.summary is None:
+                cells.append("/".join(sorted(set(r.failed))))
+            else:
+                mark = marks[0] if c == contest.best else \
+                    marks[1] if c in contest.not_significant else ""
+                cells.append(mark + cell_text(r, batch, as_throughput, rounds))
+        grid.append((contest, cells, contest.best))
+    return cols, grid, rounds
+
+
 def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
     """Rows: model / batch / threads; columns: framework (runtime). Values aggregate the
     rounds: median of round medians with the between-round range; the best per row is
     starred, cells not significantly different from the best are marked with '~', and the
     significance of each row's contest is spelled out below the tables."""
-    cols, rows = contests(results)
-    rounds = max((r.summary.rounds for r in results if r.summary), default=0)
     out = []
     for title, as_throughput in (
             ("median latency per batch [ms], lower is better", False),
             ("throughput [samples/s] from the median, higher is better", True)):
-        table, marks = [], set()
-        for ri, contest in enumerate(rows):
+        cols, grid, rounds = compare_grid(results, as_throughput=as_throughput)
+        table, highlight = [], set()
+        for ri, (contest, cells, best) in enumerate(grid):
             model, size, batch, threads = contest.row
-            line = [f"{model} {size}px", str(batch), str(threads)]
-            for c in cols:
-                r = contest.cells.get(c)
-                if r is None:
-                    line.append("")
-                elif r.summary is None:
-                    line.append("/".join(sorted(set(r.failed))))
-                else:
-                    mark = "*" if c == contest.best else "~" if c in contest.not_significant \
-                        else ""
-                    line.append(mark + cell_text(r, batch, as_throughput, rounds))
-                    if color and c == contest.best:
-                        marks.add((ri, 3 + cols.index(c)))
-            table.append(line)
+            table.append([f"{model} {size}px", str(batch), str(threads), *cells])
+            if color and best in cols:
+                highlight.add((ri, 3 + cols.index(best)))
         out.append(title + (f" (median of {rounds} rounds [min-max of round medians])"
                             if rounds > 1 else ""))
-        out.append(format_table(["model", "batch", "threads", *cols], table, marks))
+        out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
         out.append("")
+    rows = [contest for contest, _, _ in grid]
     verdicts = [f"  {c.row[0]} {c.row[1]}px b{c.row[2]} t{c.row[3]}: {s}"
                 for c in rows for s in c.sentences]
     if verdicts:

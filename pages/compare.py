@@ -5,8 +5,8 @@ import streamlit as st
 
 from engine.charts import (latency_box, latency_vs_batch, scaling_vs_threads, speedup_heatmap,
                            throughput_vs_batch)
-from engine.compare import aggregate, contests, noise_floor
-from engine.report import cell_text
+from engine.compare import aggregate, noise_floor
+from engine.report import compare_grid
 from store.db import open_db, resolve_db_path
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs)
@@ -53,24 +53,16 @@ band_cols = ("p10_ms", "p90_ms") if band == "p10-p90" else ("q1_ms", "q3_ms")
 st.subheader("Comparison table")
 if sweep_id:
     results = [r for r in aggregate(rounds_rows) if r.model in models]
-    cols, rows = contests(results)
-    rounds = max((r.summary.rounds for r in results if r.summary), default=1)
+    cols, grid, rounds = compare_grid(results, marks=("★ ", "≈ "))
+    rounds = max(rounds, 1)
+    rows = [contest for contest, _, _ in grid]
     frame, best_cells = [], []
-    for contest in rows:
+    for contest, cells, best in grid:
         model, size, b, t = contest.row
-        line = {"model": f"{model} {size}px", "batch": b, "threads": t}
-        for c in cols:
-            r = contest.cells.get(c)
-            if r is None:
-                line[c] = ""
-            elif r.summary is None:
-                line[c] = "/".join(sorted(set(r.failed)))
-            else:
-                mark = "★ " if c == contest.best else "≈ " if c in contest.not_significant else ""
-                line[c] = mark + cell_text(r, b, False, rounds)
-            if c == contest.best:
-                best_cells.append((len(frame), c))
-        frame.append(line)
+        if best is not None:
+            best_cells.append((len(frame), best))
+        frame.append({"model": f"{model} {size}px", "batch": b, "threads": t,
+                      **dict(zip(cols, cells))})
     df = pd.DataFrame(frame)
 
     def highlight(data):
