@@ -71,6 +71,23 @@ class SweepRequest:
         """Equal but for the seed: launching it twice would measure the same thing twice."""
         return replace(self, seed=None) == replace(other, seed=None)
 
+    @classmethod
+    def covering(cls, configs: list[dict]) -> list["SweepRequest"]:
+        """Inference sweeps that measure these configurations (dicts with model, framework,
+        runtime, batch_size, threads, image_size), one per image size: each sweep is the
+        cross product of what its configurations use, so it may measure a few more."""
+        by_size: dict[int, list[dict]] = {}
+        for c in configs:
+            by_size.setdefault(int(c["image_size"]), []).append(c)
+
+        def values(rows, key, cast=str):
+            return tuple(sorted({cast(r[key]) for r in rows}))
+        return [cls(models=values(rows, "model"), frameworks=values(rows, "framework"),
+                    batch_sizes=values(rows, "batch_size", int),
+                    threads=values(rows, "threads", int), image_size=size,
+                    runtimes=values(rows, "runtime"))
+                for size, rows in sorted(by_size.items())]
+
 
 @dataclass(frozen=True)
 class TrainRequest:

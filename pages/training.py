@@ -6,10 +6,12 @@ import streamlit as st
 from engine.charts_workloads import (epoch_time_bars, samples_per_s_bars, step_loss_chart,
                                      train_labels, training_cost_bars, training_curves)
 from engine.cost import equivalents, training_costs
+from engine.errors import UserError
+from engine.jobs import SweepRequest, get_manager
 from engine.report import sweep_labels
 from store.db import open_db, resolve_db_path
 from store.prices import effective_catalog
-from store.queries import train_runs, train_throughput
+from store.queries import inference_for_training, train_runs, train_throughput
 from store.runs import list_sweeps, train_epochs, train_steps
 
 DB = resolve_db_path()
@@ -83,6 +85,35 @@ st.caption("Epoch time covers the training steps and the gathering of their batc
            "(graph tracing, allocator growth): step statistics leave out the first steps "
            "(warm-up), samples/s does not. Per-step times and losses of a run are on the "
            "Results page (select the run).")
+
+st.subheader("Inference latency of the same models")
+with open_db(DB) as con:
+    latency = inference_for_training(con, sweep_id)
+if not latency.empty:
+    st.dataframe(latency, hide_index=True, width="stretch", key="train_latency",
+                 column_config={
+                     "batch_size": st.column_config.NumberColumn("batch"),
+                     "image_size": st.column_config.NumberColumn("image [px]"),
+                     "p50_ms": st.column_config.NumberColumn("inference p50 [ms]", format="%.2f"),
+                     "p99_ms": st.column_config.NumberColumn("inference p99 [ms]", format="%.2f"),
+                     "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
+                     "runs": st.column_config.NumberColumn("inference runs")})
+    missing = latency[latency.runs == 0]
+    st.caption("Stored fp32 inference runs of the same architecture, runtime, batch size, "
+               "threads and image size (weights do not change the work, so the trained "
+               "weights need not be the ones measured).")
+    if not missing.empty:
+        requests = SweepRequest.covering(missing.to_dict("records"))
+        total = sum(len(r.specs()) * r.rounds for r in requests)
+        if st.button(f"Measure inference for the {len(missing)} configuration(s) without it "
+                     f"({total} runs)", key="train_measure_inference"):
+            manager = get_manager(DB)
+            try:
+                ids = [manager.submit(r).job_id for r in requests]
+                st.success(f"Inference job(s) {', '.join(map(str, ids))} queued: progress on "
+                           "the **Run** page; the latency appears here when they finish.")
+            except UserError as exc:
+                st.warning(str(exc))
 
 st.subheader("What training costs")
 with open_db(DB) as con:

@@ -207,6 +207,25 @@ def train_throughput(con, sweep_id: str | None) -> pd.DataFrame:
         "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.dataset, r.intra_threads "
         "ORDER BY r.model, contender, r.batch_size, threads", [sweep_id, sweep_id]).df()
 
+
+def inference_for_training(con, sweep_id: str | None) -> pd.DataFrame:
+    """Per successful training configuration of the selection, the inference latency of the
+    same model, framework, runtime, batch size, threads and image size at fp32: the median
+    over its stored ok inference runs, or NULL (runs = 0) where none was measured."""
+    return con.execute(
+        "SELECT t.model, t.framework, t.runtime, t.batch_size, t.intra_threads AS threads, "
+        "t.image_size, median(i.median_ms) AS p50_ms, median(i.p99_ms) AS p99_ms, "
+        "median(i.throughput) AS throughput, count(i.run_id) AS runs "
+        "FROM (SELECT DISTINCT model, framework, runtime, batch_size, intra_threads, "
+        "      image_size FROM runs WHERE kind = 'train' AND status = 'ok' "
+        "      AND (?::VARCHAR IS NULL OR sweep_id = ?)) t "
+        "LEFT JOIN runs i ON i.kind = 'inference' AND i.status = 'ok' "
+        "AND i.precision = 'fp32' AND i.model = t.model AND i.framework = t.framework "
+        "AND i.runtime = t.runtime AND i.batch_size = t.batch_size "
+        "AND i.intra_threads = t.intra_threads AND i.image_size = t.image_size "
+        "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
+        [sweep_id, sweep_id]).df()
+
 def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
     """Data-loading configurations: the median over their ok runs (rounds) of each run's
     p50 ms per batch, with images/s and batches/s derived from it."""

@@ -102,3 +102,18 @@ def test_a_batch_search_runs_as_a_job_and_reports_its_conclusion(db_path, worker
         n = con.execute("SELECT count(*) FROM runs WHERE sweep_id = ?",
                         [done.sweep_id]).fetchall()[0][0]
     assert n == len(batches)
+
+
+def test_covering_requests_measure_the_given_configurations_one_per_image_size():
+    configs = [dict(model="resnet18", framework="torch", runtime="libtorch", batch_size=32,
+                    threads=2, image_size=32),
+               dict(model="resnet18", framework="tensorflow", runtime="tf_function",
+                    batch_size=32, threads=2, image_size=32),
+               dict(model="resnet34", framework="torch", runtime="eager", batch_size=16,
+                    threads=1, image_size=64)]
+    small, large = SweepRequest.covering(configs)
+    assert sorted((s.framework, s.runtime, s.batch_size, s.intra_threads, s.image_size)
+                  for s in small.specs()) == [("tensorflow", "tf_function", 32, 2, 32),
+                                              ("torch", "libtorch", 32, 2, 32)]
+    assert [(s.model, s.runtime, s.batch_size, s.image_size) for s in large.specs()] == [
+        ("resnet34", "eager", 16, 64)]

@@ -302,7 +302,7 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
                       "Cost per 1 M training samples (hatched: estimate)"]
     # Priced like inference: torch's 256 samples in 2.6 s (98.46/s at 1 thread) scaled to
     # the 32 vCPUs of OCI's 16-OCPU machine, beside the closest machine of each provider.
-    cost = at.dataframe[1].value
+    cost = at.dataframe[2].value  # after the runs and the inference-latency tables
     torch_rows = cost[cost.contender == "torch (eager)"]
     assert torch_rows.machine.tolist() == ["OCI VM.Standard.E3.Flex 16 OCPU/32 GB",
                                            "AWS c6i.8xlarge", "Azure Standard_D32s_v5",
@@ -318,6 +318,37 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
     assert torch_rows.estimate.all()
     assert any("an epoch here is 128 samples" in c.value and "scaled linearly to 32 vCPUs"
                in c.value for c in at.caption)
+
+
+
+def test_training_page_shows_inference_latency_of_the_same_configurations(db_path,
+                                                                           monkeypatch):
+    from engine.jobs import SweepRequest
+    from store.db import open_db
+    from store.runs import save_record
+    from tests.helpers import SYSTEM, ok_record
+
+    seed_workloads(db_path)  # resnet18 b32 t1 at 32 px: torch eager and tf_function
+    with open_db(db_path) as con:  # torch's latency is known (at 32 px; 64 px must not count)
+        save_record(con, ok_record("i-32", model="resnet18", batch_size=32, image_size=32,
+                                   samples=(40_000_000, 42_000_000, 44_000_000)), SYSTEM)
+        save_record(con, ok_record("i-64", model="resnet18", batch_size=32, image_size=64,
+                                   minute=1, samples=(400_000_000,) * 3), SYSTEM)
+    fake = FakeManager()
+    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    at = page("pages/training.py", db_path, monkeypatch)
+    latency = at.dataframe[1].value
+    assert latency[["framework", "runtime", "image_size", "runs"]].values.tolist() == [
+        ["tensorflow", "tf_function", 32, 0], ["torch", "eager", 32, 1]]
+    assert latency.p50_ms.tolist()[1] == pytest.approx(42.0)
+    button = at.button(key="train_measure_inference")
+    assert button.proto.label == ("Measure inference for the 1 configuration(s) without it "
+                                  "(3 runs)")
+    button.click().run()
+    assert not at.exception
+    assert fake.submitted == [SweepRequest(models=("resnet18",), frameworks=("tensorflow",),
+                                           batch_sizes=(32,), threads=(1,), image_size=32,
+                                           runtimes=("tf_function",))]
 
 
 def test_dataload_page_tabulates_batch_by_workers_against_implementations(db_path,
