@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.charts import iteration_trace, sample_histogram
 from engine.charts_workloads import op_bars
+from engine.report import ms_text
 from store.db import open_db, resolve_db_path
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail
@@ -91,8 +92,8 @@ if run["validity_reason"]:
 if not samples.empty:
     m = st.columns(6)
     for col, (name, value) in zip(m, [
-            ("p50", f"{run['median_ms']:,.3f} ms"), ("p90", f"{run['p90_ms']:,.3f} ms"),
-            ("p99", f"{run['p99_ms']:,.3f} ms"), ("IQR", f"{run['iqr_ms']:,.3f} ms"),
+            ("p50", ms_text(run['median_ms'])), ("p90", ms_text(run['p90_ms'])),
+            ("p99", ms_text(run['p99_ms'])), ("IQR", ms_text(run['iqr_ms'])),
             ("samples/s", f"{run['throughput']:,.1f}"), ("iterations", f"{run['iterations']}")]):
         col.metric(name, value)
     g1, g2 = st.columns(2)

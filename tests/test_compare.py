@@ -3,7 +3,7 @@
 import pytest
 
 from engine.compare import aggregate, compare_rounds, noise_floor, summarize_rounds
-from engine.report import compare_table
+from engine.report import compare_table, ms_text
 from engine.rounds import order_name, plan_rounds
 from engine.spec import expand_sweep
 
@@ -99,3 +99,8 @@ def test_table_uses_round_aggregates_and_marks_insignificant_cells():
            "(95 % CI 1.92-2.04)" in lines
     assert any(l.startswith("  m 64px b8 t2: no significant difference") for l in lines)
     assert any(l.startswith("noise floor: rounds of the same configuration landed") for l in lines)
+
+
+def test_latency_text_keeps_four_significant_figures_to_fit_a_metric():
+    assert [ms_text(v) for v in (0.12345, 9.0271, 10.511, 123.45, 1234.5)] == [
+        "0.1235 ms", "9.027 ms", "10.51 ms", "123.5 ms", "1,234.5 ms"]
