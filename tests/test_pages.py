@@ -186,7 +186,7 @@ def test_results_page_shows_one_run_from_a_link(seeded, monkeypatch):
     assert at.subheader[0].value == ("inference · mobilenet_v3_small · torch (eager) · "
                                      "batch 1 · 1 threads · ok")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["p50"] == "10.100 ms" and metrics["iterations"] == "5"
+    assert metrics["p50"] == "10.10 ms" and metrics["iterations"] == "5"
     assert metrics["samples/s"] == "99.0"
     assert len(at.get("plotly_chart")) == 2  # histogram and iteration trace
 
