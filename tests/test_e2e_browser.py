@@ -163,8 +163,10 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
 
 
 def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
-    """The dashboard's own data-loading form: a tiny PNG set (16 images of 32 px), two
-    decoders by two normalisations at batch 4, run for real and tabulated."""
+    """The dashboard's own data-loading form: a small PNG set (32 images of 128 px), two
+    decoders by two normalisations at batch 8, run for real and shown. Batches of a few
+    milliseconds, not fractions of one: with the browser and server sharing two cores, a
+    0.3 ms batch of 32 px images came out invalid (IQR/median 30-48 %) in every run."""
     from playwright.sync_api import expect
 
     base, db = server
@@ -172,8 +174,8 @@ def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
         page.goto(base)
         page.get_by_text("Measure data loading (decoders, normalisation, pipelines)").click()
         form = page.get_by_test_id("stExpander").filter(has_text="Measure data loading")
-        for label, value in (("Batch sizes", "4"), ("Images", "16"),
-                             ("Image size [px]", "32")):
+        for label, value in (("Batch sizes", "8"), ("Images", "32"),
+                             ("Image size [px]", "128")):
             box = form.get_by_label(label, exact=True)
             box.fill(value)
             box.press("Enter")
@@ -182,14 +184,18 @@ def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
         page.get_by_role("button", name="Start data loading").click()
         expect(page.get_by_text(re.compile(r"Job 1: done"))).to_be_visible(timeout=300_000)
         page.screenshot(path=str(ARTIFACTS / "e2e-9-dataload-launched.png"), full_page=True)
+        with open_db(db) as con:
+            rows = con.execute("SELECT runtime, batch_size, status FROM runs "
+                               "WHERE kind = 'dataload' ORDER BY runtime").fetchall()
         page.goto(f"{base}/dataload")
-        expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
-        expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
+        # An invalid verdict (interference) is a stored result too: it is listed, not drawn.
+        if any(s == "ok" for _, _, s in rows):
+            expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+            expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
+        if any(s != "ok" for _, _, s in rows):
+            expect(page.get_by_text("Runs that did not succeed")).to_be_visible(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "e2e-10-dataload-page.png"), full_page=True)
-    with open_db(db) as con:
-        rows = con.execute("SELECT runtime, batch_size, status FROM runs WHERE kind = 'dataload' "
-                           "ORDER BY runtime").fetchall()
     assert [(r, b) for r, b, _ in rows] == [
-        ("loop:opencv+numpy", 4), ("loop:opencv+torch", 4), ("loop:pillow+numpy", 4),
-        ("loop:pillow+torch", 4)]
+        ("loop:opencv+numpy", 8), ("loop:opencv+torch", 8), ("loop:pillow+numpy", 8),
+        ("loop:pillow+torch", 8)]
     assert all(s in ("ok", "invalid") for _, _, s in rows), rows
