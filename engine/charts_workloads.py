@@ -171,7 +171,10 @@ def training_cost_bars(rows: list[dict]) -> go.Figure:
             x=g.config, y=g.cost_per_million, name=machine,
             marker=dict(color=PROVIDER_COLOURS.get(provider, "#777777"),
                         pattern=dict(shape=["/" if e else "" for e in g.estimate])),
-            text=[f"${v:,.2f}" for v in g.cost_per_million], textposition="auto",
+            # Three significant figures: training on small images costs cents per
+            # million samples, where two decimals would round $0.028 and $0.034 alike.
+            text=[f"${v:,.3g}" if v < 100 else f"${v:,.0f}" for v in g.cost_per_million],
+            textposition="auto",
             customdata=g.assumption,
             hovertemplate=f"{machine}<br>%{{x}}<br>%{{y:$,.4f}}<br>%{{customdata}}"
                           "<extra></extra>"))

@@ -134,9 +134,9 @@ machines = [machine] + [m for m in equivalents(cpu, machine.vcpus)
 rows = training_costs(measured.to_dict("records"), machines)
 st.plotly_chart(training_cost_bars(rows), key="train_cost")
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="train_cost_table",
-             column_order=["model", "contender", "batch_size", "machine", "vcpus",
-                           "usd_per_hour", "throughput", "s_per_epoch", "usd_per_epoch",
-                           "cost_per_million", "estimate"],
+             column_order=["model", "contender", "batch_size", "machine",
+                           "cost_per_million", "usd_per_epoch", "s_per_epoch", "throughput",
+                           "usd_per_hour", "vcpus", "estimate"],
              column_config={
                  "batch_size": st.column_config.NumberColumn("batch"),
                  "vcpus": st.column_config.NumberColumn("vCPUs"),
