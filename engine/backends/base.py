@@ -9,7 +9,8 @@ import numpy as np
 
 from engine.spec import RunSpec
 
-__all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "OUTPUT_RTOL"]
+__all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "checked_rows",
+           "OUTPUT_RTOL"]
 
 # One seed for weights and inputs, so both frameworks see statistically identical work.
 SEED = 0
@@ -65,6 +66,17 @@ def check_close(reference, got, what: str, precision: str = "fp32") -> float:
                              f"{OUTPUT_RTOL:.1%})")
     return rel
 
+
+
+def checked_rows(batch_size: int) -> list[int]:
+    """The samples whose outputs are compared with the reference: the first and the last.
+
+    In inference every sample's output depends on that sample alone (BatchNorm uses its
+    stored statistics), so the reference need not run the whole batch: at batch 32 a Keras
+    eager call costs seconds per check, every batch size of a sweep. The runtime still runs
+    the whole batch at its compiled shape; checking its last row too catches a scrambled
+    batch axis."""
+    return [0, batch_size - 1] if batch_size > 1 else [0]
 
 class Backend(Protocol):
     # prepare_s: seconds spent turning the model into this runtime's form (trace, export,
