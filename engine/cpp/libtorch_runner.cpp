@@ -9,6 +9,8 @@
 #include <torch/script.h>
 #include <ATen/Parallel.h>
 
+#include "common.h"
+
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -18,11 +20,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::ns_since;
+using bench::peak_rss_kb;
 
-int64_t ns_since(Clock::time_point t0, Clock::time_point t1) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-}
 
 void print_list(const std::vector<int64_t>& v) {
   std::cout << "[";
@@ -30,13 +31,6 @@ void print_list(const std::vector<int64_t>& v) {
   std::cout << "]";
 }
 
-long peak_rss_kb() {  // VmHWM: this process's peak resident set
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
 
 }  // namespace
 

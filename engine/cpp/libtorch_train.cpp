@@ -30,6 +30,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include "common.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -44,20 +46,12 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::ns_since;
+using bench::peak_rss_kb;
 constexpr auto kReportEvery = std::chrono::milliseconds(500);
 
-int64_t ns_since(Clock::time_point t0, Clock::time_point t1) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-}
 
-long peak_rss_kb() {  // VmHWM: this process's peak resident set
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
 
 // Reads exactly t.nbytes() bytes of `path` into the (contiguous) tensor t.
 void read_into(const std::string& path, at::Tensor& t) {
