@@ -8,7 +8,7 @@ in SQL agree. Pure Python: the dashboard imports this without numpy or a framewo
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 __all__ = ["Stats", "summarize", "percentile", "verdict",
            "NOISY_IQR_RATIO", "INVALID_IQR_RATIO"]
@@ -35,9 +35,6 @@ class Stats:
     q3: float
     iqr: float
     cv: float  # std / mean
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def percentile(sorted_values, q: float) -> float:

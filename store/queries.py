@@ -191,7 +191,6 @@ def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
         [sweep_id, sweep_id]).df()
 
 
-
 def train_throughput(con, sweep_id: str | None) -> pd.DataFrame:
     """Per training configuration and thread count: the median samples/s over its ok runs,
     the samples in one of its epochs, and the machine it ran on (what cost projects from)."""
@@ -225,6 +224,7 @@ def inference_for_training(con, sweep_id: str | None) -> pd.DataFrame:
         "AND i.intra_threads = t.intra_threads AND i.image_size = t.image_size "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
         [sweep_id, sweep_id]).df()
+
 
 def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
     """Data-loading configurations: the median over their ok runs (rounds) of each run's
