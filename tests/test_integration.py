@@ -165,6 +165,8 @@ def test_a_reused_model_is_prepared_and_checked_again_at_each_batch_size(db_path
             assert 0.0 < diff <= 0.02, (batch, diff)  # bf16 by direction, against fp32
         else:
             assert diff is not None and 0.0 <= diff <= 1e-3, (rt, batch, diff)
-            # each shape's own compile: seconds, where a compiled forward takes milliseconds
-            assert rec.prepare_s > 10 * rec.first_forward_s, (rt, batch, rec.prepare_s,
-                                                               rec.first_forward_s)
+            assert rec.prepare_s > 0.0, (rt, batch)
+    for rt in ("compile", "tf_function", "xla"):
+        # Each shape's own compile, measured: a reused model used to carry batch 1's figure
+        # (the same float) while batch 2's recompile hid in first_forward_s.
+        assert by[(rt, 2)].prepare_s != by[(rt, 1)].prepare_s, rt
