@@ -19,9 +19,10 @@ st.title("Training")
 with open_db(DB) as con:
     sweeps = list_sweeps(con, kind="train")
 if sweeps.empty:
-    st.info("No training runs stored yet. In a terminal: `python -m engine train --model "
-            "resnet18 --framework torch tensorflow --epochs 1 --dataset digits`; every run, "
-            "failed ones included, lands here.", icon=":material/info:")
+    st.info("No training runs stored yet. Launch some from the **Run** page (\"Train "
+            "models\"), or in a terminal: `python -m engine train --model resnet18 "
+            "--framework torch tensorflow --epochs 1 --dataset digits`; every run, failed "
+            "ones included, lands here.", icon=":material/info:")
     st.stop()
 
 labels = sweep_labels(sweeps, "all training runs")
