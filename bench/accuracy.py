@@ -29,9 +29,9 @@ def main():
 
     import torch.utils.benchmark as tb
 
-    from engine.backends import configure_threads
-    from engine.backends.torch_eager import Backend
-    from engine.measure import time_loop
+    from engine.worker.backends import configure_threads
+    from engine.worker.backends.torch_eager import Backend
+    from engine.worker.measure import time_loop
     from engine.spec import MeasurementPolicy, RunSpec
 
     policy = MeasurementPolicy(min_time_s=args.min_time)

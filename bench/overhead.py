@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.measure import time_loop  # noqa: E402
-from engine.runner import Runner  # noqa: E402
+from engine.worker.measure import time_loop  # noqa: E402
+from engine.run.runner import Runner  # noqa: E402
 from engine.spec import MeasurementPolicy, RunSpec  # noqa: E402
 
 

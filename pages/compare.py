@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from engine.charts import (latency_box, latency_vs_batch, scaling_vs_threads, speedup_heatmap,
+from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads, speedup_heatmap,
                            throughput_vs_batch)
-from engine.compare import aggregate, noise_floor
-from engine.report import compare_grid
+from engine.analysis.compare import aggregate, noise_floor
+from engine.present.tables import compare_grid
 from store.db import open_db, resolve_db_path
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs)

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from engine.charts import break_even_chart, cost_bars
-from engine.cost import (HOURS_PER_MONTH, Machine, break_even_rates, cost_per_million,
+from engine.present.charts import break_even_chart, cost_bars
+from engine.analysis.cost import (HOURS_PER_MONTH, Machine, break_even_rates, cost_per_million,
                          cost_rows, equivalents, fleet_rows, monthly_cost, project_throughput,
                          storage_egress)
 from store.db import open_db, resolve_db_path

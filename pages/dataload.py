@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from engine.charts_workloads import load_bars
-from engine.report import sweep_labels
+from engine.present.charts_workloads import load_bars
+from engine.present.tables import sweep_labels
 from store.db import open_db, resolve_db_path
 from store.queries import load_failures, load_summary
 from store.runs import list_sweeps

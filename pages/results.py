@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from engine.charts import iteration_trace, sample_histogram
-from engine.charts_workloads import op_bars
-from engine.report import ms_text
+from engine.present.charts import iteration_trace, sample_histogram
+from engine.present.charts_workloads import op_bars
+from engine.present.tables import ms_text
 from store.db import open_db, resolve_db_path
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail

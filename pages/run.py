@@ -2,17 +2,22 @@
 
 import streamlit as st
 
-from engine.catalog import CATALOG, RUNTIMES
-from engine.errors import UserError
-from engine.estimate import estimate_seconds
-from engine.charts import search_probes
-from engine.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
-from engine.load_loop import data_root
-from engine.jobs import BatchSearchRequest, LoadRequest, SweepRequest, TrainRequest, get_manager
-from engine.rounds import DEFAULT_ROUNDS
-from engine.spec import (BATCH_RANGE, DATASETS, IMAGE_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
-                         PRECISIONS, PROFILE_RANGE, WORKERS_RANGE,
-                         TRAIN_BATCH_RANGE, TRAIN_RUNTIMES, MeasurementPolicy, logical_cores, parse_int_list)
+from engine.spec.catalog import CATALOG, RUNTIMES
+from engine.spec.errors import UserError
+from engine.run.estimate import estimate_seconds
+from engine.present.charts import search_probes
+from engine.run.batch_search import BatchSearchRequest
+from engine.run.jobs import get_manager
+from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
+from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.spec.limits import DEFAULT_ROUNDS
+from engine.spec.paths import data_root
+from engine.spec.inference import PRECISIONS
+from engine.spec.limits import (BATCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
+                                PROFILE_RANGE, TRAIN_BATCH_RANGE, WORKERS_RANGE, logical_cores,
+                                parse_int_list)
+from engine.spec.policy import MeasurementPolicy
+from engine.spec.training import DATASETS, TRAIN_RUNTIMES
 from store.db import open_db, resolve_db_path
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.system import git_commit, system_info
+from engine.run.system import git_commit, system_info
 from store.db import open_db, resolve_db_path
 from store.queries import overview
 

@@ -3,12 +3,13 @@
 import pandas as pd
 import streamlit as st
 
-from engine.charts_workloads import (epoch_time_bars, samples_per_s_bars, step_loss_chart,
+from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars, step_loss_chart,
                                      train_labels, training_cost_bars, training_curves)
-from engine.cost import equivalents, training_costs
-from engine.errors import UserError
-from engine.jobs import SweepRequest, get_manager
-from engine.report import sweep_labels
+from engine.analysis.cost import equivalents, training_costs
+from engine.spec.errors import UserError
+from engine.run.jobs import get_manager
+from engine.scenarios import SweepRequest
+from engine.present.tables import sweep_labels
 from store.db import open_db, resolve_db_path
 from store.prices import effective_catalog
 from store.queries import inference_for_training, train_runs, train_throughput

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the LibTorch C++ binaries against the installed torch wheel (run by scripts/setup.sh):
-# the inference runner (engine/cpp/libtorch_runner.cpp) and the trainer
-# (engine/cpp/libtorch_train.cpp). Each is rebuilt only when older than its source or
-# the shared header engine/cpp/common.h or requirements.txt.
+# the inference runner (engine/worker/cpp/libtorch_runner.cpp) and the trainer
+# (engine/worker/cpp/libtorch_train.cpp). Each is rebuilt only when older than its source or
+# the shared header engine/worker/cpp/common.h or requirements.txt.
 # CMake's find_package(Torch) fails on this CUDA wheel (it demands nvcc), so we link
 # directly: torch's headers, libtorch_cpu and libc10, C++20, the wheel's C++11 ABI, and an
 # rpath to torch/lib. Without a C++ compiler this says so and exits 0: the libtorch runtime
@@ -18,7 +18,7 @@ TORCH_DIR=""
 
 build() {  # build SRC OUT WHAT
   local src=$1 out=$2 what=$3
-  if [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt engine/cpp/common.h ] \
+  if [ -x "$out" ] && [ "$out" -nt "$src" ] && [ "$out" -nt engine/worker/cpp/common.h ] \
      && [ "$out" -nt requirements.txt ]; then
     return 0
   fi
@@ -33,5 +33,5 @@ build() {  # build SRC OUT WHAT
   mv "$out.tmp" "$out"
 }
 
-build engine/cpp/libtorch_runner.cpp engine/cpp/build/libtorch_runner runner
-build engine/cpp/libtorch_train.cpp engine/cpp/build/libtorch_train trainer
+build engine/worker/cpp/libtorch_runner.cpp engine/worker/cpp/build/libtorch_runner runner
+build engine/worker/cpp/libtorch_train.cpp engine/worker/cpp/build/libtorch_train trainer

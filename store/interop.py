@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.errors import UserError
-from engine.record import STATUSES, RunRecord
+from engine.spec.errors import UserError
+from engine.spec.record import STATUSES, RunRecord
 from store.runs import (EPOCH_COLUMNS, PROFILE_COLUMNS, RUN_COLUMNS, SYSTEM_COLUMNS, run_exists,
                         save_record)
 

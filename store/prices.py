@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from engine.cost import Machine, UnitRate, load_catalog, load_unit_rates
+from engine.analysis.cost import Machine, UnitRate, load_catalog, load_unit_rates
 
 __all__ = ["save_price_updates", "price_updates", "effective_catalog"]
 

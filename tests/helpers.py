@@ -2,8 +2,8 @@
 
 from datetime import datetime, timezone
 
-from engine.record import RunRecord
-from engine.runner import config_extra, record_from_result
+from engine.spec.record import RunRecord
+from engine.run.records import config_extra, record_from_result
 from engine.spec import MeasurementPolicy, RunSpec
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",

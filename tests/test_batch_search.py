@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.batch_search import batch_search
+from engine.run.batch_search import batch_search
 from engine.cli import main
 from store.db import open_db
 from tests.helpers import failed_record, ok_record, spec
@@ -16,7 +16,7 @@ class ScriptedRunner:
     def __init__(self, latency_ms, oom_from=None):
         self.latency_ms, self.oom_from, self.batches = latency_ms, oom_from, []
 
-    def run(self, specs, *, on_record, sweep_id=None):
+    def run(self, specs, *, on_record, sweep_id=None, on_event=None, known_stats=None):
         [s] = specs
         self.batches.append(s.batch_size)
         if self.oom_from is not None and s.batch_size >= self.oom_from:
@@ -82,7 +82,7 @@ def test_real_search_stores_every_probe_in_one_sweep(db_path, worker_env, capsys
 
 def test_a_noisy_probe_is_measured_again_before_its_figure_is_used():
     class Noisy(ScriptedRunner):
-        def run(self, specs, *, on_record, sweep_id=None):
+        def run(self, specs, *, on_record, sweep_id=None, on_event=None, known_stats=None):
             [rec] = super().run(specs, on_record=lambda r: None, sweep_id=sweep_id)
             if specs[0].batch_size == 2:  # batch 2 is disturbed every time
                 rec = replace(rec, status="invalid", reason="IQR/median 40% above 25%")

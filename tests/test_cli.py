@@ -54,7 +54,7 @@ def test_selftest_sweep_through_the_cli_stores_each_run_and_prints_the_table(
 
 
 def test_dashboard_side_modules_do_not_import_a_framework():
-    code = ("import sys, engine.cli, engine.runner, engine.report, store.db, store.runs, "
+    code = ("import sys, engine.cli, engine.run.runner, engine.present.tables, store.db, store.runs, "
             "store.interop; bad = [m for m in ('torch', 'tensorflow', 'keras', 'torchvision') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine.compare import aggregate, compare_rounds, noise_floor, summarize_rounds
-from engine.report import compare_table, ms_text
-from engine.rounds import order_name, plan_rounds
+from engine.analysis.compare import aggregate, compare_rounds, noise_floor, summarize_rounds
+from engine.present.tables import compare_table, ms_text
+from engine.run.rounds import order_name, plan_rounds
 from engine.spec import expand_sweep
 
 

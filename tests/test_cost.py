@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 
 from engine.cli import main
-from engine.cost import (break_even_rates, cost_per_million, equivalents,
+from engine.analysis.cost import (break_even_rates, cost_per_million, equivalents,
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
                          oci_flex_price, project_throughput, storage_egress, training_costs,
                          validate_catalog, vcpus_per_ocpu)
-from engine.errors import UserError
-from engine.price_import import parse_price_file
+from engine.spec.errors import UserError
+from engine.analysis.price_import import parse_price_file
 from store.db import open_db
 from store.prices import effective_catalog, save_price_updates
 

@@ -4,7 +4,8 @@ the four right statuses, the runs around them still run, and no process is left 
 import psutil
 import pytest
 
-from engine.runner import Runner, classify_exit
+from engine.run.executors import classify_exit
+from engine.run.runner import Runner
 from engine.spec import MeasurementPolicy, RunSpec
 
 POLICY = MeasurementPolicy(warmup_iters=1, min_time_s=0.05, min_iters=5)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import UserError
+from engine.spec.errors import UserError
 from store.db import open_db
 from store.interop import export_bytes, export_runs, import_file
 from store.runs import counts, save_record

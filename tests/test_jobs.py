@@ -3,8 +3,9 @@
 import psutil
 import pytest
 
-from engine.errors import UserError
-from engine.jobs import CANCELLED, DONE, QUEUED, JobManager, SweepRequest, get_manager
+from engine.spec.errors import UserError
+from engine.run.jobs import CANCELLED, DONE, QUEUED, JobManager, get_manager
+from engine.scenarios import SweepRequest
 from engine.spec import MeasurementPolicy
 from store.db import open_db
 
@@ -84,7 +85,7 @@ def test_invalid_request_is_refused_before_queueing(db_path):
 
 
 def test_a_batch_search_runs_as_a_job_and_reports_its_conclusion(db_path, worker_env):
-    from engine.jobs import BatchSearchRequest
+    from engine.run.batch_search import BatchSearchRequest
 
     jm = JobManager(db_path)
     req = BatchSearchRequest(model="identity", framework="selftest", runtime="python",

@@ -1,4 +1,4 @@
-from engine.measure import STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET, time_loop
+from engine.worker.measure import STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET, time_loop
 from engine.spec import MeasurementPolicy
 
 

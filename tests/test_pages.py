@@ -3,7 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.jobs import SweepRequest
+from engine.scenarios import SweepRequest
 from tests.conftest import ROOT
 from tests.helpers import seed_sweep, seed_workloads
 
@@ -60,7 +60,7 @@ class FakeManager:
 
     def submit(self, request):
         self.submitted.append(request)
-        from engine.jobs import JobView
+        from engine.run.jobs import JobView
         return JobView(1, request, "queued", 0, 0, None, None, (), "", 0.0, None, None, ())
 
     def active(self):
@@ -75,7 +75,7 @@ class FakeManager:
 
 def test_widgets_drive_the_submitted_request(db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="models").set_value(["mobilenet_v3_small", "resnet18"])
     at.multiselect(key="frameworks").set_value(["torch"])
@@ -261,10 +261,10 @@ def test_run_page_runtimes_expand_the_sweep_and_bad_pairs_are_explained(db_path,
 
 
 def test_run_page_submits_a_batch_search(db_path, monkeypatch):
-    from engine.jobs import BatchSearchRequest
+    from engine.run.batch_search import BatchSearchRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.selectbox(key="bs_model").set_value("resnet18")
     at.selectbox(key="bs_runtime").set_value("torch/onnxruntime")
@@ -308,7 +308,7 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
                                            "AWS c6i.8xlarge", "Azure Standard_D32s_v5",
                                            "GCP n2-standard-32"]
     oci = torch_rows.iloc[0]
-    from engine.cost import load_catalog
+    from engine.analysis.cost import load_catalog
     price = next(m.usd_per_hour for m in load_catalog() if m.label == oci.machine)
     assert oci.usd_per_hour == price
     assert oci.throughput == pytest.approx(256 / 2.6 * 32)
@@ -323,7 +323,7 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
 
 def test_training_page_shows_inference_latency_of_the_same_configurations(db_path,
                                                                            monkeypatch):
-    from engine.jobs import SweepRequest
+    from engine.scenarios import SweepRequest
     from store.db import open_db
     from store.runs import save_record
     from tests.helpers import SYSTEM, ok_record
@@ -335,7 +335,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
         save_record(con, ok_record("i-64", model="resnet18", batch_size=32, image_size=64,
                                    minute=1, samples=(400_000_000,) * 3), SYSTEM)
     fake = FakeManager()
-    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
     at = page("pages/training.py", db_path, monkeypatch)
     latency = at.dataframe[1].value
     assert latency[["framework", "runtime", "image_size", "runs"]].values.tolist() == [
@@ -387,10 +387,10 @@ def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
 
 
 def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
-    from engine.jobs import SweepRequest, TrainRequest
+    from engine.scenarios import SweepRequest, TrainRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.text_input(key="tr_batch").set_value("16, 32")
     at.number_input(key="tr_steps").set_value(5)
@@ -420,10 +420,10 @@ def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
 
 
 def test_run_page_submits_a_data_loading_sweep_and_says_what_it_skips(db_path, monkeypatch):
-    from engine.jobs import LoadRequest
+    from engine.scenarios import LoadRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="dl_formats").set_value(["png", "tiff"])
     at.multiselect(key="dl_decoders").set_value(["pillow", "opencv"])

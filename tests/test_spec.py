@@ -1,6 +1,6 @@
 import pytest
 
-from engine.errors import UserError
+from engine.spec.errors import UserError
 from engine.spec import MeasurementPolicy, RunSpec, expand_sweep
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from engine.stats import INVALID_IQR_RATIO, NOISY_IQR_RATIO, percentile, summarize, verdict
+from engine.analysis.stats import INVALID_IQR_RATIO, NOISY_IQR_RATIO, percentile, summarize, verdict
 
 
 def test_summary_of_fixed_samples_is_exact():

@@ -4,7 +4,7 @@ import sys
 import duckdb
 import pytest
 
-from engine.errors import UserError
+from engine.spec.errors import UserError
 from store.db import applied_migrations, connect, open_db, resolve_db_path
 from store.runs import (EPOCH_COLUMNS, counts, known_model_stats, list_runs, run_samples, save_record,
                         framework_version)
@@ -73,7 +73,7 @@ def test_save_record_stores_run_samples_system_and_model_facts(db_path):
         s = run_samples(con, "r-ok")
         assert s[s.phase == "measure"].latency_ns.tolist() == [2_010_000, 1_990_000, 2_000_000]
         assert s[s.phase == "warmup"].latency_ns.tolist() == [9_000_000, 5_000_000]
-        # quantiles in SQL agree with engine.stats (both type 7)
+        # quantiles in SQL agree with engine.analysis.stats (both type 7)
         assert con.execute("SELECT quantile_cont(latency_ns, 0.5) FROM samples "
                            "WHERE run_id = ? AND phase = 'measure'",
                            ["r-ok"]).fetchall() == [(2_000_000.0,)]

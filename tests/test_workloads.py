@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from engine.cli import main
-from engine.dataload import OutputMismatch, check_batch, expected_batch, generate_dataset
-from engine.datasets import epoch_order, load_data
-from engine.errors import UserError
-from engine.record import RunRecord
-from engine.report import load_table, train_table
-from engine.runner import config_extra
+from engine.worker.images import OutputMismatch, check_batch, expected_batch, generate_dataset
+from engine.worker.datasets import epoch_order, load_data
+from engine.spec.errors import UserError
+from engine.spec.record import RunRecord
+from engine.present.tables import load_table, train_table
+from engine.run.records import config_extra
 from engine.spec import LoadSpec, expand_load, expand_train
-from engine.train_loop import cross_entropy
+from engine.worker.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs
 from store.runs import profile_ops, profile_trace, save_record, train_epochs, train_steps

@@ -1,0 +1,319 @@
+"""Cloud cost from measured throughput, on a price catalog shipped as data (prices/*.csv).
+
+Formulas (all in USD):
+  cost per 1 M inferences = hourly price / (throughput [samples/s] x 3600) x 1e6
+                            (training: per 1 M training samples, from samples/s per epoch)
+  monthly cost            = hourly price x hours per month (730 by default) x machines
+  machines for a rate     = ceil(request rate / throughput per machine)
+OCI Flex shapes are priced from unit rates: OCPUs x OCPU rate + GB x memory rate, so any
+OCPU/memory combination can be priced. An OCPU is 2 vCPUs on OCI x86 and 1 vCPU on Ampere
+A1. A figure for a machine the benchmark did not run on is an estimate: throughput is
+scaled by vCPUs with the thread-scaling efficiency measured on this machine, and the
+assumption is stated wherever the figure appears. No framework import here.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from engine.spec.errors import UserError
+from engine.spec.paths import PRICES_DIR
+
+__all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
+           "monthly_cost", "machines_needed", "project_throughput", "oci_flex_price",
+           "vcpus_per_ocpu", "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "Projection",
+           "equivalents", "break_even_rates", "cost_rows", "fleet_rows", "storage_egress"]
+
+HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
+_DATE = re.compile(r"^20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
+# Free outbound transfer per month before the first priced tier, in GB.
+EGRESS_FREE_GB = {"OCI": 10 * 1024, "AWS": 100, "Azure": 100, "GCP": 0}
+
+
+@dataclass(frozen=True)
+class UnitRate:
+    provider: str
+    item: str
+    part: str
+    unit: str
+    usd: float
+    source: str
+    as_of: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Machine:
+    provider: str
+    region: str
+    shape: str
+    vcpus: int
+    ocpus: int | None
+    memory_gb: float
+    accelerator: str
+    accelerator_count: int
+    usd_per_hour: float
+    pricing: str  # "fixed" or "oci_flex" (derived from the unit rates below)
+    ocpu_part: str
+    memory_part: str
+    price_basis: str
+    source: str
+    as_of: str
+    secondary: bool  # GCP/Azure figures from secondary sources, as the research marks them
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider} {self.shape}"
+
+    @property
+    def arch(self) -> str:
+        """Graviton and Ampere are Arm: a figure measured on x86 does not carry over."""
+        s = self.shape
+        return "arm64" if ("Graviton" in s or ".A1." in s or re.match(r"[a-z]\dg\.", s)) \
+            else "x86_64"
+
+
+def vcpus_per_ocpu(shape: str) -> int:
+    """Ampere A1 OCPUs are single-threaded cores; x86 OCPUs are two hardware threads."""
+    return 1 if ".A1." in shape or "Ampere" in shape else 2
+
+
+def oci_flex_price(ocpu_rate: float, memory_rate: float, ocpus: float, memory_gb: float) -> float:
+    return ocpus * ocpu_rate + memory_gb * memory_rate
+
+
+def _read(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def load_unit_rates(path: Path | None = None, overrides: list[UnitRate] = ()) -> dict[str, UnitRate]:
+    rates = {}
+    for r in _read(path or PRICES_DIR / "unit_rates.csv"):
+        rates[r["part"] + "|" + r["item"]] = UnitRate(r["provider"], r["item"], r["part"],
+                                                     r["unit"], float(r["usd"]), r["source"],
+                                                     r["as_of"], r.get("note", ""))
+    by_part = {}
+    for key, rate in rates.items():
+        by_part.setdefault(rate.part, rate)
+    for o in overrides:  # imported price lists replace the shipped figure for their part
+        by_part[o.part] = o
+    return by_part
+
+
+def load_catalog(path: Path | None = None, *, rates: dict[str, UnitRate] | None = None,
+                 overrides: list[Machine] = ()) -> list[Machine]:
+    """Shipped machines, OCI Flex prices derived from the unit rates, imported rows last
+    (an imported row replaces the shipped one with the same provider, region and shape)."""
+    rates = rates if rates is not None else load_unit_rates()
+    machines: dict[tuple, Machine] = {}
+    for r in _read(path or PRICES_DIR / "instances.csv"):
+        m = Machine(
+            provider=r["provider"], region=r["region"], shape=r["shape"], vcpus=int(r["vcpus"]),
+            ocpus=int(r["ocpus"]) if r["ocpus"] else None, memory_gb=float(r["memory_gb"]),
+            accelerator=r["accelerator"], accelerator_count=int(r["accelerator_count"]),
+            usd_per_hour=float(r["usd_per_hour"]), pricing=r["pricing"],
+            ocpu_part=r["ocpu_part"], memory_part=r["memory_part"],
+            price_basis=r["price_basis"], source=r["source"], as_of=r["as_of"],
+            secondary=r["secondary"] == "yes", note=r.get("note", ""))
+        if m.pricing == "oci_flex":
+            o, g = rates.get(m.ocpu_part), rates.get(m.memory_part)
+            if o is None or g is None:
+                raise UserError(f"price catalog: {m.shape} needs unit rates {m.ocpu_part} and "
+                                f"{m.memory_part}; prices/unit_rates.csv lacks one",
+                                field="catalog")
+            m = replace(m, usd_per_hour=round(oci_flex_price(o.usd, g.usd, m.ocpus, m.memory_gb), 6),
+                        price_basis=f"list PAYG: {m.ocpus} OCPU x {o.usd:g} + {m.memory_gb:g} GB "
+                                    f"x {g.usd:g} (parts {o.part}/{g.part})",
+                        source=o.source if o.source == g.source else f"{o.source}; {g.source}",
+                        as_of=max(o.as_of, g.as_of))
+        machines[(m.provider, m.region, m.shape)] = m
+    for m in overrides:
+        machines[(m.provider, m.region, m.shape)] = m
+    return list(machines.values())
+
+
+def validate_catalog(machines: list[Machine], rates: dict[str, UnitRate]) -> list[str]:
+    """Problems that make a figure unusable: missing or negative prices, no source or date."""
+    problems = []
+    for m in machines:
+        if not (m.usd_per_hour > 0) or math.isnan(m.usd_per_hour):
+            problems.append(f"{m.label}: usd_per_hour {m.usd_per_hour!r} must be positive")
+        if m.vcpus <= 0:
+            problems.append(f"{m.label}: vcpus {m.vcpus} must be positive")
+        if not m.source.strip():
+            problems.append(f"{m.label}: no source")
+        if not _DATE.match(m.as_of or ""):
+            problems.append(f"{m.label}: as_of {m.as_of!r} is not a date (YYYY[-MM[-DD]])")
+        if m.provider in ("GCP", "Azure") and not m.secondary:
+            problems.append(f"{m.label}: GCP/Azure figures are secondary-source; mark them so")
+    for r in rates.values():
+        if not (r.usd >= 0):
+            problems.append(f"unit rate {r.part} ({r.item}): usd {r.usd!r} must be >= 0")
+        if not r.source.strip() or not _DATE.match(r.as_of or ""):
+            problems.append(f"unit rate {r.part} ({r.item}): needs a source and a date")
+    return problems
+
+
+def cost_per_million(usd_per_hour: float, throughput: float) -> float:
+    if throughput <= 0:
+        raise UserError(f"throughput: {throughput} must be positive", field="throughput")
+    return usd_per_hour / (throughput * 3600.0) * 1e6
+
+
+def monthly_cost(usd_per_hour: float, *, hours: float = HOURS_PER_MONTH, machines: int = 1) -> float:
+    return usd_per_hour * hours * machines
+
+
+def machines_needed(request_rate: float, throughput_per_machine: float) -> int:
+    if throughput_per_machine <= 0:
+        raise UserError("throughput: must be positive to size a fleet", field="throughput")
+    return max(1, math.ceil(request_rate / throughput_per_machine - 1e-9))
+
+
+@dataclass(frozen=True)
+class Projection:
+    throughput: float
+    estimate: bool
+    assumption: str
+
+
+def project_throughput(measured: dict[int, float], target_vcpus: int) -> Projection:
+    """measured: threads -> throughput (samples/s) on the benchmark machine.
+
+    A target the size of a measured thread count keeps its measured figure. Otherwise the
+    per-thread throughput at 1 thread is scaled by the target's vCPUs and by the scaling
+    efficiency measured at the largest thread count (T_n / (n x T_1)); without a 1-thread
+    figure, the largest thread count is scaled linearly."""
+    if target_vcpus in measured:
+        return Projection(measured[target_vcpus], False, "measured at this thread count")
+    n = max(measured)
+    if 1 in measured and n > 1:
+        eff = measured[n] / (n * measured[1])
+        return Projection(measured[1] * target_vcpus * eff, True,
+                          f"estimate: 1-thread throughput x {target_vcpus} vCPUs x the "
+                          f"scaling efficiency measured at {n} threads ({eff:.0%}), assumed "
+                          f"to hold at {target_vcpus}")
+    return Projection(measured[n] / n * target_vcpus, True,
+                      f"estimate: {n}-thread throughput scaled linearly to {target_vcpus} "
+                      "vCPUs (no thread-scaling measured: likely optimistic)")
+
+
+def equivalents(catalog: list[Machine], vcpus: int, *, arch: str = "x86_64",
+                cpu_only: bool = True) -> list[Machine]:
+    """Per provider, the machine of the same architecture whose vCPU count is closest to
+    `vcpus` (cheapest on ties)."""
+    best: dict[str, Machine] = {}
+    for m in catalog:
+        if (cpu_only and m.accelerator_count) or m.arch != arch:
+            continue
+        cur = best.get(m.provider)
+        key = (abs(m.vcpus - vcpus), m.usd_per_hour)
+        if cur is None or key < (abs(cur.vcpus - vcpus), cur.usd_per_hour):
+            best[m.provider] = m
+    return [best[p] for p in sorted(best)]
+
+
+def egress_cost(provider: str, gb_per_month: float, usd_per_gb: float) -> float:
+    """Outbound transfer per month after the provider's free allowance (first tier price)."""
+    return max(0.0, gb_per_month - EGRESS_FREE_GB.get(provider, 0)) * usd_per_gb
+
+
+def break_even_rates(a: tuple[float, float], b: tuple[float, float],
+                     max_rate: float) -> list[tuple[float, str]]:
+    """a, b: (throughput per machine, USD per hour). The request rates (samples/s) up to
+    max_rate at which the cheaper choice changes, with the choice cheaper from there on."""
+    def cheaper(rate):
+        ca = machines_needed(rate, a[0]) * a[1]
+        cb = machines_needed(rate, b[0]) * b[1]
+        return "A" if ca < cb else "B" if cb < ca else "equal"
+
+    # Costs only change where either fleet grows by a machine.
+    points = sorted({k * a[0] for k in range(1, int(max_rate / a[0]) + 2)} |
+                    {k * b[0] for k in range(1, int(max_rate / b[0]) + 2)})
+    changes, last = [], cheaper(min(a[0], b[0]) / 2)
+    for p in [x + 1e-6 for x in points if x < max_rate]:
+        now = cheaper(p)
+        if now != last:
+            changes.append((round(p, 3), now))
+            last = now
+    return changes
+
+
+def cost_rows(machines: list[Machine], measured: dict[int, float], *,
+              hours: float = HOURS_PER_MONTH) -> list[dict]:
+    """For each machine: projected throughput, cost per 1 M inferences, monthly cost, and
+    whether the figure is an estimate (with its assumption)."""
+    rows = []
+    for m in machines:
+        p = project_throughput(measured, m.vcpus)
+        rows.append({"provider": m.provider, "shape": m.shape, "machine": m.label,
+                     "vcpus": m.vcpus, "usd_per_hour": m.usd_per_hour,
+                     "throughput": p.throughput,
+                     "cost_per_million": cost_per_million(m.usd_per_hour, p.throughput),
+                     "monthly": monthly_cost(m.usd_per_hour, hours=hours),
+                     "estimate": p.estimate, "assumption": p.assumption,
+                     "secondary": m.secondary, "as_of": m.as_of})
+    return rows
+
+
+
+def training_costs(measured_rows: list[dict], machines: list[Machine]) -> list[dict]:
+    """Training priced like inference: per training configuration (model, contender, batch,
+    data set) and machine, the projected samples/s, the seconds and USD of one of its
+    epochs, and USD per 1 M training samples (cost_per_million).
+
+    measured_rows: store.queries.train_throughput records, one per thread count measured;
+    each configuration's thread counts are projected together, as on the Cost page."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in measured_rows:
+        groups.setdefault((r["model"], r["contender"], r["batch_size"], r["dataset"]),
+                          []).append(r)
+    out = []
+    for (model, contender, batch, dataset), rs in groups.items():
+        measured = {int(r["threads"]): float(r["throughput"]) for r in rs}
+        epoch = int(rs[0]["samples_per_epoch"])
+        for row in cost_rows(machines, measured):
+            out.append({"model": model, "contender": contender, "batch_size": int(batch),
+                        "dataset": dataset, "samples_per_epoch": epoch, **row,
+                        "s_per_epoch": epoch / row["throughput"],
+                        "usd_per_epoch": row["cost_per_million"] * epoch / 1e6})
+    return out
+
+def fleet_rows(machines: list[Machine], measured: dict[int, float], request_rate: float, *,
+               hours: float = HOURS_PER_MONTH, extras: dict[str, float] | None = None
+               ) -> list[dict]:
+    """Monthly cost of serving request_rate samples/s on each machine type, with optional
+    per-provider extras (storage, egress) added."""
+    extras = extras or {}
+    rows = []
+    for m in machines:
+        p = project_throughput(measured, m.vcpus)
+        n = machines_needed(request_rate, p.throughput)
+        compute = monthly_cost(m.usd_per_hour, hours=hours, machines=n)
+        rows.append({"machine": m.label, "provider": m.provider, "machines": n,
+                     "compute": compute, "extras": extras.get(m.provider, 0.0),
+                     "total": compute + extras.get(m.provider, 0.0),
+                     "estimate": p.estimate, "assumption": p.assumption})
+    return rows
+
+
+def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
+                   egress_gb: float) -> dict[str, float]:
+    """Monthly block storage and outbound transfer for OCI and AWS, from the unit rates
+    (OCI: Block Volume + Balanced performance units, first 10 TB egress free; AWS: EBS gp3,
+    first 100 GB egress free)."""
+    def usd(part):
+        r = rates.get(part)
+        return r.usd if r is not None else 0.0
+    aws_egress = next((r.usd for r in rates.values() if r.provider == "AWS" and
+                       r.item.startswith("Data transfer out to internet")), 0.0)
+    oci = storage_gb * (usd("B91961") + 10 * usd("B91962")) + \
+        egress_cost("OCI", egress_gb, usd("B88327"))
+    aws = storage_gb * usd("JG3KUJMBRGHV3N8G") + egress_cost("AWS", egress_gb, aws_egress)
+    return {"OCI": oci, "AWS": aws}

@@ -1,0 +1,245 @@
+"""Inference commands: `run` (a sweep), `batch-search`, `runtimes`, `models`."""
+
+from __future__ import annotations
+
+import sys
+
+from engine.cli.args import db_arg, float_arg, int_arg, memory_cap, memory_cap_option, sweep_options
+from engine.cli.progress import run_with_progress
+from engine.run.batch_search import DEFAULT_MARGIN
+from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
+from engine.spec.errors import UserError
+from engine.spec.inference import BF16_RUNTIMES, RunSpec, device_choices, expand_sweep
+from engine.spec.limits import (BATCH_RANGE, DEFAULT_ROUNDS, IMAGE_RANGE, MARGIN_RANGE,
+                                PROFILE_RANGE, SEED_RANGE, float_range, logical_cores)
+from engine.spec.policy import MeasurementPolicy
+
+__all__ = ["add_parsers", "COMMANDS"]
+
+USER_FRAMEWORKS = [f for f in FRAMEWORKS if f != "selftest"]
+
+
+def add_parsers(sub) -> None:
+    r = sub.add_parser("run", help="run a sweep of benchmarks and store every result")
+    r.add_argument("--model", nargs="+", required=True, metavar="NAME",
+                   help=f"catalog names: {', '.join(CATALOG)}")
+    r.add_argument("--framework", nargs="+", default=["torch", "tensorflow"], metavar="FW",
+                   help=f"{', '.join(USER_FRAMEWORKS)} (default: both)")
+    r.add_argument("--runtime", nargs="+", metavar="RT", default=None,
+                   help="runtimes to measure, each applied to the frameworks that have it "
+                        "(default: eager for torch, tf_function for tensorflow); see "
+                        "`python -m engine runtimes`")
+    r.add_argument("--batch", nargs="+", type=int_arg("batch_size", *BATCH_RANGE), default=[1],
+                   metavar="N", help=f"batch sizes, {BATCH_RANGE[0]}..{BATCH_RANGE[1]}")
+    r.add_argument("--threads", nargs="+", type=int_arg("threads", 1), default=[1], metavar="N",
+                   help=f"intra-op threads, 1..{logical_cores()} here")
+    r.add_argument("--inter-threads", type=int_arg("inter_threads", 1), default=1,
+                   help="inter-op threads (default 1)")
+    r.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None,
+                   help="input height and width (default: each model's native size)")
+    r.add_argument("--precision", default="fp32",
+                   help="fp32 (default) or bf16 (torch eager, channels_last, torchscript, "
+                        "compile; see `python -m engine runtimes`)")
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--weight-policy", default="bn_calibrated",
+                   help="bn_calibrated (default) or random")
+    d = MeasurementPolicy()
+    r.add_argument("--warmup", type=int_arg("warmup_iters", 0), default=d.warmup_iters,
+                   help=f"warm-up iterations (default {d.warmup_iters})")
+    r.add_argument("--warmup-max-time", type=float_arg("warmup_max_s"), default=d.warmup_max_s,
+                   help=f"end warm-up early after this many seconds (default {d.warmup_max_s:g})")
+    r.add_argument("--min-time", type=float_arg("min_time_s"), default=d.min_time_s,
+                   help=f"minimum timed seconds (default {d.min_time_s:g})")
+    r.add_argument("--min-iters", type=int_arg("min_iters", 1), default=d.min_iters,
+                   help=f"minimum timed iterations (default {d.min_iters})")
+    r.add_argument("--max-time", type=float_arg("max_time_s"), default=d.max_time_s,
+                   help=f"stop timing after this many seconds (default {d.max_time_s:g})")
+    r.add_argument("--seed", type=int_arg("seed", *SEED_RANGE), default=None,
+                   help="seed for the shuffled order of rounds 3+ (default: random, stored)")
+    r.add_argument("--profile", type=int_arg("profile_steps", *PROFILE_RANGE), default=0,
+                   metavar="STEPS", help="after timing, profile this many more iterations in "
+                                         "a separate pass (torch.profiler / TF profiler); "
+                                         "top operators and the Chrome trace are stored")
+    r.add_argument("--process-per-run", action="store_true",
+                   help="a fresh worker process for every run (default: one per "
+                        "framework/threads group, so imports are paid once)")
+    r.add_argument("--no-table", action="store_true", help="skip the comparison table")
+    sweep_options(r, timeout=600.0, rounds=DEFAULT_ROUNDS,
+                  rounds_help=f"rounds of the whole sweep, each in fresh worker processes and "
+                              f"in alternating order (default {DEFAULT_ROUNDS}; see docs)")
+
+    m = sub.add_parser("models", help="list the catalog with params and FLOPs per framework")
+    m.add_argument("--no-count", action="store_true",
+                   help="show only figures already counted (no workers are started)")
+    m.add_argument("--model", nargs="+", metavar="NAME", help="only these models")
+    db_arg(m)
+
+    sub.add_parser("runtimes", help="the runtimes of each framework and what they support")
+
+    bs = sub.add_parser("batch-search", help="find the throughput-optimal batch size "
+                                             "(doubling, then bisecting after out-of-memory)")
+    bs.add_argument("--model", required=True)
+    bs.add_argument("--framework", default="torch")
+    bs.add_argument("--runtime", default=None)
+    bs.add_argument("--threads", type=int_arg("threads", 1), default=1)
+    bs.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None)
+    bs.add_argument("--precision", default="fp32")
+    bs.add_argument("--start", type=int_arg("start", *BATCH_RANGE), default=1)
+    bs.add_argument("--max-batch", type=int_arg("max_batch", *BATCH_RANGE), default=BATCH_RANGE[1])
+    bs.add_argument("--margin", type=float_arg("margin"), default=DEFAULT_MARGIN,
+                    help=f"a doubling must raise throughput by more than this (default "
+                         f"{DEFAULT_MARGIN:g})")
+    bs.add_argument("--p99-ms", type=float_arg("p99_ms"), default=None,
+                    help="also report the largest batch whose p99 latency stays under this")
+    memory_cap_option(bs)
+    bs.add_argument("--min-time", type=float_arg("min_time_s"), default=1.0)
+    bs.add_argument("--min-iters", type=int_arg("min_iters", 1), default=10)
+    bs.add_argument("--timeout", type=float_arg("timeout"), default=600.0)
+    db_arg(bs)
+
+
+
+def cmd_run(args) -> int:
+    from engine.analysis.compare import aggregate
+    from engine.present.tables import compare_table
+
+    policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
+                               min_time_s=args.min_time, min_iters=args.min_iters,
+                               max_time_s=args.max_time)
+    specs = expand_sweep(args.model, args.framework, args.batch, args.threads,
+                         inter_threads=args.inter_threads, precision=args.precision,
+                         image_size=args.image_size, device=args.device,
+                         weight_policy=args.weight_policy, policy=policy,
+                         runtimes=args.runtime, profile_steps=args.profile)
+
+    records, db = run_with_progress(specs, args, seed=args.seed,
+                                    process_per_run=args.process_per_run)
+    if not args.no_table:
+        print()
+        print(compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty()))
+    failed = sum(r.status != "ok" for r in records)
+    print(f"\n{len(records)} runs stored in {db}; {failed} not ok")
+    return 0
+
+
+def cmd_models(args) -> int:
+    from engine.present.tables import format_table
+    from engine.run.runner import count_model_stats
+    from store.db import open_db
+    from store.runs import model_info, save_model_stats
+
+    names = args.model or list(CATALOG)
+    for n in names:
+        if n not in CATALOG:
+            raise UserError(f"model: unknown {n!r}; allowed: {', '.join(CATALOG)}",
+                            field="model")
+    with open_db(args.db) as con:
+        known = model_info(con)
+    have = {(r.model, r.framework, r.image_size) for r in known.itertuples()}
+    missing = [RunSpec(n, fw, 1, 1, weight_policy="random").validate()
+               for fw in USER_FRAMEWORKS for n in names
+               if (n, fw, CATALOG[n].native_size) not in have]
+    if missing and not args.no_count:
+        from tqdm import tqdm
+        bar = tqdm(total=len(missing), unit="model", file=sys.stderr,
+                   desc="counting params and FLOPs (once; cached in the database)")
+
+        def on_stats(ev):
+            bar.update(1)
+            if ev["event"] == "stats":
+                with open_db(args.db) as con:
+                    save_model_stats(con, ev["model"], ev["framework"], ev["image_size"], ev)
+            else:
+                bar.write(f"could not count {ev['run_id']}: {ev['reason']}")
+        count_model_stats(missing, on_stats=on_stats)
+        bar.close()
+        with open_db(args.db) as con:
+            known = model_info(con)
+    facts = {(r.model, r.framework, r.image_size): r for r in known.itertuples()}
+    rows = []
+    for n in names:
+        info = CATALOG[n]
+        t = facts.get((n, "torch", info.native_size))
+        k = facts.get((n, "tensorflow", info.native_size))
+        rows.append([n, str(info.native_size),
+                     f"{t.params:,}" if t else "?", f"{k.params:,}" if k else "?",
+                     f"{k.params_trainable:,}" if k else "?",
+                     f"{t.flops_per_sample / 1e9:.3f}" if t else "?",
+                     f"{k.flops_per_sample / 1e9:.3f}" if k else "?"])
+    print(format_table(["model", "size", "torch params", "keras params",
+                        "keras trainable", "torch GFLOPs", "keras GFLOPs"], rows))
+    print("\nGFLOPs: floating-point operations (not MACs; 1 MAC = 2 FLOPs) for one "
+          "forward of one image at the native size.\n  torch: "
+          "torch.utils.flop_counter.FlopCounterMode (convolutions, matmuls).\n  keras: "
+          "TensorFlow's graph profiler on the frozen graph (also counts BatchNorm, "
+          "activations and other elementwise ops).\nWhy the parameter counts differ:")
+    for note in dict.fromkeys(CATALOG[n].note for n in names):
+        fams = [n for n in names if CATALOG[n].note == note]
+        print(f"  {', '.join(fams)}: {note}")
+    return 0
+
+
+def cmd_batch_search(args) -> int:
+    from engine.run.batch_search import stored_batch_search
+    from engine.present.tables import format_table
+    from engine.run.runner import Runner
+    from store.db import resolve_db_path
+
+    float_range("margin", args.margin, *MARGIN_RANGE)
+    base = RunSpec(args.model, args.framework, args.start, args.threads,
+                   image_size=args.image_size, precision=args.precision, runtime=args.runtime,
+                   policy=MeasurementPolicy(min_time_s=args.min_time, min_iters=args.min_iters,
+                                            warmup_iters=3)).validate()
+    db = resolve_db_path(args.db)
+
+    def started(sweep_id):
+        print(f"batch search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
+              f"{base.intra_threads} threads, from batch {args.start}")
+
+    def stored(rec):
+        figure = (f"{rec.throughput:,.1f} samples/s, p99 {rec.p99_ms:.2f} ms"
+                  if rec.throughput else rec.reason[:120])
+        print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
+
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args))
+    sweep_id, res = stored_batch_search(
+        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
+        on_start=started, on_stored=stored, start=args.start, max_batch=args.max_batch,
+        margin=args.margin, p99_bound_ms=args.p99_ms)
+    rows = [[str(r.batch_size), r.status, f"{r.throughput:,.1f}" if r.throughput else "",
+             f"{r.median_ms:.2f}" if r.median_ms else "", f"{r.p99_ms:.2f}" if r.p99_ms else "",
+             "*" if r.batch_size == res.best_batch else ""] for r in res.probes]
+    print()
+    print(format_table(["batch", "status", "samples/s", "p50 ms", "p99 ms", "best"], rows))
+    print(f"\nstopped: {res.stop_reason}")
+    if res.best_batch:
+        print(f"throughput-optimal batch: {res.best_batch} ({res.best_throughput:,.1f} samples/s)")
+    if args.p99_ms is not None:
+        print(f"largest batch with p99 <= {args.p99_ms:g} ms: {res.p99_batch or 'none probed'}")
+    print(f"probes stored in {db} as sweep {sweep_id} (see Compare: throughput vs batch)")
+    return 0
+
+
+def cmd_runtimes(args) -> int:
+    from engine.present.tables import format_table
+
+    rows = []
+    for fw, runtimes in RUNTIMES.items():
+        if fw == "selftest":
+            continue
+        for rt, what in runtimes.items():
+            devices = ", ".join(device_choices(fw, rt))
+            rows.append([fw, rt + (" (default)" if FRAMEWORKS[fw] == rt else ""),
+                         "fp32, bf16" if (fw, rt) in BF16_RUNTIMES else "fp32", devices,
+                         "reference" if REFERENCE_RUNTIME[fw] == rt
+                         else f"checked against {REFERENCE_RUNTIME[fw]}", what])
+    print(format_table(["framework", "runtime", "precision", "device", "output", "what"], rows))
+    print("\nEvery non-reference runtime's output is compared with its reference on the same "
+          "input before timing; beyond 0.1 % of the output's magnitude the run is invalid. "
+          "bf16 runs are compared with fp32 eager by direction: cosine similarity >= 0.98.")
+    return 0
+
+
+
+COMMANDS = {"run": cmd_run, "models": cmd_models, "batch-search": cmd_batch_search,
+            "runtimes": cmd_runtimes}

@@ -1,0 +1,73 @@
+"""The terminal driver of a stored sweep: a progress bar, a line per round, a line per
+stored run."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+from engine.cli.args import memory_cap
+
+__all__ = ["run_with_progress"]
+
+
+def run_with_progress(specs, args, *, seed: int | None = None,
+                      process_per_run: bool = False):
+    """Run a sweep with a progress bar, a line per round and one printed line per stored
+    run: the one terminal driver of `run`, `train` and `dataload`. What the bar counts (runs,
+    or training steps read from progress events) and how a run is described come from the
+    specs' scenario."""
+    from tqdm import tqdm
+
+    from engine.run.rounds import order_name
+    from engine.run.runner import Runner
+    from engine.run.sweep import run_sweep
+    from engine.scenarios import scenario_of
+    from store.db import resolve_db_path
+
+    scenario = scenario_of(specs[0])
+    unit = scenario.progress_unit
+    total_units = scenario.progress_total(specs)
+    db = resolve_db_path(args.db)
+    seed = seed if seed is not None else random.randrange(2**31)
+    state = {"bar": None, "run_units": 0}
+
+    def on_start(sweep_id):
+        print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = "
+              f"{len(specs) * args.rounds} runs (seed {seed}) -> {db}", flush=True)
+        state["bar"] = tqdm(total=total_units * args.rounds, unit=unit, file=sys.stderr,
+                            dynamic_ncols=True)
+
+    def on_round(r):
+        state["bar"].write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
+
+    def on_event(ev, r):
+        spec, bar = ev.get("spec"), state["bar"]
+        if spec is None or ev["event"] not in ("started", "progress"):
+            return
+        n = scenario.progress_units(ev)
+        if n is not None and n > state["run_units"]:
+            bar.update(n - state["run_units"])
+            state["run_units"] = n
+        bar.set_postfix_str(f"round {r}/{args.rounds} {scenario.describe_event(spec, ev)}",
+                            refresh=True)
+
+    def on_stored(rec):
+        bar = state["bar"]
+        if unit == "run":
+            bar.update(1)
+        state["run_units"] = 0
+        bar.write(f"stored {rec.run_id} round {rec.round_no} {scenario.describe_record(rec)}",
+                  file=sys.stdout)
+        sys.stdout.flush()
+
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
+                    process_per_run=process_per_run)
+    try:
+        return run_sweep(specs, db=db, rounds=args.rounds, seed=seed, runner=runner,
+                         command=" ".join(["python -m engine", *args.argv]),
+                         on_start=on_start, on_round=on_round, on_stored=on_stored,
+                         on_event=on_event), db
+    finally:
+        if state["bar"] is not None:
+            state["bar"].close()

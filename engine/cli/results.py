@@ -1,0 +1,140 @@
+"""Commands that read the store: `runs`, `sweeps`, `compare`, `export`, `import`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.cli.args import db_arg, int_arg
+from engine.scenarios import INFERENCE, SCENARIOS
+from engine.spec.errors import UserError
+from engine.spec.record import STATUSES
+
+__all__ = ["add_parsers", "COMMANDS"]
+
+
+def add_parsers(sub) -> None:
+    ls = sub.add_parser("runs", help="list stored runs, newest first")
+    ls.add_argument("--limit", type=int_arg("limit", 1), default=30)
+    ls.add_argument("--sweep", metavar="ID")
+    ls.add_argument("--status", choices=STATUSES)
+    db_arg(ls)
+
+    sw = sub.add_parser("sweeps", help="list stored sweeps, newest first")
+    db_arg(sw)
+
+    cp = sub.add_parser("compare", help="the round-aggregated comparison of a stored sweep")
+    cp.add_argument("sweep", metavar="SWEEP_ID", help="a sweep id (or a unique prefix); "
+                    "default: the newest sweep", nargs="?")
+    db_arg(cp)
+
+    ex = sub.add_parser("export", help="write runs with raw samples to parquet, csv or json")
+    ex.add_argument("--format", required=True, choices=["parquet", "csv", "json"])
+    ex.add_argument("--out", metavar="PATH", help="output file (default: ./data/export-<time>)")
+    ex.add_argument("--sweep", metavar="ID", help="only this sweep")
+    db_arg(ex)
+
+    im = sub.add_parser("import", help="read our export back, or PerfZero summary JSON")
+    im.add_argument("file", metavar="FILE")
+    db_arg(im)
+
+
+def cmd_runs(args) -> int:
+    from engine.present.tables import format_table
+    from store.db import open_db
+    from store.runs import list_runs
+
+    with open_db(args.db) as con:
+        df = list_runs(con, limit=args.limit, sweep_id=args.sweep, status=args.status)
+    if df.empty:
+        print("no runs stored yet: try `python -m engine run --model mobilenet_v3_small "
+              "--framework torch tensorflow --batch 1`")
+        return 0
+
+    def f(v, fmt):
+        return "" if v is None or v != v else format(v, fmt)
+    rows = [[str(r.started_at)[:19], r.run_id[:8], r.model, r.framework, f(r.batch_size, ".0f"),
+             f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
+             r.validity or "", f(r.median_ms, ".3f"), f(r.p99_ms, ".3f"),
+             f(r.throughput, ",.1f"), f(r.peak_rss_bytes / 2**20 if r.peak_rss_bytes == r.peak_rss_bytes and r.peak_rss_bytes is not None else None, ",.0f"),
+             (r.reason or "")[:60]] for r in df.itertuples()]
+    print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
+                        "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
+                        "peak MiB", "reason"], rows))
+    return 0
+
+
+def cmd_sweeps(args) -> int:
+    from engine.present.tables import format_table
+    from store.db import open_db
+    from store.runs import list_sweeps
+
+    with open_db(args.db) as con:
+        df = list_sweeps(con)
+    if df.empty:
+        print("no sweeps stored yet: `python -m engine run ...` makes one")
+        return 0
+    print(format_table(["created (UTC)", "sweep", "rounds", "configs", "runs", "ok", "seed"],
+                       [[str(r.created_at)[:19], r.sweep_id, str(r.rounds),
+                         str(r.configurations), str(r.runs), str(r.ok), str(r.seed)]
+                        for r in df.itertuples()]))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from engine.analysis.compare import aggregate
+    from engine.present.tables import compare_table
+    from store.db import open_db
+    from store.runs import list_sweeps, sweep_rounds
+
+    with open_db(args.db) as con:
+        sweeps = list_sweeps(con, kind=None if args.sweep else INFERENCE.kind)
+        ids = sweeps.sweep_id.tolist()
+        match = [i for i in ids if i.startswith(args.sweep or "")]
+        if not ids:
+            raise UserError("sweep: none stored yet; run `python -m engine run ...` first",
+                            field="sweep")
+        if args.sweep and len(match) != 1:
+            raise UserError(f"sweep: {args.sweep!r} matches {len(match)} sweeps; allowed: a "
+                            "unique id prefix (see `python -m engine sweeps`)", field="sweep")
+        sweep_id = match[0]
+        scenario = SCENARIOS.get(sweeps.set_index("sweep_id").kind.get(sweep_id), INFERENCE)
+        if scenario is not INFERENCE:
+            raise UserError(f"sweep: {sweep_id[:8]} holds {scenario.kind} runs, which this "
+                            "comparison "
+                            "does not cover; allowed: an inference sweep (see `python -m "
+                            f"engine runs --sweep {sweep_id}` or the dashboard's "
+                            f"{scenario.title} page)",
+                            field="sweep")
+        rows = sweep_rounds(con, sweep_id)
+    print(f"sweep {sweep_id}: {len(rows)} runs")
+    print(compare_table(aggregate(rows), color=sys.stdout.isatty()))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from store.db import open_db
+    from store.interop import export_runs
+
+    ext = {"parquet": "parquet", "csv": "csv", "json": "json"}[args.format]
+    out = Path(args.out) if args.out else Path("data") / (
+        f"export-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.{ext}")
+    with open_db(args.db) as con:
+        n = export_runs(con, out, args.format, sweep_id=args.sweep)
+    print(f"exported {n} runs to {out}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from store.db import open_db
+    from store.interop import import_file
+
+    with open_db(args.db) as con:
+        imported, skipped, kind = import_file(con, args.file)
+    print(f"imported {imported} runs from {args.file} ({kind}); "
+          f"{skipped} already present were skipped")
+    return 0
+
+COMMANDS = {"runs": cmd_runs, "sweeps": cmd_sweeps, "compare": cmd_compare,
+            "export": cmd_export, "import": cmd_import}

@@ -1,0 +1,173 @@
+"""Text tables for the terminal, in the spirit of torch.utils.benchmark.Compare."""
+
+from __future__ import annotations
+
+import re
+
+from engine.analysis.compare import ConfigResult, contests, noise_floor
+
+__all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text"]
+
+BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
+# Figures (with their marks) align right; words align left.
+_NUMERIC = re.compile(r"^[*~]?-?[\d,.]+( \[[\d,.-]+\])?( \(.*\))?( \?)?$|^$")
+
+
+def ms_text(ms: float) -> str:
+    """A latency with four significant figures (at least 1 decimal): 0.1234 ms, 9.027 ms,
+    10.51 ms, 123.5 ms, 1,235.0 ms; short enough for a metric in a sixth of a page."""
+    decimals = 4 if ms < 1 else 3 if ms < 10 else 2 if ms < 100 else 1
+    return f"{ms:,.{decimals}f} ms"
+
+def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> str:
+    """Left-aligned first columns, right-aligned numbers; highlight[(r, c)] marks cells."""
+    highlight = highlight or set()
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    for ri, row in enumerate(rows):
+        cells = []
+        for ci, (cell, w) in enumerate(zip(row, widths)):
+            text = cell.rjust(w) if ci and _NUMERIC.match(cell) else cell.ljust(w)
+            cells.append(f"{BOLD_GREEN}{text}{RESET}" if (ri, ci) in highlight else text)
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
+                 marks: tuple[str, str] = ("*", "~")):
+    """(columns, rows, rounds) of the comparison, for the terminal and the dashboard alike.
+    columns: the contenders (framework (runtime)); rows: per contest (model, size, batch,
+    threads), (contest, one text per column, the best column). A cell is the aggregate of
+    its rounds (cell_text) prefixed with marks[0] when it is the row's best and marks[1]
+    when it is not significantly different from the best; a contender with no successful
+    round shows its statuses; an empty string means not measured."""
+    cols, contest_rows = contests(results)
+    rounds = max((r.summary.rounds for r in results if r.summary), default=0)
+    grid = []
+    for contest in contest_rows:
+        batch = contest.row[2]
+        cells = []
+        for c in cols:
+            r = contest.cells.get(c)
+            if r is None:
+                cells.append("")
+            elif r.summary is None:
+                cells.append("/".join(sorted(set(r.failed))))
+            else:
+                mark = marks[0] if c == contest.best else \
+                    marks[1] if c in contest.not_significant else ""
+                cells.append(mark + cell_text(r, batch, as_throughput, rounds))
+        grid.append((contest, cells, contest.best))
+    return cols, grid, rounds
+
+
+def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
+    """Rows: model / batch / threads; columns: framework (runtime). Values aggregate the
+    rounds: median of round medians with the between-round range; the best per row is
+    starred, cells not significantly different from the best are marked with '~', and the
+    significance of each row's contest is spelled out below the tables."""
+    out = []
+    for title, as_throughput in (
+            ("median latency per batch [ms], lower is better", False),
+            ("throughput [samples/s] from the median, higher is better", True)):
+        cols, grid, rounds = compare_grid(results, as_throughput=as_throughput)
+        table, highlight = [], set()
+        for ri, (contest, cells, best) in enumerate(grid):
+            model, size, batch, threads = contest.row
+            table.append([f"{model} {size}px", str(batch), str(threads), *cells])
+            if color and best in cols:
+                highlight.add((ri, 3 + cols.index(best)))
+        out.append(title + (f" (median of {rounds} rounds [min-max of round medians])"
+                            if rounds > 1 else ""))
+        out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
+        out.append("")
+    rows = [contest for contest, _, _ in grid]
+    verdicts = [f"  {c.row[0]} {c.row[1]}px b{c.row[2]} t{c.row[3]}: {s}"
+                for c in rows for s in c.sentences]
+    if verdicts:
+        out.append("significance (paired rounds, 95 % Student-t interval on log ratios):")
+        out.extend(verdicts)
+        out.append("")
+    floor = noise_floor([r.summary for r in results if r.summary])
+    if floor:
+        med, worst, n = floor
+        out.append(f"noise floor: rounds of the same configuration landed {med:.1%} apart "
+                   f"(median over {n} configurations; worst {worst:.1%}). Differences "
+                   "smaller than this are machine mood, not framework.")
+    elif rounds <= 1:
+        out.append("one round: differences are not tested for significance "
+                   "(use --rounds 2 or more)")
+    out.append("* best in row   ~ not significantly different from the best   "
+               "? noisy (rounds disagree by more than 10 %, or IQR/median above 10 %)   "
+               "(n status): rounds left out of the aggregate   a status instead of a value: "
+               "no round of it succeeded")
+    return "\n".join(out)
+
+
+def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> str:
+    s = r.summary
+    noisy = s.flag == "noisy" or r.noisy_rounds > 0
+    if as_throughput:
+        text = f"{batch / s.median * 1000:,.1f}"
+        if rounds > 1:
+            text += f" [{batch / s.spread_max * 1000:,.1f}-{batch / s.spread_min * 1000:,.1f}]"
+    else:
+        text = f"{s.median:,.2f}"
+        if rounds > 1:
+            text += f" [{s.spread_min:,.2f}-{s.spread_max:,.2f}]"
+    if r.failed:  # rounds left out of the aggregate, by status: "(1 invalid)"
+        counts = {st: r.failed.count(st) for st in sorted(set(r.failed))}
+        text += " (" + ", ".join(f"{n} {st}" for st, n in counts.items()) + ")"
+    return text + (" ?" if noisy else "")
+
+
+def train_table(records) -> str:
+    """One row per training run: time per epoch, samples/s, step latency, final scores."""
+    rows = []
+    for r in records:
+        ep = list(r.epochs)
+        if not ep:
+            rows.append([r.model, f"{r.framework} ({r.runtime})", str(r.batch_size),
+                         str(r.intra_threads), r.status, "-", "-", "-", "-", "-", "-",
+                         (r.reason or "")[:60]])
+            continue
+        last = ep[-1]
+        walls = [e["wall_s"] for e in ep]
+        rows.append([r.model, f"{r.framework} ({r.runtime})", str(r.batch_size),
+                     str(r.intra_threads), r.status,
+                     f"{walls[0]:.2f}" + (f" / {sum(walls[1:]) / len(walls[1:]):.2f}"
+                                          if len(walls) > 1 else ""),
+                     f"{r.throughput:,.1f}", f"{r.median_ms:.1f} [{r.p90_ms:.1f}]",
+                     f"{last['train_loss']:.3f} / {last['train_acc']:.1%}",
+                     f"{last['test_loss']:.3f} / {last['test_acc']:.1%}",
+                     str(len(ep)), r.validity or ""])
+    return format_table(["model", "framework", "batch", "threads", "status",
+                         "s/epoch (1st / rest)", "samples/s", "step p50 [p90] ms",
+                         "train loss / acc", "test loss / acc", "epochs", "verdict"], rows)
+
+
+def load_table(records) -> str:
+    """Rows: format, batch size, workers, threads; columns: implementations (ms/batch)."""
+    impls = list(dict.fromkeys(r.runtime for r in records))
+    cells: dict = {}
+    for r in records:
+        key = (r.model, r.batch_size, r.workers, r.intra_threads)
+        cells.setdefault(key, {})[r.runtime] = (
+            f"{r.median_ms:.2f} ({r.throughput:,.0f}/s)" if r.median_ms is not None
+            else r.status)
+    rows = [[fmt, str(b), str(w), str(t)] + [cells[(fmt, b, w, t)].get(i, "") for i in impls]
+            for fmt, b, w, t in sorted(cells)]
+    return ("ms per batch, median (images/s)\n"
+            + format_table(["format", "batch", "workers", "threads", *impls], rows))
+
+
+def sweep_labels(sweeps, everything: str) -> dict:
+    """Selectbox labels for stored sweeps (store.runs.list_sweeps rows), newest first,
+    after an entry (None) for all of them."""
+    labels = {None: everything}
+    for s in sweeps.itertuples():
+        labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
+                              f"{', '.join(s.models)} · {s.runs} runs")
+    return labels

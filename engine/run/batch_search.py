@@ -1,0 +1,199 @@
+"""Find the throughput-optimal batch size: grow the batch, then bisect.
+
+Doubling from `start` until a probe runs out of memory (the runner's cap), fails, reaches
+`max_batch`, or no longer improves throughput by more than `margin` over the best so far.
+After an out-of-memory stop, bisection between the largest batch that fitted and the one
+that did not finds the memory limit more closely (at most `bisect_probes` more probes).
+Every probe is a normal run, stored and linked to the search's sweep. The result names the
+throughput-optimal batch and, given a bound, the largest batch whose p99 stays under it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from engine.run.runner import Runner
+from engine.scenarios.base import Request
+from engine.scenarios.inference import SweepRequest
+from engine.spec.inference import RunSpec
+from engine.spec.limits import BATCH_RANGE, MARGIN_RANGE, float_range
+from engine.spec.policy import MeasurementPolicy
+from engine.spec.record import RunRecord
+
+__all__ = ["SearchResult", "batch_search", "stored_batch_search", "DEFAULT_MARGIN",
+           "BatchSearchRequest"]
+
+# A doubling that buys under 5 % more throughput is within this machine's run-to-run
+# noise for one round (see the noise floor of a sweep): not worth the latency it costs.
+DEFAULT_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    probes: tuple[RunRecord, ...]
+    best_batch: int | None
+    best_throughput: float | None
+    p99_batch: int | None  # largest probed batch whose p99 is within the bound
+    stop_reason: str
+
+
+def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecord], None],
+                 sweep_id: str | None = None, start: int = 1, max_batch: int = BATCH_RANGE[1],
+                 margin: float = DEFAULT_MARGIN, p99_bound_ms: float | None = None,
+                 bisect_probes: int = 3, on_event: Callable[[dict], None] | None = None,
+                 known_stats=None) -> SearchResult:
+    """on_event and known_stats are passed to every probe's Runner.run."""
+    probes: list[RunRecord] = []
+
+    noisy: list[int] = []
+
+    def probe(batch: int) -> RunRecord:
+        # A probe ruined by interference (invalid, but measured) is measured once more; if
+        # it is still invalid its figure is used, and the conclusion says so.
+        for attempt in range(2):
+            [rec] = runner.run([replace(base, batch_size=batch).validate()],
+                               on_record=on_record, sweep_id=sweep_id, on_event=on_event,
+                               known_stats=known_stats)
+            probes.append(rec)
+            if not (rec.status == "invalid" and rec.throughput is not None):
+                return rec
+        noisy.append(batch)
+        return rec
+
+    def ok(rec):
+        return rec.status in ("ok", "invalid") and rec.throughput is not None
+
+    best: RunRecord | None = None
+    batch, fitted, failed_at, reason = start, None, None, ""
+    while True:
+        rec = probe(batch)
+        if rec.status == "oom":
+            failed_at, reason = batch, f"out of memory at batch {batch}"
+            break
+        if not ok(rec):  # error, timeout, killed: no figure to go on
+            reason = f"batch {batch} ended {rec.status}: {rec.reason[:120]}"
+            break
+        fitted = batch
+        if best is not None and rec.throughput <= best.throughput * (1 + margin):
+            if rec.throughput > best.throughput:
+                best = rec
+            reason = (f"throughput stopped improving by more than {margin:.0%} at batch "
+                      f"{batch}")
+            break
+        best = rec
+        if batch * 2 > max_batch:
+            reason = f"reached the largest batch allowed ({max_batch})"
+            break
+        batch *= 2
+    if failed_at is not None and fitted is not None:
+        lo, hi = fitted, failed_at
+        for _ in range(bisect_probes):
+            if hi - lo <= max(1, lo // 8):  # within an eighth: close enough to the limit
+                break
+            mid = (lo + hi) // 2
+            rec = probe(mid)
+            if ok(rec):
+                lo = mid
+                if rec.throughput > best.throughput:
+                    best = rec
+            else:
+                hi = mid
+        reason += f"; the largest batch that fits lies in [{lo}, {hi})"
+    if noisy:
+        reason += (f"; batch {', '.join(map(str, noisy))} stayed invalid (too noisy) after a "
+                   "second measurement: treat those figures with care")
+    p99_batch = None
+    if p99_bound_ms is not None:
+        within = [r.batch_size for r in probes if ok(r) and r.p99_ms <= p99_bound_ms]
+        p99_batch = max(within) if within else None
+    return SearchResult(tuple(probes), best.batch_size if best else None,
+                        best.throughput if best else None, p99_batch, reason)
+
+
+def stored_batch_search(base: RunSpec, *, db, runner: Runner, command: str,
+                        on_start: Callable[[str], None] = lambda sweep_id: None,
+                        on_stored: Callable[[RunRecord], None] = lambda rec: None,
+                        **search) -> tuple[str, SearchResult]:
+    """batch_search with every probe stored under one sweep, as a sweep's runs are (and
+    with the stored params/FLOPs passed on, so probes do not count them again): the CLI and
+    the dashboard both search through this. Returns (sweep_id, result)."""
+    from engine.run.sweep import open_sweep
+
+    sweep = open_sweep(db, command=command, on_stored=on_stored)
+    on_start(sweep.sweep_id)
+    return sweep.sweep_id, batch_search(base, runner=runner, on_record=sweep.store,
+                                        sweep_id=sweep.sweep_id,
+                                        known_stats=sweep.known_stats, **search)
+
+
+@dataclass(frozen=True)
+class BatchSearchRequest(Request):
+    """An optimal-batch search as a dashboard job: its probes are inference runs."""
+
+    scenario = SweepRequest.scenario
+
+    model: str
+    framework: str
+    runtime: str | None
+    threads: int
+    image_size: int | None = None
+    precision: str = "fp32"
+    start: int = 1
+    max_batch: int = BATCH_RANGE[1]
+    margin: float = DEFAULT_MARGIN
+    p99_bound_ms: float | None = None
+    policy: MeasurementPolicy = field(default_factory=lambda: MeasurementPolicy(
+        warmup_iters=3, min_time_s=1.0, min_iters=10))
+    timeout_s: float = 600.0
+    memory_cap_bytes: int | None = None
+    rounds: int = 1  # a search is one pass; kept so views treat both kinds alike
+    seed: int | None = None
+
+    @property
+    def models(self):
+        return (self.model,)
+
+    @property
+    def frameworks(self):
+        return (self.framework,)
+
+    def base(self) -> RunSpec:
+        return RunSpec(self.model, self.framework, self.start, self.threads,
+                       image_size=self.image_size, precision=self.precision,
+                       runtime=self.runtime, policy=self.policy).validate()
+
+    def _expand(self):
+        base = self.base()
+        float_range("margin", self.margin, *MARGIN_RANGE)
+        # The most probes it can take: doublings up to max_batch, plus 3 bisections.
+        n = max(1, (self.max_batch // max(self.start, 1)).bit_length()) + 3
+        return [base] * n, []
+
+    def same_work(self, other) -> bool:
+        return self == other
+
+    def label(self) -> str:
+        return f"batch search {self.model} × {self.framework} ({self.runtime})"
+
+    def run(self, specs, *, db, runner: Runner, seed: int, on_start, on_stored,
+            on_event) -> str:
+        """Probe, store every probe, and say what was found."""
+        def probe_event(ev):  # a search's progress names the probe where a sweep's the round
+            on_event(ev, probe_event.count)
+        probe_event.count = 1
+
+        def stored(rec):
+            probe_event.count += 1
+            on_stored(rec)
+        _, res = stored_batch_search(
+            self.base(), db=db, runner=runner,
+            command=f"dashboard batch-search {self.model} {self.framework}",
+            on_start=on_start, on_stored=stored, start=self.start, max_batch=self.max_batch,
+            margin=self.margin, p99_bound_ms=self.p99_bound_ms, on_event=probe_event)
+        summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
+                   if res.best_batch else "no batch size succeeded")
+        if self.p99_bound_ms is not None:
+            summary += (f"; largest batch with p99 <= {self.p99_bound_ms:g} ms: "
+                        f"{res.p99_batch}")
+        return f"{summary}; stopped: {res.stop_reason}"

@@ -1,0 +1,149 @@
+"""Executors: where a worker group runs. Today one kind, local subprocesses; a cluster
+executor (a worker group sent to another machine) implements the same `start`.
+
+An executor starts a worker for a group of runs and hands back a handle with `events` (a
+queue of the worker's protocol lines as dicts, None when its stream ends), `kill()`,
+`close() -> exit code` and `stderr_tail()`. The runner drives that handle and turns every
+ending into exactly one record; it never touches a process itself.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+
+from engine.spec.paths import PROJECT_ROOT
+from engine.spec.record import OOM_MARKERS
+
+__all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit",
+           "STDERR_TAIL_BYTES"]
+
+STDERR_TAIL_BYTES = 8192
+
+
+def classify_exit(returncode: int | None, stderr_tail: str) -> tuple[str, str, str | None]:
+    """(status, reason, signal name) for a worker that ended without reporting its run."""
+    oom = any(m in stderr_tail.lower() for m in OOM_MARKERS)
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        if oom:
+            return "oom", f"worker ran out of memory and died from {name}", name
+        if -returncode == signal.SIGKILL:
+            return ("killed", "worker was killed by SIGKILL before reporting a result (an "
+                    "external kill, or the kernel's OOM killer)", name)
+        return "killed", f"worker died from {name} before reporting a result", name
+    if oom:
+        return "oom", f"worker ran out of memory and exited with code {returncode}", None
+    return "killed", f"worker exited with code {returncode} before reporting a result", None
+
+
+def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def thread_env(spec) -> dict:
+    """Set before the worker imports a framework, so OpenMP/MKL/TF read them at start."""
+    intra, inter = str(spec.intra_threads), str(spec.inter_threads)
+    return {"OMP_NUM_THREADS": intra, "MKL_NUM_THREADS": intra, "OPENBLAS_NUM_THREADS": intra,
+            "TF_NUM_INTRAOP_THREADS": intra, "TF_NUM_INTEROP_THREADS": inter,
+            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0",
+            # torch.compile's kernels are cached under the project, not in /tmp of the day
+            "TORCHINDUCTOR_CACHE_DIR": str(PROJECT_ROOT / "data" / "inductor-cache")}
+
+
+class WorkerProcess:
+    """One worker subprocess and the threads draining its pipes: `events` yields its
+    protocol lines as dicts (None at its end); kill() ends its whole process group."""
+
+    def __init__(self, python: str, runs: list[dict], env: dict, memory_cap_bytes, *,
+                 kind: str, mode: str = "bench", trace_dir: str | None = None):
+        full_env = {**os.environ, **env}
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [python, "-m", "engine.worker"], cwd=PROJECT_ROOT, env=full_env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, preexec_fn=_set_parent_death_signal)
+        self.events: queue.Queue = queue.Queue()
+        self.stderr = collections.deque()
+        self._stderr_len = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
+        self._err_thread.start()
+        payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode,
+                   "kind": kind, "trace_dir": trace_dir}
+        try:
+            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+            self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
+        except BrokenPipeError:
+            pass  # it died at start-up; its exit code and stderr tell why
+
+    def _read_stdout(self):
+        for line in self.proc.stdout:
+            try:
+                self.events.put(json.loads(line))
+            except ValueError:
+                continue  # not protocol: cannot happen unless the worker is broken
+        self.events.put(None)
+
+    def _read_stderr(self):
+        for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):
+            with self._lock:
+                self.stderr.append(chunk)
+                self._stderr_len += len(chunk)
+                while self._stderr_len - len(self.stderr[0]) > STDERR_TAIL_BYTES:
+                    self._stderr_len -= len(self.stderr.popleft())
+
+    def stderr_tail(self) -> str:
+        self._err_thread.join(timeout=5)
+        with self._lock:
+            data = b"".join(self.stderr)[-STDERR_TAIL_BYTES:]
+        return data.decode("utf-8", "replace")
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> int | None:
+        try:
+            self.proc.stdin.close()
+        except OSError:  # includes a broken pipe when flushing to a dead worker
+            pass
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait()
+
+
+class LocalProcesses:
+    """Each worker group in a fresh subprocess of this machine, in its own session (so a
+    kill reaches its children), killed with its parent (PDEATHSIG and stdin EOF)."""
+
+    def __init__(self, python: str = sys.executable):
+        self.python = python
+
+    def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
+              trace_dir: str | None = None) -> WorkerProcess:
+        return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
+                             kind=first_spec.kind, mode=mode, trace_dir=trace_dir)

@@ -1,0 +1,223 @@
+"""Sweeps launched from the dashboard: a queue that lives in the server process.
+
+The Streamlit script reruns on every interaction; a job must not. `get_manager(db)` returns
+one JobManager per database for the whole server process; its single thread runs one sweep
+at a time, the others wait in its queue. A rerun, a second tab or a closed tab only reads
+snapshots: a request equal to one queued or running is refused, and a closed tab leaves the
+job running (reopen the page to see it). Cancel sets an event the Runner checks every
+poll: it kills the worker's whole process group and records the run in flight as killed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine.run.runner import Runner
+from engine.scenarios.base import Request
+from engine.spec.errors import UserError
+
+__all__ = ["JobView", "JobManager", "get_manager", "QUEUED", "RUNNING", "DONE", "CANCELLED",
+           "FAILED"]
+
+QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
+_FINISHED = (DONE, CANCELLED, FAILED)
+HISTORY = 20  # finished jobs kept for the page to show
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A snapshot for the page: plain values, safe to read from any thread."""
+
+    job_id: int
+    request: Request  # a scenario's request, or a batch search
+    state: str
+    total: int
+    done: int
+    sweep_id: str | None
+    current: dict | None  # model, framework, batch_size, threads, round, phase, iters
+    finished: tuple[dict, ...]  # per finished run: model, framework, batch, ..., status, p50
+    error: str
+    queued_at: float
+    started_at: float | None
+    ended_at: float | None
+    worker_pids: tuple[int, ...]
+    result: str = ""
+
+
+class _Job:
+    def __init__(self, job_id, request, specs, clock):
+        self.job_id, self.request, self.specs = job_id, request, specs
+        self.state, self.done, self.sweep_id = QUEUED, 0, None
+        self.total = len(specs) * request.rounds
+        self.current, self.finished, self.error = None, [], ""
+        self.queued_at, self.started_at, self.ended_at = clock(), None, None
+        self.cancel = threading.Event()
+        self.worker_pids: list[int] = []
+        self.result = ""  # a search's conclusion
+
+    def view(self) -> JobView:
+        return JobView(self.job_id, self.request, self.state, self.total, self.done,
+                       self.sweep_id, dict(self.current) if self.current else None,
+                       tuple(self.finished), self.error, self.queued_at, self.started_at,
+                       self.ended_at, tuple(self.worker_pids), self.result)
+
+
+class JobManager:
+    def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time,
+                 runner_options: dict | None = None):
+        self.db_path = Path(db_path)
+        self.clock = clock
+        self.runner_options = runner_options or {}
+        self._lock = threading.Condition()
+        self._queue: deque[_Job] = deque()
+        self._active: _Job | None = None
+        self._history: deque[_Job] = deque(maxlen=HISTORY)
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+
+    # -- what pages call -------------------------------------------------------------------
+    def submit(self, request: Request) -> JobView:
+        specs = request.specs()  # UserError before anything is queued
+        with self._lock:
+            for job in self._pending():
+                if job.request.same_work(request):
+                    where = "running" if job.state == RUNNING else "queued"
+                    raise UserError(f"sweep: the same sweep is already {where} (job "
+                                    f"{job.job_id}); wait for it or cancel it first",
+                                    field="sweep")
+            job = _Job(next(self._ids), request, specs, self.clock)
+            self._queue.append(job)
+            self._ensure_thread()
+            self._lock.notify_all()
+            return job.view()
+
+    def cancel(self, job_id: int) -> bool:
+        with self._lock:
+            for job in self._pending():
+                if job.job_id == job_id:
+                    if job.state == QUEUED:
+                        self._queue.remove(job)
+                        job.state, job.ended_at = CANCELLED, self.clock()
+                        self._history.appendleft(job)
+                    job.cancel.set()
+                    self._lock.notify_all()
+                    return True
+        return False
+
+    def active(self) -> JobView | None:
+        with self._lock:
+            return self._active.view() if self._active else None
+
+    def queued(self) -> list[JobView]:
+        with self._lock:
+            return [j.view() for j in self._queue]
+
+    def history(self) -> list[JobView]:
+        with self._lock:
+            return [j.view() for j in self._history]
+
+    def get(self, job_id: int) -> JobView | None:
+        with self._lock:
+            for j in itertools.chain(self._pending(), self._history):
+                if j.job_id == job_id:
+                    return j.view()
+        return None
+
+    def wait(self, predicate: Callable[[JobManager], bool], timeout: float) -> bool:
+        """Block until predicate(self) holds (re-checked at every job update) or timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: predicate(self), timeout=timeout)
+
+    # -- the job thread --------------------------------------------------------------------
+    def _pending(self):
+        return ([self._active] if self._active else []) + list(self._queue)
+
+    def _ensure_thread(self):
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="sweep-jobs", daemon=True)
+            self._thread.start()
+
+    def _loop(self):
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._thread = None
+                    return
+                job = self._queue.popleft()
+                self._active = job
+                job.state, job.started_at = RUNNING, self.clock()
+                self._lock.notify_all()
+            try:
+                self._run(job)
+                final = CANCELLED if job.cancel.is_set() else DONE
+                error = ""
+            except Exception as exc:  # shown on the page; the queue goes on
+                final, error = FAILED, f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                job.state, job.error, job.ended_at = final, error, self.clock()
+                job.current = None
+                self._active = None
+                self._history.appendleft(job)
+                self._lock.notify_all()
+
+    def _update(self, job: _Job, **changes):
+        with self._lock:
+            for k, v in changes.items():
+                setattr(job, k, v)
+            self._lock.notify_all()
+
+    def _run(self, job: _Job) -> None:
+        req = job.request
+
+        def on_stored(rec):
+            with self._lock:
+                job.done += 1
+                job.finished.append({
+                    "run_id": rec.run_id, "round": rec.round_no, "model": rec.model,
+                    "framework": rec.framework, "batch_size": rec.batch_size,
+                    "threads": rec.intra_threads, "runtime": rec.runtime,
+                    "status": rec.status, "p50_ms": rec.median_ms, "p99_ms": rec.p99_ms,
+                    "throughput": rec.throughput, "reason": rec.reason})
+                self._lock.notify_all()
+
+        def on_event(ev, round_no):
+            spec = ev.get("spec")
+            with self._lock:
+                if ev["event"] == "ready":
+                    job.worker_pids.append(ev["pid"])
+                elif spec is not None and ev["event"] in ("started", "progress"):
+                    job.current = {"model": spec.model, "framework": spec.framework,
+                                   "batch_size": spec.batch_size,
+                                   "threads": spec.intra_threads, "round": round_no,
+                                   "phase": ev.get("phase", "start"),
+                                   "iters": ev.get("iters", 0)}
+                self._lock.notify_all()
+
+        runner = Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
+                        cancel=job.cancel, **self.runner_options)
+        seed = req.seed if req.seed is not None else random.randrange(2**31)
+        result = req.run(job.specs, db=self.db_path, runner=runner, seed=seed,
+                         on_start=lambda sid: self._update(job, sweep_id=sid),
+                         on_stored=on_stored, on_event=on_event)
+        if result:  # a search: its conclusion, and the probes it took
+            self._update(job, total=job.done, error="", result=result)
+
+
+_MANAGERS: dict[str, JobManager] = {}
+_MANAGERS_LOCK = threading.Lock()
+
+
+def get_manager(db_path: str | Path) -> JobManager:
+    """The one manager per database in this process (the Streamlit server's)."""
+    key = str(Path(db_path).resolve())
+    with _MANAGERS_LOCK:
+        if key not in _MANAGERS:
+            _MANAGERS[key] = JobManager(key)
+        return _MANAGERS[key]

@@ -1,0 +1,96 @@
+"""From a worker's events to a RunRecord: the common columns of every attempt, and the
+statistics and verdict derived, in the parent, from the raw samples a worker reported.
+What differs by kind (throughput, extras) comes from the run's scenario."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import uuid
+from datetime import datetime, timezone
+
+from engine.analysis.stats import summarize, verdict
+from engine.scenarios import scenario_of
+from engine.spec.policy import STOP_MAX_ITERS
+from engine.spec.record import RunRecord
+
+__all__ = ["new_id", "base_fields", "record_from_result", "config_extra"]
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _ts(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, timezone.utc) if epoch else None
+
+
+def config_extra(spec) -> dict:
+    """What a run was asked to do beyond the common columns (its scenario says): kept on
+    every row, failed ones included."""
+    return scenario_of(spec).config_extra(spec)
+
+
+def base_fields(spec, *, run_id: str, tags: dict, ready: dict, started_at, ended_at,
+                load_avg, memory_cap_bytes, timeout_s, git_commit, system_id) -> dict:
+    """The columns every record of this spec carries, however the run ended."""
+    return dict(
+        run_id=run_id, **tags, model=spec.model, framework=spec.framework,
+        runtime=spec.runtime, batch_size=spec.batch_size,
+        intra_threads=spec.intra_threads, inter_threads=spec.inter_threads,
+        precision=spec.precision, image_size=spec.image_size, device=spec.device,
+        weight_policy=spec.weight_policy, warmup_iters=spec.policy.warmup_iters,
+        min_time_s=spec.policy.min_time_s, min_iters=spec.policy.min_iters,
+        max_time_s=spec.policy.max_time_s,
+        started_at=_ts(started_at) or _now(), ended_at=_ts(ended_at),
+        import_s=ready.get("import_s"), load_avg_1m=load_avg,
+        memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
+        git_commit=git_commit, system_id=system_id,
+        versions=ready.get("versions", {}), threads_effective=ready.get("threads", {}),
+        env=ready.get("env", {}), kind=spec.kind, extra=config_extra(spec),
+        **scenario_of(spec).record_columns(spec))
+
+
+def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
+    """Derive statistics and the verdict from the raw samples a worker reported."""
+    samples = tuple(int(x) for x in ev["samples_ns"])
+    st = summarize(samples)
+    validity, why = verdict(st, iterations=st.count, measured_s=ev["measured_s"],
+                            min_iters=spec.policy.min_iters, min_time_s=spec.policy.min_time_s,
+                            hit_max_iters=ev["stop_reason"] == STOP_MAX_ITERS)
+    median_s = st.median / 1e9
+    flops = ev.get("flops_per_sample")
+    ms = lambda ns: ns / 1e6  # noqa: E731
+    base = dict(base)
+    extra = dict(base.pop("extra", None) or {})
+    scenario = scenario_of(spec)
+    throughput = scenario.throughput(spec, ev, median_s)
+    extra.update(scenario.result_extra(ev))
+    trace_gz = None
+    if ev.get("trace_path") and os.path.exists(ev["trace_path"]):
+        with open(ev["trace_path"], "rb") as f:
+            trace_gz = gzip.compress(f.read(), 6)
+    if ev.get("profile_step_s") is not None:
+        extra["profile_step_ms"] = ev["profile_step_s"] * 1e3
+        extra["profile_steps"] = spec.profile_steps
+    return RunRecord(
+        **base, status="invalid" if validity == "invalid" else "ok",
+        reason=why if validity == "invalid" else "", validity=validity, validity_reason=why,
+        stop_reason=ev["stop_reason"], load_s=ev["load_s"],
+        first_forward_s=ev["first_forward_s"], warmup_s=ev["warmup_s"],
+        measured_s=ev["measured_s"], iterations=st.count, mean_ms=ms(st.mean),
+        median_ms=ms(st.median), p90_ms=ms(st.p90), p95_ms=ms(st.p95), p99_ms=ms(st.p99),
+        min_ms=ms(st.min), max_ms=ms(st.max), std_ms=ms(st.std), iqr_ms=ms(st.iqr), cv=st.cv,
+        throughput=throughput, params=ev["params"], params_trainable=ev["params_trainable"], flops_per_sample=flops,
+        flops_method=ev["flops_method"],
+        gflops_per_s=(flops * spec.batch_size / median_s / 1e9) if flops and median_s else None,
+        rss_before_bytes=ev["rss_before_bytes"], peak_rss_bytes=ev["peak_rss_bytes"],
+        peak_rss_method=ev["peak_rss_method"], device_peak_bytes=ev["device_peak_bytes"],
+        prepare_s=ev.get("prepare_s"), extra=extra,
+        warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples,
+        epochs=tuple(ev.get("epochs", ())), step_losses=tuple(ev.get("step_losses", ())),
+        profile_ops=tuple(ev.get("profile_ops", ())), trace_gz=trace_gz)

@@ -1,0 +1,203 @@
+"""Runs specs in worker subprocesses and turns every ending into exactly one RunRecord.
+
+One worker per consecutive (framework, intra, inter, device) group, so framework imports are
+paid once per group and torch and TensorFlow never share a process. The parent enforces a
+wall-time limit per run (killing the worker's whole process group), passes the memory cap to
+the worker (RLIMIT_AS per run), and respawns a worker for the rest of a group when one dies,
+so results already reported are kept and the next runs still run. Where a worker runs is
+the executor's business (engine/run/executors.py); turning its events into records is
+engine/run/records.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable
+
+from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses, classify_exit
+from engine.run.records import base_fields, new_id, record_from_result
+from engine.run.system import git_commit, system_info
+from engine.spec.inference import RunSpec
+from engine.spec.record import RunRecord
+
+__all__ = ["Runner", "count_model_stats", "worker_groups"]
+
+
+class Runner:
+    """Runs a list of validated specs; calls on_record once per spec, as each one ends."""
+
+    def __init__(self, *, timeout_s: float = 600.0, memory_cap_bytes: int | None = None,
+                 python: str = sys.executable, clock: Callable[[], float] = time.monotonic,
+                 poll_s: float = 0.2, cancel: threading.Event | None = None,
+                 process_per_run: bool = False, executor=None):
+        self.timeout_s = timeout_s
+        self.memory_cap_bytes = memory_cap_bytes
+        self.executor = executor or LocalProcesses(python)
+        self.clock = clock
+        self.poll_s = poll_s
+        self.cancel = cancel or threading.Event()
+        # process_per_run: a fresh worker for every run (full isolation, imports paid each
+        # time); the default shares one worker per (framework, threads) group.
+        self.process_per_run = process_per_run
+
+    def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
+            on_event: Callable[[dict], None] | None = None,
+            sweep_id: str | None = None, round_no: int | None = None,
+            known_stats: Callable[[RunSpec], dict | None] | None = None) -> list[RunRecord]:
+        """known_stats(spec): params and FLOPs the store already holds for the spec's model
+        (its scenario counts them), passed to the worker so it does not count them again."""
+        on_event = on_event or (lambda e: None)
+        known_stats = known_stats or (lambda spec: None)
+        records: list[RunRecord] = []
+
+        def record(r: RunRecord):
+            records.append(r)
+            on_record(r)
+
+        tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
+        groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
+        for group in groups:
+            pending = [(new_id(), s) for s in group]
+            while pending and not self.cancel.is_set():
+                done = self._run_worker(pending, tags, record, on_event, known_stats)
+                pending = [(rid, s) for rid, s in pending if rid not in done]
+            if self.cancel.is_set():
+                break
+        return records
+
+    def _run_worker(self, pending, tags, record, on_event, known_stats) -> set[str]:
+        """Run one worker over `pending`; return the run ids that got their row."""
+        specs = dict(pending)
+        runs = [{"run_id": rid, "spec": s.to_dict(), "known_stats": known_stats(s)}
+                for rid, s in pending]
+        first = pending[0][1]
+        # Profiled runs leave their Chrome trace here; _record reads it into the record.
+        trace_dir = (tempfile.mkdtemp(prefix="bench-traces-")
+                     if any(s.profile_steps for _, s in pending) else None)
+        try:
+            worker = self.executor.start(runs, first, self.memory_cap_bytes,
+                                         trace_dir=trace_dir)
+            return self._drive(worker, pending, specs, tags, record, on_event)
+        finally:
+            if trace_dir:
+                shutil.rmtree(trace_dir, ignore_errors=True)
+
+    def _drive(self, worker, pending, specs, tags, record, on_event) -> set[str]:
+        ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
+               "iters": 0}
+        done: set[str] = set()
+        in_flight: str | None = None
+        deadline = self.clock() + self.timeout_s
+        ending = None  # (status, reason) when the parent ended the worker
+        try:
+            while True:
+                if self.cancel.is_set():
+                    ending = ("killed", "cancelled by the user")
+                    break
+                remaining = deadline - self.clock()
+                if remaining <= 0:
+                    ending = ("timeout", f"exceeded the {self.timeout_s:g} s wall-time limit "
+                              f"per run (in phase {ctx['phase']}, after {ctx['iters']} "
+                              f"timed iterations)")
+                    break
+                try:
+                    ev = worker.events.get(timeout=min(remaining, self.poll_s))
+                except queue.Empty:
+                    continue
+                if ev is None:
+                    break
+                event = ev["event"]
+                if event == "ready":
+                    ctx["ready"] = ev
+                elif event == "started":
+                    in_flight = ev["run_id"]
+                    ctx.update(started_at=ev["started_at"], phase="load", iters=0,
+                               load_avg=os.getloadavg()[0])
+                    deadline = self.clock() + self.timeout_s
+                elif event == "progress":
+                    ctx.update(phase=ev["phase"], iters=ev["iters"])
+                elif event in ("result", "failed"):
+                    rid = ev["run_id"]
+                    record(self._record(rid, specs[rid], tags, ev, ctx, worker))
+                    done.add(rid)
+                    in_flight = None
+                    deadline = self.clock() + self.timeout_s
+                on_event({**ev, "spec": specs.get(ev.get("run_id"))})
+        except BaseException:
+            worker.kill()
+            worker.close()
+            raise
+        if ending is not None:
+            worker.kill()
+        rc = worker.close()
+        if ending is None and (in_flight is not None or len(done) < len(pending)):
+            status, reason, sig = classify_exit(rc, worker.stderr_tail())
+            if in_flight is None:
+                reason = f"worker failed during start-up: {reason}"
+        else:
+            status, reason = ending or (None, None)
+            sig = "SIGKILL" if ending else None
+        if status is not None:
+            rid = in_flight or next(rid for rid, _ in pending if rid not in done)
+            ev = {"event": "failed", "run_id": rid, "status": status, "reason": reason,
+                  "exit_code": rc, "signal": sig, "ended_at": time.time()}
+            record(self._record(rid, specs[rid], tags, ev, ctx, worker))
+            on_event({**ev, "spec": specs[rid]})
+            done.add(rid)
+        return done
+
+    def _record(self, run_id, spec: RunSpec, tags, ev, ctx, worker) -> RunRecord:
+        ready = ctx["ready"]
+        base = base_fields(spec, run_id=run_id, tags=tags, ready=ready,
+                           started_at=ctx["started_at"], ended_at=ev.get("ended_at"),
+                           load_avg=ctx["load_avg"], memory_cap_bytes=self.memory_cap_bytes,
+                           timeout_s=self.timeout_s, git_commit=git_commit(),
+                           system_id=system_info()["system_id"])
+        if ev["event"] == "failed":
+            tail = ev.get("traceback") or worker.stderr_tail()
+            return RunRecord(**base, status=ev["status"], reason=ev["reason"],
+                             exit_code=ev.get("exit_code"), signal=ev.get("signal"),
+                             stderr_tail=tail[-STDERR_TAIL_BYTES:])
+        return record_from_result(base, ev, spec)
+
+
+def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
+    """Consecutive specs sharing a worker: same framework, thread counts and device."""
+    groups: list[list[RunSpec]] = []
+    for s in specs:
+        key = (s.framework, s.intra_threads, s.inter_threads, s.device)
+        if groups and (groups[-1][0].framework, groups[-1][0].intra_threads,
+                       groups[-1][0].inter_threads, groups[-1][0].device) == key:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[dict], None],
+                      timeout_s: float = 1800.0, python: str = sys.executable) -> None:
+    """Build each model in a worker (one per framework) and report params and FLOPs.
+
+    Used by `python -m engine models` to fill the catalog; nothing is timed."""
+    for group in worker_groups(specs):
+        runs = [{"run_id": new_id(), "spec": s.to_dict(), "known_stats": None} for s in group]
+        worker = LocalProcesses(python).start(runs, group[0], None, mode="stats")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                ev = worker.events.get(timeout=max(0.001, deadline - time.monotonic()))
+                if ev is None:
+                    break
+                if ev["event"] in ("stats", "failed"):
+                    on_stats(ev)
+        except queue.Empty:
+            pass  # past the deadline: what was counted is kept
+        finally:
+            worker.kill()
+            worker.close()

@@ -1,0 +1,24 @@
+"""The scenario registry: every kind of work the product measures, by its `kind`.
+
+The only place that maps a kind's name to its behaviour; everything shared (runner, sweep
+driver, job queue, worker frame, CLI, store) asks `scenario_of(spec)` or `SCENARIOS[kind]`.
+Framework-free: the worker body is named by module path and imported only in a worker.
+"""
+
+from __future__ import annotations
+
+from engine.scenarios.base import Request, Scenario
+from engine.scenarios.dataload import DataLoading, LoadRequest
+from engine.scenarios.inference import Inference, SweepRequest
+from engine.scenarios.training import Training, TrainRequest
+
+__all__ = ["SCENARIOS", "scenario_of", "Scenario", "Request", "INFERENCE", "TRAINING",
+           "DATA_LOADING", "SweepRequest", "TrainRequest", "LoadRequest"]
+
+INFERENCE, TRAINING, DATA_LOADING = Inference(), Training(), DataLoading()
+SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (INFERENCE, TRAINING, DATA_LOADING)}
+
+
+def scenario_of(spec) -> Scenario:
+    """The scenario a spec (or a record, or anything with a `kind`) belongs to."""
+    return SCENARIOS[spec.kind]

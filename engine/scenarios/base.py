@@ -1,0 +1,113 @@
+"""What a scenario is: one kind of work (inference, training, data loading), end to end.
+
+A scenario owns its spec type, the job request that expands into specs, the module whose
+`run_group` is the worker body, the fields a record of its kind carries beyond the common
+columns, and how the CLI describes its progress and results. The runner, the sweep driver,
+the job queue, the worker's frame and the CLI are shared by every kind and ask the
+scenario (through engine.scenarios.scenario_of) instead of branching on the kind.
+
+Adding a kind is adding a module here (plus its spec and its worker body) and registering
+it in engine/scenarios/__init__.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import ClassVar
+
+from engine.spec.limits import ROUNDS_RANGE, int_range
+
+__all__ = ["Scenario", "Request"]
+
+
+class Scenario:
+    """Class attributes describe the kind; methods are the kind's hooks. Stateless."""
+
+    kind: ClassVar[str]  # the runs table's `kind`
+    spec_type: ClassVar[type]
+    worker_body: ClassVar[str]  # module with run_group(runs, frame), imported in the worker
+    title: ClassVar[str]  # the dashboard page that shows this kind
+    sample_unit: ClassVar[str]  # what one timed sample is, as a chart's axis says it
+    # The parent passes the params/FLOPs the store already knows to the worker, and a
+    # finished run's counts are stored as the catalog's (only inference counts them).
+    counts_model_stats: ClassVar[bool] = False
+    # What the CLI's progress bar counts: "run", or "step" (read from progress events).
+    progress_unit: ClassVar[str] = "run"
+
+    def spec_from_dict(self, d: dict):
+        return self.spec_type.from_dict(d)
+
+    def record_columns(self, spec) -> dict:
+        """Columns of `runs` beyond the common ones (dataset, workers)."""
+        return {}
+
+    def config_extra(self, spec) -> dict:
+        """What the run was asked to do beyond the common columns: kept on every row,
+        failed ones included."""
+        return {}
+
+    def result_extra(self, ev: dict) -> dict:
+        """What a successful run adds to `extra` from its worker's result event."""
+        return {}
+
+    def throughput(self, spec, ev: dict, median_s: float) -> float | None:
+        """Samples per second; the default: one batch per median sample."""
+        return spec.batch_size / median_s if median_s else None
+
+    def progress_total(self, specs: list) -> int:
+        """How many progress units a sweep of these specs takes (one round)."""
+        return len(specs)
+
+    def progress_units(self, ev: dict) -> int | None:
+        """How many progress units a progress event reports done (None: not counted)."""
+        return None
+
+    def describe_event(self, spec, ev: dict) -> str:
+        """One line for the CLI's progress bar while a run is in flight."""
+        return (f"{spec.model} {spec.framework} ({spec.runtime}) b{spec.batch_size} "
+                f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
+
+    def describe_record(self, rec) -> str:
+        """One line for the CLI as each run is stored."""
+        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
+                f"t{rec.intra_threads}: {rec.status} - {rec.reason[:160]}")
+
+
+class Request:
+    """A dashboard job that expands into specs of one scenario; a mixin for frozen
+    dataclasses with `rounds` and `seed` fields. Subclasses implement _expand()."""
+
+    scenario: ClassVar[Scenario]
+
+    def expand(self) -> tuple[list, list[str]]:
+        """(specs, skipped): what runs, validated, and a line for each combination that
+        cannot run; UserError naming the field before anything is queued."""
+        int_range("rounds", self.rounds, *ROUNDS_RANGE)
+        return self._expand()
+
+    def _expand(self) -> tuple[list, list[str]]:
+        raise NotImplementedError
+
+    def specs(self) -> list:
+        return self.expand()[0]
+
+    def same_work(self, other) -> bool:
+        """Equal but for the seed: launching it twice would measure the same thing twice."""
+        return type(other) is type(self) and replace(self, seed=None) == replace(other, seed=None)
+
+    def run(self, specs: list, *, db, runner, seed: int, on_start, on_stored,
+            on_event) -> str:
+        """Run the job's specs as one stored sweep; returns a conclusion ("" for a sweep,
+        whose figures are its stored runs). A search overrides this."""
+        from engine.run.sweep import run_sweep  # the parent side, imported when a job runs
+
+        run_sweep(specs, db=db, rounds=self.rounds, seed=seed, runner=runner,
+                  command="dashboard", on_start=on_start, on_stored=on_stored,
+                  on_event=on_event)
+        return ""
+
+    def label(self) -> str:
+        """A short description of the job for the queue on the Run page."""
+        models = ", ".join(getattr(self, "models", ()))
+        frameworks = ", ".join(getattr(self, "frameworks", ()))
+        return f"{models} × {frameworks}"

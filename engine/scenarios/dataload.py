@@ -1,0 +1,72 @@
+"""Data loading: read, decode and normalise batches of generated images from disk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.scenarios.base import Request, Scenario
+from engine.spec.dataload import LoadSpec, expand_load
+from engine.spec.policy import MeasurementPolicy
+
+__all__ = ["DataLoading", "LoadRequest"]
+
+
+class DataLoading(Scenario):
+    kind = LoadSpec.kind
+    spec_type = LoadSpec
+    worker_body = "engine.worker.dataload"
+    title = "Data loading"
+    sample_unit = "batch"
+
+    def record_columns(self, spec) -> dict:
+        return {"dataset": spec.dataset, "workers": spec.workers}
+
+    def config_extra(self, spec) -> dict:
+        return {"count": spec.count, "decoder": spec.decoder, "normalize": spec.normalize,
+                "pipeline": spec.pipeline, "seed": spec.seed}
+
+    def result_extra(self, ev: dict) -> dict:
+        return {"check_error": ev.get("check_error"), "bytes_on_disk": ev.get("bytes_on_disk"),
+                "batches_per_sample": ev.get("batches_per_sample")}
+
+    def describe_event(self, spec, ev: dict) -> str:
+        return (f"{spec.fmt} {spec.runtime} b{spec.batch_size} w{spec.workers} "
+                f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
+
+    def describe_record(self, rec) -> str:
+        figure = (f"p50 {rec.median_ms:.2f} ms/batch, {rec.throughput:,.0f} images/s, "
+                  f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
+        return (f"{rec.model} {rec.runtime} b{rec.batch_size} w{rec.workers} "
+                f"t{rec.intra_threads}: {rec.status} - {figure}")
+
+
+@dataclass(frozen=True)
+class LoadRequest(Request):
+    """A data-loading sweep (engine.spec.dataload.LoadSpec) as a dashboard job."""
+
+    scenario = DataLoading()
+
+    formats: tuple[str, ...]
+    decoders: tuple[str, ...]
+    normalizers: tuple[str, ...]
+    pipelines: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    workers: tuple[int, ...]
+    threads: tuple[int, ...]
+    count: int = 256
+    image_size: int = 256
+    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
+    rounds: int = 1
+    seed: int | None = None
+    timeout_s: float = 1800.0
+    memory_cap_bytes: int | None = None
+
+    def _expand(self):
+        return expand_load(list(self.formats), list(self.decoders), list(self.normalizers),
+                           list(self.pipelines), list(self.batch_sizes), list(self.workers),
+                           list(self.threads), count=self.count, image_size=self.image_size,
+                           policy=self.policy)
+
+    def label(self) -> str:
+        return (f"{', '.join(self.formats)} × {', '.join(self.decoders)} × "
+                f"{', '.join(self.pipelines)}")

@@ -1,0 +1,87 @@
+"""Inference: a model's forward pass timed per batch, one runtime at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.scenarios.base import Request, Scenario
+from engine.spec.inference import RunSpec, expand_sweep
+from engine.spec.limits import DEFAULT_ROUNDS
+from engine.spec.policy import MeasurementPolicy
+
+__all__ = ["Inference", "SweepRequest"]
+
+
+class Inference(Scenario):
+    kind = RunSpec.kind
+    spec_type = RunSpec
+    worker_body = "engine.worker.inference"
+    title = "Compare"
+    sample_unit = "batch"
+    counts_model_stats = True
+
+    def config_extra(self, spec) -> dict:
+        return {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
+
+    def result_extra(self, ev: dict) -> dict:
+        return {"model_reused": bool(ev.get("model_reused")),
+                "output_rel_diff": ev.get("output_rel_diff")}
+
+    def describe_event(self, spec, ev: dict) -> str:
+        iters = f" {ev['iters']} it" if ev.get("iters") else ""
+        return (f"{spec.model} {spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
+                f"{ev.get('phase', 'start')}{iters}")
+
+    def describe_record(self, rec) -> str:
+        figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
+                  f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
+        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
+                f"t{rec.intra_threads}: {rec.status} - {figure}")
+
+
+@dataclass(frozen=True)
+class SweepRequest(Request):
+    """An inference sweep (engine.spec.inference.RunSpec) as a dashboard job."""
+
+    scenario = Inference()
+
+    models: tuple[str, ...]
+    frameworks: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    threads: tuple[int, ...]
+    image_size: int | None = None
+    precision: str = "fp32"
+    inter_threads: int = 1
+    weight_policy: str = "bn_calibrated"
+    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
+    rounds: int = DEFAULT_ROUNDS
+    seed: int | None = None
+    timeout_s: float = 600.0
+    memory_cap_bytes: int | None = None
+    runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
+    profile_steps: int = 0  # >0: profile this many iterations after each timed pass
+
+    def _expand(self):
+        return expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
+                            list(self.threads), inter_threads=self.inter_threads,
+                            precision=self.precision, image_size=self.image_size,
+                            weight_policy=self.weight_policy, policy=self.policy,
+                            runtimes=list(self.runtimes) or None,
+                            profile_steps=self.profile_steps), []
+
+    @classmethod
+    def covering(cls, configs: list[dict]) -> list["SweepRequest"]:
+        """Inference sweeps that measure these configurations (dicts with model, framework,
+        runtime, batch_size, threads, image_size), one per image size: each sweep is the
+        cross product of what its configurations use, so it may measure a few more."""
+        by_size: dict[int, list[dict]] = {}
+        for c in configs:
+            by_size.setdefault(int(c["image_size"]), []).append(c)
+
+        def values(rows, key, cast=str):
+            return tuple(sorted({cast(r[key]) for r in rows}))
+        return [cls(models=values(rows, "model"), frameworks=values(rows, "framework"),
+                    batch_sizes=values(rows, "batch_size", int),
+                    threads=values(rows, "threads", int), image_size=size,
+                    runtimes=values(rows, "runtime"))
+                for size, rows in sorted(by_size.items())]

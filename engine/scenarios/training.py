@@ -1,0 +1,82 @@
+"""Training: SGD steps timed one by one, each epoch scored on the test split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.scenarios.base import Request, Scenario
+from engine.spec.training import TrainSpec, expand_train
+
+__all__ = ["Training", "TrainRequest"]
+
+
+class Training(Scenario):
+    kind = TrainSpec.kind
+    spec_type = TrainSpec
+    worker_body = "engine.worker.training"
+    title = "Training"
+    sample_unit = "training step"
+    progress_unit = "step"
+
+    def record_columns(self, spec) -> dict:
+        return {"dataset": spec.dataset}
+
+    def config_extra(self, spec) -> dict:
+        return {"lr": spec.lr, "momentum": spec.momentum, "optimizer": "sgd",
+                "epochs": spec.epochs, "steps_per_epoch": spec.steps_in_epoch(),
+                "seed": spec.seed, "warmup_steps": spec.warmup_steps,
+                "profile_steps": spec.profile_steps}
+
+    def result_extra(self, ev: dict) -> dict:
+        return {"data": ev.get("data_description"), "feed_sha256": ev.get("feed_sha256")}
+
+    def throughput(self, spec, ev: dict, median_s: float) -> float | None:
+        # Samples per second over whole epochs (data feeding included), not from one step.
+        wall = sum(e["wall_s"] for e in ev["epochs"])
+        return sum(e["samples"] for e in ev["epochs"]) / wall if wall else None
+
+    def progress_total(self, specs: list) -> int:
+        return sum(s.steps_in_epoch() * s.epochs for s in specs)
+
+    def progress_units(self, ev: dict) -> int | None:
+        return ev.get("iters") if ev["event"] == "progress" else None
+
+    def describe_record(self, rec) -> str:
+        if rec.status in ("ok", "invalid") and rec.epochs:
+            last = rec.epochs[-1]
+            figure = (f"{rec.throughput:,.1f} samples/s, step p50 {rec.median_ms:.1f} ms, "
+                      f"test acc {last['test_acc']:.1%}")
+        else:
+            figure = rec.reason[:160]
+        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
+                f"t{rec.intra_threads}: {rec.status} - {figure}")
+
+
+@dataclass(frozen=True)
+class TrainRequest(Request):
+    """A training sweep (engine.spec.training.TrainSpec) as a dashboard job."""
+
+    scenario = Training()
+
+    models: tuple[str, ...]
+    frameworks: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    threads: tuple[int, ...]
+    epochs: int = 1
+    steps_per_epoch: int | None = None
+    dataset: str = "digits"
+    lr: float = 0.01
+    momentum: float = 0.9
+    profile_steps: int = 0
+    runtimes: tuple[str, ...] = ()  # empty: each framework's default
+    rounds: int = 1
+    seed: int | None = None
+    timeout_s: float = 3600.0
+    memory_cap_bytes: int | None = None
+
+    def _expand(self):
+        return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
+                            list(self.threads), runtimes=list(self.runtimes) or None,
+                            epochs=self.epochs, steps_per_epoch=self.steps_per_epoch,
+                            dataset=self.dataset, lr=self.lr, momentum=self.momentum,
+                            profile_steps=self.profile_steps), []

@@ -1,0 +1,116 @@
+"""The model catalog: one name per model, a builder in each framework, its native input size.
+
+This module imports no framework: the dashboard and the CLI read names, sizes and notes
+from here, and only a worker process calls a builder (in `engine/worker/backends/`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
+           "DIAGNOSTIC_MODELS", "get_model", "model_names"]
+
+# Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
+# reference every other runtime's output is checked against before it is timed.
+# "selftest" is a diagnostic framework (pure NumPy/Python) that exercises the harness itself:
+# an identity model for the overhead benchmark and models that fail on purpose, so the
+# failure paths (error, timeout, oom, killed, invalid) can be checked on any machine.
+RUNTIMES: dict[str, dict[str, str]] = {
+    "torch": {
+        "eager": "PyTorch eager under inference_mode (the reference)",
+        "channels_last": "eager, model and input in channels_last memory format",
+        "torchscript": "torch.jit.trace, then torch.jit.freeze",
+        "compile": "torch.compile (inductor, weights frozen); compile time kept apart",
+        "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
+        "libtorch": "the frozen TorchScript model measured by the LibTorch C++ runner",
+    },
+    "tensorflow": {
+        "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",
+        "tf_function": "a compiled tf.function, the result materialised",
+        "xla": "tf.function(jit_compile=True): XLA-compiled",
+    },
+    "selftest": {
+        "python": "plain Python/NumPy (the reference)",
+        "mismatch": "returns a different output: exercises the output check",
+    },
+}
+# The runtime a framework gets when none is named (what issue #2's sweeps measured).
+FRAMEWORKS: dict[str, str] = {"torch": "eager", "tensorflow": "tf_function", "selftest": "python"}
+REFERENCE_RUNTIME = {f: next(iter(r)) for f, r in RUNTIMES.items()}
+
+_BN_NOTE = (
+    "Keras counts BatchNormalization moving mean and variance as (non-trainable) parameters; "
+    "torchvision keeps them as buffers, outside parameters(). "
+)
+_EFF_NOTE = _BN_NOTE + (
+    "Keras EfficientNet also starts with a Normalization layer (mean, variance, count: 7 "
+    "non-trainable weights) and a Rescaling layer; both are part of its graph and timed."
+)
+
+
+_MOBILE_NOTE = _BN_NOTE + (
+    "Trainable counts match exactly (Keras' head uses 1x1 convolutions where torchvision "
+    "uses Linear layers: same weights). Keras' built-in Rescaling is switched off "
+    "(include_preprocessing=False) so both take the same normalised input."
+)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    family: str
+    native_size: int
+    torch_builder: str  # attribute of torchvision.models
+    keras_builder: str  # attribute of keras.applications, or "engine:<fn>" for our own
+    note: str
+
+
+def _eff(i: int, size: int) -> ModelInfo:
+    return ModelInfo(f"efficientnet_b{i}", "EfficientNet", size, f"efficientnet_b{i}",
+                     f"EfficientNetB{i}", _EFF_NOTE)
+
+
+CATALOG: dict[str, ModelInfo] = {
+    m.name: m
+    for m in [
+        *(_eff(i, s) for i, s in enumerate([224, 240, 260, 300, 380, 456, 528, 600])),
+        ModelInfo("resnet18", "ResNet", 224, "resnet18", "engine:resnet18",
+                  _BN_NOTE + "Keras has no ResNet18: ours is built layer for layer like "
+                  "torchvision's BasicBlock ResNet (bias-free convs, symmetric padding, 1x1 "
+                  "projection shortcuts), so trainable counts match exactly."),
+        ModelInfo("resnet34", "ResNet", 224, "resnet34", "engine:resnet34",
+                  _BN_NOTE + "Keras has no ResNet34: built like torchvision's BasicBlock "
+                  "ResNet, so trainable counts match exactly."),
+        ModelInfo("resnet50", "ResNet", 224, "resnet50", "ResNet50",
+                  _BN_NOTE + "keras.applications.ResNet50 is the original ResNet v1: its "
+                  "convolutions carry biases (26,560 more trainable parameters) and the "
+                  "stride 2 sits in a block's first 1x1 conv, where torchvision (v1.5) puts "
+                  "it in the 3x3, so the two do slightly different work (see FLOPs)."),
+        ModelInfo("mobilenet_v3_small", "MobileNetV3", 224, "mobilenet_v3_small",
+                  "MobileNetV3Small",
+                  _MOBILE_NOTE),
+        ModelInfo("mobilenet_v3_large", "MobileNetV3", 224, "mobilenet_v3_large",
+                  "MobileNetV3Large",
+                  _MOBILE_NOTE),
+    ]
+}
+
+# Diagnostic models of the "selftest" framework (see FRAMEWORKS); size is nominal.
+DIAGNOSTIC_MODELS: dict[str, str] = {
+    "identity": "returns its input: measures the harness's own per-iteration overhead",
+    "fault_raise": "raises an exception while loading (status error)",
+    "fault_hang": "never returns from its first forward (status timeout)",
+    "fault_alloc": "allocates memory until the cap stops it (status oom)",
+    "fault_exit": "ends its process abruptly mid-run (status killed)",
+}
+
+
+def model_names(framework: str | None = None) -> list[str]:
+    if framework == "selftest":
+        return list(DIAGNOSTIC_MODELS)
+    return list(CATALOG)
+
+
+def get_model(name: str) -> ModelInfo:
+    return CATALOG[name]

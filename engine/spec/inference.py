@@ -1,0 +1,181 @@
+"""What to run for inference: a frozen, hashable `RunSpec` and the sweep's expansion.
+
+Every field is checked here, before anything is spawned, and a bad one is refused with a
+`UserError` naming the field and the allowed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from engine.spec.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
+from engine.spec.errors import UserError
+from engine.spec.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
+                                logical_cores, require_values, unique)
+from engine.spec.policy import MeasurementPolicy
+
+__all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
+           "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
+           "device_choices"]
+
+PRECISIONS = ("fp32", "bf16")
+# bf16 where the runtime supports it (AMX-bf16 CPUs run it natively); the rest are refused
+# up front, with the reason.
+BF16_RUNTIMES = {("torch", "eager"), ("torch", "channels_last"), ("torch", "torchscript"),
+                 ("torch", "compile")}
+_NO_BF16 = {
+    ("torch", "onnxruntime"): "ONNX Runtime's CPU execution provider lacks bf16 kernels for "
+                              "these convolutions",
+    ("torch", "libtorch"): "the C++ runner feeds fp32 inputs",
+}
+_NO_BF16_TF = ("Keras runs bf16 only under a process-wide mixed-precision policy, which would "
+               "leak into the worker's other runs")
+DEVICES = ("cpu", "cuda")
+# Runtimes that run on the CPU only, with the reason; TensorFlow as a whole is CPU-only here.
+CPU_ONLY_RUNTIMES = {
+    ("torch", "onnxruntime"): "the project installs ONNX Runtime's CPU execution provider",
+    ("torch", "libtorch"): "the C++ runner is built against libtorch_cpu",
+}
+# bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
+# distribution, as trained weights would have them; random: the initialiser's values as is.
+WEIGHT_POLICIES = ("bn_calibrated", "random")
+# ONNX Runtime and the C++ runner execute outside the torch profiler's sight.
+PROFILED_RUNTIMES = {"torch": ("eager", "channels_last", "torchscript", "compile"),
+                     "tensorflow": ("keras", "tf_function", "xla")}
+
+
+def device_choices(framework: str, runtime: str) -> tuple[str, ...]:
+    """The devices a runtime can run on here (TensorFlow is installed CPU-only)."""
+    if framework == "tensorflow" or (framework, runtime) in CPU_ONLY_RUNTIMES:
+        return ("cpu",)
+    return DEVICES
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str
+    framework: str
+    batch_size: int
+    intra_threads: int
+    inter_threads: int = 1
+    precision: str = "fp32"
+    image_size: int | None = None  # None: the model's native size, resolved by validate()
+    device: str = "cpu"
+    weight_policy: str = "bn_calibrated"
+    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
+    runtime: str | None = None  # None: the framework's default, resolved by validate()
+    # >0: after the timed pass, profile this many more iterations in a separate pass
+    profile_steps: int = 0
+    kind = "inference"  # class constant, not a field: the runs table's `kind`
+
+    def key(self) -> tuple:
+        """Identity of a configuration (what a comparison groups by)."""
+        return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
+                self.inter_threads, self.precision, self.image_size, self.device)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSpec":
+        d = dict(d)
+        d["policy"] = MeasurementPolicy(**d.get("policy", {}))
+        return cls(**d)
+
+    def validate(self, cores: int | None = None) -> "RunSpec":
+        """Return the spec with defaults resolved, or raise UserError naming the field."""
+        cores = cores or logical_cores()
+        if self.framework not in FRAMEWORKS:
+            raise UserError(f"framework: unknown {self.framework!r}; allowed: "
+                            f"{', '.join(f for f in FRAMEWORKS if f != 'selftest')}",
+                            field="framework")
+        if self.framework == "selftest":
+            if self.model not in DIAGNOSTIC_MODELS:
+                raise UserError(f"model: {self.model!r} is not a selftest model; allowed: "
+                                f"{', '.join(DIAGNOSTIC_MODELS)}", field="model")
+            native = 32
+        else:
+            if self.model not in CATALOG:
+                raise UserError(f"model: unknown {self.model!r}; allowed: "
+                                f"{', '.join(CATALOG)}", field="model")
+            native = CATALOG[self.model].native_size
+        runtime = self.runtime or FRAMEWORKS[self.framework]
+        if runtime not in RUNTIMES[self.framework]:
+            raise UserError(f"runtime: {runtime!r} is not available for {self.framework}; "
+                            f"allowed: {', '.join(RUNTIMES[self.framework])}", field="runtime")
+        int_range("batch_size", self.batch_size, *BATCH_RANGE)
+        int_range("intra_threads", self.intra_threads, 1, cores,
+                   hint=f" (this machine has {cores} logical cores)")
+        int_range("inter_threads", self.inter_threads, 1, cores,
+                   hint=f" (this machine has {cores} logical cores)")
+        choice("precision", self.precision, PRECISIONS)
+        if self.precision == "bf16" and (self.framework, runtime) not in BF16_RUNTIMES:
+            why = _NO_BF16.get((self.framework, runtime), _NO_BF16_TF
+                               if self.framework == "tensorflow" else "diagnostic runtime")
+            raise UserError(f"precision: bf16 is not supported by {self.framework} {runtime}: "
+                            f"{why}; allowed: fp32 (bf16 runs on torch eager, channels_last, "
+                            "torchscript and compile)", field="precision")
+        choice("device", self.device, DEVICES)
+        if self.device == "cuda" and self.framework == "tensorflow":
+            raise UserError("device: cuda is not available for tensorflow here: the project "
+                            "installs tensorflow-cpu; allowed for tensorflow: cpu",
+                            field="device")
+        if self.device == "cuda" and (self.framework, runtime) in CPU_ONLY_RUNTIMES:
+            raise UserError(f"device: cuda is not available for {self.framework} {runtime}: "
+                            f"{CPU_ONLY_RUNTIMES[(self.framework, runtime)]}; allowed: cpu",
+                            field="device")
+        choice("weight_policy", self.weight_policy, WEIGHT_POLICIES)
+        size = native if self.image_size is None else self.image_size
+        int_range("image_size", size, *IMAGE_RANGE)
+        int_range("profile_steps", self.profile_steps, *PROFILE_RANGE)
+        if self.profile_steps and runtime not in PROFILED_RUNTIMES.get(self.framework, ()):
+            raise UserError(f"profile_steps: {self.framework} {runtime} cannot be profiled "
+                            f"(the profilers see only in-process torch and TensorFlow ops); "
+                            f"allowed: 0, or a runtime among "
+                            f"{', '.join(PROFILED_RUNTIMES.get(self.framework, ()))}",
+                            field="profile_steps")
+        return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
+
+
+def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
+    """Which of the named runtimes each framework runs (its default when none is named).
+    Every named runtime must apply to some framework, and every framework must get one."""
+    if not runtimes:
+        return {f: [FRAMEWORKS[f]] for f in frameworks if f in FRAMEWORKS}
+    out = {f: [r for r in unique(runtimes) if r in RUNTIMES.get(f, {})] for f in frameworks}
+    for r in unique(runtimes):
+        if not any(r in RUNTIMES.get(f, {}) for f in frameworks):
+            allowed = "; ".join(f"{f}: {', '.join(RUNTIMES[f])}" for f in frameworks
+                                if f in RUNTIMES)
+            raise UserError(f"runtime: {r!r} is not available for {', '.join(frameworks)}; "
+                            f"allowed: {allowed}", field="runtime")
+    for f, rs in out.items():
+        if not rs and f in RUNTIMES:
+            raise UserError(f"runtime: none of the named runtimes applies to {f}; allowed "
+                            f"for {f}: {', '.join(RUNTIMES[f])}", field="runtime")
+    return out
+
+
+def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
+                 precision="fp32", image_size=None, device="cpu",
+                 weight_policy="bn_calibrated", policy=None, cores=None,
+                 runtimes=None, profile_steps=0) -> list[RunSpec]:
+    """The cartesian product, validated, ordered so each (framework, threads) group is
+    contiguous: the runner starts one worker per group and pays the imports once. Within
+    a group, a model's batch sizes follow each other so a built model is reused."""
+    require_values(model=models, framework=frameworks, batch_size=batch_sizes,
+                   threads=threads)
+    policy = policy or MeasurementPolicy()
+    for f in frameworks:  # an unknown framework is named before any runtime is
+        if f not in FRAMEWORKS:
+            RunSpec(models[0], f, 1, 1).validate(cores)
+    per_fw = runtimes_for(unique(frameworks), runtimes)
+    specs = [
+        RunSpec(model=m, framework=f, batch_size=b, intra_threads=t,
+                inter_threads=inter_threads, precision=precision, image_size=image_size,
+                device=device, weight_policy=weight_policy, policy=policy,
+                runtime=rt, profile_steps=profile_steps).validate(cores)
+        for f in unique(frameworks) for t in unique(threads) for m in unique(models)
+        for rt in per_fw[f] for b in unique(batch_sizes)
+    ]
+    return specs

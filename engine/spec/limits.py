@@ -1,0 +1,100 @@
+"""Every range a user's value is held to, defined once, and the checks that enforce them.
+
+The CLI's argument parsers, the dashboard's widgets and the specs' own validation all read
+these, so a limit cannot drift between them. A refused value raises `UserError` naming the
+field and the allowed range.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from engine.spec.errors import UserError
+
+__all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN_BATCH_RANGE",
+           "EPOCH_RANGE", "DEFAULT_ROUNDS", "STEPS_RANGE", "SYNTHETIC_RANGE", "WARMUP_STEPS_RANGE",
+           "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
+           "MEMORY_CAP_MB_MIN", "MARGIN_RANGE", "logical_cores", "int_range", "float_range",
+           "choice", "parse_int_list", "unique", "require_values"]
+
+BATCH_RANGE = (1, 4096)
+# Keras applications refuse inputs under 32 px; above 1024 px a batch of EfficientNet-B7
+# activations no longer fits a 24 GiB machine, so larger sizes are refused up front.
+IMAGE_RANGE = (32, 1024)
+# Profiled iterations in the extra, untimed pass: 0 switches profiling off. A handful of
+# steps shows every operator; hundreds only grow the trace.
+PROFILE_RANGE = (0, 50)
+# Each round is a whole sweep in fresh processes: a hundred is already hours.
+ROUNDS_RANGE = (1, 100)
+# Three rounds: the fewest whose median of round medians ignores one outlier process, and
+# enough for a paired interval (2 degrees of freedom). Each round costs a full sweep.
+DEFAULT_ROUNDS = 3
+TRAIN_BATCH_RANGE = (1, 1024)
+EPOCH_RANGE = (1, 1000)
+STEPS_RANGE = (1, 1_000_000)
+SYNTHETIC_RANGE = (16, 1_000_000)
+WARMUP_STEPS_RANGE = (0, 100)
+LOAD_COUNT_RANGE = (8, 100_000)
+LOAD_SIZE_RANGE = (16, 4096)
+WORKERS_RANGE = (0, 64)
+SEED_RANGE = (0, 2**31 - 1)
+# Below 64 MiB of added address space not even a framework's import fits.
+MEMORY_CAP_MB_MIN = 64
+# The throughput gain a batch-size doubling must bring for the search to go on.
+MARGIN_RANGE = (0.0, 1.0)
+
+
+def logical_cores() -> int:
+    """Cores this process may run on (the affinity mask, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def int_range(name, value, lo, hi, hint=""):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{name}: {value!r} is not an integer; allowed: integer {lo}..{hi}{hint}",
+                        field=name)
+    if not lo <= value <= hi:
+        raise UserError(f"{name}: {value} is out of range; allowed: integer {lo}..{hi}{hint}",
+                        field=name)
+
+
+def float_range(name, value, lo, hi):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not lo <= value <= hi):
+        raise UserError(f"{name}: {value!r} is out of range; allowed: number {lo:g}..{hi:g}",
+                        field=name)
+
+
+def choice(name, value, allowed):
+    if value not in allowed:
+        raise UserError(f"{name}: {value!r} is not supported; allowed: {', '.join(allowed)}",
+                        field=name)
+
+
+def parse_int_list(text: str, name: str, lo: int, hi: int) -> list[int]:
+    """'1, 8 32' -> [1, 8, 32]; a bad entry is refused naming the field and the range."""
+    values = []
+    for tok in text.replace(",", " ").split():
+        try:
+            v = int(tok)
+        except ValueError:
+            raise UserError(f"{name}: {tok!r} is not an integer; allowed: integer {lo}..{hi}",
+                            field=name) from None
+        int_range(name, v, lo, hi)
+        values.append(v)
+    return values
+
+
+def unique(values) -> list:
+    return list(dict.fromkeys(values))
+
+
+def require_values(**named) -> None:
+    """Each named list must hold at least one value (a sweep over nothing is refused)."""
+    for name, values in named.items():
+        if not values:
+            raise UserError(f"{name}: pick at least one value", field=name)

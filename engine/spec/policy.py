@@ -1,0 +1,44 @@
+"""When to stop timing: the measurement policy, and the names of the ways a timed loop ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.spec.limits import float_range, int_range
+
+__all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS"]
+
+STOP_POLICY_MET = "policy met"
+STOP_MAX_TIME = "max_time reached"
+STOP_MAX_ITERS = "max_iters reached"
+
+
+@dataclass(frozen=True)
+class MeasurementPolicy:
+    """When to stop timing.
+
+    Defaults: up to 10 warm-up iterations let allocators, caches and lazy initialisation
+    settle (the very first forward is timed apart as first_forward_s); warm-up also ends
+    once it has lasted warmup_max_s (1 s), because a model that takes a second per call is
+    warm after one or two calls, and ten would cost more than the measurement itself.
+    Then timing continues until
+    BOTH 2 s and 30 iterations are reached: 30 samples put p90 and the quartiles between real
+    samples, and 2 s spans many scheduler ticks, so one preemption cannot dominate the median.
+    max_time_s bounds a slow model; stopping there before min_iters makes the run invalid.
+    """
+
+    warmup_iters: int = 10
+    warmup_max_s: float = 1.0
+    min_time_s: float = 2.0
+    min_iters: int = 30
+    max_time_s: float = 60.0
+    max_iters: int = 100_000
+
+    def validate(self) -> "MeasurementPolicy":
+        int_range("warmup_iters", self.warmup_iters, 0, 10_000)
+        int_range("min_iters", self.min_iters, 1, 100_000)
+        int_range("max_iters", self.max_iters, self.min_iters, 1_000_000)
+        float_range("warmup_max_s", self.warmup_max_s, 0.0, 3600.0)
+        float_range("min_time_s", self.min_time_s, 0.0, 3600.0)
+        float_range("max_time_s", self.max_time_s, max(self.min_time_s, 0.001), 86_400.0)
+        return self

@@ -1,0 +1,99 @@
+"""RunRecord: one attempted benchmark, as the store keeps it. No framework imports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+__all__ = ["RunRecord", "STATUSES", "OOM_MARKERS"]
+
+STATUSES = ("ok", "error", "timeout", "oom", "killed", "invalid")
+# Lower-case phrases by which torch, TensorFlow, NumPy and the C++ runtime report running
+# out of memory: the worker (from the exception) and the runner (from stderr) use the same.
+OOM_MARKERS = ("std::bad_alloc", "memoryerror", "cannot allocate memory",
+               "can't allocate memory", "out of memory", "resourceexhausted",
+               "oom when allocating")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One attempted benchmark: its spec, how it ended, and (when it ran) what it measured.
+
+    Statistics are derived from samples_ns by engine.analysis.stats; the raw samples travel with the
+    record and are stored beside it.
+    """
+
+    run_id: str
+    sweep_id: str | None
+    model: str
+    framework: str
+    runtime: str
+    batch_size: int | None
+    intra_threads: int | None
+    inter_threads: int | None
+    precision: str | None
+    image_size: int | None
+    device: str | None
+    weight_policy: str | None
+    warmup_iters: int | None
+    min_time_s: float | None
+    min_iters: int | None
+    max_time_s: float | None
+    status: str
+    reason: str = ""
+    exit_code: int | None = None
+    signal: str | None = None
+    stderr_tail: str = ""
+    validity: str | None = None
+    validity_reason: str = ""
+    stop_reason: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    import_s: float | None = None
+    load_s: float | None = None
+    first_forward_s: float | None = None
+    prepare_s: float | None = None  # trace / export / compile of the runtime, apart
+    warmup_s: float | None = None
+    measured_s: float | None = None
+    iterations: int | None = None
+    mean_ms: float | None = None
+    median_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    std_ms: float | None = None
+    iqr_ms: float | None = None
+    cv: float | None = None
+    throughput: float | None = None  # samples per second, from the median latency
+    params: int | None = None
+    params_trainable: int | None = None
+    flops_per_sample: int | None = None
+    flops_method: str | None = None
+    gflops_per_s: float | None = None
+    rss_before_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    peak_rss_method: str | None = None
+    device_peak_bytes: int | None = None
+    memory_cap_bytes: int | None = None
+    timeout_s: float | None = None
+    load_avg_1m: float | None = None
+    git_commit: str | None = None
+    system_id: str | None = None
+    versions: dict = field(default_factory=dict)
+    threads_effective: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+    source: str = "engine"
+    round_no: int | None = None  # which round of its sweep (1-based); None for imports
+    extra: dict = field(default_factory=dict)
+    kind: str = "inference"  # inference | train | dataload
+    dataset: str | None = None  # train: digits | synthetic; dataload: the generated set
+    workers: int | None = None  # dataload: the pipeline's parallel workers
+    # Not columns of `runs`: stored in their own tables, beside the row.
+    warmup_ns: tuple = ()
+    samples_ns: tuple = ()
+    epochs: tuple = ()  # train: one dict per epoch (see store.runs.EPOCH_COLUMNS)
+    step_losses: tuple = ()  # train: the training loss of every step, warm-up included
+    profile_ops: tuple = ()  # profiled runs: top operators by self time (dicts)
+    trace_gz: bytes | None = None  # profiled runs: the gzipped Chrome trace

@@ -1,0 +1,3 @@
+from engine.worker.main import main
+
+main()

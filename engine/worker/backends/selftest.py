@@ -1,0 +1,67 @@
+"""Diagnostic backend: pure Python/NumPy models that exercise the harness itself.
+
+`identity` measures the harness's per-iteration overhead; the fault_* models fail on
+purpose, so every failure path of the runner can be shown on any machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+
+import numpy as np
+
+from engine.worker.backends.base import ModelStats, check_close
+from engine.spec import RunSpec
+
+
+class Backend:
+    prepare_s = 0.0
+    output_rel_diff = 0.0
+
+    def __init__(self):
+        self.model = None
+
+    def versions(self) -> dict:
+        return {"numpy": np.__version__}
+
+    def effective_threads(self) -> dict:
+        return {}
+
+    def load(self, spec: RunSpec) -> None:
+        if spec.model == "fault_raise":
+            raise ValueError("fault_raise: this diagnostic model fails while loading")
+        self.model = spec.model
+
+    def prepare(self, spec: RunSpec) -> None:
+        if spec.runtime == "mismatch":  # a runtime whose output is wrong by 50 %
+            check_close(np.ones(4), np.full(4, 1.5), "the python reference")
+
+    def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
+        return ModelStats(0, 0, 0 if count_flops else None, "none (diagnostic model)")
+
+    def make_step(self, spec: RunSpec):
+        if spec.model == "fault_hang":
+            event = threading.Event()
+            return lambda: event.wait()  # never set: blocks until the runner's timeout
+        if spec.model == "fault_alloc":
+            hoard = []
+
+            def grow():
+                while True:  # 64 MiB at a time, touched so it is resident
+                    hoard.append(np.ones(8 << 20, dtype=np.float64))
+            return grow
+        if spec.model == "fault_exit":
+            return lambda: os.kill(os.getpid(), signal.SIGKILL)
+        return lambda: None  # identity: nothing but the harness is timed
+
+    def context(self):
+        return contextlib.nullcontext()
+
+    def device_peak_bytes(self):
+        return None
+
+    def unload(self) -> None:
+        self.model = None

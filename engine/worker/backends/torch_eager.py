@@ -1,0 +1,184 @@
+"""PyTorch eager inference under inference_mode; CUDA timed with events."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torchvision
+
+from engine.worker.backends.base import SEED, ModelStats
+from engine.spec.catalog import get_model
+from engine.spec import RunSpec
+
+CALIBRATION_PASSES = 3
+CALIBRATION_BATCH = 2
+
+
+def make_input(spec: RunSpec) -> np.ndarray:
+    rng = np.random.default_rng(SEED)
+    return rng.standard_normal((spec.batch_size, 3, spec.image_size, spec.image_size),
+                               dtype=np.float32)
+
+
+def dtype_of(spec: RunSpec):
+    return torch.bfloat16 if spec.precision == "bf16" else torch.float32
+
+
+def to_precision(model, spec: RunSpec):
+    """Cast after the fp32 reference was taken: bf16 runs are checked against fp32 eager."""
+    return model.to(dtype_of(spec))
+
+
+def build_model(spec: RunSpec, device):
+    """The seeded torchvision model with the spec's weight policy applied, in eval mode.
+    Every torch runtime starts from this, so they all run the same weights."""
+    torch.manual_seed(SEED)
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+    model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
+    model = model.to(device)
+    if spec.weight_policy == "bn_calibrated":
+        _calibrate_batchnorm(model, spec, device)
+    return model.eval()
+
+
+class Backend:
+    """Eager PyTorch, and the base of every torch runtime.
+
+    load() builds the fp32 eager model once: it is every torch runtime's reference and the
+    model parameters and FLOPs are counted on. convert() turns it into the runtime's form
+    (timed as prepare_s where that is real work); a bf16 cast or a layout change works on a
+    copy, because both act on a module in place and would change the reference. prepare()
+    runs for every batch size: the reference's output on this run's input against the
+    runtime's (first_output(), where a shape-specialised runtime compiles).
+    """
+
+    prepare_s = 0.0
+    output_rel_diff = 0.0
+    reference_name = "eager fp32"
+    is_reference = True  # eager fp32 is checked against nothing; subclasses set False
+    converts_in_place = False
+
+    def __init__(self):
+        self.model = None
+        self.reference = None
+        self.device = None
+
+    def versions(self) -> dict:
+        return {"torch": torch.__version__, "torchvision": torchvision.__version__,
+                "numpy": np.__version__, "mkldnn": torch.backends.mkldnn.is_available(),
+                "cuda": torch.version.cuda}
+
+    def effective_threads(self) -> dict:
+        return {"torch_intra_op": torch.get_num_threads(),
+                "torch_inter_op": torch.get_num_interop_threads()}
+
+    def load(self, spec: RunSpec) -> None:
+        self.device = torch.device(spec.device)
+        self.reference = build_model(spec, self.device)
+        self.prepare_s = 0.0
+        model = self.reference
+        if spec.precision != "fp32" or self.converts_in_place:
+            model = copy.deepcopy(model)
+        self.model = self.convert(to_precision(model, spec), spec)
+
+    def convert(self, model, spec: RunSpec):
+        """The runtime's shape-independent form of the (copied, cast) eager model; sets
+        prepare_s where that is real work."""
+        return model
+
+    def to_input(self, x, spec: RunSpec):
+        """The fp32 NCHW input in the runtime's dtype and layout."""
+        return x.to(dtype_of(spec))
+
+    def first_output(self, x, spec: RunSpec):
+        """The runtime's output on x as float numpy; shape-specialised runtimes compile here."""
+        with torch.inference_mode():
+            return self.model(x).float().cpu().numpy()
+
+    def prepare(self, spec: RunSpec) -> None:
+        if self.is_reference and spec.precision == "fp32":
+            self.output_rel_diff = 0.0
+            return
+        from engine.worker.backends.base import check_close, checked_rows
+        rows = checked_rows(spec.batch_size)
+        x = torch.from_numpy(make_input(spec)).to(self.device)
+        with torch.inference_mode():
+            reference = self.reference(x[rows]).cpu().numpy()
+        got = self.first_output(self.to_input(x, spec), spec)[rows]
+        self.output_rel_diff = check_close(reference, got, self.reference_name, spec.precision)
+
+    def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
+        model = self.reference  # the fp32 eager module, whatever the runtime made of it
+        params = sum(p.numel() for p in model.parameters())
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        flops = None
+        if count_flops:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            dtype = next(model.parameters()).dtype
+            x = torch.zeros(1, 3, spec.image_size, spec.image_size, device=self.device,
+                            dtype=dtype)
+            with FlopCounterMode(display=False) as counter, torch.inference_mode():
+                model(x)
+            flops = int(counter.get_total_flops())
+        return ModelStats(params, trainable, flops,
+                          "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)")
+
+    def make_step(self, spec: RunSpec):
+        x = self.to_input(torch.from_numpy(make_input(spec)).to(self.device), spec)
+        model = self.model
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+
+            def step():
+                start.record()
+                model(x)
+                end.record()
+                end.synchronize()
+                return int(start.elapsed_time(end) * 1e6)  # ms -> ns, measured on the GPU
+            return step
+
+        def step():
+            model(x)
+        return step
+
+    def context(self):
+        # Entered once around first forward, warm-up and timing (not per call): a context
+        # entered per iteration would be timed as harness overhead.
+        return torch.inference_mode()
+
+    def device_peak_bytes(self):
+        if self.device is not None and self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated())
+        return None
+
+    def unload(self) -> None:
+        self.model = self.reference = None
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _calibrate_batchnorm(model, spec: RunSpec, device) -> None:
+    """Set BatchNorm running statistics to the input distribution's, as training would.
+
+    momentum=None makes torch keep a cumulative average over the calibration passes.
+    """
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    gen = torch.Generator().manual_seed(SEED + 1)
+    model.train()
+    with torch.no_grad():
+        for _ in range(CALIBRATION_PASSES):
+            model(torch.randn(CALIBRATION_BATCH, 3, spec.image_size, spec.image_size,
+                              generator=gen).to(device))
+    for m, mom in zip(bns, saved):
+        m.momentum = mom
+    model.eval()

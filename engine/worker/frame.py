@@ -1,0 +1,124 @@
+"""The frame every run gets inside a worker, whatever its kind: started, memory cap and
+peak-RSS reset, then exactly one result or failed event; and the worker's ready event.
+
+Framework-free: the kind's body (engine/worker/inference.py, training.py, dataload.py)
+imports its framework itself.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import time
+import traceback
+from typing import Callable
+
+from engine.spec.record import OOM_MARKERS
+
+__all__ = ["Frame", "THREAD_ENV", "status_of"]
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+              "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
+              "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS")
+
+
+def status_of(exc: BaseException) -> str:
+    # A wrong answer (an output or a decoded batch that is not the reference's) or a
+    # diverged training: invalid, never timed.
+    if type(exc).__name__ in ("OutputMismatch", "Diverged"):
+        return "invalid"
+    if isinstance(exc, MemoryError):
+        return "oom"
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return "oom" if any(m in text for m in OOM_MARKERS) else "error"
+
+
+def _proc_status_kb(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM so the peak read after a run is that run's own (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _limit_address_space(cap_bytes: int | None) -> None:
+    """Let this run add at most cap_bytes of address space: beyond it allocations fail
+    (MemoryError, bad_alloc) and the run ends as oom instead of swapping the machine."""
+    if not cap_bytes:
+        return
+    size_kb = _proc_status_kb("VmSize") or 0
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = size_kb * 1024 + cap_bytes
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _lift_address_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
+class Frame:
+    """What a kind's body needs from the worker: the event stream, the memory cap, the
+    folder for profiler traces, and the per-run frame."""
+
+    def __init__(self, emit: Callable[..., None], *, cap: int | None, t0: float,
+                 trace_dir: str | None, mode: str = "bench"):
+        self.emit, self.cap, self.t0, self.trace_dir, self.mode = emit, cap, t0, trace_dir, mode
+
+    def ready(self, versions: dict, threads: dict) -> None:
+        self.emit("ready", pid=os.getpid(), import_s=time.perf_counter() - self.t0,
+                  versions=versions, threads=threads,
+                  env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
+
+    def progress(self, run_id: str) -> Callable[[str, int], None]:
+        """progress(phase, iters) for one run."""
+        return lambda phase, n: self.emit("progress", run_id=run_id, phase=phase, iters=n)
+
+    def trace_path(self, run_id: str) -> str | None:
+        return os.path.join(self.trace_dir, f"{run_id}.json") if self.trace_dir else None
+
+    def guarded(self, run_id: str, spec, body, *, on_failure=lambda: None) -> None:
+        """One run's frame, whatever its kind: started, memory cap and peak reset, then exactly
+        one result or failed event."""
+        emit = self.emit
+        emit("started", run_id=run_id, started_at=time.time())
+        try:
+            per_run_peak = _reset_peak_rss()
+            rss_before = (_proc_status_kb("VmRSS") or 0) * 1024
+            # CUDA maps large virtual ranges for its own use: the cap applies to CPU runs.
+            _limit_address_space(self.cap if spec.device == "cpu" else None)
+            fields = body()
+            peak_kb = _proc_status_kb("VmHWM")
+            own_peak = fields.pop("own_peak_rss_bytes", None)
+            emit("result", run_id=run_id, ended_at=time.time(), rss_before_bytes=rss_before,
+                 peak_rss_bytes=own_peak or (peak_kb * 1024 if peak_kb else None),
+                 peak_rss_method=("VmHWM of the LibTorch runner process" if own_peak else
+                                  "VmHWM, reset per run via /proc/self/clear_refs"
+                                  if per_run_peak else "VmHWM over the worker's lifetime"),
+                 **fields)
+        except BaseException as exc:  # every ending becomes one row; the parent decides
+            emit("failed", run_id=run_id, ended_at=time.time(), status=status_of(exc),
+                 reason=f"{type(exc).__name__}: {exc}"[:2000],
+                 traceback=traceback.format_exc()[-4000:])
+            on_failure()
+            gc.collect()
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+        finally:
+            _lift_address_limit()

@@ -1,0 +1,76 @@
+"""Worker subprocess: runs one (framework, threads) group of specs and streams JSON lines.
+
+Started by the parent's executor as `python -m engine.worker` with the thread environment
+already set, so OMP/MKL read it when the framework is imported here. Reads one JSON payload
+line on stdin and keeps stdin open: EOF means the parent is gone, and the worker exits
+rather than live on as an orphan. Never opens the database.
+
+The payload's `kind` names the scenario (engine.scenarios), whose `worker_body` module runs
+the group: engine/worker/inference.py (a backend per runtime, timed by engine.worker.measure),
+training.py (a trainer per runtime, engine.worker.train_loop) or dataload.py
+(engine.worker.load_loop). Every run gets the same frame (engine.worker.frame), whatever
+its kind.
+
+Protocol (one JSON object per line on the original stdout; stray prints of libraries are
+sent to stderr so they cannot corrupt it):
+  ready    {pid, import_s, versions, threads, env}
+  started  {run_id}
+  progress {run_id, phase, iters}
+  result   {run_id, ...timings, raw samples, params, flops, memory; train: epochs and
+            step losses; profiled: top operators, trace path}
+  failed   {run_id, status: error|oom|invalid, reason, traceback}
+  stats    {run_id, model, params, flops} (stats mode: the catalog's counts)
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+
+from engine.scenarios import SCENARIOS
+from engine.worker.frame import Frame
+
+__all__ = ["main"]
+
+
+def _exit_when_parent_gone(fd: int) -> None:
+    # os.read on a raw descriptor, not sys.stdin.read(): a thread blocked in sys.stdin
+    # holds its buffer lock, and a forked child (DataLoader workers) that closes stdin at
+    # start-up would wait on that lock forever.
+    while os.read(fd, 65536):
+        pass  # returns b"" at EOF: the parent closed the pipe or died
+    os._exit(0)
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def emit(event: str, **fields) -> None:
+        proto.write(json.dumps({"event": event, **fields}) + "\n")
+
+    with os.fdopen(os.dup(0), "rb", buffering=0) as first_line:  # unbuffered: no byte past
+        payload = json.loads(first_line.readline())                # the line is consumed
+    watch_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe
+    sys.stdin = open(os.devnull)
+    threading.Thread(target=_exit_when_parent_gone, args=(watch_fd,), daemon=True).start()
+
+    from engine.worker.backends import configure_threads
+
+    scenario = SCENARIOS[payload["kind"]]
+    runs = [(r["run_id"], scenario.spec_from_dict(r["spec"]), r.get("known_stats"))
+            for r in payload["runs"]]
+    if len({spec.framework for _, spec, _ in runs}) != 1:
+        raise SystemExit("a worker runs one framework")  # the runner groups by framework
+    first = runs[0][1]
+    t0 = time.perf_counter()
+    configure_threads(first.framework, first.intra_threads, first.inter_threads)
+    frame = Frame(emit, cap=payload.get("memory_cap_bytes"), t0=t0,
+                  trace_dir=payload.get("trace_dir"), mode=payload.get("mode", "bench"))
+    importlib.import_module(scenario.worker_body).run_group(runs, frame)

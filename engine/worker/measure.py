@@ -1,0 +1,76 @@
+"""The timing loop. No printing, no framework imports: a backend hands it one `step`.
+
+`step()` runs one forward and makes its result real (synchronised, materialised). It returns
+None, and the loop times it with `clock` (perf_counter_ns), or returns its own duration in ns
+when the device measured it (CUDA events), since a CPU timer around asynchronous GPU work
+measures the launch, not the work.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.spec.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
+                                MeasurementPolicy)
+
+__all__ = ["LoopResult", "time_loop", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS"]
+
+# Progress is reported at most this often, between iterations, outside the timed interval.
+PROGRESS_EVERY_NS = 250_000_000
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    warmup_ns: tuple[int, ...]
+    samples_ns: tuple[int, ...]
+    warmup_wall_ns: int
+    wall_ns: int  # from the first timed iteration's start to the last one's end
+    stop_reason: str
+
+
+def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
+              clock: Callable[[], int] = time.perf_counter_ns,
+              on_progress: Callable[[int, int], None] | None = None) -> LoopResult:
+    """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
+    min_time_s and min_iters are met (or a max is hit)."""
+    warm = []
+    warm_max_ns = int(policy.warmup_max_s * 1e9)
+    w0 = clock()
+    for _ in range(policy.warmup_iters):
+        t0 = clock()
+        own = step()
+        t1 = clock()
+        warm.append(own if own is not None else t1 - t0)
+        if t1 - w0 >= warm_max_ns:
+            break
+    w1 = clock()
+
+    min_ns = int(policy.min_time_s * 1e9)
+    max_ns = int(policy.max_time_s * 1e9)
+    min_iters, max_iters = policy.min_iters, policy.max_iters
+    samples: list[int] = []
+    append = samples.append
+    start = clock()
+    next_report = start + PROGRESS_EVERY_NS
+    while True:
+        t0 = clock()
+        own = step()
+        t1 = clock()
+        append(own if own is not None else t1 - t0)
+        elapsed = t1 - start
+        n = len(samples)
+        if n >= min_iters and elapsed >= min_ns:
+            reason = STOP_POLICY_MET
+            break
+        if elapsed >= max_ns:
+            reason = STOP_MAX_TIME
+            break
+        if n >= max_iters:
+            reason = STOP_MAX_ITERS
+            break
+        if on_progress is not None and t1 >= next_report:
+            on_progress(n, elapsed)
+            next_report = t1 + PROGRESS_EVERY_NS
+    return LoopResult(tuple(warm), tuple(samples), w1 - w0, t1 - start, reason)
