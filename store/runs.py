@@ -9,11 +9,12 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
+from engine.scenarios import SCENARIOS
 from engine.spec.record import RunRecord
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
            "save_record", "save_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
-           "counts", "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
+           "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "SYSTEM_COLUMNS"]
 
 _JSON_FIELDS = ("versions", "threads_effective", "env", "extra")
@@ -80,8 +81,9 @@ def save_record(con, record: RunRecord, system: dict | None = None) -> None:
             if values:
                 con.execute(_INSERT_SAMPLES, [record.run_id, phase, len(values), list(values)])
         _save_extras(con, record)
-        # Training models end in a 10-way head: their counts are not the catalog's.
-        if (record.source == "engine" and record.kind == "inference"
+        # Only a scenario that measures catalog models records their counts (training
+        # models end in a 10-way head: their counts are not the catalog's).
+        if (record.source == "engine" and SCENARIOS[record.kind].counts_model_stats
                 and record.params is not None
                 and record.flops_per_sample is not None
                 and framework_version(record.framework)):
@@ -188,11 +190,6 @@ def list_runs(con, *, limit: int = 50, sweep_id: str | None = None,
 def run_samples(con, run_id: str) -> pd.DataFrame:
     return con.execute("SELECT phase, idx, latency_ns FROM samples WHERE run_id = ? "
                        "ORDER BY phase DESC, idx", [run_id]).df()
-
-
-def counts(con) -> dict:
-    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]  # fixed names
-            for t in ("runs", "samples", "systems", "model_info")}
 
 
 def save_sweep(con, sweep_id: str, *, rounds: int, seed: int, plan: list[list[str]],

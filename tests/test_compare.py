@@ -9,17 +9,16 @@ from engine.spec import expand_sweep
 
 
 def test_round_aggregation_is_exact():
-    s = summarize_rounds([10.0, 10.4, 10.2], [1.0, 3.0, 2.0])
-    assert (s.rounds, s.median, s.spread_min, s.spread_max, s.within_iqr) == \
-        (3, 10.2, 10.0, 10.4, 2.0)
+    s = summarize_rounds([10.0, 10.4, 10.2])
+    assert (s.rounds, s.median, s.spread_min, s.spread_max) == (3, 10.2, 10.0, 10.4)
     assert s.spread_ratio == pytest.approx(0.4 / 10.2)
     assert (s.flag, s.reason) == ("valid", "")
-    s = summarize_rounds([10.0, 12.0, 11.0], [1.0, 2.0, 3.0])
+    s = summarize_rounds([10.0, 12.0, 11.0])
     assert s.median == 11.0 and s.spread_ratio == pytest.approx(2 / 11)
     assert s.flag == "noisy"
     assert s.reason == ("rounds disagree: round medians span 18.2% of their median "
                         "(threshold 10%)")
-    assert summarize_rounds([5.0], [0.5]).flag == "valid"  # one round cannot disagree
+    assert summarize_rounds([5.0]).flag == "valid"  # one round cannot disagree
 
 
 def test_known_significant_pair():
@@ -51,13 +50,13 @@ def test_pairs_only_rounds_both_have_and_one_round_gives_no_interval():
 
 
 def test_noise_floor_over_configurations():
-    sums = [summarize_rounds([10, 11], [1, 1]), summarize_rounds([20, 20.5, 21], [1, 1, 1]),
-            summarize_rounds([7], [1])]
+    sums = [summarize_rounds([10, 11]), summarize_rounds([20, 20.5, 21]),
+            summarize_rounds([7])]
     med, worst, n = noise_floor(sums)
     assert n == 2
     assert worst == pytest.approx(1 / 10.5)
     assert med == pytest.approx((1 / 10.5 + 1 / 20.5) / 2)
-    assert noise_floor([summarize_rounds([7], [1])]) is None
+    assert noise_floor([summarize_rounds([7])]) is None
 
 
 def test_orders_alternate_between_rounds_and_keep_groups_together():

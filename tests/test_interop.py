@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 
 from engine.spec.errors import UserError
+from store.queries import overview
 from store.db import open_db
 from store.interop import export_bytes, export_runs, import_file
-from store.runs import counts, save_record
+from store.runs import save_record
 from tests.helpers import SYSTEM, failed_record, ok_record
 
 # The complete example from PerfZero's documentation (also in shared/reference/).
@@ -50,8 +51,8 @@ def test_export_import_round_trip_is_equal(tmp_path, fmt):
     with open_db(b) as con:
         assert import_file(con, out1) == (3, 0, f"export ({fmt})")
         assert import_file(con, out1) == (0, 3, f"export ({fmt})")  # idempotent
-        assert counts(con) == {"runs": 3, "samples": 3 + 2 + 4 + 2, "systems": 1,
-                               "model_info": 2}
+        assert overview(con)["counts"] == {"runs": 3, "samples": 3 + 2 + 4 + 2, "systems": 1,
+                                           "sweeps": 0, "model_info": 2}
         export_runs(con, out2, fmt)
     with open_db(a) as ca, open_db(b) as cb:
         cols = "* EXCLUDE (started_at), epoch_us(started_at) AS t"
@@ -105,7 +106,7 @@ def test_malformed_files_are_refused_with_the_file_named(tmp_path, db_path):
         broken.write_bytes(b"not parquet")
         with pytest.raises(UserError, match="could not be read"):
             import_file(con, broken)
-        assert counts(con)["runs"] == 0
+        assert overview(con)["counts"]["runs"] == 0
 
 
 def test_export_rejects_unknown_format(tmp_path, db_path):

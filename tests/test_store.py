@@ -5,8 +5,9 @@ import duckdb
 import pytest
 
 from engine.spec.errors import UserError
+from store.queries import overview
 from store.db import applied_migrations, connect, open_db, resolve_db_path
-from store.runs import (EPOCH_COLUMNS, counts, known_model_stats, list_runs, run_samples, save_record,
+from store.runs import (EPOCH_COLUMNS, known_model_stats, list_runs, run_samples, save_record,
                         framework_version)
 from tests.helpers import SYSTEM, failed_record, ok_record
 
@@ -63,7 +64,8 @@ def test_save_record_stores_run_samples_system_and_model_facts(db_path):
     with open_db(db_path) as con:
         save_record(con, ok_record(), SYSTEM)
         save_record(con, failed_record(), SYSTEM)
-        assert counts(con) == {"runs": 2, "samples": 5, "systems": 1, "model_info": 1}
+        assert overview(con)["counts"] == {"runs": 2, "samples": 5, "systems": 1, "sweeps": 0,
+                                           "model_info": 1}
         runs = list_runs(con)
         ok = runs[runs.run_id == "r-ok"].iloc[0]
         assert ok.status == "ok" and ok.validity == "valid"
@@ -87,7 +89,7 @@ def test_a_failed_write_leaves_nothing_behind(db_path):
         save_record(con, ok_record(), SYSTEM)
         with pytest.raises(duckdb.ConstraintException):
             save_record(con, ok_record(), SYSTEM)  # same run_id: the transaction rolls back
-        assert counts(con)["samples"] == 5  # 3 timed + 2 warm-up, of the first save only
+        assert overview(con)["counts"]["samples"] == 5  # 3 timed + 2 warm-up, of the first save only
 
 
 def test_db_path_precedence(monkeypatch, tmp_path):

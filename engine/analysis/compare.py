@@ -6,8 +6,7 @@ within about 5 %, so the process (the round), not the sample, is the unit of rep
 pooling samples across processes would make every difference look significant.
 
 Method: per round r, each configuration's median latency m_r. A configuration's summary is
-the median of its round medians, with the between-round spread (min-max) and the median
-within-round IQR. Two configurations A and B are compared round by round (rounds are
+the median of its round medians, with the between-round spread (min-max). Two configurations A and B are compared round by round (rounds are
 blocks: A and B of the same round ran close in time), on log ratios d_r = ln(m_B,r / m_A,r);
 the speed-up of A over B is exp(mean d) with a 95 % Student-t interval on mean d (R - 1
 degrees of freedom). The difference is significant when the interval excludes 1.
@@ -49,25 +48,23 @@ class RoundSummary:
     spread_min: float
     spread_max: float
     spread_ratio: float  # (max - min) / median: how far the rounds landed apart
-    within_iqr: float  # median of the rounds' own IQRs
     flag: str  # "valid" or "noisy"
     reason: str
 
 
-def summarize_rounds(round_medians, round_iqrs) -> RoundSummary:
+def summarize_rounds(round_medians) -> RoundSummary:
     meds = tuple(float(m) for m in round_medians)
     if not meds:
         raise ValueError("no rounds to summarize")
     med = statistics.median(meds)
     lo, hi = min(meds), max(meds)
     ratio = (hi - lo) / med if med else 0.0
-    iqr = statistics.median(float(x) for x in round_iqrs) if round_iqrs else 0.0
     if len(meds) > 1 and ratio > ROUND_SPREAD_NOISY:
         flag, why = "noisy", (f"rounds disagree: round medians span {ratio:.1%} of their "
                               f"median (threshold {ROUND_SPREAD_NOISY:.0%})")
     else:
         flag, why = "valid", ""
-    return RoundSummary(len(meds), meds, med, lo, hi, ratio, iqr, flag, why)
+    return RoundSummary(len(meds), meds, med, lo, hi, ratio, flag, why)
 
 
 @dataclass(frozen=True)
@@ -77,8 +74,6 @@ class Comparison:
     ci_high: float
     rounds: int  # paired rounds used
     significant: bool
-    method: str = ("paired rounds: 95 % Student-t interval on the mean log ratio of round "
-                   "medians")
 
     def sentence(self, a: str, b: str) -> str:
         if self.rounds < 2:
@@ -128,7 +123,6 @@ class ConfigResult:
     threads: int | None
     contender: str  # "framework (runtime)": a column of the comparison
     round_medians: dict  # round number -> median latency (ms), ok runs only
-    round_iqrs: dict
     failed: tuple[str, ...]  # statuses of rounds that did not produce a usable median
     summary: RoundSummary | None
     noisy_rounds: int = 0  # rounds whose own IQR/median was above 10 %
@@ -140,7 +134,7 @@ class ConfigResult:
 
 def aggregate(runs) -> list[ConfigResult]:
     """runs: mappings with model, framework, runtime, image_size, batch_size,
-    intra_threads, round_no, status, median_ms, iqr_ms (store.runs.sweep_rounds rows, or
+    intra_threads, round_no, status, median_ms, validity (store.runs.sweep_rounds rows, or
     RunRecord.__dict__). Runs with status ok count; the rest are listed as failed."""
     groups: dict = {}
     for r in runs:
@@ -151,11 +145,10 @@ def aggregate(runs) -> list[ConfigResult]:
     for (model, size, batch, threads, contender), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok" and r["median_ms"] is not None]
         meds = {(r["round_no"] or 1): r["median_ms"] for r in ok}
-        iqrs = {(r["round_no"] or 1): r["iqr_ms"] for r in ok}
         failed = tuple(r["status"] for r in rs if r not in ok)
-        summary = summarize_rounds(list(meds.values()), list(iqrs.values())) if meds else None
+        summary = summarize_rounds(list(meds.values())) if meds else None
         noisy = sum(r.get("validity") == "noisy" for r in ok)
-        out.append(ConfigResult(model, size, batch, threads, contender, meds, iqrs, failed,
+        out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
                                 summary, noisy))
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
-           "DIAGNOSTIC_MODELS", "get_model", "model_names"]
+           "DIAGNOSTIC_MODELS", "get_model"]
 
 # Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
 # reference every other runtime's output is checked against before it is timed.
@@ -104,12 +104,6 @@ DIAGNOSTIC_MODELS: dict[str, str] = {
     "fault_alloc": "allocates memory until the cap stops it (status oom)",
     "fault_exit": "ends its process abruptly mid-run (status killed)",
 }
-
-
-def model_names(framework: str | None = None) -> list[str]:
-    if framework == "selftest":
-        return list(DIAGNOSTIC_MODELS)
-    return list(CATALOG)
 
 
 def get_model(name: str) -> ModelInfo:

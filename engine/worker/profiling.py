@@ -325,15 +325,15 @@ def _tf_op_stats(xspaces, group_by: str) -> list[OpStat]:
 
 
 def _stat_value(plane, st) -> Any:
-    kind = st.WhichOneof("value")
-    if kind is None:
+    which = st.WhichOneof("value")
+    if which is None:
         return None
-    v = getattr(st, kind)
-    if kind == "ref_value":
+    v = getattr(st, which)
+    if which == "ref_value":
         # A string stored once in stat_metadata and referenced by id.
         md = plane.stat_metadata.get(v)
         return md.name if md is not None else v
-    if kind == "bytes_value":
+    if which == "bytes_value":
         return f"<{len(v)} bytes>"
     return v
 

@@ -147,15 +147,15 @@ class Trainer:
             try:
                 for line in proc.stdout:
                     ev = json.loads(line)
-                    kind = ev["event"]
-                    if kind == "steps":
+                    event = ev["event"]
+                    if event == "steps":
                         step_ns.extend(ev["ns"])
                         # the float32 value loss.item() gave, exactly, as Python's would be
                         losses.extend(float(v) for v in np.asarray(ev["losses"], np.float32))
                         progress(phase(ev["epoch"]), ev["done"])
-                    elif kind == "epoch_start":
+                    elif event == "epoch_start":
                         progress(phase(ev["epoch"]), ev["done"])
-                    elif kind == "epoch":
+                    elif event == "epoch":
                         path = os.path.join(d, f"logits-{ev['epoch']}.bin")
                         logits = np.fromfile(path, dtype="<f4").reshape(ev["rows"],
                                                                         ev["classes"])
@@ -165,9 +165,9 @@ class Trainer:
                                                correct=int(ev["correct"]),
                                                test_logits=logits))
                         progress(phase(ev["epoch"]), ev["done"])
-                    elif kind == "diverged":
+                    elif event == "diverged":
                         diverged = ev
-                    elif kind == "done":
+                    elif event == "done":
                         done = ev
                 proc.wait()
             finally:
