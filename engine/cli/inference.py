@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from engine.cli.args import db_arg, float_arg, int_arg, memory_cap, memory_cap_option, sweep_options
-from engine.cli.progress import run_with_progress
+from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.spec.errors import UserError
@@ -112,13 +112,10 @@ def cmd_run(args) -> int:
                          weight_policy=args.weight_policy, policy=policy,
                          runtimes=args.runtime, profile_steps=args.profile)
 
-    records, db = run_with_progress(specs, args, seed=args.seed,
-                                    process_per_run=args.process_per_run)
-    if not args.no_table:
-        print()
-        print(compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty()))
-    failed = sum(r.status != "ok" for r in records)
-    print(f"\n{len(records)} runs stored in {db}; {failed} not ok")
+    def table(records):
+        return compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty())
+    run_and_summarize(specs, args, table=None if args.no_table else table, noun="runs",
+                      seed=args.seed, process_per_run=args.process_per_run)
     return 0
 
 

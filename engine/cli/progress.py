@@ -8,7 +8,7 @@ import sys
 
 from engine.cli.args import memory_cap
 
-__all__ = ["run_with_progress"]
+__all__ = ["run_with_progress", "run_and_summarize"]
 
 
 def run_with_progress(specs, args, *, seed: int | None = None,
@@ -71,3 +71,15 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     finally:
         if state["bar"] is not None:
             state["bar"].close()
+
+
+def run_and_summarize(specs, args, *, table, noun: str, **options) -> list:
+    """run_with_progress, then the kind's summary table (table(records) -> text, or None to
+    skip it) and how many runs were stored and how many are not ok."""
+    records, db = run_with_progress(specs, args, **options)
+    if table is not None:
+        print()
+        print(table(records))
+    failed = sum(r.status != "ok" for r in records)
+    print(f"\n{len(records)} {noun} stored in {db}; {failed} not ok")
+    return records

@@ -52,12 +52,12 @@ def cmd_runs(args) -> int:
               "--framework torch tensorflow --batch 1`")
         return 0
 
-    def f(v, fmt):
-        return "" if v is None or v != v else format(v, fmt)
+    def f(v, fmt, scale=1):
+        return "" if v is None or v != v else format(v / scale, fmt)
     rows = [[str(r.started_at)[:19], r.run_id[:8], r.model, r.framework, f(r.batch_size, ".0f"),
              f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
              r.validity or "", f(r.median_ms, ".3f"), f(r.p99_ms, ".3f"),
-             f(r.throughput, ",.1f"), f(r.peak_rss_bytes / 2**20 if r.peak_rss_bytes == r.peak_rss_bytes and r.peak_rss_bytes is not None else None, ",.0f"),
+             f(r.throughput, ",.1f"), f(r.peak_rss_bytes, ",.0f", 2**20),
              (r.reason or "")[:60]] for r in df.itertuples()]
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
                         "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",

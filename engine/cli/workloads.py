@@ -7,7 +7,7 @@ rounds and failures are stored exactly like inference runs.
 from __future__ import annotations
 
 from engine.cli.args import float_arg, int_arg, sweep_options
-from engine.cli.progress import run_with_progress
+from engine.cli.progress import run_and_summarize
 from engine.present.tables import load_table, train_table
 from engine.spec.catalog import CATALOG
 from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES, expand_load
@@ -94,7 +94,8 @@ def add_parsers(sub) -> None:
 
 def cmd_train(args) -> int:
     specs = expand_train(args.model, args.framework, args.batch, args.threads,
-                         runtimes=args.runtime, inter_threads=args.inter_threads, epochs=args.epochs,
+                         runtimes=args.runtime, inter_threads=args.inter_threads,
+                         epochs=args.epochs,
                          steps_per_epoch=args.steps, dataset=args.dataset,
                          image_size=args.image_size, synthetic_samples=args.synthetic_samples,
                          lr=args.lr, momentum=args.momentum, warmup_steps=args.warmup_steps,
@@ -102,11 +103,7 @@ def cmd_train(args) -> int:
 
     print(f"training {len(specs)} configurations on {specs[0].dataset}: "
           f"{specs[0].epochs} epochs of {specs[0].steps_in_epoch()} steps")
-    records, db = run_with_progress(specs, args)
-    print()
-    print(train_table(records))
-    failed = sum(r.status != "ok" for r in records)
-    print(f"\n{len(records)} training runs stored in {db}; {failed} not ok")
+    run_and_summarize(specs, args, table=train_table, noun="training runs")
     return 0
 
 
@@ -124,11 +121,7 @@ def cmd_dataload(args) -> int:
         print(f"skipped {len(whats)}: {why} ({', '.join(whats[:4])}"
               f"{', ...' if len(whats) > 4 else ''})")
 
-    records, db = run_with_progress(specs, args)
-    print()
-    print(load_table(records))
-    failed = sum(r.status != "ok" for r in records)
-    print(f"\n{len(records)} data-loading runs stored in {db}; {failed} not ok")
+    records = run_and_summarize(specs, args, table=load_table, noun="data-loading runs")
     if not records:
         raise UserError("dataload: nothing ran", field="decoder")
     return 0

@@ -12,7 +12,6 @@ import os
 import platform
 import socket
 import subprocess
-from pathlib import Path
 
 import psutil
 

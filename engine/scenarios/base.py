@@ -68,9 +68,18 @@ class Scenario:
                 f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
 
     def describe_record(self, rec) -> str:
-        """One line for the CLI as each run is stored."""
+        """One line for the CLI as each run is stored: what ran, how it ended, its figure
+        (or, when it measured nothing, its reason)."""
+        figure = self.figure(rec) if rec.median_ms is not None else None
+        return f"{self.run_label(rec)}: {rec.status} - {figure or rec.reason[:160]}"
+
+    def run_label(self, rec) -> str:
         return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
-                f"t{rec.intra_threads}: {rec.status} - {rec.reason[:160]}")
+                f"t{rec.intra_threads}")
+
+    def figure(self, rec) -> str | None:
+        """The headline figures of a run that measured something."""
+        return f"p50 {rec.median_ms:.3f} ms, {rec.validity}"
 
 
 class Request:

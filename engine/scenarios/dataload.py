@@ -33,11 +33,12 @@ class DataLoading(Scenario):
         return (f"{spec.fmt} {spec.runtime} b{spec.batch_size} w{spec.workers} "
                 f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
 
-    def describe_record(self, rec) -> str:
-        figure = (f"p50 {rec.median_ms:.2f} ms/batch, {rec.throughput:,.0f} images/s, "
-                  f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
-        return (f"{rec.model} {rec.runtime} b{rec.batch_size} w{rec.workers} "
-                f"t{rec.intra_threads}: {rec.status} - {figure}")
+    def run_label(self, rec) -> str:
+        return f"{rec.model} {rec.runtime} b{rec.batch_size} w{rec.workers} t{rec.intra_threads}"
+
+    def figure(self, rec) -> str:
+        return (f"p50 {rec.median_ms:.2f} ms/batch, {rec.throughput:,.0f} images/s, "
+                f"{rec.validity}")
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,9 @@ class Inference(Scenario):
         return (f"{spec.model} {spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
                 f"{ev.get('phase', 'start')}{iters}")
 
-    def describe_record(self, rec) -> str:
-        figure = (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
-                  f"{rec.validity}" if rec.median_ms is not None else rec.reason[:160])
-        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
-                f"t{rec.intra_threads}: {rec.status} - {figure}")
+    def figure(self, rec) -> str:
+        return (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
+                f"{rec.validity}")
 
 
 @dataclass(frozen=True)

@@ -41,15 +41,11 @@ class Training(Scenario):
     def progress_units(self, ev: dict) -> int | None:
         return ev.get("iters") if ev["event"] == "progress" else None
 
-    def describe_record(self, rec) -> str:
-        if rec.status in ("ok", "invalid") and rec.epochs:
-            last = rec.epochs[-1]
-            figure = (f"{rec.throughput:,.1f} samples/s, step p50 {rec.median_ms:.1f} ms, "
-                      f"test acc {last['test_acc']:.1%}")
-        else:
-            figure = rec.reason[:160]
-        return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
-                f"t{rec.intra_threads}: {rec.status} - {figure}")
+    def figure(self, rec) -> str | None:
+        if rec.status not in ("ok", "invalid") or not rec.epochs:
+            return None
+        return (f"{rec.throughput:,.1f} samples/s, step p50 {rec.median_ms:.1f} ms, "
+                f"test acc {rec.epochs[-1]['test_acc']:.1%}")
 
 
 @dataclass(frozen=True)

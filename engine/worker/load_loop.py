@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import time
-from pathlib import Path
 from typing import Callable
 
 from engine.worker.images import check_batch, generate_dataset, make_batch_source
