@@ -9,7 +9,8 @@ Method: per round r, each configuration's median latency m_r. A configuration's 
 the median of its round medians, with the between-round spread (min-max). Two
 configurations A and B are compared round by round (rounds are blocks: A and B of the same
 round ran close in time), on log ratios d_r = ln(m_B,r / m_A,r); the speed-up of A over B
-is exp(mean d) with a 95 % Student-t interval on mean d (R - 1 degrees of freedom). The difference is significant when the interval excludes 1.
+is exp(mean d) with a 95 % Student-t interval on mean d (R - 1 degrees of freedom). The
+difference is significant when the interval excludes 1.
 Pure Python, so the dashboard can use it without numpy or a framework.
 """
 
