@@ -8,14 +8,13 @@ Framework-free: the worker body is named by module path and imported only in a w
 from __future__ import annotations
 
 from engine.scenarios.base import Request, Scenario
-from engine.scenarios.dataload import DataLoading, LoadRequest
-from engine.scenarios.inference import Inference, SweepRequest
-from engine.scenarios.training import Training, TrainRequest
+from engine.scenarios.dataload import DATA_LOADING, LoadRequest
+from engine.scenarios.inference import INFERENCE, SweepRequest
+from engine.scenarios.training import TRAINING, TrainRequest
 
 __all__ = ["SCENARIOS", "scenario_of", "Scenario", "Request", "INFERENCE", "TRAINING",
            "DATA_LOADING", "SweepRequest", "TrainRequest", "LoadRequest"]
 
-INFERENCE, TRAINING, DATA_LOADING = Inference(), Training(), DataLoading()
 SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (INFERENCE, TRAINING, DATA_LOADING)}
 
 

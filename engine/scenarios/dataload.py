@@ -8,7 +8,7 @@ from engine.scenarios.base import Request, Scenario
 from engine.spec.dataload import LoadSpec, expand_load
 from engine.spec.policy import MeasurementPolicy
 
-__all__ = ["DataLoading", "LoadRequest"]
+__all__ = ["DataLoading", "DATA_LOADING", "LoadRequest"]
 
 
 class DataLoading(Scenario):
@@ -41,11 +41,14 @@ class DataLoading(Scenario):
                 f"{rec.validity}")
 
 
+DATA_LOADING = DataLoading()
+
+
 @dataclass(frozen=True)
 class LoadRequest(Request):
     """A data-loading sweep (engine.spec.dataload.LoadSpec) as a dashboard job."""
 
-    scenario = DataLoading()
+    scenario = DATA_LOADING
 
     formats: tuple[str, ...]
     decoders: tuple[str, ...]

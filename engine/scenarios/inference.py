@@ -9,7 +9,7 @@ from engine.spec.inference import RunSpec, expand_sweep
 from engine.spec.limits import DEFAULT_ROUNDS
 from engine.spec.policy import MeasurementPolicy
 
-__all__ = ["Inference", "SweepRequest"]
+__all__ = ["Inference", "INFERENCE", "SweepRequest"]
 
 
 class Inference(Scenario):
@@ -37,11 +37,14 @@ class Inference(Scenario):
                 f"{rec.validity}")
 
 
+INFERENCE = Inference()
+
+
 @dataclass(frozen=True)
 class SweepRequest(Request):
     """An inference sweep (engine.spec.inference.RunSpec) as a dashboard job."""
 
-    scenario = Inference()
+    scenario = INFERENCE
 
     models: tuple[str, ...]
     frameworks: tuple[str, ...]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from engine.scenarios.base import Request, Scenario
 from engine.spec.training import TrainSpec, expand_train
 
-__all__ = ["Training", "TrainRequest"]
+__all__ = ["Training", "TRAINING", "TrainRequest"]
 
 
 class Training(Scenario):
@@ -48,11 +48,14 @@ class Training(Scenario):
                 f"test acc {rec.epochs[-1]['test_acc']:.1%}")
 
 
+TRAINING = Training()
+
+
 @dataclass(frozen=True)
 class TrainRequest(Request):
     """A training sweep (engine.spec.training.TrainSpec) as a dashboard job."""
 
-    scenario = Training()
+    scenario = TRAINING
 
     models: tuple[str, ...]
     frameworks: tuple[str, ...]

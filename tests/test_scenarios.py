@@ -1,0 +1,120 @@
+"""The scenario registry: every kind of work, what each hook gives for fixed inputs, and the
+job requests every kind shares. No framework and no worker is needed."""
+
+import ast
+from dataclasses import replace
+
+import pytest
+
+from engine.run.batch_search import BatchSearchRequest
+from engine.scenarios import (DATA_LOADING, INFERENCE, SCENARIOS, TRAINING, LoadRequest,
+                              SweepRequest, TrainRequest, scenario_of)
+from engine.spec import LoadSpec, RunSpec, TrainSpec
+from engine.spec.errors import UserError
+from tests.conftest import ROOT
+from tests.helpers import failed_record, ok_record
+
+
+def test_every_spec_type_has_exactly_one_scenario():
+    assert {k: s.spec_type for k, s in SCENARIOS.items()} == {
+        "inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec}
+    for kind, s in SCENARIOS.items():
+        assert s.kind == kind == s.spec_type.kind
+    assert (SweepRequest.scenario, TrainRequest.scenario, LoadRequest.scenario) == (
+        INFERENCE, TRAINING, DATA_LOADING)
+    assert BatchSearchRequest.scenario is INFERENCE  # its probes are inference runs
+
+
+@pytest.mark.parametrize("kind", sorted(SCENARIOS))
+def test_worker_body_is_a_worker_module_with_run_group(kind):
+    """Named by module path (the parent never imports it): the file must exist under
+    engine/worker/ and define run_group(runs, frame)."""
+    body = SCENARIOS[kind].worker_body
+    assert body.startswith("engine.worker.")
+    path = ROOT / (body.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text())
+    defs = {n.name: [a.arg for a in n.args.args] for n in tree.body
+            if isinstance(n, ast.FunctionDef)}
+    assert defs.get("run_group") == ["runs", "frame"]
+
+
+def test_specs_round_trip_through_their_scenario():
+    run = RunSpec("resnet18", "torch", 8, 2, image_size=64).validate(cores=4)
+    train = TrainSpec("resnet18", "torch", 32, 1).validate(cores=4)
+    load = LoadSpec("png", "pillow", "numpy", "loop", 8).validate(cores=4)
+    for spec in (run, train, load):
+        assert scenario_of(spec).spec_from_dict(spec.to_dict()) == spec
+
+
+def test_record_columns_and_extras_per_kind():
+    train = TrainSpec("resnet18", "torch", 32, 1, epochs=2, steps_per_epoch=3,
+                      lr=0.05).validate(cores=4)
+    load = LoadSpec("png", "pillow", "numpy", "torch_dataloader", 8, workers=2,
+                    count=64, image_size=32).validate(cores=4)
+    run = RunSpec("resnet18", "torch", 8, 2, image_size=64, profile_steps=3).validate(cores=4)
+    assert TRAINING.record_columns(train) == {"dataset": "digits"}
+    assert DATA_LOADING.record_columns(load) == {"dataset": "png-64x32px-seed0", "workers": 2}
+    assert INFERENCE.record_columns(run) == {}
+    assert TRAINING.config_extra(train) == {
+        "lr": 0.05, "momentum": 0.9, "optimizer": "sgd", "epochs": 2, "steps_per_epoch": 3,
+        "seed": 0, "warmup_steps": 5, "profile_steps": 0}
+    assert DATA_LOADING.config_extra(load) == {
+        "count": 64, "decoder": "pillow", "normalize": "numpy",
+        "pipeline": "torch_dataloader", "seed": 0}
+    assert INFERENCE.config_extra(run) == {"profile_steps": 3}
+    assert INFERENCE.config_extra(replace(run, profile_steps=0)) == {}
+
+
+def test_throughput_is_per_batch_for_inference_and_over_epochs_for_training():
+    run = RunSpec("resnet18", "torch", 8, 2, image_size=64).validate(cores=4)
+    assert INFERENCE.throughput(run, {}, 0.004) == 2000.0  # 8 samples / 4 ms
+    train = TrainSpec("resnet18", "torch", 32, 1).validate(cores=4)
+    ev = {"epochs": [{"wall_s": 2.0, "samples": 320}, {"wall_s": 3.0, "samples": 320}]}
+    assert TRAINING.throughput(train, ev, 0.001) == 128.0  # 640 samples / 5 s
+
+
+def test_progress_is_counted_in_runs_or_in_training_steps():
+    train = [TrainSpec("resnet18", "torch", 32, 1, epochs=2, steps_per_epoch=3).validate(cores=4),
+             TrainSpec("resnet18", "torch", 64, 1, epochs=2).validate(cores=4)]
+    assert TRAINING.progress_total(train) == 2 * 3 + 2 * (1437 // 64)
+    assert TRAINING.progress_units({"event": "progress", "iters": 7}) == 7
+    assert TRAINING.progress_units({"event": "started"}) is None
+    assert INFERENCE.progress_total([object(), object()]) == 2
+    assert INFERENCE.progress_units({"event": "progress", "iters": 7}) is None
+
+
+def test_cli_lines_for_a_measured_and_a_failed_run():
+    ok = ok_record()  # resnet18 torch eager b1 t1, p50 2.0 ms
+    assert INFERENCE.describe_record(ok) == (
+        "resnet18 torch (eager) b1 t1: ok - p50 2.000 ms, 500.0 samples/s, valid")
+    assert INFERENCE.describe_record(failed_record()) == (
+        "resnet18 torch (eager) b1 t1: error - ValueError: boom")
+    spec = RunSpec("resnet18", "torch", 8, 2, image_size=64).validate(cores=4)
+    assert INFERENCE.describe_event(spec, {"event": "progress", "phase": "measure",
+                                           "iters": 12}) == \
+        "resnet18 torch b8 t2: measure 12 it"
+    loaded = replace(ok, model="png", runtime="loop:pillow+numpy", workers=0)
+    assert DATA_LOADING.describe_record(loaded) == (
+        "png loop:pillow+numpy b1 w0 t1: ok - p50 2.00 ms/batch, 500 images/s, valid")
+    trained = replace(ok, epochs=({"test_acc": 0.764},))
+    assert TRAINING.describe_record(trained) == (
+        "resnet18 torch (eager) b1 t1: ok - 500.0 samples/s, step p50 2.0 ms, "
+        "test acc 76.4%")
+
+
+def test_requests_share_rounds_check_duplicate_rule_and_label():
+    sweep = SweepRequest(("resnet18",), ("torch",), (1,), (1,), seed=1)
+    assert sweep.same_work(replace(sweep, seed=2))
+    assert not sweep.same_work(replace(sweep, batch_sizes=(2,)))
+    assert not sweep.same_work(TrainRequest(("resnet18",), ("torch",), (1,), (1,)))
+    assert sweep.label() == "resnet18 × torch"
+    load = LoadRequest(("png", "jpeg"), ("pillow",), ("numpy",), ("loop",), (8,), (0,), (1,))
+    assert load.label() == "png, jpeg × pillow × loop"
+    for bad in (0, 101):
+        with pytest.raises(UserError) as e:
+            replace(load, rounds=bad).specs()
+        assert e.value.field == "rounds"
+        assert str(e.value) == f"rounds: {bad} is out of range; allowed: integer 1..100"
+    specs, skipped = replace(load, decoders=("pillow", "tf_io")).expand()
+    assert [s.decoder for s in specs] == ["pillow", "pillow"]
+    assert len(skipped) == 2  # tf_io runs only inside tf_data, for both formats
