@@ -36,7 +36,7 @@ def test_known_insignificant_pair():
     c = compare_rounds({1: 10, 2: 12, 3: 9}, {1: 11, 2: 10, 3: 10.5})
     assert not c.significant
     assert (round(c.speedup, 4), round(c.ci_low, 4), round(c.ci_high, 4)) == \
-        (1.0226, 0.6544, 1.5981)
+        (1.0226, 0.6544, 1.598)  # t(0.975, 2) = 4.30265, not the rounded 4.303
     assert c.sentence("A", "B") == ("no significant difference between A and B "
                                     "(ratio 1.02x, 95 % CI 0.65-1.60)")
 
@@ -103,3 +103,11 @@ def test_table_uses_round_aggregates_and_marks_insignificant_cells():
 def test_latency_text_keeps_four_significant_figures_to_fit_a_metric():
     assert [ms_text(v) for v in (0.12345, 9.0271, 10.511, 123.45, 1234.5)] == [
         "0.1235 ms", "9.027 ms", "10.51 ms", "123.5 ms", "1,234.5 ms"]
+
+
+def test_t_quantiles_come_from_the_t_distribution_at_every_degree_of_freedom():
+    from engine.analysis.compare import t975
+    # 1 and 2 degrees of freedom (2 and 3 rounds), and 31, where a table ending at 30 fell
+    # back to the normal quantile 1.960 and understated every interval.
+    assert [round(t975(df), 3) for df in (1, 2, 30, 31, 120)] == [
+        12.706, 4.303, 2.042, 2.040, 1.980]
