@@ -78,3 +78,9 @@ def test_a_runtime_whose_output_differs_is_invalid_and_not_timed(worker_env):
     assert rec.reason == ("OutputMismatch: output differs from the python reference: max "
                           "|diff| 0.5 is 50.00% of max |output| 1 (tolerance 0.1%)")
     assert rec.iterations is None and rec.median_ms is None  # never timed
+
+
+def test_a_timed_run_records_that_the_garbage_collector_was_off(worker_env):
+    spec = RunSpec("identity", "selftest", 1, 1, policy=POLICY).validate(cores=2)
+    [rec] = Runner(timeout_s=30).run([spec], on_record=lambda r: None)
+    assert rec.median_ms is not None and rec.extra["gc_disabled"] is True

@@ -67,3 +67,21 @@ def test_warm_up_ends_early_once_its_time_budget_is_spent():
     res = time_loop(lambda: None, policy, clock=FakeClock(400_000_000))
     assert len(res.warmup_ns) == 2
     assert len(res.samples_ns) == 2
+
+
+def test_garbage_collector_is_off_while_timing_and_restored_after():
+    import gc
+
+    import pytest
+    seen = []
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.0, min_iters=3)
+    assert gc.isenabled()
+    res = time_loop(lambda: seen.append(gc.isenabled()), policy, clock=FakeClock(1_000))
+    assert seen == [False] * 5 and res.gc_disabled is True
+    assert gc.isenabled()
+
+    def boom():
+        raise RuntimeError("step failed")
+    with pytest.raises(RuntimeError):
+        time_loop(boom, policy, clock=FakeClock(1_000))
+    assert gc.isenabled()  # a failed run leaves the worker's collector as it found it

@@ -70,6 +70,8 @@ def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
     scenario = scenario_of(spec)
     throughput = scenario.throughput(spec, ev, median_s)
     extra.update(scenario.result_extra(ev))
+    # Python's garbage collector during timing: False/True, None where no Python loop timed.
+    extra["gc_disabled"] = ev.get("gc_disabled")
     trace_gz = None
     if ev.get("trace_path") and os.path.exists(ev["trace_path"]):
         with open(ev["trace_path"], "rb") as f:

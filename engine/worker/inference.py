@@ -92,6 +92,7 @@ def run_group(runs, frame: Frame) -> None:
                         first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
                         samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
                         measured_s=loop.wall_ns / 1e9, stop_reason=loop.stop_reason,
+                        gc_disabled=loop.gc_disabled,
                         params=stats.params, params_trainable=stats.params_trainable,
                         flops_per_sample=stats.flops_per_sample,
                         flops_method=stats.flops_method,

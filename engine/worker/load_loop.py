@@ -74,6 +74,6 @@ def measure_loading(spec: LoadSpec, progress: Callable[[str, int], None]) -> dic
                 samples_ns=[ns // per_sample for ns in loop.samples_ns],
                 batches_per_sample=per_sample,
                 warmup_s=loop.warmup_wall_ns / 1e9, measured_s=loop.wall_ns / 1e9,
-                stop_reason=loop.stop_reason, check_error=err,
+                stop_reason=loop.stop_reason, gc_disabled=loop.gc_disabled, check_error=err,
                 bytes_on_disk=manifest.get("bytes"), params=None, params_trainable=None,
                 flops_per_sample=None, flops_method=None, device_peak_bytes=None)

@@ -8,6 +8,7 @@ measures the launch, not the work.
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -28,13 +29,32 @@ class LoopResult:
     warmup_wall_ns: int
     wall_ns: int  # from the first timed iteration's start to the last one's end
     stop_reason: str
+    # Python's cyclic garbage collector was off during warm-up and timing (None: the loop
+    # ran outside Python, e.g. the LibTorch C++ runner).
+    gc_disabled: bool | None = None
 
 
 def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
               clock: Callable[[], int] = time.perf_counter_ns,
               on_progress: Callable[[int, int], None] | None = None) -> LoopResult:
     """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
-    min_time_s and min_iters are met (or a max is hit)."""
+    min_time_s and min_iters are met (or a max is hit).
+
+    The cyclic garbage collector is off while the loop runs (as timeit does): a collection
+    triggered by the allocation count would land in whichever iteration crossed the
+    threshold, a stall that belongs to no call. Garbage is collected once before, outside
+    the timed interval; reference counting still frees everything that is not a cycle."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _loop(step, policy, clock, on_progress)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _loop(step, policy, clock, on_progress) -> LoopResult:
     warm = []
     warm_max_ns = int(policy.warmup_max_s * 1e9)
     w0 = clock()
@@ -73,4 +93,5 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
         if on_progress is not None and t1 >= next_report:
             on_progress(n, elapsed)
             next_report = t1 + PROGRESS_EVERY_NS
-    return LoopResult(tuple(warm), tuple(samples), w1 - w0, t1 - start, reason)
+    return LoopResult(tuple(warm), tuple(samples), w1 - w0, t1 - start, reason,
+                      gc_disabled=True)
