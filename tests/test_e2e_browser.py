@@ -25,6 +25,14 @@ QUERY = ("model=mobilenet_v3_small&framework=torch,tensorflow&batch=1&threads=1"
 # shared with a browser can, rarely, come out invalid (IQR) for both frameworks.
 
 
+def framework_libraries(pid: int) -> list[str]:
+    """Shared objects of torch, TensorFlow or ONNX Runtime mapped into a process."""
+    with open(f"/proc/{pid}/maps") as f:
+        paths = {line.split()[-1] for line in f if "/" in line}
+    return sorted(p for p in paths if re.search(
+        r"libtorch|libc10|libtensorflow|_pywrap_tensorflow|onnxruntime", p))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,6 +58,8 @@ def server(tmp_path):
         else:
             pytest.fail("streamlit exited before listening")
         yield f"http://127.0.0.1:{port}", db
+        # After the pages were driven: the dashboard process never loaded a framework.
+        assert framework_libraries(proc.pid) == []
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -1,0 +1,169 @@
+"""The layout keeps the process boundary: checked statically, from the source, on every run.
+
+- Only engine/worker/ imports a deep-learning framework, at module level or lazily.
+- app.py, pages/ and store/ never reach engine/worker/ through module-level imports
+  (directly or through any chain of project modules), so the dashboard never loads one.
+- No module is over 450 lines; a run's kind is compared by value in at most two files.
+
+The checks are pure functions of a tree's root, so the last test can show they fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+FRAMEWORKS = {"torch", "torchvision", "tensorflow", "keras", "tf_keras", "onnxruntime",
+              "onnx", "onnxscript"}
+SKIP = {".venv", "tests", "bench", "build", "data", ".git", "node_modules", "test-artifacts"}
+WORKER = "engine.worker"
+MAX_LINES = 450
+KIND_BY_VALUE = re.compile(r"\bkind\s*(==|!=)|\.kind\s+in\b")
+
+
+def project_files(root: Path) -> dict[str, Path]:
+    """Module name -> file, for every project .py file outside SKIP."""
+    out = {}
+    paths = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP)  # never walk into .venv
+        paths += [Path(folder) / n for n in names if n.endswith(".py")]
+    for p in sorted(paths):
+        rel = p.relative_to(root)
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts) or rel.stem] = p
+    return out
+
+
+def _imports(tree, *, module_level_only: bool, package: str) -> list[str]:
+    """Absolute names imported; 'from a.b import c' gives a.b and a.b.c."""
+    nodes = []
+    if module_level_only:
+        stack = list(tree.body)
+        while stack:  # module level includes if/try/with blocks, not function bodies
+            n = stack.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if isinstance(n, ast.ClassDef):
+                    stack.extend(n.body)
+                continue
+            nodes.append(n)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(n, field, []) or [])
+    else:
+        nodes = list(ast.walk(tree))
+    names = []
+    for n in nodes:
+        if isinstance(n, ast.Import):
+            names += [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            base = n.module or ""
+            if n.level:  # relative: resolve against the importing package
+                pkg = package.split(".")[:len(package.split(".")) - n.level + 1]
+                base = ".".join(pkg + ([base] if base else []))
+            names.append(base)
+            names += [f"{base}.{a.name}" for a in n.names]
+    return names
+
+
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def framework_imports(root: Path) -> list[str]:
+    """'file: module' for every framework import outside engine/worker/, lazy ones too."""
+    bad = []
+    for name, path in project_files(root).items():
+        if name == WORKER or name.startswith(WORKER + "."):
+            continue
+        tree = ast.parse(path.read_text())
+        for imp in _imports(tree, module_level_only=False, package=_package(name, path)):
+            if imp.split(".")[0] in FRAMEWORKS:
+                bad.append(f"{path.relative_to(root)}: {imp}")
+    return sorted(set(bad))
+
+
+def worker_reach(root: Path, starts: list[str]) -> list[str]:
+    """For each start module that reaches engine.worker through module-level imports of
+    project modules, its shortest import chain."""
+    files = project_files(root)
+    graph = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        deps = set()
+        for imp in _imports(tree, module_level_only=True, package=_package(name, path)):
+            parts = imp.split(".")
+            for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b too
+                if ".".join(parts[:i]) in files:
+                    deps.add(".".join(parts[:i]))
+        graph[name] = deps - {name}
+    chains = []
+    for start in starts:
+        seen, queue = {start: [start]}, [start]
+        while queue:
+            cur = queue.pop(0)
+            for dep in sorted(graph.get(cur, ())):
+                if dep in seen:
+                    continue
+                seen[dep] = seen[cur] + [dep]
+                if dep == WORKER or dep.startswith(WORKER + "."):
+                    chains.append(" -> ".join(seen[dep]))
+                    queue = []
+                    break
+                queue.append(dep)
+    return chains
+
+
+def dashboard_modules(root: Path) -> list[str]:
+    return [n for n in project_files(root)
+            if n == "app" or n.startswith("pages.") or n == "store" or n.startswith("store.")]
+
+
+def test_only_the_worker_side_imports_a_framework():
+    bad = framework_imports(ROOT)
+    assert bad == [], "framework imports outside engine/worker/:\n" + "\n".join(bad)
+
+
+def test_dashboard_and_store_never_reach_the_worker_side():
+    starts = dashboard_modules(ROOT)
+    assert "app" in starts and "pages.run" in starts and "store.db" in starts
+    chains = worker_reach(ROOT, starts)
+    assert chains == [], "the dashboard side imports worker code:\n" + "\n".join(chains)
+
+
+def test_no_module_is_over_450_lines():
+    big = {str(p.relative_to(ROOT)): n for p in project_files(ROOT).values()
+           if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    big.update({str(p.relative_to(ROOT)): n for p in (ROOT / "bench").glob("*.py")
+                if (n := len(p.read_text().splitlines())) > MAX_LINES})
+    assert big == {}
+
+
+def test_a_runs_kind_is_compared_by_value_in_at_most_two_files():
+    hits = sorted(str(p.relative_to(ROOT)) for p in project_files(ROOT).values()
+                  if KIND_BY_VALUE.search(p.read_text()))
+    assert len(hits) <= 2, f"kind compared by value in {len(hits)} files: {hits}"
+
+
+def test_the_checks_find_a_lazy_framework_import_and_a_transitive_worker_import(tmp_path):
+    def write(rel, text=""):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for pkg in ("engine", "engine/run", "engine/analysis", "engine/worker", "pages"):
+        write(f"{pkg}/__init__.py")
+    write("pages/p.py", "import streamlit as st\nfrom engine.run import a\n")
+    write("engine/run/a.py", "try:\n    from engine.worker.b import step\nexcept ImportError:\n"
+                             "    step = None\n")
+    write("engine/worker/b.py", "import torch\n")
+    write("engine/analysis/c.py", "def f():\n    from torch import nn\n    return nn\n")
+    write("engine/analysis/d.py", "def g():\n    from engine.worker import b\n")  # lazy: ok
+    assert framework_imports(tmp_path) == ["engine/analysis/c.py: torch",
+                                           "engine/analysis/c.py: torch.nn"]
+    assert worker_reach(tmp_path, ["pages.p", "engine.analysis.d"]) == [
+        "pages.p -> engine.run.a -> engine.worker"]
