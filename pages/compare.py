@@ -1,22 +1,20 @@
 """Compare: frameworks side by side for one or more models, on round-aggregated figures."""
 
-import pandas as pd
 import streamlit as st
 
-from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads, speedup_heatmap,
-                           throughput_vs_batch)
 from engine.analysis.compare import aggregate, noise_floor
-from engine.present.tables import compare_grid
-from store.db import open_db, resolve_db_path
+from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
+                                   speedup_heatmap, throughput_vs_batch)
+from engine.present.frames import compare_frame, highlight_cells
+from engine.scenarios import INFERENCE
+from store.cache import read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs)
 from store.runs import list_sweeps, sweep_rounds
 
-DB = resolve_db_path()
 st.title("Compare frameworks")
-with open_db(DB) as con:
-    options = filter_options(con, kind="inference")
-    sweeps = list_sweeps(con, with_runs_only=True, kind="inference")
+options = read(filter_options, kind=INFERENCE.kind)
+sweeps = read(list_sweeps, with_runs_only=True, kind=INFERENCE.kind)
 if "ok" not in options["status"]:
     st.info("Nothing to compare yet: a comparison needs successful runs of at least one "
             "model. Launch a sweep on the **Run** page with two frameworks, then come back.",
@@ -31,15 +29,13 @@ for s in sweeps.itertuples():
 c1, c2 = st.columns([2, 3])
 sweep_id = c1.selectbox("Runs", list(sweep_labels), format_func=sweep_labels.get, key="sweep",
                         index=1 if len(sweep_labels) > 1 else 0)
-with open_db(DB) as con:
-    usable_models = comparable_models(con, sweep_id)
+usable_models = read(comparable_models, sweep_id)
 models = c2.multiselect("Models", usable_models, default=usable_models[:1], key="models")
 if not models:
     st.info("Pick at least one model.")
     st.stop()
-with open_db(DB) as con:
-    summary = config_summary(con, models, sweep_id)
-    rounds_rows = sweep_rounds(con, sweep_id) if sweep_id else []
+summary = read(config_summary, models, sweep_id)
+rounds_rows = read(sweep_rounds, sweep_id) if sweep_id else []
 
 threads_all = sorted(summary.threads.unique())
 batches_all = sorted(summary.batch_size.unique())
@@ -53,24 +49,8 @@ band_cols = ("p10_ms", "p90_ms") if band == "p10-p90" else ("q1_ms", "q3_ms")
 st.subheader("Comparison table")
 if sweep_id:
     results = [r for r in aggregate(rounds_rows) if r.model in models]
-    cols, grid, rounds = compare_grid(results, marks=("★ ", "≈ "))
-    rounds = max(rounds, 1)
-    rows = [contest for contest, _, _ in grid]
-    frame, best_cells = [], []
-    for contest, cells, best in grid:
-        model, size, b, t = contest.row
-        if best is not None:
-            best_cells.append((len(frame), best))
-        frame.append({"model": f"{model} {size}px", "batch": b, "threads": t,
-                      **dict(zip(cols, cells))})
-    df = pd.DataFrame(frame)
-
-    def highlight(data):
-        styles = pd.DataFrame("", index=data.index, columns=data.columns)
-        for i, c in best_cells:
-            styles.loc[i, c] = "background-color: #d4f4dd; font-weight: bold"
-        return styles
-    st.dataframe(df.style.apply(highlight, axis=None), hide_index=True, width="stretch",
+    df, best_cells, rounds, rows = compare_frame(results)
+    st.dataframe(highlight_cells(df, best_cells), hide_index=True, width="stretch",
                  key="compare_table")
     st.caption(f"median latency per batch [ms] over {rounds} round{'s' if rounds > 1 else ''} "
                "[min-max of round medians]. ★ best in row · ≈ not significantly different from the best "
@@ -94,13 +74,12 @@ g3, g4 = st.columns(2)
 fig, eff = scaling_vs_threads(summary, batch)
 g3.plotly_chart(fig, key="scaling")
 with g4:
-    kind = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind")
-    with open_db(DB) as con:
-        samples = config_samples(con, models, int(batch), int(threads), sweep_id)
+    shape = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind")
+    samples = read(config_samples, models, int(batch), int(threads), sweep_id)
     if samples.empty:
         st.caption(f"No successful runs at batch {batch} with {threads} threads.")
     else:
-        st.plotly_chart(latency_box(samples, kind), key="distribution")
+        st.plotly_chart(latency_box(samples, shape), key="distribution")
 if not eff.empty:
     st.dataframe(eff, hide_index=True, key="efficiency", column_config={
         "scaling efficiency": st.column_config.NumberColumn(format="percent"),
@@ -119,8 +98,7 @@ if len(contenders) >= 2:
         st.caption("Pick two different contenders that share configurations.")
 
 st.subheader("One-time costs next to steady state")
-with open_db(DB) as con:
-    costs = runtime_costs(con, models, sweep_id)
+costs = read(runtime_costs, models, sweep_id)
 costs = costs[(costs.threads == threads)]
 st.caption("What a runtime costs before its first useful answer (model build, trace / export "
            "/ compile, first forward, in seconds) against what it saves per call (p50). "

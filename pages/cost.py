@@ -3,44 +3,39 @@
 import pandas as pd
 import streamlit as st
 
-from engine.present.charts import break_even_chart, cost_bars
-from engine.analysis.cost import (HOURS_PER_MONTH, Machine, break_even_rates, cost_per_million,
-                         cost_rows, equivalents, fleet_rows, monthly_cost, project_throughput,
-                         storage_egress)
-from store.db import open_db, resolve_db_path
+from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, by_threads,
+                                  contender_costs, cost_per_million, cost_rows, cpu_shapes,
+                                  custom_machine, default_shape, equivalents, fleet_rows,
+                                  monthly_cost, oci_vs_aws, project_throughput, storage_egress)
+from engine.present.charts import break_even_chart, cost_bars, fleet_bars
+from store.cache import read
 from store.prices import effective_catalog
 from store.queries import measured_throughput
 
-DB = resolve_db_path()
 st.title("Cost of inference")
-with open_db(DB) as con:
-    catalog, rates = effective_catalog(con)
-    measured = measured_throughput(con)
-cpu = [m for m in catalog if not m.accelerator_count and m.arch == "x86_64"]
+catalog, rates = read(effective_catalog)
+measured = read(measured_throughput)
+cpu = cpu_shapes(catalog)
 by_label = {m.label: m for m in catalog}
 
 hours = st.number_input("Hours per month", key="hours", min_value=1.0, max_value=744.0,
                         value=float(HOURS_PER_MONTH),
                         help="730 = 8,760 hours / 12, the providers' own convention")
 
-st.subheader("The seed claim: a 16-OCPU OCI machine vs its AWS equivalent, per month")
-oci16 = [m for m in cpu if m.provider == "OCI" and m.ocpus == 16]
-aws32 = [m for m in cpu if m.provider == "AWS" and m.vcpus == 32]
-claim = [{"machine": m.label, "vCPUs": m.vcpus, "memory GB": m.memory_gb,
-          "USD/hour": m.usd_per_hour, "USD/month": monthly_cost(m.usd_per_hour, hours=hours),
-          "price as of": m.as_of} for m in oci16 + aws32]
-st.dataframe(pd.DataFrame(claim), hide_index=True, key="claim", column_config={
+st.subheader("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU AWS machines, "
+             "per month")
+claim = oci_vs_aws(cpu, hours)
+st.dataframe(pd.DataFrame(claim["rows"]), hide_index=True, key="claim", column_config={
     "USD/hour": st.column_config.NumberColumn(format="$%.4f"),
     "USD/month": st.column_config.NumberColumn(format="$%.2f")})
-if oci16 and aws32:
-    cheapest_oci = min(oci16, key=lambda m: m.usd_per_hour)
-    cheapest_aws = min(aws32, key=lambda m: m.usd_per_hour)
+if claim["ratio"] is not None:
+    oci, aws = claim["oci"], claim["aws"]
     st.markdown(
-        f"With today's catalog, **{cheapest_oci.label}** costs "
-        f"**${monthly_cost(cheapest_oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
-        f"32-vCPU x86 AWS machine, **{cheapest_aws.label}**, costs "
-        f"**${monthly_cost(cheapest_aws.usd_per_hour, hours=hours):,.2f}/month** — "
-        f"{cheapest_aws.usd_per_hour / cheapest_oci.usd_per_hour:.2f}x. On OCI x86 one OCPU "
+        f"With today's catalog, **{oci.label}** costs "
+        f"**${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
+        f"32-vCPU x86 AWS machine, **{aws.label}**, costs "
+        f"**${monthly_cost(aws.usd_per_hour, hours=hours):,.2f}/month** — "
+        f"{claim['ratio']:.2f}x. On OCI x86 one OCPU "
         "is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference cost also depends on the "
         "throughput each machine reaches, below.")
 
@@ -68,7 +63,7 @@ contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()
 c_rows = m_rows[m_rows.contender == contender]
 batch = c3.selectbox("Batch size", sorted(c_rows.batch_size.unique()), key="batch")
 rows = c_rows[c_rows.batch_size == batch]
-threads_tp = {int(r.threads): float(r.throughput) for r in rows.itertuples()}
+threads_tp = by_threads(rows.to_dict("records"))
 host = rows.iloc[0]
 st.caption(f"Measured on {host.cpu_model} ({host.host_vcpus} vCPUs): "
            + ", ".join(f"{t} thread{'s' if t > 1 else ''}: {v:,.1f} samples/s"
@@ -81,12 +76,10 @@ if mode == "Enter a price":
     price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001, value=1.0,
                             format="%.4f")
     vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, value=16)
-    machine = Machine("custom", "-", f"custom {vcpus} vCPUs", int(vcpus), None, 0.0, "none",
-                      0, float(price), "fixed", "", "", "entered by you", "you", "", False)
+    machine = custom_machine(price, vcpus)
 else:
     labels = [m.label for m in cpu]
-    default = next((i for i, m in enumerate(cpu) if m.provider == "OCI" and m.ocpus == 16), 0)
-    machine = by_label[st.selectbox("Shape", labels, index=default, key="shape")]
+    machine = by_label[st.selectbox("Shape", labels, index=default_shape(cpu), key="shape")]
 
 proj = project_throughput(threads_tp, machine.vcpus)
 k1, k2, k3 = st.columns(3)
@@ -109,14 +102,8 @@ if notes:
                + (" (and likewise for the other sizes)." if len(notes) > 1 else "."))
 
 g1, g2 = st.columns(2)
-fw_rows = []
-for c in sorted(m_rows.contender.unique()):
-    sub = m_rows[(m_rows.contender == c) & (m_rows.batch_size == batch)]
-    if sub.empty:
-        continue
-    tp = {int(r.threads): float(r.throughput) for r in sub.itertuples()}
-    row = cost_rows([machine], tp, hours=hours)[0]
-    fw_rows.append({**row, "machine": c, "provider": machine.provider})
+fw_rows = contender_costs(m_rows[m_rows.batch_size == batch].to_dict("records"), machine,
+                          hours=hours)
 g1.plotly_chart(cost_bars(fw_rows, "cost_per_million",
                           f"Framework vs framework on {machine.shape}",
                           "USD per 1 M inferences"), key="cost_by_framework")
@@ -133,14 +120,7 @@ with st.container():
     extras = storage_egress(rates, storage_gb=storage, egress_gb=egress)
     fleet_machines = equivalents(catalog, machine.vcpus)
     fleet = fleet_rows(fleet_machines, threads_tp, rate, hours=hours, extras=extras)
-    fig = cost_bars([{**r, "monthly_total": r["total"]} for r in fleet], "monthly_total",
-                    f"Monthly cost for {rate:g} samples/s (≈{machine.vcpus}-vCPU machines)",
-                    "USD per month")
-    for trace in fig.data:
-        trace.text = [f"${t:,.0f} · {n} machine{'s' if n > 1 else ''}"
-                      for t, n in zip(trace.x, [next(r["machines"] for r in fleet
-                                                     if r["machine"] == y) for y in trace.y])]
-    st.plotly_chart(fig, key="fleet")
+    st.plotly_chart(fleet_bars(fleet, rate, machine.vcpus), key="fleet")
     if storage or egress:
         st.caption("Included per month: " + ", ".join(f"{p} ${v:,.2f} storage and egress"
                                                       for p, v in extras.items())
@@ -164,7 +144,7 @@ b_rows = m_rows[(m_rows.contender == other_contender) & (m_rows.batch_size == ba
 if b_rows.empty:
     st.caption(f"{other_contender} has no run at batch {batch}.")
 else:
-    b_tp = project_throughput({int(r.threads): float(r.throughput) for r in b_rows.itertuples()},
+    b_tp = project_throughput(by_threads(b_rows.to_dict("records")),
                               by_label[other_shape].vcpus)
     a = (proj.throughput, machine.usd_per_hour)
     b = (b_tp.throughput, by_label[other_shape].usd_per_hour)

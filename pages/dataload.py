@@ -3,15 +3,15 @@
 import streamlit as st
 
 from engine.present.charts_workloads import load_bars
+from engine.present.frames import highlight_cells, load_grid
 from engine.present.tables import sweep_labels
-from store.db import open_db, resolve_db_path
+from engine.scenarios import DATA_LOADING
+from store.cache import read
 from store.queries import load_failures, load_summary
 from store.runs import list_sweeps
 
-DB = resolve_db_path()
 st.title("Data loading")
-with open_db(DB) as con:
-    sweeps = list_sweeps(con, kind="dataload")
+sweeps = read(list_sweeps, kind=DATA_LOADING.kind)
 if sweeps.empty:
     st.info("No data-loading runs stored yet. Launch some from the **Run** page (\"Measure "
             "data loading\"), or in a terminal: `python -m engine dataload "
@@ -24,9 +24,8 @@ labels = sweep_labels(sweeps, "all data-loading runs")
 c1, c2 = st.columns([3, 2])
 sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, index=1,
                         key="load_sweep")
-with open_db(DB) as con:
-    summary = load_summary(con, sweep_id)
-    failures = load_failures(con, sweep_id)
+summary = read(load_summary, sweep_id)
+failures = read(load_failures, sweep_id)
 if summary.empty:
     st.warning("No run of this selection succeeded; the failures are listed below.")
 else:
@@ -37,20 +36,9 @@ else:
                      format_func={"ms_per_batch": "ms per batch", "images_per_s": "images/s",
                                   "batches_per_s": "batches/s"}.get)
     d = summary[summary.format == fmt]
-    table = d.pivot_table(index=["workers", "threads", "batch_size"],
-                          columns="implementation", values=value).reset_index()
-    table.columns.name = None
-    best = "min" if value == "ms_per_batch" else "max"
-    impl_cols = [c for c in table.columns if c not in ("workers", "threads", "batch_size")]
     st.subheader(f"{fmt}: rows batch size by workers and threads; columns implementations")
-    values = table[impl_cols].astype(float)
-    best_col = values.idxmin(axis=1) if best == "min" else values.idxmax(axis=1)
-    shown = table.copy()
-    # Strings, not NaN: Streamlit shows a missing number as "None", which reads as a result.
-    shown[impl_cols] = values.map(lambda v: "–" if v != v else f"{v:,.2f}")
-    st.dataframe(shown.style.apply(
-        lambda row: ["background-color: #c7e9c0" if c == best_col[row.name] else ""
-                     for c in row.index], axis=1), hide_index=True, width="stretch")
+    shown, best = load_grid(d, value)
+    st.dataframe(highlight_cells(shown, best), hide_index=True, width="stretch")
     st.caption("Median over rounds of each run's median; the best of each row is shaded; "
                "– : not measured (the plain loop has no workers). "
                "With workers, a sample times a whole cycle of the workers (2 batches each) "

@@ -5,15 +5,14 @@ import streamlit as st
 from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
 from engine.present.tables import ms_text
-from store.db import open_db, resolve_db_path
+from engine.scenarios import SCENARIOS
+from store.cache import read
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail
 from store.runs import profile_ops, profile_trace, run_samples
 
-DB = resolve_db_path()
 st.title("Results")
-with open_db(DB) as con:
-    options = filter_options(con)
+options = read(filter_options)
 linked = st.query_params.get("run")  # /results?run=<id>: a link to one run, for sharing
 if not options["model"]:
     st.info("No runs stored yet. Launch a sweep on the **Run** page (or "
@@ -28,9 +27,8 @@ models = c1.multiselect("Model / format", options["model"], key="f_model", place
 frameworks = c2.multiselect("Framework", options["framework"], key="f_framework",
                             placeholder="all")
 statuses = c3.multiselect("Status", options["status"], key="f_status", placeholder="all")
-with open_db(DB) as con:
-    table = results_table(con, models=models or None, frameworks=frameworks or None,
-                          statuses=statuses or None, kinds=kinds or None)
+table = read(results_table, models=models or None, frameworks=frameworks or None,
+             statuses=statuses or None, kinds=kinds or None)
 st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
 event = st.dataframe(
     table, key="results_table", on_select="rerun", selection_mode="multi-row",
@@ -53,9 +51,8 @@ chosen = table.iloc[rows] if rows else table
 label = f"{len(rows)} selected runs" if rows else f"all {len(table)} runs shown"
 d1, d2 = st.columns([2, 3])
 if d1.button(f"Prepare download ({label})", key="prepare_download"):
-    with open_db(DB) as con:
-        ids = chosen.run_id.tolist()
-        st.session_state["download"] = export_bytes(con, ("csv", "parquet"), ids)
+    st.session_state["download"] = read(export_bytes, ("csv", "parquet"),
+                                        chosen.run_id.tolist())
 if "download" in st.session_state:
     files = st.session_state["download"]
     d2.download_button("CSV", files["csv"], "runs.csv", "text/csv", key="dl_csv")
@@ -70,11 +67,10 @@ else:
     st.caption("Select exactly one row to see its raw samples, iteration trace and "
                "provenance.")
     st.stop()
-with open_db(DB) as con:
-    run = run_detail(con, run_id)
-    samples = run_samples(con, run_id)
-    ops = profile_ops(con, run_id)
-    trace = profile_trace(con, run_id) if not ops.empty else None
+run = read(run_detail, run_id)
+samples = read(run_samples, run_id)
+ops = read(profile_ops, run_id)
+trace = read(profile_trace, run_id) if not ops.empty else None
 if run is None:
     st.warning(f"run: no stored run has id {run_id!r}; select one in the table instead.")
     st.stop()
@@ -97,14 +93,13 @@ if not samples.empty:
             ("samples/s", f"{run['throughput']:,.1f}"), ("iterations", f"{run['iterations']}")]):
         col.metric(name, value)
     g1, g2 = st.columns(2)
-    step = run["kind"] == "train"
-    g1.plotly_chart(sample_histogram(samples, "training step" if step else "batch"),
-                    key="hist")
-    g2.plotly_chart(iteration_trace(samples, "step" if step else "iteration"), key="trace")
+    scenario = SCENARIOS[run["kind"]]  # a sample is a batch, or a training step
+    g1.plotly_chart(sample_histogram(samples, scenario.sample_unit), key="hist")
+    g2.plotly_chart(iteration_trace(samples, scenario.step_noun), key="trace")
 if not ops.empty:
     st.subheader("Profile")
     extra = run["extra"] or {}
-    unit = "step" if run["kind"] == "train" else "iteration"
+    unit = SCENARIOS[run["kind"]].step_noun
     st.caption(
         f"{extra.get('profile_steps')} {unit}s profiled in a separate pass after the timed "
         f"one, so the profiler never touched the figures above: "

@@ -6,26 +6,24 @@ from engine.spec.catalog import CATALOG, RUNTIMES
 from engine.spec.errors import UserError
 from engine.run.estimate import estimate_seconds
 from engine.present.charts import search_probes
-from engine.run.batch_search import BatchSearchRequest
-from engine.run.jobs import get_manager
+from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
 from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
 from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.spec.limits import DEFAULT_ROUNDS
 from engine.spec.paths import data_root
 from engine.spec.inference import PRECISIONS
-from engine.spec.limits import (BATCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
-                                PROFILE_RANGE, TRAIN_BATCH_RANGE, WORKERS_RANGE, logical_cores,
-                                parse_int_list)
+from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
+                                LOAD_SIZE_RANGE, MARGIN_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
+                                TRAIN_BATCH_RANGE, WORKERS_RANGE, logical_cores, parse_int_list)
 from engine.spec.policy import MeasurementPolicy
 from engine.spec.training import DATASETS, TRAIN_RUNTIMES
-from store.db import open_db, resolve_db_path
+from store.cache import database, job_manager, read
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
 
 FRAMEWORKS = ["torch", "tensorflow"]
 ALL_RUNTIMES = [r for f in FRAMEWORKS for r in RUNTIMES[f]]
 BATCH_PRESETS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-DB = resolve_db_path()
 CORES = logical_cores()
 q = st.query_params  # a sweep can be shared as a link: ?model=...&batch=1,8&...
 
@@ -48,8 +46,7 @@ def _model_label(facts):
 
 
 st.title("Run a benchmark sweep")
-with open_db(DB) as con:
-    info = model_info(con)
+info = read(model_info)
 facts = {(r.model, r.framework): (r.params, r.flops_per_sample)
          for r in info.itertuples() if r.image_size == CATALOG[r.model].native_size}
 
@@ -106,7 +103,8 @@ with right:
                                 value=int(q.get("min_iters", d.min_iters)), step=5)
     warmup = c3.number_input("Warm-up iterations", key="warmup", min_value=0,
                              value=int(q.get("warmup", d.warmup_iters)), step=1)
-    rounds = st.number_input("Rounds", key="rounds", min_value=1, max_value=100,
+    rounds = st.number_input("Rounds", key="rounds", min_value=ROUNDS_RANGE[0],
+                             max_value=ROUNDS_RANGE[1],
                              value=int(q.get("rounds", DEFAULT_ROUNDS)),
                              help="each round runs the whole sweep in fresh processes, in "
                                   "alternating order; comparisons use the median of rounds "
@@ -152,9 +150,9 @@ slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_run
 for field, message in errors.items():
     slots.get(field, slot_policy).error(message, icon=":material/error:")
 
-manager = get_manager(DB)
+manager = job_manager()
 if specs:
-    with open_db(DB) as con:
+    with database().connect() as con:
         seconds = estimate_seconds(
             specs, request.rounds, known_latency_s=lambda s: latest_latency(con, s),
             flops_per_sample=lambda s: flops_for(con, s.model, s.framework, s.image_size),
@@ -194,10 +192,11 @@ with st.expander("Find the optimal batch size"):
     bs_p99 = b4.number_input("p99 bound (ms, 0 = none)", key="bs_p99", min_value=0.0,
                              value=0.0, step=10.0)
     b5, b6, b7 = st.columns(3)
-    bs_margin = b5.number_input("Margin", key="bs_margin", min_value=0.0, max_value=1.0,
-                                value=0.05, step=0.01, help="a doubling must raise "
+    bs_margin = b5.number_input("Margin", key="bs_margin", min_value=MARGIN_RANGE[0],
+                                max_value=MARGIN_RANGE[1], value=DEFAULT_MARGIN, step=0.01, help="a doubling must raise "
                                 "throughput by more than this to continue")
-    bs_max = b6.number_input("Largest batch", key="bs_max", min_value=1, max_value=4096,
+    bs_max = b6.number_input("Largest batch", key="bs_max", min_value=BATCH_RANGE[0],
+                             max_value=BATCH_RANGE[1],
                              value=256)
     bs_cap = b7.number_input("Memory cap (MB, 0 = 75 % of RAM)", key="bs_cap", min_value=0,
                              value=0, step=512)
@@ -233,7 +232,8 @@ with st.expander("Train models (time per epoch, loss, accuracy)"):
     t5, t6, t7, t8, t9, t10 = st.columns(6)
     tr_dataset = t5.selectbox("Data set", list(DATASETS), key="tr_dataset",
                               help="; ".join(f"{k}: {v}" for k, v in DATASETS.items()))
-    tr_epochs = t6.number_input("Epochs", key="tr_epochs", min_value=1, max_value=1000, value=1)
+    tr_epochs = t6.number_input("Epochs", key="tr_epochs", min_value=EPOCH_RANGE[0],
+                                max_value=EPOCH_RANGE[1], value=1)
     tr_steps = t7.number_input("Steps per epoch (0 = all)", key="tr_steps", min_value=0,
                                value=0)
     tr_lr = t8.number_input("Learning rate", key="tr_lr", min_value=0.0, max_value=10.0,
@@ -333,9 +333,7 @@ def job_panel(polling: bool) -> None:
         st.subheader("Queue")
         for job in queued:
             c1, c2 = st.columns([4, 1])
-            r = job.request
-            c1.write(f"Job {job.job_id}: {', '.join(r.models)} × {', '.join(r.frameworks)}, "
-                     f"{job.total} runs — waiting")
+            c1.write(f"Job {job.job_id}: {job.request.label()}, {job.total} runs — waiting")
             if c2.button("Cancel", key=f"cancel_{job.job_id}"):
                 manager.cancel(job.job_id)
 

@@ -6,10 +6,9 @@ from pathlib import Path
 import streamlit as st
 
 from engine.run.system import git_commit, system_info
-from store.db import open_db, resolve_db_path
+from store.cache import database, read
 from store.queries import overview
 
-DB = resolve_db_path()
 PACKAGES = ("torch", "torchvision", "tensorflow-cpu", "keras", "numpy", "duckdb",
             "streamlit", "plotly", "pandas", "pyarrow")
 
@@ -37,10 +36,9 @@ st.dataframe([{"package": p, "version": version(p)} for p in PACKAGES], hide_ind
              key="packages")
 
 st.subheader("Database")
-path = Path(DB)
+path = database().path
 size = sum(p.stat().st_size for p in (path, Path(str(path) + ".wal")) if p.exists())
-with open_db(DB) as con:
-    ov = overview(con)
+ov = read(overview)
 st.markdown(f"`{path.resolve()}` · {size / 2**20:.1f} MiB on disk · migrations: "
             f"{', '.join(ov['migrations'])}")
 cols = st.columns(len(ov["counts"]))

@@ -3,22 +3,20 @@
 import pandas as pd
 import streamlit as st
 
-from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars, step_loss_chart,
-                                     train_labels, training_cost_bars, training_curves)
-from engine.analysis.cost import equivalents, training_costs
-from engine.spec.errors import UserError
-from engine.run.jobs import get_manager
-from engine.scenarios import SweepRequest
+from engine.analysis.cost import cpu_shapes, default_shape, equivalents, training_costs
+from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars,
+                                             step_loss_chart, train_labels, training_cost_bars,
+                                             training_curves)
 from engine.present.tables import sweep_labels
-from store.db import open_db, resolve_db_path
+from engine.scenarios import TRAINING, SweepRequest
+from engine.spec.errors import UserError
+from store.cache import job_manager, read
 from store.prices import effective_catalog
 from store.queries import inference_for_training, train_runs, train_throughput
 from store.runs import list_sweeps, train_epochs, train_steps
 
-DB = resolve_db_path()
 st.title("Training")
-with open_db(DB) as con:
-    sweeps = list_sweeps(con, kind="train")
+sweeps = read(list_sweeps, kind=TRAINING.kind)
 if sweeps.empty:
     st.info("No training runs stored yet. Launch some from the **Run** page (\"Train "
             "models\"), or in a terminal: `python -m engine train --model resnet18 "
@@ -29,11 +27,10 @@ if sweeps.empty:
 labels = sweep_labels(sweeps, "all training runs")
 sweep_id = st.selectbox("Runs", list(labels), format_func=labels.get, index=1,
                         key="train_sweep")
-with open_db(DB) as con:
-    runs = train_runs(con, sweep_id)
-    ok_ids = runs[runs.status == "ok"].run_id.tolist()
-    epochs = train_epochs(con, runs.run_id.tolist())
-    steps = train_steps(con, runs.run_id.tolist())
+runs = read(train_runs, sweep_id)
+ok_ids = runs[runs.status == "ok"].run_id.tolist()
+epochs = read(train_epochs, runs.run_id.tolist())
+steps = read(train_steps, runs.run_id.tolist())
 names = train_labels(runs)
 
 st.dataframe(
@@ -61,7 +58,7 @@ if epochs.empty:
     st.info("No run of this selection finished an epoch.")
     st.stop()
 
-# The parity gap the seed saw (71 % vs 88 %): the last epoch's test accuracy per run.
+# The accuracy gap between frameworks: the last epoch's test accuracy per run.
 last = epochs.sort_values("epoch").groupby("run_id").tail(1)
 cols = st.columns(min(len(last), 4))
 for col, r in zip(cols, last.itertuples()):
@@ -89,8 +86,7 @@ st.caption("Epoch time covers the training steps and the gathering of their batc
            "Results page (select the run).")
 
 st.subheader("Inference latency of the same models")
-with open_db(DB) as con:
-    latency = inference_for_training(con, sweep_id)
+latency = read(inference_for_training, sweep_id)
 if not latency.empty:
     st.dataframe(latency, hide_index=True, width="stretch", key="train_latency",
                  column_config={
@@ -109,7 +105,7 @@ if not latency.empty:
         total = sum(len(r.specs()) * r.rounds for r in requests)
         if st.button(f"Measure inference for the {len(missing)} configuration(s) without it "
                      f"({total} runs)", key="train_measure_inference"):
-            manager = get_manager(DB)
+            manager = job_manager()
             try:
                 ids = [manager.submit(r).job_id for r in requests]
                 st.success(f"Inference job(s) {', '.join(map(str, ids))} queued: progress on "
@@ -118,16 +114,15 @@ if not latency.empty:
                 st.warning(str(exc))
 
 st.subheader("What training costs")
-with open_db(DB) as con:
-    catalog, _ = effective_catalog(con)
-    measured = train_throughput(con, sweep_id)
+catalog, _ = read(effective_catalog)
+measured = read(train_throughput, sweep_id)
 if measured.empty:
     st.info("Pricing needs a successful training run in this selection.",
             icon=":material/info:")
     st.stop()
-cpu = [m for m in catalog if not m.accelerator_count and m.arch == "x86_64"]
-default = next((i for i, m in enumerate(cpu) if m.provider == "OCI" and m.ocpus == 16), 0)
-machine = cpu[st.selectbox("Machine", range(len(cpu)), index=default, key="train_shape",
+cpu = cpu_shapes(catalog)
+machine = cpu[st.selectbox("Machine", range(len(cpu)), index=default_shape(cpu),
+                           key="train_shape",
                            format_func=lambda i: f"{cpu[i].label} ({cpu[i].vcpus} vCPUs, "
                                                  f"${cpu[i].usd_per_hour:.4f}/h)")]
 # The chosen machine beside the closest-sized x86 machine of every other provider.

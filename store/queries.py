@@ -6,10 +6,22 @@ import json
 
 import pandas as pd
 
-__all__ = ["filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
+__all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
            "flops_for", "measured_throughput", "runtime_costs", "train_runs", "load_summary",
            "load_failures"]
+
+
+def data_version(con) -> tuple:
+    """A cheap fingerprint of everything the pages read: it changes with every stored run
+    (rows are only ever added), sweep, counted model, imported price and migration, so a
+    cached query keyed on it is never stale, whichever process wrote."""
+    return con.execute(
+        "SELECT (SELECT count(*) FROM runs), (SELECT max(ended_at) FROM runs), "
+        "(SELECT count(*) FROM sweeps), (SELECT count(*) FROM model_info), "
+        "(SELECT max(measured_at) FROM model_info), (SELECT count(*) FROM price_updates), "
+        "(SELECT max(imported_at) FROM price_updates), "
+        "(SELECT count(*) FROM migrations)").fetchall()[0]
 
 
 def filter_options(con, kind: str | None = None) -> dict:

@@ -211,3 +211,48 @@ def test_prices_check_and_list(capsys, db_path):
     assert main(["prices", "list", "--provider", "AWS", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
     assert "m6i.8xlarge" in out and "OCI" not in out
+
+
+def test_the_pages_shapes_default_machine_and_oci_vs_aws_come_from_the_catalog():
+    from engine.analysis.cost import cpu_shapes, default_shape, oci_vs_aws
+    catalog = load_catalog()
+    cpu = cpu_shapes(catalog)
+    assert cpu and all(m.accelerator_count == 0 and m.arch == "x86_64" for m in cpu)
+    assert len(cpu) < len(catalog)  # Arm and GPU machines are left out
+    assert cpu[default_shape(cpu)].label == "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
+    assert default_shape([m for m in cpu if m.provider == "AWS"]) == 0
+    claim = oci_vs_aws(cpu, hours=730)
+    assert (claim["oci"].label, claim["aws"].label) == (
+        "OCI VM.Standard.E3.Flex 16 OCPU/32 GB", "AWS c6i.8xlarge")
+    assert claim["ratio"] == pytest.approx(1.36 / 0.448)
+    first = claim["rows"][0]
+    assert (first["vCPUs"], first["USD/month"]) == (32, pytest.approx(327.04))
+    assert oci_vs_aws([m for m in cpu if m.provider == "OCI"])["ratio"] is None
+
+
+def test_a_price_entered_by_hand_is_a_custom_machine():
+    from engine.analysis.cost import custom_machine
+    m = custom_machine(1.25, 8)
+    assert (m.provider, m.label, m.vcpus, m.usd_per_hour, m.source) == (
+        "custom", "custom custom 8 vCPUs", 8, 1.25, "you")
+    assert cost_rows_for(m) == pytest.approx(1.25 / (100.0 * 3600) * 1e6)
+
+
+def cost_rows_for(machine):
+    from engine.analysis.cost import cost_rows
+    return cost_rows([machine], {8: 100.0})[0]["cost_per_million"]
+
+
+def test_contenders_on_one_machine_each_project_their_own_thread_counts():
+    from engine.analysis.cost import by_threads, contender_costs, custom_machine
+    rows = [{"contender": "torch (eager)", "threads": 1, "throughput": 10.0},
+            {"contender": "torch (eager)", "threads": 2, "throughput": 18.0},
+            {"contender": "tensorflow (tf_function)", "threads": 2, "throughput": 30.0}]
+    assert by_threads(rows[:2]) == {1: 10.0, 2: 18.0}
+    machine = custom_machine(3.6, 2)
+    out = contender_costs(rows, machine)
+    assert [(r["machine"], r["throughput"], r["estimate"]) for r in out] == [
+        ("tensorflow (tf_function)", 30.0, False), ("torch (eager)", 18.0, False)]
+    assert [r["cost_per_million"] for r in out] == [pytest.approx(1e6 / 30 / 1000),
+                                                     pytest.approx(1e6 / 18 / 1000)]
+    assert {r["provider"] for r in out} == {"custom"}

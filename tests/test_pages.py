@@ -202,8 +202,10 @@ def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monk
                                 "0.1 min")
 
 
-def test_cost_page_on_an_empty_database_still_checks_the_seed_claim(db_path, monkeypatch):
+def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, monkeypatch):
     at = page("pages/cost.py", db_path, monkeypatch)
+    assert at.subheader[0].value == ("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU "
+                                     "AWS machines, per month")
     claim = [m.value for m in at.markdown if m.value.startswith("With today's catalog")][0]
     assert claim.startswith("With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** "
                             "costs **$327.04/month**; the cheapest 32-vCPU x86 AWS machine, "

@@ -26,7 +26,9 @@ from engine.spec.paths import PRICES_DIR
 __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
            "monthly_cost", "machines_needed", "project_throughput", "oci_flex_price",
            "vcpus_per_ocpu", "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "Projection",
-           "equivalents", "break_even_rates", "cost_rows", "fleet_rows", "storage_egress"]
+           "equivalents", "break_even_rates", "cost_rows", "fleet_rows", "storage_egress",
+           "cpu_shapes", "default_shape", "custom_machine", "oci_vs_aws", "by_threads",
+           "contender_costs", "training_costs"]
 
 HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
 _DATE = re.compile(r"^20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
@@ -276,7 +278,7 @@ def training_costs(measured_rows: list[dict], machines: list[Machine]) -> list[d
                           []).append(r)
     out = []
     for (model, contender, batch, dataset), rs in groups.items():
-        measured = {int(r["threads"]): float(r["throughput"]) for r in rs}
+        measured = by_threads(rs)
         epoch = int(rs[0]["samples_per_epoch"])
         for row in cost_rows(machines, measured):
             out.append({"model": model, "contender": contender, "batch_size": int(batch),
@@ -317,3 +319,59 @@ def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
         egress_cost("OCI", egress_gb, usd("B88327"))
     aws = storage_gb * usd("JG3KUJMBRGHV3N8G") + egress_cost("AWS", egress_gb, aws_egress)
     return {"OCI": oci, "AWS": aws}
+
+
+# -- what the Cost and Training pages show, computed here so the pages only draw ----------
+
+def cpu_shapes(catalog: list[Machine]) -> list[Machine]:
+    """The catalog's x86 CPU machines: what a measurement on this (x86) machine prices."""
+    return [m for m in catalog if not m.accelerator_count and m.arch == "x86_64"]
+
+
+def default_shape(shapes: list[Machine]) -> int:
+    """Index of the machine the pages preselect: OCI with 16 OCPUs (the size users compare
+    with AWS's 32-vCPU machines), else the first."""
+    return next((i for i, m in enumerate(shapes) if m.provider == "OCI" and m.ocpus == 16), 0)
+
+
+def custom_machine(usd_per_hour: float, vcpus: int) -> Machine:
+    """A machine the user prices by hand: no provider, no source but the user."""
+    return Machine(provider="custom", region="-", shape=f"custom {vcpus} vCPUs",
+                   vcpus=int(vcpus), ocpus=None, memory_gb=0.0, accelerator="none",
+                   accelerator_count=0, usd_per_hour=float(usd_per_hour), pricing="fixed",
+                   ocpu_part="", memory_part="", price_basis="entered by you", source="you",
+                   as_of="", secondary=False)
+
+
+def oci_vs_aws(shapes: list[Machine], hours: float = HOURS_PER_MONTH) -> dict:
+    """The question users start from: a 16-OCPU OCI x86 machine (32 vCPUs) against the
+    32-vCPU AWS x86 machines, per month at catalog prices. rows: one per machine; cheapest
+    OCI and AWS machine and the ratio of their prices when both exist."""
+    oci = [m for m in shapes if m.provider == "OCI" and m.ocpus == 16]
+    aws = [m for m in shapes if m.provider == "AWS" and m.vcpus == 32]
+    rows = [{"machine": m.label, "vCPUs": m.vcpus, "memory GB": m.memory_gb,
+             "USD/hour": m.usd_per_hour, "USD/month": monthly_cost(m.usd_per_hour, hours=hours),
+             "price as of": m.as_of} for m in oci + aws]
+    out = {"rows": rows, "oci": None, "aws": None, "ratio": None}
+    if oci and aws:
+        out["oci"] = min(oci, key=lambda m: m.usd_per_hour)
+        out["aws"] = min(aws, key=lambda m: m.usd_per_hour)
+        out["ratio"] = out["aws"].usd_per_hour / out["oci"].usd_per_hour
+    return out
+
+
+def by_threads(rows: list[dict]) -> dict[int, float]:
+    """threads -> throughput, from measured-throughput rows of one configuration."""
+    return {int(r["threads"]): float(r["throughput"]) for r in rows}
+
+
+def contender_costs(measured: list[dict], machine: Machine, *,
+                    hours: float = HOURS_PER_MONTH) -> list[dict]:
+    """Each contender (framework and runtime) on one machine: measured rows of one model
+    and batch size, grouped by contender and projected onto the machine."""
+    groups: dict[str, list[dict]] = {}
+    for r in measured:
+        groups.setdefault(r["contender"], []).append(r)
+    return [{**cost_rows([machine], by_threads(rs), hours=hours)[0], "machine": c,
+             "provider": machine.provider} for c, rs in sorted(groups.items())]
+

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 __all__ = ["latency_vs_batch", "throughput_vs_batch", "scaling_vs_threads", "latency_box",
            "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map",
-           "search_probes", "cost_bars", "break_even_chart"]
+           "search_probes", "cost_bars", "fleet_bars", "break_even_chart"]
 
 _PALETTE = px.colors.qualitative.D3
 # Legend under the plot: above it, it collides with the title in narrow columns.
@@ -103,9 +103,10 @@ def scaling_vs_threads(df: pd.DataFrame, batch: int) -> tuple[go.Figure, pd.Data
     return fig, pd.DataFrame(eff_rows)
 
 
-def latency_box(samples: pd.DataFrame, kind: str = "box") -> go.Figure:
+def latency_box(samples: pd.DataFrame, shape: str = "box") -> go.Figure:
+    """shape: "box" or "violin"."""
     colours = colour_map(samples.contender)
-    maker = px.violin if kind == "violin" else px.box
+    maker = px.violin if shape == "violin" else px.box
     fig = maker(samples, x="contender", y="latency_ms", color="contender",
                 facet_col="model" if samples.model.nunique() > 1 else None,
                 color_discrete_map=colours, points=False)
@@ -188,6 +189,19 @@ def cost_bars(rows: list[dict], value: str, title: str, axis: str) -> go.Figure:
                       barmode="group")
     fig.update_xaxes(title=axis, rangemode="tozero")
     fig.update_yaxes(title="", automargin=True, categoryorder="total descending")
+    return fig
+
+
+def fleet_bars(fleet: list[dict], rate: float, vcpus: int) -> go.Figure:
+    """Monthly cost of serving `rate` samples/s per machine type (analysis.cost.fleet_rows),
+    each bar labelled with its total and the number of machines it takes."""
+    fig = cost_bars([{**r, "monthly_total": r["total"]} for r in fleet], "monthly_total",
+                    f"Monthly cost for {rate:g} samples/s (≈{vcpus}-vCPU machines)",
+                    "USD per month")
+    machines = {r["machine"]: r["machines"] for r in fleet}
+    for trace in fig.data:
+        trace.text = [f"${t:,.0f} · {machines[y]} machine{'s' if machines[y] > 1 else ''}"
+                      for t, y in zip(trace.x, trace.y)]
     return fig
 
 

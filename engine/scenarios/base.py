@@ -28,6 +28,7 @@ class Scenario:
     worker_body: ClassVar[str]  # module with run_group(runs, frame), imported in the worker
     title: ClassVar[str]  # the dashboard page that shows this kind
     sample_unit: ClassVar[str]  # what one timed sample is, as a chart's axis says it
+    step_noun: ClassVar[str] = "iteration"  # one pass of the timed loop, in a sentence
     # The parent passes the params/FLOPs the store already knows to the worker, and a
     # finished run's counts are stored as the catalog's (only inference counts them).
     counts_model_stats: ClassVar[bool] = False

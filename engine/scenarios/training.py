@@ -16,6 +16,7 @@ class Training(Scenario):
     worker_body = "engine.worker.training"
     title = "Training"
     sample_unit = "training step"
+    step_noun = "step"
     progress_unit = "step"
 
     def record_columns(self, spec) -> dict:

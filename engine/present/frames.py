@@ -1,0 +1,54 @@
+"""The dashboard's tables as DataFrames, with the cells to highlight: built here so the
+pages only draw them, and so tests can check them without a browser."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from engine.analysis.compare import ConfigResult
+from engine.present.tables import compare_grid
+
+__all__ = ["compare_frame", "load_grid", "highlight_cells", "BEST_CSS"]
+
+BEST_CSS = "background-color: #d4f4dd; font-weight: bold"
+
+
+def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ")):
+    """(table, best cells, rounds, contests): one row per contest (model and size, batch,
+    threads), one column per contender, cells as the terminal table writes them; best cells
+    as (row index, column) pairs; rounds at least 1."""
+    cols, grid, rounds = compare_grid(results, marks=marks)
+    rows, best = [], []
+    for contest, cells, winner in grid:
+        model, size, batch, threads = contest.row
+        if winner is not None:
+            best.append((len(rows), winner))
+        rows.append({"model": f"{model} {size}px", "batch": batch, "threads": threads,
+                     **dict(zip(cols, cells))})
+    return pd.DataFrame(rows), best, max(rounds, 1), [c for c, _, _ in grid]
+
+
+def load_grid(summary: pd.DataFrame, value: str) -> tuple[pd.DataFrame, list[tuple]]:
+    """Data loading for one format: rows (workers, threads, batch size), one column per
+    implementation, cells the value formatted ('–' where not measured: the plain loop has
+    no workers); the best cell of each row (lowest ms per batch, highest rate)."""
+    table = summary.pivot_table(index=["workers", "threads", "batch_size"],
+                                columns="implementation", values=value).reset_index()
+    table.columns.name = None
+    impls = [c for c in table.columns if c not in ("workers", "threads", "batch_size")]
+    values = table[impls].astype(float)
+    best_col = values.idxmin(axis=1) if value == "ms_per_batch" else values.idxmax(axis=1)
+    shown = table.copy()
+    # Strings, not NaN: Streamlit shows a missing number as "None", which reads as a result.
+    shown[impls] = values.map(lambda v: "–" if v != v else f"{v:,.2f}")
+    return shown, list(best_col.items())
+
+
+def highlight_cells(df: pd.DataFrame, cells: list[tuple], css: str = BEST_CSS):
+    """A Styler that marks the (row index, column) cells."""
+    def styles(data):
+        out = pd.DataFrame("", index=data.index, columns=data.columns)
+        for i, c in cells:
+            out.loc[i, c] = css
+        return out
+    return df.style.apply(styles, axis=None)
