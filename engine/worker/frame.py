@@ -105,9 +105,13 @@ class Frame:
             _limit_address_space(self.cap if spec.device == "cpu" else None)
             fields = body()
             peak_kb = _proc_status_kb("VmHWM")
+            # The run's RSS at its start is one of its own samples: the high-water mark can
+            # read below it when memory freed during the run went back to the system by
+            # madvise (glibc's trim after a collection), which the kernel's mark never sees.
+            peak = max(peak_kb * 1024, rss_before) if peak_kb else None
             own_peak = fields.pop("own_peak_rss_bytes", None)
             emit("result", run_id=run_id, ended_at=time.time(), rss_before_bytes=rss_before,
-                 peak_rss_bytes=own_peak or (peak_kb * 1024 if peak_kb else None),
+                 peak_rss_bytes=own_peak or peak,
                  peak_rss_method=("VmHWM of the LibTorch runner process" if own_peak else
                                   "VmHWM, reset per run via /proc/self/clear_refs"
                                   if per_run_peak else "VmHWM over the worker's lifetime"),

@@ -42,9 +42,9 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
 
     The cyclic garbage collector is off while the loop runs (as timeit does): a collection
     triggered by the allocation count would land in whichever iteration crossed the
-    threshold, a stall that belongs to no call. Garbage is collected once before, outside
-    the timed interval; reference counting still frees everything that is not a cycle."""
-    gc.collect()
+    threshold, a stall that belongs to no call. Reference counting still frees everything
+    that is not a cycle. No collection is forced either: memory a collection frees inside a
+    run goes back to the system unseen by the kernel's high-water mark (peak RSS)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -118,8 +118,7 @@ def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, cloc
         loss_sum, correct = 0.0, 0
         progress(f"epoch {epoch}/{spec.epochs}", len(step_ns))
         # The cyclic collector is off during the epoch's steps (a collection would land in
-        # whichever step crossed its threshold) and runs between epochs, outside the timing.
-        gc.collect()
+        # whichever step crossed its threshold); it runs again between epochs, untimed.
         gc.disable()
         start = clock()
         try:
