@@ -10,12 +10,17 @@ imports Streamlit (the CLI never imports it).
   version (store.queries.data_version), so a write by the job thread or by a CLI sweep
   invalidates it at the next rerun. Reruns that change nothing re-read nothing: the price
   catalog's CSV files, for one, are parsed once per change, not per rerun.
+
+Opening the file costs tens of milliseconds, so the handle asks for the data version only
+when the file or its write-ahead log changed on disk (a stat, microseconds): every write,
+by any process, changes one of them, and reads change neither.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -27,18 +32,42 @@ from store.queries import data_version
 __all__ = ["Database", "database", "job_manager", "read"]
 
 
-@dataclass(frozen=True)
 class Database:
-    path: Path
+    """The dashboard's database: its path, and the data version last read from it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._seen: tuple | None = None  # (files' signature, data version)
 
     @contextmanager
     def connect(self):
         with open_db(self.path) as con:
             yield con
 
+    def signature(self) -> tuple:
+        """Modification time and size of the file and of its write-ahead log."""
+        out = []
+        for p in (self.path, Path(f"{self.path}.wal")):
+            try:
+                s = os.stat(p)
+                out.append((s.st_mtime_ns, s.st_size))
+            except FileNotFoundError:
+                out.append(None)
+        return tuple(out)
+
     def version(self) -> tuple:
-        with self.connect() as con:
-            return data_version(con)
+        sig = self.signature()
+        with self._lock:
+            if self._seen is not None and self._seen[0] == sig:
+                return self._seen[1]
+        with self.connect() as con:  # creates and migrates a new file, too
+            version = data_version(con)
+        with self._lock:
+            # The signature from before the query: a write that landed during it changes
+            # the files again, and the next call reads the version afresh.
+            self._seen = (sig, version)
+        return version
 
 
 @st.cache_resource(show_spinner=False)

@@ -27,6 +27,16 @@ def test_a_cached_read_reruns_its_query_only_after_a_write(db_path, monkeypatch)
         save_record(con, ok_record("r-1"), SYSTEM)
         assert data_version(con) != before
     assert read(runs, 5).run_id.tolist() == ["r-1"] and calls == [5, 6, 5]
+    # The version is read from the database only when its files changed on disk.
+    versions = []
+    monkeypatch.setattr("store.cache.data_version",
+                        lambda con: versions.append(1) or data_version(con))
+    db = database()
+    first = db.version()  # known from the read above: the files did not change since
+    assert db.version() == first and versions == []
+    with open_db(db_path) as con:
+        save_record(con, ok_record("r-2", minute=5), SYSTEM)
+    assert db.version() != first and versions == [1]
     # The handle is a path, not a connection: another process (a CLI sweep) can write now.
     assert database().path == db_path
     other = subprocess.run([sys.executable, "-c", "import duckdb, sys; "
