@@ -1,6 +1,7 @@
 """Dashboard entry: the router. Pages render; logic lives in engine/ and store/.
 
-Never imports torch or TensorFlow (a test checks sys.modules): only engine workers do.
+Never imports torch or TensorFlow: only engine workers do (tests/test_layout.py checks the
+imports, and the browser tests the server's memory maps).
 """
 
 import streamlit as st
