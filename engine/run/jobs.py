@@ -27,7 +27,6 @@ __all__ = ["JobView", "JobManager", "get_manager", "QUEUED", "RUNNING", "DONE", 
            "FAILED"]
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
-_FINISHED = (DONE, CANCELLED, FAILED)
 HISTORY = 20  # finished jobs kept for the page to show
 
 
