@@ -9,7 +9,8 @@ from engine.present.charts import search_probes
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
 from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
 from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
-from engine.spec.limits import DEFAULT_ROUNDS
+from engine.spec.budget import default_max_rounds
+from engine.spec.limits import DEFAULT_ROUNDS, TIME_BUDGET_RANGE
 from engine.spec.paths import data_root
 from engine.spec.inference import PRECISIONS
 from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
@@ -31,6 +32,26 @@ q = st.query_params  # a sweep can be shared as a link: ?model=...&batch=1,8&...
 def _q_list(key, default, cast=str):
     raw = q.get(key)
     return [cast(v) for v in raw.split(",") if v] if raw else default
+
+
+def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1]):
+    """An integer from the link, within lo..hi; a bad one is reported (naming the field and
+    the range) and the default used, so a shared link never breaks the page."""
+    raw = q.get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        v = None
+    if v is None or not lo <= v <= hi:
+        link_errors.append(f"link: {key}={raw!r} is not allowed; allowed: integer {lo}..{hi}; "
+                           f"using {default}")
+        return default
+    return v
+
+
+link_errors: list[str] = []
 
 
 def _model_label(facts):
@@ -103,12 +124,22 @@ with right:
                                 value=int(q.get("min_iters", d.min_iters)), step=5)
     warmup = c3.number_input("Warm-up iterations", key="warmup", min_value=0,
                              value=int(q.get("warmup", d.warmup_iters)), step=1)
-    rounds = st.number_input("Rounds", key="rounds", min_value=ROUNDS_RANGE[0],
+    r1, r2, r3 = st.columns(3)
+    rounds = r1.number_input("Rounds", key="rounds", min_value=ROUNDS_RANGE[0],
                              max_value=ROUNDS_RANGE[1],
-                             value=int(q.get("rounds", DEFAULT_ROUNDS)),
-                             help="each round runs the whole sweep in fresh processes, in "
-                                  "alternating order; comparisons use the median of rounds "
+                             value=_q_int("rounds", DEFAULT_ROUNDS),
+                             help="the minimum: each round runs the whole sweep in fresh "
+                                  "processes, in alternating order; comparisons pair rounds "
                                   "and test significance across them")
+    max_rounds = r2.number_input(
+        "Max rounds", key="max_rounds", min_value=ROUNDS_RANGE[0], max_value=ROUNDS_RANGE[1],
+        value=_q_int("max_rounds", default_max_rounds(DEFAULT_ROUNDS)),
+        help="rounds until decided: a contest still undecided after the minimum gets more "
+             "rounds, for its configurations only, up to this many (equal to Rounds: none)")
+    budget_text = r3.text_input("Time budget (s)", key="time_budget",
+                                value=q.get("time_budget", ""), placeholder="no limit",
+                                help="no extra round starts once the sweep would pass this "
+                                     "many seconds")
     profile = st.number_input("Profile iterations (0 = off)", key="profile", min_value=0,
                               max_value=PROFILE_RANGE[1], value=int(q.get("profile", 0)),
                               help="after each timed pass, profile this many more "
@@ -123,6 +154,14 @@ try:
                     if b not in batch_sizes]
 except UserError as exc:
     errors["batch_size"] = str(exc)
+time_budget = None
+if budget_text.strip():
+    try:
+        time_budget = float(budget_text)
+    except ValueError:
+        errors["time_budget_s"] = (f"time_budget_s: {budget_text.strip()!r} is not a number; "
+                                   f"allowed: number {TIME_BUDGET_RANGE[0]:g}.."
+                                   f"{TIME_BUDGET_RANGE[1]:g}")
 image_size = None
 if image_text.strip():
     try:
@@ -137,12 +176,15 @@ if not errors:
         threads=tuple(sorted(threads)), image_size=image_size, precision=precision,
         policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                  min_iters=int(min_iters)),
-        rounds=int(rounds), runtimes=tuple(runtimes), profile_steps=int(profile))
+        rounds=int(rounds), max_rounds=int(max_rounds), time_budget_s=time_budget,
+        runtimes=tuple(runtimes), profile_steps=int(profile))
     try:
         specs = request.specs()
     except UserError as exc:
         errors[exc.field or "sweep"] = str(exc)
 
+for message in link_errors:
+    st.warning(message, icon=":material/link_off:")
 slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_runtimes,
          "batch_size": slot_batch,
          "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image,
@@ -157,10 +199,14 @@ if specs:
             specs, request.rounds, known_latency_s=lambda s: latest_latency(con, s),
             flops_per_sample=lambda s: flops_for(con, s.model, s.framework, s.image_size),
             gflops_per_thread=lambda f: framework_gflops_per_thread(con, f))
+    budget = request.budget()
+    more = (f" (up to {budget.max_rounds} rounds for undecided contests"
+            + (f", within {budget.time_budget_s:g} s" if budget.time_budget_s else "") + ")"
+            if budget.max_rounds > budget.rounds else "")
     st.info(f"**{len(specs)} configuration{'s' if len(specs) > 1 else ''} × {request.rounds} "
             f"round{'s' if request.rounds > 1 else ''} = "
             f"{len(specs) * request.rounds} run{'s' if len(specs) * request.rounds > 1 else ''}"
-            f"**, rough estimate ≈ "
+            f"**{more}, rough estimate for the minimum ≈ "
             f"{seconds / 60:.1f} min", icon=":material/schedule:")
 
 def launch(label: str, key: str, request, what: str, disabled: bool, **button) -> None:
@@ -318,7 +364,7 @@ def job_panel(polling: bool) -> None:
         cur = active.current
         if cur:
             where = (f"probe {cur['round']}" if is_search
-                     else f"round {cur['round']}/{active.request.rounds}")
+                     else f"round {cur['round']}")
             st.markdown(f"In flight: **{where} · "
                         f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
                         f"{cur['threads']} threads** — {cur['phase']}"

@@ -13,7 +13,7 @@ from engine.scenarios import SCENARIOS
 from engine.spec.record import RunRecord
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
-           "save_record", "save_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
+           "save_record", "save_sweep", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
            "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "SYSTEM_COLUMNS"]
 
@@ -200,6 +200,12 @@ def save_sweep(con, sweep_id: str, *, rounds: int, seed: int, plan: list[list[st
                  configurations, json.dumps(plan), command])
 
 
+def extend_sweep(con, sweep_id: str, *, rounds: int, plan: list[list[str]]) -> None:
+    """A sweep that ran past its minimum rounds: how many ran, and every round's order."""
+    con.execute("UPDATE sweeps SET rounds = ?, plan = ? WHERE sweep_id = ?",
+                [rounds, json.dumps(plan), sweep_id])
+
+
 def list_sweeps(con, *, with_runs_only: bool = False, kind: str | None = None) -> pd.DataFrame:
     """Newest first, with run counts and the models each sweep covered. with_runs_only:
     only sweeps with at least one successful run (something to compare); kind: only
@@ -221,8 +227,13 @@ def sweep_rounds(con, sweep_id: str) -> list[dict]:
     """One row per run of a sweep: its configuration, round and per-round figures."""
     cur = con.execute(
         "SELECT run_id, round_no, model, framework, runtime, batch_size, intra_threads, "
-        "inter_threads, precision, image_size, device, status, validity, median_ms, "
-        "iqr_ms, started_at FROM runs WHERE sweep_id = ? ORDER BY round_no, started_at",
-        [sweep_id])
+        "inter_threads, precision, image_size, device, system_id, status, validity, "
+        "median_ms, iqr_ms, throughput, iterations, p99_ms, started_at, "
+        "extra->'interference' AS interference FROM runs WHERE sweep_id = ? "
+        "ORDER BY round_no, started_at", [sweep_id])
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    rows = [dict(zip(names, row)) for row in cur.fetchall()]
+    for r in rows:
+        if isinstance(r["interference"], str):
+            r["interference"] = json.loads(r["interference"])
+    return rows

@@ -15,10 +15,12 @@ class ScriptedRunner:
 
     def __init__(self, latency_ms, oom_from=None):
         self.latency_ms, self.oom_from, self.batches = latency_ms, oom_from, []
+        self.specs = []
 
     def run(self, specs, *, on_record, sweep_id=None, on_event=None, known_stats=None):
         [s] = specs
         self.batches.append(s.batch_size)
+        self.specs.append(s)
         if self.oom_from is not None and s.batch_size >= self.oom_from:
             rec = replace(failed_record(f"b{s.batch_size}", status="oom"),
                           batch_size=s.batch_size, sweep_id=sweep_id)
@@ -38,7 +40,8 @@ def test_doubling_stops_when_throughput_stops_improving():
     # 64 -> 865/s is +13.6 % over 32's 762/s: under the 20 % margin, so the search stops
     assert r.batches == [1, 2, 4, 8, 16, 32, 64]
     assert res.best_batch == 64 and res.best_throughput == pytest.approx(64 / 0.074)
-    assert res.stop_reason == "throughput stopped improving by more than 20% at batch 64"
+    assert res.stop_reason == ("throughput stopped improving by more than 20% at batch 64; "
+                               "min_iters raised to 100 so that p99 is measured")
     assert res.p99_batch == 16  # p99 = 10 + b ms: 26 ms at 16, 42 ms at 32
 
 
@@ -85,13 +88,23 @@ def test_a_noisy_probe_is_measured_again_before_its_figure_is_used():
         def run(self, specs, *, on_record, sweep_id=None, on_event=None, known_stats=None):
             [rec] = super().run(specs, on_record=lambda r: None, sweep_id=sweep_id)
             if specs[0].batch_size == 2:  # batch 2 is disturbed every time
-                rec = replace(rec, status="invalid", reason="IQR/median 40% above 25%")
+                rec = replace(rec, validity="noisy", validity_reason="IQR/median 40% above 10%")
             on_record(rec)
             return [rec]
 
     r = Noisy(lambda b: 1.0)
     res = batch_search(spec(), runner=r, on_record=lambda rec: None, max_batch=4)
     assert r.batches == [1, 2, 2, 4] and res.best_batch == 4
-    assert res.stop_reason == ("reached the largest batch allowed (4); batch 2 stayed invalid "
-                               "(too noisy) after a second measurement: treat those figures "
-                               "with care")
+    assert res.stop_reason == ("reached the largest batch allowed (4); batch 2 stayed noisy "
+                               "after a second measurement: treat those figures with care")
+
+
+def test_a_p99_bound_raises_min_iters_so_that_p99_is_measured():
+    r = ScriptedRunner(lambda b: 1.0)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, max_batch=2,
+                       p99_bound_ms=50.0)
+    assert {s.policy.min_iters for s in r.specs} == {100}
+    assert res.stop_reason.endswith("; min_iters raised to 100 so that p99 is measured")
+    r = ScriptedRunner(lambda b: 1.0)
+    batch_search(spec(), runner=r, on_record=lambda rec: None, max_batch=2)
+    assert {s.policy.min_iters for s in r.specs} == {spec().policy.min_iters}

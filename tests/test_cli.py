@@ -57,7 +57,7 @@ def test_stored_sweep_can_be_listed_and_compared_again(capsys, db_path, worker_e
                  "--seed", "11", "--no-table", "--db", str(db_path)]) == 0
     first = capsys.readouterr().out
     assert sum(l.startswith("stored ") for l in first.splitlines()) == 4
-    assert "round 1/2: forward order" in first and "round 2/2: reversed order" in first
+    assert "round 1: forward order" in first and "round 2: reversed order" in first
     assert main(["sweeps", "--db", str(db_path)]) == 0
     listing = capsys.readouterr().out.splitlines()
     assert len(listing) == 3  # header, rule, one sweep

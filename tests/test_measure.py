@@ -40,6 +40,7 @@ def test_max_time_stops_before_min_iters():
 
 
 def test_max_iters_caps_fast_steps():
+    # No warm-up: nothing to size a block from, so each sample is one call.
     policy = MeasurementPolicy(warmup_iters=0, min_time_s=5.0, min_iters=10, max_iters=100)
     res = time_loop(lambda: None, policy, clock=FakeClock(1000))
     assert len(res.samples_ns) == 100 and res.stop_reason == STOP_MAX_ITERS
@@ -76,7 +77,7 @@ def test_garbage_collector_is_off_while_timing_and_restored_after():
     seen = []
     policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.0, min_iters=3)
     assert gc.isenabled()
-    res = time_loop(lambda: seen.append(gc.isenabled()), policy, clock=FakeClock(1_000))
+    res = time_loop(lambda: seen.append(gc.isenabled()), policy, clock=FakeClock(2_000_000))
     assert seen == [False] * 5 and res.gc_disabled is True
     assert gc.isenabled()
 
@@ -85,3 +86,39 @@ def test_garbage_collector_is_off_while_timing_and_restored_after():
     with pytest.raises(RuntimeError):
         time_loop(boom, policy, clock=FakeClock(1_000))
     assert gc.isenabled()  # a failed run leaves the worker's collector as it found it
+
+
+class CallClock:
+    """Time moves only inside a call: each step() costs `per_call` ns; reads are free."""
+
+    def __init__(self, per_call):
+        self.t, self.per_call, self.calls = 0, per_call, 0
+
+    def __call__(self):
+        return self.t
+
+    def step(self):
+        self.t += self.per_call
+        self.calls += 1
+
+
+def test_calls_under_a_millisecond_are_timed_in_blocks():
+    from engine.worker.measure import BLOCK_TARGET_NS, block_size
+
+    clock = CallClock(100_000)  # 0.1 ms per call
+    policy = MeasurementPolicy(warmup_iters=3, min_time_s=0.0, min_iters=5)
+    res = time_loop(clock.step, policy, clock=clock)
+    # warm-up's median call is 0.1 ms: blocks of 10 calls fill the 1 ms target
+    assert BLOCK_TARGET_NS == 1_000_000 and res.block_calls == 10
+    assert res.samples_ns == (100_000,) * 5  # each sample: a block's time over its calls
+    assert clock.calls == 3 + 5 * 10
+    assert res.wall_ns == 5 * 10 * 100_000
+    # a call of 1 ms or more, or nothing to size from, is one call per sample
+    assert [block_size(w) for w in ([1_000_000], [], [3_000_000, 3_000_000, 10])] == [1, 1, 1]
+    assert block_size([300_000, 300_000, 2_000_000]) == 4  # ceil(1 ms / 0.3 ms)
+
+
+def test_device_timed_steps_are_never_blocked():
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.0, min_iters=3)
+    res = time_loop(lambda: 500, policy, clock=FakeClock(10))
+    assert res.block_calls == 1 and res.samples_ns == (500,) * 3

@@ -12,11 +12,12 @@ PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/cost.py"
          "pages/system.py", "pages/training.py", "pages/dataload.py"]
 
 
-def page(name, db_path, monkeypatch):
+def page(name, db_path, monkeypatch, query=None):
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page(name)
+    at.query_params.update(query or {})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -49,9 +50,41 @@ def test_run_page_shows_sweep_size_and_launch_on_empty_database(db_path, monkeyp
     assert at.multiselect(key="frameworks").value == ["torch", "tensorflow"]
     assert at.multiselect(key="batch_presets").value == [1, 8]
     info = at.info[0].value
-    assert info.startswith("**4 configurations × 3 rounds = 12 runs**, rough estimate ≈ ")
+    assert info.startswith("**4 configurations × 3 rounds = 12 runs** (up to 6 rounds for "
+                           "undecided contests), rough estimate for the minimum ≈ ")
     assert at.button(key="launch").disabled is False
     assert cores >= 1
+
+
+def test_run_page_refuses_a_round_budget_it_cannot_keep(db_path, monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.number_input(key="rounds").set_value(4)
+    at.number_input(key="max_rounds").set_value(3)
+    at.run()
+    assert [e.value.split(";")[0] for e in at.error] == ["max_rounds: 3 is out of range"]
+    assert at.button(key="launch").disabled is True
+    at.number_input(key="max_rounds").set_value(8)
+    for text, message in (("0", "time_budget_s: 0.0 is out of range"),
+                          ("-5", "time_budget_s: -5.0 is out of range"),
+                          ("soon", "time_budget_s: 'soon' is not a number"),
+                          # 4 runs x 2 s min_time + a torch and a TF start: 11 s at least
+                          ("10", "time_budget_s: 10 s is too small for one round")):
+        at.text_input(key="time_budget").set_value(text)
+        at.run()
+        assert len(at.error) == 1 and at.error[0].value.startswith(message), text
+        assert at.button(key="launch").disabled is True
+    at.text_input(key="time_budget").set_value("900")
+    at.run()
+    assert not at.error and "(up to 8 rounds for undecided contests, within 900 s)" in \
+        at.info[0].value
+
+
+def test_a_bad_link_value_is_named_and_the_page_still_draws(db_path, monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch, query={"rounds": "lots",
+                                                            "max_rounds": "500"})
+    assert [w.value.split(";")[0] for w in at.warning] == [
+        "link: rounds='lots' is not allowed", "link: max_rounds='500' is not allowed"]
+    assert at.number_input(key="rounds").value == 3 and not at.exception
 
 
 class FakeManager:
@@ -142,7 +175,7 @@ def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
     sentences = [m.value for m in at.markdown if m.value.startswith("- ")]
     # round medians torch 10.1/10.2 ms, tensorflow 20.1/20.2 ms, paired by round
     assert sentences[0] == ("- mobilenet_v3_small b1 t1: torch (eager) is 1.99x faster than "
-                            "tensorflow (tf_function) (95 % CI 1.92-2.05)")
+                            "tensorflow (tf_function) (95 % CI 1.92-2.05, 2 rounds)")
     assert set(eff.contender) == {"torch (eager)", "tensorflow (tf_function)"}
     costs = at.dataframe[2].value  # one-time costs beside p50, at the chosen thread count
     assert sorted(set(costs.contender)) == ["tensorflow (tf_function)", "torch (eager)"]
@@ -198,8 +231,8 @@ def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monk
     at.run()
     # stored p50 10.2 ms (newest round): import 5 s + build 0.6 s + first call 0.0102 s +
     # warm-up 0.102 s + timed max(2 s, 30 x 0.0102 s) = 7.71 s
-    assert at.info[0].value == ("**1 configuration × 1 round = 1 run**, rough estimate ≈ "
-                                "0.1 min")
+    assert at.info[0].value == ("**1 configuration × 1 round = 1 run** (up to 6 rounds for "
+                                "undecided contests), rough estimate for the minimum ≈ 0.1 min")
 
 
 def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, monkeypatch):
@@ -297,10 +330,11 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
     from engine.analysis.cost import load_catalog
     price = next(m.usd_per_hour for m in load_catalog() if m.label == oci.machine)
     assert oci.usd_per_hour == price
-    assert oci.throughput == pytest.approx(256 / 2.6 * 32)
-    assert oci.cost_per_million == pytest.approx(price / (256 / 2.6 * 32 * 3600) * 1e6)
+    rate = 32 * 6 / 0.600015
+    assert oci.throughput == pytest.approx(rate * 32)
+    assert oci.cost_per_million == pytest.approx(price / (rate * 32 * 3600) * 1e6)
     assert oci.usd_per_epoch == pytest.approx(oci.cost_per_million * 128 / 1e6)
-    assert oci.s_per_epoch == pytest.approx(128 / (256 / 2.6 * 32))
+    assert oci.s_per_epoch == pytest.approx(128 / (rate * 32))
     assert torch_rows.estimate.all()
     assert any("an epoch here is 128 samples" in c.value and "scaled linearly to 32 vCPUs"
                in c.value for c in at.caption)

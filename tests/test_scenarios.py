@@ -65,12 +65,15 @@ def test_record_columns_and_extras_per_kind():
     assert INFERENCE.config_extra(replace(run, profile_steps=0)) == {}
 
 
-def test_throughput_is_per_batch_for_inference_and_over_epochs_for_training():
+def test_throughput_is_samples_over_the_total_measured_time():
     run = RunSpec("resnet18", "torch", 8, 2, image_size=64).validate(cores=4)
-    assert INFERENCE.throughput(run, {}, 0.004) == 2000.0  # 8 samples / 4 ms
+    # 27 calls of 10 ms and 3 stalls of 30 ms: 240 samples in 0.36 s, not 8 / 10 ms (800/s)
+    stalls = [10_000_000] * 27 + [30_000_000] * 3
+    assert INFERENCE.throughput(run, {}, stalls) == pytest.approx(240 / 0.36)
     train = TrainSpec("resnet18", "torch", 32, 1).validate(cores=4)
+    # the measured steps only: the epochs' wall time (warm-up steps included) is not used
     ev = {"epochs": [{"wall_s": 2.0, "samples": 320}, {"wall_s": 3.0, "samples": 320}]}
-    assert TRAINING.throughput(train, ev, 0.001) == 128.0  # 640 samples / 5 s
+    assert TRAINING.throughput(train, ev, [100_000_000] * 4) == pytest.approx(320.0)
 
 
 def test_progress_is_counted_in_runs_or_in_training_steps():

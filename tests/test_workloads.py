@@ -85,13 +85,15 @@ def test_cross_entropy_matches_the_definition():
     assert loss == pytest.approx(expected, rel=1e-9) and correct == 1
 
 
-def test_training_record_derives_throughput_from_epochs_and_round_trips(db_path):
+def test_training_record_derives_throughput_from_measured_steps_and_round_trips(db_path):
     rec = _train_record("t-torch", "torch", [1.6, 1.0], [0.5, 0.8],
                         profile_ops=[{"op": "aten::convolution_backward", "device": "cpu",
                                       "calls": 40, "self_ms": 120.5, "total_ms": 130.0}],
                         profile_step_s=0.2)
-    # 256 samples over 2.6 s of epochs, not batch / median step
-    assert rec.throughput == pytest.approx(256 / 2.6)
+    # The 6 measured steps (32 samples each) over their 0.600015 s: the 2 warm-up steps
+    # (0.9 s and 0.15 s, TensorFlow's trace among them) are reported apart, not averaged in.
+    assert rec.throughput == pytest.approx(32 * 6 / 0.600015)
+    assert (rec.warmup_s, rec.first_forward_s) == (1.05, 0.9)
     assert rec.extra["lr"] == 0.01 and rec.extra["steps_per_epoch"] == 4
     assert rec.extra["feed_sha256"] == "abc" and rec.status == "ok"
     tf = _train_record("t-tf", "tensorflow", [3.0, 2.0], [0.3, 0.7])
@@ -116,7 +118,7 @@ def test_training_record_derives_throughput_from_epochs_and_round_trips(db_path)
                                                                     "torch": 0.8}
     assert no_info == 0  # a 10-class training model is not the catalog's model
     table = train_table([rec, tf])
-    assert "1.60 / 1.00" in table and "98.5" in table and "1.700 / 80.0%" in table
+    assert "1.60 / 1.00" in table and "320.0" in table and "1.700 / 80.0%" in table
 
 
 def test_failed_training_row_keeps_its_configuration(db_path):

@@ -1,16 +1,23 @@
-"""Comparisons that survive machine drift: round aggregation, noise floor, significance.
+"""Comparisons that survive machine drift: round aggregation, noise floor, decisions.
 
-A sweep runs in R rounds, each in fresh worker processes. On shared VMs two processes
-running the same benchmark can differ by up to 40 % while samples inside one process agree
-within about 5 %, so the process (the round), not the sample, is the unit of replication:
-pooling samples across processes would make every difference look significant.
+A sweep runs in rounds, each in fresh worker processes. On shared VMs two processes running
+the same benchmark can differ by up to 40 % while samples inside one process agree within
+about 5 %, so the process (the round), not the sample, is the unit of replication: pooling
+samples across processes would make every difference look significant.
 
-Method: per round r, each configuration's median latency m_r. A configuration's summary is
-the median of its round medians, with the between-round spread (min-max). Two
-configurations A and B are compared round by round (rounds are blocks: A and B of the same
-round ran close in time), on log ratios d_r = ln(m_B,r / m_A,r); the speed-up of A over B
-is exp(mean d) with a 95 % Student-t interval on mean d (R - 1 degrees of freedom). The
-difference is significant when the interval excludes 1.
+Method: per round r, each configuration's median latency m_r. Every measured round counts,
+noisy ones included (a noisy round is flagged, never dropped: dropping the disturbed
+processes keeps the lucky ones). A configuration's figure is the geometric mean of its
+round medians, with the between-round spread (min-max). Two configurations A and B are
+compared round by round (rounds are blocks: A and B of the same round ran close in time) on
+log ratios d_r = ln(m_B,r / m_A,r): the speed-up of A over B is exp(mean d), with a 95 %
+Student-t interval on mean d (R - 1 degrees of freedom). The star and the sentence use the
+same statistic: with every round paired, the speed-up is exactly the ratio of the two
+cells' geometric means.
+
+A contest is decided when its interval excludes 1 and no round favours the loser by more
+than the noise floor. An undecided contest gets more rounds (engine/run/sweep.py) up to the
+user's budget; when that runs out it reads "no decision within the noise (±x %)".
 Pure Python but for scipy's t quantile, so the dashboard can use it without a framework.
 """
 
@@ -18,16 +25,19 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["RoundSummary", "Comparison", "ConfigResult", "Contest", "aggregate", "contests",
-           "summarize_rounds",
-           "compare_rounds", "noise_floor",
-           "t975", "ROUND_SPREAD_NOISY"]
+           "summarize_rounds", "compare_rounds", "noise_floor", "undecided", "geomean",
+           "likely_cause", "t975", "ROUND_SPREAD_NOISY", "STEAL_NOTABLE", "OTHERS_NOTABLE"]
 
-# Rounds of one configuration whose medians spread more than this (max-min over median)
+# Rounds of one configuration whose medians spread more than this (max-min over the centre)
 # disagree beyond the ~5 % that rounds inside one process show here: flagged noisy.
 ROUND_SPREAD_NOISY = 0.10
+# Interference worth naming as a noisy verdict's likely cause: shares of the worker's cores.
+STEAL_NOTABLE = 0.02
+OTHERS_NOTABLE = 0.05
+
 
 def t975(df: int) -> float:
     """The two-sided 95 % Student-t quantile (0.975) for df degrees of freedom, from scipy
@@ -38,14 +48,18 @@ def t975(df: int) -> float:
     return float(stdtrit(df, 0.975))
 
 
+def geomean(values) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
 @dataclass(frozen=True)
 class RoundSummary:
     rounds: int
     round_medians: tuple[float, ...]
-    median: float  # median of the round medians
+    center: float  # geometric mean of the round medians: what the cell shows and is ranked by
     spread_min: float
     spread_max: float
-    spread_ratio: float  # (max - min) / median: how far the rounds landed apart
+    spread_ratio: float  # (max - min) / center: how far the rounds landed apart
     flag: str  # "valid" or "noisy"
     reason: str
 
@@ -54,15 +68,15 @@ def summarize_rounds(round_medians) -> RoundSummary:
     meds = tuple(float(m) for m in round_medians)
     if not meds:
         raise ValueError("no rounds to summarize")
-    med = statistics.median(meds)
+    center = geomean(meds)
     lo, hi = min(meds), max(meds)
-    ratio = (hi - lo) / med if med else 0.0
+    ratio = (hi - lo) / center
     if len(meds) > 1 and ratio > ROUND_SPREAD_NOISY:
         flag, why = "noisy", (f"rounds disagree: round medians span {ratio:.1%} of their "
-                              f"median (threshold {ROUND_SPREAD_NOISY:.0%})")
+                              f"geometric mean (threshold {ROUND_SPREAD_NOISY:.0%})")
     else:
         flag, why = "valid", ""
-    return RoundSummary(len(meds), meds, med, lo, hi, ratio, flag, why)
+    return RoundSummary(len(meds), meds, center, lo, hi, ratio, flag, why)
 
 
 @dataclass(frozen=True)
@@ -71,24 +85,40 @@ class Comparison:
     ci_low: float
     ci_high: float
     rounds: int  # paired rounds used
-    significant: bool
+    significant: bool  # the interval excludes 1
+    disagree: bool = False  # a round favours the other side by more than the noise floor
+
+    @property
+    def decided(self) -> bool:
+        return self.rounds >= 2 and self.significant and not self.disagree
+
+    @property
+    def noise_pct(self) -> float:
+        """How far either way the interval reaches from 'equal', in percent."""
+        return 100 * max(self.ci_high - 1, 1 - self.ci_low, 0.0)
 
     def sentence(self, a: str, b: str) -> str:
+        n = f"{self.rounds} rounds"
         if self.rounds < 2:
             return (f"{a} vs {b}: {self.speedup:.2f}x from a single round; no interval "
                     "(run at least 2 rounds)")
-        if not self.significant:
-            return (f"no significant difference between {a} and {b} (ratio "
-                    f"{self.speedup:.2f}x, 95 % CI {self.ci_low:.2f}-{self.ci_high:.2f})")
+        if not self.decided:
+            why = "; a round disagrees beyond the noise floor" if self.disagree else ""
+            return (f"no decision within the noise (±{self.noise_pct:.0f} %) between {a} and "
+                    f"{b}: ratio {self.speedup:.2f}x, 95 % CI {self.ci_low:.2f}-"
+                    f"{self.ci_high:.2f} over {n}{why}")
         if self.speedup >= 1:
             return (f"{a} is {self.speedup:.2f}x faster than {b} "
-                    f"(95 % CI {self.ci_low:.2f}-{self.ci_high:.2f})")
+                    f"(95 % CI {self.ci_low:.2f}-{self.ci_high:.2f}, {n})")
         return (f"{b} is {1 / self.speedup:.2f}x faster than {a} "
-                f"(95 % CI {1 / self.ci_high:.2f}-{1 / self.ci_low:.2f})")
+                f"(95 % CI {1 / self.ci_high:.2f}-{1 / self.ci_low:.2f}, {n})")
 
 
-def compare_rounds(a: dict[int, float], b: dict[int, float]) -> Comparison | None:
-    """a, b: round number -> median latency. Only rounds both have are paired."""
+def compare_rounds(a: dict[int, float], b: dict[int, float],
+                   floor: float | None = None) -> Comparison | None:
+    """a, b: round number -> median latency. Only rounds both have are paired. floor: the
+    noise floor (a fraction); a round whose ratio points the other way by more than it
+    leaves the contest undecided even when the interval excludes 1."""
     paired = sorted(set(a) & set(b))
     if not paired:
         return None
@@ -99,16 +129,31 @@ def compare_rounds(a: dict[int, float], b: dict[int, float]) -> Comparison | Non
         return Comparison(s, s, s, 1, False)
     half = t975(len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d))
     lo, hi = math.exp(mean - half), math.exp(mean + half)
-    return Comparison(math.exp(mean), lo, hi, len(d), not (lo <= 1.0 <= hi))
+    disagree = floor is not None and any(
+        x * mean < 0 and abs(x) > math.log1p(floor) for x in d)
+    return Comparison(math.exp(mean), lo, hi, len(d), not (lo <= 1.0 <= hi), disagree)
 
 
 def noise_floor(summaries) -> tuple[float, float, int] | None:
     """(median, worst, count) of the between-round spread over configurations that ran at
-    least two rounds: how far apart the same benchmark lands from process to process."""
+    least two rounds: how far apart the same benchmark lands from process to process. Every
+    measured round counts, noisy ones included."""
     spreads = [s.spread_ratio for s in summaries if s.rounds >= 2]
     if not spreads:
         return None
     return statistics.median(spreads), max(spreads), len(spreads)
+
+
+def contender_name(r: dict) -> str:
+    """framework (runtime), with precision, device and inter-op threads where they are not
+    the defaults: two of them never share a column."""
+    name = f"{r['framework']} ({r['runtime']})"
+    extra = [x for x in (r.get("precision") if r.get("precision") not in (None, "fp32")
+                         else None,
+                         r.get("device") if r.get("device") not in (None, "cpu") else None,
+                         f"inter {r['inter_threads']}" if r.get("inter_threads") not in
+                         (None, 1) else None) if x]
+    return name + (f" {' '.join(extra)}" if extra else "")
 
 
 @dataclass(frozen=True)
@@ -120,35 +165,73 @@ class ConfigResult:
     batch_size: int | None
     threads: int | None
     contender: str  # "framework (runtime)": a column of the comparison
-    round_medians: dict  # round number -> median latency (ms), ok runs only
-    failed: tuple[str, ...]  # statuses of rounds that did not produce a usable median
+    round_medians: dict  # round number -> median latency (ms), every measured round
+    failed: tuple[str, ...]  # statuses of rounds that broke a rule or did not finish
     summary: RoundSummary | None
-    noisy_rounds: int = 0  # rounds whose own IQR/median was above 10 %
+    noisy_rounds: int = 0  # measured rounds flagged noisy (dispersion or tail)
+    round_throughputs: dict = field(default_factory=dict)  # round -> samples/s
+    steal: float | None = None  # the worst round's hypervisor steal, share of its cores
+    others: float | None = None  # the worst round's other-process CPU, share of its cores
 
     @property
     def row(self) -> tuple:
         return (self.model, self.image_size, self.batch_size, self.threads)
 
+    @property
+    def key(self) -> tuple:
+        return (*self.row, self.contender)
+
+
+def _interference(rows, what: str) -> float | None:
+    # A stored row carries it as a column; a RunRecord in its extra.
+    values = [(r.get("interference") or (r.get("extra") or {}).get("interference") or {})
+              .get(what) for r in rows]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
 
 def aggregate(runs) -> list[ConfigResult]:
     """runs: mappings with model, framework, runtime, image_size, batch_size,
-    intra_threads, round_no, status, median_ms, validity (store.runs.sweep_rounds rows, or
-    RunRecord.__dict__). Runs with status ok count; the rest are listed as failed."""
+    intra_threads, round_no, status, median_ms, validity, and optionally throughput,
+    precision, device, inter_threads and interference (store.runs.sweep_rounds rows, or
+    RunRecord.__dict__). Runs with status ok count, noisy ones included; the rest (invalid:
+    a rule broken; or a failure) are listed as failed."""
     groups: dict = {}
     for r in runs:
         key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"],
-               f"{r['framework']} ({r['runtime']})")
+               contender_name(r))
         groups.setdefault(key, []).append(r)
     out = []
     for (model, size, batch, threads, contender), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok" and r["median_ms"] is not None]
         meds = {(r["round_no"] or 1): r["median_ms"] for r in ok}
+        tput = {(r["round_no"] or 1): r["throughput"] for r in ok if r.get("throughput")}
         failed = tuple(r["status"] for r in rs if r not in ok)
         summary = summarize_rounds(list(meds.values())) if meds else None
         noisy = sum(r.get("validity") == "noisy" for r in ok)
         out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
-                                summary, noisy))
+                                summary, noisy, tput, _interference(ok, "steal_frac"),
+                                _interference(ok, "others_cpu_frac")))
     return out
+
+
+def likely_cause(results) -> str:
+    """Names what most likely made these configurations' rounds disagree, from what was
+    recorded while they ran (steal, other processes), or says nothing was recorded."""
+    steal = max((r.steal for r in results if r.steal is not None), default=None)
+    others = max((r.others for r in results if r.others is not None), default=None)
+    causes = []
+    if steal is not None and steal >= STEAL_NOTABLE:
+        causes.append(f"steal took {steal:.0%} of a run")
+    if others is not None and others >= OTHERS_NOTABLE:
+        causes.append(f"other processes took {others:.0%} of a run's cores")
+    if causes:
+        return "likely cause: " + " and ".join(causes)
+    if steal is None and others is None:
+        return "no interference was recorded for these runs"
+    return ("no steal or other-process load above "
+            f"{STEAL_NOTABLE:.0%}/{OTHERS_NOTABLE:.0%} was measured: the spread is between "
+            "the processes themselves")
 
 
 @dataclass(frozen=True)
@@ -157,31 +240,54 @@ class Contest:
 
     row: tuple
     cells: dict  # contender -> ConfigResult
-    best: str | None  # lowest median of round medians, when two or more have one
-    not_significant: frozenset  # contenders whose gap to the best is within the noise
+    best: str | None  # lowest geometric mean of round medians, when two or more have one
+    not_significant: frozenset  # contenders whose gap to the best is not decided
     sentences: tuple[str, ...]  # "A is 1.31x faster than B (95 % CI ...)", per rival
+    comparisons: dict = field(default_factory=dict)  # rival -> Comparison with the best
+
+    @property
+    def decided(self) -> bool:
+        """Every rival's gap to the best is decided (a row of one is not a contest)."""
+        return bool(self.comparisons) and all(c.decided for c in self.comparisons.values())
 
 
 def contests(results: list[ConfigResult]) -> tuple[list[str], list[Contest]]:
-    """(contender columns, rows) with the best and the significance of each gap."""
+    """(contender columns, rows) with the best and the decision on each gap."""
     cols = list(dict.fromkeys(r.contender for r in results))
+    floor = noise_floor([r.summary for r in results if r.summary])
     rows: dict = {}
     for r in results:
         rows.setdefault(r.row, {})[r.contender] = r
     out = []
     for key, cells in rows.items():
         usable = {c: r for c, r in cells.items() if r.summary is not None}
-        best = min(usable, key=lambda c: usable[c].summary.median) if len(usable) > 1 else None
-        same, sentences = set(), []
+        best = min(usable, key=lambda c: usable[c].summary.center) if len(usable) > 1 else None
+        same, sentences, comparisons = set(), [], {}
         if best is not None:
             for c, r in usable.items():
                 if c == best:
                     continue
-                cmp = compare_rounds(usable[best].round_medians, r.round_medians)
+                cmp = compare_rounds(usable[best].round_medians, r.round_medians,
+                                     floor[0] if floor else None)
                 if cmp is None:
                     continue
-                if cmp.rounds > 1 and not cmp.significant:
+                comparisons[c] = cmp
+                text = cmp.sentence(best, c)
+                if cmp.rounds > 1 and not cmp.decided:
                     same.add(c)
-                sentences.append(cmp.sentence(best, c))
-        out.append(Contest(key, cells, best, frozenset(same), tuple(sentences)))
+                    text += f" ({likely_cause([usable[best], r])})"
+                sentences.append(text)
+        out.append(Contest(key, cells, best, frozenset(same), tuple(sentences), comparisons))
     return cols, out
+
+
+def undecided(results: list[ConfigResult]) -> set[tuple]:
+    """Keys (ConfigResult.key) of the configurations in a contest not yet decided: the row's
+    best and each rival whose gap is undecided. What another round should measure."""
+    keys: set = set()
+    for contest in contests(results)[1]:
+        for rival, cmp in contest.comparisons.items():
+            if not cmp.decided:
+                keys.add((*contest.row, contest.best))
+                keys.add((*contest.row, rival))
+    return keys

@@ -10,8 +10,10 @@ from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.spec.errors import UserError
 from engine.spec.inference import BF16_RUNTIMES, RunSpec, device_choices, expand_sweep
-from engine.spec.limits import (BATCH_RANGE, DEFAULT_ROUNDS, IMAGE_RANGE, MARGIN_RANGE,
-                                PROFILE_RANGE, SEED_RANGE, float_range, logical_cores)
+from engine.spec.budget import RoundBudget, default_max_rounds
+from engine.spec.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, IMAGE_RANGE,
+                                MARGIN_RANGE, PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
+                                float_range, logical_cores)
 from engine.spec.policy import MeasurementPolicy
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -65,8 +67,18 @@ def add_parsers(sub) -> None:
                         "framework/threads group, so imports are paid once)")
     r.add_argument("--no-table", action="store_true", help="skip the comparison table")
     sweep_options(r, timeout=600.0, rounds=DEFAULT_ROUNDS,
-                  rounds_help=f"rounds of the whole sweep, each in fresh worker processes and "
-                              f"in alternating order (default {DEFAULT_ROUNDS}; see docs)")
+                  rounds_help=f"the minimum rounds of the whole sweep, each in fresh worker "
+                              f"processes and in alternating order (default {DEFAULT_ROUNDS}; "
+                              f"see docs)")
+    r.add_argument("--max-rounds", type=int_arg("max_rounds", *ROUNDS_RANGE),
+                   default=None, metavar="N",
+                   help=f"rounds until decided: a contest still undecided after --rounds gets "
+                        f"more rounds, for its configurations only, up to N in all (at least "
+                        f"--rounds; equal to it: no extra rounds; default "
+                        f"{DEFAULT_MAX_ROUNDS}, or --rounds when that is higher or 1)")
+    r.add_argument("--time-budget", type=float_arg("time_budget_s"), default=None,
+                   metavar="S", help="no extra round starts once the sweep would pass S "
+                                     "seconds of wall time (default: no limit)")
 
     m = sub.add_parser("models", help="list the catalog with params and FLOPs per framework")
     m.add_argument("--no-count", action="store_true",
@@ -112,10 +124,14 @@ def cmd_run(args) -> int:
                          weight_policy=args.weight_policy, policy=policy,
                          runtimes=args.runtime, profile_steps=args.profile)
 
+    budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
+                         if args.max_rounds is None else args.max_rounds,
+                         args.time_budget).validate(specs)
+
     def table(records):
         return compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty())
     run_and_summarize(specs, args, table=None if args.no_table else table, noun="runs",
-                      seed=args.seed, process_per_run=args.process_per_run)
+                      seed=args.seed, process_per_run=args.process_per_run, budget=budget)
     return 0
 
 

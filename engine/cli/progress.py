@@ -12,7 +12,7 @@ __all__ = ["run_with_progress", "run_and_summarize"]
 
 
 def run_with_progress(specs, args, *, seed: int | None = None,
-                      process_per_run: bool = False):
+                      process_per_run: bool = False, budget=None):
     """Run a sweep with a progress bar, a line per round and one printed line per stored
     run: the one terminal driver of `run`, `train` and `dataload`. What the bar counts (runs,
     or training steps read from progress events) and how a run is described come from the
@@ -25,6 +25,9 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     from engine.scenarios import scenario_of
     from store.db import resolve_db_path
 
+    from engine.spec.budget import RoundBudget
+
+    budget = budget or RoundBudget.fixed(args.rounds)
     scenario = scenario_of(specs[0])
     unit = scenario.progress_unit
     total_units = scenario.progress_total(specs)
@@ -32,14 +35,26 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     seed = seed if seed is not None else random.randrange(2**31)
     state = {"bar": None, "run_units": 0}
 
+    upto = (f"{budget.rounds} rounds" if budget.max_rounds == budget.rounds else
+            f"{budget.rounds} rounds (up to {budget.max_rounds} for undecided contests"
+            + (f", within {budget.time_budget_s:g} s" if budget.time_budget_s else "") + ")")
+
     def on_start(sweep_id):
-        print(f"sweep {sweep_id}: {len(specs)} configurations x {args.rounds} rounds = "
-              f"{len(specs) * args.rounds} runs (seed {seed}) -> {db}", flush=True)
-        state["bar"] = tqdm(total=total_units * args.rounds, unit=unit, file=sys.stderr,
+        print(f"sweep {sweep_id}: {len(specs)} configurations x {upto} = "
+              f"{len(specs) * budget.rounds} runs at least (seed {seed}) -> {db}", flush=True)
+        state["bar"] = tqdm(total=total_units * budget.rounds, unit=unit, file=sys.stderr,
                             dynamic_ncols=True)
 
-    def on_round(r):
-        state["bar"].write(f"round {r}/{args.rounds}: {order_name(r)} order", file=sys.stdout)
+    def on_plan(step):
+        bar = state["bar"]
+        if step.why != "minimum":  # an extra round: only the undecided configurations
+            bar.total += scenario.progress_total(step.specs)
+            bar.refresh()
+        bar.write(f"round {step.round_no}: {order_name(step.round_no)} order"
+                  + ("" if step.why == "minimum" else f", {step.why}"), file=sys.stdout)
+
+    def on_stop(why):
+        state["bar"].write(f"stopped: {why}", file=sys.stdout)
 
     def on_event(ev, r):
         spec, bar = ev.get("spec"), state["bar"]
@@ -49,8 +64,7 @@ def run_with_progress(specs, args, *, seed: int | None = None,
         if n is not None and n > state["run_units"]:
             bar.update(n - state["run_units"])
             state["run_units"] = n
-        bar.set_postfix_str(f"round {r}/{args.rounds} {scenario.describe_event(spec, ev)}",
-                            refresh=True)
+        bar.set_postfix_str(f"round {r} {scenario.describe_event(spec, ev)}", refresh=True)
 
     def on_stored(rec):
         bar = state["bar"]
@@ -64,10 +78,10 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
                     process_per_run=process_per_run)
     try:
-        return run_sweep(specs, db=db, rounds=args.rounds, seed=seed, runner=runner,
+        return run_sweep(specs, db=db, rounds=budget, seed=seed, runner=runner,
                          command=" ".join(["python -m engine", *args.argv]),
-                         on_start=on_start, on_round=on_round, on_stored=on_stored,
-                         on_event=on_event), db
+                         on_start=on_start, on_plan=on_plan, on_stop=on_stop,
+                         on_stored=on_stored, on_event=on_event), db
     finally:
         if state["bar"] is not None:
             state["bar"].close()

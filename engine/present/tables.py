@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from engine.analysis.compare import ConfigResult, contests, noise_floor
+from engine.analysis.compare import ConfigResult, contests, geomean, noise_floor
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text"]
 
@@ -71,7 +71,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
     out = []
     for title, as_throughput in (
             ("median latency per batch [ms], lower is better", False),
-            ("throughput [samples/s] from the median, higher is better", True)):
+            ("throughput [samples/s] over the measured time, higher is better", True)):
         cols, grid, rounds = compare_grid(results, as_throughput=as_throughput)
         table, highlight = [], set()
         for ri, (contest, cells, best) in enumerate(grid):
@@ -79,15 +79,16 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
             table.append([f"{model} {size}px", str(batch), str(threads), *cells])
             if color and best in cols:
                 highlight.add((ri, 3 + cols.index(best)))
-        out.append(title + (f" (median of {rounds} rounds [min-max of round medians])"
-                            if rounds > 1 else ""))
+        out.append(title + (f" (geometric mean of up to {rounds} rounds [min-max over "
+                            "rounds])" if rounds > 1 else ""))
         out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
         out.append("")
     rows = [contest for contest, _, _ in grid]
     verdicts = [f"  {c.row[0]} {c.row[1]}px b{c.row[2]} t{c.row[3]}: {s}"
                 for c in rows for s in c.sentences]
     if verdicts:
-        out.append("significance (paired rounds, 95 % Student-t interval on log ratios):")
+        out.append("verdicts (paired rounds, 95 % Student-t interval on log ratios; decided "
+                   "when it excludes 1 and no round disagrees beyond the noise floor):")
         out.extend(verdicts)
         out.append("")
     floor = noise_floor([r.summary for r in results if r.summary])
@@ -99,22 +100,26 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
     elif rounds <= 1:
         out.append("one round: differences are not tested for significance "
                    "(use --rounds 2 or more)")
-    out.append("* best in row   ~ not significantly different from the best   "
-               "? noisy (rounds disagree by more than 10 %, or IQR/median above 10 %)   "
-               "(n status): rounds left out of the aggregate   a status instead of a value: "
-               "no round of it succeeded")
+    out.append("* best in row   ~ no decision against the best   ? noisy (rounds disagree "
+               "by more than 10 %, or a round's IQR/median above 10 % or its tail long; "
+               "noisy rounds are kept)   (n status): rounds that broke a rule or failed, "
+               "left out   a status instead of a value: no round of it succeeded")
     return "\n".join(out)
 
 
 def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> str:
+    """The cell of one contender: the geometric mean over its rounds (of round medians, or
+    of round throughputs: samples over measured time), with the min-max over rounds."""
     s = r.summary
     noisy = s.flag == "noisy" or r.noisy_rounds > 0
     if as_throughput:
-        text = f"{batch / s.median * 1000:,.1f}"
-        if rounds > 1:
-            text += f" [{batch / s.spread_max * 1000:,.1f}-{batch / s.spread_min * 1000:,.1f}]"
+        tp = list(r.round_throughputs.values()) or [batch * 1000 / m
+                                                    for m in s.round_medians]
+        text = f"{geomean(tp):,.1f}"
+        if len(tp) > 1:
+            text += f" [{min(tp):,.1f}-{max(tp):,.1f}]"
     else:
-        text = f"{s.median:,.2f}"
+        text = f"{s.center:,.2f}"
         if rounds > 1:
             text += f" [{s.spread_min:,.2f}-{s.spread_max:,.2f}]"
     if r.failed:  # rounds left out of the aggregate, by status: "(1 invalid)"

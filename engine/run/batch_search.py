@@ -16,6 +16,7 @@ from typing import Callable
 from engine.run.runner import Runner
 from engine.scenarios.base import Request
 from engine.scenarios.inference import SweepRequest
+from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.spec.inference import RunSpec
 from engine.spec.limits import BATCH_RANGE, MARGIN_RANGE, float_range
 from engine.spec.policy import MeasurementPolicy
@@ -48,21 +49,28 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
 
     noisy: list[int] = []
 
+    raised = ""
+    if p99_bound_ms is not None and base.policy.min_iters < P99_MIN_SAMPLES:
+        # A p99 from fewer samples is an extreme order statistic: a bound on it would be
+        # decided by one or two calls. Every probe times at least P99_MIN_SAMPLES.
+        base = replace(base, policy=replace(base.policy, min_iters=P99_MIN_SAMPLES))
+        raised = f"; min_iters raised to {P99_MIN_SAMPLES} so that p99 is measured"
+
     def probe(batch: int) -> RunRecord:
-        # A probe ruined by interference (invalid, but measured) is measured once more; if
-        # it is still invalid its figure is used, and the conclusion says so.
+        # A probe disturbed by interference (noisy: measured, flagged) is measured once
+        # more; if it is still noisy the second figure is used, and the conclusion says so.
         for attempt in range(2):
             [rec] = runner.run([replace(base, batch_size=batch).validate()],
                                on_record=on_record, sweep_id=sweep_id, on_event=on_event,
                                known_stats=known_stats)
             probes.append(rec)
-            if not (rec.status == "invalid" and rec.throughput is not None):
+            if not (rec.status == "ok" and rec.validity == "noisy"):
                 return rec
         noisy.append(batch)
         return rec
 
     def ok(rec):
-        return rec.status in ("ok", "invalid") and rec.throughput is not None
+        return rec.status == "ok" and rec.throughput is not None
 
     best: RunRecord | None = None
     batch, fitted, failed_at, reason = start, None, None, ""
@@ -101,8 +109,9 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
                 hi = mid
         reason += f"; the largest batch that fits lies in [{lo}, {hi})"
     if noisy:
-        reason += (f"; batch {', '.join(map(str, noisy))} stayed invalid (too noisy) after a "
-                   "second measurement: treat those figures with care")
+        reason += (f"; batch {', '.join(map(str, noisy))} stayed noisy after a second "
+                   "measurement: treat those figures with care")
+    reason += raised
     p99_batch = None
     if p99_bound_ms is not None:
         within = [r.batch_size for r in probes if ok(r) and r.p99_ms <= p99_bound_ms]
@@ -177,7 +186,7 @@ class BatchSearchRequest(Request):
         return f"batch search {self.model} × {self.framework} ({self.runtime})"
 
     def run(self, specs, *, db, runner: Runner, seed: int, on_start, on_stored,
-            on_event) -> str:
+            on_event, on_plan=lambda step: None) -> str:
         """Probe, store every probe, and say what was found."""
         def probe_event(ev):  # a search's progress names the probe where a sweep's the round
             on_event(ev, probe_event.count)

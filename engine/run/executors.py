@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 
+from engine.run import pinning
+from engine.scenarios import scenario_of
 from engine.spec.paths import PROJECT_ROOT
 from engine.spec.record import OOM_MARKERS
 
@@ -51,13 +53,6 @@ def _set_parent_death_signal() -> None:  # runs in the child between fork and ex
         pass
 
 
-def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def thread_env(spec) -> dict:
     """Set before the worker imports a framework, so OpenMP/MKL/TF read them at start."""
     intra, inter = str(spec.intra_threads), str(spec.inter_threads)
@@ -73,14 +68,23 @@ class WorkerProcess:
     protocol lines as dicts (None at its end); kill() ends its whole process group."""
 
     def __init__(self, python: str, runs: list[dict], env: dict, memory_cap_bytes, *,
-                 kind: str, mode: str = "bench", trace_dir: str | None = None):
-        full_env = {**os.environ, **env}
+                 kind: str, mode: str = "bench", trace_dir: str | None = None,
+                 pins=None):
+        full_env = {**os.environ, **env, **pinning.worker_env(pins)}
+        pin_child = pinning.pin_child(pins)
+
+        def preexec():
+            _set_parent_death_signal()
+            pin_child()
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [python, "-m", "engine.worker"], cwd=PROJECT_ROOT, env=full_env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, preexec_fn=_set_parent_death_signal)
+            start_new_session=True, preexec_fn=preexec)
+        # This process keeps off the worker's cores until close().
+        self._parent_off = pinning.parent_off(pins)
+        self._parent_off.__enter__()
         self.events: queue.Queue = queue.Queue()
         self.stderr = collections.deque()
         self._stderr_len = 0
@@ -134,16 +138,21 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return self.proc.wait()
+        finally:
+            self._parent_off.__exit__(None, None, None)
 
 
 class LocalProcesses:
     """Each worker group in a fresh subprocess of this machine, in its own session (so a
     kill reaches its children), killed with its parent (PDEATHSIG and stdin EOF)."""
 
-    def __init__(self, python: str = sys.executable):
+    def __init__(self, python: str = sys.executable, pin: bool = True):
         self.python = python
+        self.pin = pin  # pin a worker with fewer threads than cores (engine/run/pinning.py)
 
     def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None) -> WorkerProcess:
+        pin = self.pin and mode == "bench" and scenario_of(first_spec).pinnable
+        pins = pinning.plan(first_spec.intra_threads) if pin else None
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
-                             kind=first_spec.kind, mode=mode, trace_dir=trace_dir)
+                             kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins)

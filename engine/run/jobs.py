@@ -199,12 +199,16 @@ class JobManager:
                                    "iters": ev.get("iters", 0)}
                 self._lock.notify_all()
 
+        def on_plan(step):
+            if step.why != "minimum":  # an extra round: its runs join the total
+                self._update(job, total=job.total + len(step.specs))
+
         runner = Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
                         cancel=job.cancel, **self.runner_options)
         seed = req.seed if req.seed is not None else random.randrange(2**31)
         result = req.run(job.specs, db=self.db_path, runner=runner, seed=seed,
                          on_start=lambda sid: self._update(job, sweep_id=sid),
-                         on_stored=on_stored, on_event=on_event)
+                         on_stored=on_stored, on_event=on_event, on_plan=on_plan)
         if result:  # a search: its conclusion, and the probes it took
             self._update(job, total=job.done, error="", result=result)
 

@@ -68,10 +68,16 @@ def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
     base = dict(base)
     extra = dict(base.pop("extra", None) or {})
     scenario = scenario_of(spec)
-    throughput = scenario.throughput(spec, ev, median_s)
+    throughput = scenario.throughput(spec, ev, samples)
     extra.update(scenario.result_extra(ev))
     # Python's garbage collector during timing: False/True, None where no Python loop timed.
     extra["gc_disabled"] = ev.get("gc_disabled")
+    # Calls per timed sample (blocks for calls under ~1 ms); absent: one call per sample.
+    if ev.get("block_calls", 1) > 1:
+        extra["block_calls"] = ev["block_calls"]
+    # Steal, other processes' CPU, the cores and the load over the measured window.
+    if ev.get("interference"):
+        extra["interference"] = ev["interference"]
     trace_gz = None
     if ev.get("trace_path") and os.path.exists(ev["trace_path"]):
         with open(ev["trace_path"], "rb") as f:

@@ -8,20 +8,24 @@ process (the dashboard) is never locked out for the length of a sweep.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
 from dataclasses import dataclass
 
+from engine.analysis.compare import aggregate, contender_name, undecided
 from engine.run.records import new_id
 from engine.run.rounds import plan_rounds
 from engine.run.runner import Runner
 from engine.run.system import system_info
 from engine.scenarios import scenario_of
+from engine.spec.budget import RoundBudget, round_floor_s
 from engine.spec.inference import RunSpec
 from engine.spec.record import RunRecord
 
-__all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep"]
+__all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round", "RoundPlan",
+           "config_key"]
 
 
 def plan_labels(plan: list[list[RunSpec]]) -> list[list[str]]:
@@ -38,6 +42,7 @@ class StoredSweep:
     sweep_id: str
     store: Callable[[RunRecord], None]
     known_stats: Callable[[RunSpec], dict | None]
+    extend: Callable[[int, list], None] = lambda rounds, plan: None  # rounds run, their order
 
 
 def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
@@ -46,7 +51,8 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
     """Create the sweep's row. Every way of running (sweep, batch search, CLI, dashboard)
     stores through what this returns."""
     from store.db import open_db
-    from store.runs import framework_version, known_model_stats, save_record, save_sweep
+    from store.runs import (extend_sweep, framework_version, known_model_stats, save_record,
+                            save_sweep)
 
     sweep_id = new_id()
     with open_db(db) as con:  # fails here, before any run, if the file is busy or bad
@@ -66,25 +72,98 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
             save_record(con, rec, system)
         on_stored(rec)
 
-    return StoredSweep(sweep_id, store, known)
+    def extend(rounds: int, labels: list):
+        with open_db(db) as con:
+            extend_sweep(con, sweep_id, rounds=rounds, plan=labels)
+
+    return StoredSweep(sweep_id, store, known, extend)
 
 
-def run_sweep(specs: list[RunSpec], *, db: Path, rounds: int, seed: int, runner: Runner,
-              command: str, on_start: Callable[[str], None] = lambda sweep_id: None,
+def config_key(spec) -> tuple:
+    """The ConfigResult.key a spec's runs aggregate under."""
+    return (spec.model, spec.image_size, spec.batch_size, spec.intra_threads,
+            contender_name(vars(spec)))  # a RunSpec, or a RunRecord of one
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What the driver decided before a round: its number, its specs, and why."""
+
+    round_no: int
+    specs: list
+    why: str  # "minimum" or "N undecided configurations"
+
+
+def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done: int,
+               elapsed_s: float, seed: int) -> tuple[RoundPlan | None, str]:
+    """After `done` rounds: (the next round to run, or None, and why). Up to the minimum
+    every spec runs; past it only the configurations of undecided contests, while rounds
+    and the time budget last. The time a round will take is predicted from what the same
+    configurations took in the last round (their runs' wall time) plus a framework start
+    per worker group."""
+    if done < budget.rounds:
+        return RoundPlan(done + 1, plan_rounds(specs, done + 1, seed)[done], "minimum"), ""
+    if not scenario_of(specs[0]).decides_contests:
+        return None, f"{done} rounds run"
+    keys = undecided(aggregate(vars(r) for r in records))
+    if not keys:
+        return None, f"every contest decided after {done} rounds"
+    if done >= budget.max_rounds:
+        return None, f"max_rounds ({budget.max_rounds}) reached with {len(keys)} " \
+                     "configurations undecided"
+    more = [s for s in specs if config_key(s) in keys]
+    if budget.time_budget_s is not None:
+        took = _last_round_s(records, more, done)
+        if elapsed_s + took > budget.time_budget_s:
+            return None, (f"time budget ({budget.time_budget_s:g} s) would be exceeded: "
+                          f"{elapsed_s:.0f} s spent, another round takes about {took:.0f} s")
+    order = plan_rounds(more, done + 1, seed)[done]
+    return RoundPlan(done + 1, order, f"{len(more)} undecided configurations"), ""
+
+
+def _last_round_s(records: list[RunRecord], specs: list, done: int) -> float:
+    wanted = {config_key(s) for s in specs}
+    total = round_floor_s(specs) - sum(s.policy.min_time_s for s in specs)  # starts only
+    for r in records:
+        if r.round_no == done and r.ended_at and r.started_at and config_key(r) in wanted:
+            total += (r.ended_at - r.started_at).total_seconds()
+    return total
+
+
+def run_sweep(specs: list[RunSpec], *, db: Path, rounds: int | RoundBudget, seed: int,
+              runner: Runner, command: str,
+              on_start: Callable[[str], None] = lambda sweep_id: None,
               on_round: Callable[[int], None] = lambda r: None,
               on_stored: Callable[[RunRecord], None] = lambda rec: None,
-              on_event: Callable[[dict, int], None] = lambda ev, r: None) -> list[RunRecord]:
-    """Stops between runs when runner.cancel is set; returns the records of this sweep."""
-    plan = plan_rounds(specs, rounds, seed)
-    sweep = open_sweep(db, command=command, rounds=rounds, seed=seed, plan=plan_labels(plan),
-                       configurations=len(specs), on_stored=on_stored)
+              on_event: Callable[[dict, int], None] = lambda ev, r: None,
+              on_plan: Callable[[RoundPlan], None] = lambda plan: None,
+              on_stop: Callable[[str], None] = lambda why: None,
+              clock: Callable[[], float] = time.monotonic) -> list[RunRecord]:
+    """Run the minimum rounds, then rounds until decided (RoundBudget); an int is that many
+    rounds exactly. Stops between runs when runner.cancel is set; returns the records of
+    this sweep. on_stop(why) says why no further round ran."""
+    budget = rounds if isinstance(rounds, RoundBudget) else RoundBudget.fixed(rounds)
+    t0 = clock()
+    plan = plan_rounds(specs, budget.rounds, seed)
+    sweep = open_sweep(db, command=command, rounds=budget.rounds, seed=seed,
+                       plan=plan_labels(plan), configurations=len(specs),
+                       on_stored=on_stored)
     on_start(sweep.sweep_id)
     records: list[RunRecord] = []
-    for r, round_specs in enumerate(plan, start=1):
-        if runner.cancel.is_set():
+    done, labels = 0, plan_labels(plan)
+    while not runner.cancel.is_set():
+        step, why = next_round(records, specs, budget, done, clock() - t0, seed)
+        if step is None:
+            on_stop(why)
             break
-        on_round(r)
-        records += runner.run(round_specs, on_record=sweep.store, sweep_id=sweep.sweep_id,
+        on_plan(step)
+        on_round(step.round_no)
+        r = step.round_no
+        records += runner.run(step.specs, on_record=sweep.store, sweep_id=sweep.sweep_id,
                               round_no=r, on_event=lambda ev, r=r: on_event(ev, r),
                               known_stats=sweep.known_stats)
+        done = r
+        if r > budget.rounds:  # an extra round: the sweep's row says how many ran, in order
+            labels += plan_labels([step.specs])
+            sweep.extend(r, labels)
     return records

@@ -32,6 +32,11 @@ class Scenario:
     # The parent passes the params/FLOPs the store already knows to the worker, and a
     # finished run's counts are stored as the catalog's (only inference counts them).
     counts_model_stats: ClassVar[bool] = False
+    # Its runs form contests (contenders side by side) that extra rounds can decide.
+    decides_contests: ClassVar[bool] = False
+    # A worker with fewer threads than cores gets cores of its own (engine/run/pinning.py).
+    # Not data loading: its loader processes inherit the worker's affinity.
+    pinnable: ClassVar[bool] = True
     # What the CLI's progress bar counts: "run", or "step" (read from progress events).
     progress_unit: ClassVar[str] = "run"
 
@@ -51,9 +56,12 @@ class Scenario:
         """What a successful run adds to `extra` from its worker's result event."""
         return {}
 
-    def throughput(self, spec, ev: dict, median_s: float) -> float | None:
-        """Samples per second; the default: one batch per median sample."""
-        return spec.batch_size / median_s if median_s else None
+    def throughput(self, spec, ev: dict, samples_ns) -> float | None:
+        """Samples per second: samples processed over the total measured time (the
+        inference-timing guide's definition), so stalls cost what they cost. A sample is one
+        call's time (a block's over its calls), so this is batch size over the mean."""
+        total = sum(samples_ns)
+        return spec.batch_size * len(samples_ns) / (total / 1e9) if total else None
 
     def progress_total(self, specs: list) -> int:
         """How many progress units a sweep of these specs takes (one round)."""
@@ -93,7 +101,16 @@ class Request:
         """(specs, skipped): what runs, validated, and a line for each combination that
         cannot run; UserError naming the field before anything is queued."""
         int_range("rounds", self.rounds, *ROUNDS_RANGE)
-        return self._expand()
+        specs, skipped = self._expand()
+        self.budget().validate(specs)
+        return specs, skipped
+
+    def budget(self):
+        """How many rounds: exactly `rounds` unless the request asks for rounds until
+        decided (an inference sweep's max_rounds and time_budget_s)."""
+        from engine.spec.budget import RoundBudget
+
+        return RoundBudget.fixed(self.rounds)
 
     def _expand(self) -> tuple[list, list[str]]:
         raise NotImplementedError
@@ -106,14 +123,15 @@ class Request:
         return type(other) is type(self) and replace(self, seed=None) == replace(other, seed=None)
 
     def run(self, specs: list, *, db, runner, seed: int, on_start, on_stored,
-            on_event) -> str:
+            on_event, on_plan=lambda step: None) -> str:
         """Run the job's specs as one stored sweep; returns a conclusion ("" for a sweep,
-        whose figures are its stored runs). A search overrides this."""
+        whose figures are its stored runs). A search overrides this. on_plan(step) before
+        each round (engine.run.sweep.RoundPlan)."""
         from engine.run.sweep import run_sweep  # the parent side, imported when a job runs
 
-        run_sweep(specs, db=db, rounds=self.rounds, seed=seed, runner=runner,
+        run_sweep(specs, db=db, rounds=self.budget(), seed=seed, runner=runner,
                   command="dashboard", on_start=on_start, on_stored=on_stored,
-                  on_event=on_event)
+                  on_event=on_event, on_plan=on_plan)
         return ""
 
     def label(self) -> str:

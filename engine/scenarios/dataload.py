@@ -13,6 +13,7 @@ __all__ = ["DataLoading", "DATA_LOADING", "LoadRequest"]
 
 class DataLoading(Scenario):
     kind = LoadSpec.kind
+    pinnable = False
     spec_type = LoadSpec
     worker_body = "engine.worker.dataload"
     title = "Data loading"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.scenarios.base import Request, Scenario
+from engine.spec.budget import RoundBudget, default_max_rounds
 from engine.spec.inference import RunSpec, expand_sweep
 from engine.spec.limits import DEFAULT_ROUNDS
 from engine.spec.policy import MeasurementPolicy
@@ -19,6 +20,7 @@ class Inference(Scenario):
     title = "Compare"
     sample_unit = "batch"
     counts_model_stats = True
+    decides_contests = True
 
     def config_extra(self, spec) -> dict:
         return {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
@@ -56,11 +58,18 @@ class SweepRequest(Request):
     weight_policy: str = "bn_calibrated"
     policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
     rounds: int = DEFAULT_ROUNDS
+    max_rounds: int | None = None  # None: default_max_rounds(rounds)
+    time_budget_s: float | None = None
     seed: int | None = None
     timeout_s: float = 600.0
     memory_cap_bytes: int | None = None
     runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
     profile_steps: int = 0  # >0: profile this many iterations after each timed pass
+
+    def budget(self) -> RoundBudget:
+        return RoundBudget(self.rounds, default_max_rounds(self.rounds)
+                           if self.max_rounds is None else self.max_rounds,
+                           self.time_budget_s)
 
     def _expand(self):
         return expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),

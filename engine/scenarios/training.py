@@ -31,10 +31,12 @@ class Training(Scenario):
     def result_extra(self, ev: dict) -> dict:
         return {"data": ev.get("data_description"), "feed_sha256": ev.get("feed_sha256")}
 
-    def throughput(self, spec, ev: dict, median_s: float) -> float | None:
-        # Samples per second over whole epochs (data feeding included), not from one step.
-        wall = sum(e["wall_s"] for e in ev["epochs"])
-        return sum(e["samples"] for e in ev["epochs"]) / wall if wall else None
+    def throughput(self, spec, ev: dict, samples_ns) -> float | None:
+        # Over the measured steps only: the warm-up steps (the first one carries TensorFlow's
+        # trace and every allocator's first touch) are reported apart, as warmup_s and
+        # first_forward_s. Epoch wall times, data feeding included, stay in the epochs.
+        total = sum(samples_ns)
+        return spec.batch_size * len(samples_ns) / (total / 1e9) if total else None
 
     def progress_total(self, specs: list) -> int:
         return sum(s.steps_in_epoch() * s.epochs for s in specs)

@@ -6,7 +6,12 @@ from dataclasses import dataclass
 
 from engine.spec.limits import float_range, int_range
 
-__all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS"]
+__all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS",
+           "PARENT_CORES_ENV"]
+
+# Set in a pinned worker's environment: the cores its parent moved itself to (the worker
+# has the rest). A worker without it was not pinned.
+PARENT_CORES_ENV = "BENCH_PARENT_CORES"
 
 STOP_POLICY_MET = "policy met"
 STOP_MAX_TIME = "max_time reached"

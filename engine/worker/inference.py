@@ -10,6 +10,7 @@ import time
 from engine.worker.backends import load_backend
 from engine.worker.backends.base import ModelStats
 from engine.worker.frame import Frame, status_of
+from engine.worker.interference import interference, snapshot
 from engine.worker.measure import time_loop
 from engine.worker.profiling import profile_pass
 
@@ -72,15 +73,23 @@ def run_group(runs, frame: Frame) -> None:
                 "progress", run_id=run_id, phase="measure", iters=n)
             profile = {}
             if hasattr(backend, "measure"):  # the runtime times itself (LibTorch C++)
+                before = snapshot()
                 first_s, loop = backend.measure(spec, progress)
+                window = interference(before, snapshot())
             else:
                 step = backend.make_step(spec)
                 with backend.context():
-                    t = time.perf_counter()
-                    step()
-                    first_s = time.perf_counter() - t
+                    # The first call after preparation: shape-generic runtimes made it in
+                    # prepare()'s output check, timed there; the others make it here.
+                    first_s = backend.first_forward_s
+                    if first_s is None:
+                        t = time.perf_counter()
+                        step()
+                        first_s = time.perf_counter() - t
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
+                    before = snapshot()
                     loop = time_loop(step, spec.policy, on_progress=progress)
+                    window = interference(before, snapshot())
                     trace_path = frame.trace_path(run_id)
                     if spec.profile_steps and trace_path:
                         # A separate pass after the timed one: the profiler never
@@ -92,7 +101,8 @@ def run_group(runs, frame: Frame) -> None:
                         first_forward_s=first_s, warmup_ns=list(loop.warmup_ns),
                         samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
                         measured_s=loop.wall_ns / 1e9, stop_reason=loop.stop_reason,
-                        gc_disabled=loop.gc_disabled,
+                        gc_disabled=loop.gc_disabled, block_calls=loop.block_calls,
+                        interference=window,
                         params=stats.params, params_trainable=stats.params_trainable,
                         flops_per_sample=stats.flops_per_sample,
                         flops_method=stats.flops_method,

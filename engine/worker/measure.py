@@ -4,11 +4,17 @@
 None, and the loop times it with `clock` (perf_counter_ns), or returns its own duration in ns
 when the device measured it (CUDA events), since a CPU timer around asynchronous GPU work
 measures the launch, not the work.
+
+A call under about 1 ms is timed in blocks (as torch.utils.benchmark's blocked_autorange
+does): one timer read around k calls, the sample being the block's time over k. Timer
+granularity and one call's jitter then no longer decide the quartiles, and the loop's own
+overhead is paid once per block. The block size is stored with the samples.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -16,7 +22,12 @@ from typing import Callable
 from engine.spec.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
                                 MeasurementPolicy)
 
-__all__ = ["LoopResult", "time_loop", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS"]
+__all__ = ["LoopResult", "time_loop", "block_size", "STOP_POLICY_MET", "STOP_MAX_TIME",
+           "STOP_MAX_ITERS", "BLOCK_TARGET_NS"]
+
+# Calls faster than this are timed in blocks that last about this long.
+BLOCK_TARGET_NS = 1_000_000
+BLOCK_MAX_CALLS = 10_000
 
 # Progress is reported at most this often, between iterations, outside the timed interval.
 PROGRESS_EVERY_NS = 250_000_000
@@ -25,13 +36,25 @@ PROGRESS_EVERY_NS = 250_000_000
 @dataclass(frozen=True)
 class LoopResult:
     warmup_ns: tuple[int, ...]
-    samples_ns: tuple[int, ...]
+    samples_ns: tuple[int, ...]  # per call: a block's time over block_calls
     warmup_wall_ns: int
     wall_ns: int  # from the first timed iteration's start to the last one's end
     stop_reason: str
     # Python's cyclic garbage collector was off during warm-up and timing (None: the loop
     # ran outside Python, e.g. the LibTorch C++ runner).
     gc_disabled: bool | None = None
+    block_calls: int = 1  # calls per timed sample
+
+
+def block_size(warmup_ns) -> int:
+    """Calls per timed sample: 1 for calls of about BLOCK_TARGET_NS or more (or when warm-up
+    timed nothing), else enough calls to fill it, from warm-up's median call."""
+    if not warmup_ns:
+        return 1
+    per_call = sorted(warmup_ns)[len(warmup_ns) // 2]
+    if per_call >= BLOCK_TARGET_NS:
+        return 1
+    return min(BLOCK_MAX_CALLS, math.ceil(BLOCK_TARGET_NS / max(per_call, 1)))
 
 
 def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
@@ -56,16 +79,21 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
 
 def _loop(step, policy, clock, on_progress) -> LoopResult:
     warm = []
+    self_timed = False
     warm_max_ns = int(policy.warmup_max_s * 1e9)
     w0 = clock()
     for _ in range(policy.warmup_iters):
         t0 = clock()
         own = step()
         t1 = clock()
-        warm.append(own if own is not None else t1 - t0)
+        self_timed = own is not None
+        warm.append(own if self_timed else t1 - t0)
         if t1 - w0 >= warm_max_ns:
             break
     w1 = clock()
+    # A step that measures itself (CUDA events) reports each call: never blocked.
+    block = 1 if self_timed else block_size(warm)
+    calls = range(block)
 
     min_ns = int(policy.min_time_s * 1e9)
     max_ns = int(policy.max_time_s * 1e9)
@@ -75,10 +103,17 @@ def _loop(step, policy, clock, on_progress) -> LoopResult:
     start = clock()
     next_report = start + PROGRESS_EVERY_NS
     while True:
-        t0 = clock()
-        own = step()
-        t1 = clock()
-        append(own if own is not None else t1 - t0)
+        if block == 1:
+            t0 = clock()
+            own = step()
+            t1 = clock()
+            append(own if own is not None else t1 - t0)
+        else:
+            t0 = clock()
+            for _ in calls:
+                step()
+            t1 = clock()
+            append((t1 - t0) // block)
         elapsed = t1 - start
         n = len(samples)
         if n >= min_iters and elapsed >= min_ns:
@@ -91,7 +126,7 @@ def _loop(step, policy, clock, on_progress) -> LoopResult:
             reason = STOP_MAX_ITERS
             break
         if on_progress is not None and t1 >= next_report:
-            on_progress(n, elapsed)
+            on_progress(n * block, elapsed)
             next_report = t1 + PROGRESS_EVERY_NS
     return LoopResult(tuple(warm), tuple(samples), w1 - w0, t1 - start, reason,
-                      gc_disabled=True)
+                      gc_disabled=True, block_calls=block)

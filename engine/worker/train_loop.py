@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from engine.worker.datasets import CLASSES, epoch_order, load_data
+from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
 from engine.spec import TrainSpec
 
@@ -61,6 +62,7 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
     # across frameworks means the same samples in the same order, which a reader can check.
     feed = hashlib.sha256(data.x_train.tobytes() + data.y_train.tobytes())
     own_peak = None
+    before = snapshot()
     if hasattr(trainer, "train_all"):  # the runtime trains in a process of its own (C++)
         orders = [epoch_order(len(data.y_train), e, spec.seed)
                   for e in range(1, spec.epochs + 1)]
@@ -81,6 +83,7 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
     else:
         step_ns, losses, epochs = _train_in_process(spec, trainer, data, x_train, x_test,
                                                     feed, progress, clock)
+    window = interference(before, snapshot())  # the epochs, scoring included
     # Python's garbage collector was off during the timed steps (the C++ trainer has none).
     gc_disabled = None if hasattr(trainer, "train_all") else True
     w = min(spec.warmup_steps, len(step_ns) - 1)  # at least one step stays measured
@@ -95,7 +98,8 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
     return dict(load_s=load_s, first_forward_s=step_ns[0] / 1e9,
                 warmup_ns=step_ns[:w], samples_ns=step_ns[w:],
                 warmup_s=sum(step_ns[:w]) / 1e9, measured_s=sum(step_ns[w:]) / 1e9,
-                stop_reason="steps", gc_disabled=gc_disabled, epochs=epochs,
+                stop_reason="steps", gc_disabled=gc_disabled, interference=window,
+                epochs=epochs,
                 step_losses=losses,
                 data_description=data.description, feed_sha256=feed.hexdigest(),
                 params=stats.params,

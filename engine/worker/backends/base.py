@@ -86,6 +86,12 @@ class Backend(Protocol):
     # run's output to the reference runtime's (0.0 for the reference itself), set by prepare().
     prepare_s: float
     output_rel_diff: float
+    # The first call after preparation, in seconds, when prepare()'s output check made it
+    # (shape-generic runtimes: TorchScript, ONNX Runtime, channels_last, bf16 eager); None
+    # when the worker times it. One definition for every runtime: a shape-specialised one
+    # (compile, tf.function, XLA) compiles in its check, which is preparation, so its first
+    # call after preparation is the next one.
+    first_forward_s: float | None
 
     def versions(self) -> dict: ...
     def effective_threads(self) -> dict: ...

@@ -61,6 +61,7 @@ class Backend:
 
     jit_compile = False
     prepare_s = 0.0
+    first_forward_s = None  # the worker times the first call after preparation
     output_rel_diff = 0.0
 
     def __init__(self):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 import torch
@@ -57,6 +58,8 @@ class Backend:
 
     prepare_s = 0.0
     output_rel_diff = 0.0
+    first_forward_s = None
+    compiles_in_check = False  # torch.compile: its check's call is the compile
     reference_name = "eager fp32"
     is_reference = True  # eager fp32 is checked against nothing; subclasses set False
     converts_in_place = False
@@ -99,6 +102,7 @@ class Backend:
             return self.model(x).float().cpu().numpy()
 
     def prepare(self, spec: RunSpec) -> None:
+        self.first_forward_s = None
         if self.is_reference and spec.precision == "fp32":
             self.output_rel_diff = 0.0
             return
@@ -107,7 +111,12 @@ class Backend:
         x = torch.from_numpy(make_input(spec)).to(self.device)
         with torch.inference_mode():
             reference = self.reference(x[rows]).cpu().numpy()
-        got = self.first_output(self.to_input(x, spec), spec)[rows]
+        x = self.to_input(x, spec)
+        t = time.perf_counter()
+        got = self.first_output(x, spec)
+        if not self.compiles_in_check:
+            self.first_forward_s = time.perf_counter() - t
+        got = got[rows]
         self.output_rel_diff = check_close(reference, got, self.reference_name, spec.precision)
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
