@@ -5,11 +5,12 @@ import streamlit as st
 from engine.analysis.compare import aggregate, noise_floor
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
-from engine.present.frames import compare_frame, highlight_cells
+from engine.present.frames import compare_frame, highlight_cells, setting_choices
+from engine.present.tables import architecture_notes
 from engine.scenarios import INFERENCE
 from store.cache import read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
-                           runtime_costs)
+                           runtime_costs, settings)
 from store.runs import list_sweeps, sweep_rounds
 
 st.title("Compare frameworks")
@@ -21,7 +22,7 @@ if "ok" not in options["status"]:
             icon=":material/info:")
     st.stop()
 
-sweep_labels = {None: "all stored runs (no significance test)"}
+sweep_labels = {None: "all stored runs of one setting (no significance test)"}
 for s in sweeps.itertuples():
     sweep_labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
                                 f"{s.rounds} round{'s' if s.rounds > 1 else ''} · "
@@ -34,7 +35,12 @@ models = c2.multiselect("Models", usable_models, default=usable_models[:1], key=
 if not models:
     st.info("Pick at least one model.")
     st.stop()
-summary = read(config_summary, models, sweep_id)
+choices, setting_labels = setting_choices(read(settings, INFERENCE.kind, sweep_id))
+setting = st.selectbox("Setting (device · precision · inter-op threads · machine)", choices,
+                       format_func=setting_labels.get, key="setting",
+                       help="figures never blend settings: runs on another device, precision, "
+                            "inter-op thread count or machine are a different setting")
+summary = read(config_summary, models, sweep_id, setting)
 rounds_rows = read(sweep_rounds, sweep_id) if sweep_id else []
 
 threads_all = sorted(summary.threads.unique())
@@ -52,18 +58,26 @@ if sweep_id:
     df, best_cells, rounds, rows = compare_frame(results)
     st.dataframe(highlight_cells(df, best_cells), hide_index=True, width="stretch",
                  key="compare_table")
-    st.caption(f"median latency per batch [ms] over {rounds} round{'s' if rounds > 1 else ''} "
-               "[min-max of round medians]. ★ best in row · ≈ not significantly different from the best "
-               "(paired rounds, 95 % Student-t interval) · ? noisy: rounds disagree by over "
-               "10 % or a round's IQR/median was above 10 % · (n status) rounds left out")
+    st.caption(f"median latency per batch [ms]: geometric mean of up to {rounds} round "
+               "medians [min-max over rounds]. ★ best in row · ≈ no decision against the best "
+               "(paired rounds, 95 % Student-t interval; undecided contests got extra rounds "
+               "up to the sweep's budget) · ? noisy: rounds disagree by over 10 % or a "
+               "round's IQR/median or tail was high; noisy rounds are kept · (n status) "
+               "rounds that broke a rule or failed, left out")
     for contest in rows:
         for sentence in contest.sentences:
             st.markdown(f"- {contest.row[0]} b{contest.row[2]} t{contest.row[3]}: {sentence}")
+    for model, note in architecture_notes(results):
+        st.caption(f"**{model}** across frameworks: {note}")
     floor = noise_floor([r.summary for r in results if r.summary])
     if floor:
-        st.metric("noise floor of this sweep", f"{floor[0]:.1%}",
+        f1, f2 = st.columns(2)
+        f1.metric("noise floor of this sweep", f"{floor[0]:.1%}",
                   help=f"how far apart rounds of the same configuration landed: median over "
-                       f"{floor[2]} configurations (worst {floor[1]:.1%})")
+                       f"{floor[2]} configurations, every measured round counted")
+        f2.metric("widest spread of one configuration", f"{floor[1]:.1%}",
+                  help="the largest (max - min) / geometric mean of round medians in this "
+                       "sweep: differences smaller than this can be machine mood")
 else:
     st.caption("Pick a sweep above to see the round-aggregated table with significance tests.")
 
@@ -75,7 +89,8 @@ fig, eff = scaling_vs_threads(summary, batch)
 g3.plotly_chart(fig, key="scaling")
 with g4:
     shape = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind")
-    samples = read(config_samples, models, int(batch), int(threads), sweep_id)
+    samples = read(config_samples, models, int(batch), int(threads), sweep_id,
+                   setting=setting)
     if samples.empty:
         st.caption(f"No successful runs at batch {batch} with {threads} threads.")
     else:
@@ -98,7 +113,7 @@ if len(contenders) >= 2:
         st.caption("Pick two different contenders that share configurations.")
 
 st.subheader("One-time costs next to steady state")
-costs = read(runtime_costs, models, sweep_id)
+costs = read(runtime_costs, models, sweep_id, setting)
 costs = costs[(costs.threads == threads)]
 st.caption("What a runtime costs before its first useful answer (model build, trace / export "
            "/ compile, first forward, in seconds) against what it saves per call (p50). "

@@ -10,11 +10,19 @@ from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, by_threads,
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
 from store.cache import read
 from store.prices import effective_catalog
-from store.queries import measured_throughput
+from engine.present.frames import setting_choices
+from engine.scenarios import INFERENCE
+from store.queries import measured_throughput, settings
 
 st.title("Cost of inference")
 catalog, rates = read(effective_catalog)
-measured = read(measured_throughput)
+choices, setting_labels = setting_choices(read(settings, INFERENCE.kind))
+setting = st.selectbox("Measured setting (device · precision · inter-op threads · machine)",
+                       choices, format_func=setting_labels.get, key="setting",
+                       help="throughput is priced from one setting at a time: runs on another "
+                            "device, precision, inter-op thread count or machine are never "
+                            "averaged in") if choices else None
+measured = read(measured_throughput, setting)
 cpu = cpu_shapes(catalog)
 by_label = {m.label: m for m in catalog}
 

@@ -6,6 +6,8 @@ from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
 from engine.present.tables import ms_text
 from engine.scenarios import SCENARIOS
+from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
+from engine.present.tables import interference_text
 from store.cache import read
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail
@@ -35,7 +37,7 @@ event = st.dataframe(
     hide_index=True, width="stretch", height=380,
     column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
                   "image_size", "round", "status", "validity", "p50_ms", "p90_ms", "p99_ms",
-                  "throughput", "peak_rss_mib", "reason"],
+                  "p99_confidence", "throughput", "peak_rss_mib", "reason"],
     column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),
@@ -43,6 +45,9 @@ event = st.dataframe(
         "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.3f"),
         "p90_ms": st.column_config.NumberColumn("p90 [ms]", format="%.3f"),
         "p99_ms": st.column_config.NumberColumn("p99 [ms]", format="%.3f"),
+        "p99_confidence": st.column_config.TextColumn(
+            "p99 confidence", help="low: from fewer than 100 samples, p99 is one of the two "
+                                   "or three largest samples"),
         "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
         "peak_rss_mib": st.column_config.NumberColumn("peak RSS [MiB]", format="%.0f"),
     })
@@ -87,11 +92,23 @@ if run["validity_reason"]:
     st.warning(f"validity **{run['validity']}**: {run['validity_reason']}")
 if not samples.empty:
     m = st.columns(6)
-    for col, (name, value) in zip(m, [
-            ("p50", ms_text(run['median_ms'])), ("p90", ms_text(run['p90_ms'])),
-            ("p99", ms_text(run['p99_ms'])), ("IQR", ms_text(run['iqr_ms'])),
-            ("samples/s", f"{run['throughput']:,.1f}"), ("iterations", f"{run['iterations']}")]):
-        col.metric(name, value)
+    low = not p99_confident(run["iterations"])
+    blocks = (run["extra"] or {}).get("block_calls")
+    for col, (name, value, why) in zip(m, [
+            ("p50", ms_text(run['median_ms']), None), ("p90", ms_text(run['p90_ms']), None),
+            ("p99" + (" (low confidence)" if low else ""), ms_text(run['p99_ms']),
+             f"from {run['iterations']} samples: below {P99_MIN_SAMPLES}, p99 is one of the "
+             "largest few samples" if low else None),
+            ("IQR", ms_text(run['iqr_ms']), None),
+            ("samples/s", f"{run['throughput']:,.1f}", "samples processed over the total "
+                                                        "measured time"),
+            ("samples" if not blocks else f"samples (blocks of {blocks} calls)",
+             f"{run['iterations']}", "calls under 1 ms are timed in blocks; each sample is a "
+                                     "block's time over its calls" if blocks else None)]):
+        col.metric(name, value, help=why)
+    seen = (run["extra"] or {}).get("interference")
+    if seen:
+        st.caption(interference_text(seen))
     g1, g2 = st.columns(2)
     scenario = SCENARIOS[run["kind"]]  # a sample is a batch, or a training step
     g1.plotly_chart(sample_histogram(samples, scenario.sample_unit), key="hist")

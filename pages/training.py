@@ -12,7 +12,8 @@ from engine.scenarios import TRAINING, SweepRequest
 from engine.spec.errors import UserError
 from store.cache import job_manager, read
 from store.prices import effective_catalog
-from store.queries import inference_for_training, train_runs, train_throughput
+from engine.present.frames import setting_choices
+from store.queries import inference_for_training, settings, train_runs, train_throughput
 from store.runs import list_sweeps, train_epochs, train_steps
 
 st.title("Training")
@@ -81,12 +82,21 @@ if not steps.empty:
     st.plotly_chart(step_loss_chart(steps, names), key="step_loss")
 st.caption("Epoch time covers the training steps and the gathering of their batches; the "
            "test-set evaluation is timed apart (eval_s). The first epoch includes warm-up "
-           "(graph tracing, allocator growth): step statistics leave out the first steps "
-           "(warm-up), samples/s does not. Per-step times and losses of a run are on the "
+           "(graph tracing, allocator growth): step statistics and the run's samples/s leave "
+           "out the first steps (warm-up; their time is the run's warm-up and first step), "
+           "the per-epoch samples/s chart does not. Per-step times and losses of a run are on the "
            "Results page (select the run).")
 
+choices, setting_labels = setting_choices(read(settings, TRAINING.kind, sweep_id))
+setting = st.selectbox("Setting for latency and cost (device · precision · inter-op threads "
+                       "· machine)", choices, format_func=setting_labels.get,
+                       key="train_setting",
+                       help="one setting at a time: runs on another device, precision, "
+                            "inter-op thread count or machine are never averaged in"
+                       ) if choices else None
+
 st.subheader("Inference latency of the same models")
-latency = read(inference_for_training, sweep_id)
+latency = read(inference_for_training, sweep_id, setting)
 if not latency.empty:
     st.dataframe(latency, hide_index=True, width="stretch", key="train_latency",
                  column_config={
@@ -115,7 +125,7 @@ if not latency.empty:
 
 st.subheader("What training costs")
 catalog, _ = read(effective_catalog)
-measured = read(train_throughput, sweep_id)
+measured = read(train_throughput, sweep_id, setting)
 if measured.empty:
     st.info("Pricing needs a successful training run in this selection.",
             icon=":material/info:")

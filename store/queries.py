@@ -6,10 +6,43 @@ import json
 
 import pandas as pd
 
+from engine.analysis.stats import P99_MIN_SAMPLES
+
 __all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
            "flops_for", "measured_throughput", "runtime_costs", "train_runs", "load_summary",
+           "settings", "SETTING_COLUMNS",
            "load_failures"]
+
+
+# What a figure must never blend: runs differing in any of these are different settings.
+SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id")
+
+
+def _setting_sql(prefix: str = "") -> str:
+    """A filter on one setting (a tuple in SETTING_COLUMNS order, or None: every setting,
+    for queries that group by them)."""
+    return " AND ".join(f"(?::VARCHAR IS NULL OR {prefix}{c}::VARCHAR = ?)"
+                        for c in SETTING_COLUMNS)
+
+
+def _setting_params(setting) -> list:
+    values = [None] * len(SETTING_COLUMNS) if setting is None else \
+        [None if v is None else str(v) for v in setting]
+    return [x for v in values for x in (v, v)]
+
+
+def settings(con, kind: str, sweep_id: str | None = None) -> pd.DataFrame:
+    """The settings (device, precision, inter-op threads, machine) of a kind's ok runs,
+    most runs first: what a page lets the user pick, so no figure blends two."""
+    return con.execute(
+        "SELECT r.device, r.precision, r.inter_threads, r.system_id, "
+        "any_value(y.cpu_model) AS cpu_model, any_value(y.hostname) AS hostname, "
+        "any_value(y.usable_cores) AS cores, count(*) AS runs, max(r.started_at) AS newest "
+        "FROM runs r LEFT JOIN systems y USING (system_id) "
+        "WHERE r.status = 'ok' AND r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+        "GROUP BY r.device, r.precision, r.inter_threads, r.system_id "
+        "ORDER BY runs DESC, newest DESC", [kind, sweep_id, sweep_id]).df()
 
 
 def data_version(con) -> tuple:
@@ -38,14 +71,16 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
     return con.execute(
         "SELECT run_id, started_at, kind, model, framework, runtime, batch_size, intra_threads AS "
         "threads, image_size, round_no AS round, status, validity, median_ms AS p50_ms, "
-        "p90_ms, p99_ms, throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
+        "p90_ms, p99_ms, CASE WHEN p99_ms IS NOT NULL AND iterations < ? THEN "
+        "'low: ' || iterations || ' samples' ELSE '' END AS p99_confidence, "
+        "throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
         "coalesce(reason, '') AS reason, sweep_id FROM runs "
         "WHERE (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], model)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], framework)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], status)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], kind)) "
         "ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?",
-        [models, models, frameworks, frameworks, statuses, statuses, kinds, kinds,
+        [P99_MIN_SAMPLES, models, models, frameworks, frameworks, statuses, statuses, kinds, kinds,
          limit]).df()
 
 
@@ -67,9 +102,10 @@ def run_detail(con, run_id: str) -> dict | None:
 _SUMMARY = """
 WITH sel AS (
     SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
-           median_ms, validity FROM runs
+           median_ms, throughput, validity, device, precision, inter_threads, system_id
+    FROM runs
     WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
-      AND (?::VARCHAR IS NULL OR sweep_id = ?)),
+      AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}),
 q AS (
     SELECT s.run_id,
            quantile_cont(s.latency_ns, [0.10, 0.25, 0.75, 0.90]) AS qs
@@ -80,12 +116,13 @@ SELECT model, framework, runtime, framework || ' (' || runtime || ')' AS contend
        median(qs[2]) / 1e6 AS q1_ms, median(qs[3]) / 1e6 AS q3_ms,
        median(qs[4]) / 1e6 AS p90_ms, min(median_ms) AS min_p50_ms,
        max(median_ms) AS max_p50_ms,
-       any_value(batch_size) * 1000.0 / median(median_ms) AS throughput,
+       median(throughput) AS throughput,
        count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
 FROM sel JOIN q USING (run_id)
-GROUP BY model, framework, runtime, batch_size, intra_threads, image_size
+GROUP BY model, framework, runtime, batch_size, intra_threads, image_size, device, precision,
+         inter_threads, system_id
 ORDER BY model, contender, threads, batch_size
-"""
+""".format(setting=_setting_sql())
 
 
 def comparable_models(con, sweep_id: str | None = None) -> list[str]:
@@ -98,22 +135,28 @@ def comparable_models(con, sweep_id: str | None = None) -> list[str]:
         [sweep_id, sweep_id]).fetchall()]
 
 
-def config_summary(con, models: list[str], sweep_id: str | None = None) -> pd.DataFrame:
-    """One row per configuration: the median over its ok runs (rounds) of each run's own
-    p50 and quantiles, and the min-max of run medians."""
-    return con.execute(_SUMMARY, [models, sweep_id, sweep_id]).df()
+def config_summary(con, models: list[str], sweep_id: str | None = None,
+                   setting: tuple | None = None) -> pd.DataFrame:
+    """One row per configuration of one setting (settings()): the median over its ok runs
+    (rounds) of each run's own p50, quantiles and throughput, and the min-max of run
+    medians. Grouped by the setting's columns too, so none is ever blended."""
+    return con.execute(_SUMMARY, [models, sweep_id, sweep_id,
+                                  *_setting_params(setting)]).df()
 
 
 def config_samples(con, models: list[str], batch_size: int, threads: int,
-                   sweep_id: str | None = None, per_run: int = 500) -> pd.DataFrame:
+                   sweep_id: str | None = None, per_run: int = 500,
+                   setting: tuple | None = None) -> pd.DataFrame:
     """Raw latencies (ms) of the chosen configurations, at most per_run from each run."""
     return con.execute(
         "SELECT r.model, r.framework || ' (' || r.runtime || ')' AS contender, "
         "s.latency_ns / 1e6 AS latency_ms FROM samples s JOIN runs r USING (run_id) "
         "WHERE r.status = 'ok' AND r.kind = 'inference' AND s.phase = 'measure' AND s.idx < ? "
         "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
-        "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?)",
-        [per_run, models, batch_size, threads, sweep_id, sweep_id]).df()
+        "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND "
+        + _setting_sql("r."),
+        [per_run, models, batch_size, threads, sweep_id, sweep_id,
+         *_setting_params(setting)]).df()
 
 
 def overview(con) -> dict:
@@ -156,9 +199,11 @@ def flops_for(con, model: str, framework: str, image_size: int) -> int | None:
     return rows[0][0] if rows else None
 
 
-def measured_throughput(con) -> pd.DataFrame:
-    """Per configuration and thread count: the median throughput over its ok runs, and the
-    vCPUs of the machine it ran on (what a projection scales from)."""
+def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
+    """Per configuration and thread count of one setting (settings()): the median
+    throughput over its ok runs, and the vCPUs of the machine it ran on (what a projection
+    scales from). Grouped by the setting's columns, so a bf16, CUDA or other machine's run
+    is never averaged in."""
     return con.execute(
         "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' AS "
         "contender, r.batch_size, r.intra_threads AS threads, r.image_size, "
@@ -166,12 +211,15 @@ def measured_throughput(con) -> pd.DataFrame:
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus "
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.status = 'ok' AND r.kind = 'inference' AND r.throughput IS NOT NULL "
-        "AND r.source = 'engine' "
-        "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
-        "r.image_size ORDER BY r.model, contender, r.batch_size, threads").df()
+        "AND r.source = 'engine' AND " + _setting_sql("r.") +
+        " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
+        "r.image_size, r.device, r.precision, r.inter_threads, r.system_id "
+        "ORDER BY r.model, contender, r.batch_size, threads",
+        _setting_params(setting)).df()
 
 
-def runtime_costs(con, models: list[str], sweep_id: str | None = None) -> pd.DataFrame:
+def runtime_costs(con, models: list[str], sweep_id: str | None = None,
+                  setting: tuple | None = None) -> pd.DataFrame:
     """One-time costs next to steady state, per configuration: model build, runtime
     preparation (trace, export, compile), first forward, and p50 (medians over ok runs)."""
     return con.execute(
@@ -180,8 +228,10 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None) -> pd.Dat
         "median(first_forward_s) AS first_forward_s, median(median_ms) AS p50_ms, "
         "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = 'inference' "
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
-        "GROUP BY model, framework, runtime, batch_size, intra_threads "
-        "ORDER BY model, batch_size, threads, p50_ms", [models, sweep_id, sweep_id]).df()
+        "AND " + _setting_sql() +
+        " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
+        "inter_threads, system_id ORDER BY model, batch_size, threads, p50_ms",
+        [models, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 
 def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
@@ -203,7 +253,7 @@ def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
         [sweep_id, sweep_id]).df()
 
 
-def train_throughput(con, sweep_id: str | None) -> pd.DataFrame:
+def train_throughput(con, sweep_id: str | None, setting: tuple | None = None) -> pd.DataFrame:
     """Per training configuration and thread count: the median samples/s over its ok runs,
     the samples in one of its epochs, and the machine it ran on (what cost projects from)."""
     return con.execute(
@@ -214,28 +264,37 @@ def train_throughput(con, sweep_id: str | None) -> pd.DataFrame:
         "any_value(y.usable_cores) AS host_vcpus "
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.kind = 'train' AND r.status = 'ok' AND r.throughput IS NOT NULL "
-        "AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
-        "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.dataset, r.intra_threads "
-        "ORDER BY r.model, contender, r.batch_size, threads", [sweep_id, sweep_id]).df()
+        "AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND " + _setting_sql("r.") +
+        " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.dataset, r.intra_threads, "
+        "r.device, r.precision, r.inter_threads, r.system_id "
+        "ORDER BY r.model, contender, r.batch_size, threads",
+        [sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 
-def inference_for_training(con, sweep_id: str | None) -> pd.DataFrame:
+def inference_for_training(con, sweep_id: str | None,
+                           setting: tuple | None = None) -> pd.DataFrame:
     """Per successful training configuration of the selection, the inference latency of the
-    same model, framework, runtime, batch size, threads and image size at fp32: the median
+    same model, framework, runtime, batch size, threads, image size, device, inter-op threads and
+    machine at fp32: the median
     over its stored ok inference runs, or NULL (runs = 0) where none was measured."""
     return con.execute(
         "SELECT t.model, t.framework, t.runtime, t.batch_size, t.intra_threads AS threads, "
         "t.image_size, median(i.median_ms) AS p50_ms, median(i.p99_ms) AS p99_ms, "
+        "CASE WHEN min(i.iterations) < ? THEN 'low: ' || min(i.iterations) || ' samples' "
+        "ELSE '' END AS p99_confidence, "
         "median(i.throughput) AS throughput, count(i.run_id) AS runs "
         "FROM (SELECT DISTINCT model, framework, runtime, batch_size, intra_threads, "
-        "      image_size FROM runs WHERE kind = 'train' AND status = 'ok' "
-        "      AND (?::VARCHAR IS NULL OR sweep_id = ?)) t "
+        "      image_size, device, inter_threads, system_id FROM runs "
+        "      WHERE kind = 'train' AND status = 'ok' "
+        "      AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + _setting_sql() + ") t "
         "LEFT JOIN runs i ON i.kind = 'inference' AND i.status = 'ok' "
         "AND i.precision = 'fp32' AND i.model = t.model AND i.framework = t.framework "
         "AND i.runtime = t.runtime AND i.batch_size = t.batch_size "
         "AND i.intra_threads = t.intra_threads AND i.image_size = t.image_size "
+        "AND i.device = t.device AND i.inter_threads = t.inter_threads "
+        "AND i.system_id IS NOT DISTINCT FROM t.system_id "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
-        [sweep_id, sweep_id]).df()
+        [P99_MIN_SAMPLES, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 
 def load_summary(con, sweep_id: str | None) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from engine.scenarios import SCENARIOS
 from engine.spec.record import RunRecord
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
-           "save_record", "save_sweep", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "list_runs", "run_samples",
+           "save_record", "save_sweep", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
            "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "SYSTEM_COLUMNS"]
 
@@ -166,6 +166,16 @@ def known_model_stats(con, model: str, framework: str, image_size: int,
     return {"params": p, "params_trainable": pt, "flops_per_sample": f, "flops_method": m}
 
 
+def reference_flops(con, model: str, image_size: int, framework: str) -> int | None:
+    """The newest FLOP count of this model and size by the reference framework's counter:
+    the one count every framework's GFLOP/s is computed on."""
+    rows = con.execute(
+        "SELECT flops_per_sample FROM model_info WHERE model = ? AND image_size = ? "
+        "AND framework = ? AND flops_per_sample IS NOT NULL ORDER BY measured_at DESC LIMIT 1",
+        [model, image_size, framework]).fetchall()
+    return rows[0][0] if rows else None
+
+
 def model_info(con) -> pd.DataFrame:
     """The newest counted facts per (model, framework) at each image size."""
     return con.execute(
@@ -229,7 +239,8 @@ def sweep_rounds(con, sweep_id: str) -> list[dict]:
         "SELECT run_id, round_no, model, framework, runtime, batch_size, intra_threads, "
         "inter_threads, precision, image_size, device, system_id, status, validity, "
         "median_ms, iqr_ms, throughput, iterations, p99_ms, started_at, "
-        "extra->'interference' AS interference FROM runs WHERE sweep_id = ? "
+        "extra->'interference' AS interference, "
+        "(extra->>'replica')::INTEGER AS replica FROM runs WHERE sweep_id = ? "
         "ORDER BY round_no, started_at", [sweep_id])
     names = [d[0] for d in cur.description]
     rows = [dict(zip(names, row)) for row in cur.fetchall()]

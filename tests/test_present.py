@@ -2,6 +2,7 @@
 best cells and the labels each page draws."""
 
 import pandas as pd
+import pytest
 
 from engine.analysis.compare import aggregate
 from engine.present.charts import fleet_bars
@@ -63,3 +64,30 @@ def test_fleet_bars_label_each_machine_with_its_total_and_count():
     labels = {y: t for trace in fig.data for y, t in zip(trace.y, trace.text)}
     assert labels == {"OCI A": "$300 · 1 machine", "AWS B": "$2,900 · 3 machines"}
     assert fig.layout.title.text.startswith("Monthly cost for 250 samples/s (≈32-vCPU")
+
+
+def test_gflops_use_one_flop_count_for_every_framework():
+    from dataclasses import replace
+
+    from engine.run.records import FLOP_BASIS, one_flop_count
+    from tests.helpers import ok_record
+    torch_run = ok_record("t", samples=(2_000_000,) * 3)  # 1 GFLOP per sample, 2 ms
+    assert one_flop_count(torch_run, None).gflops_per_s == pytest.approx(500.0)
+    tf_run = replace(torch_run, framework="tensorflow", runtime="tf_function",
+                     flops_per_sample=1_700_000_000)  # TF's profiler counts more ops
+    same = one_flop_count(tf_run, 1_000_000_000)
+    assert same.gflops_per_s == pytest.approx(500.0)  # the torch count, not TF's own
+    assert same.flops_per_sample == 1_700_000_000 and same.extra["gflops_basis"] == FLOP_BASIS
+    none = one_flop_count(tf_run, None)
+    assert none.gflops_per_s is None and none.extra["gflops_basis"].startswith(
+        "no torch FLOP count stored for resnet18 at 64 px")
+
+
+def test_comparisons_across_frameworks_state_the_architecture_differences():
+    from engine.analysis.compare import aggregate
+    from engine.present.tables import architecture_notes, compare_table
+    from engine.spec.catalog import CATALOG
+    rounds = [_round("torch", 1, 1, 10.0), _round("tensorflow", 1, 1, 20.0)]
+    assert architecture_notes(aggregate(rounds)) == [("resnet18", CATALOG["resnet18"].note)]
+    assert f"  resnet18: {CATALOG['resnet18'].note}" in compare_table(aggregate(rounds))
+    assert architecture_notes(aggregate(rounds[:1])) == []  # one framework: nothing crossed

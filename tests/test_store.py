@@ -150,3 +150,34 @@ def test_comparable_models_are_those_with_ok_timed_inference_runs(db_path):
         assert comparable_models(con) == ["mobilenet_v3_small"]
         assert comparable_models(con, "sweep-seeded") == ["mobilenet_v3_small"]
         assert comparable_models(con, "sweep-train") == []
+
+
+def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_path):
+    from dataclasses import replace
+
+    from engine.present.frames import setting_choices
+    from store.queries import config_summary, measured_throughput, settings
+    from tests.helpers import SYSTEM, ok_record
+    other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
+    fast, slow = (1_000_000,) * 3, (4_000_000,) * 3
+    with open_db(db_path) as con:
+        save_record(con, ok_record("here", samples=fast), SYSTEM)
+        save_record(con, replace(ok_record("there", samples=slow, minute=2),
+                                 system_id="sys-other"), other)
+        save_record(con, replace(ok_record("bf16", samples=slow, minute=3),
+                                 precision="bf16"), SYSTEM)
+        save_record(con, replace(ok_record("inter", samples=slow, minute=4),
+                                 inter_threads=2), SYSTEM)
+        rows = settings(con, "inference")
+        # same model, framework, batch and threads: four settings, each its own figure
+        assert len(rows) == 4
+        everything = measured_throughput(con)
+        assert sorted(everything.throughput.round(1)) == [250.0, 250.0, 250.0, 1000.0]
+        choices, labels = setting_choices(rows)
+        here = ("cpu", "fp32", 1, SYSTEM["system_id"])
+        assert here in choices and labels[here].startswith(
+            "cpu · fp32 · inter-op 1 · Test CPU @ 2 GHz on box (1 runs)")
+        assert measured_throughput(con, here).throughput.tolist() == [1000.0]
+        there = ("cpu", "fp32", 1, "sys-other")
+        assert measured_throughput(con, there).throughput.tolist() == [250.0]
+        assert config_summary(con, ["resnet18"], None, here).p50_ms.tolist() == [1.0]

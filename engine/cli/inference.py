@@ -194,7 +194,7 @@ def cmd_models(args) -> int:
 
 def cmd_batch_search(args) -> int:
     from engine.run.batch_search import stored_batch_search
-    from engine.present.tables import format_table
+    from engine.present.tables import format_table, p99_text
     from engine.run.runner import Runner
     from store.db import resolve_db_path
 
@@ -210,7 +210,7 @@ def cmd_batch_search(args) -> int:
               f"{base.intra_threads} threads, from batch {args.start}")
 
     def stored(rec):
-        figure = (f"{rec.throughput:,.1f} samples/s, p99 {rec.p99_ms:.2f} ms"
+        figure = (f"{rec.throughput:,.1f} samples/s, p99 {p99_text(rec.p99_ms, rec.iterations)} ms"
                   if rec.throughput else rec.reason[:120])
         print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
 
@@ -220,7 +220,7 @@ def cmd_batch_search(args) -> int:
         on_start=started, on_stored=stored, start=args.start, max_batch=args.max_batch,
         margin=args.margin, p99_bound_ms=args.p99_ms)
     rows = [[str(r.batch_size), r.status, f"{r.throughput:,.1f}" if r.throughput else "",
-             f"{r.median_ms:.2f}" if r.median_ms else "", f"{r.p99_ms:.2f}" if r.p99_ms else "",
+             f"{r.median_ms:.2f}" if r.median_ms else "", p99_text(r.p99_ms, r.iterations),
              "*" if r.batch_size == res.best_batch else ""] for r in res.probes]
     print()
     print(format_table(["batch", "status", "samples/s", "p50 ms", "p99 ms", "best"], rows))

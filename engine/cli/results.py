@@ -41,7 +41,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_runs(args) -> int:
-    from engine.present.tables import format_table
+    from engine.present.tables import format_table, p99_text
     from store.db import open_db
     from store.runs import list_runs
 
@@ -56,7 +56,7 @@ def cmd_runs(args) -> int:
         return "" if v is None or v != v else format(v / scale, fmt)
     rows = [[str(r.started_at)[:19], r.run_id[:8], r.model, r.framework, f(r.batch_size, ".0f"),
              f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
-             r.validity or "", f(r.median_ms, ".3f"), f(r.p99_ms, ".3f"),
+             r.validity or "", f(r.median_ms, ".3f"), p99_text(r.p99_ms, r.iterations),
              f(r.throughput, ",.1f"), f(r.peak_rss_bytes, ",.0f", 2**20),
              (r.reason or "")[:60]] for r in df.itertuples()]
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",

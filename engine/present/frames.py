@@ -8,7 +8,7 @@ import pandas as pd
 from engine.analysis.compare import ConfigResult
 from engine.present.tables import compare_grid
 
-__all__ = ["compare_frame", "load_grid", "highlight_cells", "BEST_CSS"]
+__all__ = ["compare_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 
 BEST_CSS = "background-color: #d4f4dd; font-weight: bold"
 
@@ -52,3 +52,20 @@ def highlight_cells(df: pd.DataFrame, cells: list[tuple], css: str = BEST_CSS):
             out.loc[i, c] = css
         return out
     return df.style.apply(styles, axis=None)
+
+
+def setting_choices(settings: pd.DataFrame) -> tuple[list[tuple], dict]:
+    """(settings as tuples in store.queries.SETTING_COLUMNS order, label of each) from
+    store.queries.settings rows, most runs first: what a page offers so that one figure
+    never blends devices, precisions, inter-op threads or machines."""
+    choices, labels = [], {}
+    for r in settings.itertuples():
+        key = (r.device, r.precision, None if r.inter_threads != r.inter_threads
+               else int(r.inter_threads), r.system_id)
+        machine = r.cpu_model or "unknown CPU"
+        if r.hostname:
+            machine += f" on {r.hostname}"
+        choices.append(key)
+        labels[key] = (f"{r.device} · {r.precision} · inter-op {key[2]} · {machine} "
+                       f"({r.runs} runs)")
+    return choices, labels

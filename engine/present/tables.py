@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 from engine.analysis.compare import ConfigResult, contests, geomean, noise_floor
+from engine.analysis.stats import p99_confident
+from engine.spec.catalog import CATALOG
 
-__all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text"]
+__all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
+           "interference_text", "p99_text", "architecture_notes"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 # Figures (with their marks) align right; words align left.
@@ -18,6 +21,37 @@ def ms_text(ms: float) -> str:
     10.51 ms, 123.5 ms, 1,235.0 ms; short enough for a metric in a sixth of a page."""
     decimals = 4 if ms < 1 else 3 if ms < 10 else 2 if ms < 100 else 1
     return f"{ms:,.{decimals}f} ms"
+
+def architecture_notes(results: list[ConfigResult]) -> list[tuple[str, str]]:
+    """(model, note) for each model whose comparison crosses frameworks: the torchvision
+    model and its Keras pair differ (parameters counted differently, layers that exist on
+    one side only), and a reader must see it beside the figures."""
+    frameworks: dict = {}
+    for r in results:
+        frameworks.setdefault(r.model, set()).add(r.contender.split(" (")[0])
+    return [(m, CATALOG[m].note) for m, fws in frameworks.items()
+            if len(fws) > 1 and m in CATALOG]
+
+
+def p99_text(p99_ms: float | None, count: int | None) -> str:
+    """p99 with its confidence: marked when from fewer than P99_MIN_SAMPLES samples."""
+    if p99_ms is None or p99_ms != p99_ms:  # None, or NaN from a frame
+        return ""
+    n = int(count) if count == count and count is not None else 0
+    return f"{p99_ms:.2f}" + ("" if p99_confident(n) else f" (n={n}, low conf.)")
+
+
+def interference_text(seen: dict) -> str:
+    """One line on what else used the worker's cores during the measured window."""
+    def pct(v):
+        return "not measured" if v is None else f"{v:.1%}"
+    cores = ",".join(map(str, seen.get("cores") or []))
+    pin = (f"pinned to cores {cores} (parent on {','.join(map(str, seen['parent_cores']))})"
+           if seen.get("pinned") else f"not pinned (cores {cores})")
+    return (f"During the measured window ({seen.get('window_s', 0):.1f} s): hypervisor steal "
+            f"{pct(seen.get('steal_frac'))}, other processes {pct(seen.get('others_cpu_frac'))} "
+            f"of the worker's cores; load average {seen.get('load_avg_1m_end', 0):.2f}; {pin}.")
+
 
 def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> str:
     """Left-aligned first columns, right-aligned numbers; highlight[(r, c)] marks cells."""
@@ -90,6 +124,11 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
         out.append("verdicts (paired rounds, 95 % Student-t interval on log ratios; decided "
                    "when it excludes 1 and no round disagrees beyond the noise floor):")
         out.extend(verdicts)
+        out.append("")
+    notes = architecture_notes(results)
+    if notes:
+        out.append("architectures compared across frameworks (not identical graphs):")
+        out.extend(f"  {m}: {note}" for m, note in notes)
         out.append("")
     floor = noise_floor([r.summary for r in results if r.summary])
     if floor:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from engine.analysis.stats import summarize, verdict
@@ -14,7 +15,16 @@ from engine.scenarios import scenario_of
 from engine.spec.policy import STOP_MAX_ITERS
 from engine.spec.record import RunRecord
 
-__all__ = ["new_id", "base_fields", "record_from_result", "config_extra"]
+__all__ = ["new_id", "base_fields", "record_from_result", "config_extra", "one_flop_count",
+           "FLOP_BASIS", "FLOP_FRAMEWORK"]
+
+# GFLOP/s compares across frameworks only on one count: torch's FlopCounterMode counts
+# convolutions and matmuls, TensorFlow's profiler also elementwise ops, pooling and
+# BatchNorm. Every run's GFLOP/s uses the torch count of its (model, image size); each
+# framework's own count stays in flops_per_sample and flops_method.
+FLOP_FRAMEWORK = "torch"
+FLOP_BASIS = ("torch FlopCounterMode on the torchvision model (convolutions and matmuls, "
+              "2 FLOPs per MAC), one count per model and image size for every framework")
 
 
 def new_id() -> str:
@@ -103,3 +113,17 @@ def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
         warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples,
         epochs=tuple(ev.get("epochs", ())), step_losses=tuple(ev.get("step_losses", ())),
         profile_ops=tuple(ev.get("profile_ops", ())), trace_gz=trace_gz)
+
+
+def one_flop_count(rec: RunRecord, reference_flops: int | None) -> RunRecord:
+    """The record with GFLOP/s on the one FLOP count of its model and size (the torch count:
+    its own for a torch run, the stored one otherwise), and the basis said in extra. A run
+    with no reference count stored gets no GFLOP/s rather than an incomparable one."""
+    if rec.median_ms is None:
+        return rec
+    count = rec.flops_per_sample if rec.framework == FLOP_FRAMEWORK else reference_flops
+    basis = FLOP_BASIS if count else (
+        f"no {FLOP_FRAMEWORK} FLOP count stored for {rec.model} at {rec.image_size} px yet "
+        "(`python -m engine models` counts it): no GFLOP/s")
+    g = count * rec.batch_size / (rec.median_ms / 1e3) / 1e9 if count else None
+    return replace(rec, gflops_per_s=g, extra={**(rec.extra or {}), "gflops_basis": basis})

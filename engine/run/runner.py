@@ -168,12 +168,15 @@ class Runner:
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
-    """Consecutive specs sharing a worker: same framework, thread counts and device."""
+    """Consecutive specs sharing a worker: same framework, thread counts and device (and
+    replica: an A/A test's second copy runs in a process of its own)."""
+    def key_of(s):
+        return (s.framework, s.intra_threads, s.inter_threads, s.device,
+                getattr(s, "replica", 0))
     groups: list[list[RunSpec]] = []
     for s in specs:
-        key = (s.framework, s.intra_threads, s.inter_threads, s.device)
-        if groups and (groups[-1][0].framework, groups[-1][0].intra_threads,
-                       groups[-1][0].inter_threads, groups[-1][0].device) == key:
+        key = key_of(s)
+        if groups and key_of(groups[-1][0]) == key:
             groups[-1].append(s)
         else:
             groups.append([s])

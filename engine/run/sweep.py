@@ -15,7 +15,7 @@ from typing import Callable
 from dataclasses import dataclass
 
 from engine.analysis.compare import aggregate, contender_name, undecided
-from engine.run.records import new_id
+from engine.run.records import FLOP_FRAMEWORK, new_id, one_flop_count
 from engine.run.rounds import plan_rounds
 from engine.run.runner import Runner
 from engine.run.system import system_info
@@ -30,7 +30,8 @@ __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round"
 
 def plan_labels(plan: list[list[RunSpec]]) -> list[list[str]]:
     return [[f"{s.model}/{s.framework}/{s.runtime}/b{s.batch_size}/t{s.intra_threads}"
-             f"/i{s.inter_threads}/{s.image_size}px" for s in specs] for specs in plan]
+             f"/i{s.inter_threads}/{s.image_size}px" + (f"/#{s.replica + 1}" if s.replica else "")
+             for s in specs] for specs in plan]
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
     """Create the sweep's row. Every way of running (sweep, batch search, CLI, dashboard)
     stores through what this returns."""
     from store.db import open_db
-    from store.runs import (extend_sweep, framework_version, known_model_stats, save_record,
-                            save_sweep)
+    from store.runs import (extend_sweep, framework_version, known_model_stats,
+                            reference_flops, save_record, save_sweep)
 
     sweep_id = new_id()
     with open_db(db) as con:  # fails here, before any run, if the file is busy or bad
@@ -69,6 +70,9 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
 
     def store(rec: RunRecord):
         with open_db(db) as con:
+            if scenario_of(rec).counts_model_stats:
+                rec = one_flop_count(rec, reference_flops(con, rec.model, rec.image_size,
+                                                          FLOP_FRAMEWORK))
             save_record(con, rec, system)
         on_stored(rec)
 

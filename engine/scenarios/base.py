@@ -124,15 +124,17 @@ class Request:
 
     def run(self, specs: list, *, db, runner, seed: int, on_start, on_stored,
             on_event, on_plan=lambda step: None) -> str:
-        """Run the job's specs as one stored sweep; returns a conclusion ("" for a sweep,
-        whose figures are its stored runs). A search overrides this. on_plan(step) before
-        each round (engine.run.sweep.RoundPlan)."""
+        """Run the job's specs as one stored sweep; returns its conclusion: why no further
+        round ran ("every contest decided after 4 rounds"; empty when cancelled). Its
+        figures are its stored runs. A search overrides this. on_plan(step) before each
+        round (engine.run.sweep.RoundPlan)."""
         from engine.run.sweep import run_sweep  # the parent side, imported when a job runs
 
+        stopped = []
         run_sweep(specs, db=db, rounds=self.budget(), seed=seed, runner=runner,
                   command="dashboard", on_start=on_start, on_stored=on_stored,
-                  on_event=on_event, on_plan=on_plan)
-        return ""
+                  on_event=on_event, on_plan=on_plan, on_stop=stopped.append)
+        return f"stopped: {stopped[0]}" if stopped else ""
 
     def label(self) -> str:
         """A short description of the job for the queue on the Run page."""

@@ -23,7 +23,10 @@ class Inference(Scenario):
     decides_contests = True
 
     def config_extra(self, spec) -> dict:
-        return {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
+        extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
+        if spec.replica:
+            extra["replica"] = spec.replica
+        return extra
 
     def result_extra(self, ev: dict) -> dict:
         return {"model_reused": bool(ev.get("model_reused")),

@@ -66,12 +66,15 @@ class RunSpec:
     runtime: str | None = None  # None: the framework's default, resolved by validate()
     # >0: after the timed pass, profile this many more iterations in a separate pass
     profile_steps: int = 0
+    # >0: the same configuration again under a second name ("#2"), in a worker of its own:
+    # an A/A test, a contest whose true answer is a tie (bench/verdicts.py runs one).
+    replica: int = 0
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
     def key(self) -> tuple:
         """Identity of a configuration (what a comparison groups by)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
-                self.inter_threads, self.precision, self.image_size, self.device)
+                self.inter_threads, self.precision, self.image_size, self.device, self.replica)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +88,7 @@ class RunSpec:
     def validate(self, cores: int | None = None) -> "RunSpec":
         """Return the spec with defaults resolved, or raise UserError naming the field."""
         cores = cores or logical_cores()
+        int_range("replica", self.replica, 0, 9)
         if self.framework not in FRAMEWORKS:
             raise UserError(f"framework: unknown {self.framework!r}; allowed: "
                             f"{', '.join(f for f in FRAMEWORKS if f != 'selftest')}",

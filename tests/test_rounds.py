@@ -1,0 +1,102 @@
+"""Rounds until decided: which round runs next, and the budget's refusals (fixed records, an
+injected elapsed time; nothing is timed)."""
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from engine.cli import main
+from engine.run.sweep import config_key, next_round
+from engine.spec.budget import RoundBudget, default_max_rounds, round_floor_s
+from engine.spec.errors import UserError
+from tests.helpers import ok_record, spec
+
+EAGER, SCRIPT = spec(runtime="eager"), spec(runtime="torchscript")
+
+
+def rec(s, round_no, ms, took_s=10.0):
+    r = ok_record(f"{s.runtime}-{round_no}", samples=(int(ms * 1e6),) * 3, runtime=s.runtime)
+    return replace(r, round_no=round_no, ended_at=r.started_at + timedelta(seconds=took_s))
+
+
+def rounds_of(pairs):
+    return [rec(EAGER, i, a) for i, (a, _) in enumerate(pairs, 1)] + \
+        [rec(SCRIPT, i, b) for i, (_, b) in enumerate(pairs, 1)]
+
+
+def test_the_minimum_rounds_always_run_every_configuration():
+    budget = RoundBudget(3, 6)
+    step, why = next_round([], [EAGER, SCRIPT], budget, 0, 0.0, seed=1)
+    assert (step.round_no, step.why, why) == (1, "minimum", "")
+    assert [s.runtime for s in step.specs] == ["eager", "torchscript"]
+    step, _ = next_round(rounds_of([(10, 20)]), [EAGER, SCRIPT], budget, 1, 5.0, seed=1)
+    assert step.round_no == 2 and [s.runtime for s in step.specs] == ["torchscript", "eager"]
+
+
+def test_a_decided_contest_stops_and_an_undecided_one_gets_another_round():
+    specs = [EAGER, SCRIPT]
+    clear = rounds_of([(10, 20), (10.2, 20.4), (10.1, 19.8)])
+    assert next_round(clear, specs, RoundBudget(3, 6), 3, 60.0, seed=1) == (
+        None, "every contest decided after 3 rounds")
+    tie = rounds_of([(10, 10.5), (10.4, 10.0), (10.1, 10.2)])
+    step, _ = next_round(tie, specs, RoundBudget(3, 6), 3, 60.0, seed=1)
+    assert step.round_no == 4 and step.why == "2 undecided configurations"
+    assert {config_key(s) for s in step.specs} == {config_key(EAGER), config_key(SCRIPT)}
+    assert next_round(tie, specs, RoundBudget(3, 3), 3, 60.0, seed=1) == (
+        None, "max_rounds (3) reached with 2 configurations undecided")
+
+
+def test_only_the_undecided_configurations_run_again():
+    b8 = [spec(runtime="eager", batch_size=8), spec(runtime="torchscript", batch_size=8)]
+    records = rounds_of([(10, 20), (10.2, 20.4), (10.1, 19.8)])  # batch 1: decided
+    for i, (a, b) in enumerate([(30, 31), (31, 30), (30.5, 30.4)], 1):  # batch 8: a tie
+        records += [replace(rec(s, i, ms), batch_size=8, run_id=f"{s.runtime}-8-{i}")
+                    for s, ms in zip(b8, (a, b))]
+    step, _ = next_round(records, [EAGER, SCRIPT, *b8], RoundBudget(3, 6), 3, 0.0, seed=1)
+    assert sorted(s.batch_size for s in step.specs) == [8, 8]
+
+
+def test_the_time_budget_stops_a_round_that_would_not_fit():
+    tie = rounds_of([(10, 10.5), (10.4, 10.0), (10.1, 10.2)])  # each run took 10 s
+    # another round: two runs of 10 s plus one torch start (1 s) = 21 s
+    step, why = next_round(tie, [EAGER, SCRIPT], RoundBudget(3, 6, 200.0), 3, 180.0, seed=1)
+    assert step is None and why == ("time budget (200 s) would be exceeded: 180 s spent, "
+                                    "another round takes about 21 s")
+    step, _ = next_round(tie, [EAGER, SCRIPT], RoundBudget(3, 6, 200.0), 3, 170.0, seed=1)
+    assert step.round_no == 4
+
+
+def test_round_budget_refusals_name_the_field_and_the_range():
+    specs = [EAGER, SCRIPT]
+    assert round_floor_s(specs) == 1.0  # one torch worker, min_time 0 in these specs
+    with pytest.raises(UserError) as e:
+        RoundBudget(4, 3).validate(specs)
+    assert (e.value.field, str(e.value)) == (
+        "max_rounds", "max_rounds: 3 is out of range; allowed: integer 4..100 (at least "
+                      "rounds, 4)")
+    for bad in (0.0, -5.0):
+        with pytest.raises(UserError) as e:
+            RoundBudget(3, 6, bad).validate(specs)
+        assert e.value.field == "time_budget_s"
+    timed = [replace(s, policy=replace(s.policy, min_time_s=2.0)) for s in specs]
+    assert round_floor_s(timed) == 5.0  # and 2 s of timing per run
+    with pytest.raises(UserError) as e:
+        RoundBudget(3, 6, 4.5).validate(timed)
+    assert str(e.value).startswith("time_budget_s: 4.5 s is too small for one round")
+    assert RoundBudget(3, 6, 5.0).validate(timed).time_budget_s == 5.0
+    assert [default_max_rounds(r) for r in (1, 2, 3, 8)] == [1, 6, 6, 8]
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--rounds", "4", "--max-rounds", "3"], "max_rounds: 3 is out of range"),
+    (["--time-budget", "0"], "time_budget_s: 0.0 is out of range"),
+    (["--time-budget", "-1"], "time_budget_s: -1.0 is out of range"),
+    # one run of at least 2 s (the default min_time) after a torch start of 1 s
+    (["--time-budget", "2.5"], "time_budget_s: 2.5 s is too small for one round"),
+])
+def test_the_cli_refuses_a_bad_budget_before_anything_runs(db_path, capsys, argv, field):
+    rc = main(["run", "--model", "resnet18", "--framework", "torch", "--db", str(db_path),
+               *argv])
+    assert rc == 2 and capsys.readouterr().err.startswith(f"error: {field}")
+    assert not db_path.exists()  # nothing ran, nothing was stored
