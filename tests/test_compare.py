@@ -194,3 +194,8 @@ def test_configurations_differing_in_precision_device_or_inter_threads_never_sha
         {"precision": "fp32", "device": "cpu", "inter_threads": 1})]
     assert names == ["torch (eager)", "torch (eager) bf16", "torch (eager) cuda",
                      "torch (eager) inter 2", "torch (eager)"]
+    # the same configuration from two machines: two contenders, never one averaged figure
+    runs = [_run("torch", "eager", 1, 1, 10.0, system_id="a1b2c3d4e5"),
+            _run("torch", "eager", 1, 1, 20.0, system_id="f6e5d4c3b2")]
+    assert sorted(r.contender for r in aggregate(runs)) == ["torch (eager) @a1b2c3d4",
+                                                            "torch (eager) @f6e5d4c3"]

@@ -199,10 +199,16 @@ def aggregate(runs) -> list[ConfigResult]:
     precision, device, inter_threads and interference (store.runs.sweep_rounds rows, or
     RunRecord.__dict__). Runs with status ok count, noisy ones included; the rest (invalid:
     a rule broken; or a failure) are listed as failed."""
+    runs = list(runs)
+    # Runs of two machines (an imported sweep) are never averaged: each machine's runs are
+    # a contender of their own, named by the machine.
+    machines = {r.get("system_id") for r in runs}
     groups: dict = {}
     for r in runs:
-        key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"],
-               contender_name(r))
+        name = contender_name(r)
+        if len(machines) > 1:
+            name += f" @{str(r.get('system_id'))[:8]}"
+        key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"], name)
         groups.setdefault(key, []).append(r)
     out = []
     for (model, size, batch, threads, contender), rs in groups.items():
