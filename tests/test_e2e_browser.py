@@ -20,9 +20,9 @@ pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 QUERY = ("model=mobilenet_v3_small&framework=torch,tensorflow&batch=1&threads=1"
-         "&image_size=64&min_time=0.2&min_iters=10&warmup=2&rounds=2")
-# Two rounds: Compare and Cost need one ok run, and a single tiny round on a 2-core machine
-# shared with a browser can, rarely, come out invalid (IQR) for both frameworks.
+         "&image_size=64&min_time=0.2&min_iters=10&warmup=2&rounds=2&max_rounds=2")
+# Two rounds and no more: a paired interval on Compare, at a fixed cost. Dispersion no longer
+# makes a run invalid, so every run of a working sweep is ok.
 
 
 def framework_libraries(pid: int) -> list[str]:
@@ -100,7 +100,7 @@ def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
         rows = con.execute("SELECT framework, status, image_size FROM runs "
                            "ORDER BY framework").fetchall()
     assert [(f, size) for f, _, size in rows] == [("tensorflow", 64)] * 2 + [("torch", 64)] * 2
-    assert all(s in ("ok", "invalid") for _, s, _ in rows)
+    assert [s for _, s, _ in rows] == ["ok"] * 4
 
 
 def _drive(page, base, db):
@@ -176,7 +176,7 @@ def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
     """The dashboard's own data-loading form: a small PNG set (32 images of 128 px), two
     decoders by two normalisations at batch 8, run for real and shown. Batches of a few
     milliseconds, not fractions of one: with the browser and server sharing two cores, a
-    0.3 ms batch of 32 px images came out invalid (IQR/median 30-48 %) in every run."""
+    0.3 ms batch of 32 px images came out with an IQR/median of 30-48 % in every run."""
     from playwright.sync_api import expect
 
     base, db = server
@@ -198,14 +198,10 @@ def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
             rows = con.execute("SELECT runtime, batch_size, status FROM runs "
                                "WHERE kind = 'dataload' ORDER BY runtime").fetchall()
         page.goto(f"{base}/dataload")
-        # An invalid verdict (interference) is a stored result too: it is listed, not drawn.
-        if any(s == "ok" for _, _, s in rows):
-            expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
-            expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
-        if any(s != "ok" for _, _, s in rows):
-            expect(page.get_by_text("Runs that did not succeed")).to_be_visible(timeout=60_000)
+        expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+        expect(page.get_by_text("png: rows batch size by workers and threads")).to_be_visible()
         page.screenshot(path=str(ARTIFACTS / "e2e-10-dataload-page.png"), full_page=True)
     assert [(r, b) for r, b, _ in rows] == [
         ("loop:opencv+numpy", 8), ("loop:opencv+torch", 8), ("loop:pillow+numpy", 8),
         ("loop:pillow+torch", 8)]
-    assert all(s in ("ok", "invalid") for _, _, s in rows), rows
+    assert [s for _, _, s in rows] == ["ok"] * 4, rows  # noisy, perhaps, but never dropped
