@@ -14,7 +14,7 @@ from typing import Callable
 
 from dataclasses import dataclass
 
-from engine.analysis.compare import aggregate, contender_name, undecided
+from engine.analysis.compare import aggregate, contender_name, contests, undecided
 from engine.run.records import FLOP_FRAMEWORK, new_id, one_flop_count
 from engine.run.rounds import plan_rounds
 from engine.run.runner import Runner
@@ -109,8 +109,11 @@ def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done:
         return RoundPlan(done + 1, plan_rounds(specs, done + 1, seed)[done], "minimum"), ""
     if not scenario_of(specs[0]).decides_contests:
         return None, f"{done} rounds run"
-    keys = undecided(aggregate(vars(r) for r in records))
+    results = aggregate(vars(r) for r in records)
+    keys = undecided(results)
     if not keys:
+        if not any(c.comparisons for c in contests(results)[1]):
+            return None, f"{done} rounds run; no two contenders side by side to decide between"
         return None, f"every contest decided after {done} rounds"
     if done >= budget.max_rounds:
         return None, f"max_rounds ({budget.max_rounds}) reached with {len(keys)} " \
