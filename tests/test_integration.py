@@ -104,9 +104,20 @@ def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
     with open_db(db_path) as con:
         rows = con.execute(
             "SELECT runtime, status, iterations, prepare_s, "
-            "CAST(extra->>'$.output_rel_diff' AS DOUBLE), params FROM runs "
+            "CAST(extra->>'$.output_rel_diff' AS DOUBLE), params, first_forward_s, "
+            "extra->>'$.first_forward_from' FROM runs "
             "ORDER BY framework DESC, runtime").fetchall()
-    by = {r[0]: r for r in rows}
+    by = {r[0]: r[:6] for r in rows}
+    # first_forward_s is the first call after preparation for every runtime: shape-generic
+    # runtimes made it in their output check; compiling ones compiled there (prepare_s), so
+    # theirs is the next call; references and the C++ runner time their very first call.
+    first = {r[0]: r[7] for r in rows}
+    assert all(r[6] > 0 for r in rows)
+    assert first == {
+        "channels_last": "the output check's call", "torchscript": "the output check's call",
+        "onnxruntime": "the output check's call", "compile": "a timed call",
+        "eager": "a timed call", "libtorch": "the runner's first call",
+        "keras": "a timed call", "tf_function": "a timed call", "xla": "a timed call"}
     assert sorted(by) == ["channels_last", "compile", "eager", "keras", "libtorch",
                           "onnxruntime", "tf_function", "torchscript", "xla"]
     for rt, (_, status, iters, prepare_s, diff, params) in by.items():

@@ -30,7 +30,9 @@ class Inference(Scenario):
 
     def result_extra(self, ev: dict) -> dict:
         return {"model_reused": bool(ev.get("model_reused")),
-                "output_rel_diff": ev.get("output_rel_diff")}
+                "output_rel_diff": ev.get("output_rel_diff"),
+                # which call first_forward_s timed: always the first after preparation
+                "first_forward_from": ev.get("first_forward_from")}
 
     def describe_event(self, spec, ev: dict) -> str:
         iters = f" {ev['iters']} it" if ev.get("iters") else ""

@@ -76,16 +76,19 @@ def run_group(runs, frame: Frame) -> None:
                 before = snapshot()
                 first_s, loop = backend.measure(spec, progress)
                 window = interference(before, snapshot())
+                first_from = "the runner's first call"
             else:
                 step = backend.make_step(spec)
                 with backend.context():
                     # The first call after preparation: shape-generic runtimes made it in
                     # prepare()'s output check, timed there; the others make it here.
                     first_s = backend.first_forward_s
+                    first_from = "the output check's call"
                     if first_s is None:
                         t = time.perf_counter()
                         step()
                         first_s = time.perf_counter() - t
+                        first_from = "a timed call"
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
                     before = snapshot()
                     loop = time_loop(step, spec.policy, on_progress=progress)
@@ -102,7 +105,7 @@ def run_group(runs, frame: Frame) -> None:
                         samples_ns=list(loop.samples_ns), warmup_s=loop.warmup_wall_ns / 1e9,
                         measured_s=loop.wall_ns / 1e9, stop_reason=loop.stop_reason,
                         gc_disabled=loop.gc_disabled, block_calls=loop.block_calls,
-                        interference=window,
+                        interference=window, first_forward_from=first_from,
                         params=stats.params, params_trainable=stats.params_trainable,
                         flops_per_sample=stats.flops_per_sample,
                         flops_method=stats.flops_method,
