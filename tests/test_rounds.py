@@ -100,3 +100,24 @@ def test_the_cli_refuses_a_bad_budget_before_anything_runs(db_path, capsys, argv
                *argv])
     assert rc == 2 and capsys.readouterr().err.startswith(f"error: {field}")
     assert not db_path.exists()  # nothing ran, nothing was stored
+
+
+def test_an_aa_test_runs_a_copy_in_its_own_worker_and_extends_only_while_undecided(
+        db_path, worker_env, capsys):
+    from store.db import open_db
+    rc = main(["run", "--model", "identity", "--framework", "selftest", "--aa-test",
+               "--rounds", "2", "--max-rounds", "3", "--min-time", "0.05", "--min-iters", "5",
+               "--warmup", "2", "--seed", "5", "--db", str(db_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    with open_db(db_path) as con:
+        [(rounds,)] = con.execute("SELECT rounds FROM sweeps").fetchall()
+        per_round = con.execute(
+            "SELECT round_no, list(coalesce(extra->>'$.replica', '0')) FROM runs "
+            "GROUP BY round_no ORDER BY round_no").fetchall()
+    # two contenders (the configuration and its copy) in every round, each a stored run
+    assert all(sorted(replicas) == ["0", "1"] for _, replicas in per_round), per_round
+    assert "selftest (python) #2" in out
+    # a third round only if two rounds left the tie undecided; the sweep row says which
+    assert rounds == len(per_round) and rounds in (2, 3)
+    assert ("round 3: shuffled order, 2 undecided configurations" in out) == (rounds == 3)

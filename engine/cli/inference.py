@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from engine.cli.args import db_arg, float_arg, int_arg, memory_cap, memory_cap_option, sweep_options
 from engine.cli.progress import run_and_summarize
@@ -66,6 +67,10 @@ def add_parsers(sub) -> None:
                    help="a fresh worker process for every run (default: one per "
                         "framework/threads group, so imports are paid once)")
     r.add_argument("--no-table", action="store_true", help="skip the comparison table")
+    r.add_argument("--aa-test", action="store_true",
+                   help="also run every configuration a second time under a second name "
+                        "(\"#2\", in a worker of its own): an A/A test, whose true answer is "
+                        "a tie, shows what the machine's noise alone makes of a comparison")
     sweep_options(r, timeout=600.0, rounds=DEFAULT_ROUNDS,
                   rounds_help=f"the minimum rounds of the whole sweep, each in fresh worker "
                               f"processes and in alternating order (default {DEFAULT_ROUNDS}; "
@@ -124,6 +129,8 @@ def cmd_run(args) -> int:
                          weight_policy=args.weight_policy, policy=policy,
                          runtimes=args.runtime, profile_steps=args.profile)
 
+    if args.aa_test:  # the copies after the originals: each group stays contiguous
+        specs = specs + [replace(s, replica=1) for s in specs]
     budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
                          if args.max_rounds is None else args.max_rounds,
                          args.time_budget).validate(specs)
