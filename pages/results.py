@@ -102,7 +102,7 @@ if not samples.empty:
             ("IQR", ms_text(run['iqr_ms']), None),
             ("samples/s", f"{run['throughput']:,.1f}", "samples processed over the total "
                                                         "measured time"),
-            ("samples" if not blocks else f"samples (blocks of {blocks} calls)",
+            ("iterations" if not blocks else f"iterations (blocks of {blocks} calls)",
              f"{run['iterations']}", "calls under 1 ms are timed in blocks; each sample is a "
                                      "block's time over its calls" if blocks else None)]):
         col.metric(name, value, help=why)

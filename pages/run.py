@@ -34,19 +34,20 @@ def _q_list(key, default, cast=str):
     return [cast(v) for v in raw.split(",") if v] if raw else default
 
 
-def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1]):
-    """An integer from the link, within lo..hi; a bad one is reported (naming the field and
+def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1], cast=int):
+    """A number from the link, within lo..hi; a bad one is reported (naming the field and
     the range) and the default used, so a shared link never breaks the page."""
     raw = q.get(key)
     if raw is None:
         return default
     try:
-        v = int(raw)
+        v = cast(raw)
     except ValueError:
         v = None
     if v is None or not lo <= v <= hi:
-        link_errors.append(f"link: {key}={raw!r} is not allowed; allowed: integer {lo}..{hi}; "
-                           f"using {default}")
+        kind = "integer" if cast is int else "number"
+        link_errors.append(f"link: {key}={raw!r} is not allowed; allowed: {kind} {lo:g}..{hi:g}; "
+                           f"using {default:g}")
         return default
     return v
 
@@ -119,11 +120,12 @@ with right:
     d = MeasurementPolicy()
     c1, c2, c3 = st.columns(3)
     min_time = c1.number_input("Min time (s)", key="min_time", min_value=0.0,
-                               value=float(q.get("min_time", d.min_time_s)), step=0.5)
+                               value=_q_int("min_time", d.min_time_s, 0.0, 3600.0, float),
+                               step=0.5)
     min_iters = c2.number_input("Min iterations", key="min_iters", min_value=1,
-                                value=int(q.get("min_iters", d.min_iters)), step=5)
+                                value=_q_int("min_iters", d.min_iters, 1, 100_000), step=5)
     warmup = c3.number_input("Warm-up iterations", key="warmup", min_value=0,
-                             value=int(q.get("warmup", d.warmup_iters)), step=1)
+                             value=_q_int("warmup", d.warmup_iters, 0, 10_000), step=1)
     r1, r2, r3 = st.columns(3)
     rounds = r1.number_input("Rounds", key="rounds", min_value=ROUNDS_RANGE[0],
                              max_value=ROUNDS_RANGE[1],
@@ -141,7 +143,8 @@ with right:
                                 help="no extra round starts once the sweep would pass this "
                                      "many seconds")
     profile = st.number_input("Profile iterations (0 = off)", key="profile", min_value=0,
-                              max_value=PROFILE_RANGE[1], value=int(q.get("profile", 0)),
+                              max_value=PROFILE_RANGE[1],
+                              value=_q_int("profile", 0, *PROFILE_RANGE),
                               help="after each timed pass, profile this many more "
                                    "iterations (torch.profiler / TF profiler) in a separate "
                                    "pass; top operators and the Chrome trace appear on "

@@ -80,10 +80,13 @@ def test_run_page_refuses_a_round_budget_it_cannot_keep(db_path, monkeypatch):
 
 
 def test_a_bad_link_value_is_named_and_the_page_still_draws(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch, query={"rounds": "lots",
-                                                            "max_rounds": "500"})
-    assert [w.value.split(";")[0] for w in at.warning] == [
-        "link: rounds='lots' is not allowed", "link: max_rounds='500' is not allowed"]
+    at = page("pages/run.py", db_path, monkeypatch, query={
+        "rounds": "lots", "max_rounds": "500", "min_time": "abc", "min_iters": "-3"})
+    assert [w.value for w in at.warning] == [
+        "link: min_time='abc' is not allowed; allowed: number 0..3600; using 2",
+        "link: min_iters='-3' is not allowed; allowed: integer 1..100000; using 30",
+        "link: rounds='lots' is not allowed; allowed: integer 1..100; using 3",
+        "link: max_rounds='500' is not allowed; allowed: integer 1..100; using 6"]
     assert at.number_input(key="rounds").value == 3 and not at.exception
 
 
@@ -204,6 +207,7 @@ def test_results_page_shows_one_run_from_a_link(seeded, monkeypatch):
                                      "batch 1 · 1 threads · ok")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["p50"] == "10.10 ms" and metrics["iterations"] == "5"
+    assert metrics["p99 (low confidence)"].endswith(" ms")  # 5 samples: far from 100
     assert metrics["samples/s"] == "99.0"
     assert len(at.get("plotly_chart")) == 2  # histogram and iteration trace
 
