@@ -46,7 +46,7 @@ def test_two_round_sweep_in_both_frameworks_lands_plausible_linked_rows(
     with open_db(db_path) as con:
         rows = con.execute(
             "SELECT framework, batch_size, status, iterations, median_ms, p90_ms, p99_ms, "
-            "mean_ms, extra->>'$.gflops_basis', 
+            "mean_ms, extra->>'$.gflops_basis', "
             "min_ms, throughput, params, params_trainable, flops_per_sample, gflops_per_s, "
             "load_s, first_forward_s, peak_rss_bytes, rss_before_bytes, "
             "threads_effective, env->>'$.OMP_NUM_THREADS', started_at < ended_at, "
