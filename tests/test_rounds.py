@@ -121,3 +121,18 @@ def test_an_aa_test_runs_a_copy_in_its_own_worker_and_extends_only_while_undecid
     # a third round only if two rounds left the tie undecided; the sweep row says which
     assert rounds == len(per_round) and rounds in (2, 3)
     assert ("round 3: shuffled order, 2 undecided configurations" in out) == (rounds == 3)
+
+
+def test_the_plan_names_every_kind_of_spec_and_only_inference_has_replicas():
+    """A data-loading or training sweep goes through the same driver: its plan labels must
+    not ask for an inference-only field (a data-loading job once failed on `replica`)."""
+    from engine.run.sweep import plan_labels
+    from engine.spec.dataload import LoadSpec
+    from engine.spec.training import TrainSpec
+
+    load = LoadSpec("png", "pillow", "numpy", "loop", 8)
+    train = TrainSpec("resnet18", "torch", 32, 1)
+    assert plan_labels([[load, train, EAGER, replace(EAGER, replica=1)]]) == [[
+        "png/numpy/loop:pillow+numpy/b8/t1/i1/256px",
+        "resnet18/torch/None/b32/t1/i1/Nonepx",
+        "resnet18/torch/eager/b1/t1/i1/64px", "resnet18/torch/eager/b1/t1/i1/64px/#2"]]

@@ -29,8 +29,10 @@ __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round"
 
 
 def plan_labels(plan: list[list[RunSpec]]) -> list[list[str]]:
+    # Only inference specs have A/A replicas; training and data-loading specs have none.
     return [[f"{s.model}/{s.framework}/{s.runtime}/b{s.batch_size}/t{s.intra_threads}"
-             f"/i{s.inter_threads}/{s.image_size}px" + (f"/#{s.replica + 1}" if s.replica else "")
+             f"/i{s.inter_threads}/{s.image_size}px"
+             + (f"/#{s.replica + 1}" if getattr(s, "replica", 0) else "")
              for s in specs] for specs in plan]
 
 
