@@ -147,6 +147,23 @@ def test_a_round_pointing_the_other_way_beyond_the_noise_floor_leaves_a_contest_
     assert compare_rounds(a5, b5, floor=0.20).decided  # within a 20 % floor: decided
 
 
+def test_a_speedup_no_larger_than_the_noise_floor_is_no_decision():
+    # Six rounds, b consistently 8-12 % slower: the interval (1.085-1.115) excludes 1.
+    a = {r: 10.0 for r in range(1, 7)}
+    b = dict(zip(range(1, 7), (10.8, 11.2, 11.0, 10.9, 11.1, 11.0)))
+    cmp = compare_rounds(a, b, floor=0.05)
+    assert (round(cmp.speedup, 3), round(cmp.ci_low, 3), round(cmp.ci_high, 3)) == \
+        (1.1, 1.085, 1.115)
+    assert cmp.decided and not cmp.within_floor  # 10 % beyond a 5 % floor: decided
+    # The same rounds on a machine whose processes land 15 % apart: the difference is
+    # smaller than the noise, so no winner is named however narrow the interval.
+    noisy = compare_rounds(a, b, floor=0.15)
+    assert noisy.significant and noisy.within_floor and not noisy.decided
+    assert round(noisy.noise_pct) == 15
+    assert noisy.sentence("a", "b").startswith("no decision within the noise (±15 %)")
+    assert noisy.sentence("a", "b").endswith("within the noise floor (15 %)")
+
+
 def test_only_configurations_of_undecided_contests_need_more_rounds():
     runs = [_run("torch", "eager", 1, r, m) for r, m in ((1, 10.0), (2, 10.1), (3, 10.2))]
     runs += [_run("tf", "fn", 1, r, m) for r, m in ((1, 20.0), (2, 20.2), (3, 20.1))]

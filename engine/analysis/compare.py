@@ -15,8 +15,11 @@ Student-t interval on mean d (R - 1 degrees of freedom). The star and the senten
 same statistic: with every round paired, the speed-up is exactly the ratio of the two
 cells' geometric means.
 
-A contest is decided when its interval excludes 1 and no round favours the loser by more
-than the noise floor. An undecided contest gets more rounds (engine/run/sweep.py) up to the
+A contest is decided when its interval excludes 1, no round favours the loser by more than
+the noise floor, and the speed-up itself exceeds the noise floor: a difference smaller than
+the spread the same benchmark shows from process to process is no decision, however narrow
+its interval (the interval is re-tested after every extra round, and a true tie would
+otherwise be "decided" by chance in about one sweep in ten). An undecided contest gets more rounds (engine/run/sweep.py) up to the
 user's budget; when that runs out it reads "no decision within the noise (±x %)".
 Pure Python but for scipy's t quantile, so the dashboard can use it without a framework.
 """
@@ -87,15 +90,19 @@ class Comparison:
     rounds: int  # paired rounds used
     significant: bool  # the interval excludes 1
     disagree: bool = False  # a round favours the other side by more than the noise floor
+    within_floor: bool = False  # the speed-up is no larger than the noise floor
+    floor: float | None = None  # the noise floor it was judged against (a fraction)
 
     @property
     def decided(self) -> bool:
-        return self.rounds >= 2 and self.significant and not self.disagree
+        return (self.rounds >= 2 and self.significant and not self.disagree
+                and not self.within_floor)
 
     @property
     def noise_pct(self) -> float:
-        """How far either way the interval reaches from 'equal', in percent."""
-        return 100 * max(self.ci_high - 1, 1 - self.ci_low, 0.0)
+        """How far either way the noise reaches from 'equal', in percent: the interval's
+        reach, or the noise floor where that is wider."""
+        return 100 * max(self.ci_high - 1, 1 - self.ci_low, self.floor or 0.0, 0.0)
 
     def sentence(self, a: str, b: str) -> str:
         n = f"{self.rounds} rounds"
@@ -104,6 +111,9 @@ class Comparison:
                     "(run at least 2 rounds)")
         if not self.decided:
             why = "; a round disagrees beyond the noise floor" if self.disagree else ""
+            if self.within_floor and self.significant:
+                why += (f"; the difference is within the noise floor "
+                        f"({100 * self.floor:.0f} %)")
             return (f"no decision within the noise (±{self.noise_pct:.0f} %) between {a} and "
                     f"{b}: ratio {self.speedup:.2f}x, 95 % CI {self.ci_low:.2f}-"
                     f"{self.ci_high:.2f} over {n}{why}")
@@ -118,7 +128,8 @@ def compare_rounds(a: dict[int, float], b: dict[int, float],
                    floor: float | None = None) -> Comparison | None:
     """a, b: round number -> median latency. Only rounds both have are paired. floor: the
     noise floor (a fraction); a round whose ratio points the other way by more than it
-    leaves the contest undecided even when the interval excludes 1."""
+    leaves the contest undecided even when the interval excludes 1, and so does a speed-up
+    no larger than the floor."""
     paired = sorted(set(a) & set(b))
     if not paired:
         return None
@@ -126,12 +137,14 @@ def compare_rounds(a: dict[int, float], b: dict[int, float],
     mean = statistics.fmean(d)
     if len(d) < 2:
         s = math.exp(mean)
-        return Comparison(s, s, s, 1, False)
+        return Comparison(s, s, s, 1, False, floor=floor)
     half = t975(len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d))
     lo, hi = math.exp(mean - half), math.exp(mean + half)
     disagree = floor is not None and any(
         x * mean < 0 and abs(x) > math.log1p(floor) for x in d)
-    return Comparison(math.exp(mean), lo, hi, len(d), not (lo <= 1.0 <= hi), disagree)
+    within = floor is not None and abs(mean) <= math.log1p(floor)
+    return Comparison(math.exp(mean), lo, hi, len(d), not (lo <= 1.0 <= hi), disagree,
+                      within, floor)
 
 
 def noise_floor(summaries) -> tuple[float, float, int] | None:
