@@ -60,9 +60,9 @@ if sweep_id:
                  key="compare_table")
     st.caption(f"median latency per batch [ms]: geometric mean of up to {rounds} round "
                "medians [min-max over rounds]. ★ best in row · ≈ no decision against the best "
-               "(paired rounds, 95 % Student-t interval; a speed-up within the noise floor is no "
-               "decision; undecided contests got extra rounds "
-               "up to the sweep's budget) · ? noisy: rounds disagree by over 10 % or a "
+               "(paired rounds, 95 % Student-t interval; a speed-up within the noise floor "
+               "is no decision; undecided contests got extra rounds up to the sweep's "
+               "budget) · ? noisy: rounds disagree by over 10 % or a "
                "round's IQR/median or tail was high; noisy rounds are kept · (n status) "
                "rounds that broke a rule or failed, left out")
     for contest in rows:

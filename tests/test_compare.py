@@ -159,6 +159,9 @@ def test_a_speedup_no_larger_than_the_noise_floor_is_no_decision():
     # smaller than the noise, so no winner is named however narrow the interval.
     noisy = compare_rounds(a, b, floor=0.15)
     assert noisy.significant and noisy.within_floor and not noisy.decided
+    # the same rule either way round: b faster than a by the same margin
+    assert compare_rounds(b, a, floor=0.15).within_floor
+    assert not compare_rounds(b, a, floor=0.05).within_floor
     assert round(noisy.noise_pct) == 15
     assert noisy.sentence("a", "b").startswith("no decision within the noise (±15 %)")
     assert noisy.sentence("a", "b").endswith("within the noise floor (15 %)")

@@ -19,8 +19,9 @@ A contest is decided when its interval excludes 1, no round favours the loser by
 the noise floor, and the speed-up itself exceeds the noise floor: a difference smaller than
 the spread the same benchmark shows from process to process is no decision, however narrow
 its interval (the interval is re-tested after every extra round, and a true tie would
-otherwise be "decided" by chance in about one sweep in ten). An undecided contest gets more rounds (engine/run/sweep.py) up to the
-user's budget; when that runs out it reads "no decision within the noise (±x %)".
+otherwise be "decided" by chance in about one sweep in ten). An undecided contest gets more
+rounds (engine/run/sweep.py) up to the user's budget; when that runs out it reads "no
+decision within the noise (±x %)".
 Pure Python but for scipy's t quantile, so the dashboard can use it without a framework.
 """
 
@@ -90,8 +91,13 @@ class Comparison:
     rounds: int  # paired rounds used
     significant: bool  # the interval excludes 1
     disagree: bool = False  # a round favours the other side by more than the noise floor
-    within_floor: bool = False  # the speed-up is no larger than the noise floor
     floor: float | None = None  # the noise floor it was judged against (a fraction)
+
+    @property
+    def within_floor(self) -> bool:
+        """The speed-up, either way, is no larger than the noise floor."""
+        return (self.floor is not None
+                and abs(math.log(self.speedup)) <= math.log1p(self.floor))
 
     @property
     def decided(self) -> bool:
@@ -142,9 +148,8 @@ def compare_rounds(a: dict[int, float], b: dict[int, float],
     lo, hi = math.exp(mean - half), math.exp(mean + half)
     disagree = floor is not None and any(
         x * mean < 0 and abs(x) > math.log1p(floor) for x in d)
-    within = floor is not None and abs(mean) <= math.log1p(floor)
     return Comparison(math.exp(mean), lo, hi, len(d), not (lo <= 1.0 <= hi), disagree,
-                      within, floor)
+                      floor)
 
 
 def noise_floor(summaries) -> tuple[float, float, int] | None:

@@ -122,8 +122,8 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
                 for c in rows for s in c.sentences]
     if verdicts:
         out.append("verdicts (paired rounds, 95 % Student-t interval on log ratios; decided "
-                   "when it excludes 1, no round disagrees beyond the noise floor and the speed-up "
-                   "exceeds that floor):")
+                   "when it excludes 1, no round disagrees beyond the noise floor and the "
+                   "speed-up exceeds that floor):")
         out.extend(verdicts)
         out.append("")
     notes = architecture_notes(results)
