@@ -6,17 +6,21 @@ imports, and the browser tests the server's memory maps).
 
 import streamlit as st
 
+from store.cache import access
 from store.db import resolve_db_path
 
 
 def run() -> None:
     st.set_page_config(page_title="DL benchmark dashboard", page_icon=":material/speed:",
                        layout="wide")
+    who = access()
     pages = [
-        st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run",
-                default=True),
+        # Viewer mode has no Run page at all: nothing there can be used read-only.
+        *([] if who.viewer else [
+            st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run",
+                    default=True)]),
         st.Page("pages/results.py", title="Results", icon=":material/table:",
-                url_path="results"),
+                url_path="results", default=who.viewer),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:",
                 url_path="compare"),
         st.Page("pages/training.py", title="Training", icon=":material/model_training:",
@@ -29,7 +33,26 @@ def run() -> None:
     ]
     nav = st.navigation(pages)
     st.sidebar.caption(f"Database: `{resolve_db_path()}`")
+    sign_in(who)
     nav.run()
+
+
+def sign_in(who) -> None:
+    """The sidebar's access line: viewer mode, or who is signed in, with the sign-in and
+    sign-out buttons when [auth] is configured and the session comes from elsewhere."""
+    if who.viewer:
+        st.sidebar.caption(":material/visibility: Viewer mode: read-only")
+        return
+    if who.needs_sign_in:
+        st.sidebar.caption("Read-only until you sign in (launching needs an admin).")
+        if st.sidebar.button("Sign in", key="sign_in"):
+            st.login()
+    elif who.email:
+        st.sidebar.caption(f"Signed in as {who.email}" + ("" if who.admin else " (read-only)"))
+        if st.sidebar.button("Sign out", key="sign_out"):
+            st.logout()
+    elif not who.can_write:
+        st.sidebar.caption(f"Read-only: {who.why_read_only()}")
 
 
 run()

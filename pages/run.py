@@ -18,9 +18,16 @@ from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUN
                                 TRAIN_BATCH_RANGE, WORKERS_RANGE, logical_cores, parse_int_list)
 from engine.spec.policy import MeasurementPolicy
 from engine.spec.training import DATASETS, TRAIN_RUNTIMES
-from store.cache import database, job_manager, read
+from store.cache import access, database, job_manager, read
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
+
+WHO = access()
+if WHO.viewer:  # app.py leaves this page out; a deep link on a fresh server still lands here
+    st.info(WHO.why_read_only(), icon=":material/visibility:")
+    st.stop()
+if not WHO.can_write:
+    st.warning(WHO.why_read_only(), icon=":material/lock:")
 
 FRAMEWORKS = ["torch", "tensorflow"]
 ALL_RUNTIMES = [r for f in FRAMEWORKS for r in RUNTIMES[f]]
@@ -214,7 +221,10 @@ if specs:
 
 def launch(label: str, key: str, request, what: str, disabled: bool, **button) -> None:
     """One form's launch button: disabled while its input is refused; a request equal to
-    one queued or running is explained instead of queued twice."""
+    one queued or running is explained instead of queued twice. Absent for a session that
+    may not write (the queue would refuse it anyway)."""
+    if not WHO.can_write:
+        return
     if st.button(label, key=key, disabled=disabled, **button):
         try:
             view = manager.submit(request)
@@ -372,7 +382,7 @@ def job_panel(polling: bool) -> None:
                         f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
                         f"{cur['threads']} threads** — {cur['phase']}"
                         + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
-        if st.button("Cancel", key=f"cancel_{active.job_id}"):
+        if WHO.can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):
             manager.cancel(active.job_id)
         if active.finished:
             st.dataframe(list(reversed(active.finished)), hide_index=True,
@@ -383,7 +393,7 @@ def job_panel(polling: bool) -> None:
         for job in queued:
             c1, c2 = st.columns([4, 1])
             c1.write(f"Job {job.job_id}: {job.request.label()}, {job.total} runs — waiting")
-            if c2.button("Cancel", key=f"cancel_{job.job_id}"):
+            if WHO.can_write and c2.button("Cancel", key=f"cancel_{job.job_id}"):
                 manager.cancel(job.job_id)
 
 

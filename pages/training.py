@@ -10,7 +10,7 @@ from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars
 from engine.present.tables import sweep_labels
 from engine.scenarios import TRAINING, SweepRequest
 from engine.spec.errors import UserError
-from store.cache import job_manager, read
+from store.cache import access, job_manager, read
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices
 from store.queries import inference_for_training, settings, train_runs, train_throughput
@@ -110,7 +110,7 @@ if not latency.empty:
     st.caption("Stored fp32 inference runs of the same architecture, runtime, batch size, "
                "threads and image size (weights do not change the work, so the trained "
                "weights need not be the ones measured).")
-    if not missing.empty:
+    if not missing.empty and access().can_write:  # viewer mode: no write controls
         requests = SweepRequest.covering(missing.to_dict("records"))
         total = sum(len(r.specs()) * r.rounds for r in requests)
         if st.button(f"Measure inference for the {len(missing)} configuration(s) without it "

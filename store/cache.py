@@ -81,14 +81,52 @@ def database() -> Database:
 
 
 @st.cache_resource(show_spinner=False)
-def _job_manager(path: str):
+def _job_manager(path: str, read_only: bool):
     from engine.run import jobs  # looked up at call time: tests replace get_manager
-    return jobs.get_manager(path)
+    return jobs.get_manager(path, read_only)
+
+
+def _settings() -> tuple[dict, bool]:
+    """The `[dashboard]` table of .streamlit/secrets.toml, and whether `[auth]` is set up
+    for st.login (Authlib installed and an [auth] table present)."""
+    try:
+        secrets = st.secrets
+        dashboard = dict(secrets.get("dashboard", {}))
+        auth = "auth" in secrets
+    except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
+        return {}, False
+    if auth:
+        import importlib.util
+        auth = importlib.util.find_spec("authlib") is not None
+    return dashboard, auth
+
+
+def access():
+    """What this browser session may do (engine.present.access): viewer mode, where the
+    client connects from, and who is signed in."""
+    from engine.present.access import decide
+
+    settings, auth = _settings()
+    email = None
+    if auth and st.user.is_logged_in:
+        # An unverified address is a claim, not an identity: it cannot name an admin.
+        if st.user.get("email_verified", True) is not False:
+            email = st.user.get("email")
+    ip = st.context.ip_address
+    # A real server gives a str or None (loopback); AppTest gives a mock: no real client.
+    ip = ip if isinstance(ip, str) else None
+    return decide(env=dict(os.environ), settings=settings, auth_configured=auth,
+                  ip_address=ip, headers=dict(st.context.headers or {}), email=email)
 
 
 def job_manager():
-    """The server process's one job queue for this database."""
-    return _job_manager(str(database().path))
+    """The server process's one job queue for this database, as this session may use it:
+    viewer mode makes the queue itself refuse writes; a session that may not write gets
+    refusals from its handle (engine.run.jobs.SessionJobs)."""
+    from engine.run.jobs import SessionJobs
+
+    a = access()
+    return SessionJobs(_job_manager(str(database().path), a.viewer), a)
 
 
 @st.cache_data(show_spinner=False, max_entries=512)

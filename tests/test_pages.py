@@ -111,7 +111,7 @@ class FakeManager:
 
 def test_widgets_drive_the_submitted_request(db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="models").set_value(["mobilenet_v3_small", "resnet18"])
     at.multiselect(key="frameworks").set_value(["torch"])
@@ -287,7 +287,7 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
     from engine.run.batch_search import BatchSearchRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.selectbox(key="bs_model").set_value("resnet18")
     at.selectbox(key="bs_runtime").set_value("torch/onnxruntime")
@@ -359,7 +359,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
         save_record(con, ok_record("i-64", model="resnet18", batch_size=32, image_size=64,
                                    minute=1, samples=(400_000_000,) * 3), SYSTEM)
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
     at = page("pages/training.py", db_path, monkeypatch)
     latency = at.dataframe[1].value
     assert latency[["framework", "runtime", "image_size", "runs"]].values.tolist() == [
@@ -414,7 +414,7 @@ def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
     from engine.scenarios import SweepRequest, TrainRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.text_input(key="tr_batch").set_value("16, 32")
     at.number_input(key="tr_steps").set_value(5)
@@ -447,7 +447,7 @@ def test_run_page_submits_a_data_loading_sweep_and_says_what_it_skips(db_path, m
     from engine.scenarios import LoadRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db: fake)
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="dl_formats").set_value(["png", "tiff"])
     at.multiselect(key="dl_decoders").set_value(["pillow", "opencv"])

@@ -23,7 +23,8 @@ from engine.run.runner import Runner
 from engine.scenarios.base import Request
 from engine.spec.errors import UserError
 
-__all__ = ["JobView", "JobManager", "get_manager", "QUEUED", "RUNNING", "DONE", "CANCELLED",
+__all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
+           "CANCELLED",
            "FAILED"]
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
@@ -70,8 +71,9 @@ class _Job:
 
 class JobManager:
     def __init__(self, db_path: str | Path, *, clock: Callable[[], float] = time.time,
-                 runner_options: dict | None = None):
+                 runner_options: dict | None = None, read_only: bool = False):
         self.db_path = Path(db_path)
+        self.read_only = read_only  # viewer mode: the server itself refuses every write
         self.clock = clock
         self.runner_options = runner_options or {}
         self._lock = threading.Condition()
@@ -82,7 +84,14 @@ class JobManager:
         self._thread: threading.Thread | None = None
 
     # -- what pages call -------------------------------------------------------------------
+    def _refuse_in_viewer_mode(self, action: str) -> None:
+        if self.read_only:
+            raise UserError(f"{action}: this dashboard is in viewer mode (read-only); run "
+                            "sweeps from a dashboard started without BENCH_VIEWER, or with "
+                            "`python -m engine run`", field=action)
+
     def submit(self, request: Request) -> JobView:
+        self._refuse_in_viewer_mode("sweep")
         specs = request.specs()  # UserError before anything is queued
         with self._lock:
             for job in self._pending():
@@ -98,6 +107,7 @@ class JobManager:
             return job.view()
 
     def cancel(self, job_id: int) -> bool:
+        self._refuse_in_viewer_mode("cancel")
         with self._lock:
             for job in self._pending():
                 if job.job_id == job_id:
@@ -213,14 +223,40 @@ class JobManager:
             self._update(job, total=job.done, error="", result=result)
 
 
-_MANAGERS: dict[str, JobManager] = {}
+_MANAGERS: dict[tuple[str, bool], JobManager] = {}
 _MANAGERS_LOCK = threading.Lock()
 
 
-def get_manager(db_path: str | Path) -> JobManager:
+class SessionJobs:
+    """The job queue as one browser session may use it: reads pass through; submit and
+    cancel need a session that may write (engine.present.access.Access.can_write). Pages
+    only get this, so a crafted request from a read-only session changes nothing even where
+    a page forgot to hide a control."""
+
+    def __init__(self, manager: JobManager, access):
+        self._manager, self._access = manager, access
+
+    def __getattr__(self, name):  # active, queued, history, get, wait, db_path
+        return getattr(self._manager, name)
+
+    def _check(self, action: str) -> None:
+        why = self._access.why_read_only()
+        if why:
+            raise UserError(f"{action}: refused, {why}", field=action)
+
+    def submit(self, request: Request) -> JobView:
+        self._check("sweep")
+        return self._manager.submit(request)
+
+    def cancel(self, job_id: int) -> bool:
+        self._check("cancel")
+        return self._manager.cancel(job_id)
+
+
+def get_manager(db_path: str | Path, read_only: bool = False) -> JobManager:
     """The one manager per database in this process (the Streamlit server's)."""
-    key = str(Path(db_path).resolve())
+    key = (str(Path(db_path).resolve()), read_only)
     with _MANAGERS_LOCK:
         if key not in _MANAGERS:
-            _MANAGERS[key] = JobManager(key)
+            _MANAGERS[key] = JobManager(key[0], read_only=read_only)
         return _MANAGERS[key]
