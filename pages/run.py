@@ -18,7 +18,7 @@ from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUN
                                 TRAIN_BATCH_RANGE, WORKERS_RANGE, logical_cores, parse_int_list)
 from engine.spec.policy import MeasurementPolicy
 from engine.spec.training import DATASETS, TRAIN_RUNTIMES
-from store.cache import access, database, job_manager, read
+from store.cache import access, busy, database, job_manager, read
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
 
@@ -204,11 +204,14 @@ for field, message in errors.items():
 
 manager = job_manager()
 if specs:
-    with database().connect() as con:
-        seconds = estimate_seconds(
-            specs, request.rounds, known_latency_s=lambda s: latest_latency(con, s),
-            flops_per_sample=lambda s: flops_for(con, s.model, s.framework, s.image_size),
-            gflops_per_thread=lambda f: framework_gflops_per_thread(con, f))
+    try:
+        with database().connect() as con:
+            seconds = estimate_seconds(
+                specs, request.rounds, known_latency_s=lambda s: latest_latency(con, s),
+                flops_per_sample=lambda s: flops_for(con, s.model, s.framework, s.image_size),
+                gflops_per_thread=lambda f: framework_gflops_per_thread(con, f))
+    except UserError as exc:  # another process holds the file past the wait
+        busy(str(exc))
     budget = request.budget()
     more = (f" (up to {budget.max_rounds} rounds for undecided contests"
             + (f", within {budget.time_budget_s:g} s" if budget.time_budget_s else "") + ")"

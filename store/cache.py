@@ -2,14 +2,16 @@
 imports Streamlit (the CLI never imports it).
 
 - `database()`: the handle of the dashboard's database, one per path for the server
-  process (st.cache_resource). It holds the path, never an open connection: DuckDB lets
-  one process hold a writable file, and a CLI sweep in another process must be able to
-  write while the dashboard is open, so every operation opens and closes the file.
+  process (st.cache_resource): one DuckDB connection shared by every session, a cursor per
+  operation, open only while an operation runs (a CLI sweep in another process must be
+  able to write while the dashboard is open).
 - `job_manager()`: the job queue of the server process (st.cache_resource).
 - `read(fn, *args)`: a store query's result (st.cache_data), keyed on the database's data
   version (store.queries.data_version), so a write by the job thread or by a CLI sweep
   invalidates it at the next rerun. Reruns that change nothing re-read nothing: the price
-  catalog's CSV files, for one, are parsed once per change, not per rerun.
+  catalog's CSV files, for one, are parsed once per change, not per rerun. While another
+  process holds the file past the wait, the page says so and refreshes by itself instead
+  of failing.
 
 Opening the file costs tens of milliseconds, so the handle asks for the data version only
 when the file or its write-ahead log changed on disk (a stat, microseconds): every write,
@@ -20,30 +22,83 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 import streamlit as st
 
-from store.db import open_db, resolve_db_path
+from engine.spec.errors import UserError
+from store.db import READER_WAIT_S, connect, resolve_db_path, writer_waiting
 from store.queries import data_version
 
 __all__ = ["Database", "database", "job_manager", "read"]
 
 
 class Database:
-    """The dashboard's database: its path, and the data version last read from it."""
+    """The dashboard's database: one DuckDB handle for the whole server process, shared by
+    every session (each operation gets its own cursor), and the data version last read.
 
-    def __init__(self, path: Path):
+    The handle is open only while some operation uses it: DuckDB lets one process hold a
+    writable file, and a CLI sweep must be able to store its runs while the dashboard is
+    open. One handle per process, opened and closed under a lock, is also what keeps two
+    sessions of this server from opening the file at the same moment (DuckDB refused that
+    with "Unique file handle conflict"). While another process waits to write
+    (store.db.writer_waiting), no new operation joins the handle, so readers that keep
+    overlapping cannot starve the writer."""
+
+    def __init__(self, path: Path, *, wait_s: float = READER_WAIT_S, clock=time.monotonic,
+                 pause=time.sleep):
         self.path = path
+        self.wait_s, self.clock, self.pause = wait_s, clock, pause
         self._lock = threading.Lock()
         self._seen: tuple | None = None  # (files' signature, data version)
+        self._hold = threading.Lock()  # guards the shared handle and its user count
+        self._con = None
+        self._users = 0
+
+    def _acquire(self):
+        deadline = self.clock() + self.wait_s
+        while True:
+            with self._hold:
+                if self._con is None:
+                    # Waits (yielding to writers) up to wait_s, then a "busy" UserError.
+                    self._con = connect(self.path, yield_to_writers=True,
+                                        wait_s=max(deadline - self.clock(), 0.0),
+                                        clock=self.clock, pause=self.pause)
+                if self._users == 0 or writer_waiting(self.path) is None:
+                    self._users += 1
+                    return self._con
+            if self.clock() >= deadline:  # a writer waits and our readers keep the file
+                raise UserError(f"database: {self.path} is being written by another "
+                                "process; this page refreshes when it is done", field="db")
+            self.pause(0.05)
+
+    def _release(self) -> None:
+        with self._hold:
+            self._users -= 1
+            if self._users == 0:
+                con, self._con = self._con, None
+                con.close()
 
     @contextmanager
     def connect(self):
-        with open_db(self.path) as con:
-            yield con
+        con = self._acquire()
+        try:
+            cur = con.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+        finally:
+            self._release()
+
+    @property
+    def in_use(self) -> int:
+        """Operations holding the shared handle now (0: the file is closed)."""
+        with self._hold:
+            return self._users
 
     def signature(self) -> tuple:
         """Modification time and size of the file and of its write-ahead log."""
@@ -68,7 +123,6 @@ class Database:
             # the files again, and the next call reads the version afresh.
             self._seen = (sig, version)
         return version
-
 
 @st.cache_resource(show_spinner=False)
 def _database(path: str) -> Database:
@@ -131,7 +185,7 @@ def job_manager():
 
 @st.cache_data(show_spinner=False, max_entries=512)
 def _cached(path: str, version: tuple, name: str, args: tuple, kwargs: tuple, _fn: Callable):
-    with open_db(path) as con:
+    with _database(path).connect() as con:
         return _fn(con, *args, **dict(kwargs))
 
 
@@ -139,5 +193,26 @@ def read(fn: Callable, *args, **kwargs):
     """fn(con, *args, **kwargs) for the dashboard's database, cached until the data
     changes. fn is a store query; its arguments must be hashable by Streamlit."""
     db = database()
-    return _cached(str(db.path), db.version(), f"{fn.__module__}.{fn.__qualname__}", args,
-                   tuple(sorted(kwargs.items())), _fn=fn)
+    try:
+        return _cached(str(db.path), db.version(), f"{fn.__module__}.{fn.__qualname__}",
+                       args, tuple(sorted(kwargs.items())), _fn=fn)
+    except UserError as exc:
+        if exc.field != "db" or "in use by" not in str(exc) and "being written" not in str(exc):
+            raise
+        busy(str(exc))
+
+
+def busy(message: str) -> None:
+    """Another process holds the file longer than a page waits: say so, refresh in 2 s."""
+    st.info(f"{message.removeprefix('database: ')} — results are being written; this page "
+            "refreshes by itself.", icon=":material/hourglass_top:")
+
+    @st.fragment(run_every=2.0)
+    def refresh():
+        if st.session_state.get("_busy_shown"):
+            st.session_state["_busy_shown"] = False
+            st.rerun(scope="app")
+        st.session_state["_busy_shown"] = True
+
+    refresh()
+    st.stop()

@@ -19,7 +19,7 @@ import duckdb
 from engine.spec.errors import UserError
 
 __all__ = ["default_db_path", "resolve_db_path", "connect", "open_db", "MIGRATIONS",
-           "applied_migrations"]
+           "applied_migrations", "writer_waiting"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,14 +166,58 @@ def applied_migrations(con) -> list[str]:
 
 
 _LOCK_PID = re.compile(r"PID (\d+)")
+WRITER_WAIT_S = 30.0  # a sweep's record must not be lost to a dashboard that was reading
+READER_WAIT_S = 5.0
+
+
+def _marker(p: Path, pid: int) -> Path:
+    return p.with_name(f"{p.name}.writer-waiting.{pid}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def writer_waiting(path: str | os.PathLike) -> int | None:
+    """The pid of another live process waiting to write this file, if any. DuckDB's lock
+    has no queue: readers that keep overlapping (eight dashboard sessions refreshing after a
+    write) could hold the file forever, so a writer that finds it locked leaves a marker and
+    readers that yield (the dashboard's) start nothing new until it is gone."""
+    p = Path(path)
+    for m in p.parent.glob(f"{p.name}.writer-waiting.*"):
+        try:
+            pid = int(m.name.rsplit(".", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and _alive(pid):
+            return pid
+        if not _alive(pid):  # a writer killed while waiting: its marker means nothing
+            m.unlink(missing_ok=True)
+    return None
+
+
+def _busy(p: Path, who: str) -> UserError:
+    return UserError(f"database: {p} is in use by {who} (DuckDB allows one writing process). "
+                     "Wait for it to finish, stop it, or pass --db PATH to use another file.",
+                     field="db")
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
-            wait_s: float = 5.0, clock=time.monotonic, pause=time.sleep):
+            wait_s: float | None = None, yield_to_writers: bool = False,
+            clock=time.monotonic, pause=time.sleep):
     """Open (creating and migrating) the database; a clear UserError if another process
-    holds it past wait_s. clock and pause are injectable so the wait is testable."""
+    holds it past wait_s. A reader that yields to writers (the dashboard) first waits while
+    another process waits to write; a writer marks that it waits. clock and pause are
+    injectable so the wait is testable."""
     p = resolve_db_path(path)
-    if str(p) != ":memory:":
+    memory = str(p) == ":memory:"
+    if not memory:
         if read_only and not p.exists():
             raise UserError(f"database: {p} does not exist yet; run a benchmark first "
                             "(python -m engine run ...) or pass --db PATH", field="db")
@@ -183,26 +227,40 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
             raise UserError(f"database: cannot create folder {p.parent}: {exc.strerror}; "
                             "pass --db PATH or set BENCH_DB to a writable file",
                             field="db") from exc
+    if wait_s is None:
+        wait_s = READER_WAIT_S if yield_to_writers else WRITER_WAIT_S
     deadline = clock() + wait_s
-    while True:
-        try:
-            con = duckdb.connect(str(p), read_only=read_only)
-            break
-        except duckdb.IOException as exc:
-            msg = str(exc)
-            if "lock" not in msg.lower():
-                raise UserError(f"database: cannot open {p}: {msg}", field="db") from exc
-            if clock() >= deadline:
-                pid = _LOCK_PID.search(msg)
-                who = f"process {pid.group(1)}" if pid else "another process"
-                raise UserError(
-                    f"database: {p} is in use by {who} (DuckDB allows one writing process). "
-                    "Wait for it to finish, stop it, or pass --db PATH to use another "
-                    "file.", field="db") from exc
-            pause(0.1)
-        except duckdb.Error as exc:
-            raise UserError(f"database: {p} is not a usable DuckDB file: {exc}",
-                            field="db") from exc
+    marker = None
+    try:
+        while True:
+            if yield_to_writers and not memory:
+                pid = writer_waiting(p)
+                if pid is not None:
+                    if clock() >= deadline:
+                        raise _busy(p, f"process {pid}, which is writing")
+                    pause(0.05)
+                    continue
+            try:
+                con = duckdb.connect(str(p), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                msg = str(exc)
+                if "lock" not in msg.lower():
+                    raise UserError(f"database: cannot open {p}: {msg}", field="db") from exc
+                if clock() >= deadline:
+                    pid = _LOCK_PID.search(msg)
+                    raise _busy(p, f"process {pid.group(1)}" if pid
+                                else "another process") from exc
+                if not yield_to_writers and marker is None and not memory:
+                    marker = _marker(p, os.getpid())
+                    marker.touch()
+                pause(0.1)
+            except duckdb.Error as exc:
+                raise UserError(f"database: {p} is not a usable DuckDB file: {exc}",
+                                field="db") from exc
+    finally:
+        if marker is not None:
+            marker.unlink(missing_ok=True)
     if not read_only:
         _migrate(con)
     return con
