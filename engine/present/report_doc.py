@@ -1,0 +1,333 @@
+"""The offline report's content (ReportData, gathered by engine/present/report.py) written
+as one self-contained HTML file or as Markdown. Rendering only: no store reads here.
+
+Every text that came from the database is escaped here, in one place per format: model
+names, CPU models and stored commands are written by whoever ran or imported the sweep.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+__all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
+
+
+@dataclass(frozen=True)
+class CostData:
+    """Cost per 1 M inferences of each configuration on the priced machines."""
+
+    machine: str = ""  # the default shape's label
+    rows: list[dict] = field(default_factory=list)  # cost_rows rows, with the configuration
+    prices: list = field(default_factory=list)  # the Machines priced, default shape first
+    measured_on: str = ""
+    assumptions: list[str] = field(default_factory=list)
+    skipped: str = ""  # why no cost is shown, when none is
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything one report says, figures already computed and formatted by the functions
+    the pages use; the renderers below only lay it out."""
+
+    sweep_id: str
+    info: dict
+    runs: int
+    ok: int
+    models: list[str]
+    contenders: list[str]
+    latency: pd.DataFrame
+    best: list[tuple]
+    rounds: int
+    throughput: tuple[list[str], list]  # compare_grid columns and rows, as throughput
+    sentences: list[str]
+    notes: list[tuple[str, str]]
+    floor: tuple | None
+    setting_note: str
+    charts: list  # Plotly figures, in the Compare page's order
+    chart_note: str
+    efficiency: pd.DataFrame
+    cost: CostData
+    systems: pd.DataFrame
+    software: list[dict]
+    policy_lines: list[str]
+    command: str
+    command_note: str
+
+
+# -- HTML ---------------------------------------------------------------------------------
+
+# auto-fill, not auto-fit: each figure is drawn as soon as it is parsed, when it is the only
+# item in the grid, and auto-fit would give it the whole width it then keeps.
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto;
+       max-width: 1280px; padding: 0 1rem; color: #1f2328; line-height: 1.45; }
+h1 { font-size: 1.7rem; margin-bottom: .2rem; } h2 { margin-top: 2.2rem; border-bottom:
+  1px solid #d0d7de; padding-bottom: .2rem; }
+.sub { color: #59636e; margin-top: 0; }
+table { border-collapse: collapse; margin: .6rem 0; font-size: .92rem; }
+th, td { border: 1px solid #d0d7de; padding: .3rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.best { background-color: #d4f4dd; font-weight: bold; }
+.caption { color: #59636e; font-size: .88rem; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 1rem; }
+.metric { display: inline-block; margin-right: 2.5rem; }
+.metric b { font-size: 1.5rem; display: block; }
+pre { background: #f6f8fa; padding: .8rem; overflow-x: auto; white-space: pre-wrap; }
+@media print { .charts { display: block; } }
+"""
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _gib(memory_bytes) -> str:
+    return "" if memory_bytes is None or pd.isna(memory_bytes) else \
+        f"{memory_bytes / 2**30:.1f}"
+
+
+def _is_number(text: str) -> bool:
+    """A figure (aligned right), marks, range and percent aside: "★ 10.15 [10.1-10.2]"."""
+    t = text.lstrip("★≈ ").replace(",", "").split(" ")[0].rstrip("%")
+    try:
+        float(t)
+        return True
+    except ValueError:
+        return False
+
+
+def _table(headers: list[str], rows: list[list], best: set | None = None,
+           text_cols: tuple[int, ...] = ()) -> str:
+    """An escaped HTML table; best: (row, column) cells to mark; numbers align right but in
+    text_cols (a price's date reads as a number)."""
+    best = best or set()
+    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in headers), "</tr></thead><tbody>"]
+    for ri, row in enumerate(rows):
+        out.append("<tr>")
+        for ci, cell in enumerate(row):
+            text = "" if cell is None or (isinstance(cell, float) and cell != cell) else str(cell)
+            number = ci and ci not in text_cols and _is_number(text)
+            cls = [c for c, on in (("num", number), ("best", (ri, ci) in best)) if on]
+            out.append(f"<td class=\"{' '.join(cls)}\">{_e(text)}</td>" if cls
+                       else f"<td>{_e(text)}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _title(rep: ReportData) -> str:
+    models = ", ".join(rep.models) or "no runs"
+    fws = " vs ".join(rep.contenders)
+    return f"{models}: {fws}" if fws else models
+
+
+def _date(rep: ReportData) -> str:
+    return str(rep.info["created_at"])[:16] + " UTC"
+
+
+def _floor_text(floor) -> str:
+    if not floor:
+        return ("One round per configuration: differences are not tested for significance "
+                "(run at least 2 rounds).")
+    med, worst, n = floor
+    return (f"Noise floor: rounds of the same configuration landed {med:.1%} apart (median "
+            f"over {n} configurations; widest {worst:.1%}). Differences smaller than this "
+            "are machine mood, not framework.")
+
+
+def _latency_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
+    df = rep.latency
+    headers = list(df.columns)
+    cells = {(ri, headers.index(col)) for ri, col in rep.best}
+    return headers, df.astype(object).values.tolist(), cells
+
+
+def _throughput_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
+    cols, grid = rep.throughput
+    rows, best = [], set()
+    for ri, (contest, cells, winner) in enumerate(grid):
+        model, size, batch, threads = contest.row
+        rows.append([f"{model} {size}px", batch, threads, *cells])
+        if winner in cols:
+            best.add((ri, 3 + cols.index(winner)))
+    return ["model", "batch", "threads", *cols], rows, best
+
+
+def _machine_line(rep: ReportData) -> str:
+    """One line per machine: CPU, cores, memory, OS, Python; then software and commit."""
+    parts = []
+    for s in rep.systems.itertuples():
+        mem = f"{_gib(s.memory_bytes)} GiB" if _gib(s.memory_bytes) else "memory unknown"
+        parts.append(f"{s.cpu_model} ({s.physical_cores} physical / {s.logical_cores} "
+                     f"logical cores, {s.usable_cores} usable), {mem}, {s.os}, "
+                     f"Python {s.python}")
+    # Two frameworks' workers report shared packages (numpy) alike: each version once.
+    software = ", ".join(dict.fromkeys(
+        f"{p} {'/'.join(v)}" for sw in rep.software for p, v in sw["versions"].items()))
+    commits = sorted({c for sw in rep.software for c in sw["commits"]})
+    line = "; ".join(parts) or "machine not recorded"
+    if software:
+        line += f"; {software}"
+    if commits:
+        line += f"; commit {', '.join(commits)}"
+    return line
+
+
+def to_html(rep: ReportData) -> str:
+    out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+           f"<title>{_e(_title(rep))} · benchmark report</title>",
+           f"<style>{_CSS}</style></head><body>",
+           f"<h1>{_e(_title(rep))}</h1>",
+           f"<p class=\"sub\">Inference benchmark · sweep <code>{_e(rep.sweep_id)}</code> · "
+           f"{_e(_date(rep))} · {rep.runs} runs ({rep.ok} successful) over {rep.info['rounds']} "
+           "round(s)</p>"]
+
+    out.append("<h2>Comparison</h2>")
+    headers, rows, best = _latency_rows(rep)
+    out.append(f"<h3>Median latency per batch [ms], lower is better</h3>"
+               f"{_table(headers, rows, best)}")
+    headers, rows, best = _throughput_rows(rep)
+    out.append("<h3>Throughput [samples/s] over the measured time, higher is better</h3>"
+               f"{_table(headers, rows, best)}")
+    out.append(f"<p class=\"caption\">Cells: geometric mean of up to {rep.rounds} round "
+               "medians [min-max over rounds]. ★ best in row · ≈ no decision against the "
+               "best (paired rounds, 95 % Student-t interval; a speed-up within the noise "
+               "floor is no decision) · ? noisy: rounds disagree by over 10 % or a round's "
+               "IQR/median or tail was high; noisy rounds are kept · (n status) rounds that "
+               "broke a rule or failed, left out.</p>")
+    if rep.sentences:
+        out.append("<h3>Significance</h3><ul>"
+                   + "".join(f"<li>{_e(s)}</li>" for s in rep.sentences) + "</ul>")
+    for model, note in rep.notes:
+        out.append(f"<p class=\"caption\"><b>{_e(model)}</b> across frameworks: "
+                   f"{_e(note)}</p>")
+    if rep.floor:
+        med, worst, n = rep.floor
+        out.append(f"<div class=\"metric\">noise floor of this sweep<b>{med:.1%}</b></div>"
+                   f"<div class=\"metric\">widest spread of one configuration"
+                   f"<b>{worst:.1%}</b></div>")
+    out.append(f"<p>{_e(_floor_text(rep.floor))}</p>")
+
+    out.append("<h2>Charts</h2>")
+    if rep.setting_note:
+        out.append(f"<p class=\"caption\">{_e(rep.setting_note)}</p>")
+    out.append(f"<p class=\"caption\">{_e(rep.chart_note)}</p><div class=\"charts\">")
+    for i, fig in enumerate(rep.charts):
+        # plotly.js once, with the first figure: the file stays self-contained and the
+        # others reuse it. Fixed div ids keep the file byte-for-byte reproducible.
+        out.append("<div>" + fig.to_html(full_html=False, include_plotlyjs=i == 0,
+                                         div_id=f"chart-{i + 1}",
+                                         config={"displaylogo": False}) + "</div>")
+    out.append("</div>")
+    if not rep.efficiency.empty:
+        eff = rep.efficiency
+        out.append("<h3>Thread scaling efficiency</h3>" + _table(
+            ["model", "contender", "threads", "throughput [samples/s]", "scaling efficiency"],
+            [[model, contender, threads, f"{tp:,.1f}", f"{share:.0%}"]
+             for model, contender, threads, tp, share in eff.values.tolist()]))
+
+    out.append("<h2>Cost per 1 M inferences</h2>")
+    c = rep.cost
+    if c.skipped:
+        out.append(f"<p>{_e(c.skipped)}</p>")
+    else:
+        out.append(f"<p>Priced on <b>{_e(c.machine)}</b>, the catalog shape the Cost page "
+                   "preselects (OCI with 16 OCPUs, the size users compare with AWS's "
+                   "32-vCPU machines), and on the closest-size x86 machine of each other "
+                   f"provider. {_e(c.measured_on)}</p>")
+        out.append(_table(
+            ["model", "framework (runtime)", "batch", "machine", "throughput [samples/s]",
+             "USD per 1 M inferences", "monthly USD (730 h)"],
+            [[r["model"], r["contender"], r["batch_size"], r["machine"],
+              f"{r['throughput']:,.1f}" + (" (est.)" if r["estimate"] else ""),
+              f"{r['cost_per_million']:,.4f}", f"{r['monthly']:,.2f}"] for r in c.rows]))
+        if c.assumptions:
+            out.append("<p class=\"caption\">Assumption (est.): "
+                       + _e(c.assumptions[0].removeprefix("estimate: "))
+                       + (" (and likewise for the other configurations and sizes, each with "
+                          "its own measured efficiency)." if len(c.assumptions) > 1 else ".")
+                       + "</p>")
+        out.append("<h3>Prices: sources and dates</h3>" + _table(
+            ["machine", "vCPUs", "USD/hour", "basis", "source", "as of", "secondary source"],
+            [[m.label, m.vcpus, f"{m.usd_per_hour:.4f}", m.price_basis, m.source, m.as_of,
+              "yes" if m.secondary else "no"] for m in c.prices], text_cols=(5,)))
+
+    out.append("<h2>Machine and software</h2>")
+    if rep.systems.empty:
+        out.append("<p>No machine was recorded for these runs.</p>")
+    out.append(_table(
+        ["host", "CPU model", "sockets", "cores physical", "logical", "usable",
+         "memory [GiB]", "accelerator", "OS", "platform", "Python", "runs"],
+        [[s.hostname, s.cpu_model, s.sockets, s.physical_cores, s.logical_cores,
+          s.usable_cores, _gib(s.memory_bytes), s.accelerator or "none", s.os, s.platform,
+          s.python, s.runs] for s in rep.systems.itertuples()]))
+    out.append(_table(
+        ["framework", "package versions", "git commit", "runs"],
+        [[sw["framework"], ", ".join(f"{p} {'/'.join(v)}" for p, v in sw["versions"].items()),
+          ", ".join(sw["commits"]) or "not recorded", sw["runs"]] for sw in rep.software]))
+
+    out.append("<h2>Measurement policy</h2><ul>"
+               + "".join(f"<li>{_e(line)}</li>" for line in rep.policy_lines) + "</ul>")
+
+    out.append("<h2>Reproduce</h2>")
+    if rep.command:
+        out.append(f"<pre><code>{_e(rep.command)}</code></pre>")
+    out.append(f"<p class=\"caption\">{_e(rep.command_note)}. Add <code>--db PATH</code> to "
+               "store the new runs elsewhere; compare them with <code>python -m engine "
+               "compare</code>.</p>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+# -- Markdown -----------------------------------------------------------------------------
+
+def _md(value) -> str:
+    """Text from the database inside Markdown: HTML special characters escaped (GitHub
+    renders inline HTML), pipes (they would split a table cell) and backticks (a code
+    span) escaped, one line."""
+    text = "" if value is None else str(value)
+    return (html.escape(text, quote=False).replace("|", "\\|").replace("`", "\\`")
+            .replace("\n", " "))
+
+
+def _md_table(headers: list[str], rows: list[list], best: set) -> list[str]:
+    lines = ["| " + " | ".join(_md(h) for h in headers) + " |",
+             "|" + "|".join("---" if i < 1 else "---:" for i in range(len(headers))) + "|"]
+    for ri, row in enumerate(rows):
+        cells = []
+        for ci, cell in enumerate(row):
+            text = _md(cell)
+            cells.append(f"**{text}**" if (ri, ci) in best and text else text)
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in the text, so it cannot end early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def to_markdown(rep: ReportData) -> str:
+    out = [f"## Benchmark: {_md(_title(rep))}", "",
+           f"Inference sweep {_md(rep.sweep_id)} · {_date(rep)} · "
+           f"{rep.runs} runs ({rep.ok} successful) over {rep.info['rounds']} round(s)", "",
+           "Median latency per batch [ms], lower is better: geometric mean of up to "
+           f"{rep.rounds} round medians [min-max over rounds]; ★ best in row (bold), "
+           "≈ no decision against the best, ? noisy.", ""]
+    headers, rows, best = _latency_rows(rep)
+    out += _md_table(headers, rows, best) + [""]
+    if rep.sentences:
+        out += [f"- {_md(s)}" for s in rep.sentences] + [""]
+    out += [_md(_floor_text(rep.floor)), ""]
+    out += [f"**Machine:** {_md(_machine_line(rep))}", ""]
+    if rep.command:
+        fence = _fence(rep.command)
+        out += [f"**Reproduce** ({_md(rep.command_note)}):", "", f"{fence}bash", rep.command,
+                fence, ""]
+    return "\n".join(out)
