@@ -6,14 +6,18 @@ from engine.analysis.compare import aggregate, noise_floor
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, setting_choices
+from engine.present.link_state import PageLink
+from engine.present.links import encode_setting
+from engine.present.report import REPORT_FORMATS, build_report
 from engine.present.tables import architecture_notes
 from engine.scenarios import INFERENCE
-from store.cache import read
+from store.cache import database, read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
 from store.runs import list_sweeps, sweep_rounds
 
 st.title("Compare frameworks")
+link = PageLink("compare")
 options = read(filter_options, kind=INFERENCE.kind)
 sweeps = read(list_sweeps, with_runs_only=True, kind=INFERENCE.kind)
 if "ok" not in options["status"]:
@@ -28,14 +32,24 @@ for s in sweeps.itertuples():
                                 f"{s.rounds} round{'s' if s.rounds > 1 else ''} · "
                                 f"{', '.join(s.models)}")
 c1, c2 = st.columns([2, 3])
+# ?sweep=all: every stored run of one setting; otherwise a sweep id or a unique prefix of one.
+link.choice("sweep", "sweep", list(sweep_labels), encode=lambda s: s or "all", prefix_ok=True)
 sweep_id = c1.selectbox("Runs", list(sweep_labels), format_func=sweep_labels.get, key="sweep",
-                        index=1 if len(sweep_labels) > 1 else 0)
+                        **({} if link.seeded("sweep") else
+                           {"index": 1 if len(sweep_labels) > 1 else 0}))
 usable_models = read(comparable_models, sweep_id)
-models = c2.multiselect("Models", usable_models, default=usable_models[:1], key="models")
+link.choices("models", "models", usable_models)
+models = c2.multiselect("Models", usable_models, key="models",
+                        **({} if link.seeded("models") else {"default": usable_models[:1]}))
+link.put("sweep", sweep_id or "all")
+link.put("models", models)
+if not models:
+    link.finish()
 if not models:
     st.info("Pick at least one model.")
     st.stop()
 choices, setting_labels = setting_choices(read(settings, INFERENCE.kind, sweep_id))
+link.choice("setting", "setting", choices, encode=encode_setting)
 setting = st.selectbox("Setting (device · precision · inter-op threads · machine)", choices,
                        format_func=setting_labels.get, key="setting",
                        help="figures never blend settings: runs on another device, precision, "
@@ -46,10 +60,17 @@ rounds_rows = read(sweep_rounds, sweep_id) if sweep_id else []
 threads_all = sorted(summary.threads.unique())
 batches_all = sorted(summary.batch_size.unique())
 k1, k2, k3 = st.columns(3)
-threads = k1.selectbox("Threads (for the batch charts)", threads_all,
-                       index=len(threads_all) - 1, key="threads")
+link.choice("threads", "threads", threads_all)
+link.choice("batch", "batch", batches_all)
+link.choice("band", "band", ["p10-p90", "IQR (p25-p75)"], encode=lambda b: b.split(" ")[0])
+threads = k1.selectbox("Threads (for the batch charts)", threads_all, key="threads",
+                       **({} if link.seeded("threads") else {"index": len(threads_all) - 1}))
 batch = k2.selectbox("Batch size (for threads and distributions)", batches_all, key="batch")
 band = k3.radio("Latency band", ["p10-p90", "IQR (p25-p75)"], horizontal=True, key="band")
+link.put("setting", setting, encode_setting)
+link.put("threads", threads)
+link.put("batch", batch)
+link.put("band", band.split(" ")[0])
 band_cols = ("p10_ms", "p90_ms") if band == "p10-p90" else ("q1_ms", "q3_ms")
 
 st.subheader("Comparison table")
@@ -79,6 +100,20 @@ if sweep_id:
         f2.metric("widest spread of one configuration", f"{floor[1]:.1%}",
                   help="the largest (max - min) / geometric mean of round medians in this "
                        "sweep: differences smaller than this can be machine mood")
+    # A report for someone without the dashboard: built on request (about a second).
+    r1, r2, r3 = st.columns([2, 1, 1])
+    fmt = r1.radio("Report", list(REPORT_FORMATS), horizontal=True, key="report_format",
+                   format_func={"html": "HTML (opens offline, with charts)",
+                                "md": "Markdown (for a pull request or wiki)"}.get)
+    if r2.button("Prepare report", key="prepare_report"):
+        with database().connect() as con:  # not through read(): megabytes, asked once
+            st.session_state["report"] = (sweep_id, fmt, build_report(con, sweep_id, fmt))
+    ready = st.session_state.get("report")
+    if ready and ready[:2] == (sweep_id, fmt):
+        r3.download_button(f"Download (.{REPORT_FORMATS[fmt][1].lstrip('.')}, "
+                           f"{len(ready[2]) / 2**20:.1f} MiB)", ready[2],
+                           f"report-{sweep_id[:8]}{REPORT_FORMATS[fmt][1]}",
+                           REPORT_FORMATS[fmt][0], key="download_report")
 else:
     st.caption("Pick a sweep above to see the round-aggregated table with significance tests.")
 
@@ -89,7 +124,9 @@ g3, g4 = st.columns(2)
 fig, eff = scaling_vs_threads(summary, batch)
 g3.plotly_chart(fig, key="scaling")
 with g4:
+    link.choice("dist", "dist_kind", ["box", "violin"])
     shape = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind")
+    link.put("dist", shape)
     samples = read(config_samples, models, int(batch), int(threads), sweep_id,
                    setting=setting)
     if samples.empty:
@@ -104,9 +141,17 @@ if not eff.empty:
 contenders = sorted(summary.contender.unique())
 if len(contenders) >= 2:
     h1, h2, h3 = st.columns(3)
-    a = h1.selectbox("A", contenders, index=0, key="heat_a")
-    b = h2.selectbox("B", contenders, index=1, key="heat_b")
+    link.choice("a", "heat_a", contenders)
+    link.choice("b", "heat_b", contenders)
+    link.choice("heat_model", "heat_model", models)
+    a = h1.selectbox("A", contenders, key="heat_a",
+                     **({} if link.seeded("heat_a") else {"index": 0}))
+    b = h2.selectbox("B", contenders, key="heat_b",
+                     **({} if link.seeded("heat_b") else {"index": 1}))
     m = h3.selectbox("Model", models, key="heat_model")
+    link.put("a", a)
+    link.put("b", b)
+    link.put("heat_model", m)
     heat = speedup_heatmap(summary, m, a, b) if a != b else None
     if heat is not None:
         st.plotly_chart(heat, key="heatmap")
@@ -124,3 +169,4 @@ st.dataframe(costs, hide_index=True, key="runtime_costs", column_config={
     "prepare_s": st.column_config.NumberColumn("trace/export/compile [s]", format="%.2f"),
     "first_forward_s": st.column_config.NumberColumn("first forward [s]", format="%.3f"),
     "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.2f")})
+link.finish()

@@ -8,6 +8,8 @@ from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, by_threads,
                                   custom_machine, default_shape, equivalents, fleet_rows,
                                   monthly_cost, oci_vs_aws, project_throughput, storage_egress)
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
+from engine.present.link_state import PageLink
+from engine.present.links import encode_setting
 from store.cache import read
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices
@@ -15,8 +17,10 @@ from engine.scenarios import INFERENCE
 from store.queries import measured_throughput, settings
 
 st.title("Cost of inference")
+link = PageLink("cost")
 catalog, rates = read(effective_catalog)
 choices, setting_labels = setting_choices(read(settings, INFERENCE.kind))
+link.choice("setting", "setting", choices, encode=encode_setting)
 setting = st.selectbox("Measured setting (device · precision · inter-op threads · machine)",
                        choices, format_func=setting_labels.get, key="setting",
                        help="throughput is priced from one setting at a time: runs on another "
@@ -26,8 +30,10 @@ measured = read(measured_throughput, setting)
 cpu = cpu_shapes(catalog)
 by_label = {m.label: m for m in catalog}
 
+link.put("setting", setting, encode_setting)
+link.number("hours", "hours", 1.0, 744.0)
 hours = st.number_input("Hours per month", key="hours", min_value=1.0, max_value=744.0,
-                        value=float(HOURS_PER_MONTH),
+                        **({} if link.seeded("hours") else {"value": float(HOURS_PER_MONTH)}),
                         help="730 = 8,760 hours / 12, the providers' own convention")
 
 st.subheader("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU AWS machines, "
@@ -58,18 +64,26 @@ with st.expander(f"Price catalog ({len(catalog)} machines; sources and dates)"):
                "rate). GCP and Azure rows come from secondary sources. Refresh from a saved "
                "price list with `python -m engine prices import FILE`.")
 
+link.put("hours", hours, lambda v: f"{v:g}")
 if measured.empty:
+    link.finish()
     st.info("No measured throughput yet: cost per inference needs a successful run. Launch a "
             "sweep on the **Run** page, then come back.", icon=":material/info:")
     st.stop()
 
 st.subheader("Your workload")
 c1, c2, c3 = st.columns(3)
+link.choice("model", "model", sorted(measured.model.unique()))
 model = c1.selectbox("Model", sorted(measured.model.unique()), key="model")
 m_rows = measured[measured.model == model]
+link.choice("fw", "contender", sorted(m_rows.contender.unique()))
 contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()), key="contender")
 c_rows = m_rows[m_rows.contender == contender]
+link.choice("batch", "batch", sorted(c_rows.batch_size.unique()))
 batch = c3.selectbox("Batch size", sorted(c_rows.batch_size.unique()), key="batch")
+link.put("model", model)
+link.put("fw", contender)
+link.put("batch", batch)
 rows = c_rows[c_rows.batch_size == batch]
 threads_tp = by_threads(rows.to_dict("records"))
 host = rows.iloc[0]
@@ -77,17 +91,27 @@ st.caption(f"Measured on {host.cpu_model} ({host.host_vcpus} vCPUs): "
            + ", ".join(f"{t} thread{'s' if t > 1 else ''}: {v:,.1f} samples/s"
                        for t, v in sorted(threads_tp.items())))
 
-mode = st.radio("Machine", ["Pick a shape from the catalog", "Enter a price"],
-                horizontal=True, key="machine_mode")
+MODES = ["Pick a shape from the catalog", "Enter a price"]
+link.choice("machine", "machine_mode", MODES, encode=lambda m: "price" if m == MODES[1] else "shape")
+mode = st.radio("Machine", MODES, horizontal=True, key="machine_mode")
 if mode == "Enter a price":
     p1, p2 = st.columns(2)
-    price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001, value=1.0,
-                            format="%.4f")
-    vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, value=16)
+    link.number("price", "custom_price", 0.0001, 1e6)
+    link.number("vcpus", "custom_vcpus", 1, 1024, integer=True)
+    price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001,
+                            format="%.4f", **({} if link.seeded("custom_price") else {"value": 1.0}))
+    vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, max_value=1024,
+                            **({} if link.seeded("custom_vcpus") else {"value": 16}))
     machine = custom_machine(price, vcpus)
+    link.put("machine", "price")
+    link.put("price", price, lambda v: f"{v:g}")
+    link.put("vcpus", vcpus)
 else:
     labels = [m.label for m in cpu]
-    machine = by_label[st.selectbox("Shape", labels, index=default_shape(cpu), key="shape")]
+    link.choice("shape", "shape", labels)
+    machine = by_label[st.selectbox("Shape", labels, key="shape",
+                                    **({} if link.seeded("shape") else {"index": default_shape(cpu)}))]
+    link.put("shape", machine.label)
 
 proj = project_throughput(threads_tp, machine.vcpus)
 k1, k2, k3 = st.columns(3)
@@ -118,8 +142,10 @@ g1.plotly_chart(cost_bars(fw_rows, "cost_per_million",
 
 with g2:
     st.markdown("**Serving a target rate**")
+    link.number("rate", "rate", 0.1, 1e9)
     rate = st.number_input("Target request rate (samples/s)", key="rate", min_value=0.1,
-                           value=100.0, step=10.0)
+                           step=10.0, **({} if link.seeded("rate") else {"value": 100.0}))
+    link.put("rate", rate, lambda v: f"{v:g}")
     s1, s2 = st.columns(2)
     storage = s1.number_input("Block storage (GB)", key="storage", min_value=0.0, value=0.0)
     egress = s2.number_input("Egress (GB/month)", key="egress", min_value=0.0, value=0.0,
@@ -139,12 +165,15 @@ b1, b2, b3 = st.columns(3)
 # B defaults to the other contender (if any) on the AWS equivalent of A's machine size.
 contenders = sorted(m_rows.contender.unique())
 others = [c for c in contenders if c != contender]
+link.choice("b_fw", "b_contender", contenders)
 other_contender = b1.selectbox("B: framework (runtime)", contenders, key="b_contender",
-                               index=contenders.index(others[0]) if others else 0)
+                               **({} if link.seeded("b_contender") else {"index": contenders.index(others[0]) if others else 0}))
+link.put("b_fw", other_contender)
 shape_labels = [m.label for m in cpu]
 aws_eq = next((m.label for m in equivalents(cpu, machine.vcpus) if m.provider == "AWS"), None)
-other_shape = b2.selectbox("B: shape", shape_labels, key="b_shape",
-                           index=shape_labels.index(aws_eq) if aws_eq in shape_labels else 0)
+link.choice("b_shape", "b_shape", shape_labels)
+other_shape = b2.selectbox("B: shape", shape_labels, key="b_shape", **({} if link.seeded("b_shape") else {"index": shape_labels.index(aws_eq) if aws_eq in shape_labels else 0}))
+link.put("b_shape", other_shape)
 max_rate = b3.number_input("up to (samples/s)", key="b_max", min_value=1.0,
                            value=float(max(rate * 4, 4 * proj.throughput)),
                            help="default: four of A's machines' worth, so the steps show")
@@ -167,3 +196,4 @@ else:
     if proj.estimate or b_tp.estimate:
         st.caption("Throughputs projected to these shapes are estimates (see the assumption "
                    "above).")
+link.finish()

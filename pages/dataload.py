@@ -6,11 +6,13 @@ from engine.present.charts_workloads import load_bars
 from engine.present.frames import highlight_cells, load_grid
 from engine.present.tables import sweep_labels
 from engine.scenarios import DATA_LOADING
+from engine.present.link_state import PageLink
 from store.cache import read
 from store.queries import load_failures, load_summary
 from store.runs import list_sweeps
 
 st.title("Data loading")
+link = PageLink("dataload")
 sweeps = read(list_sweeps, kind=DATA_LOADING.kind)
 if sweeps.empty:
     st.info("No data-loading runs stored yet. Launch some from the **Run** page (\"Measure "
@@ -22,19 +24,25 @@ if sweeps.empty:
 
 labels = sweep_labels(sweeps, "all data-loading runs")
 c1, c2 = st.columns([3, 2])
-sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, index=1,
-                        key="load_sweep")
+link.choice("sweep", "load_sweep", list(labels), encode=lambda s: s or "all", prefix_ok=True)
+sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, key="load_sweep",
+                        **({} if link.seeded("load_sweep") else {"index": 1}))
+link.put("sweep", sweep_id or "all")
 summary = read(load_summary, sweep_id)
 failures = read(load_failures, sweep_id)
 if summary.empty:
     st.warning("No run of this selection succeeded; the failures are listed below.")
 else:
     formats = sorted(summary.format.unique())
+    link.choice("format", "load_format", formats)
+    link.choice("show", "load_value", ["ms_per_batch", "images_per_s", "batches_per_s"])
     fmt = c2.radio("Format", formats, horizontal=True, key="load_format")
     value = st.radio("Show", ["ms_per_batch", "images_per_s", "batches_per_s"],
                      horizontal=True, key="load_value",
                      format_func={"ms_per_batch": "ms per batch", "images_per_s": "images/s",
                                   "batches_per_s": "batches/s"}.get)
+    link.put("format", fmt)
+    link.put("show", value)
     d = summary[summary.format == fmt]
     st.subheader(f"{fmt}: rows batch size by workers and threads; columns implementations")
     shown, best = load_grid(d, value)
@@ -49,3 +57,4 @@ else:
 if not failures.empty:
     st.subheader("Runs that did not succeed")
     st.dataframe(failures, hide_index=True, width="stretch")
+link.finish()

@@ -8,14 +8,21 @@ from engine.present.tables import ms_text
 from engine.scenarios import SCENARIOS
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
 from engine.present.tables import interference_text
+from engine.present.link_state import PageLink
+from engine.present.links import MAX_VALUE_LEN, looks_like_path, note
 from store.cache import read
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail
 from store.runs import profile_ops, profile_trace, run_samples
 
 st.title("Results")
+link = PageLink("results")
 options = read(filter_options)
 linked = st.query_params.get("run")  # /results?run=<id>: a link to one run, for sharing
+if linked and (len(linked) > MAX_VALUE_LEN or looks_like_path(linked)):
+    link.notes.append(note("run", linked, f"a run id (at most {MAX_VALUE_LEN} characters, "
+                                          "not a path)"))
+    linked = None
 if not options["model"]:
     st.info("No runs stored yet. Launch a sweep on the **Run** page (or "
             "`python -m engine run ...` in a terminal); every run, failed ones included, "
@@ -23,12 +30,19 @@ if not options["model"]:
     st.stop()
 
 c0, c1, c2, c3 = st.columns(4)
+for param, key, name in (("kind", "f_kind", "kind"), ("model", "f_model", "model"),
+                         ("framework", "f_framework", "framework"),
+                         ("status", "f_status", "status")):
+    link.choices(param, key, options[name])
 kinds = c0.multiselect("Kind", options["kind"], key="f_kind", placeholder="all",
                        help="inference, train or dataload")
 models = c1.multiselect("Model / format", options["model"], key="f_model", placeholder="all")
 frameworks = c2.multiselect("Framework", options["framework"], key="f_framework",
                             placeholder="all")
 statuses = c3.multiselect("Status", options["status"], key="f_status", placeholder="all")
+for param, value in (("kind", kinds), ("model", models), ("framework", frameworks),
+                     ("status", statuses)):
+    link.put(param, value)
 table = read(results_table, models=models or None, frameworks=frameworks or None,
              statuses=statuses or None, kinds=kinds or None)
 st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
@@ -69,6 +83,10 @@ if len(rows) == 1:
 elif linked:
     run_id = linked
 else:
+    run_id = None
+link.put("run", run_id)
+link.finish()
+if run_id is None:
     st.caption("Select exactly one row to see its raw samples, iteration trace and "
                "provenance.")
     st.stop()

@@ -11,12 +11,15 @@ from engine.present.tables import sweep_labels
 from engine.scenarios import TRAINING, SweepRequest
 from engine.spec.errors import UserError
 from store.cache import access, job_manager, read
+from engine.present.link_state import PageLink
+from engine.present.links import encode_setting
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices
 from store.queries import inference_for_training, settings, train_runs, train_throughput
 from store.runs import list_sweeps, train_epochs, train_steps
 
 st.title("Training")
+link = PageLink("training")
 sweeps = read(list_sweeps, kind=TRAINING.kind)
 if sweeps.empty:
     st.info("No training runs stored yet. Launch some from the **Run** page (\"Train "
@@ -26,8 +29,10 @@ if sweeps.empty:
     st.stop()
 
 labels = sweep_labels(sweeps, "all training runs")
-sweep_id = st.selectbox("Runs", list(labels), format_func=labels.get, index=1,
-                        key="train_sweep")
+link.choice("sweep", "train_sweep", list(labels), encode=lambda s: s or "all", prefix_ok=True)
+sweep_id = st.selectbox("Runs", list(labels), format_func=labels.get, key="train_sweep",
+                        **({} if link.seeded("train_sweep") else {"index": 1}))
+link.put("sweep", sweep_id or "all")
 runs = read(train_runs, sweep_id)
 ok_ids = runs[runs.status == "ok"].run_id.tolist()
 epochs = read(train_epochs, runs.run_id.tolist())
@@ -88,6 +93,7 @@ st.caption("Epoch time covers the training steps and the gathering of their batc
            "Results page (select the run).")
 
 choices, setting_labels = setting_choices(read(settings, TRAINING.kind, sweep_id))
+link.choice("setting", "train_setting", choices, encode=encode_setting)
 setting = st.selectbox("Setting for latency and cost (device · precision · inter-op threads "
                        "· machine)", choices, format_func=setting_labels.get,
                        key="train_setting",
@@ -95,6 +101,7 @@ setting = st.selectbox("Setting for latency and cost (device · precision · int
                             "inter-op thread count or machine are never averaged in"
                        ) if choices else None
 
+link.put("setting", setting, encode_setting)
 st.subheader("Inference latency of the same models")
 latency = read(inference_for_training, sweep_id, setting)
 if not latency.empty:
@@ -127,12 +134,15 @@ st.subheader("What training costs")
 catalog, _ = read(effective_catalog)
 measured = read(train_throughput, sweep_id, setting)
 if measured.empty:
+    link.finish()
     st.info("Pricing needs a successful training run in this selection.",
             icon=":material/info:")
     st.stop()
 cpu = cpu_shapes(catalog)
-machine = cpu[st.selectbox("Machine", range(len(cpu)), index=default_shape(cpu),
-                           key="train_shape",
+link.choice("shape", "train_shape", list(range(len(cpu))), encode=lambda i: cpu[i].label)
+machine = cpu[st.selectbox("Machine", range(len(cpu)), key="train_shape",
+                           **({} if link.seeded("train_shape") else
+                              {"index": default_shape(cpu)}),
                            format_func=lambda i: f"{cpu[i].label} ({cpu[i].vcpus} vCPUs, "
                                                  f"${cpu[i].usd_per_hour:.4f}/h)")]
 # The chosen machine beside the closest-sized x86 machine of every other provider.
@@ -164,3 +174,5 @@ st.caption(
     "image size, so USD per 1 M samples is the figure to scale to your own data set. "
     + ("Hatched bars are estimates: " + notes[0].removeprefix("estimate: ") + "."
        if notes else ""))
+link.put("shape", machine.label)
+link.finish()

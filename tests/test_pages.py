@@ -221,7 +221,7 @@ def test_results_page_shows_a_failed_run_with_its_reason_and_stderr(seeded, monk
     at.run()
     assert not at.exception
     assert at.error[0].value == "**oom**: ValueError: boom"
-    assert "ValueError: boom" in at.code[0].value
+    assert any("ValueError: boom" in c.value for c in at.code)
 
 
 def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monkeypatch):

@@ -1,0 +1,107 @@
+"""Link values: every view of the dashboard is an address someone else can open, so every
+value in a query string is untrusted input.
+
+Pure parsing (no Streamlit; engine/present/link_state.py applies it to widgets). A value is
+matched against the values the page offers, never used as a name of anything else: a value
+that looks like a path (a slash, a backslash, `..`, `~`, a NUL) or is longer than
+MAX_VALUE_LEN is refused before any matching. A refused value is ignored with a note naming
+the field and what is allowed; it never raises.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+__all__ = ["MAX_VALUE_LEN", "looks_like_path", "parse_choice", "parse_choices",
+           "parse_number", "encode_setting", "note"]
+
+MAX_VALUE_LEN = 200
+_PATH_MARKS = ("/", "\\", "..", "\x00")
+
+
+def looks_like_path(raw: str) -> bool:
+    return raw.startswith("~") or any(m in raw for m in _PATH_MARKS)
+
+
+def note(field: str, raw: str, allowed: str) -> str:
+    shown = raw if len(raw) <= 40 else raw[:37] + "..."
+    return f"link: {field}={shown!r} is not allowed; allowed: {allowed}; ignored"
+
+
+def _allowed_list(options: Iterable[str], limit: int = 8) -> str:
+    names = list(options)
+    if not names:
+        return "nothing here yet"
+    more = f" (and {len(names) - limit} more)" if len(names) > limit else ""
+    return "one of " + ", ".join(names[:limit]) + more
+
+
+def _refused(field: str, raw: str, allowed: str) -> str | None:
+    if len(raw) > MAX_VALUE_LEN:
+        return note(field, raw, f"at most {MAX_VALUE_LEN} characters; {allowed}")
+    if looks_like_path(raw):
+        return note(field, raw, f"a name, not a path; {allowed}")
+    return None
+
+
+def parse_choice(field: str, raw: str | None, options: dict[str, Any],
+                 prefix_ok: bool = False) -> tuple[Any, str | None]:
+    """(the option `raw` names, or None; a note when raw was given but refused). options maps
+    each link spelling to its value. prefix_ok: a unique prefix names it too (sweep ids)."""
+    if raw is None or raw == "":
+        return None, None
+    allowed = _allowed_list(options)
+    bad = _refused(field, raw, allowed)
+    if bad:
+        return None, bad
+    if raw in options:
+        return options[raw], None
+    if prefix_ok and len(raw) >= 4:
+        hits = [k for k in options if k.startswith(raw)]
+        if len(hits) == 1:
+            return options[hits[0]], None
+    return None, note(field, raw, allowed)
+
+
+def parse_choices(field: str, raw: str | None, options: dict[str, Any]
+                  ) -> tuple[list | None, str | None]:
+    """Comma-separated options: the known ones in link order; unknown ones are named in the
+    note. None when nothing usable was given (the page keeps its default)."""
+    if raw is None or raw == "":
+        return None, None
+    allowed = _allowed_list(options)
+    bad = _refused(field, raw, allowed)
+    if bad:
+        return None, bad
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    known = list(dict.fromkeys(options[p] for p in parts if p in options))
+    unknown = [p for p in parts if p not in options]
+    msg = note(field, ",".join(unknown), allowed) if unknown else None
+    return (known or None), msg
+
+
+def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
+                 integer: bool = False) -> tuple[float | int | None, str | None]:
+    if raw is None or raw == "":
+        return None, None
+    kind = "integer" if integer else "number"
+    allowed = f"{kind} {lo:g}..{hi:g}"
+    bad = _refused(field, raw, allowed)
+    if bad:
+        return None, bad
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        return None, note(field, raw, allowed)
+    if not math.isfinite(value) or not lo <= value <= hi:
+        return None, note(field, raw, allowed)
+    return value, None
+
+
+def encode_setting(setting: tuple) -> str:
+    """A setting (device, precision, inter-op threads, machine id) as one link value."""
+    device, precision, inter, system = setting
+    # Matched against the page's own settings, never split: "_" only has to read well (a
+    # dot would make ".." of empty parts, which the path check refuses).
+    return f"{device}_{precision}_{'' if inter is None else inter}_{system or ''}"

@@ -1,0 +1,101 @@
+"""Every view is a link: link values are parsed against what a page offers (never used as
+a name of anything else), refused ones are named with what is allowed, and each page writes
+its selection back to the address."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.present.links import (encode_setting, looks_like_path, parse_choice,
+                                  parse_choices, parse_number)
+from tests.conftest import ROOT
+from tests.helpers import seed_sweep, seed_workloads
+
+APP = str(ROOT / "app.py")
+
+
+@pytest.mark.parametrize("raw", ["../x", "/etc/passwd", "a\\b", "~root", "x\x00y", ".."])
+def test_a_value_that_looks_like_a_path_is_refused_before_matching(raw):
+    assert looks_like_path(raw)
+    value, note = parse_choice("sweep", raw, {raw: "would match"})
+    assert value is None and "a name, not a path" in note and note.startswith("link: sweep=")
+
+
+def test_choices_numbers_and_lengths():
+    opts = {"resnet18": "R", "mobilenet_v3_small": "M"}
+    assert parse_choice("model", "resnet18", opts) == ("R", None)
+    assert parse_choice("model", None, opts) == (None, None)
+    value, note = parse_choice("model", "vgg", opts)
+    assert value is None and note.endswith("allowed: one of resnet18, mobilenet_v3_small; "
+                                           "ignored")
+    assert parse_choice("sweep", "abcd", {"abcdef12": 1, "ffff": 2}, prefix_ok=True) == (1, None)
+    assert parse_choice("sweep", "abc", {"abcdef12": 1}, prefix_ok=True)[0] is None  # too short
+    assert parse_choices("model", "mobilenet_v3_small,vgg,resnet18,resnet18", opts)[0] == [
+        "M", "R"]
+    assert "'vgg'" in parse_choices("model", "mobilenet_v3_small,vgg", opts)[1]
+    assert parse_choices("model", "vgg", opts)[0] is None
+    long = "r" * 201
+    assert "at most 200 characters" in parse_choice("model", long, {long: 1})[1]
+    assert parse_number("hours", "730", 1, 744) == (730.0, None)
+    assert parse_number("vcpus", "16", 1, 1024, integer=True) == (16, None)
+    for bad in ("abc", "inf", "nan", "1e99", "0", "745", "1.5"):
+        value, note = parse_number("hours" if bad != "1.5" else "vcpus", bad, 1, 744,
+                                   integer=bad == "1.5")
+        assert value is None and ("number 1..744" in note or "integer 1..744" in note), bad
+    assert encode_setting(("cpu", "fp32", None, "sys-1")) == "cpu_fp32__sys-1"
+    assert not looks_like_path(encode_setting(("cpu", "fp32", None, None)))
+
+
+def open_page(name, db_path, monkeypatch, query):
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(name)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_path,
+                                                                          monkeypatch):
+    seed_sweep(db_path)
+    at = open_page("pages/compare.py", db_path, monkeypatch, {
+        "sweep": "sweep-se", "models": "mobilenet_v3_small", "threads": "1", "batch": "8",
+        "band": "IQR", "dist": "violin"})
+    assert [w.value for w in at.warning] == []
+    assert at.selectbox(key="sweep").value == "sweep-seeded"
+    assert (at.selectbox(key="threads").value, at.selectbox(key="batch").value) == (1, 8)
+    assert at.radio(key="band").value == "IQR (p25-p75)"
+    assert at.radio(key="dist_kind").value == "violin"
+    q = dict(at.query_params)
+    assert (q["sweep"], q["threads"], q["batch"], q["band"], q["dist"], q["setting"]) == (
+        "sweep-seeded", "1", "8", "IQR", "violin", "cpu_fp32_1_sys-test-0001")
+    # The user's later change wins over the link it was opened with.
+    at.selectbox(key="batch").set_value(1).run()
+    assert at.query_params["batch"] == "1" and at.selectbox(key="batch").value == 1
+    assert at.code[0].value.endswith("band=IQR&dist=violin&a=tensorflow+%28tf_function%29"
+                                     "&b=torch+%28eager%29&heat_model=mobilenet_v3_small")
+
+
+@pytest.mark.parametrize("name, query, refused", [
+    ("pages/compare.py", {"sweep": "../../etc/passwd", "models": "x" * 300, "threads": "abc",
+                          "setting": "zzz", "a": "<script>"},
+     ["sweep", "models", "setting", "threads", "a"]),
+    ("pages/results.py", {"model": "vgg", "status": "ok,bogus", "run": "../../etc/passwd"},
+     ["run", "model", "status"]),
+    ("pages/cost.py", {"hours": "inf", "rate": "-3", "shape": "nope", "model": "/tmp/x",
+                       "machine": "free"},
+     ["hours", "model", "machine", "shape", "rate"]),
+    ("pages/training.py", {"sweep": "zzzz", "setting": "..", "shape": "big"},
+     ["sweep", "setting", "shape"]),
+    ("pages/dataload.py", {"sweep": "zzzz", "format": "bmp", "show": "fps"},
+     ["sweep", "format", "show"]),
+])
+def test_a_bad_link_value_is_named_and_ignored_never_an_exception(name, query, refused,
+                                                                   db_path, monkeypatch):
+    seed_sweep(db_path)
+    seed_workloads(db_path)
+    at = open_page(name, db_path, monkeypatch, query)
+    notes = [w.value for w in at.warning if w.value.startswith("link: ")]
+    assert [n.split("=", 1)[0].removeprefix("link: ") for n in notes] == refused
+    assert all(n.endswith("; ignored") and "allowed: " in n for n in notes)
