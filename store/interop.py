@@ -24,7 +24,8 @@ from engine.spec.record import STATUSES, RunRecord
 from store.runs import (EPOCH_COLUMNS, PROFILE_COLUMNS, RUN_COLUMNS, SYSTEM_COLUMNS, run_exists,
                         save_record)
 
-__all__ = ["export_runs", "export_bytes", "import_file", "FORMATS", "EXPORT_TAG"]
+__all__ = ["export_runs", "export_bytes", "import_file", "run_rows", "FORMATS", "EXPORT_TAG",
+           "PERFZERO_HARNESS", "PERFZERO_METRICS", "PERFZERO_FLAGS", "PERFZERO_EXTRAS"]
 
 FORMATS = ("parquet", "csv", "json")
 EXPORT_TAG = "dl-bench-dashboard/runs"
@@ -62,6 +63,12 @@ _EXPORT_SQL = f"""
 
 def _export_frame(con, sweep_id=None, run_ids=None) -> pd.DataFrame:
     return con.execute(_EXPORT_SQL, [sweep_id, sweep_id, run_ids, run_ids]).df()
+
+
+def run_rows(con, sweep_id: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
+    """The chosen runs as exported rows (plain values, machine and raw samples included):
+    what every writer, ours and the other tools' formats, starts from."""
+    return _rows(_export_frame(con, sweep_id, run_ids))
 
 
 def _rows(df: pd.DataFrame) -> list[dict]:
@@ -217,8 +224,38 @@ def _json_rows(path: Path) -> tuple[list[dict], str]:
                     "PerfZero summary (objects with benchmark_result)", field="file")
 
 
+# Our PerfZero summaries (store/interop_out.py) name this harness in benchmark_info: the
+# fields below are then read back as ours; any other harness is read as PerfZero's own.
+PERFZERO_HARNESS = "dl-bench-dashboard"
+# benchmark_result.metrics names and the run column each carries. exp_per_second is the name
+# TensorFlow's PerfZero benchmarks report throughput under; latencies are per call, in ms.
+PERFZERO_METRICS = (
+    ("exp_per_second", "throughput"), ("latency_median_ms", "median_ms"),
+    ("latency_mean_ms", "mean_ms"), ("latency_p90_ms", "p90_ms"), ("latency_p95_ms", "p95_ms"),
+    ("latency_p99_ms", "p99_ms"), ("latency_min_ms", "min_ms"), ("latency_max_ms", "max_ms"),
+    ("latency_std_ms", "std_ms"), ("latency_iqr_ms", "iqr_ms"), ("latency_cv", "cv"),
+    ("iterations", "iterations"), ("gflops_per_second", "gflops_per_s"),
+    ("params", "params"), ("params_trainable", "params_trainable"),
+    ("flops_per_sample", "flops_per_sample"), ("import_s", "import_s"), ("load_s", "load_s"),
+    ("first_forward_s", "first_forward_s"), ("prepare_s", "prepare_s"),
+    ("warmup_s", "warmup_s"), ("rss_before_bytes", "rss_before_bytes"),
+    ("device_peak_bytes", "device_peak_bytes"))
+# What a run was asked to do: benchmark_info.flags (PerfZero's record of a run's settings).
+PERFZERO_FLAGS = ("model", "framework", "runtime", "batch_size", "intra_threads",
+                  "inter_threads", "precision", "image_size", "device", "weight_policy",
+                  "warmup_iters", "min_time_s", "min_iters", "max_time_s", "timeout_s",
+                  "memory_cap_bytes")
+# How it ended, where PerfZero has no field: benchmark_result.extras.
+PERFZERO_EXTRAS = ("run_id", "status", "reason", "exit_code", "signal", "validity",
+                   "validity_reason", "stop_reason", "round_no", "peak_rss_method",
+                   "flops_method")
+_OUR_SYSTEM_KEYS = ("system_id", "usable_cores", "memory_bytes", "os", "python")
+
+
 def _from_perfzero(d: dict) -> dict:
-    """Map one PerfZero summary onto a run row; what has no column goes to extra."""
+    """Map one PerfZero summary onto a run row; what has no column goes to extra. A summary
+    we wrote (harness PERFZERO_HARNESS) also gives back its settings, run id, status, reason,
+    package versions and machine, so it reads back to the run it was written from."""
     result, fw = d.get("benchmark_result") or {}, d.get("ml_framework_info") or {}
     info, sysi = d.get("benchmark_info") or {}, d.get("system_info") or {}
     proc = d.get("process_info") or {}
@@ -228,7 +265,11 @@ def _from_perfzero(d: dict) -> dict:
     metrics = {m.get("name"): m.get("value") for m in result.get("metrics") or []}
     throughput = next((metrics[k] for k in ("exp_per_second", "examples_per_second",
                                             "throughput") if k in metrics), None)
+    figures = {col: metrics[key] for key, col in PERFZERO_METRICS
+               if isinstance(metrics.get(key), (int, float))
+               and not isinstance(metrics.get(key), bool)}
     wall = result.get("wall_time")
+    ours = info.get("harness_name") == PERFZERO_HARNESS
     system = {
         "hostname": sysi.get("hostname"), "cpu_model": sysi.get("cpu_model"),
         "physical_cores": sysi.get("physical_cpu_count"),
@@ -238,16 +279,21 @@ def _from_perfzero(d: dict) -> dict:
         "accelerator_count": sysi.get("accelerator_count"),
         "accelerator_driver": sysi.get("accelerator_driver_version"),
         "os": None, "platform": sysi.get("platform_name"), "python": None}
-    system["system_id"] = "pz-" + hashlib.sha256(
-        json.dumps(system, sort_keys=True).encode()).hexdigest()[:13]
+    if ours and sysi.get("system_id"):
+        # Our machine keeps its id, so its runs group with the same machine's other runs.
+        system.update({k: sysi.get(k) for k in _OUR_SYSTEM_KEYS})
+    else:
+        system["system_id"] = "pz-" + hashlib.sha256(
+            json.dumps(system, sort_keys=True).encode()).hexdigest()[:13]
     ts = d.get("execution_timestamp")
-    return {
+    row = {
         "run_id": "pz-" + hashlib.sha256(f"{exec_id}/{name}/{ts}".encode()).hexdigest()[:29],
         "sweep_id": exec_id or None, "model": name, "framework": fw.get("name") or "unknown",
         "runtime": "perfzero", "status": "ok" if ok else "error",
         "reason": "" if ok else "PerfZero reported succeeded=false or an exception",
         "started_at": datetime.fromtimestamp(ts, timezone.utc).isoformat() if ts else None,
         "measured_s": wall if isinstance(wall, (int, float)) and wall >= 0 else None,
+        **figures,
         "throughput": throughput, "peak_rss_bytes": proc.get("max_rss"),
         "peak_rss_method": "PerfZero process_info.max_rss" if proc.get("max_rss") else None,
         "system_id": system["system_id"], "system": system,
@@ -259,6 +305,17 @@ def _from_perfzero(d: dict) -> dict:
                   "trial_id": result.get("trial_id"), "benchmark_info": info,
                   "process_info": proc, "execution_timestamp": ts},
     }
+    if ours:
+        flags, ext = info.get("flags") or {}, result.get("extras") or {}
+        row.update({k: flags.get(k) for k in PERFZERO_FLAGS if k in flags})
+        row.update({k: ext.get(k) for k in PERFZERO_EXTRAS if k in ext})
+        row["versions"] = {k: (v or {}).get("version")
+                           for k, v in (info.get("site_package_info") or {}).items()}
+        row["env"] = info.get("env_vars") or {}
+        row["git_commit"] = (info.get("harness_info") or {}).get("hash")
+        if exec_id == row["run_id"]:  # written for a run outside any sweep
+            row["sweep_id"] = None
+    return row
 
 
 def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
