@@ -23,6 +23,8 @@ def run() -> None:
                 url_path="results", default=who.viewer),
         st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:",
                 url_path="compare"),
+        st.Page("pages/history.py", title="History", icon=":material/history:",
+                url_path="history"),
         st.Page("pages/training.py", title="Training", icon=":material/model_training:",
                 url_path="training"),
         st.Page("pages/dataload.py", title="Data loading", icon=":material/photo_library:",

@@ -9,7 +9,7 @@ from tests.helpers import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
 PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/cost.py",
-         "pages/system.py", "pages/training.py", "pages/dataload.py"]
+         "pages/system.py", "pages/training.py", "pages/dataload.py", "pages/history.py"]
 
 
 def page(name, db_path, monkeypatch, query=None):

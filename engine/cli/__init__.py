@@ -6,6 +6,7 @@ argument helpers of engine/cli/args.py:
 - engine/cli/results.py: runs, sweeps, compare, export, import
 - engine/cli/prices.py: prices list|check|import
 - engine/cli/report.py: report (one sweep as offline HTML or Markdown)
+- engine/cli/history.py: history, and compare's regression check (--baseline/--candidate)
 
 Three layers, as asv has them: argparse here, the work in engine/ and store/ functions,
 and tests that call those functions (or this main()) directly.
@@ -16,12 +17,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli import inference, prices, report, results, workloads
+from engine.cli import history, inference, prices, report, results, workloads
 from engine.spec.errors import UserError
 
 __all__ = ["main", "build_parser"]
 
-_FAMILIES = (inference, results, prices, workloads, report)
+_FAMILIES = (inference, results, prices, workloads, report, history)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 
 

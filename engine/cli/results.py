@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.cli.args import db_arg, int_arg
+from engine.cli.history import cmd_regress, regression_options
 from engine.scenarios import INFERENCE, SCENARIOS
 from engine.spec.errors import UserError
 from engine.spec.record import STATUSES
@@ -24,14 +25,22 @@ def add_parsers(sub) -> None:
     sw = sub.add_parser("sweeps", help="list stored sweeps, newest first")
     db_arg(sw)
 
-    cp = sub.add_parser("compare", help="the round-aggregated comparison of a stored sweep")
+    cp = sub.add_parser("compare", help="the round-aggregated comparison of a stored sweep; "
+                        "with --baseline and --candidate, a regression check of one result "
+                        "set against another")
     cp.add_argument("sweep", metavar="SWEEP_ID", help="a sweep id (or a unique prefix); "
                     "default: the newest sweep", nargs="?")
+    regression_options(cp)
     db_arg(cp)
 
-    ex = sub.add_parser("export", help="write runs with raw samples to parquet, csv or json")
-    ex.add_argument("--format", required=True, choices=["parquet", "csv", "json"])
-    ex.add_argument("--out", metavar="PATH", help="output file (default: ./data/export-<time>)")
+    ex = sub.add_parser("export", help="write runs with raw samples to parquet, csv or json; "
+                        "inference runs as PerfZero summaries or pytorch-benchmark YAML")
+    ex.add_argument("--format", required=True,
+                    choices=["parquet", "csv", "json", "perfzero", "pytorch-benchmark"],
+                    help="perfzero: one summary JSON per run, failed ones included; "
+                         "pytorch-benchmark: one YAML per configuration and its batch sizes")
+    ex.add_argument("--out", metavar="PATH", help="output file, a directory for perfzero and "
+                    "pytorch-benchmark (default: ./data/export-<time>[.<ext>])")
     ex.add_argument("--sweep", metavar="ID", help="only this sweep")
     db_arg(ex)
 
@@ -83,6 +92,8 @@ def cmd_sweeps(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    if args.baseline or args.candidate:  # engine/cli/history.py: the regression check
+        return cmd_regress(args)
     from engine.analysis.compare import aggregate
     from engine.present.tables import compare_table
     from store.db import open_db
@@ -116,10 +127,18 @@ def cmd_compare(args) -> int:
 def cmd_export(args) -> int:
     from store.db import open_db
     from store.interop import export_runs
+    from store.interop_out import DIR_FORMATS, export_dir
 
-    ext = {"parquet": "parquet", "csv": "csv", "json": "json"}[args.format]
-    out = Path(args.out) if args.out else Path("data") / (
-        f"export-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.{ext}")
+    stamp = f"export-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+    if args.format in DIR_FORMATS:
+        out = Path(args.out) if args.out else Path("data") / f"{stamp}-{args.format}"
+        with open_db(args.db) as con:
+            done = export_dir(con, out, args.format, sweep_id=args.sweep)
+        note = f"; {done.left_out} left out ({done.left_out_why})" if done.left_out else ""
+        print(f"exported {done.runs} runs to {len(done.files)} {args.format} files in "
+              f"{out}{note}")
+        return 0
+    out = Path(args.out) if args.out else Path("data") / f"{stamp}.{args.format}"
     with open_db(args.db) as con:
         n = export_runs(con, out, args.format, sweep_id=args.sweep)
     print(f"exported {n} runs to {out}")

@@ -16,7 +16,8 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "EPOCH_RANGE", "DEFAULT_ROUNDS", "DEFAULT_MAX_ROUNDS", "TIME_BUDGET_RANGE",
            "STEPS_RANGE", "SYNTHETIC_RANGE", "WARMUP_STEPS_RANGE",
            "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
-           "MEMORY_CAP_MB_MIN", "MARGIN_RANGE", "logical_cores", "int_range", "float_range",
+           "MEMORY_CAP_MB_MIN", "MARGIN_RANGE", "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
+           "logical_cores", "int_range", "float_range",
            "choice", "parse_int_list", "unique", "require_values"]
 
 BATCH_RANGE = (1, 4096)
@@ -50,6 +51,12 @@ SEED_RANGE = (0, 2**31 - 1)
 MEMORY_CAP_MB_MIN = 64
 # The throughput gain a batch-size doubling must bring for the search to go on.
 MARGIN_RANGE = (0.0, 1.0)
+# A regression check's threshold (a fraction of the baseline's latency; asv's default is
+# 10 %): under 1 % no pair of processes agrees, and past 100 % nothing is a regression.
+THRESHOLD_RANGE = (0.01, 1.0)
+# The latency ratio (candidate / baseline) a regression gate fails above: over 1 (a ratio
+# of 1 is no change) and at most 100x.
+FAIL_ABOVE_RANGE = (1.0, 100.0)
 
 
 def logical_cores() -> int:

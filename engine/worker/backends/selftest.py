@@ -2,6 +2,11 @@
 
 `identity` measures the harness's per-iteration overhead; the fault_* models fail on
 purpose, so every failure path of the runner can be shown on any machine.
+
+BENCH_SELFTEST_DELAY_MS in a worker's environment makes `identity` sleep that long per call:
+a build made slower on purpose, with the configuration unchanged, so that a regression check
+can be shown to catch one through real sweeps. The delay is reported among the run's
+versions (`selftest_delay_ms`), so a delayed run never passes for a plain one.
 """
 
 from __future__ import annotations
@@ -10,11 +15,29 @@ import contextlib
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 
 from engine.worker.backends.base import ModelStats, check_close
 from engine.spec import RunSpec
+
+
+DELAY_ENV = "BENCH_SELFTEST_DELAY_MS"
+
+
+def _delay_ms() -> float:
+    text = os.environ.get(DELAY_ENV, "").strip()
+    if not text:
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1000.0:  # a run fails with this reason: the user set it wrong
+        raise ValueError(f"{DELAY_ENV}: {text!r} is out of range; allowed: number 0..1000 "
+                         "(milliseconds)")
+    return value
 
 
 class Backend:
@@ -26,7 +49,9 @@ class Backend:
         self.model = None
 
     def versions(self) -> dict:
-        return {"numpy": np.__version__}
+        # As set, unparsed: a bad value fails the run (make_step), not the worker's start.
+        delay = os.environ.get(DELAY_ENV, "").strip()
+        return {"numpy": np.__version__, **({"selftest_delay_ms": delay} if delay else {})}
 
     def effective_threads(self) -> dict:
         return {}
@@ -56,6 +81,9 @@ class Backend:
             return grow
         if spec.model == "fault_exit":
             return lambda: os.kill(os.getpid(), signal.SIGKILL)
+        delay = _delay_ms() / 1000
+        if delay:
+            return lambda: time.sleep(delay)
         return lambda: None  # identity: nothing but the harness is timed
 
     def context(self):

@@ -1,0 +1,85 @@
+"""History: a candidate result set against a baseline, configuration by configuration, and one
+configuration's latency over time. The choice lives in the link
+(?baseline=SWEEP&candidate=SWEEP&threshold=PERCENT&config=LABEL), so a link reproduces the
+comparison for someone else."""
+
+import streamlit as st
+
+from engine.analysis.regress import (DEFAULT_THRESHOLD, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE,
+                                     REGRESSION, compare_sets, history_points)
+from engine.present.history import history_chart, set_label, style_verdicts, verdict_frame
+from engine.present.link_state import PageLink
+from engine.spec.limits import THRESHOLD_RANGE
+from store.cache import read
+from store.history import config_history, result_sets, selection_runs
+
+st.title("History and regressions")
+link = PageLink("history")
+sets = read(result_sets)
+if sets.empty:
+    link.finish()
+    st.info("No inference sweeps stored yet: run the same sweep before and after a change "
+            "(new framework version, new commit, another machine) on the **Run** page, then "
+            "compare the two here.", icon=":material/info:")
+    st.stop()
+
+labels = {s.sweep_id: set_label(s) for s in sets.itertuples()}
+ids = list(labels)  # newest first
+lo, hi = 100 * THRESHOLD_RANGE[0], 100 * THRESHOLD_RANGE[1]
+
+c1, c2, c3 = st.columns([5, 5, 2])
+link.choice("baseline", "baseline", ids, prefix_ok=True)
+baseline = c1.selectbox("Baseline", ids, format_func=labels.get, key="baseline",
+                        **({} if link.seeded("baseline") else {"index": min(1, len(ids) - 1)}))
+link.choice("candidate", "candidate", ids, prefix_ok=True)
+candidate = c2.selectbox("Candidate", ids, format_func=labels.get, key="candidate",
+                         **({} if link.seeded("candidate") else {"index": 0}))
+link.number("threshold", "threshold", lo, hi)
+threshold_pct = c3.number_input(
+    "Threshold [%]", min_value=lo, max_value=hi, step=1.0, key="threshold",
+    help="a change within ± this is no change (asv's default is 10 %)",
+    **({} if link.seeded("threshold") else {"value": 100 * DEFAULT_THRESHOLD}))
+link.put("baseline", baseline)
+link.put("candidate", candidate)
+link.put("threshold", threshold_pct, lambda v: f"{v:g}")
+
+base_sel, base_rows = read(selection_runs, baseline, "baseline")
+cand_sel, cand_rows = read(selection_runs, candidate, "candidate")
+cmp = compare_sets(base_rows, cand_rows, threshold_pct / 100, baseline=base_sel.label,
+                   candidate=cand_sel.label)
+
+m = st.columns(4)
+for col, verdict in zip(m, (REGRESSION, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE)):
+    col.metric(verdict, cmp.count(verdict))
+st.dataframe(style_verdicts(verdict_frame(cmp)), hide_index=True, width="stretch",
+             key="verdicts", column_config={
+                 "baseline [ms]": st.column_config.NumberColumn(format="%.4g"),
+                 "candidate [ms]": st.column_config.NumberColumn(format="%.4g"),
+                 "ratio": st.column_config.NumberColumn(format="%.3fx")})
+floor = (f"noise floor {cmp.floor:.1%}" if cmp.floor is not None
+         else "no noise floor (no configuration ran two rounds)")
+st.caption(f"ratio = candidate / baseline latency, on the geometric mean of round medians. "
+           f"Threshold ±{threshold_pct:g} % · {floor}. Rounds of one sweep are paired; rounds "
+           "of two sweeps are compared by Welch's 95 % interval on log round medians. Beyond "
+           "the threshold, a verdict needs its whole interval beyond it (else no change, "
+           "undecided); a single round is judged by the threshold alone. Another machine or "
+           "measurement policy is not comparable.")
+
+st.subheader("One configuration over time")
+choices = {c.config.label: c.config for c in cmp.changes if c.config.replica is None}
+link.choice("config", "config", list(choices))
+label = st.selectbox("Configuration", list(choices), key="config")
+link.put("config", label)
+link.finish()
+if label is None:
+    st.caption("No configuration to follow.")
+    st.stop()
+chosen = choices[label]
+points = history_points(read(config_history, chosen.values))
+if points:
+    st.plotly_chart(history_chart(points, f"{chosen.label}: median latency per sweep"),
+                    key="history_chart")
+    st.caption("Each point: one sweep's geometric mean of round medians, bars min-max over its "
+               "rounds; one line per framework versions (and machine, when there are several).")
+else:
+    st.caption("No successful run of this configuration to plot.")

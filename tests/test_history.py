@@ -1,0 +1,252 @@
+"""Result sets and the regression check through the store, the CLI (seeded and with real
+selftest sweeps, one of them made slower on purpose) and the History page."""
+
+import json
+import re
+from dataclasses import replace
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.cli import main
+from engine.spec.errors import UserError
+from store.db import open_db
+from store.history import result_sets, selection_runs
+from tests.conftest import ROOT
+from tests.helpers import SYSTEM, ok_record
+
+OTHER = {**SYSTEM, "system_id": "sys-other-0002", "hostname": "other"}
+# sweep, commit, torch version, machine, round medians (ms) of mobilenet b1 t1
+SWEEPS = [("sweep-a", "aaaa1111", "2.5.1", SYSTEM, (10.0, 10.1, 9.9)),
+          ("sweep-b", "bbbb2222", "2.6.0", SYSTEM, (13.0, 13.2, 12.9)),
+          ("sweep-c", "bbbb2222", "2.6.0", OTHER, (5.0, 5.1, 4.9))]
+
+
+def seed_history(db_path):
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        for n, (sweep_id, commit, torch, system, medians) in enumerate(SWEEPS):
+            save_sweep(con, sweep_id, rounds=3, seed=1, plan=[[]] * 3, configurations=1)
+            for rnd, ms in enumerate(medians, 1):
+                rec = ok_record(f"{sweep_id}-{rnd}", samples=(int(ms * 1e6),) * 3,
+                                minute=10 * n + rnd, model="mobilenet_v3_small")
+                save_record(con, replace(rec, sweep_id=sweep_id, round_no=rnd,
+                                         git_commit=commit, system_id=system["system_id"],
+                                         versions={"torch": torch, "numpy": "2.1.3"}), system)
+
+
+@pytest.fixture
+def history_db(db_path):
+    seed_history(db_path)
+    return db_path
+
+
+def test_result_sets_list_commit_versions_and_machine_newest_first(history_db):
+    with open_db(history_db) as con:
+        sets = result_sets(con)
+    assert sets.sweep_id.tolist() == ["sweep-c", "sweep-b", "sweep-a"]
+    assert sets.commits.tolist() == [["bbbb2222"], ["bbbb2222"], ["aaaa1111"]]
+    assert sets.versions.tolist() == ["torch 2.6.0", "torch 2.6.0", "torch 2.5.1"]
+    assert sets.machines.tolist() == [["sys-other-0002"], ["sys-test-0001"], ["sys-test-0001"]]
+    assert sets.machine_names.tolist()[0] == ["Test CPU @ 2 GHz on other"]
+    assert (sets.runs.tolist(), sets.ok.tolist()) == ([3, 3, 3], [3, 3, 3])
+
+
+@pytest.mark.parametrize("selector, label, sweeps", [
+    ("sweep-a", "sweep sweep-a", {"sweep-a"}),
+    ("commit:bbbb", "commit bbbb2222", {"sweep-b", "sweep-c"}),
+    ("torch:2.5", "torch 2.5.1", {"sweep-a"}),
+    ("torch:2.6.0", "torch 2.6.0", {"sweep-b", "sweep-c"}),
+    ("machine:sys-other", "machine sys-othe", {"sweep-c"}),
+])
+def test_selectors_name_their_runs(history_db, selector, label, sweeps):
+    with open_db(history_db) as con:
+        sel, rows = selection_runs(con, selector)
+    assert sel.label == label
+    assert {r["sweep_id"] for r in rows} == sweeps and len(rows) == 3 * len(sweeps)
+    assert rows[0]["versions"] in ("torch 2.5.1", "torch 2.6.0")
+    assert (rows[0]["warmup_iters"], rows[0]["min_time_s"], rows[0]["min_iters"]) == (2, 0.0, 3)
+
+
+@pytest.mark.parametrize("selector, message", [
+    ("sweep-", "candidate: 'sweep-' matches 3 inference sweeps; allowed: a sweep id or unique "
+               "prefix (see `python -m engine history`), commit:<prefix>, machine:<system_id "
+               "prefix>, or <package>:<version> with package one of numpy, torch"),
+    ("commit:cc", "candidate: 'commit:cc' matches 0 commits (none); allowed: a unique prefix "
+                  "of aaaa1111, bbbb2222"),
+    ("torch:2.7", "candidate: no inference runs with torch '2.7'; allowed: torch:<version> "
+                  "with version one of 2.5.1, 2.6.0"),
+    ("jax:0.4", "candidate: unknown selector 'jax' in 'jax:0.4'; allowed: a sweep id"),
+])
+def test_a_bad_selector_names_the_option_and_what_is_allowed(history_db, selector, message):
+    with open_db(history_db) as con, pytest.raises(UserError) as e:
+        selection_runs(con, selector, "candidate")
+    assert e.value.field == "candidate" and str(e.value).startswith(message)
+
+
+def test_compare_baseline_candidate_prints_verdicts_and_gates(history_db, capsys):
+    db = ["--db", str(history_db)]
+    assert main(["compare", "--baseline", "torch:2.5", "--candidate", "sweep-b", *db]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "baseline torch 2.5.1 (3 runs) · candidate sweep sweep-b (3 runs)"
+    row = out[3].split("  ")
+    assert [c.strip() for c in row if c.strip()][:8] == [
+        "mobilenet_v3_small 64px b1 t1 · torch (eager)", "sys-test", "10", "13.03", "1.303x",
+        "1.271-1.336", "3/3", "regression · FAILS > 1.1x"]
+    assert out[-1] == ("regression gate: 1 comparable configuration slower than 1.1x with an "
+                       "interval excluding 1 or a single round: exit 1")
+    # the gate at 1.40x lets a 1.30x slowdown pass; the reverse is an improvement
+    assert main(["compare", "--baseline", "sweep-a", "--candidate", "sweep-b",
+                 "--fail-above", "1.4", *db]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "regression gate: no comparable configuration slower than 1.4x: exit 0")
+    assert main(["compare", "--baseline", "sweep-b", "--candidate", "sweep-a", *db]) == 0
+    assert "improvement" in capsys.readouterr().out
+    # another machine is not comparable, and does not fail the gate
+    assert main(["compare", "--baseline", "sweep-a", "--candidate", "machine:sys-o", *db]) == 0
+    out = capsys.readouterr().out
+    assert "not comparable" in out and "different machine: baseline sys-test, candidate " \
+        "sys-othe" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--baseline", "sweep-a"], "error: candidate: missing; --baseline and --candidate go "
+                                "together"),
+    (["sweep-a", "--baseline", "sweep-a", "--candidate", "sweep-b"],
+     "error: sweep: 'sweep-a' given with --baseline/--candidate; allowed: "),
+    (["--baseline", "sweep-a", "--candidate", "sweep-b", "--threshold", "2"],
+     "error: threshold: 2.0 is out of range; allowed: number 0.01..1"),
+    (["--baseline", "sweep-a", "--candidate", "sweep-b", "--fail-above", "0.9"],
+     "error: fail_above: 0.9 is out of range; allowed: number 1..100"),
+])
+def test_compare_refuses_bad_regression_options(history_db, capsys, argv, message):
+    assert main(["compare", *argv, "--db", str(history_db)]) == 2
+    assert capsys.readouterr().err.startswith(message)
+
+
+def test_old_compare_of_one_sweep_still_works(history_db, capsys):
+    assert main(["compare", "sweep-a", "--db", str(history_db)]) == 0
+    assert capsys.readouterr().out.startswith("sweep sweep-a: 3 runs")
+
+
+def test_history_command_lists_result_sets(history_db, capsys):
+    assert main(["history", "--db", str(history_db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["created", "(UTC)", "sweep", "commit", "framework", "versions",
+                                "machine", "rounds", "ok/runs"]
+    assert [l.split()[2] for l in lines[2:5]] == ["sweep-c", "sweep-b", "sweep-a"]
+    assert re.split(r"\s{2,}", lines[2])[1:] == [
+        "sweep-c", "bbbb2222", "torch 2.6.0", "Test CPU @ 2 GHz on other (sys-othe)", "3",
+        "3/3"]
+    assert lines[5].startswith("compare two of them: python -m engine compare --baseline")
+
+
+def test_real_sweeps_catch_a_build_made_slower(db_path, worker_env, monkeypatch, capsys):
+    """Three real selftest sweeps (worker subprocesses, 2 rounds each): `identity` sleeping
+    2 ms per call, the same again, and a build sleeping 4 ms (BENCH_SELFTEST_DELAY_MS)."""
+    ids = []
+    for delay in ("2", "2", "4"):
+        monkeypatch.setenv("BENCH_SELFTEST_DELAY_MS", delay)
+        assert main(["run", "--model", "identity", "--framework", "selftest", "--batch", "1",
+                     "--min-time", "0.05", "--min-iters", "5", "--warmup", "1", "--rounds",
+                     "2", "--no-table", "--db", str(db_path)]) == 0
+        with open_db(db_path) as con:
+            ids.append(result_sets(con).sweep_id.iloc[0])
+    capsys.readouterr()
+    base, same, slow = ids
+    db = ["--db", str(db_path)]
+
+    def check(baseline, candidate):
+        rc = main(["compare", "--baseline", baseline, "--candidate", candidate,
+                   "--fail-above", "1.10", *db])
+        row = re.split(r"\s{2,}", capsys.readouterr().out.splitlines()[3])
+        assert row[0] == "identity 32px b1 t1 · selftest (python)" and row[6] == "2/2", row
+        return rc, float(row[4].rstrip("x")), row[7]
+
+    # a sleep of 2 ms measures about 2.07 ms here and 4 ms about 4.07 ms: a ratio near 1.97
+    rc, ratio, verdict = check(base, slow)
+    assert (rc, verdict) == (1, "regression · FAILS > 1.1x") and 1.8 < ratio < 2.1
+    rc, ratio, verdict = check(slow, base)
+    assert (rc, verdict) == (0, "improvement") and 1 / 2.1 < ratio < 1 / 1.8
+    rc, ratio, verdict = check(base, same)
+    assert (rc, verdict) == (0, "no change") and 0.9 < ratio < 1.1
+    # the delay is on record: the slow sweep's versions say so
+    assert main(["history", *db]) == 0
+    assert "selftest_delay_ms 4" in capsys.readouterr().out
+
+
+def history_page(db_path, monkeypatch, query=None):
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    # app.py does not route to it yet: the page runs on its own, as Streamlit allows
+    at = AppTest.from_file(str(ROOT / "pages" / "history.py"), default_timeout=60)
+    at.query_params.update(query or {})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_history_page_on_an_empty_database_says_what_to_do(db_path, monkeypatch):
+    at = history_page(db_path, monkeypatch)
+    assert at.info[0].value.startswith("No inference sweeps stored yet")
+
+
+def test_history_page_shows_verdicts_and_a_configuration_over_time(history_db, monkeypatch):
+    at = history_page(history_db, monkeypatch)
+    assert (at.selectbox(key="baseline").value, at.selectbox(key="candidate").value) == (
+        "sweep-b", "sweep-c")
+    assert at.dataframe[0].value.verdict.tolist() == ["not comparable"]
+    at.selectbox(key="baseline").set_value("sweep-a")
+    at.selectbox(key="candidate").set_value("sweep-b")
+    at.run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric} == {
+        "regression": "1", "improvement": "0", "no change": "0", "not comparable": "0"}
+    table = at.dataframe[0].value
+    assert table.verdict.tolist() == ["regression"]
+    # Welch on the logs of 10.0, 10.1, 9.9 and 13.0, 13.2, 12.9 ms (as scipy's ttest_ind)
+    assert round(table.ratio[0], 3) == 1.303 and table["95 % CI"][0] == "1.271-1.336"
+    assert at.selectbox(key="config").value == "mobilenet_v3_small 64px b1 t1 · torch (eager)"
+    (chart,) = at.get("plotly_chart")
+    fig = json.loads(chart.proto.spec)
+    # one line per torch version (two machines: named); sweep-c ran on the other machine
+    assert sorted(t["name"] for t in fig["data"]) == [
+        "torch 2.5.1 @sys-test", "torch 2.6.0 @sys-othe", "torch 2.6.0 @sys-test"]
+    assert at.query_params["baseline"] == "sweep-a"
+    at.number_input(key="threshold").set_value(40.0).run()
+    assert at.dataframe[0].value.verdict.tolist() == ["no change"]
+    assert (at.query_params["candidate"], at.query_params["threshold"]) == ("sweep-b", "40")
+    assert at.query_params["config"] == "mobilenet_v3_small 64px b1 t1 · torch (eager)"
+
+
+def test_verdict_cells_are_coloured_by_verdict(history_db):
+    from engine.analysis.regress import compare_sets
+    from engine.present.history import VERDICT_CSS, style_verdicts, verdict_frame
+
+    with open_db(history_db) as con:
+        _, a = selection_runs(con, "sweep-a")
+        _, b = selection_runs(con, "sweep-b")
+    for base, cand, verdict in ((a, b, "regression"), (b, a, "improvement")):
+        df = verdict_frame(compare_sets(base, cand))
+        ctx = style_verdicts(df)._compute().ctx  # (row, column) -> [(property, value)]
+        assert df.verdict.tolist() == [verdict]
+        assert "; ".join(f"{k}: {v}" for k, v in ctx[(0, 7)]) == VERDICT_CSS[verdict]
+
+
+def test_a_link_reproduces_the_comparison(history_db, monkeypatch):
+    at = history_page(history_db, monkeypatch,
+                      {"baseline": "sweep-a", "candidate": "sweep-b", "threshold": "40"})
+    assert at.number_input(key="threshold").value == 40.0
+    assert at.dataframe[0].value.verdict.tolist() == ["no change"]
+
+
+def test_history_page_names_a_bad_link_and_falls_back(history_db, monkeypatch):
+    at = history_page(history_db, monkeypatch, {"baseline": "nope", "candidate": "sweep-a",
+                                                "threshold": "500"})
+    assert [w.value for w in at.warning] == [
+        "link: baseline='nope' is not allowed; allowed: one of sweep-c, sweep-b, sweep-a; "
+        "ignored",
+        "link: threshold='500' is not allowed; allowed: number 1..100; ignored"]
+    assert (at.selectbox(key="baseline").value, at.selectbox(key="candidate").value) == (
+        "sweep-b", "sweep-a")
+    assert at.number_input(key="threshold").value == 10.0
