@@ -6,6 +6,7 @@ from engine.spec.catalog import CATALOG, RUNTIMES
 from engine.spec.errors import UserError
 from engine.run.estimate import estimate_seconds
 from engine.present.charts import search_probes
+from engine.present.links import MAX_VALUE_LEN, note, parse_choices, parse_number
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
 from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
 from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
@@ -36,9 +37,25 @@ CORES = logical_cores()
 q = st.query_params  # a sweep can be shared as a link: ?model=...&batch=1,8&...
 
 
-def _q_list(key, default, cast=str):
+def _q_list(key, default, options=None, lo=1, hi=BATCH_RANGE[1]):
+    """Values from the link: names matched against `options`, or integers in lo..hi. A
+    bad value is reported (naming the field and what is allowed) and left out; with nothing
+    usable left, the default."""
     raw = q.get(key)
-    return [cast(v) for v in raw.split(",") if v] if raw else default
+    if not raw:
+        return default
+    if options is not None:
+        values, msg = parse_choices(key, raw, {str(o): o for o in options})
+        msgs = [msg]
+    else:
+        parsed = [parse_number(key, part.strip(), lo, hi, integer=True)
+                  for part in raw[:MAX_VALUE_LEN + 1].split(",") if part.strip()]
+        values = [v for v, _ in parsed if v is not None]
+        msgs = [m for _, m in parsed]
+        if len(raw) > MAX_VALUE_LEN:
+            msgs.append(note(key, raw, f"at most {MAX_VALUE_LEN} characters"))
+    link_errors.extend(m for m in msgs if m)
+    return values or default
 
 
 def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1], cast=int):
@@ -80,38 +97,37 @@ facts = {(r.model, r.framework): (r.params, r.flops_per_sample)
          for r in info.itertuples() if r.image_size == CATALOG[r.model].native_size}
 
 errors: dict[str, str] = {}
+LINK_BATCHES = _q_list("batch", [])  # once: presets take theirs, the free field the rest
 left, right = st.columns(2)
 with left:
     models = st.multiselect("Models", list(CATALOG), key="models",
-                            default=[m for m in _q_list("model", ["efficientnet_b0"])
-                                     if m in CATALOG],
+                            default=_q_list("model", ["efficientnet_b0"], list(CATALOG)),
                             format_func=_model_label(facts),
                             help="params and FLOPs appear once counted "
                                  "(`python -m engine models`, or after a first run)")
     slot_models = st.empty()
     frameworks = st.multiselect("Frameworks", FRAMEWORKS, key="frameworks",
-                                default=[f for f in _q_list("framework", FRAMEWORKS)
-                                         if f in FRAMEWORKS])
+                                default=_q_list("framework", FRAMEWORKS, FRAMEWORKS))
     slot_frameworks = st.empty()
     runtimes = st.multiselect(
         "Runtimes", ALL_RUNTIMES, key="runtimes",
-        default=[r for r in _q_list("runtime", []) if r in ALL_RUNTIMES],
+        default=_q_list("runtime", [], ALL_RUNTIMES),
         placeholder="each framework's default (torch eager, tensorflow tf_function)",
         format_func=lambda r: f"{r} ({', '.join(f for f in FRAMEWORKS if r in RUNTIMES[f])})",
         help="each runtime applies to the frameworks that have it; its output is checked "
              "against the framework's reference before it is timed")
     slot_runtimes = st.empty()
     presets = st.multiselect("Batch sizes", BATCH_PRESETS, key="batch_presets",
-                             default=[b for b in _q_list("batch", [1, 8], int)
-                                      if b in BATCH_PRESETS])
+                             default=[b for b in LINK_BATCHES if b in BATCH_PRESETS]
+                             if LINK_BATCHES else [1, 8])
     batch_free = st.text_input("More batch sizes", key="batch_free",
-                               value=",".join(str(b) for b in _q_list("batch", [], int)
+                               value=",".join(str(b) for b in LINK_BATCHES
                                               if b not in BATCH_PRESETS),
                                placeholder="e.g. 3, 48",
                                help=f"comma-separated integers {BATCH_RANGE[0]}..{BATCH_RANGE[1]}")
     slot_batch = st.empty()
     threads = st.multiselect("Intra-op threads", list(range(1, CORES + 1)), key="threads",
-                             default=[t for t in _q_list("threads", [CORES], int)
+                             default=[t for t in _q_list("threads", [CORES], hi=CORES)
                                       if 1 <= t <= CORES],
                              help=f"1..{CORES} (this machine's logical cores)")
     slot_threads = st.empty()

@@ -129,3 +129,13 @@ def test_a_deep_link_to_the_run_page_in_viewer_mode_stops_before_any_control(db_
     assert not at.exception
     assert len(at.button) == 0 and len(at.multiselect) == 0
     assert at.info[0].value.startswith("viewer mode: this dashboard is read-only")
+
+
+def test_the_shipped_server_config_keeps_xsrf_on_and_listens_on_loopback_only():
+    import tomllib
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["enableXsrfProtection"] is True
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["client"]["showErrorDetails"] is False  # no tracebacks to a viewer
+    assert not (ROOT / ".streamlit" / "secrets.toml").exists() or ".streamlit/secrets.toml" in (
+        ROOT / ".gitignore").read_text()

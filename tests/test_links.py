@@ -78,6 +78,8 @@ def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_pa
 
 
 @pytest.mark.parametrize("name, query, refused", [
+    ("pages/run.py", {"model": "../../etc/passwd", "framework": "torch,jax", "batch": "abc,8",
+                      "threads": "999"}, ["batch", "model", "framework", "threads"]),
     ("pages/compare.py", {"sweep": "../../etc/passwd", "models": "x" * 300, "threads": "abc",
                           "setting": "zzz", "a": "<script>"},
      ["sweep", "models", "setting", "threads", "a"]),
