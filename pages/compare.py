@@ -11,7 +11,8 @@ from engine.present.links import encode_setting
 from engine.present.report import REPORT_FORMATS, build_report
 from engine.present.tables import architecture_notes
 from engine.scenarios import INFERENCE
-from store.cache import database, read
+from engine.spec.errors import UserError
+from store.cache import busy, database, read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
 from store.runs import list_sweeps, sweep_rounds
@@ -106,8 +107,13 @@ if sweep_id:
                    format_func={"html": "HTML (opens offline, with charts)",
                                 "md": "Markdown (for a pull request or wiki)"}.get)
     if r2.button("Prepare report", key="prepare_report"):
-        with database().connect() as con:  # not through read(): megabytes, asked once
-            st.session_state["report"] = (sweep_id, fmt, build_report(con, sweep_id, fmt))
+        try:
+            with database().connect() as con:  # not through read(): megabytes, asked once
+                st.session_state["report"] = (sweep_id, fmt, build_report(con, sweep_id, fmt))
+        except UserError as exc:
+            if exc.field != "db":
+                raise
+            busy(str(exc))
     ready = st.session_state.get("report")
     if ready and ready[:2] == (sweep_id, fmt):
         r3.download_button(f"Download (.{REPORT_FORMATS[fmt][1].lstrip('.')}, "

@@ -70,8 +70,7 @@ def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1], cast=int):
         v = None
     if v is None or not lo <= v <= hi:
         kind = "integer" if cast is int else "number"
-        link_errors.append(f"link: {key}={raw!r} is not allowed; allowed: {kind} {lo:g}..{hi:g}; "
-                           f"using {default:g}")
+        link_errors.append(note(key, raw, f"{kind} {lo:g}..{hi:g}", f"using {default:g}"))
         return default
     return v
 

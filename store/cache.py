@@ -30,7 +30,7 @@ from typing import Callable
 import streamlit as st
 
 from engine.spec.errors import UserError
-from store.db import READER_WAIT_S, connect, resolve_db_path, writer_waiting
+from store.db import READER_WAIT_S, close, connect, resolve_db_path, writer_waiting
 from store.queries import data_version
 
 __all__ = ["Database", "database", "job_manager", "read"]
@@ -49,8 +49,9 @@ class Database:
     overlapping cannot starve the writer."""
 
     def __init__(self, path: Path, *, wait_s: float = READER_WAIT_S, clock=time.monotonic,
-                 pause=time.sleep):
+                 pause=time.sleep, read_only: bool = False):
         self.path = path
+        self.read_only = read_only
         self.wait_s, self.clock, self.pause = wait_s, clock, pause
         self._lock = threading.Lock()
         self._seen: tuple | None = None  # (files' signature, data version)
@@ -65,6 +66,7 @@ class Database:
                 if self._con is None:
                     # Waits (yielding to writers) up to wait_s, then a "busy" UserError.
                     self._con = connect(self.path, yield_to_writers=True,
+                                        read_only=self.read_only,
                                         wait_s=max(deadline - self.clock(), 0.0),
                                         clock=self.clock, pause=self.pause)
                 if self._users == 0 or writer_waiting(self.path) is None:
@@ -80,7 +82,7 @@ class Database:
             self._users -= 1
             if self._users == 0:
                 con, self._con = self._con, None
-                con.close()
+                close(con)
 
     @contextmanager
     def connect(self):
@@ -125,13 +127,14 @@ class Database:
         return version
 
 @st.cache_resource(show_spinner=False)
-def _database(path: str) -> Database:
-    return Database(Path(path))
+def _database(path: str, read_only: bool = False) -> Database:
+    return Database(Path(path), read_only=read_only)
 
 
 def database() -> Database:
-    """The handle of the database this server reads ($BENCH_DB, else ./data/bench.duckdb)."""
-    return _database(str(resolve_db_path()))
+    """The handle of the database this server reads ($BENCH_DB, else ./data/bench.duckdb);
+    read-only in viewer mode (no migration, no file created: a viewer writes nothing)."""
+    return _database(str(resolve_db_path()), access().viewer)
 
 
 @st.cache_resource(show_spinner=False)
@@ -164,7 +167,8 @@ def access():
     email = None
     if auth and st.user.is_logged_in:
         # An unverified address is a claim, not an identity: it cannot name an admin.
-        if st.user.get("email_verified", True) is not False:
+        # Only a provider's explicit True counts (a missing claim or "false" does not).
+        if st.user.get("email_verified") is True:
             email = st.user.get("email")
     ip = st.context.ip_address
     # A real server gives a str or None (loopback); AppTest gives a mock: no real client.
@@ -184,8 +188,9 @@ def job_manager():
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _cached(path: str, version: tuple, name: str, args: tuple, kwargs: tuple, _fn: Callable):
-    with _database(path).connect() as con:
+def _cached(path: str, read_only: bool, version: tuple, name: str, args: tuple, kwargs: tuple,
+            _fn: Callable):
+    with _database(path, read_only).connect() as con:
         return _fn(con, *args, **dict(kwargs))
 
 
@@ -194,9 +199,13 @@ def read(fn: Callable, *args, **kwargs):
     changes. fn is a store query; its arguments must be hashable by Streamlit."""
     db = database()
     try:
-        return _cached(str(db.path), db.version(), f"{fn.__module__}.{fn.__qualname__}",
-                       args, tuple(sorted(kwargs.items())), _fn=fn)
+        return _cached(str(db.path), db.read_only, db.version(),
+                       f"{fn.__module__}.{fn.__qualname__}", args,
+                       tuple(sorted(kwargs.items())), _fn=fn)
     except UserError as exc:
+        if exc.field == "db" and "does not exist yet" in str(exc):  # a viewer before any run
+            st.info(f"No results yet: {exc}", icon=":material/info:")
+            st.stop()
         if exc.field != "db" or "in use by" not in str(exc) and "being written" not in str(exc):
             raise
         busy(str(exc))

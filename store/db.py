@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -19,7 +20,7 @@ import duckdb
 from engine.spec.errors import UserError
 
 __all__ = ["default_db_path", "resolve_db_path", "connect", "open_db", "MIGRATIONS",
-           "applied_migrations", "writer_waiting"]
+           "applied_migrations", "writer_waiting", "close"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,6 +171,18 @@ WRITER_WAIT_S = 30.0  # a sweep's record must not be lost to a dashboard that wa
 READER_WAIT_S = 5.0
 
 
+# DuckDB keeps one database instance per file in a process; opening a connection while
+# another thread closes the instance's last one failed with "Unique file handle conflict".
+# Every open and close in this process (pages, the job thread, the CLI) takes this lock.
+_INSTANCE = threading.Lock()
+MARKER_MAX_AGE_S = WRITER_WAIT_S + 5  # a writer gives up after WRITER_WAIT_S
+
+
+def close(con) -> None:
+    with _INSTANCE:
+        con.close()
+
+
 def _marker(p: Path, pid: int) -> Path:
     return p.with_name(f"{p.name}.writer-waiting.{pid}")
 
@@ -195,10 +208,17 @@ def writer_waiting(path: str | os.PathLike) -> int | None:
             pid = int(m.name.rsplit(".", 1)[1])
         except ValueError:
             continue
-        if pid != os.getpid() and _alive(pid):
-            return pid
-        if not _alive(pid):  # a writer killed while waiting: its marker means nothing
+        try:
+            age = time.time() - m.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        # A writer killed while waiting leaves its marker; its pid may even be reused. No
+        # writer waits longer than WRITER_WAIT_S, so an older marker means nothing.
+        if not _alive(pid) or age > MARKER_MAX_AGE_S:
             m.unlink(missing_ok=True)
+            continue
+        if pid != os.getpid():
+            return pid
     return None
 
 
@@ -241,7 +261,8 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
                     pause(0.05)
                     continue
             try:
-                con = duckdb.connect(str(p), read_only=read_only)
+                with _INSTANCE:
+                    con = duckdb.connect(str(p), read_only=read_only)
                 break
             except duckdb.IOException as exc:
                 msg = str(exc)
@@ -272,4 +293,4 @@ def open_db(path=None, *, read_only: bool = False):
     try:
         yield con
     finally:
-        con.close()
+        close(con)

@@ -48,6 +48,18 @@ def test_a_session_is_local_only_from_loopback_with_no_proxy(ip, headers, remote
     assert is_remote(ip, headers) is remote
 
 
+def test_proxy_trust_switches():
+    proxied = dict(ip_address=None, headers={"X-Forwarded-For": "203.0.113.9"})
+    assert who(**proxied).remote
+    # A proxy that signs its users in (Jupyter behind a notebook service's front proxy).
+    assert not who(**proxied, env={"BENCH_TRUST_PROXY": "1"}).remote
+    assert not who(**proxied, settings={"trust_proxy": True}).remote
+    # A proxy that adds no forwarding header: loopback proves nothing.
+    assert who(settings={"trust_loopback": False}).remote
+    assert who(env={"BENCH_TRUST_LOOPBACK": "no"}).remote
+    assert not who(env={"BENCH_TRUST_LOOPBACK": "yes"}, settings={"trust_loopback": False}).remote
+
+
 def test_who_may_write():
     assert who().can_write  # the person at the machine that started it
     assert not who(env={"BENCH_VIEWER": "1"}).can_write

@@ -103,11 +103,14 @@ def test_compare_baseline_candidate_prints_verdicts_and_gates(history_db, capsys
         "regression gate: no comparable configuration slower than 1.4x: exit 0")
     assert main(["compare", "--baseline", "sweep-b", "--candidate", "sweep-a", *db]) == 0
     assert "improvement" in capsys.readouterr().out
-    # another machine is not comparable, and does not fail the gate
-    assert main(["compare", "--baseline", "sweep-a", "--candidate", "machine:sys-o", *db]) == 0
+    # another machine is not comparable; with nothing compared the gate cannot pass
+    assert main(["compare", "--baseline", "sweep-a", "--candidate", "machine:sys-o", *db]) == 1
     out = capsys.readouterr().out
     assert "not comparable" in out and "different machine: baseline sys-test, candidate " \
         "sys-othe" in out
+    assert out.splitlines()[-1] == ("regression gate: nothing could be compared (different "
+                                    "machine or measurement policy on every configuration): "
+                                    "exit 1")
 
 
 @pytest.mark.parametrize("argv, message", [

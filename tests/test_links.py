@@ -14,10 +14,12 @@ APP = str(ROOT / "app.py")
 
 
 @pytest.mark.parametrize("raw", ["../x", "/etc/passwd", "a\\b", "~root", "x\x00y", ".."])
-def test_a_value_that_looks_like_a_path_is_refused_before_matching(raw):
+def test_a_value_that_looks_like_a_path_is_refused_before_any_prefix_match(raw):
     assert looks_like_path(raw)
-    value, note = parse_choice("sweep", raw, {raw: "would match"})
+    value, note = parse_choice("sweep", raw, {raw + "-sweep": "a prefix match"}, prefix_ok=True)
     assert value is None and "a name, not a path" in note and note.startswith("link: sweep=")
+    # Only a value equal to one the page offers passes as it is (shape names hold a "/").
+    assert parse_choice("shape", raw, {raw: "its own value"}) == ("its own value", None)
 
 
 def test_choices_numbers_and_lengths():
@@ -25,7 +27,8 @@ def test_choices_numbers_and_lengths():
     assert parse_choice("model", "resnet18", opts) == ("R", None)
     assert parse_choice("model", None, opts) == (None, None)
     value, note = parse_choice("model", "vgg", opts)
-    assert value is None and note.endswith("allowed: one of resnet18, mobilenet_v3_small; "
+    # Markdown-escaped: the page renders it (an underscore shows as one).
+    assert value is None and note.endswith("allowed: one of resnet18, mobilenet\\_v3\\_small; "
                                            "ignored")
     assert parse_choice("sweep", "abcd", {"abcdef12": 1, "ffff": 2}, prefix_ok=True) == (1, None)
     assert parse_choice("sweep", "abc", {"abcdef12": 1}, prefix_ok=True)[0] is None  # too short
@@ -101,3 +104,22 @@ def test_a_bad_link_value_is_named_and_ignored_never_an_exception(name, query, r
     notes = [w.value for w in at.warning if w.value.startswith("link: ")]
     assert [n.split("=", 1)[0].removeprefix("link: ") for n in notes] == refused
     assert all(n.endswith("; ignored") and "allowed: " in n for n in notes)
+
+
+def test_values_the_page_offers_reopen_even_with_a_slash_or_as_all(db_path, monkeypatch):
+    """Catalog shape names hold a '/', and ?sweep=all names the option None: both are the
+    page's own values and reopen the same view."""
+    seed_sweep(db_path)
+    shape = "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
+    at = open_page("pages/cost.py", db_path, monkeypatch, {"shape": shape})
+    assert [w.value for w in at.warning if w.value.startswith("link: ")] == []
+    assert at.selectbox(key="shape").value == shape and at.query_params["shape"] == shape
+    at = open_page("pages/compare.py", db_path, monkeypatch, {"sweep": "all"})
+    assert at.selectbox(key="sweep").value is None and at.query_params["sweep"] == "all"
+
+
+def test_a_link_value_cannot_put_a_link_on_our_page(db_path, monkeypatch):
+    at = open_page("pages/run.py", db_path, monkeypatch,
+                   {"rounds": "[Sign in](https://evil.example)"})
+    (msg,) = [w.value for w in at.warning if w.value.startswith("link: ")]
+    assert msg.startswith("link: rounds='\\[Sign in\\]\\(https\\://evil.example\\)' is not")

@@ -129,7 +129,7 @@ def test_another_machine_is_not_comparable():
     (c,) = cmp.changes
     assert (c.verdict, c.machine, c.decision.ratio) == (NOT_COMPARABLE, None, None)
     assert c.decision.note == "different machine: baseline sys-a, candidate sys-b"
-    assert cmp.failing(1.0) == ()
+    assert cmp.failing(1.0) == () and cmp.unverified() == () and cmp.compared == 0
     # a candidate on both machines: compared where the baseline ran, the rest named
     both = sweep("s2", [20.0, 20.1], system_id="sys-b") + sweep("s3", [15.0, 15.2])
     cmp = compare_sets(sweep("s1", [10.0, 10.1]), both)
@@ -158,6 +158,11 @@ def test_missing_or_failed_on_one_side_is_not_comparable():
         ("mobilenet_v3_small", NOT_COMPARABLE, "missing in the baseline"),
         ("resnet18", NOT_COMPARABLE, "no successful round in the candidate (2 failed: oom)"),
         ("resnet50", NOT_COMPARABLE, "missing in the candidate")]
+    # A gate cannot pass what it could not check: the failed and the missing candidate
+    # configurations are unverified (the one only the candidate has is not).
+    cmp = compare_sets(base, cand)
+    assert [c.config.model for c in cmp.unverified()] == ["resnet18", "resnet50"]
+    assert cmp.compared == 0 and cmp.failing(1.1) == ()
 
 
 def test_rounds_of_two_sweeps_in_one_set_are_all_kept():

@@ -210,6 +210,20 @@ class SetComparison:
     def failing(self, fail_above: float) -> tuple[Change, ...]:
         return tuple(c for c in self.changes if c.decision.fails(fail_above))
 
+    def unverified(self) -> tuple[Change, ...]:
+        """Configurations the baseline measured and the candidate did not (missing there, or
+        every round failed): a gate cannot pass what it could not check, and a candidate
+        that crashes is no faster than one that is slow."""
+        return tuple(c for c in self.changes
+                     if c.verdict == NOT_COMPARABLE and c.baseline is not None
+                     and c.baseline.summary is not None
+                     and (c.candidate is None or c.candidate.summary is None))
+
+    @property
+    def compared(self) -> int:
+        """Configurations that were actually compared (any verdict but not comparable)."""
+        return sum(c.verdict != NOT_COMPARABLE for c in self.changes)
+
 
 def _sides(rows) -> dict:
     """Config -> {(machine, policy): ConfigResult} for one set's runs."""

@@ -84,6 +84,16 @@ def cmd_regress(args) -> int:
               f"{'s' if len(failing) > 1 else ''} slower than {fail_above:g}x with an interval "
               "excluding 1 or a single round: exit 1")
         return 1
+    unverified = cmp.unverified()
+    if unverified:
+        print(f"regression gate: {len(unverified)} configuration"
+              f"{'s' if len(unverified) > 1 else ''} measured in the baseline without a "
+              "successful run in the candidate (missing or failed): exit 1")
+        return 1
+    if not cmp.compared:
+        print("regression gate: nothing could be compared (different machine or measurement "
+              "policy on every configuration): exit 1")
+        return 1
     print(f"regression gate: no comparable configuration slower than {fail_above:g}x: exit 0")
     return 0
 

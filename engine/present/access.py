@@ -10,7 +10,8 @@ crafted request, still changes nothing.
 - Otherwise a session on this machine (loopback, no forwarding proxy in between) may write:
   it is the person who started the server.
 - A session from another machine (or through a reverse proxy, which makes every client look
-  local) may write only when signed in (`st.login`, OIDC configured under `[auth]`) with an
+  local: its X-Forwarded-For / X-Real-IP / Forwarded header marks it remote; a proxy that adds
+  none needs `trust_loopback = false`) may write only when signed in (`st.login`, OIDC configured under `[auth]`) with an
   e-mail on the `admins` list under `[dashboard]`. Being signed in is authentication; the list
   is the authorisation.
 """
@@ -47,13 +48,29 @@ def _loopback(address: str | None) -> bool:
         return False
 
 
-def is_remote(ip_address: str | None, headers: dict) -> bool:
+def is_remote(ip_address: str | None, headers: dict, *, trust_proxy: bool = False,
+              trust_loopback: bool = True) -> bool:
     """True unless the client is this machine with no proxy in between. An address that is
-    not an IP counts as remote: a wrong guess must cost a sign-in, not open the door."""
+    not an IP counts as remote: a wrong guess must cost a sign-in, not open the door.
+    trust_proxy: the proxy in front signs its users in itself (jupyter-server-proxy behind a
+    notebook service's front proxy), so its forwarding headers do not make a session remote.
+    trust_loopback=False: every session is remote (a proxy that adds no forwarding header)."""
+    if not trust_loopback:
+        return True
     low = {k.lower(): v for k, v in headers.items()}
-    if any(h in low for h in PROXY_HEADERS):
+    if not trust_proxy and any(h in low for h in PROXY_HEADERS):
         return True
     return not _loopback(ip_address)
+
+
+def _flag(env: dict, name: str, settings: dict, key: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is not None and raw.strip() != "":
+        return raw.strip().lower() in TRUE_WORDS
+    value = settings.get(key, default)
+    if isinstance(value, str):
+        return value.strip().lower() in TRUE_WORDS
+    return value is True
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,10 @@ def decide(*, env: dict, settings: dict, auth_configured: bool, ip_address: str 
         listed = [listed]
     admins = {str(a).strip().lower() for a in listed if str(a).strip()}
     mail = email.strip().lower() if email else None
-    return Access(viewer=viewer_mode(env, settings), remote=is_remote(ip_address, headers),
+    remote = is_remote(ip_address, headers,
+                       trust_proxy=_flag(env, "BENCH_TRUST_PROXY", settings, "trust_proxy", False),
+                       trust_loopback=_flag(env, "BENCH_TRUST_LOOPBACK", settings,
+                                            "trust_loopback", True))
+    return Access(viewer=viewer_mode(env, settings), remote=remote,
                   auth_configured=auth_configured, email=mail,
                   admin=bool(mail) and mail in admins)

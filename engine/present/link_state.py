@@ -35,14 +35,15 @@ class PageLink:
         raw = st.query_params.get_all(param)
         return raw[-1] if raw else None
 
-    def _seed(self, key: str, param: str, parse: Callable[[str | None], tuple]) -> None:
+    def _seed(self, key: str, param: str, parse: Callable[[str | None], tuple],
+              boxed: bool = False) -> None:
         if not self._apply:
             return  # the address is the page's own: the widgets already hold it
         value, msg = parse(self._incoming(param))
         if msg:
             self.notes.append(msg)
         if value is not None:
-            st.session_state[key] = value
+            st.session_state[key] = value[0] if boxed else value
             self._seeded.add(key)
 
     def seeded(self, key: str) -> bool:
@@ -51,8 +52,10 @@ class PageLink:
 
     def choice(self, param: str, key: str, options: list, encode: Callable[[Any], str] = str,
                prefix_ok: bool = False) -> None:
-        table = {encode(o): o for o in options}
-        self._seed(key, param, lambda raw: parse_choice(param, raw, table, prefix_ok))
+        # Boxed: an option may itself be None (?sweep=all: every stored run).
+        table = {encode(o): (o,) for o in options}
+        self._seed(key, param, lambda raw: parse_choice(param, raw, table, prefix_ok),
+                   boxed=True)
 
     def choices(self, param: str, key: str, options: list,
                 encode: Callable[[Any], str] = str) -> None:

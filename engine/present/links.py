@@ -5,7 +5,9 @@ Pure parsing (no Streamlit; engine/present/link_state.py applies it to widgets).
 matched against the values the page offers, never used as a name of anything else: a value
 that looks like a path (a slash, a backslash, `..`, `~`, a NUL) or is longer than
 MAX_VALUE_LEN is refused before any matching. A refused value is ignored with a note naming
-the field and what is allowed; it never raises.
+the field and what is allowed (Markdown-escaped: a page renders it); it never raises. A
+value equal to one the page offers is accepted as it is, slashes included (catalog shape
+names hold them): it is the page's own value, not a name of anything else.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 from typing import Any, Iterable
 
 __all__ = ["MAX_VALUE_LEN", "looks_like_path", "parse_choice", "parse_choices",
-           "parse_number", "encode_setting", "note"]
+           "parse_number", "encode_setting", "note", "md_escape"]
 
 MAX_VALUE_LEN = 200
 _PATH_MARKS = ("/", "\\", "..", "\x00")
@@ -24,9 +26,19 @@ def looks_like_path(raw: str) -> bool:
     return raw.startswith("~") or any(m in raw for m in _PATH_MARKS)
 
 
-def note(field: str, raw: str, allowed: str) -> str:
+_MARKDOWN = "\\`*_{}[]()<>#!|~$:"  # links (a bare https: too), images, emphasis, code, HTML
+
+
+def md_escape(text: str) -> str:
+    """A link value shown on a page renders as Markdown: escaped, `[x](https://...)` in a
+    crafted link stays text instead of becoming a clickable link on our page."""
+    return "".join("\\" + ch if ch in _MARKDOWN else ch for ch in text)
+
+
+def note(field: str, raw: str, allowed: str, action: str = "ignored") -> str:
     shown = raw if len(raw) <= 40 else raw[:37] + "..."
-    return f"link: {field}={shown!r} is not allowed; allowed: {allowed}; ignored"
+    return (f"link: {field}={md_escape(repr(shown))} is not allowed; allowed: "
+            f"{md_escape(allowed)}; {action}")
 
 
 def _allowed_list(options: Iterable[str], limit: int = 8) -> str:
@@ -51,12 +63,12 @@ def parse_choice(field: str, raw: str | None, options: dict[str, Any],
     each link spelling to its value. prefix_ok: a unique prefix names it too (sweep ids)."""
     if raw is None or raw == "":
         return None, None
+    if raw in options and len(raw) <= MAX_VALUE_LEN:  # the page's own (a shape holds a "/")
+        return options[raw], None
     allowed = _allowed_list(options)
     bad = _refused(field, raw, allowed)
     if bad:
         return None, bad
-    if raw in options:
-        return options[raw], None
     if prefix_ok and len(raw) >= 4:
         hits = [k for k in options if k.startswith(raw)]
         if len(hits) == 1:
@@ -71,7 +83,8 @@ def parse_choices(field: str, raw: str | None, options: dict[str, Any]
     if raw is None or raw == "":
         return None, None
     allowed = _allowed_list(options)
-    bad = _refused(field, raw, allowed)
+    bad = None if raw in options and len(raw) <= MAX_VALUE_LEN else _refused(field, raw,
+                                                                             allowed)
     if bad:
         return None, bad
     parts = [p.strip() for p in raw.split(",") if p.strip()]
