@@ -8,8 +8,6 @@ from pathlib import Path
 
 from engine.cli.args import db_arg, int_arg
 from engine.cli.history import cmd_regress, regression_options
-from engine.scenarios import INFERENCE, SCENARIOS
-from engine.spec.errors import UserError
 from engine.spec.record import STATUSES
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -97,27 +95,11 @@ def cmd_compare(args) -> int:
     from engine.analysis.compare import aggregate
     from engine.present.tables import compare_table
     from store.db import open_db
-    from store.runs import list_sweeps, sweep_rounds
+    from store.runs import sweep_rounds
+    from store.sweep_ref import resolve_inference_sweep
 
     with open_db(args.db) as con:
-        sweeps = list_sweeps(con, kind=None if args.sweep else INFERENCE.kind)
-        ids = sweeps.sweep_id.tolist()
-        match = [i for i in ids if i.startswith(args.sweep or "")]
-        if not ids:
-            raise UserError("sweep: none stored yet; run `python -m engine run ...` first",
-                            field="sweep")
-        if args.sweep and len(match) != 1:
-            raise UserError(f"sweep: {args.sweep!r} matches {len(match)} sweeps; allowed: a "
-                            "unique id prefix (see `python -m engine sweeps`)", field="sweep")
-        sweep_id = match[0]
-        scenario = SCENARIOS.get(sweeps.set_index("sweep_id").kind.get(sweep_id), INFERENCE)
-        if scenario is not INFERENCE:
-            raise UserError(f"sweep: {sweep_id[:8]} holds {scenario.kind} runs, which this "
-                            "comparison "
-                            "does not cover; allowed: an inference sweep (see `python -m "
-                            f"engine runs --sweep {sweep_id}` or the dashboard's "
-                            f"{scenario.title} page)",
-                            field="sweep")
+        sweep_id = resolve_inference_sweep(con, args.sweep)
         rows = sweep_rounds(con, sweep_id)
     print(f"sweep {sweep_id}: {len(rows)} runs")
     print(compare_table(aggregate(rows), color=sys.stdout.isatty()))
