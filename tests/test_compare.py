@@ -44,7 +44,16 @@ def test_known_insignificant_pair():
         (1.0226, 0.6544, 1.598)  # t(0.975, 2) = 4.30265, not the rounded 4.303
     assert round(c.noise_pct, 1) == 59.8
     assert c.sentence("A", "B") == ("no decision within the noise (±60 %) between A and B: "
-                                    "ratio 1.02x, 95 % CI 0.65-1.60 over 3 rounds")
+                                    "A measured 1.02x faster than B, 95 % CI 0.65-1.60 over "
+                                    "3 rounds")
+    # Leaning the other way, the sentence names B and inverts the interval.
+    r = compare_rounds({1: 11, 2: 10, 3: 10.5}, {1: 10, 2: 12, 3: 9})
+    assert r.sentence("A", "B") == ("no decision within the noise (±60 %) between A and B: "
+                                    "B measured 1.02x faster than A, 95 % CI 0.65-1.60 over "
+                                    "3 rounds")
+    two = compare_rounds({1: 10, 2: 12}, {1: 11, 2: 10})
+    assert two.sentence("A", "B").endswith("over 2 rounds; 2 rounds give a very wide "
+                                           "interval: 3 or more narrow it")
 
 
 def test_pairs_only_rounds_both_have_and_one_round_gives_no_interval():
