@@ -1,0 +1,179 @@
+"""A user's own model (issue #14): where it comes from, what it takes as input, and which
+runtimes can run it. Framework-free, both sides of the process boundary.
+
+This module decides everything that can be decided without opening the model: the format
+from the path (a stat, never a read: only a worker opens a user's model file), the inputs
+from their description, and the runtimes the format allows, with the reason for every
+refusal. Loading, hashing (SHA-256, in the worker) and the safety rules of each loader
+(torch.jit.load, torch.load(weights_only=True), Keras safe_mode, ONNX Runtime without
+custom-op libraries) belong to the worker side.
+
+Inputs: `--input-shape C,H,W` is one float32 image input; `--input NAME:DIMS:DTYPE` (e.g.
+`input_ids:1x128:int64`) names one input of any model, repeatable. DIMS start with the batch
+axis, which the sweep's `--batch` replaces (write 1 there): the same description then serves
+every batch size.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.spec.errors import UserError
+
+__all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "detect_format",
+           "parse_input", "parse_input_shape", "parse_factory", "check_runtime",
+           "MAX_ELEMENTS", "MAX_DIMS"]
+
+# format -> (framework, runtimes it can run on). A factory is the user's own code: every
+# runtime of the framework its model belongs to (decided in the worker, by what it returns).
+FORMAT_RUNTIMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "pt2": ("torch", ("eager", "compile", "onnxruntime")),  # eager through .module()
+    "torchscript": ("torch", ("torchscript", "libtorch")),
+    "onnx": ("torch", ("onnxruntime",)),  # ONNX Runtime is listed under torch's runtimes
+    "keras": ("tensorflow", ("keras", "tf_function", "xla")),
+    "savedmodel": ("tensorflow", ("keras", "tf_function", "xla")),
+}
+_WHY_NOT = {
+    "pt2": "a torch.export program runs as its module (eager), compiled, or exported to ONNX; "
+           "TorchScript and LibTorch need a TorchScript file",
+    "torchscript": "a TorchScript file runs in TorchScript or the LibTorch C++ runner; its "
+                   "Python module is not in the file",
+    "onnx": "an ONNX file runs in ONNX Runtime only",
+    "keras": "a Keras model runs in TensorFlow's runtimes",
+    "savedmodel": "a SavedModel runs in TensorFlow's runtimes",
+}
+FORMATS = tuple(FORMAT_RUNTIMES) + ("factory",)
+_EXTENSIONS = {".pt2": "pt2", ".pt": "torchscript", ".pth": "torchscript", ".onnx": "onnx",
+               ".keras": "keras"}
+# Formats that bypass Keras' safe_mode (arbitrary code in Lambda layers, pickled objects).
+_REFUSED_EXTENSIONS = {
+    ".h5": "legacy HDF5 Keras files bypass safe_mode (Lambda layers run code); save with "
+           "model.save('name.keras')",
+    ".hdf5": "legacy HDF5 Keras files bypass safe_mode; save with model.save('name.keras')",
+    ".pkl": "a pickle runs code when it is read; save a torch.export program (.pt2), "
+            "TorchScript (.pt), ONNX or .keras instead",
+    ".pickle": "a pickle runs code when it is read; save .pt2, .pt, .onnx or .keras instead",
+}
+DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool")
+MAX_DIMS = 8
+MAX_ELEMENTS = 2**28  # per batch: 1 GiB of float32, past what a CPU benchmark should feed
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+_FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+                      r":[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    dims: tuple[int, ...]  # the batch axis first; the sweep's batch size replaces dims[0]
+    dtype: str = "float32"
+
+    def shape(self, batch: int) -> tuple[int, ...]:
+        return (batch, *self.dims[1:])
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A user's model: a file (or SavedModel folder) or a factory, and its inputs."""
+
+    name: str  # what pages and tables call it (the user's choice; display text only)
+    format: str  # one of FORMATS
+    inputs: tuple[InputSpec, ...]
+    path: str | None = None  # a file or folder, for every format but factory
+    factory: str | None = None  # "package.module:function", for format factory
+
+    @property
+    def framework(self) -> str | None:
+        """The framework a file format implies (a factory's is known once it has run)."""
+        return FORMAT_RUNTIMES[self.format][0] if self.format in FORMAT_RUNTIMES else None
+
+
+def detect_format(path: str | Path) -> str:
+    """The format a path names, from its extension (a SavedModel is a folder holding
+    saved_model.pb). UserError (field model_file) when it is missing or not supported."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"model_file: {p} does not exist; allowed: an existing .pt2, .pt, "
+                        ".pth, .onnx or .keras file, or a SavedModel folder", field="model_file")
+    if p.is_dir():
+        if (p / "saved_model.pb").is_file():
+            return "savedmodel"
+        raise UserError(f"model_file: {p} is a folder without saved_model.pb; allowed: a "
+                        "TensorFlow SavedModel folder, or a model file", field="model_file")
+    ext = p.suffix.lower()
+    if ext in _REFUSED_EXTENSIONS:
+        raise UserError(f"model_file: {p.name} is refused: {_REFUSED_EXTENSIONS[ext]}",
+                        field="model_file")
+    if ext not in _EXTENSIONS:
+        raise UserError(f"model_file: {p.name} has an unknown extension {ext or '(none)'!r}; "
+                        f"allowed: {', '.join(_EXTENSIONS)} or a SavedModel folder",
+                        field="model_file")
+    return _EXTENSIONS[ext]
+
+
+def _dims(text: str, field: str) -> tuple[int, ...]:
+    parts = [t for t in re.split(r"[x,]", text.strip()) if t.strip()]
+    if not parts or len(parts) > MAX_DIMS:
+        raise UserError(f"{field}: {text!r} has {len(parts)} dimensions; allowed: 1 to "
+                        f"{MAX_DIMS} positive integers, e.g. 3,224,224", field=field)
+    dims = []
+    for t in parts:
+        try:
+            d = int(t)
+        except ValueError:
+            raise UserError(f"{field}: {t.strip()!r} in {text!r} is not an integer; allowed: "
+                            "positive integers", field=field) from None
+        if d < 1:
+            raise UserError(f"{field}: dimension {d} in {text!r} is not positive; allowed: "
+                            "integers >= 1", field=field)
+        dims.append(d)
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise UserError(f"{field}: {text!r} is {math.prod(dims):,} elements; allowed: at most "
+                        f"{MAX_ELEMENTS:,} per batch", field=field)
+    return tuple(dims)
+
+
+def parse_input_shape(text: str) -> InputSpec:
+    """--input-shape C,H,W (no batch axis): one float32 input named "input"."""
+    dims = _dims(text, "input_shape")
+    return InputSpec("input", (1, *dims), "float32")
+
+
+def parse_input(text: str) -> InputSpec:
+    """--input NAME:DIMS:DTYPE, DIMS with the batch axis first (e.g. input_ids:1x128:int64);
+    DTYPE defaults to float32."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise UserError(f"input: {text!r} is not NAME:DIMS[:DTYPE]; allowed: e.g. "
+                        "input_ids:1x128:int64 or image:1x3x224x224", field="input")
+    name, dims_text = parts[0].strip(), parts[1]
+    dtype = parts[2].strip() if len(parts) == 3 else "float32"
+    if not _NAME.match(name):
+        raise UserError(f"input: name {name!r} is not allowed; allowed: a letter or _ then "
+                        "up to 63 letters, digits, _ . : -", field="input")
+    if dtype not in DTYPES:
+        raise UserError(f"input: dtype {dtype!r} is not supported; allowed: "
+                        f"{', '.join(DTYPES)}", field="input")
+    return InputSpec(name, _dims(dims_text, "input"), dtype)
+
+
+def parse_factory(text: str) -> str:
+    """module:function on the user's path: checked for form here, imported in the worker."""
+    if not _FACTORY.match(text.strip()):
+        raise UserError(f"model_factory: {text!r} is not module:function; allowed: e.g. "
+                        "mypkg.models:build", field="model_factory")
+    return text.strip()
+
+
+def check_runtime(fmt: str, framework: str, runtime: str) -> None:
+    """Refuse, before anything runs, a runtime the format cannot run on, with the reason."""
+    if fmt == "factory":
+        return  # every runtime of the factory's framework; checked once its model exists
+    fw, runtimes = FORMAT_RUNTIMES[fmt]
+    if framework != fw or runtime not in runtimes:
+        raise UserError(f"runtime: {framework} {runtime} cannot run a {fmt} model: "
+                        f"{_WHY_NOT[fmt]}; allowed: {fw} {', '.join(runtimes)}",
+                        field="runtime")

@@ -1,0 +1,93 @@
+"""A user's own model, as far as it is decided without opening it (issue #14, first part):
+the format from the path, the inputs from their description, the runtimes per format."""
+
+import pytest
+
+from engine.spec.errors import UserError
+from engine.spec.model_source import (MAX_ELEMENTS, InputSpec, check_runtime, detect_format,
+                                      parse_factory, parse_input, parse_input_shape)
+
+
+def test_the_format_comes_from_the_path_without_reading_it(tmp_path):
+    for name, fmt in (("m.pt2", "pt2"), ("m.pt", "torchscript"), ("m.PTH", "torchscript"),
+                      ("m.onnx", "onnx"), ("m.keras", "keras")):
+        (tmp_path / name).write_bytes(b"not read")
+        assert detect_format(tmp_path / name) == fmt
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "saved_model.pb").write_bytes(b"")
+    assert detect_format(saved) == "savedmodel"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("missing.onnx", "does not exist"),
+    ("m.h5", "legacy HDF5 Keras files bypass safe_mode"),
+    ("m.pkl", "a pickle runs code when it is read"),
+    ("m.bin", "unknown extension '.bin'"),
+    ("folder", "is a folder without saved_model.pb"),
+])
+def test_a_path_it_cannot_run_is_refused_with_the_reason(tmp_path, name, message):
+    if name == "folder":
+        (tmp_path / name).mkdir()
+    elif name != "missing.onnx":
+        (tmp_path / name).write_bytes(b"x")
+    with pytest.raises(UserError) as e:
+        detect_format(tmp_path / name)
+    assert e.value.field == "model_file" and message in str(e.value)
+
+
+def test_inputs_are_described_with_the_batch_axis_first():
+    assert parse_input_shape("3,224,224") == InputSpec("input", (1, 3, 224, 224), "float32")
+    ids = parse_input("input_ids:1x128:int64")
+    assert ids == InputSpec("input_ids", (1, 128), "int64") and ids.shape(8) == (8, 128)
+    assert parse_input("image:1x3x32x32").dtype == "float32"
+
+
+@pytest.mark.parametrize("text, field, message", [
+    ("3,0,224", "input_shape", "dimension 0 in '3,0,224' is not positive"),
+    ("3,-1,224", "input_shape", "dimension -1"),
+    ("3,a,224", "input_shape", "'a' in '3,a,224' is not an integer"),
+    ("1,2,3,4,5,6,7,8,9", "input_shape", "has 9 dimensions; allowed: 1 to 8"),
+    (f"{MAX_ELEMENTS + 1}", "input_shape", "allowed: at most 268,435,456 per batch"),
+])
+def test_a_shape_that_cannot_be_fed_is_refused(text, field, message):
+    with pytest.raises(UserError) as e:
+        parse_input_shape(text)
+    assert e.value.field == field and message in str(e.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("input_ids", "is not NAME:DIMS[:DTYPE]"),
+    ("ids:1x128:complex64", "dtype 'complex64' is not supported"),
+    ("../x:1x2", "name '../x' is not allowed"),
+    ("ids:1x0", "dimension 0"),
+])
+def test_a_bad_input_description_names_the_field(text, message):
+    with pytest.raises(UserError) as e:
+        parse_input(text)
+    assert e.value.field == "input" and message in str(e.value)
+
+
+def test_factories_are_module_colon_function():
+    assert parse_factory(" mypkg.models:build ") == "mypkg.models:build"
+    for bad in ("mypkg.models", "mypkg/models:build", "a:b:c", "os.system('x'):f", ":f"):
+        with pytest.raises(UserError) as e:
+            parse_factory(bad)
+        assert e.value.field == "model_factory"
+
+
+@pytest.mark.parametrize("fmt, framework, runtime, ok", [
+    ("pt2", "torch", "eager", True), ("pt2", "torch", "compile", True),
+    ("pt2", "torch", "onnxruntime", True), ("pt2", "torch", "torchscript", False),
+    ("torchscript", "torch", "libtorch", True), ("torchscript", "torch", "eager", False),
+    ("onnx", "torch", "onnxruntime", True), ("onnx", "tensorflow", "keras", False),
+    ("keras", "tensorflow", "xla", True), ("keras", "torch", "eager", False),
+    ("savedmodel", "tensorflow", "tf_function", True), ("factory", "torch", "libtorch", True),
+])
+def test_the_runtimes_follow_from_the_format(fmt, framework, runtime, ok):
+    if ok:
+        check_runtime(fmt, framework, runtime)
+        return
+    with pytest.raises(UserError) as e:
+        check_runtime(fmt, framework, runtime)
+    assert e.value.field == "runtime" and f"cannot run a {fmt} model" in str(e.value)
