@@ -1,0 +1,94 @@
+"""Opening a user's model file the safe way (issue #14, worker side, not wired yet): real
+files made here with torch (a .pt2 program, TorchScript, ONNX), a state dict, and a pickle
+whose unpickling would create a file. Runs in a subprocess: the test process, like the
+dashboard, never imports torch itself."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = r'''
+import hashlib, json, os, sys, warnings
+import torch
+from engine.spec.model_source import InputSpec, ModelSource
+from engine.worker.user_models import (ModelFileError, file_digest, load_torch, onnx_session,
+                                       torch_inputs)
+warnings.filterwarnings("ignore")
+d = sys.argv[1]
+out = {}
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+    def forward(self, x):
+        return self.conv(x).mean((2, 3))
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 8)
+        self.fc = torch.nn.Linear(8, 2)
+    def forward(self, ids):
+        return self.fc(self.emb(ids).mean(1))
+
+torch.manual_seed(0)
+net = Net().eval()
+x = torch.randn(2, 3, 16, 16)
+ref = net(x)
+torch.export.save(torch.export.export(net, (x,)), f"{d}/m.pt2")
+torch.jit.save(torch.jit.trace(net, x), f"{d}/m.pt")
+torch.onnx.export(net, (x,), f"{d}/m.onnx", input_names=["input"], dynamo=False)
+torch.save(net.state_dict(), f"{d}/weights.pt")
+
+class Evil:
+    def __reduce__(self):
+        return (open, (f"{d}/pwned", "w"))
+torch.save({"w": torch.ones(1), "evil": Evil()}, f"{d}/evil.pt")
+if os.path.exists(f"{d}/pwned"):
+    os.remove(f"{d}/pwned")  # torch.save itself does not create it; make sure
+
+def src(name, fmt, inputs=(InputSpec("input", (1, 3, 16, 16)),)):
+    return ModelSource(name, fmt, inputs, path=f"{d}/{name}")
+
+for name, fmt in (("m.pt2", "pt2"), ("m.pt", "torchscript")):
+    m = load_torch(src(name, fmt))
+    out[name] = float((m(x) - ref).abs().max())
+sess = onnx_session(src("m.onnx", "onnx"), 1)
+out["m.onnx"] = float(abs(sess.run(None, {"input": x.numpy()})[0] - ref.detach().numpy()).max())
+for name in ("weights.pt", "evil.pt"):
+    try:
+        load_torch(src(name, "torchscript"))
+        out[name] = "loaded"
+    except ModelFileError as e:
+        out[name] = str(e)
+out["pwned"] = os.path.exists(f"{d}/pwned")
+sha, size = file_digest(f"{d}/m.onnx")
+out["digest"] = [sha == hashlib.sha256(open(f"{d}/m.onnx", "rb").read()).hexdigest(), size]
+(ids,) = torch_inputs((InputSpec("input_ids", (1, 128), "int64"),), 4)
+out["ids"] = [list(ids.shape), str(ids.dtype), int(ids.min()) >= 0, int(ids.max()) < 100]
+out["tokens"] = list(Tokens().eval()(ids).shape)
+print(json.dumps(out))
+'''
+
+
+def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["m.pt2"] == 0.0 and out["m.pt"] < 1e-6 and out["m.onnx"] < 1e-5
+    assert out["weights.pt"].startswith("model_file: weights.pt holds OrderedDict (weights), not a "
+                                        "model")
+    assert out["evil.pt"].startswith("model_file: evil.pt was refused: it is not TorchScript")
+    assert "a pickle that needs code to load is never opened" in out["evil.pt"]
+    assert out["pwned"] is False and not (tmp_path / "pwned").exists()
+    assert out["digest"][0] is True and out["digest"][1] == (tmp_path / "m.onnx").stat().st_size
+    assert out["ids"] == [[4, 128], "torch.int64", True, True]
+    assert out["tokens"] == [4, 2]
