@@ -92,14 +92,16 @@ st.caption(f"Measured on {host.cpu_model} ({host.host_vcpus} vCPUs): "
                        for t, v in sorted(threads_tp.items())))
 
 MODES = ["Pick a shape from the catalog", "Enter a price"]
-link.choice("machine", "machine_mode", MODES, encode=lambda m: "price" if m == MODES[1] else "shape")
+link.choice("machine", "machine_mode", MODES,
+            encode=lambda m: "price" if m == MODES[1] else "shape")
 mode = st.radio("Machine", MODES, horizontal=True, key="machine_mode")
 if mode == "Enter a price":
     p1, p2 = st.columns(2)
     link.number("price", "custom_price", 0.0001, 1e6)
     link.number("vcpus", "custom_vcpus", 1, 1024, integer=True)
     price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001,
-                            format="%.4f", **({} if link.seeded("custom_price") else {"value": 1.0}))
+                            format="%.4f",
+                            **({} if link.seeded("custom_price") else {"value": 1.0}))
     vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, max_value=1024,
                             **({} if link.seeded("custom_vcpus") else {"value": 16}))
     machine = custom_machine(price, vcpus)
@@ -110,7 +112,8 @@ else:
     labels = [m.label for m in cpu]
     link.choice("shape", "shape", labels)
     machine = by_label[st.selectbox("Shape", labels, key="shape",
-                                    **({} if link.seeded("shape") else {"index": default_shape(cpu)}))]
+                                    **({} if link.seeded("shape")
+                                       else {"index": default_shape(cpu)}))]
     link.put("shape", machine.label)
 
 proj = project_throughput(threads_tp, machine.vcpus)
@@ -167,12 +170,16 @@ contenders = sorted(m_rows.contender.unique())
 others = [c for c in contenders if c != contender]
 link.choice("b_fw", "b_contender", contenders)
 other_contender = b1.selectbox("B: framework (runtime)", contenders, key="b_contender",
-                               **({} if link.seeded("b_contender") else {"index": contenders.index(others[0]) if others else 0}))
+                               **({} if link.seeded("b_contender") else
+                                  {"index": contenders.index(others[0]) if others else 0}))
 link.put("b_fw", other_contender)
 shape_labels = [m.label for m in cpu]
 aws_eq = next((m.label for m in equivalents(cpu, machine.vcpus) if m.provider == "AWS"), None)
 link.choice("b_shape", "b_shape", shape_labels)
-other_shape = b2.selectbox("B: shape", shape_labels, key="b_shape", **({} if link.seeded("b_shape") else {"index": shape_labels.index(aws_eq) if aws_eq in shape_labels else 0}))
+other_shape = b2.selectbox(
+    "B: shape", shape_labels, key="b_shape",
+    **({} if link.seeded("b_shape") else
+       {"index": shape_labels.index(aws_eq) if aws_eq in shape_labels else 0}))
 link.put("b_shape", other_shape)
 max_rate = b3.number_input("up to (samples/s)", key="b_max", min_value=1.0,
                            value=float(max(rate * 4, 4 * proj.throughput)),

@@ -92,3 +92,75 @@ def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path)
     assert out["digest"][0] is True and out["digest"][1] == (tmp_path / "m.onnx").stat().st_size
     assert out["ids"] == [[4, 128], "torch.int64", True, True]
     assert out["tokens"] == [4, 2]
+
+
+KERAS_SCRIPT = r'''
+import json, os, sys, warnings
+warnings.filterwarnings("ignore")
+import numpy as np
+import keras
+from engine.spec.model_source import InputSpec, ModelSource
+from engine.worker.user_models import ModelFileError, load_factory, load_keras, load_savedmodel
+d = sys.argv[1]
+out = {}
+inp = keras.Input((4,))
+model = keras.Model(inp, keras.layers.Dense(2)(inp))
+x = np.ones((3, 4), "float32")
+ref = model(x).numpy()
+model.save(f"{d}/m.keras")
+lam = keras.Model(inp, keras.layers.Lambda(lambda t: t * 2)(inp))
+lam.save(f"{d}/lambda.keras")
+model.export(f"{d}/saved", verbose=False)
+src = lambda name, fmt: ModelSource(name, fmt, (InputSpec("x", (1, 4)),), path=f"{d}/{name}")
+out["keras"] = float(abs(load_keras(src("m.keras", "keras"))(x).numpy() - ref).max())
+try:
+    load_keras(src("lambda.keras", "keras"))
+    out["lambda"] = "loaded"
+except ModelFileError as e:
+    out["lambda"] = str(e)
+sig = load_savedmodel(src("saved", "savedmodel"))
+(val,) = sig(**{list(sig.structured_input_signature[1])[0]: x}).values()
+out["saved"] = float(abs(val.numpy() - ref).max())
+with open(f"{d}/userfactories.py", "w") as f:
+    f.write("import torch\n"
+            "def tokens():\n"
+            "    return torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Flatten(),"
+            " torch.nn.Linear(8 * 16, 2))\n"
+            "def keras_dense():\n"
+            "    import keras\n"
+            "    i = keras.Input((4,))\n"
+            "    return keras.Model(i, keras.layers.Dense(2)(i))\n"
+            "def boom():\n"
+            "    raise ValueError('no weights here')\n"
+            "def number():\n"
+            "    return 42\n")
+for fn in ("tokens", "keras_dense", "boom", "number"):
+    try:
+        fw, m = load_factory(ModelSource(fn, "factory", (), factory=f"userfactories:{fn}"), d)
+        out[fn] = [fw, type(m).__name__]
+    except ModelFileError as e:
+        out[fn] = str(e)
+try:
+    load_factory(ModelSource("x", "factory", (), factory="no_such_module:f"), d)
+except ModelFileError as e:
+    out["missing"] = str(e)
+print(json.dumps(out))
+'''
+
+
+def test_keras_files_savedmodels_and_factories_load_in_the_worker_only(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", KERAS_SCRIPT, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["keras"] == 0.0 and out["saved"] < 1e-6
+    assert out["lambda"].startswith("model_file: lambda.keras was not loaded: ")
+    assert "safe_mode refuses Lambda layers" in out["lambda"]
+    assert out["tokens"] == ["torch", "Sequential"]
+    assert out["keras_dense"] == ["tensorflow", "Functional"]
+    assert out["boom"] == ("model_factory: userfactories:boom raised ValueError: no weights "
+                           "here")
+    assert out["number"] == ("model_factory: userfactories:number returned int, not a "
+                             "torch.nn.Module or a Keras model")
+    assert out["missing"].startswith("model_factory: no_such_module:f could not be imported "
+                                     "(ModuleNotFoundError: ")

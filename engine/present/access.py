@@ -11,8 +11,8 @@ crafted request, still changes nothing.
   it is the person who started the server.
 - A session from another machine (or through a reverse proxy, which makes every client look
   local: its X-Forwarded-For / X-Real-IP / Forwarded header marks it remote; a proxy that adds
-  none needs `trust_loopback = false`) may write only when signed in (`st.login`, OIDC configured under `[auth]`) with an
-  e-mail on the `admins` list under `[dashboard]`. Being signed in is authentication; the list
+  none needs `trust_loopback = false`) may write only when signed in (`st.login`, OIDC
+  configured under `[auth]`) with an e-mail on the `admins` list under `[dashboard]`. Being signed in is authentication; the list
   is the authorisation.
 """
 

@@ -6,7 +6,11 @@ yet). Each loader is the safe one for its format:
   `torch.save` pickle: read only through torch.load(weights_only=True), which refuses any
   object whose unpickling would run code, and which yields weights, never a model (refused
   with what to save instead);
-- ONNX: an ONNX Runtime session on the CPU execution provider with no custom-op library.
+- ONNX: an ONNX Runtime session on the CPU execution provider with no custom-op library;
+- Keras (.keras): keras.saving.load_model(safe_mode=True): a Lambda layer's code is refused;
+- SavedModel folder: tf.saved_model.load, called through its serving signature;
+- a factory (module:function): the user's own code, imported and called here, in the worker,
+  never in the dashboard; what it returns must be a torch.nn.Module or a Keras model.
 
 The file's SHA-256 and size are taken here too, so a stored result names exactly which model
 it measured.
@@ -19,7 +23,8 @@ import os
 
 from engine.spec.model_source import InputSpec, ModelSource
 
-__all__ = ["ModelFileError", "file_digest", "load_torch", "onnx_session", "torch_inputs"]
+__all__ = ["ModelFileError", "file_digest", "load_torch", "onnx_session", "torch_inputs",
+           "load_keras", "load_savedmodel", "load_factory"]
 
 
 class ModelFileError(Exception):
@@ -112,3 +117,67 @@ def torch_inputs(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> li
         else:
             out.append(torch.randint(0, 100, shape, generator=g).to(dtype))
     return out
+
+
+def load_keras(source: ModelSource):
+    """A .keras file with safe_mode on: a Lambda layer (arbitrary code) is refused."""
+    import keras
+
+    try:
+        return keras.saving.load_model(source.path, compile=False, safe_mode=True)
+    except Exception as exc:  # noqa: BLE001
+        why = _one_line(exc)
+        hint = (" (safe_mode refuses Lambda layers: they run code from the file; rebuild the "
+                "model without them or use --model-factory)" if "safe_mode" in why
+                or "Lambda" in why else "")
+        raise ModelFileError(f"model_file: {os.path.basename(source.path)} was not loaded: "
+                             f"{why}{hint}") from None
+
+
+def load_savedmodel(source: ModelSource):
+    """A TensorFlow SavedModel folder's serving signature (a concrete function)."""
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(source.path)
+        return loaded.signatures["serving_default"]
+    except Exception as exc:  # noqa: BLE001
+        raise ModelFileError(f"model_file: {os.path.basename(source.path)} is not a SavedModel "
+                             f"with a serving_default signature ({_one_line(exc)})") from None
+
+
+def load_factory(source: ModelSource, cwd: str | None = None):
+    """(framework, model) from the user's module:function; the module is looked up on the
+    user's path (their working folder first)."""
+    import importlib
+    import sys
+
+    module_name, fn_name = source.factory.split(":")
+    folder = cwd or os.getcwd()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        fn = getattr(importlib.import_module(module_name), fn_name)
+    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError, or the module's own
+        raise ModelFileError(f"model_factory: {source.factory} could not be imported "
+                             f"({_one_line(exc)})") from None
+    try:
+        model = fn()
+    except Exception as exc:  # noqa: BLE001
+        raise ModelFileError(f"model_factory: {source.factory} raised {_one_line(exc)}") from None
+    if "torch" in sys.modules and _is_torch_module(model):
+        return "torch", model
+    if "keras" in sys.modules and _is_keras_model(model):
+        return "tensorflow", model
+    raise ModelFileError(f"model_factory: {source.factory} returned {type(model).__name__}, "
+                         "not a torch.nn.Module or a Keras model")
+
+
+def _is_torch_module(obj) -> bool:
+    import torch
+    return isinstance(obj, torch.nn.Module)
+
+
+def _is_keras_model(obj) -> bool:
+    import keras
+    return isinstance(obj, keras.Model)
