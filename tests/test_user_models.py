@@ -78,11 +78,16 @@ print(json.dumps(out))
 '''
 
 
-def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=ROOT,
+def worker_side(script: str, folder) -> dict:
+    """Run a script as a worker would (its own process) and read its JSON answer."""
+    proc = subprocess.run([sys.executable, "-c", script, str(folder)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path):
+    out = worker_side(SCRIPT, tmp_path)
     assert out["m.pt2"] == 0.0 and out["m.pt"] < 1e-6 and out["m.onnx"] < 1e-5
     assert out["weights.pt"].startswith("model_file: weights.pt holds OrderedDict (weights), not a "
                                         "model")
@@ -149,10 +154,7 @@ print(json.dumps(out))
 
 
 def test_keras_files_savedmodels_and_factories_load_in_the_worker_only(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", KERAS_SCRIPT, str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = worker_side(KERAS_SCRIPT, tmp_path)
     assert out["keras"] == 0.0 and out["saved"] < 1e-6
     assert out["lambda"].startswith("model_file: lambda.keras was not loaded: ")
     assert "safe_mode refuses Lambda layers" in out["lambda"]
