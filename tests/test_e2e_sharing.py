@@ -70,18 +70,24 @@ def test_the_viewer_shows_every_page_and_no_write_control(db_path, tmp_path):
         expect(page.get_by_text("Viewer mode: read-only")).to_be_visible()
         nav = page.get_by_test_id("stSidebarNav")
         assert "Run" not in nav.inner_text().split("\n")
-        for name, heading in (("results", "Results"), ("compare", "Compare frameworks"),
-                              ("cost", "Cost of inference"), ("system", "System"),
-                              ("training", "Training"), ("dataload", "Data loading")):
+        # Each page's last element: once it is drawn, the script has run to its end, so
+        # an absent button is absent, not yet to come.
+        link = "Link to this view"
+        for name, heading, last in (
+                ("results", "Results", link), ("compare", "Compare frameworks", link),
+                ("cost", "Cost of inference", link),
+                ("system", "System", "Machines seen in the stored runs"),
+                ("training", "Training", "No training runs stored yet"),
+                ("dataload", "Data loading", "No data-loading runs stored yet")):
             page.goto(f"{base}/{name}")
             expect(page.get_by_role("heading", name=heading)).to_be_visible(timeout=60_000)
-            page.wait_for_timeout(1500)
+            expect(page.get_by_text(last).first).to_be_visible(timeout=60_000)
             no_exception(page)
             for label in ("Launch", "Cancel", "Start search", "Start training"):
                 expect(page.get_by_role("button", name=label)).to_have_count(0)
             expect(page.locator("input[type=file]")).to_have_count(0)  # no upload anywhere
         page.goto(f"{base}/run")  # after app.py ran: an address outside the navigation
-        page.wait_for_timeout(3000)
+        expect(page.get_by_text(link).first).to_be_visible(timeout=60_000)  # Results, drawn
         expect(page.get_by_role("button", name="Launch")).to_have_count(0)
         page.screenshot(path=str(ARTIFACTS / "e2e-viewer.png"), full_page=True)
     with open_db(db_path) as con:
