@@ -3,14 +3,11 @@ a name of anything else), refused ones are named with what is allowed, and each 
 its selection back to the address."""
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine.present.links import (encode_setting, looks_like_path, parse_choice,
                                   parse_choices, parse_number)
-from tests.conftest import ROOT
 from tests.helpers import seed_sweep, seed_workloads
-
-APP = str(ROOT / "app.py")
+from tests.test_pages import page
 
 
 @pytest.mark.parametrize("raw", ["../x", "/etc/passwd", "a\\b", "~root", "x\x00y", ".."])
@@ -48,21 +45,10 @@ def test_choices_numbers_and_lengths():
     assert not looks_like_path(encode_setting(("cpu", "fp32", None, None)))
 
 
-def open_page(name, db_path, monkeypatch, query):
-    monkeypatch.setenv("BENCH_DB", str(db_path))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page(name)
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_path,
                                                                           monkeypatch):
     seed_sweep(db_path)
-    at = open_page("pages/compare.py", db_path, monkeypatch, {
+    at = page("pages/compare.py", db_path, monkeypatch, {
         "sweep": "sweep-se", "models": "mobilenet_v3_small", "threads": "1", "batch": "8",
         "band": "IQR", "dist": "violin"})
     assert [w.value for w in at.warning] == []
@@ -100,7 +86,7 @@ def test_a_bad_link_value_is_named_and_ignored_never_an_exception(name, query, r
                                                                    db_path, monkeypatch):
     seed_sweep(db_path)
     seed_workloads(db_path)
-    at = open_page(name, db_path, monkeypatch, query)
+    at = page(name, db_path, monkeypatch, query)
     notes = [w.value for w in at.warning if w.value.startswith("link: ")]
     assert [n.split("=", 1)[0].removeprefix("link: ") for n in notes] == refused
     assert all(n.endswith("; ignored") and "allowed: " in n for n in notes)
@@ -111,15 +97,15 @@ def test_values_the_page_offers_reopen_even_with_a_slash_or_as_all(db_path, monk
     page's own values and reopen the same view."""
     seed_sweep(db_path)
     shape = "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
-    at = open_page("pages/cost.py", db_path, monkeypatch, {"shape": shape})
+    at = page("pages/cost.py", db_path, monkeypatch, {"shape": shape})
     assert [w.value for w in at.warning if w.value.startswith("link: ")] == []
     assert at.selectbox(key="shape").value == shape and at.query_params["shape"] == shape
-    at = open_page("pages/compare.py", db_path, monkeypatch, {"sweep": "all"})
+    at = page("pages/compare.py", db_path, monkeypatch, {"sweep": "all"})
     assert at.selectbox(key="sweep").value is None and at.query_params["sweep"] == "all"
 
 
 def test_a_link_value_cannot_put_a_link_on_our_page(db_path, monkeypatch):
-    at = open_page("pages/run.py", db_path, monkeypatch,
+    at = page("pages/run.py", db_path, monkeypatch,
                    {"rounds": "[Sign in](https://evil.example)"})
     (msg,) = [w.value for w in at.warning if w.value.startswith("link: ")]
     assert msg.startswith("link: rounds='\\[Sign in\\]\\(https\\://evil.example\\)' is not")
