@@ -61,18 +61,11 @@ def _q_list(key, default, options=None, lo=1, hi=BATCH_RANGE[1]):
 def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1], cast=int):
     """A number from the link, within lo..hi; a bad one is reported (naming the field and
     the range) and the default used, so a shared link never breaks the page."""
-    raw = q.get(key)
-    if raw is None:
-        return default
-    try:
-        v = cast(raw)
-    except ValueError:
-        v = None
-    if v is None or not lo <= v <= hi:
-        kind = "integer" if cast is int else "number"
-        link_errors.append(note(key, raw, f"{kind} {lo:g}..{hi:g}", f"using {default:g}"))
-        return default
-    return v
+    value, msg = parse_number(key, q.get(key), lo, hi, integer=cast is int,
+                              action=f"using {default:g}")
+    if msg:
+        link_errors.append(msg)
+    return default if value is None else value
 
 
 link_errors: list[str] = []

@@ -49,11 +49,11 @@ def _allowed_list(options: Iterable[str], limit: int = 8) -> str:
     return "one of " + ", ".join(names[:limit]) + more
 
 
-def _refused(field: str, raw: str, allowed: str) -> str | None:
+def _refused(field: str, raw: str, allowed: str, action: str = "ignored") -> str | None:
     if len(raw) > MAX_VALUE_LEN:
-        return note(field, raw, f"at most {MAX_VALUE_LEN} characters; {allowed}")
+        return note(field, raw, f"at most {MAX_VALUE_LEN} characters; {allowed}", action)
     if looks_like_path(raw):
-        return note(field, raw, f"a name, not a path; {allowed}")
+        return note(field, raw, f"a name, not a path; {allowed}", action)
     return None
 
 
@@ -95,20 +95,22 @@ def parse_choices(field: str, raw: str | None, options: dict[str, Any]
 
 
 def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
-                 integer: bool = False) -> tuple[float | int | None, str | None]:
+                 integer: bool = False, action: str = "ignored"
+                 ) -> tuple[float | int | None, str | None]:
+    """A number in lo..hi; action says what the page does instead (e.g. "using 3")."""
     if raw is None or raw == "":
         return None, None
     kind = "integer" if integer else "number"
     allowed = f"{kind} {lo:g}..{hi:g}"
-    bad = _refused(field, raw, allowed)
+    bad = _refused(field, raw, allowed, action)
     if bad:
         return None, bad
     try:
         value = int(raw) if integer else float(raw)
     except ValueError:
-        return None, note(field, raw, allowed)
+        return None, note(field, raw, allowed, action)
     if not math.isfinite(value) or not lo <= value <= hi:
-        return None, note(field, raw, allowed)
+        return None, note(field, raw, allowed, action)
     return value, None
 
 
