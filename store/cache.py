@@ -20,6 +20,7 @@ by any process, changes one of them, and reads change neither.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -133,14 +134,24 @@ def _database(path: str, read_only: bool = False) -> Database:
 
 def database() -> Database:
     """The handle of the database this server reads ($BENCH_DB, else ./data/bench.duckdb);
-    read-only in viewer mode (no migration, no file created: a viewer writes nothing)."""
-    return _database(str(resolve_db_path()), access().viewer)
+    read-only in viewer mode (no migration, no file created: a viewer writes nothing).
+    Every read() asks: only the viewer flag is looked up, not the session's sign-in."""
+    from engine.present.access import viewer_mode
+
+    return _database(str(resolve_db_path()), viewer_mode(os.environ, _settings()[0]))
 
 
 @st.cache_resource(show_spinner=False)
 def _job_manager(path: str, read_only: bool):
     from engine.run import jobs  # looked up at call time: tests replace get_manager
     return jobs.get_manager(path, read_only)
+
+
+@functools.cache
+def _authlib() -> bool:
+    """st.login needs Authlib; installed or not, that does not change while serving."""
+    import importlib.util
+    return importlib.util.find_spec("authlib") is not None
 
 
 def _settings() -> tuple[dict, bool]:
@@ -152,10 +163,7 @@ def _settings() -> tuple[dict, bool]:
         auth = "auth" in secrets
     except (FileNotFoundError, KeyError, st.errors.StreamlitSecretNotFoundError):
         return {}, False
-    if auth:
-        import importlib.util
-        auth = importlib.util.find_spec("authlib") is not None
-    return dashboard, auth
+    return dashboard, auth and _authlib()
 
 
 def access():
