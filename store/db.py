@@ -140,8 +140,17 @@ def m005_training_dataload_profiles(con) -> None:
             data BLOB NOT NULL)""")
 
 
+def m006_user_models(con) -> None:
+    """A user's model names exactly what was measured: format, origin, inputs, and the
+    SHA-256 and size of the file the worker loaded (NULL for catalog models)."""
+    for column, kind in (("model_format", "VARCHAR"), ("model_origin", "VARCHAR"),
+                         ("model_inputs", "VARCHAR"), ("model_sha256", "VARCHAR"),
+                         ("model_bytes", "BIGINT")):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
-              m005_training_dataload_profiles]
+              m005_training_dataload_profiles, m006_user_models]
 
 
 def _migrate(con) -> None:

@@ -84,6 +84,7 @@ def save_record(con, record: RunRecord, system: dict | None = None) -> None:
         # Only a scenario that measures catalog models records their counts (training
         # models end in a 10-way head: their counts are not the catalog's).
         if (record.source == "engine" and SCENARIOS[record.kind].counts_model_stats
+                and record.model_format is None  # a user's model is no catalog fact
                 and record.params is not None
                 and record.flops_per_sample is not None
                 and framework_version(record.framework)):

@@ -18,7 +18,7 @@ import hashlib, json, os, sys, warnings
 import torch
 from engine.spec.model_source import InputSpec, ModelSource
 from engine.worker.user_models import (ModelFileError, file_digest, load_torch, onnx_session,
-                                       torch_inputs)
+                                       arrays)
 warnings.filterwarnings("ignore")
 d = sys.argv[1]
 out = {}
@@ -71,7 +71,7 @@ for name in ("weights.pt", "evil.pt"):
 out["pwned"] = os.path.exists(f"{d}/pwned")
 sha, size = file_digest(f"{d}/m.onnx")
 out["digest"] = [sha == hashlib.sha256(open(f"{d}/m.onnx", "rb").read()).hexdigest(), size]
-(ids,) = torch_inputs((InputSpec("input_ids", (1, 128), "int64"),), 4)
+(ids,) = map(torch.from_numpy, arrays((InputSpec("input_ids", (1, 128), "int64"),), 4))
 out["ids"] = [list(ids.shape), str(ids.dtype), int(ids.min()) >= 0, int(ids.max()) < 100]
 out["tokens"] = list(Tokens().eval()(ids).shape)
 print(json.dumps(out))

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from engine.analysis.compare import (ConfigResult, aggregate, compare_rounds, contender_name,
                                      geomean, noise_floor, t975)
 from engine.spec.limits import THRESHOLD_RANGE, float_range
+from engine.spec.catalog import model_label
 
 __all__ = ["Config", "Decision", "Change", "SetComparison", "HistoryPoint", "decide",
            "compare_sets", "history_points", "policy_text", "DEFAULT_THRESHOLD", "VERDICTS",
@@ -80,7 +81,7 @@ class Config:
                                     "precision": self.precision, "device": self.device,
                                     "inter_threads": self.inter_threads,
                                     "replica": self.replica})
-        return (f"{self.model} {self.image_size}px b{self.batch_size} t{self.threads} · "
+        return (f"{model_label(self.model, self.image_size)} b{self.batch_size} t{self.threads} · "
                 f"{contender}")
 
     def sort_key(self) -> tuple:

@@ -8,7 +8,7 @@ import argparse
 from engine.spec.limits import MEMORY_CAP_MB_MIN, ROUNDS_RANGE
 
 __all__ = ["db_arg", "int_arg", "float_arg", "sweep_options", "memory_cap_option",
-           "memory_cap"]
+           "memory_cap", "user_model_options", "user_model"]
 
 
 def db_arg(p) -> None:
@@ -62,3 +62,70 @@ def memory_cap(args) -> int:
     import psutil
     return (args.memory_cap_mb * 2**20 if args.memory_cap_mb
             else int(psutil.virtual_memory().total * 0.75))
+
+
+def user_model_options(p) -> None:
+    """--model-file / --model-factory and the inputs: a user's own model (issue #14)."""
+    g = p.add_argument_group("your own model (instead of --model)")
+    g.add_argument("--model-file", metavar="PATH",
+                   help="a torch.export program (.pt2), TorchScript (.pt/.pth), ONNX (.onnx), "
+                        "Keras v3 (.keras) file or a TensorFlow SavedModel folder")
+    g.add_argument("--model-factory", metavar="MODULE:FUNCTION",
+                   help="your function returning a torch.nn.Module or a Keras model, imported "
+                        "from the current folder or your path (only inside the worker); "
+                        "give --framework torch or tensorflow")
+    g.add_argument("--input-shape", metavar="C,H,W",
+                   help="one float32 input, the dimensions after the batch axis in the "
+                        "model's own layout (torch C,H,W; Keras H,W,C)")
+    g.add_argument("--input", action="append", metavar="NAME:DIMS[:DTYPE]",
+                   help="one input, batch axis first written as 1, e.g. "
+                        "input_ids:1x128:int64 (repeat for several inputs)")
+    g.add_argument("--name", metavar="NAME",
+                   help="the name results show for your model (default: the file's stem or "
+                        "the function's name)")
+
+
+def user_model(args, catalog_models):
+    """The ModelSource the options describe, or None when --model names catalog models.
+    UserError naming the field for anything missing, conflicting or malformed."""
+    import os
+    import re
+
+    from engine.spec.errors import UserError
+    from engine.spec.model_source import (ModelSource, check_model_name, detect_format,
+                                          parse_factory, parse_input, parse_input_shape)
+
+    file, factory = args.model_file, args.model_factory
+    if not file and not factory:
+        if args.input_shape or args.input or args.name:
+            raise UserError("model_file: --input-shape, --input and --name describe your own "
+                            "model; allowed: with --model-file or --model-factory",
+                            field="model_file")
+        if not catalog_models:
+            raise UserError("model: none given; allowed: --model NAME..., --model-file PATH "
+                            "or --model-factory MODULE:FUNCTION", field="model")
+        return None
+    if file and factory:
+        raise UserError("model_file: give --model-file or --model-factory, not both",
+                        field="model_file")
+    if catalog_models:
+        raise UserError("model: --model names catalog models; allowed: --model, or your own "
+                        "model with --model-file/--model-factory, not both", field="model")
+    if bool(args.input_shape) == bool(args.input):
+        raise UserError("input: describe the model's input with --input-shape C,H,W or one "
+                        "or more --input NAME:DIMS[:DTYPE] (one of the two)", field="input")
+    inputs = ((parse_input_shape(args.input_shape),) if args.input_shape
+              else tuple(parse_input(t) for t in args.input))
+    if len({i.name for i in inputs}) != len(inputs):
+        raise UserError("input: two inputs share a name; allowed: distinct names",
+                        field="input")
+    if factory:
+        factory = parse_factory(factory)
+        default = factory.split(":")[1]
+        fmt, path = "factory", os.getcwd()  # the folder its module is looked up in first
+    else:
+        fmt = detect_format(file)
+        path = os.path.abspath(file)
+        default = os.path.basename(path.rstrip(os.sep)).split(".")[0]
+    name = check_model_name(args.name or re.sub(r"[^A-Za-z0-9_.-]", "_", default)[:64])
+    return ModelSource(name, fmt, inputs, path=path, factory=factory or None)

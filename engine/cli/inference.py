@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from engine.cli.args import db_arg, float_arg, int_arg, memory_cap, memory_cap_option, sweep_options
+from engine.cli.args import (db_arg, float_arg, int_arg, memory_cap, memory_cap_option,
+                             sweep_options, user_model, user_model_options)
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
@@ -24,10 +25,12 @@ USER_FRAMEWORKS = [f for f in FRAMEWORKS if f != "selftest"]
 
 def add_parsers(sub) -> None:
     r = sub.add_parser("run", help="run a sweep of benchmarks and store every result")
-    r.add_argument("--model", nargs="+", required=True, metavar="NAME",
-                   help=f"catalog names: {', '.join(CATALOG)}")
-    r.add_argument("--framework", nargs="+", default=["torch", "tensorflow"], metavar="FW",
-                   help=f"{', '.join(USER_FRAMEWORKS)} (default: both)")
+    r.add_argument("--model", nargs="+", metavar="NAME",
+                   help=f"catalog names: {', '.join(CATALOG)} (or your own model: see below)")
+    r.add_argument("--framework", nargs="+", default=None, metavar="FW",
+                   help=f"{', '.join(USER_FRAMEWORKS)} (default: both; your model file: "
+                        "its format's)")
+    user_model_options(r)
     r.add_argument("--runtime", nargs="+", metavar="RT", default=None,
                    help="runtimes to measure, each applied to the frameworks that have it "
                         "(default: eager for torch, tf_function for tensorflow); see "
@@ -95,8 +98,10 @@ def add_parsers(sub) -> None:
 
     bs = sub.add_parser("batch-search", help="find the throughput-optimal batch size "
                                              "(doubling, then bisecting after out-of-memory)")
-    bs.add_argument("--model", required=True)
-    bs.add_argument("--framework", default="torch")
+    bs.add_argument("--model")
+    bs.add_argument("--framework", default=None, help="torch (default) or tensorflow; your "
+                                                      "model file: its format's")
+    user_model_options(bs)
     bs.add_argument("--runtime", default=None)
     bs.add_argument("--threads", type=int_arg("threads", 1), default=1)
     bs.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None)
@@ -116,6 +121,19 @@ def add_parsers(sub) -> None:
 
 
 
+def _frameworks(given, src, default) -> list[str]:
+    """--framework as given; else a model file's format's framework, or the default. A
+    factory's model belongs to one framework, which the user names."""
+    if given:
+        return given
+    if src is None:
+        return default
+    if src.framework is None:
+        raise UserError("framework: a factory's model belongs to one framework; allowed: "
+                        "--framework torch or --framework tensorflow", field="framework")
+    return [src.framework]
+
+
 def cmd_run(args) -> int:
     from engine.analysis.compare import aggregate
     from engine.present.tables import compare_table
@@ -123,11 +141,15 @@ def cmd_run(args) -> int:
     policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
                                min_time_s=args.min_time, min_iters=args.min_iters,
                                max_time_s=args.max_time)
-    specs = expand_sweep(args.model, args.framework, args.batch, args.threads,
+    src = user_model(args, args.model)
+    models = [src.name] if src else args.model
+    specs = expand_sweep(models, _frameworks(args.framework, src, ["torch", "tensorflow"]),
+                         args.batch, args.threads,
                          inter_threads=args.inter_threads, precision=args.precision,
                          image_size=args.image_size, device=args.device,
                          weight_policy=args.weight_policy, policy=policy,
-                         runtimes=args.runtime, profile_steps=args.profile)
+                         runtimes=args.runtime, profile_steps=args.profile,
+                         user_model=src)
 
     if args.aa_test:  # the copies after the originals: each group stays contiguous
         specs = specs + [replace(s, replica=1) for s in specs]
@@ -206,8 +228,11 @@ def cmd_batch_search(args) -> int:
     from store.db import resolve_db_path
 
     float_range("margin", args.margin, *MARGIN_RANGE)
-    base = RunSpec(args.model, args.framework, args.start, args.threads,
+    src = user_model(args, [args.model] if args.model else [])
+    (framework,) = _frameworks([args.framework] if args.framework else None, src, ["torch"])
+    base = RunSpec(src.name if src else args.model, framework, args.start, args.threads,
                    image_size=args.image_size, precision=args.precision, runtime=args.runtime,
+                   user_model=src,
                    policy=MeasurementPolicy(min_time_s=args.min_time, min_iters=args.min_iters,
                                             warmup_iters=3)).validate()
     db = resolve_db_path(args.db)

@@ -7,6 +7,7 @@ import pandas as pd
 
 from engine.analysis.compare import ConfigResult
 from engine.present.tables import compare_grid
+from engine.spec.catalog import model_label
 
 __all__ = ["compare_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 
@@ -23,7 +24,7 @@ def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ")):
         model, size, batch, threads = contest.row
         if winner is not None:
             best.append((len(rows), winner))
-        rows.append({"model": f"{model} {size}px", "batch": batch, "threads": threads,
+        rows.append({"model": model_label(model, size), "batch": batch, "threads": threads,
                      **dict(zip(cols, cells))})
     return pd.DataFrame(rows), best, max(rounds, 1), [c for c, _, _ in grid]
 

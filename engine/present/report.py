@@ -40,6 +40,7 @@ from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_sof
 from store.queries import comparable_models, config_samples, config_summary, settings
 from store.runs import sweep_rounds
 from store.sweep_ref import resolve_inference_sweep
+from engine.spec.catalog import model_label
 
 __all__ = ["build_report", "check_format", "REPORT_FORMATS"]
 
@@ -74,7 +75,7 @@ def _gather(con, sweep_id: str) -> ReportData:
     results = aggregate(rows)
     latency, best, rounds, contest_rows = compare_frame(results, marks=_MARKS)
     tp_cols, tp_grid, _ = compare_grid(results, as_throughput=True, marks=_MARKS)
-    sentences = [f"{c.row[0]} {c.row[1]}px b{c.row[2]} t{c.row[3]}: {s}"
+    sentences = [f"{model_label(c.row[0], c.row[1])} b{c.row[2]} t{c.row[3]}: {s}"
                  for c in contest_rows for s in c.sentences]
     floor = noise_floor([r.summary for r in results if r.summary])
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from engine.spec.catalog import model_label
+
 __all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
 
 
@@ -151,7 +153,7 @@ def _throughput_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
     rows, best = [], set()
     for ri, (contest, cells, winner) in enumerate(grid):
         model, size, batch, threads = contest.row
-        rows.append([f"{model} {size}px", batch, threads, *cells])
+        rows.append([model_label(model, size), batch, threads, *cells])
         if winner in cols:
             best.add((ri, 3 + cols.index(winner)))
     return ["model", "batch", "threads", *cols], rows, best

@@ -6,7 +6,7 @@ import re
 
 from engine.analysis.compare import ConfigResult, contests, geomean, noise_floor
 from engine.analysis.stats import p99_confident
-from engine.spec.catalog import CATALOG
+from engine.spec.catalog import CATALOG, model_label
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
            "interference_text", "p99_text", "architecture_notes"]
@@ -110,7 +110,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
         table, highlight = [], set()
         for ri, (contest, cells, best) in enumerate(grid):
             model, size, batch, threads = contest.row
-            table.append([f"{model} {size}px", str(batch), str(threads), *cells])
+            table.append([model_label(model, size), str(batch), str(threads), *cells])
             if color and best in cols:
                 highlight.add((ri, 3 + cols.index(best)))
         out.append(title + (f" (geometric mean of up to {rounds} rounds [min-max over "
@@ -118,7 +118,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
         out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
         out.append("")
     rows = [contest for contest, _, _ in grid]
-    verdicts = [f"  {c.row[0]} {c.row[1]}px b{c.row[2]} t{c.row[3]}: {s}"
+    verdicts = [f"  {model_label(c.row[0], c.row[1])} b{c.row[2]} t{c.row[3]}: {s}"
                 for c in rows for s in c.sentences]
     if verdicts:
         out.append("verdicts (paired rounds, 95 % Student-t interval on log ratios; decided "

@@ -110,6 +110,7 @@ def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
         rss_before_bytes=ev["rss_before_bytes"], peak_rss_bytes=ev["peak_rss_bytes"],
         peak_rss_method=ev["peak_rss_method"], device_peak_bytes=ev["device_peak_bytes"],
         prepare_s=ev.get("prepare_s"), extra=extra,
+        model_sha256=ev.get("model_sha256"), model_bytes=ev.get("model_bytes"),
         warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples,
         epochs=tuple(ev.get("epochs", ())), step_losses=tuple(ev.get("step_losses", ())),
         profile_ops=tuple(ev.get("profile_ops", ())), trace_gz=trace_gz)
@@ -121,6 +122,10 @@ def one_flop_count(rec: RunRecord, reference_flops: int | None) -> RunRecord:
     with no reference count stored gets no GFLOP/s rather than an incomparable one."""
     if rec.median_ms is None:
         return rec
+    if rec.model_format:  # a user's model: its own count, the only one there is
+        basis = (f"this run's own count ({rec.flops_method})" if rec.flops_per_sample
+                 else f"no FLOP count for this {rec.model_format} model: no GFLOP/s")
+        return replace(rec, extra={**(rec.extra or {}), "gflops_basis": basis})
     count = rec.flops_per_sample if rec.framework == FLOP_FRAMEWORK else reference_flops
     basis = FLOP_BASIS if count else (
         f"no {FLOP_FRAMEWORK} FLOP count stored for {rec.model} at {rec.image_size} px yet "

@@ -64,8 +64,8 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
     system = system_info()
 
     def known(spec: RunSpec):
-        if not scenario_of(spec).counts_model_stats:
-            return None
+        if not scenario_of(spec).counts_model_stats or getattr(spec, "user_model", None):
+            return None  # a user's model is counted by its worker, every time
         with open_db(db) as con:
             return known_model_stats(con, spec.model, spec.framework, spec.image_size,
                                      framework_version(spec.framework) or "")

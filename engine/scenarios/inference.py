@@ -8,6 +8,7 @@ from engine.scenarios.base import Request, Scenario
 from engine.spec.budget import RoundBudget, default_max_rounds
 from engine.spec.inference import RunSpec, expand_sweep
 from engine.spec.limits import DEFAULT_ROUNDS
+from engine.spec.model_source import ModelSource, describe_inputs
 from engine.spec.policy import MeasurementPolicy
 
 __all__ = ["Inference", "INFERENCE", "SweepRequest"]
@@ -21,6 +22,13 @@ class Inference(Scenario):
     sample_unit = "batch"
     counts_model_stats = True
     decides_contests = True
+
+    def record_columns(self, spec) -> dict:
+        src = spec.user_model
+        if src is None:
+            return {}
+        return {"model_format": src.format, "model_origin": src.path or src.factory,
+                "model_inputs": describe_inputs(src.inputs)}
 
     def config_extra(self, spec) -> dict:
         extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
@@ -70,6 +78,7 @@ class SweepRequest(Request):
     memory_cap_bytes: int | None = None
     runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
     profile_steps: int = 0  # >0: profile this many iterations after each timed pass
+    user_model: ModelSource | None = None  # a user's model (models = its name), issue #14
 
     def budget(self) -> RoundBudget:
         return RoundBudget(self.rounds, default_max_rounds(self.rounds)
@@ -82,7 +91,8 @@ class SweepRequest(Request):
                             precision=self.precision, image_size=self.image_size,
                             weight_policy=self.weight_policy, policy=self.policy,
                             runtimes=list(self.runtimes) or None,
-                            profile_steps=self.profile_steps), []
+                            profile_steps=self.profile_steps,
+                            user_model=self.user_model), []
 
     @classmethod
     def covering(cls, configs: list[dict]) -> list["SweepRequest"]:

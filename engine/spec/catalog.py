@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
-           "DIAGNOSTIC_MODELS", "get_model"]
+           "DIAGNOSTIC_MODELS", "get_model", "model_label"]
 
 # Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
 # reference every other runtime's output is checked against before it is timed.
@@ -104,6 +104,12 @@ DIAGNOSTIC_MODELS: dict[str, str] = {
     "fault_alloc": "allocates memory until the cap stops it (status oom)",
     "fault_exit": "ends its process abruptly mid-run (status killed)",
 }
+
+
+def model_label(model: str, size) -> str:
+    """A model and its input size as tables show it; a user's model (no image size: it
+    takes the inputs it describes) by its name alone."""
+    return f"{model} {size}px" if size is not None and size == size else str(model)
 
 
 def get_model(name: str) -> ModelInfo:

@@ -10,13 +10,16 @@ from dataclasses import asdict, dataclass, field, replace
 
 from engine.spec.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
 from engine.spec.errors import UserError
+from engine.spec.model_source import (ModelSource, check_model_name, check_runtime,
+                                      default_runtime, describe_inputs, detect_format,
+                                      source_from_dict)
 from engine.spec.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
                                 logical_cores, require_values, unique)
 from engine.spec.policy import MeasurementPolicy
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
-           "device_choices"]
+           "device_choices", "USER_WEIGHTS"]
 
 PRECISIONS = ("fp32", "bf16")
 # bf16 where the runtime supports it (AMX-bf16 CPUs run it natively); the rest are refused
@@ -39,6 +42,8 @@ CPU_ONLY_RUNTIMES = {
 # bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
 # distribution, as trained weights would have them; random: the initialiser's values as is.
 WEIGHT_POLICIES = ("bn_calibrated", "random")
+# A user's model runs with the weights its file or factory gave it, never re-calibrated.
+USER_WEIGHTS = "as_given"
 # ONNX Runtime and the C++ runner execute outside the torch profiler's sight.
 PROFILED_RUNTIMES = {"torch": ("eager", "channels_last", "torchscript", "compile"),
                      "tensorflow": ("keras", "tf_function", "xla")}
@@ -69,6 +74,9 @@ class RunSpec:
     # >0: the same configuration again under a second name ("#2"), in a worker of its own:
     # an A/A test, a contest whose true answer is a tie (bench/verdicts.py runs one).
     replica: int = 0
+    # A user's own model (issue #14): `model` is then its display name, and the file or
+    # factory, its inputs and format come from here. None: a catalog model.
+    user_model: ModelSource | None = None
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
     def key(self) -> tuple:
@@ -83,6 +91,7 @@ class RunSpec:
     def from_dict(cls, d: dict) -> "RunSpec":
         d = dict(d)
         d["policy"] = MeasurementPolicy(**d.get("policy", {}))
+        d["user_model"] = source_from_dict(d.get("user_model"))
         return cls(**d)
 
     def validate(self, cores: int | None = None) -> "RunSpec":
@@ -93,6 +102,8 @@ class RunSpec:
             raise UserError(f"framework: unknown {self.framework!r}; allowed: "
                             f"{', '.join(f for f in FRAMEWORKS if f != 'selftest')}",
                             field="framework")
+        if self.user_model is not None:
+            return self._validate_user_model(cores)
         if self.framework == "selftest":
             if self.model not in DIAGNOSTIC_MODELS:
                 raise UserError(f"model: {self.model!r} is not a selftest model; allowed: "
@@ -140,6 +151,67 @@ class RunSpec:
                             field="profile_steps")
         return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
 
+    def _validate_user_model(self, cores: int) -> "RunSpec":
+        """A user's model: the format decides the framework and the runtimes; it runs with
+        the weights it came with (no calibration) on the inputs it describes."""
+        src = self.user_model
+        check_model_name(src.name)
+        if self.model != src.name:
+            raise UserError(f"model: {self.model!r} differs from the user model's name "
+                            f"{src.name!r}", field="model")
+        if src.format == "factory":
+            if self.framework not in ("torch", "tensorflow"):
+                raise UserError(f"framework: {self.framework!r} cannot run a factory's model; "
+                                "allowed: torch, tensorflow", field="framework")
+        else:
+            if detect_format(src.path) != src.format:
+                raise UserError(f"model_file: {src.path} is not a {src.format} file",
+                                field="model_file")
+            if self.framework != src.framework:
+                raise UserError(f"framework: a {src.format} model runs in {src.framework}, "
+                                f"not {self.framework}; allowed: {src.framework}",
+                                field="framework")
+        if not src.inputs:
+            raise UserError("input: none given; allowed: --input-shape C,H,W or one or more "
+                            "--input NAME:DIMS[:DTYPE]", field="input")
+        runtime = self.runtime or default_runtime(src.format, self.framework)
+        if runtime not in RUNTIMES[self.framework]:
+            raise UserError(f"runtime: {runtime!r} is not available for {self.framework}; "
+                            f"allowed: {', '.join(RUNTIMES[self.framework])}", field="runtime")
+        check_runtime(src.format, self.framework, runtime)
+        if runtime == "libtorch" and (len(src.inputs) != 1 or src.inputs[0].dtype != "float32"
+                                      or len(src.inputs[0].dims) != 4):
+            raise UserError("runtime: the LibTorch C++ runner feeds one float32 N,C,H,W "
+                            f"input; this model takes {describe_inputs(src.inputs)}; allowed "
+                            "for it: the other runtimes of its format", field="runtime")
+        int_range("batch_size", self.batch_size, *BATCH_RANGE)
+        int_range("intra_threads", self.intra_threads, 1, cores,
+                   hint=f" (this machine has {cores} logical cores)")
+        int_range("inter_threads", self.inter_threads, 1, cores,
+                   hint=f" (this machine has {cores} logical cores)")
+        choice("precision", self.precision, PRECISIONS)
+        if self.precision == "bf16" and (src.format != "factory"
+                                         or (self.framework, runtime) not in BF16_RUNTIMES):
+            raise UserError("precision: a user's model file runs in the precision it was "
+                            "saved in; bf16 applies to a torch factory's model on eager, "
+                            "channels_last, torchscript or compile; allowed: fp32",
+                            field="precision")
+        choice("device", self.device, DEVICES)
+        if self.device == "cuda" and runtime not in device_choices(self.framework, runtime):
+            raise UserError(f"device: cuda is not available for {self.framework} {runtime}; "
+                            "allowed: cpu", field="device")
+        if self.image_size is not None:
+            raise UserError("image_size: a user's model takes the input it describes; allowed: "
+                            "none (give --input-shape C,H,W instead)", field="image_size")
+        int_range("profile_steps", self.profile_steps, *PROFILE_RANGE)
+        if self.profile_steps and runtime not in PROFILED_RUNTIMES.get(self.framework, ()):
+            raise UserError(f"profile_steps: {self.framework} {runtime} cannot be profiled; "
+                            f"allowed: 0, or a runtime among "
+                            f"{', '.join(PROFILED_RUNTIMES[self.framework])}",
+                            field="profile_steps")
+        return replace(self, runtime=runtime, weight_policy=USER_WEIGHTS,
+                       policy=self.policy.validate())
+
 
 def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
     """Which of the named runtimes each framework runs (its default when none is named).
@@ -163,7 +235,7 @@ def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
 def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                  precision="fp32", image_size=None, device="cpu",
                  weight_policy="bn_calibrated", policy=None, cores=None,
-                 runtimes=None, profile_steps=0) -> list[RunSpec]:
+                 runtimes=None, profile_steps=0, user_model=None) -> list[RunSpec]:
     """The cartesian product, validated, ordered so each (framework, threads) group is
     contiguous: the runner starts one worker per group and pays the imports once. Within
     a group, a model's batch sizes follow each other so a built model is reused."""
@@ -173,12 +245,15 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
     for f in frameworks:  # an unknown framework is named before any runtime is
         if f not in FRAMEWORKS:
             RunSpec(models[0], f, 1, 1).validate(cores)
-    per_fw = runtimes_for(unique(frameworks), runtimes)
+    if user_model is not None and not runtimes:  # the format's default, not the framework's
+        per_fw = {f: [default_runtime(user_model.format, f)] for f in unique(frameworks)}
+    else:
+        per_fw = runtimes_for(unique(frameworks), runtimes)
     specs = [
         RunSpec(model=m, framework=f, batch_size=b, intra_threads=t,
                 inter_threads=inter_threads, precision=precision, image_size=image_size,
                 device=device, weight_policy=weight_policy, policy=policy,
-                runtime=rt, profile_steps=profile_steps).validate(cores)
+                runtime=rt, profile_steps=profile_steps, user_model=user_model).validate(cores)
         for f in unique(frameworks) for t in unique(threads) for m in unique(models)
         for rt in per_fw[f] for b in unique(batch_sizes)
     ]

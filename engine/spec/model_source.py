@@ -25,7 +25,8 @@ from engine.spec.errors import UserError
 
 __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "detect_format",
            "parse_input", "parse_input_shape", "parse_factory", "check_runtime",
-           "MAX_ELEMENTS", "MAX_DIMS"]
+           "MAX_ELEMENTS", "MAX_DIMS", "check_model_name", "default_runtime", "describe_inputs",
+           "source_from_dict", "format_for_name"]
 
 # format -> (framework, runtimes it can run on). A factory is the user's own code: every
 # runtime of the framework its model belongs to (decided in the worker, by what it returns).
@@ -177,3 +178,60 @@ def check_runtime(fmt: str, framework: str, runtime: str) -> None:
         raise UserError(f"runtime: {framework} {runtime} cannot run a {fmt} model: "
                         f"{_WHY_NOT[fmt]}; allowed: {fw} {', '.join(runtimes)}",
                         field="runtime")
+
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def check_model_name(name: str) -> str:
+    """The display name a user gives their model: shown on every page, so it must not pass
+    for a catalog model (the catalog's names are taken) and must be plain text."""
+    from engine.spec.catalog import CATALOG, DIAGNOSTIC_MODELS
+
+    name = (name or "").strip()
+    if not _MODEL_NAME.match(name):
+        raise UserError(f"model_name: {name!r} is not allowed; allowed: 1 to 64 letters, "
+                        "digits, _ . -", field="model_name")
+    if name in CATALOG or name in DIAGNOSTIC_MODELS:
+        raise UserError(f"model_name: {name!r} is a catalog model's name; allowed: a name of "
+                        "your own (e.g. my_{name})", field="model_name")
+    return name
+
+
+def default_runtime(fmt: str, framework: str) -> str:
+    """The runtime a user model gets when none is named: the framework's default where the
+    format runs on it, else the format's first."""
+    from engine.spec.catalog import FRAMEWORKS
+
+    if fmt == "factory" or FRAMEWORKS[framework] in FORMAT_RUNTIMES[fmt][1]:
+        return FRAMEWORKS[framework]
+    return FORMAT_RUNTIMES[fmt][1][0]
+
+
+def describe_inputs(inputs: tuple[InputSpec, ...]) -> str:
+    """The inputs as --input would take them: 'input:1x3x16x16:float32 ids:1x128:int64'."""
+    return " ".join(f"{i.name}:{'x'.join(map(str, i.dims))}:{i.dtype}" for i in inputs)
+
+
+def source_from_dict(d: dict | None) -> ModelSource | None:
+    """A ModelSource back from its JSON form (lists where the dataclass holds tuples)."""
+    if not d:
+        return None
+    inputs = tuple(InputSpec(i["name"], tuple(i["dims"]), i.get("dtype", "float32"))
+                   for i in d["inputs"])
+    return ModelSource(d["name"], d["format"], inputs, d.get("path"), d.get("factory"))
+
+
+def format_for_name(name: str) -> str:
+    """The format a file name's extension stands for, before any byte is written (an
+    upload's name): detect_format's extension rules without the stat. UserError (field
+    model_file) for a refused extension, with the reason, or an unknown one."""
+    ext = Path(name).suffix.lower()
+    if ext in _REFUSED_EXTENSIONS:
+        raise UserError(f"model_file: {ext} files are refused: {_REFUSED_EXTENSIONS[ext]}",
+                        field="model_file")
+    if ext not in _EXTENSIONS:
+        raise UserError(f"model_file: extension {ext or '(none)'!r} is not supported; "
+                        f"allowed: {', '.join(_EXTENSIONS)}", field="model_file")
+    return _EXTENSIONS[ext]
+

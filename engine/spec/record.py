@@ -90,6 +90,14 @@ class RunRecord:
     kind: str = "inference"  # inference | train | dataload
     dataset: str | None = None  # train: digits | synthetic; dataload: the generated set
     workers: int | None = None  # dataload: the pipeline's parallel workers
+    # A user's model (issue #14): its format, where it came from (file path or
+    # module:function), its inputs as --input takes them, and the SHA-256 and size of the
+    # bytes the worker loaded (a factory: of its module's source file). None: catalog.
+    model_format: str | None = None
+    model_origin: str | None = None
+    model_inputs: str | None = None
+    model_sha256: str | None = None
+    model_bytes: int | None = None
     # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()

@@ -117,8 +117,11 @@ class Frame:
                                   if per_run_peak else "VmHWM over the worker's lifetime"),
                  **fields)
         except BaseException as exc:  # every ending becomes one row; the parent decides
+            reason = f"{type(exc).__name__}: {exc}"
+            if getattr(spec, "user_model", None) is not None:  # one line, as the CLI prints it
+                reason = " ".join(reason.split())
             emit("failed", run_id=run_id, ended_at=time.time(), status=status_of(exc),
-                 reason=f"{type(exc).__name__}: {exc}"[:2000],
+                 reason=reason[:2000],
                  traceback=traceback.format_exc()[-4000:])
             on_failure()
             gc.collect()

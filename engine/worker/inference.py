@@ -4,15 +4,18 @@ the worker's frame. In "stats" mode it only counts params and FLOPs (the catalog
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 
+from engine.spec.model_source import describe_inputs
 from engine.worker.backends import load_backend
 from engine.worker.backends.base import ModelStats
 from engine.worker.frame import Frame, status_of
 from engine.worker.interference import interference, snapshot
 from engine.worker.measure import time_loop
 from engine.worker.profiling import profile_pass
+from engine.worker.user_models import source_digest
 
 __all__ = ["run_group"]
 
@@ -27,7 +30,13 @@ def run_group(runs, frame: Frame) -> None:
         _count_stats(backend, runs, emit)
         return
     flops_cache: dict = {}
-    state = {"loaded_key": None, "load_s": None}
+    state = {"loaded_key": None, "load_s": None, "digest": (None, None)}
+
+    def digest(spec) -> dict:
+        if spec.user_model is None:
+            return {}
+        sha, size = state["digest"]
+        return {"model_sha256": sha, "model_bytes": size}
 
     def forget():
         backend.unload()
@@ -41,7 +50,7 @@ def run_group(runs, frame: Frame) -> None:
             # seconds. The build time recorded is the one measured when it was built;
             # prepare() below redoes everything that depends on the batch size.
             model_key = (spec.model, spec.image_size, spec.weight_policy, spec.device,
-                         spec.runtime)
+                         spec.runtime, spec.user_model)
             reused = model_key == state["loaded_key"]
             if not reused:
                 backend.unload()
@@ -53,15 +62,21 @@ def run_group(runs, frame: Frame) -> None:
                 emit("progress", run_id=run_id, phase="load", iters=0)
                 t = time.perf_counter()
                 backend.load(spec)
+                if spec.user_model is not None:  # what exactly was loaded, by content
+                    state["digest"] = source_digest(spec.user_model)
                 # Build only: a conversion load() did (trace, export) is prepare_s, kept apart.
                 state["load_s"] = time.perf_counter() - t - backend.prepare_s
                 state["loaded_key"] = model_key
             # Every run, reused or not: this shape's trace/compile and output check.
             emit("progress", run_id=run_id, phase="prepare", iters=0)
-            backend.prepare(spec)
+            if spec.user_model is None:
+                backend.prepare(spec)
+            else:
+                with inputs_named(spec):
+                    backend.prepare(spec)
             # FLOPs are counted once per (model, size): the parent passes what the store
             # already knows, and this worker caches what it counted.
-            key = (spec.model, spec.image_size)
+            key = (spec.model, spec.image_size, spec.user_model)
             if known is not None:
                 stats = ModelStats(**known)
             elif key in flops_cache:
@@ -112,8 +127,28 @@ def run_group(runs, frame: Frame) -> None:
                         own_peak_rss_bytes=getattr(backend, "peak_rss_bytes", None),
                         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
                         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
-                        **profile)
+                        **digest(spec), **profile)
         frame.guarded(run_id, spec, body, on_failure=forget)
+
+
+class ModelInputError(Exception):
+    """A user's model refused the inputs described for it: the framework's message, in one
+    line, naming the field."""
+
+
+@contextlib.contextmanager
+def inputs_named(spec):
+    """The first calls of a user's model are where a described input that does not fit it
+    fails: its error then names the input field and the inputs given, in one line."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - re-raised, classified, below
+        if status_of(exc) != "error" or type(exc).__name__ == "ModelFileError":
+            raise
+        text = " ".join(str(exc).split())[:600]
+        raise ModelInputError(f"input: the model's first call on "
+                              f"{describe_inputs(spec.user_model.inputs)} at batch "
+                              f"{spec.batch_size} failed: {type(exc).__name__}: {text}") from None
 
 
 def _count_stats(backend, runs, emit) -> None:

@@ -1,5 +1,5 @@
-"""Opening a user's model file, in the worker only (issue #14; not wired into the backends
-yet). Each loader is the safe one for its format:
+"""Opening a user's model file, in the worker only (issue #14): the torch backends call
+`torch_model`, the TensorFlow ones `tf_model`, every backend feeds `arrays`. Each loader is the safe one for its format:
 
 - torch.export program (.pt2): torch.export.load, run as its module (`.module()`);
 - TorchScript (.pt/.pth): torch.jit.load. A .pt/.pth that is not TorchScript is a
@@ -23,8 +23,9 @@ import os
 
 from engine.spec.model_source import InputSpec, ModelSource
 
-__all__ = ["ModelFileError", "file_digest", "load_torch", "onnx_session", "torch_inputs",
-           "load_keras", "load_savedmodel", "load_factory"]
+__all__ = ["ModelFileError", "file_digest", "source_digest", "load_torch", "onnx_session",
+           "arrays", "load_keras", "load_savedmodel", "load_factory", "torch_model",
+           "tf_model", "onnx_stats"]
 
 
 class ModelFileError(Exception):
@@ -95,27 +96,23 @@ def onnx_session(source: ModelSource, intra_threads: int, inter_threads: int = 1
                              f"runnable ONNX model ({_one_line(exc)})") from None
 
 
-_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16",
-                 "int64": "int64", "int32": "int32", "int8": "int8", "uint8": "uint8",
-                 "bool": "bool"}
+def arrays(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> list:
+    """Generated inputs for one batch, as NumPy arrays every runtime can take: normal floats;
+    integers in 0..99 (token ids small enough for any vocabulary); booleans at random."""
+    import numpy as np
 
-
-def torch_inputs(inputs: tuple[InputSpec, ...], batch: int, seed: int = 0) -> list:
-    """Generated inputs for one batch: normal floats; integers in 0..99 (token ids small
-    enough for any vocabulary); booleans at random."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
     out = []
     for spec in inputs:
-        dtype = getattr(torch, _TORCH_DTYPES[spec.dtype])
         shape = spec.shape(batch)
-        if dtype.is_floating_point:
-            out.append(torch.randn(shape, generator=g).to(dtype))
-        elif dtype == torch.bool:
-            out.append(torch.randint(0, 2, shape, generator=g).bool())
+        if spec.dtype in ("float32", "float16", "bfloat16"):
+            # bfloat16 has no NumPy dtype: fed as float32 and cast by the framework
+            a = rng.standard_normal(shape, dtype=np.float32)
+            out.append(a.astype(np.float16) if spec.dtype == "float16" else a)
+        elif spec.dtype == "bool":
+            out.append(rng.integers(0, 2, shape).astype(bool))
         else:
-            out.append(torch.randint(0, 100, shape, generator=g).to(dtype))
+            out.append(rng.integers(0, 100, shape).astype(spec.dtype))
     return out
 
 
@@ -140,20 +137,33 @@ def load_savedmodel(source: ModelSource):
 
     try:
         loaded = tf.saved_model.load(source.path)
-        return loaded.signatures["serving_default"]
+        return _Signature(loaded, loaded.signatures["serving_default"])
     except Exception as exc:  # noqa: BLE001
         raise ModelFileError(f"model_file: {os.path.basename(source.path)} is not a SavedModel "
                              f"with a serving_default signature ({_one_line(exc)})") from None
 
 
+class _Signature:
+    """A SavedModel's serving signature that keeps its loaded object alive: the signature
+    alone references variables the object owns, which go when it is collected."""
+
+    def __init__(self, loaded, fn):
+        self.loaded, self.fn = loaded, fn
+        self.structured_input_signature = fn.structured_input_signature
+        self.variables, self.trainable_variables = fn.variables, fn.trainable_variables
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
 def load_factory(source: ModelSource, cwd: str | None = None):
     """(framework, model) from the user's module:function; the module is looked up on the
-    user's path (their working folder first)."""
+    user's path: the folder the command ran in (source.path) first."""
     import importlib
     import sys
 
     module_name, fn_name = source.factory.split(":")
-    folder = cwd or os.getcwd()
+    folder = cwd or source.path or os.getcwd()
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
@@ -181,3 +191,115 @@ def _is_torch_module(obj) -> bool:
 def _is_keras_model(obj) -> bool:
     import keras
     return isinstance(obj, keras.Model)
+
+
+def source_digest(source: ModelSource) -> tuple[str | None, int | None]:
+    """SHA-256 and size of what a run loaded: the file; a SavedModel folder's files (names
+    and bytes, in sorted order); a factory's module source file (after load_factory)."""
+    import sys
+
+    if source.format == "factory":
+        module = sys.modules.get(source.factory.split(":")[0])
+        path = getattr(module, "__file__", None)
+        return file_digest(path) if path and os.path.isfile(path) else (None, None)
+    if os.path.isdir(source.path):
+        h, size = hashlib.sha256(), 0
+        for root, dirs, files in os.walk(source.path):
+            dirs.sort()
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                sha, n = file_digest(full)
+                h.update(f"{os.path.relpath(full, source.path)}\0{sha}\0".encode())
+                size += n
+        return h.hexdigest(), size
+    return file_digest(source.path)
+
+
+def torch_model(source: ModelSource):
+    """The torch module a user's source gives: a .pt2 or TorchScript file, or a factory
+    that must return a torch.nn.Module."""
+    if source.format == "factory":
+        framework, model = load_factory(source)
+        if framework != "torch":
+            raise ModelFileError(f"model_factory: {source.factory} returned a Keras model; "
+                                 "run it with --framework tensorflow")
+        return model
+    return load_torch(source)
+
+
+def tf_model(source: ModelSource):
+    """A Keras model (a .keras file or a factory's) or a SavedModel's serving signature."""
+    if source.format == "keras":
+        return load_keras(source)
+    if source.format == "savedmodel":
+        return load_savedmodel(source)
+    if source.format == "factory":
+        framework, model = load_factory(source)
+        if framework != "tensorflow":
+            raise ModelFileError(f"model_factory: {source.factory} returned a torch module; "
+                                 "run it with --framework torch")
+        return model
+    raise ModelFileError(f"model_file: a {source.format} model does not run in TensorFlow")
+
+
+# ONNX ops whose work the count includes: what torch's FlopCounterMode counts (convolutions
+# and matrix products, 2 FLOPs per multiply-add), so a file's count reads like a module's.
+_ONNX_FLOPS_METHOD = ("ONNX graph: Conv, ConvTranspose, Gemm and MatMul from inferred shapes "
+                      "at batch 1 (2 FLOPs per MAC)")
+
+
+def onnx_stats(source: ModelSource, inputs: tuple[InputSpec, ...]):
+    """Params (initializer elements) and FLOPs of an .onnx file, read as protobuf (no code
+    runs) and shape-inferred at batch 1."""
+    import math
+
+    import onnx
+    from onnx import shape_inference
+
+    from engine.worker.backends.base import ModelStats
+
+    model = onnx.load(source.path)
+    graph = model.graph
+    params = sum(math.prod(t.dims) for t in graph.initializer)
+    init_names = {t.name for t in graph.initializer}
+    feeds = [i for i in graph.input if i.name not in init_names]
+    for value, spec in zip(feeds, inputs):  # concrete dims at batch 1
+        dims = value.type.tensor_type.shape.dim
+        for d, n in zip(dims, spec.shape(1)):
+            d.ClearField("dim_param")
+            d.dim_value = n
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception as exc:  # noqa: BLE001
+        return ModelStats(params, None, None, f"not counted: ONNX shape inference failed "
+                                              f"({type(exc).__name__})")
+    shapes = {}
+    for v in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        dims = [d.dim_value if d.HasField("dim_value") else None
+                for d in v.type.tensor_type.shape.dim]
+        shapes[v.name] = dims
+    for t in graph.initializer:
+        shapes[t.name] = list(t.dims)
+    flops, unknown = 0, 0
+    for node in graph.node:
+        if node.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
+            continue
+        a = shapes.get(node.input[0])
+        w = shapes.get(node.input[1])
+        out = shapes.get(node.output[0])
+        if not a or not w or not out or None in (*a, *w, *out):
+            unknown += 1
+            continue
+        if node.op_type == "Conv":
+            flops += 2 * math.prod(out) * math.prod(w[1:])
+        elif node.op_type == "ConvTranspose":
+            flops += 2 * math.prod(a) * math.prod(w[1:])
+        elif node.op_type == "Gemm":
+            trans_a = any(at.name == "transA" and at.i for at in node.attribute)
+            k = a[0] if trans_a else a[-1]
+            flops += 2 * math.prod(out) * k
+        else:
+            flops += 2 * math.prod(out) * a[-1]
+    method = _ONNX_FLOPS_METHOD + (f"; {unknown} op(s) of unknown shape not counted"
+                                   if unknown else "")
+    return ModelStats(int(params), None, int(flops), method)

@@ -10,7 +10,7 @@ import numpy as np
 from engine.spec import RunSpec
 
 __all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "checked_rows",
-           "OUTPUT_RTOL"]
+           "OUTPUT_RTOL", "output_matrix"]
 
 # One seed for weights and inputs, so both frameworks see statistically identical work.
 SEED = 0
@@ -66,6 +66,34 @@ def check_close(reference, got, what: str, precision: str = "fp32") -> float:
                              f"{OUTPUT_RTOL:.1%})")
     return rel
 
+
+def output_matrix(out, to_numpy) -> np.ndarray:
+    """A model's output as one float array, a row per sample: a catalog model's logits as
+    they are; a user's model may return tuples, lists or dicts of tensors (nested), whose
+    leaves are flattened per sample and joined, so every output is checked, not the first.
+    A leaf without the batch axis first (a scalar, a pooled statistic) makes the whole
+    output compared as one flat row."""
+    leaves = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif o is not None:
+            leaves.append(np.asarray(to_numpy(o), dtype=np.float32))
+
+    walk(out)
+    if len(leaves) == 1 and leaves[0].ndim >= 1:
+        return leaves[0].reshape(leaves[0].shape[0], -1)
+    if not leaves:
+        return np.zeros((1, 0), np.float32)
+    batch = leaves[0].shape[0] if leaves[0].ndim else None
+    if batch and all(a.ndim >= 1 and a.shape[0] == batch for a in leaves):
+        return np.concatenate([a.reshape(batch, -1) for a in leaves], axis=1)
+    return np.concatenate([a.ravel() for a in leaves])[None, :]
 
 
 def checked_rows(batch_size: int) -> list[int]:

@@ -1,5 +1,6 @@
-"""The torch model exported to ONNX (opset 17, export time in prepare_s) and run by ONNX
-Runtime on the CPU with the worker's thread counts."""
+"""ONNX Runtime on the CPU with the worker's thread counts: the torch model exported to
+ONNX (opset 17, export time in prepare_s), or a user's own .onnx file (issue #14), which is
+then its own reference and is never re-exported."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from engine.worker import user_models
 from engine.worker.backends import torch_eager
-from engine.worker.backends.torch_eager import make_input
+from engine.worker.backends.base import ModelStats
+from engine.worker.backends.torch_eager import as_matrix, input_tensors, make_inputs
 from engine.spec import RunSpec
+
+
+def _options() -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = torch.get_num_threads()
+    opts.inter_op_num_threads = torch.get_num_interop_threads()
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return opts
 
 
 class Backend(torch_eager.Backend):
@@ -24,35 +35,69 @@ class Backend(torch_eager.Backend):
         if spec.device != "cpu":
             raise RuntimeError("onnxruntime here runs on the CPU only (onnxruntime, not "
                                "onnxruntime-gpu, is installed)")
-        super().load(spec)
+        src = spec.user_model
+        self.is_reference = src is not None and src.format == "onnx"
+        if not self.is_reference:
+            super().load(spec)
+            return
+        # The user's file, through the CPU provider with no custom-op library.
+        self.device = torch.device("cpu")
+        self.model = self.reference = None
+        self.prepare_s = 0.0
+        self.session = user_models.onnx_session(src, torch.get_num_threads(),
+                                                torch.get_num_interop_threads())
 
     def convert(self, model, spec: RunSpec):
         """Exported once with a dynamic batch axis: one session serves every batch size."""
-        x = torch.from_numpy(make_input(spec))
+        xs = tuple(input_tensors(spec, "cpu"))
+        src = spec.user_model
+        names = [i.name for i in src.inputs] if src else ["input"]
         t = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "model.onnx")
-            # The TorchScript-based exporter: the dynamo one needs onnxscript's graph
-            # rewriting for every model and takes far longer on CPU-only machines.
-            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17,
-                              input_names=["input"], output_names=["output"],
-                              dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = torch.get_num_threads()
-            opts.inter_op_num_threads = torch.get_num_interop_threads()
-            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+            if src is not None and src.format == "pt2":
+                # A torch.export program goes through the exporter built for it (its
+                # module refuses the TorchScript exporter's train()/eval() calls); its
+                # batch axis is dynamic where the program declared it so.
+                torch.onnx.export(torch.export.load(src.path), xs, path, dynamo=True,
+                                  opset_version=18, verbose=False)
+            else:
+                # The TorchScript-based exporter: the dynamo one needs onnxscript's graph
+                # rewriting for every model and takes far longer on CPU-only machines.
+                torch.onnx.export(model, xs, path, dynamo=False, opset_version=17,
+                                  input_names=names, output_names=["output"],
+                                  dynamic_axes={**{n: {0: "batch"} for n in names},
+                                                "output": {0: "batch"}})
+            self.session = ort.InferenceSession(path, _options(),
+                                                providers=["CPUExecutionProvider"])
         self.prepare_s = time.perf_counter() - t
         return model
 
-    def first_output(self, x, spec: RunSpec):
-        return self.session.run(None, {"input": x.cpu().numpy()})[0]
+    def _feed(self, arrays, spec: RunSpec) -> dict:
+        """Inputs by the session's names: matched by name where the described names are the
+        model's, else in the order described."""
+        names = [i.name for i in self.session.get_inputs()]
+        if len(names) != len(arrays):
+            raise ValueError(f"the ONNX model takes {len(names)} inputs "
+                             f"({', '.join(names)}); {len(arrays)} were described")
+        described = [i.name for i in spec.user_model.inputs] if spec.user_model else names
+        if sorted(described) == sorted(names):
+            return {n: np.ascontiguousarray(a) for n, a in zip(described, arrays)}
+        return {n: np.ascontiguousarray(a) for n, a in zip(names, arrays)}
+
+    def first_output(self, xs, spec: RunSpec):
+        return as_matrix(self.session.run(None, self._feed([x.cpu().numpy() for x in xs], spec)))
+
+    def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
+        if not self.is_reference:
+            return super().model_stats(spec, count_flops)
+        return user_models.onnx_stats(spec.user_model, spec.user_model.inputs)
 
     def versions(self) -> dict:
         return {**super().versions(), "onnxruntime": ort.__version__}
 
     def make_step(self, spec: RunSpec):
-        feed = {"input": np.ascontiguousarray(make_input(spec))}
+        feed = self._feed(make_inputs(spec), spec)
         run = self.session.run
 
         def step():

@@ -8,7 +8,8 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-from engine.worker.backends.base import SEED, ModelStats
+from engine.worker import user_models
+from engine.worker.backends.base import SEED, ModelStats, check_close, checked_rows, output_matrix
 from engine.spec.catalog import get_model
 from engine.spec import RunSpec
 
@@ -22,6 +23,49 @@ def make_input(spec: RunSpec) -> np.ndarray:
     nchw = rng.standard_normal((spec.batch_size, 3, spec.image_size, spec.image_size),
                                dtype=np.float32)
     return np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
+
+
+def make_inputs(spec: RunSpec) -> list[np.ndarray]:
+    """A catalog model's one NHWC image batch, or the inputs a user's model describes
+    (issue #14), in the layout it describes."""
+    if spec.user_model is not None:
+        return user_models.arrays(spec.user_model.inputs, spec.batch_size, SEED)
+    return [make_input(spec)]
+
+
+def as_matrix(out):
+    """A call's output (a tensor, or a dict/tuple of them) as one float array, a row per
+    sample (engine.worker.backends.base.output_matrix)."""
+    return output_matrix(out, lambda t: t.numpy() if hasattr(t, "numpy") else t)
+
+
+def compared_rows(spec: RunSpec):
+    """Catalog: the first and last samples; a user's model: all of them (see torch_eager)."""
+    return checked_rows(spec.batch_size) if spec.user_model is None else slice(None)
+
+
+def materialise(out) -> None:
+    """Wait for every output tensor: a call returns only when its results exist."""
+    for t in tf.nest.flatten(out):
+        t.numpy()
+
+
+def caller(model, spec: RunSpec):
+    """call(list of tensors) -> output, for a Keras model or a SavedModel signature."""
+    src = spec.user_model
+    if src is None:
+        return lambda xs: model(xs[0], training=False)
+    if isinstance(model, keras.Model):
+        return lambda xs: model(xs[0] if len(xs) == 1 else list(xs), training=False)
+    # A SavedModel's serving signature takes keyword tensors: by the described names when
+    # they are the signature's, else in the signature's order.
+    names = list(model.structured_input_signature[1])
+    described = [i.name for i in src.inputs]
+    if len(names) != len(described):
+        raise ValueError(f"the SavedModel's serving_default takes {len(names)} inputs "
+                         f"({', '.join(names)}); {len(described)} were described")
+    keys = described if sorted(described) == sorted(names) else names
+    return lambda xs: model(**dict(zip(keys, xs)))
 
 
 def build_keras(spec, classes: int = 1000):
@@ -79,33 +123,56 @@ class Backend:
                 "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
     def load(self, spec: RunSpec) -> None:
-        self.model = build_calibrated(spec)
+        if spec.user_model is not None:  # the user's weights, as given: never re-calibrated
+            self.model = user_models.tf_model(spec.user_model)
+        else:
+            self.model = build_calibrated(spec)
+        self.call = caller(self.model, spec)
         self.prepare_s = 0.0  # traced per shape in prepare()
 
     def prepare(self, spec: RunSpec) -> None:
-        from engine.worker.backends.base import check_close, checked_rows
-
-        model = self.model
-        rows = checked_rows(spec.batch_size)
-        data = make_input(spec)
-        reference = model(tf.constant(data[rows]), training=False).numpy()
-        x = tf.constant(data)
-        self.fn = tf.function(lambda x: model(x, training=False), jit_compile=self.jit_compile)
+        call = self.call
+        rows = compared_rows(spec)
+        data = make_inputs(spec)
+        reference = as_matrix(call([tf.constant(a[rows]) for a in data]))
+        xs = [tf.constant(a) for a in data]
+        self.fn = tf.function(lambda *xs: call(list(xs)), jit_compile=self.jit_compile)
         t = time.perf_counter()
-        got = self.fn(x).numpy()  # traces (and, for XLA, compiles) for this input shape
+        got = as_matrix(self.fn(*xs))  # traces (and, for XLA, compiles) for this shape
         self.prepare_s = time.perf_counter() - t
         self.output_rel_diff = check_close(reference, got[rows], "the Keras call")
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
-        trainable = int(sum(int(np.prod(w.shape)) for w in self.model.trainable_weights))
-        flops = _profile_flops(self.model, spec.image_size) if count_flops else None
-        return ModelStats(int(self.model.count_params()), trainable, flops,
-                          "tf.compat.v1.profiler float_operation on the frozen graph "
-                          "(2 FLOPs per MAC; also counts BatchNorm/elementwise ops)")
+        if isinstance(self.model, keras.Model):
+            weights, params = self.model.trainable_weights, int(self.model.count_params())
+        else:  # a SavedModel signature: its captured variables
+            weights = self.model.trainable_variables
+            params = int(sum(int(np.prod(v.shape)) for v in self.model.variables))
+        trainable = int(sum(int(np.prod(w.shape)) for w in weights))
+        method = ("tf.compat.v1.profiler float_operation on the frozen graph "
+                  "(2 FLOPs per MAC; also counts BatchNorm/elementwise ops)")
+        flops = None
+        if count_flops:
+            from dataclasses import replace
+
+            one = [tf.TensorSpec(a.shape, a.dtype)
+                   for a in make_inputs(replace(spec, batch_size=1))]
+            try:
+                flops = _profile_flops(self.call, one)
+            except Exception as exc:  # noqa: BLE001 - a user's graph the profiler cannot read
+                if spec.user_model is None:
+                    raise
+                method = f"not counted: the TF profiler failed ({type(exc).__name__})"
+        return ModelStats(params, trainable, flops, method)
 
     def make_step(self, spec: RunSpec):
-        x = tf.constant(make_input(spec))
+        xs = [tf.constant(a) for a in make_inputs(spec)]
         fn = self.fn
+        if spec.user_model is not None:
+            def step():
+                materialise(fn(*xs))
+            return step
+        (x,) = xs
 
         def step():
             fn(x).numpy()  # materialise: the call returns only when the result exists
@@ -119,7 +186,7 @@ class Backend:
         return None
 
     def unload(self) -> None:
-        self.model = self.fn = None
+        self.model = self.fn = self.call = None
         keras.backend.clear_session()
 
 
@@ -143,12 +210,12 @@ def _calibrate_batchnorm(model, spec: RunSpec) -> None:
         l.momentum = mom
 
 
-def _profile_flops(model, size: int) -> int:
+def _profile_flops(call, specs: list) -> int:
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2)
 
-    fn = tf.function(lambda x: model(x, training=False))
-    concrete = fn.get_concrete_function(tf.TensorSpec([1, size, size, 3], tf.float32))
+    fn = tf.function(lambda *xs: call(list(xs)))
+    concrete = fn.get_concrete_function(*specs)
     frozen = convert_variables_to_constants_v2(concrete)
     opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
     opts["output"] = "none"

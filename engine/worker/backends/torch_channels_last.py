@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from engine.worker.backends import torch_eager
-from engine.worker.backends.torch_eager import dtype_of
 from engine.spec import RunSpec
 
 
@@ -20,4 +19,7 @@ class Backend(torch_eager.Backend):
     def to_input(self, x, spec: RunSpec):
         # The input in the model's layout, made once outside the timed step: eager's step
         # (and its CUDA-event timing) then runs unchanged on it.
-        return x.to(dtype_of(spec)).contiguous(memory_format=torch.channels_last)
+        x = super().to_input(x, spec)
+        # channels_last is a layout of 4-D (N,C,H,W) tensors; a user model's other inputs
+        # (token ids, vectors) keep theirs
+        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x

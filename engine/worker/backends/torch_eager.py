@@ -9,7 +9,8 @@ import numpy as np
 import torch
 import torchvision
 
-from engine.worker.backends.base import SEED, ModelStats
+from engine.worker import user_models
+from engine.worker.backends.base import SEED, ModelStats, check_close, checked_rows, output_matrix
 from engine.spec.catalog import get_model
 from engine.spec import RunSpec
 
@@ -21,6 +22,31 @@ def make_input(spec: RunSpec) -> np.ndarray:
     rng = np.random.default_rng(SEED)
     return rng.standard_normal((spec.batch_size, 3, spec.image_size, spec.image_size),
                                dtype=np.float32)
+
+
+def make_inputs(spec: RunSpec) -> list[np.ndarray]:
+    """The model's inputs for one batch: a catalog model's one image batch, or the inputs a
+    user's model describes (issue #14), generated from the same seed."""
+    if spec.user_model is not None:
+        return user_models.arrays(spec.user_model.inputs, spec.batch_size, SEED)
+    return [make_input(spec)]
+
+
+def input_tensors(spec: RunSpec, device) -> list:
+    return [torch.from_numpy(a).to(device) for a in make_inputs(spec)]
+
+
+def as_matrix(out):
+    """A module's output (a tensor, or a user model's tuple/dict of them) as one float
+    array, a row per sample (engine.worker.backends.base.output_matrix)."""
+    return output_matrix(out, lambda t: t.detach().float().cpu().numpy()
+                         if isinstance(t, torch.Tensor) else t)
+
+
+def compared_rows(spec: RunSpec):
+    """The rows checked against the reference: a catalog model's first and last (its
+    samples are independent); all of a user's model, whose outputs may mix samples."""
+    return checked_rows(spec.batch_size) if spec.user_model is None else slice(None)
 
 
 def dtype_of(spec: RunSpec):
@@ -38,6 +64,10 @@ def build_model(spec: RunSpec, device):
     torch.manual_seed(SEED)
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+    if spec.user_model is not None:  # the user's weights, as given: never re-calibrated
+        model = user_models.torch_model(spec.user_model).to(device)
+        # an exported program's module is in inference form already, and refuses .eval()
+        return model if spec.user_model.format == "pt2" else model.eval()
     model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
     model = model.to(device)
     if spec.weight_policy == "bn_calibrated":
@@ -93,27 +123,28 @@ class Backend:
         return model
 
     def to_input(self, x, spec: RunSpec):
-        """The fp32 NCHW input in the runtime's dtype and layout."""
-        return x.to(dtype_of(spec))
+        """An fp32 input in the runtime's dtype and layout (integer inputs, token ids, stay
+        as they are)."""
+        return x.to(dtype_of(spec)) if x.is_floating_point() else x
 
-    def first_output(self, x, spec: RunSpec):
-        """The runtime's output on x as float numpy; shape-specialised runtimes compile here."""
+    def first_output(self, xs, spec: RunSpec):
+        """The runtime's output on xs as a float array; shape-specialised runtimes compile
+        here."""
         with torch.inference_mode():
-            return self.model(x).float().cpu().numpy()
+            return as_matrix(self.model(*xs))
 
     def prepare(self, spec: RunSpec) -> None:
         self.first_forward_s = None
         if self.is_reference and spec.precision == "fp32":
             self.output_rel_diff = 0.0
             return
-        from engine.worker.backends.base import check_close, checked_rows
-        rows = checked_rows(spec.batch_size)
-        x = torch.from_numpy(make_input(spec)).to(self.device)
+        rows = compared_rows(spec)
+        xs = input_tensors(spec, self.device)
         with torch.inference_mode():
-            reference = self.reference(x[rows]).cpu().numpy()
-        x = self.to_input(x, spec)
+            reference = as_matrix(self.reference(*(x[rows] for x in xs)))
+        xs = [self.to_input(x, spec) for x in xs]
         t = time.perf_counter()
-        got = self.first_output(x, spec)
+        got = self.first_output(xs, spec)
         if not self.compiles_in_check:
             self.first_forward_s = time.perf_counter() - t
         got = got[rows]
@@ -124,20 +155,25 @@ class Backend:
         params = sum(p.numel() for p in model.parameters())
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         flops = None
+        method = "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)"
         if count_flops:
+            from dataclasses import replace
+
             from torch.utils.flop_counter import FlopCounterMode
 
-            dtype = next(model.parameters()).dtype
-            x = torch.zeros(1, 3, spec.image_size, spec.image_size, device=self.device,
-                            dtype=dtype)
-            with FlopCounterMode(display=False) as counter, torch.inference_mode():
-                model(x)
-            flops = int(counter.get_total_flops())
-        return ModelStats(params, trainable, flops,
-                          "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)")
+            xs = input_tensors(replace(spec, batch_size=1), self.device)
+            try:
+                with FlopCounterMode(display=False) as counter, torch.inference_mode():
+                    model(*xs)
+                flops = int(counter.get_total_flops())
+            except Exception as exc:  # noqa: BLE001 - a user's module the counter cannot see
+                if spec.user_model is None:
+                    raise
+                method = f"not counted: FlopCounterMode failed ({type(exc).__name__})"
+        return ModelStats(params, trainable, flops, method)
 
     def make_step(self, spec: RunSpec):
-        x = self.to_input(torch.from_numpy(make_input(spec)).to(self.device), spec)
+        xs = [self.to_input(x, spec) for x in input_tensors(spec, self.device)]
         model = self.model
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
@@ -146,14 +182,21 @@ class Backend:
 
             def step():
                 start.record()
-                model(x)
+                model(*xs)
                 end.record()
                 end.synchronize()
                 return int(start.elapsed_time(end) * 1e6)  # ms -> ns, measured on the GPU
             return step
 
+        if len(xs) == 1:  # the catalog's case: no unpacking in the timed call
+            (x,) = xs
+
+            def step():
+                model(x)
+            return step
+
         def step():
-            model(x)
+            model(*xs)
         return step
 
     def context(self):

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from engine.worker.backends import torch_eager
-from engine.worker.backends.base import check_close, checked_rows
-from engine.worker.backends.torch_eager import make_input
+from engine.worker.backends.base import check_close
+from engine.worker.backends.torch_eager import as_matrix, compared_rows, make_inputs
 from engine.worker.measure import LoopResult
 from engine.spec import RunSpec
 from engine.spec.paths import CPP_BUILD_DIR
@@ -44,13 +44,19 @@ class Backend(torch_eager.Backend):
         super().load(spec)
 
     def convert(self, model, spec: RunSpec):
-        """Traced and frozen once, as TorchScript from Python is; saved for the runner."""
-        x = torch.from_numpy(make_input(spec))
+        """Traced and frozen once, as TorchScript from Python is; saved for the runner. A
+        user's TorchScript file goes to the runner as it is."""
         self.tmp = tempfile.TemporaryDirectory()
+        src = spec.user_model
+        self.model_path = os.path.join(self.tmp.name, "model.pt")
+        if src is not None and src.format == "torchscript":
+            self.model_path = src.path
+            return model
+        x = torch.from_numpy(make_inputs(spec)[0])
         with torch.no_grad():
             t = time.perf_counter()
             scripted = torch.jit.freeze(torch.jit.trace(model, x))
-            torch.jit.save(scripted, os.path.join(self.tmp.name, "model.pt"))
+            torch.jit.save(scripted, self.model_path)
             self.prepare_s = time.perf_counter() - t
         return model
 
@@ -60,13 +66,13 @@ class Backend(torch_eager.Backend):
     def measure(self, spec: RunSpec, on_progress) -> tuple[float, LoopResult]:
         """Run the C++ runner; returns (first_forward_s, the loop's samples)."""
         p = spec.policy
-        x = make_input(spec)
-        rows = checked_rows(spec.batch_size)
+        x = make_inputs(spec)[0]  # one float32 N,C,H,W input (RunSpec.validate says so)
+        rows = compared_rows(spec)
         with torch.no_grad():  # per run: a reused model meets a new batch size here
-            reference = self.reference(torch.from_numpy(x[rows])).numpy()
+            reference = as_matrix(self.reference(torch.from_numpy(x[rows])))
         path_in = os.path.join(self.tmp.name, f"input-{spec.batch_size}.bin")
         x.astype("<f4").tofile(path_in)
-        args = [str(RUNNER), os.path.join(self.tmp.name, "model.pt"), path_in,
+        args = [str(RUNNER), self.model_path, path_in,
                 *map(str, x.shape), str(spec.intra_threads), str(spec.inter_threads),
                 str(p.warmup_iters), repr(p.warmup_max_s), repr(p.min_time_s),
                 str(p.min_iters), repr(p.max_time_s), str(p.max_iters)]
@@ -80,6 +86,7 @@ class Backend(torch_eager.Backend):
                 ev = json.loads(line)
                 if ev["event"] == "output":
                     got = np.asarray(ev["values"], dtype=np.float64).reshape(ev["shape"])
+                    got = got.reshape(got.shape[0], -1) if got.ndim > 2 else got
                     self.output_rel_diff = check_close(reference, got[rows],
                                                        "eager (Python)")
                 elif ev["event"] == "progress":
