@@ -4,7 +4,8 @@ the format from the path, the inputs from their description, the runtimes per fo
 import pytest
 
 from engine.spec.errors import UserError
-from engine.spec.model_source import (MAX_ELEMENTS, InputSpec, check_runtime, detect_format,
+from engine.spec.model_source import (MAX_ELEMENTS, InputSpec, ModelSource, check_model_name,
+                                      check_runtime, detect_format,
                                       parse_factory, parse_input, parse_input_shape)
 
 
@@ -91,3 +92,55 @@ def test_the_runtimes_follow_from_the_format(fmt, framework, runtime, ok):
     with pytest.raises(UserError) as e:
         check_runtime(fmt, framework, runtime)
     assert e.value.field == "runtime" and f"cannot run a {fmt} model" in str(e.value)
+
+
+def _source(tmp_path, fmt="pt2", name="net", inputs=None):
+    path = tmp_path / {"pt2": "net.pt2", "torchscript": "net.pt", "onnx": "net.onnx",
+                       "keras": "net.keras"}[fmt]
+    path.write_bytes(b"x")  # never read here: the format comes from the name
+    return ModelSource(name, fmt, inputs or (InputSpec("input", (1, 3, 16, 16)),),
+                       path=str(path))
+
+
+def test_a_user_model_spec_resolves_from_its_format_and_travels_as_json(tmp_path):
+    import json
+
+    from engine.spec.inference import RunSpec, expand_sweep
+
+    src = _source(tmp_path, "onnx")
+    (spec,) = expand_sweep(["net"], ["torch"], [4], [1], user_model=src, cores=2)
+    assert (spec.runtime, spec.image_size, spec.weight_policy) == ("onnxruntime", None,
+                                                                   "as_given")
+    back = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert back == spec and back.user_model.inputs[0].dims == (1, 3, 16, 16)
+    keras = _source(tmp_path, "keras", inputs=(InputSpec("image", (1, 16, 16, 3)),))
+    specs = expand_sweep(["net"], ["tensorflow"], [1], [1], user_model=keras, cores=2)
+    assert [s.runtime for s in specs] == ["tf_function"]
+
+
+@pytest.mark.parametrize("change, field, message", [
+    (dict(precision="bf16"), "precision", "runs in the precision it was saved in"),
+    (dict(image_size=64), "image_size", "takes the input it describes"),
+    (dict(framework="tensorflow"), "framework", "a pt2 model runs in torch"),
+    (dict(runtime="torchscript"), "runtime", "cannot run a pt2 model"),
+    (dict(model="other"), "model", "differs from the user model's name"),
+])
+def test_a_user_model_spec_refuses_what_its_format_cannot_do(tmp_path, change, field,
+                                                             message):
+    from engine.spec.inference import RunSpec
+
+    spec = RunSpec(**{**dict(model="net", framework="torch", batch_size=1, intra_threads=1,
+                             user_model=_source(tmp_path)), **change})
+    with pytest.raises(UserError) as e:
+        spec.validate(cores=2)
+    assert e.value.field == field and message in str(e.value)
+
+
+def test_names_of_user_models_are_plain_and_not_the_catalogs():
+    assert check_model_name(" my-net_v2.1 ") == "my-net_v2.1"
+    for bad, message in (("resnet18", "a catalog model's name"), ("a b", "not allowed"),
+                         ("", "not allowed"), ("x" * 65, "not allowed"),
+                         ("<b>x</b>", "not allowed")):
+        with pytest.raises(UserError) as e:
+            check_model_name(bad)
+        assert e.value.field == "model_name" and message in str(e.value)

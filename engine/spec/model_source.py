@@ -194,7 +194,7 @@ def check_model_name(name: str) -> str:
                         "digits, _ . -", field="model_name")
     if name in CATALOG or name in DIAGNOSTIC_MODELS:
         raise UserError(f"model_name: {name!r} is a catalog model's name; allowed: a name of "
-                        "your own (e.g. my_{name})", field="model_name")
+                        f"your own (e.g. my_{name})", field="model_name")
     return name
 
 

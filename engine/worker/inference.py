@@ -69,11 +69,8 @@ def run_group(runs, frame: Frame) -> None:
                 state["loaded_key"] = model_key
             # Every run, reused or not: this shape's trace/compile and output check.
             emit("progress", run_id=run_id, phase="prepare", iters=0)
-            if spec.user_model is None:
+            with inputs_named(spec):
                 backend.prepare(spec)
-            else:
-                with inputs_named(spec):
-                    backend.prepare(spec)
             # FLOPs are counted once per (model, size): the parent passes what the store
             # already knows, and this worker caches what it counted.
             key = (spec.model, spec.image_size, spec.user_model)
@@ -89,7 +86,8 @@ def run_group(runs, frame: Frame) -> None:
             profile = {}
             if hasattr(backend, "measure"):  # the runtime times itself (LibTorch C++)
                 before = snapshot()
-                first_s, loop = backend.measure(spec, progress)
+                with inputs_named(spec):  # its first call is the runner's
+                    first_s, loop = backend.measure(spec, progress)
                 window = interference(before, snapshot())
                 first_from = "the runner's first call"
             else:
@@ -100,9 +98,10 @@ def run_group(runs, frame: Frame) -> None:
                     first_s = backend.first_forward_s
                     first_from = "the output check's call"
                     if first_s is None:
-                        t = time.perf_counter()
-                        step()
-                        first_s = time.perf_counter() - t
+                        with inputs_named(spec):  # the reference's first call is this one
+                            t = time.perf_counter()
+                            step()
+                            first_s = time.perf_counter() - t
                         first_from = "a timed call"
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
                     before = snapshot()
@@ -143,9 +142,12 @@ def inputs_named(spec):
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised, classified, below
-        if status_of(exc) != "error" or type(exc).__name__ == "ModelFileError":
+        if (spec.user_model is None or status_of(exc) != "error"
+                or type(exc).__name__ == "ModelFileError"):
             raise
-        text = " ".join(str(exc).split())[:600]
+        text = " ".join(str(exc).split())
+        if len(text) > 600:  # TorchScript puts its traceback first and the reason last
+            text = f"{text[:150]} ... {text[-440:]}"
         raise ModelInputError(f"input: the model's first call on "
                               f"{describe_inputs(spec.user_model.inputs)} at batch "
                               f"{spec.batch_size} failed: {type(exc).__name__}: {text}") from None

@@ -1,0 +1,191 @@
+"""A user's own model through the CLI (issue #14), for real: files made by torch and Keras
+(tests/model_files.py), run by real workers on every runtime their format allows, stored
+with the SHA-256 and size of what was loaded; a factory on every torch runtime, LibTorch
+included; a token-ids model on int64 input; and each kind of bad input, which is refused
+before anything runs or leaves exactly one failure row naming the field."""
+
+import hashlib
+import subprocess
+import sys
+
+import pytest
+
+from engine.cli import main
+from store.db import open_db
+from tests.conftest import ROOT
+from tests.model_files import make_model_files
+
+pytestmark = pytest.mark.slow
+
+QUICK = ["--batch", "1", "3", "--threads", "1", "--rounds", "1", "--max-rounds", "1",
+         "--min-time", "0", "--min-iters", "3", "--warmup", "1", "--no-table"]
+# The image net of tests/model_files.py: Conv2d(3, 4, 3) then Linear(4, 5) on 3x16x16.
+PARAMS = 4 * 3 * 3 * 3 + 4 + 4 * 5 + 5
+TORCH_FLOPS = 2 * (14 * 14 * 4 * 27 + 4 * 5)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return make_model_files(tmp_path_factory.mktemp("models"))
+
+
+def rows(db, sql="SELECT model, runtime, batch_size, status, reason, model_format, "
+                 "model_sha256, model_bytes, model_inputs, params, flops_per_sample, "
+                 "image_size, weight_policy FROM runs ORDER BY model, runtime, batch_size"):
+    with open_db(db) as con:
+        return con.execute(sql).fetchall()
+
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_each_file_format_runs_on_its_runtimes_and_names_what_it_measured(
+        files, db_path, worker_env):
+    for args in (["--model-file", str(files["pt2"]), "--input-shape", "3,16,16",
+                  "--runtime", "eager", "compile", "onnxruntime"],
+                 ["--model-file", str(files["torchscript"]), "--name", "net_ts",
+                  "--input-shape", "3,16,16", "--runtime", "torchscript", "libtorch"],
+                 ["--model-file", str(files["onnx"]), "--name", "net_onnx",
+                  "--input", "input:1x3x16x16:float32"],
+                 ["--model-file", str(files["keras"]), "--name", "net_keras",
+                  "--input-shape", "16,16,3", "--runtime", "keras", "tf_function", "xla"],
+                 ["--model-file", str(files["savedmodel"]), "--name", "net_sm",
+                  "--input-shape", "16,16,3"]):
+        assert main(["run", *args, *QUICK, "--db", str(db_path)]) == 0
+    got = rows(db_path)
+    assert [(r[0], r[1], r[2], r[3]) for r in got] == [
+        (m, rt, b, "ok") for m, rts in (("net", ("compile", "eager", "onnxruntime")),
+                                        ("net_keras", ("keras", "tf_function", "xla")),
+                                        ("net_onnx", ("onnxruntime",)),
+                                        ("net_sm", ("tf_function",)),
+                                        ("net_ts", ("libtorch", "torchscript")))
+        for rt in rts for b in (1, 3)]
+    formats = {"net": "pt2", "net_ts": "torchscript", "net_onnx": "onnx",
+               "net_keras": "keras", "net_sm": "savedmodel"}
+    for model, runtime, _b, _s, _r, fmt, digest, size, inputs, params, flops, image, \
+            weights in got:
+        assert fmt == formats[model]
+        assert image is None and weights == "as_given"
+        assert params == PARAMS  # Keras counts the same 137 weights as torch
+        if fmt == "savedmodel":  # a folder: its files' digests, by name
+            assert len(digest) == 64 and size == sum(
+                p.stat().st_size for p in files["savedmodel"].rglob("*") if p.is_file())
+        else:
+            path = files[fmt]
+            assert (digest, size) == (sha(path), path.stat().st_size)
+        if fmt in ("pt2", "torchscript", "onnx"):  # FlopCounterMode, or the ONNX graph count
+            assert flops == TORCH_FLOPS, (model, runtime)
+        else:  # TF's profiler also counts the bias adds and the pooling
+            assert flops > TORCH_FLOPS
+        assert inputs == ("input:1x16x16x3:float32" if fmt in ("keras", "savedmodel")
+                          else "input:1x3x16x16:float32")
+
+
+def test_a_factory_runs_on_every_torch_runtime_and_a_token_model_on_int64(
+        files, db_path, worker_env, monkeypatch):
+    monkeypatch.chdir(files["factory_dir"])  # the user's folder: where their module is
+    assert main(["run", "--model-factory", "usermodels:image_net", "--framework", "torch",
+                 "--input-shape", "3,16,16", "--runtime", "eager", "channels_last",
+                 "torchscript", "compile", "onnxruntime", "libtorch", *QUICK,
+                 "--db", str(db_path)]) == 0
+    assert main(["run", "--model-factory", "usermodels:tokens", "--framework", "torch",
+                 "--name", "tok", "--input", "input_ids:1x128:int64", "--runtime", "eager",
+                 "onnxruntime", *QUICK, "--db", str(db_path)]) == 0
+    got = rows(db_path)
+    module = files["factory_dir"] / "usermodels.py"
+    assert [(r[0], r[1], r[2], r[3]) for r in got] == [
+        (m, rt, b, "ok") for m, rts in (
+            ("image_net", ("channels_last", "compile", "eager", "libtorch", "onnxruntime",
+                           "torchscript")),
+            ("tok", ("eager", "onnxruntime")))
+        for rt in rts for b in (1, 3)]
+    for model, *_, fmt, digest, size, inputs, params, flops, _image, _w in got:
+        assert (fmt, digest, size) == ("factory", sha(module), module.stat().st_size)
+        if model == "tok":  # Embedding(100, 8) + Linear(8, 2): the linear is the only matmul
+            assert (inputs, params, flops) == ("input_ids:1x128:int64", 818, 2 * 8 * 2)
+        else:
+            assert (params, flops) == (PARAMS, TORCH_FLOPS)
+
+
+def test_refusals_before_anything_runs_name_the_field(files, db_path, capsys):
+    cases = [
+        (["--model-file", str(files["pt2"].with_name("missing.pt2")), "--input-shape", "3,16,16"],
+         "error: model_file: "),
+        (["--model-file", str(files["pt2"]), "--input-shape", "3,0,16"],
+         "error: input_shape: dimension 0 in '3,0,16' is not positive"),
+        (["--model-file", str(files["pt2"]), "--input", "ids:1x-4:int64"],
+         "error: input: dimension -4"),
+        (["--model-file", str(files["onnx"]), "--input-shape", "3,16,16", "--runtime", "eager"],
+         "error: runtime: torch eager cannot run a onnx model"),
+        (["--model-file", str(files["keras"]), "--input-shape", "16,16,3", "--framework",
+          "torch"], "error: framework: a keras model runs in tensorflow"),
+        (["--model-factory", "usermodels:tokens", "--framework", "torch", "--input",
+          "ids:1x8:int64", "--runtime", "libtorch"], "error: runtime: the LibTorch C++ runner"),
+        (["--model-factory", "usermodels:tokens", "--input", "ids:1x8:int64"],
+         "error: framework: a factory's model belongs to one framework"),
+        (["--model-file", str(files["pt2"])], "error: input: describe the model's input"),
+        (["--model-file", str(files["pt2"]), "--input-shape", "3,16,16", "--name", "resnet18"],
+         "error: model_name: 'resnet18' is a catalog model's name"),
+        (["--model", "resnet18", "--model-file", str(files["pt2"]), "--input-shape", "3,16,16"],
+         "error: model: --model names catalog models"),
+        (["--model-file", str(files["pt2"].with_suffix(".h5")), "--input-shape", "3,16,16"],
+         "error: model_file: net.h5 is refused: legacy HDF5 Keras files bypass safe_mode"),
+    ]
+    files["pt2"].with_suffix(".h5").write_bytes(b"\x89HDF")
+    for args, start in cases:
+        assert main(["run", *args, *QUICK, "--db", str(db_path)]) == 2, args
+        assert capsys.readouterr().err.startswith(start), args
+    assert not db_path.exists()  # nothing ran, nothing was written
+
+
+EVIL = r'''
+import sys, torch
+d = sys.argv[1]
+class Evil:
+    def __reduce__(self):
+        return (open, (d + "/pwned", "w"))
+torch.save({"w": torch.ones(1), "evil": Evil()}, d + "/evil.pt")
+'''
+
+
+def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_env,
+                                                        tmp_path, monkeypatch):
+    subprocess.run([sys.executable, "-c", EVIL, str(tmp_path)], cwd=ROOT, check=True,
+                   timeout=300)
+    assert not (tmp_path / "pwned").exists()  # saving does not run it; loading must not
+    (tmp_path / "fake.onnx").write_text("not an onnx file")
+    monkeypatch.chdir(files["factory_dir"])
+    one = ["--batch", "1", "--threads", "1", "--rounds", "1", "--max-rounds", "1",
+           "--min-time", "0", "--min-iters", "3", "--no-table", "--db", str(db_path)]
+    for args in (["--model-file", str(tmp_path / "evil.pt"), "--input-shape", "3,16,16"],
+                 ["--model-file", str(tmp_path / "fake.onnx"), "--input-shape", "3,16,16"],
+                 ["--model-file", str(files["pt2"]), "--name", "wrong_shape",
+                  "--input-shape", "4,16,16"],
+                 ["--model-factory", "usermodels:broken", "--framework", "torch",
+                  "--input-shape", "3,16,16"],
+                 ["--model-factory", "usermodels:not_a_model", "--framework", "torch",
+                  "--input-shape", "3,16,16"],
+                 ["--model-factory", "usermodels:image_net", "--framework", "tensorflow",
+                  "--name", "wrong_fw", "--input-shape", "3,16,16"]):
+        assert main(["run", *args, *one]) == 0
+    got = rows(db_path, "SELECT model, status, model_sha256, reason FROM runs ORDER BY model")
+    assert [r[:3] for r in got] == [("broken", "error", None), ("evil", "error", None),
+                                    ("fake", "error", None), ("not_a_model", "error", None),
+                                    ("wrong_fw", "error", None),
+                                    ("wrong_shape", "error", None)]
+    reasons = {r[0]: r[3] for r in got}
+    assert reasons["evil"].startswith("ModelFileError: model_file: evil.pt was refused: it "
+                                      "is not TorchScript")
+    assert not (tmp_path / "pwned").exists()  # the pickle's code never ran
+    assert reasons["fake"].startswith("ModelFileError: model_file: fake.onnx is not a "
+                                      "runnable ONNX model")
+    assert reasons["wrong_shape"].startswith(
+        "ModelInputError: input: the model's first call on input:1x4x16x16:float32 at "
+        "batch 1 failed: ")
+    assert reasons["broken"] == ("ModelFileError: model_factory: usermodels:broken raised "
+                                 "ValueError: no weights here")
+    assert reasons["not_a_model"] == ("ModelFileError: model_factory: usermodels:not_a_model "
+                                      "returned int, not a torch.nn.Module or a Keras model")
+    assert reasons["wrong_fw"].startswith("ModelFileError: model_factory: usermodels:image_net")
+    assert all("\n" not in r for r in reasons.values())  # one line each
