@@ -70,3 +70,12 @@ def sweep_configs(con, sweep_id: str) -> pd.DataFrame:
         "FROM runs WHERE sweep_id = ? "
         "GROUP BY ALL ORDER BY model, framework, runtime, batch_size, intra_threads",
         [sweep_id]).df()
+
+
+def sweep_user_models(con, sweep_id: str) -> pd.DataFrame:
+    """The users' own models the sweep measured (issue #14): name, format, origin, inputs,
+    and each distinct SHA-256 and size loaded (NULL where no run got as far as loading)."""
+    return con.execute(
+        "SELECT model, model_format, model_origin, model_inputs, model_sha256, model_bytes, "
+        "count(*) AS runs FROM runs WHERE sweep_id = ? AND model_format IS NOT NULL "
+        "GROUP BY ALL ORDER BY model, model_sha256 NULLS LAST", [sweep_id]).df()

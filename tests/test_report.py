@@ -140,6 +140,32 @@ def test_text_from_the_database_is_escaped(db_path):
     assert "&lt;script&gt;alert(\"x\")&lt;/script&gt; 64px" in md
 
 
+def test_a_users_model_is_named_by_its_file_digest_and_rebuilt_as_a_model_file_command(
+        db_path):
+    digest = "ab" * 32
+    with open_db(db_path) as con:  # launched from the dashboard: no command line stored
+        save_sweep(con, "sweep-mine", rounds=2, seed=3, plan=[[], []], configurations=2,
+                   command="dashboard")
+        for rt in ("eager", "onnxruntime"):
+            for rnd in (1, 2):
+                rec = ok_record(f"mine-{rt}-{rnd}", runtime=rt, minute=rnd)
+                save_record(con, replace(
+                    rec, sweep_id="sweep-mine", round_no=rnd, model="my_net",
+                    image_size=None, weight_policy="as_given", model_format="pt2",
+                    model_origin="/data/models/3f2a9c.pt2", model_sha256=digest,
+                    model_bytes=17853, model_inputs="input:1x3x16x16:float32"), SYSTEM)
+    md = report(db_path, "sweep-mine", fmt="md")
+    assert (f"| my_net | pt2 | /data/models/3f2a9c.pt2 | input:1x3x16x16:float32 | {digest} "
+            "| 17,853 | 4 |") in md
+    assert "| my_net | 1 | 1 |" in md  # no image size after a user model's name
+    code = md.split("```bash\n")[1]
+    assert code.startswith("python -m engine run --model-file /data/models/3f2a9c.pt2 "
+                           "--name my_net --input input:1x3x16x16:float32 --framework torch "
+                           "--runtime eager onnxruntime --batch 1 --threads 1 --warmup 2")
+    doc = report(db_path, "sweep-mine")
+    assert "<h2>Your models</h2>" in doc and f"<td>{digest}</td>" in doc
+
+
 def test_refusals_name_the_field_and_the_allowed_values(seeded):
     seed_workloads(seeded)
     with open_db(seeded) as con:

@@ -36,6 +36,7 @@ from engine.spec.errors import UserError
 from engine.spec.limits import DEFAULT_ROUNDS
 from store.prices import effective_catalog
 from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_software,
+                              sweep_user_models,
                               sweep_systems)
 from store.queries import comparable_models, config_samples, config_summary, settings
 from store.runs import sweep_rounds
@@ -97,7 +98,8 @@ def _gather(con, sweep_id: str) -> ReportData:
 
     configs = sweep_configs(con, sweep_id)
     policy = sweep_policy(con, sweep_id)
-    command, command_note = _command(info, configs, policy)
+    user_models = sweep_user_models(con, sweep_id)
+    command, command_note = _command(info, configs, policy, user_models)
     return ReportData(
         sweep_id=sweep_id, info=info, runs=len(rows),
         ok=sum(r["status"] == "ok" for r in rows),
@@ -108,6 +110,7 @@ def _gather(con, sweep_id: str) -> ReportData:
         notes=architecture_notes(results), floor=floor, setting_note=setting_note,
         charts=charts, chart_note=chart_note, efficiency=efficiency, cost=cost,
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
+        user_models=user_models,
         policy_lines=_policy_lines(info, configs, policy),
         command=command, command_note=command_note)
 
@@ -227,7 +230,8 @@ def _policy_lines(info: dict, configs: pd.DataFrame, policy: pd.DataFrame) -> li
     return lines
 
 
-def _command(info: dict, configs: pd.DataFrame, policy: pd.DataFrame) -> tuple[str, str]:
+def _command(info: dict, configs: pd.DataFrame, policy: pd.DataFrame,
+             user_models: pd.DataFrame | None = None) -> tuple[str, str]:
     """(command, note): the stored command line, or one rebuilt from the stored runs when
     the sweep was launched elsewhere (the dashboard stores "dashboard")."""
     stored = (info.get("command") or "").strip()
@@ -239,7 +243,16 @@ def _command(info: dict, configs: pd.DataFrame, policy: pd.DataFrame) -> tuple[s
     def values(col):
         return [str(v) for v in sorted(configs[col].dropna().unique())]
     q = shlex.quote
-    parts = ["python -m engine run", "--model", *map(q, values("model")),
+    if user_models is not None and not user_models.empty:
+        # a user's model: its file (or factory) and inputs, as `run` takes them
+        m = user_models.iloc[0]
+        source = (["--model-factory", q(m.model_origin)] if m.model_format == "factory"
+                  else ["--model-file", q(m.model_origin)])
+        model_part = [*source, "--name", q(m.model),
+                      *(a for i in m.model_inputs.split() for a in ("--input", q(i)))]
+    else:
+        model_part = ["--model", *map(q, values("model"))]
+    parts = ["python -m engine run", *model_part,
              "--framework", *map(q, values("framework")), "--runtime",
              *map(q, values("runtime")), "--batch", *values("batch_size"),
              "--threads", *values("intra_threads")]
@@ -247,7 +260,9 @@ def _command(info: dict, configs: pd.DataFrame, policy: pd.DataFrame) -> tuple[s
                                ("inter_threads", "--inter-threads", "1"),
                                ("precision", "--precision", "fp32"),
                                ("device", "--device", "cpu"),
-                               ("weight_policy", "--weight-policy", "bn_calibrated")):
+                               ("weight_policy", "--weight-policy", "bn_calibrated")
+                               if user_models is None or user_models.empty else
+                               ("weight_policy", "--weight-policy", "as_given")):
         vs = values(col)
         if len(vs) == 1 and vs[0] != default:
             parts += [flag, q(vs[0])]

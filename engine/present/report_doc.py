@@ -55,6 +55,7 @@ class ReportData:
     cost: CostData
     systems: pd.DataFrame
     software: list[dict]
+    user_models: pd.DataFrame  # the users' own models measured: format, origin, SHA-256
     policy_lines: list[str]
     command: str
     command_note: str
@@ -273,6 +274,11 @@ def to_html(rep: ReportData) -> str:
         [[sw["framework"], ", ".join(f"{p} {'/'.join(v)}" for p, v in sw["versions"].items()),
           ", ".join(sw["commits"]) or "not recorded", sw["runs"]] for sw in rep.software]))
 
+    if not rep.user_models.empty:
+        out.append("<h2>Your models</h2>")
+        out.append(_table(["model", "format", "from", "inputs", "SHA-256", "bytes", "runs"],
+                          _user_model_rows(rep), text_cols=(2, 4)))
+
     out.append("<h2>Measurement policy</h2><ul>"
                + "".join(f"<li>{_e(line)}</li>" for line in rep.policy_lines) + "</ul>")
 
@@ -315,6 +321,13 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+def _user_model_rows(rep: ReportData) -> list[list]:
+    return [[m.model, m.model_format, m.model_origin, m.model_inputs,
+             m.model_sha256 if isinstance(m.model_sha256, str) else "not loaded",
+             "" if m.model_bytes != m.model_bytes or m.model_bytes is None
+             else f"{int(m.model_bytes):,}", m.runs] for m in rep.user_models.itertuples()]
+
+
 def to_markdown(rep: ReportData) -> str:
     out = [f"## Benchmark: {_md(_title(rep))}", "",
            f"Inference sweep {_md(rep.sweep_id)} · {_date(rep)} · "
@@ -328,6 +341,10 @@ def to_markdown(rep: ReportData) -> str:
         out += [f"- {_md(s)}" for s in rep.sentences] + [""]
     out += [_md(_floor_text(rep.floor)), ""]
     out += [f"**Machine:** {_md(_machine_line(rep))}", ""]
+    if not rep.user_models.empty:
+        out += ["**Your models:**", ""]
+        out += _md_table(["model", "format", "from", "inputs", "SHA-256", "bytes", "runs"],
+                         _user_model_rows(rep), set()) + [""]
     if rep.command:
         fence = _fence(rep.command)
         out += [f"**Reproduce** ({_md(rep.command_note)}):", "", f"{fence}bash", rep.command,

@@ -27,7 +27,8 @@ class Inference(Scenario):
         src = spec.user_model
         if src is None:
             return {}
-        return {"model_format": src.format, "model_origin": src.path or src.factory,
+        # a file's path, or a factory's module:function (its folder is in the command line)
+        return {"model_format": src.format, "model_origin": src.factory or src.path,
                 "model_inputs": describe_inputs(src.inputs)}
 
     def config_extra(self, spec) -> dict:
