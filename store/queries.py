@@ -176,7 +176,7 @@ def latest_latency(con, spec) -> float | None:
     rows = con.execute(
         "SELECT median_ms FROM runs WHERE status = 'ok' AND kind = 'inference' "
         "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
-        "AND batch_size = ? AND intra_threads = ? AND image_size = ? "
+        "AND batch_size = ? AND intra_threads = ? AND image_size IS NOT DISTINCT FROM ? "
         "ORDER BY started_at DESC LIMIT 1",
         [spec.model, spec.framework, spec.runtime, spec.precision, spec.batch_size,
          spec.intra_threads, spec.image_size]).fetchall()
@@ -187,7 +187,9 @@ def framework_gflops_per_thread(con, framework: str) -> float | None:
     rows = con.execute(
         "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
         "AND kind = 'inference' "
-        "AND framework = ? AND gflops_per_s IS NOT NULL", [framework]).fetchall()
+        "AND framework = ? AND gflops_per_s IS NOT NULL "
+        "AND model_format IS NULL",  # a user's tiny net would skew the catalog's estimate
+        [framework]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
 
 

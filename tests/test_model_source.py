@@ -48,6 +48,9 @@ def test_inputs_are_described_with_the_batch_axis_first():
     ("3,0,224", "input_shape", "dimension 0 in '3,0,224' is not positive"),
     ("3,-1,224", "input_shape", "dimension -1"),
     ("3,a,224", "input_shape", "'a' in '3,a,224' is not an integer"),
+    ("3,,224", "input_shape", "'3,,224' has an empty dimension"),
+    ("3,x,224", "input_shape", "'3,x,224' has an empty dimension"),
+    ("", "input_shape", "has an empty dimension"),
     ("1,2,3,4,5,6,7,8,9", "input_shape", "has 9 dimensions; allowed: 1 to 8"),
     (f"{MAX_ELEMENTS + 1}", "input_shape", "allowed: at most 268,435,456 per batch"),
 ])

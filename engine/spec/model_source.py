@@ -116,8 +116,11 @@ def detect_format(path: str | Path) -> str:
 
 
 def _dims(text: str, field: str) -> tuple[int, ...]:
-    parts = [t for t in re.split(r"[x,]", text.strip()) if t.strip()]
-    if not parts or len(parts) > MAX_DIMS:
+    parts = re.split(r"[x,]", text.strip())
+    if any(not t.strip() for t in parts):  # "3,,16" or "3,x,16": a dimension is missing
+        raise UserError(f"{field}: {text!r} has an empty dimension; allowed: 1 to {MAX_DIMS} "
+                        "positive integers separated by , or x, e.g. 3,224,224", field=field)
+    if len(parts) > MAX_DIMS:
         raise UserError(f"{field}: {text!r} has {len(parts)} dimensions; allowed: 1 to "
                         f"{MAX_DIMS} positive integers, e.g. 3,224,224", field=field)
     dims = []
