@@ -7,6 +7,7 @@ from engine.spec.errors import UserError
 from engine.run.estimate import estimate_seconds
 from engine.present.charts import search_probes
 from engine.present.links import MAX_VALUE_LEN, note, parse_choices, parse_number
+from engine.present.model_form import model_form, source_choice
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
 from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
 from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
@@ -86,29 +87,38 @@ def _model_label(facts):
 st.title("Run a benchmark sweep")
 info = read(model_info)
 facts = {(r.model, r.framework): (r.params, r.flops_per_sample)
-         for r in info.itertuples() if r.image_size == CATALOG[r.model].native_size}
+         for r in info.itertuples()
+         if r.model in CATALOG and r.image_size == CATALOG[r.model].native_size}
 
 errors: dict[str, str] = {}
 LINK_BATCHES = _q_list("batch", [])  # once: presets take theirs, the free field the rest
+from_file = source_choice(q.get("source"), link_errors)  # ?source=file
 left, right = st.columns(2)
 with left:
-    models = st.multiselect("Models", list(CATALOG), key="models",
-                            default=_q_list("model", ["efficientnet_b0"], list(CATALOG)),
-                            format_func=_model_label(facts),
-                            help="params and FLOPs appear once counted "
-                                 "(`python -m engine models`, or after a first run)")
-    slot_models = st.empty()
-    frameworks = st.multiselect("Frameworks", FRAMEWORKS, key="frameworks",
-                                default=_q_list("framework", FRAMEWORKS, FRAMEWORKS))
-    slot_frameworks = st.empty()
-    runtimes = st.multiselect(
-        "Runtimes", ALL_RUNTIMES, key="runtimes",
-        default=_q_list("runtime", [], ALL_RUNTIMES),
-        placeholder="each framework's default (torch eager, tensorflow tf_function)",
-        format_func=lambda r: f"{r} ({', '.join(f for f in FRAMEWORKS if r in RUNTIMES[f])})",
-        help="each runtime applies to the frameworks that have it; its output is checked "
-             "against the framework's reference before it is timed")
-    slot_runtimes = st.empty()
+    if from_file:  # the framework follows from the file's format
+        form = model_form(can_write=WHO.can_write, link_file=q.get("model_file"),
+                          notes=link_errors)
+        errors.update(form.errors)
+        models, frameworks, runtimes = form.models, form.frameworks, form.runtimes
+        slot_models = slot_frameworks = slot_runtimes = form.slots["model_file"]
+    else:
+        models = st.multiselect("Models", list(CATALOG), key="models",
+                                default=_q_list("model", ["efficientnet_b0"], list(CATALOG)),
+                                format_func=_model_label(facts),
+                                help="params and FLOPs appear once counted "
+                                     "(`python -m engine models`, or after a first run)")
+        slot_models = st.empty()
+        frameworks = st.multiselect("Frameworks", FRAMEWORKS, key="frameworks",
+                                    default=_q_list("framework", FRAMEWORKS, FRAMEWORKS))
+        slot_frameworks = st.empty()
+        runtimes = st.multiselect(
+            "Runtimes", ALL_RUNTIMES, key="runtimes",
+            default=_q_list("runtime", [], ALL_RUNTIMES),
+            placeholder="each framework's default (torch eager, tensorflow tf_function)",
+            format_func=lambda r: f"{r} ({', '.join(f for f in FRAMEWORKS if r in RUNTIMES[f])})",
+            help="each runtime applies to the frameworks that have it; its output is checked "
+                 "against the framework's reference before it is timed")
+        slot_runtimes = st.empty()
     presets = st.multiselect("Batch sizes", BATCH_PRESETS, key="batch_presets",
                              default=[b for b in LINK_BATCHES if b in BATCH_PRESETS]
                              if LINK_BATCHES else [1, 8])
@@ -127,10 +137,10 @@ with right:
     precision = st.selectbox("Precision", list(PRECISIONS), key="precision",
                              help="bf16 runs on torch eager, channels_last, torchscript and "
                                   "compile; other runtimes are refused with the reason")
-    image_text = st.text_input("Image size (px)", key="image_size", value=q.get("image_size", ""),
-                               placeholder="native size of each model",
-                               help=f"blank: each model's native size; else "
-                                    f"{IMAGE_RANGE[0]}..{IMAGE_RANGE[1]}")
+    image_text = "" if from_file else st.text_input(  # a file's input says its size
+        "Image size (px)", key="image_size", value=q.get("image_size", ""),
+        placeholder="native size of each model",
+        help=f"blank: each model's native size; else {IMAGE_RANGE[0]}..{IMAGE_RANGE[1]}")
     slot_image = st.empty()
     d = MeasurementPolicy()
     c1, c2, c3 = st.columns(3)
@@ -195,7 +205,8 @@ if not errors:
         policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                  min_iters=int(min_iters)),
         rounds=int(rounds), max_rounds=int(max_rounds), time_budget_s=time_budget,
-        runtimes=tuple(runtimes), profile_steps=int(profile))
+        runtimes=tuple(runtimes), profile_steps=int(profile),
+        **({"user_model": form.source} if from_file else {}))
     try:
         specs = request.specs()
     except UserError as exc:
@@ -206,7 +217,7 @@ for message in link_errors:
 slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_runtimes,
          "batch_size": slot_batch,
          "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image,
-         "precision": slot_image, "profile_steps": slot_runtimes}
+         "precision": slot_image, "profile_steps": slot_runtimes, **(form.slots if from_file else {})}
 for field, message in errors.items():
     slots.get(field, slot_policy).error(message, icon=":material/error:")
 

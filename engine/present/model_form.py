@@ -1,0 +1,204 @@
+"""The Run page's "Your model file" choice (issue #14): upload a model file into the models
+folder, pick one, name it, describe its input and pick its runtimes. Streamlit glue; the
+files are store/models_dir.py's, the rules engine/spec/model_source.py's.
+
+The upload control renders only for a session that may write (the Run page itself stops in
+viewer mode before this is called). A link names a file by its server-side name only
+(?source=file&model_file=<12 hex>.pt2), matched against the listing, never used as a path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from engine.present.links import md_escape, parse_choice
+from engine.spec.errors import UserError
+from engine.spec.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
+                                      check_model_name, default_runtime, format_for_name,
+                                      parse_input, parse_input_shape)
+from store.models_dir import (list_models, models_dir, save_upload, size_text,
+                              upload_cap_bytes)
+
+__all__ = ["ModelForm", "model_form", "source_choice", "default_name", "parse_inputs",
+           "UPLOAD_TYPES", "SOURCES"]
+
+SOURCES = {"catalog": "Catalog", "file": "Your model file"}  # link value -> label
+
+# The refused extensions are accepted by the widget on purpose: refused by the browser, a
+# .h5 file would only say "files are not allowed"; refused here, the user reads why.
+UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx", "keras", "h5", "hdf5", "pkl", "pickle"]
+_LAYOUT = {"pt2": "3,224,224", "torchscript": "3,224,224", "onnx": "3,224,224",
+           "keras": "224,224,3", "savedmodel": "224,224,3"}
+INPUT_HELP = (
+    "Either `C,H,W`: one float32 image input, dims in the model's own layout (torch files "
+    "C,H,W such as 3,224,224; Keras H,W,C such as 224,224,3), no batch axis. Or one "
+    "`NAME:DIMS[:DTYPE]` per line, e.g. `input_ids:1x128:int64`: the batch axis first, "
+    "written as 1 (each batch size of the sweep replaces it); DTYPE defaults to float32.")
+
+
+@dataclass
+class ModelForm:
+    """What the form chose: the source (None while something is refused), the errors by
+    field and where each is shown."""
+
+    source: ModelSource | None = None
+    runtimes: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    slots: dict = field(default_factory=dict)
+
+    @property
+    def models(self) -> list[str]:
+        return [self.source.name] if self.source else []
+
+    @property
+    def frameworks(self) -> list[str]:
+        return [self.source.framework] if self.source else []
+
+
+def source_choice(link_value: str | None, notes: list[str]) -> bool:
+    """The "Models from" choice at the top of the sweep form; True for "Your model file".
+    A link (?source=file) sets it when the address changed, so a user's later choice stays."""
+    _seed("source", link_value, SOURCES, "model_source", notes)
+    return st.radio("Models from", list(SOURCES.values()), key="model_source",
+                    horizontal=True) == SOURCES["file"]
+
+
+def _seed(param: str, raw: str | None, options: dict, key: str, notes: list[str]) -> None:
+    """Put a link's value into a widget's state when the address changed since this
+    session last saw it; a refused value becomes a note (on every render, like the page's
+    other link notes)."""
+    value, msg = parse_choice(param, raw, options)
+    notes.extend([msg] if msg else [])
+    if st.session_state.get(f"_link_{key}") != raw:
+        st.session_state[f"_link_{key}"] = raw
+        if value is not None:
+            st.session_state[key] = value
+
+
+def default_name(stem: str) -> str:
+    """A model name from a file's stem: letters, digits, _ . - only, at most 64, never a
+    catalog model's name."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._-")[:64] or "my_model"
+    try:
+        return check_model_name(name)
+    except UserError:
+        return f"my_{name}"[:64]
+
+
+def parse_inputs(text: str) -> tuple[InputSpec, ...]:
+    """The Input box: one `C,H,W` line, or NAME:DIMS[:DTYPE] lines (UserError naming the
+    field)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise UserError("input: required; allowed: C,H,W (e.g. 3,224,224) or one "
+                        "NAME:DIMS[:DTYPE] per line (e.g. input_ids:1x128:int64)",
+                        field="input")
+    if len(lines) == 1 and ":" not in lines[0]:
+        return (parse_input_shape(lines[0]),)
+    inputs = tuple(parse_input(line) for line in lines)
+    names = [i.name for i in inputs]
+    if len(set(names)) < len(names):
+        raise UserError(f"input: names {', '.join(names)} repeat; allowed: each input "
+                        "named once", field="input")
+    return inputs
+
+
+def _upload(cap: int) -> None:
+    """The upload control and its Save button: a saved file becomes the selected one."""
+    server_mb = st.get_option("server.maxUploadSize")
+    up = st.file_uploader(
+        "Upload a model file", type=UPLOAD_TYPES, key="um_upload",
+        max_upload_size=max(1, min(server_mb, math.ceil(cap / 2**20))),
+        help=f"saved into the models folder under a name of the server's own, at most "
+             f"{size_text(cap)}; .pt2 (torch.export), .pt/.pth (TorchScript), .onnx, .keras. "
+             "A SavedModel folder: copy it into the models folder")
+    if up is None:
+        return
+    saved = st.session_state.setdefault("_um_saved", {})  # file_id -> (server name, bytes)
+    shown = md_escape(up.name)
+    if up.file_id in saved:
+        name, size = saved[up.file_id]
+        st.success(f"Saved {shown} as `{name}` ({size_text(size)}).")
+        return
+    try:
+        format_for_name(up.name)
+    except UserError as exc:
+        st.error(md_escape(str(exc)), icon=":material/error:")
+        return
+    if st.button("Save to the models folder", key="um_save"):
+        try:
+            up.seek(0)
+            path = save_upload(up, up.name, cap)
+        except UserError as exc:
+            st.error(md_escape(str(exc)), icon=":material/error:")
+            return
+        except OSError as exc:
+            st.error(f"model\\_file: could not save into `{models_dir()}`: "
+                     f"{md_escape(exc.strerror or str(exc))}", icon=":material/error:")
+            return
+        saved[up.file_id] = (path.name, path.stat().st_size)
+        st.session_state["um_file"] = str(path)
+        st.success(f"Saved {shown} as `{path.name}` ({size_text(up.size)}).")
+
+
+def model_form(*, can_write: bool, link_file: str | None, notes: list[str]) -> ModelForm:
+    """Draw the form (file, name, input, runtimes) and say what it chose. A refused link
+    value is appended to notes."""
+    form = ModelForm()
+    if can_write:
+        try:
+            _upload(upload_cap_bytes())
+        except UserError as exc:  # a bad BENCH_MAX_UPLOAD_MB: no upload, the listing stays
+            st.error(str(exc), icon=":material/error:")
+    else:
+        st.caption("Uploading needs write access: pick a file already in the models folder.")
+    form.slots["model_file"] = st.empty()
+    entries = {e.path: e for e in list_models()}
+    _seed("model_file", link_file, {e.file_name: e.path for e in entries.values()}, "um_file",
+          notes)
+    if st.session_state.get("um_file") not in entries:  # removed from the folder meanwhile
+        st.session_state.pop("um_file", None)
+    if not entries:
+        form.errors["model_file"] = (
+            f"model_file: no model file in {models_dir()} yet; allowed: upload one above, "
+            "or copy a .pt2, .pt, .pth, .onnx or .keras file or a SavedModel folder there")
+        return form
+    path = st.selectbox("Model file", list(entries), key="um_file",
+                        format_func=lambda p: entries[p].label,
+                        help="the models folder's files, newest first")
+    entry = entries[path]
+    framework, runtimes = FORMAT_RUNTIMES[entry.format]
+    st.caption(f"{entry.format} file: runs on {framework} ({', '.join(runtimes)})")
+    if st.session_state.get("_um_name_for") != path or "um_name" not in st.session_state:
+        # a new file: its own default name
+        st.session_state["um_name"] = default_name(Path(entry.source_name).stem)
+        st.session_state["_um_name_for"] = path
+    name = st.text_input("Name", key="um_name", max_chars=64,
+                         help="shown on every page as this model's name: 1 to 64 letters, "
+                              "digits, _ . - (a catalog model's name is taken)")
+    form.slots["model_name"] = st.empty()
+    text = st.text_area("Input", key="um_input", height=80, max_chars=2000,
+                        placeholder=_LAYOUT[entry.format], help=INPUT_HELP)
+    form.slots["input"] = form.slots["input_shape"] = st.empty()
+    chosen = st.multiselect(
+        "Runtimes", list(runtimes), key=f"um_runtimes_{entry.format}",
+        placeholder=f"the format's default ({default_runtime(entry.format, framework)})",
+        help="the runtimes this file's format can run on; one per configuration")
+    form.slots["runtime"] = st.empty()
+    form.runtimes = list(chosen)  # none: the format's default (the sweep decides)
+    try:
+        name = check_model_name(name)
+    except UserError as exc:
+        form.errors["model_name"] = str(exc)
+    try:
+        inputs = parse_inputs(text or "")
+    except UserError as exc:
+        form.errors[exc.field or "input"] = str(exc)
+    if not form.errors:
+        form.source = ModelSource(name, entry.format, inputs, path=entry.path)
+    return form

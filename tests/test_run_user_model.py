@@ -1,0 +1,137 @@
+"""The Run page's "Your model file" choice through AppTest: a file in the models folder is
+picked (by a link naming its server-side name), named, given its input, and submitted as a
+sweep of that model; bad fields are named; the catalog form is untouched. The page never
+opens a model file, so the files here are a few bytes each."""
+
+import io
+
+import pytest
+
+from engine.present.access import decide
+from engine.scenarios import SweepRequest
+from engine.spec.model_source import InputSpec, ModelSource
+from store.models_dir import save_upload
+from tests.test_pages import FakeManager, page
+
+
+@pytest.fixture
+def models(tmp_path, monkeypatch):
+    folder = tmp_path / "models"
+    monkeypatch.setenv("BENCH_MODELS_DIR", str(folder))
+    monkeypatch.delenv("BENCH_MAX_UPLOAD_MB", raising=False)
+    onnx = save_upload(io.BytesIO(b"onnx bytes"), "My Net.onnx", cap_bytes=100)
+    keras = save_upload(io.BytesIO(b"keras bytes"), "resnet18.keras", cap_bytes=100)
+    return folder, onnx, keras
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    manager = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    return manager
+
+
+def test_a_linked_file_is_named_given_its_input_and_submitted(models, fake, db_path,
+                                                              monkeypatch):
+    _, onnx, _ = models
+    at = page("pages/run.py", db_path, monkeypatch,
+              query={"source": "file", "model_file": onnx.name})
+    assert at.radio(key="model_source").value == "Your model file"
+    assert at.selectbox(key="um_file").value == str(onnx)
+    assert at.text_input(key="um_name").value == "My_Net"  # the uploaded name, made safe
+    assert at.multiselect(key="um_runtimes_onnx").options == ["onnxruntime"]
+    keys = {w.key for w in at.multiselect} | {w.key for w in at.text_input}
+    assert not keys & {"models", "frameworks", "runtimes", "image_size"}
+    assert [e.value for e in at.error] == [
+        "input: required; allowed: C,H,W (e.g. 3,224,224) or one NAME:DIMS[:DTYPE] per line "
+        "(e.g. input_ids:1x128:int64)"]
+    assert at.button(key="launch").disabled is True
+    at.text_area(key="um_input").set_value("3,16,16")
+    at.multiselect(key="batch_presets").set_value([1])
+    at.multiselect(key="threads").set_value([1])
+    at.number_input(key="rounds").set_value(1)
+    at.number_input(key="max_rounds").set_value(1)
+    at.run()
+    assert not at.error and not at.exception
+    assert at.info[0].value.startswith("**1 configuration × 1 round = 1 run**")
+    at.button(key="launch").click().run()
+    [req] = fake.submitted
+    assert isinstance(req, SweepRequest)
+    assert (req.models, req.frameworks, req.batch_sizes, req.threads, req.image_size,
+            req.runtimes) == (("My_Net",), ("torch",), (1,), (1,), None, ())
+    assert req.user_model == ModelSource("My_Net", "onnx", (InputSpec("input", (1, 3, 16, 16)),),
+                                         path=str(onnx))
+    assert [s.runtime for s in req.specs()] == ["onnxruntime"]
+    assert at.success[0].value == "Sweep job 1 starts now."
+
+
+def test_bad_fields_are_named_where_they_are_typed(models, fake, db_path, monkeypatch):
+    _, _, keras = models
+    at = page("pages/run.py", db_path, monkeypatch,
+              query={"source": "file", "model_file": keras.name})
+    # The default name of resnet18.keras would pass for the catalog's resnet18.
+    assert at.text_input(key="um_name").value == "my_resnet18"
+    at.text_input(key="um_name").set_value("resnet18")
+    at.text_area(key="um_input").set_value("16,16,3\nimage:1x16x16x3")
+    at.run()
+    assert [e.value.split(";")[0] for e in at.error] == [
+        "model_name: 'resnet18' is a catalog model's name",
+        "input: '16,16,3' is not NAME:DIMS[:DTYPE]"]
+    assert at.button(key="launch").disabled is True
+    at.text_input(key="um_name").set_value("mine")
+    at.text_area(key="um_input").set_value("16,16,3")
+    at.multiselect(key="um_runtimes_keras").set_value(["keras", "xla"])
+    at.multiselect(key="batch_presets").set_value([1, 8])
+    at.run()
+    assert not at.error
+    at.button(key="launch").click().run()
+    [req] = fake.submitted
+    assert (req.models, req.frameworks, req.runtimes, req.batch_sizes) == (
+        ("mine",), ("tensorflow",), ("keras", "xla"), (1, 8))
+    assert req.user_model.inputs == (InputSpec("input", (1, 16, 16, 3)),)
+
+
+def test_a_link_value_that_is_a_path_or_unknown_is_refused_with_a_note(models, db_path,
+                                                                       monkeypatch):
+    folder, onnx, keras = models
+    for raw in (str(onnx), "../models/" + onnx.name, "nothere.onnx"):
+        at = page("pages/run.py", db_path, monkeypatch,
+                  query={"source": "file", "model_file": raw})
+        [warning] = at.warning
+        assert warning.value.startswith("link: model_file="), warning.value
+        assert at.selectbox(key="um_file").value == str(keras)  # newest first: the default
+    at = page("pages/run.py", db_path, monkeypatch, query={"source": "files"})
+    assert at.radio(key="model_source").value == "Catalog"
+    assert [w.value for w in at.warning] == [
+        "link: source='files' is not allowed; allowed: one of catalog, file; ignored"]
+
+
+def test_an_empty_models_folder_says_where_to_put_a_file(tmp_path, db_path, monkeypatch):
+    monkeypatch.setenv("BENCH_MODELS_DIR", str(tmp_path / "none"))
+    at = page("pages/run.py", db_path, monkeypatch, query={"source": "file"})
+    assert [e.value for e in at.error] == [
+        f"model_file: no model file in {tmp_path / 'none'} yet; allowed: upload one above, or "
+        "copy a .pt2, .pt, .pth, .onnx or .keras file or a SavedModel folder there"]
+    assert at.button(key="launch").disabled is True
+
+
+def test_a_session_that_may_not_write_gets_no_upload_control(models, db_path, monkeypatch):
+    remote = decide(env={}, settings={}, auth_configured=False, ip_address="10.0.0.7",
+                    headers={}, email=None)
+    assert not remote.can_write and not remote.viewer
+    monkeypatch.setattr("store.cache.access", lambda: remote)
+    at = page("pages/run.py", db_path, monkeypatch, query={"source": "file"})
+    assert "Uploading needs write access" in " ".join(c.value for c in at.caption)
+    assert not [b for b in at.button if b.key in ("um_save", "launch")]
+    assert at.get("file_uploader") == []
+
+
+def test_the_catalog_form_is_the_default_and_unchanged(models, db_path, monkeypatch):
+    at = page("pages/run.py", db_path, monkeypatch)
+    assert at.radio(key="model_source").value == "Catalog"
+    assert at.multiselect(key="models").value == ["efficientnet_b0"]
+    assert at.get("file_uploader") == [] and not [s for s in at.selectbox if s.key == "um_file"]
+    at.radio(key="model_source").set_value("Your model file").run()
+    assert at.selectbox(key="um_file").value is not None
+    at.radio(key="model_source").set_value("Catalog").run()
+    assert at.multiselect(key="models").value == ["efficientnet_b0"] and not at.exception
