@@ -7,9 +7,9 @@ from engine.present.charts_workloads import op_bars
 from engine.present.tables import ms_text
 from engine.scenarios import SCENARIOS
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
-from engine.present.tables import interference_text
+from engine.present.tables import interference_text, user_model_line
 from engine.present.link_state import PageLink
-from engine.present.links import MAX_VALUE_LEN, looks_like_path, note
+from engine.present.links import MAX_VALUE_LEN, looks_like_path, md_escape, note
 from store.cache import read
 from store.interop import export_bytes
 from store.queries import filter_options, results_table, run_detail
@@ -100,6 +100,8 @@ if run is None:
 st.caption(f"Link to this run: `?run={run_id}`")
 st.subheader(f"{run['kind']} · {run['model']} · {run['framework']} ({run['runtime']}) · batch "
              f"{run['batch_size']} · {run['intra_threads']} threads · {run['status']}")
+if run.get("model_format"):  # a user's model: exactly which bytes were measured
+    st.caption(user_model_line(run, md_escape))
 if run["status"] not in ("ok",):
     st.error(f"**{run['status']}**: {run['reason']}"
              + (f" (exit code {run['exit_code']})" if run["exit_code"] is not None else "")

@@ -224,6 +224,25 @@ def test_results_page_shows_a_failed_run_with_its_reason_and_stderr(seeded, monk
     assert any("ValueError: boom" in c.value for c in at.code)
 
 
+def test_results_page_names_the_bytes_a_users_model_run_measured(db_path, monkeypatch):
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record
+    from tests.helpers import SYSTEM, ok_record
+
+    with open_db(db_path) as con:
+        save_record(con, replace(ok_record("mine"), model="my_net", image_size=None,
+                                 model_format="onnx", model_origin="/m/3f2a.onnx",
+                                 model_inputs="input:1x3x16x16:float32",
+                                 model_sha256="c0" * 32, model_bytes=1204), SYSTEM)
+    at = page("pages/results.py", db_path, monkeypatch, {"run": "mine"})
+    assert at.subheader[0].value.startswith("inference · my_net · torch (eager)")
+    (line,) = [c.value for c in at.caption if c.value.startswith("Your model")]
+    assert line.startswith("Your model: onnx from /m/3f2a.onnx · inputs input")  # escaped ':'
+    assert line.endswith(f"float32 · SHA-256 {'c0' * 32} · 1,204 bytes")
+
+
 def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monkeypatch):
     at = page("pages/run.py", seeded, monkeypatch)
     at.multiselect(key="models").set_value(["mobilenet_v3_small"])

@@ -9,7 +9,7 @@ from engine.analysis.stats import p99_confident
 from engine.spec.catalog import CATALOG, model_label
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
-           "interference_text", "p99_text", "architecture_notes"]
+           "interference_text", "p99_text", "architecture_notes", "user_model_line"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 # Figures (with their marks) align right; words align left.
@@ -51,6 +51,17 @@ def interference_text(seen: dict) -> str:
     return (f"During the measured window ({seen.get('window_s', 0):.1f} s): hypervisor steal "
             f"{pct(seen.get('steal_frac'))}, other processes {pct(seen.get('others_cpu_frac'))} "
             f"of the worker's cores; load average {seen.get('load_avg_1m_end', 0):.2f}; {pin}.")
+
+
+def user_model_line(run, esc=str) -> str:
+    """A user's model as a run's detail names it: format, origin, inputs, SHA-256, size.
+    esc: applied to the text the user chose (a page passes its Markdown escape)."""
+    size = run.get("model_bytes")
+    digest = run.get("model_sha256")
+    return (f"Your model: {run['model_format']} from {esc(str(run.get('model_origin')))} · "
+            f"inputs {esc(str(run.get('model_inputs')))} · SHA-256 "
+            + (f"{digest} · {int(size):,} bytes" if isinstance(digest, str) and size == size
+               else "not recorded (the run failed before its model was loaded)"))
 
 
 def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> str:
