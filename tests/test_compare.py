@@ -228,3 +228,13 @@ def test_configurations_differing_in_precision_device_or_inter_threads_never_sha
             _run("torch", "eager", 1, 1, 20.0, system_id="f6e5d4c3b2")]
     assert sorted(r.contender for r in aggregate(runs)) == ["torch (eager) @a1b2c3d4",
                                                             "torch (eager) @f6e5d4c3"]
+    # a user's model file replaced between rounds: each file's runs apart, by digest; one
+    # file throughout keeps the plain name
+    runs = [_run("torch", "eager", 1, 1, 10.0, model_sha256="aa" * 32),
+            _run("torch", "eager", 1, 2, 20.0, model_sha256="bb" * 32),
+            _run("torch", "onnxruntime", 1, 1, 5.0, model_sha256="aa" * 32)]
+    assert sorted(r.contender for r in aggregate(runs)) == [
+        "torch (eager) sha256:aaaaaaaa", "torch (eager) sha256:bbbbbbbb",
+        "torch (onnxruntime) sha256:aaaaaaaa"]
+    assert [r.contender for r in aggregate(runs[:1] + runs[2:])] == [
+        "torch (eager)", "torch (onnxruntime)"]

@@ -230,11 +230,19 @@ def aggregate(runs) -> list[ConfigResult]:
     # Runs of two machines (an imported sweep) are never averaged: each machine's runs are
     # a contender of their own, named by the machine.
     machines = {r.get("system_id") for r in runs}
+    # Nor are two different files under one user-model name (a file replaced between
+    # rounds): each file's runs are a contender of their own, named by its digest.
+    digests: dict = {}
+    for r in runs:
+        if r.get("model_sha256"):
+            digests.setdefault(r["model"], set()).add(r["model_sha256"])
     groups: dict = {}
     for r in runs:
         name = contender_name(r)
         if len(machines) > 1:
             name += f" @{str(r.get('system_id'))[:8]}"
+        if len(digests.get(r["model"], ())) > 1:
+            name += f" sha256:{str(r.get('model_sha256'))[:8]}"
         key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"], name)
         groups.setdefault(key, []).append(r)
     out = []
