@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -145,13 +147,39 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def list_models() -> list[ModelEntry]:
+# An upload that was killed (the server stopped mid-write) leaves its hidden part file, or a
+# sidecar whose model never arrived; past this age no upload is still writing them.
+STALE_S = 3600.0
+_OURS = re.compile(r"^\.?[0-9a-f]{12}\.(pt2|pt|pth|onnx|keras)(\.json)?(\.part)?$")
+
+
+def remove_stale(folder: Path, now: float) -> list[str]:
+    """Delete part files and orphan sidecars older than STALE_S; returns their names."""
+    gone = []
+    for p in folder.iterdir():
+        # only names save_upload makes: a user's own files in the folder are never touched
+        ours = _OURS.match(p.name)
+        orphan = (ours and not p.name.startswith(".") and p.name.endswith(".json")
+                  and not (folder / p.name[:-len(".json")]).exists())
+        if not ours or not (p.name.endswith(".part") or orphan) or not p.is_file():
+            continue
+        try:
+            if now - p.stat().st_mtime > STALE_S:
+                p.unlink()
+                gone.append(p.name)
+        except OSError:
+            continue  # removed or renamed meanwhile: an upload finishing
+    return gone
+
+
+def list_models(now: float | None = None) -> list[ModelEntry]:
     """Every model file with an allowed extension and every SavedModel folder directly in
-    the models folder, newest first. Hidden and part files are skipped; nothing is read but
-    the sidecars."""
+    the models folder, newest first. Hidden and part files are skipped (and removed once
+    stale); nothing is read but the sidecars."""
     folder = models_dir()
     if not folder.is_dir():
         return []
+    remove_stale(folder, time.time() if now is None else now)
     found = []
     for p in folder.iterdir():
         if p.name.startswith("."):

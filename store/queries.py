@@ -102,7 +102,8 @@ def run_detail(con, run_id: str) -> dict | None:
 _SUMMARY = """
 WITH sel AS (
     SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
-           median_ms, throughput, validity, device, precision, inter_threads, system_id
+           median_ms, throughput, validity, device, precision, inter_threads, system_id,
+           model_sha256
     FROM runs
     WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
       AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}),
@@ -120,7 +121,7 @@ SELECT model, framework, runtime, framework || ' (' || runtime || ')' AS contend
        count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
 FROM sel JOIN q USING (run_id)
 GROUP BY model, framework, runtime, batch_size, intra_threads, image_size, device, precision,
-         inter_threads, system_id
+         inter_threads, system_id, model_sha256
 ORDER BY model, contender, threads, batch_size
 """.format(setting=_setting_sql())
 
@@ -215,7 +216,8 @@ def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
         "WHERE r.status = 'ok' AND r.kind = 'inference' AND r.throughput IS NOT NULL "
         "AND r.source = 'engine' AND " + _setting_sql("r.") +
         " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
-        "r.image_size, r.device, r.precision, r.inter_threads, r.system_id "
+        "r.image_size, r.device, r.precision, r.inter_threads, r.system_id, "
+        "r.model_sha256 "  # two files under one user-model name are never averaged
         "ORDER BY r.model, contender, r.batch_size, threads",
         _setting_params(setting)).df()
 
@@ -232,7 +234,7 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "AND " + _setting_sql() +
         " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
-        "inter_threads, system_id ORDER BY model, batch_size, threads, p50_ms",
+        "inter_threads, system_id, model_sha256 ORDER BY model, batch_size, threads, p50_ms",
         [models, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 

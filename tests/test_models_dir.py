@@ -211,3 +211,19 @@ def test_a_bad_input_box_names_its_field(text, field, start):
     with pytest.raises(UserError) as err:
         parse_inputs(text)
     assert err.value.field == field and str(err.value).startswith(start)
+
+
+def test_a_killed_uploads_leftovers_go_once_stale_and_a_users_own_files_never(folder):
+    kept = save_upload(io.BytesIO(b"model"), "net.onnx", cap_bytes=100)
+    leftovers = [".0123456789ab.pt2.part", ".0123456789ab.pt2.json.part",
+                 "0123456789ab.pt2.json"]  # a sidecar whose model never arrived
+    for name in leftovers:
+        (folder / name).write_text("x")
+    (folder / "notes.json").write_text("{}")  # the user's own: not a name we make
+    (folder / ".cache.part").write_text("x")
+    now = (folder / leftovers[0]).stat().st_mtime
+    assert [e.path for e in list_models(now=now + 60)] == [str(kept)]
+    assert all((folder / n).exists() for n in leftovers)  # an upload may still be writing
+    assert [e.path for e in list_models(now=now + 3601)] == [str(kept)]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [".cache.part", kept.name, f"{kept.name}.json", "notes.json"])

@@ -54,6 +54,24 @@ torch.save({"w": torch.ones(1), "evil": Evil()}, f"{d}/evil.pt")
 if os.path.exists(f"{d}/pwned"):
     os.remove(f"{d}/pwned")  # torch.save itself does not create it; make sure
 
+# The same program with a code-running pickle in its sample inputs, or as a weight marked
+# use_pickle: torch.export.load itself would unpickle both with weights_only=False.
+import io, zipfile
+buf = io.BytesIO()
+torch.save(Evil(), buf)
+archive = zipfile.ZipFile(f"{d}/m.pt2")
+for variant, target in (("sample", "sample_inputs/model.pt"), ("weight", "weights/weight_0")):
+    with zipfile.ZipFile(f"{d}/evil_{variant}.pt2", "w") as z:
+        for member in archive.namelist():
+            data = archive.read(member)
+            if member.endswith(target):
+                data = buf.getvalue()
+            if variant == "weight" and member.endswith("model_weights_config.json"):
+                config = json.loads(data)
+                config["config"]["conv.weight"]["use_pickle"] = True
+                data = json.dumps(config).encode()
+            z.writestr(member, data)
+
 def src(name, fmt, inputs=(InputSpec("input", (1, 3, 16, 16)),)):
     return ModelSource(name, fmt, inputs, path=f"{d}/{name}")
 
@@ -62,9 +80,10 @@ for name, fmt in (("m.pt2", "pt2"), ("m.pt", "torchscript")):
     out[name] = float((m(x) - ref).abs().max())
 sess = onnx_session(src("m.onnx", "onnx"), 1)
 out["m.onnx"] = float(abs(sess.run(None, {"input": x.numpy()})[0] - ref.detach().numpy()).max())
-for name in ("weights.pt", "evil.pt"):
+for name, fmt in (("weights.pt", "torchscript"), ("evil.pt", "torchscript"),
+                  ("evil_sample.pt2", "pt2"), ("evil_weight.pt2", "pt2")):
     try:
-        load_torch(src(name, "torchscript"))
+        load_torch(src(name, fmt))
         out[name] = "loaded"
     except ModelFileError as e:
         out[name] = str(e)
@@ -93,6 +112,9 @@ def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path)
                                         "model")
     assert out["evil.pt"].startswith("model_file: evil.pt was refused: it is not TorchScript")
     assert "a pickle that needs code to load is never opened" in out["evil.pt"]
+    for name in ("evil_sample.pt2", "evil_weight.pt2"):  # a torch.export archive
+        assert out[name].startswith(f"model_file: {name} was refused: it holds a pickled "
+                                    "object that only code could rebuild")
     assert out["pwned"] is False and not (tmp_path / "pwned").exists()
     assert out["digest"][0] is True and out["digest"][1] == (tmp_path / "m.onnx").stat().st_size
     assert out["ids"] == [[4, 128], "torch.int64", True, True]

@@ -110,10 +110,12 @@ def parse_inputs(text: str) -> tuple[InputSpec, ...]:
 
 def _upload(cap: int) -> None:
     """The upload control and its Save button: a saved file becomes the selected one."""
-    server_mb = st.get_option("server.maxUploadSize")
+    # The lower of Streamlit's own limit (server.maxUploadSize, MB) and ours
+    # (BENCH_MAX_UPLOAD_MB): raising one alone changes nothing.
+    cap = min(cap, st.get_option("server.maxUploadSize") * 2**20)
     up = st.file_uploader(
         "Upload a model file", type=UPLOAD_TYPES, key="um_upload",
-        max_upload_size=max(1, min(server_mb, math.ceil(cap / 2**20))),
+        max_upload_size=max(1, math.ceil(cap / 2**20)),
         help=f"saved into the models folder under a name of the server's own, at most "
              f"{size_text(cap)}; .pt2 (torch.export), .pt/.pth (TorchScript), .onnx, .keras. "
              "A SavedModel folder: copy it into the models folder")

@@ -163,7 +163,9 @@ class Runner:
             tail = ev.get("traceback") or worker.stderr_tail()
             return RunRecord(**base, status=ev["status"], reason=ev["reason"],
                              exit_code=ev.get("exit_code"), signal=ev.get("signal"),
-                             stderr_tail=tail[-STDERR_TAIL_BYTES:])
+                             stderr_tail=tail[-STDERR_TAIL_BYTES:],
+                             model_sha256=ev.get("model_sha256"),
+                             model_bytes=ev.get("model_bytes"))
         return record_from_result(base, ev, spec)
 
 

@@ -197,7 +197,7 @@ class RunSpec:
                             "channels_last, torchscript or compile; allowed: fp32",
                             field="precision")
         choice("device", self.device, DEVICES)
-        if self.device == "cuda" and runtime not in device_choices(self.framework, runtime):
+        if self.device == "cuda" and "cuda" not in device_choices(self.framework, runtime):
             raise UserError(f"device: cuda is not available for {self.framework} {runtime}; "
                             "allowed: cpu", field="device")
         if self.image_size is not None:

@@ -93,9 +93,11 @@ class Frame:
     def trace_path(self, run_id: str) -> str | None:
         return os.path.join(self.trace_dir, f"{run_id}.json") if self.trace_dir else None
 
-    def guarded(self, run_id: str, spec, body, *, on_failure=lambda: None) -> None:
+    def guarded(self, run_id: str, spec, body, *, on_failure=lambda: None,
+                failure_fields=dict) -> None:
         """One run's frame, whatever its kind: started, memory cap and peak reset, then exactly
-        one result or failed event."""
+        one result or failed event (with failure_fields(): what the run knew when it
+        failed, such as the digest of a user's model)."""
         emit = self.emit
         emit("started", run_id=run_id, started_at=time.time())
         try:
@@ -121,7 +123,7 @@ class Frame:
             if getattr(spec, "user_model", None) is not None:  # one line, as the CLI prints it
                 reason = " ".join(reason.split())
             emit("failed", run_id=run_id, ended_at=time.time(), status=status_of(exc),
-                 reason=reason[:2000],
+                 reason=reason[:2000], **failure_fields(),
                  traceback=traceback.format_exc()[-4000:])
             on_failure()
             gc.collect()

@@ -60,10 +60,14 @@ def run_group(runs, frame: Frame) -> None:
                     backends[spec.runtime] = load_backend(spec.framework, spec.runtime)
                 backend = backends[spec.runtime]
                 emit("progress", run_id=run_id, phase="load", iters=0)
+                state["digest"] = (None, None)
+                if spec.user_model is not None and spec.user_model.format != "factory":
+                    # what exactly is loaded, by content; hashed before the load is timed
+                    state["digest"] = source_digest(spec.user_model)
                 t = time.perf_counter()
                 backend.load(spec)
-                if spec.user_model is not None:  # what exactly was loaded, by content
-                    state["digest"] = source_digest(spec.user_model)
+                if spec.user_model is not None and spec.user_model.format == "factory":
+                    state["digest"] = source_digest(spec.user_model)  # its module, imported
                 # Build only: a conversion load() did (trace, export) is prepare_s, kept apart.
                 state["load_s"] = time.perf_counter() - t - backend.prepare_s
                 state["loaded_key"] = model_key
@@ -127,7 +131,9 @@ def run_group(runs, frame: Frame) -> None:
                         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
                         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
                         **digest(spec), **profile)
-        frame.guarded(run_id, spec, body, on_failure=forget)
+        # A failure after the file was hashed still names the bytes it failed on.
+        frame.guarded(run_id, spec, body, on_failure=forget,
+                      failure_fields=lambda spec=spec: digest(spec))
 
 
 class ModelInputError(Exception):

@@ -1,7 +1,8 @@
 """Opening a user's model file, in the worker only (issue #14): the torch backends call
 `torch_model`, the TensorFlow ones `tf_model`, every backend feeds `arrays`. Each loader is the safe one for its format:
 
-- torch.export program (.pt2): torch.export.load, run as its module (`.module()`);
+- torch.export program (.pt2): torch.export.load, run as its module (`.module()`), with
+  every unpickling inside it held to torch.load(weights_only=True) (load_program);
 - TorchScript (.pt/.pth): torch.jit.load. A .pt/.pth that is not TorchScript is a
   `torch.save` pickle: read only through torch.load(weights_only=True), which refuses any
   object whose unpickling would run code, and which yields weights, never a model (refused
@@ -18,12 +19,15 @@ it measured.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import pickle
 
 from engine.spec.model_source import InputSpec, ModelSource
 
-__all__ = ["ModelFileError", "file_digest", "source_digest", "load_torch", "onnx_session",
+__all__ = ["ModelFileError", "file_digest", "source_digest", "load_torch", "load_program",
+           "onnx_session",
            "arrays", "load_keras", "load_savedmodel", "load_factory", "torch_model",
            "tf_model", "onnx_stats"]
 
@@ -54,11 +58,7 @@ def load_torch(source: ModelSource):
 
     path = source.path
     if source.format == "pt2":
-        try:
-            return torch.export.load(path).module()
-        except Exception as exc:  # noqa: BLE001 - the reason goes to the failure row
-            raise ModelFileError(f"model_file: {os.path.basename(path)} is not a torch.export "
-                                 f"program ({_one_line(exc)})") from None
+        return load_program(source).module()
     if source.format != "torchscript":
         raise ModelFileError(f"model_file: format {source.format} is not a torch module file")
     try:
@@ -79,6 +79,59 @@ def load_torch(source: ModelSource):
         f"model_file: {os.path.basename(path)} holds {type(obj).__name__} (weights), not a "
         "model: a state dict needs the model's code. Save the model with torch.export.save "
         "(.pt2) or torch.jit.save (.pt), or pass --model-factory module:function")
+
+
+@contextlib.contextmanager
+def _no_code_from_pickles():
+    """While a .pt2 archive is read: torch.export.load unpickles pickled weights and
+    constants and its sample inputs with torch.load(weights_only=False), falls back to it
+    when weights_only=True fails, and reads "opaque" constants with pickle.loads, any of
+    which runs code a crafted file carries. Here every torch.load is weights_only=True
+    (tensors and plain containers only) and pickle.loads in the archive reader refuses."""
+    import torch
+    from torch.export.pt2_archive import _package
+
+    real_load = torch.load
+
+    def weights_only_load(*args, **kwargs):
+        kwargs["weights_only"] = True
+        return real_load(*args, **kwargs)
+
+    class _RefusingPickle:
+        def __getattr__(self, name):
+            return getattr(pickle, name)
+
+        @staticmethod
+        def loads(*_args, **_kwargs):
+            raise ModelFileError("the archive holds a pickled object, which would run code "
+                                 "when read; it is never opened")
+
+    torch.load, _package.pickle = weights_only_load, _RefusingPickle()
+    try:
+        yield
+    finally:
+        torch.load, _package.pickle = real_load, pickle
+
+
+def load_program(source: ModelSource):
+    """The ExportedProgram a .pt2 file holds, read with no pickle able to run code."""
+    import torch
+
+    try:
+        with _no_code_from_pickles():
+            return torch.export.load(source.path)
+    except ModelFileError as exc:
+        raise ModelFileError(f"model_file: {os.path.basename(source.path)} was refused: "
+                             f"{exc}") from None
+    except pickle.UnpicklingError:  # torch.load(weights_only=True) refused an object
+        raise ModelFileError(f"model_file: {os.path.basename(source.path)} was refused: it "
+                             "holds a pickled object that only code could rebuild; "
+                             "torch.load(weights_only=True) reads tensors only, and the "
+                             "object is never opened") from None
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the failure row
+        raise ModelFileError(f"model_file: {os.path.basename(source.path)} is not a safe "
+                             f"torch.export program ({_one_line(exc)}); a pickle that needs "
+                             "code to load is never opened") from None
 
 
 def onnx_session(source: ModelSource, intra_threads: int, inter_threads: int = 1):

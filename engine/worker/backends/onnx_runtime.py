@@ -59,7 +59,7 @@ class Backend(torch_eager.Backend):
                 # A torch.export program goes through the exporter built for it (its
                 # module refuses the TorchScript exporter's train()/eval() calls); its
                 # batch axis is dynamic where the program declared it so.
-                torch.onnx.export(torch.export.load(src.path), xs, path, dynamo=True,
+                torch.onnx.export(user_models.load_program(src), xs, path, dynamo=True,
                                   opset_version=18, verbose=False)
             else:
                 # The TorchScript-based exporter: the dynamo one needs onnxscript's graph
@@ -78,7 +78,7 @@ class Backend(torch_eager.Backend):
         model's, else in the order described."""
         names = [i.name for i in self.session.get_inputs()]
         if len(names) != len(arrays):
-            raise ValueError(f"the ONNX model takes {len(names)} inputs "
+            raise ValueError(f"input: the ONNX model takes {len(names)} inputs "
                              f"({', '.join(names)}); {len(arrays)} were described")
         described = [i.name for i in spec.user_model.inputs] if spec.user_model else names
         if sorted(described) == sorted(names):

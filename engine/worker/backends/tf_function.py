@@ -62,7 +62,7 @@ def caller(model, spec: RunSpec):
     names = list(model.structured_input_signature[1])
     described = [i.name for i in src.inputs]
     if len(names) != len(described):
-        raise ValueError(f"the SavedModel's serving_default takes {len(names)} inputs "
+        raise ValueError(f"input: the SavedModel's serving_default takes {len(names)} inputs "
                          f"({', '.join(names)}); {len(described)} were described")
     keys = described if sorted(described) == sorted(names) else names
     return lambda xs: model(**dict(zip(keys, xs)))

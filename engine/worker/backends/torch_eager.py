@@ -33,7 +33,13 @@ def make_inputs(spec: RunSpec) -> list[np.ndarray]:
 
 
 def input_tensors(spec: RunSpec, device) -> list:
-    return [torch.from_numpy(a).to(device) for a in make_inputs(spec)]
+    """The inputs as tensors on the device, each in its declared dtype (NumPy has no
+    bfloat16: those are generated as float32 and cast here)."""
+    xs = [torch.from_numpy(a).to(device) for a in make_inputs(spec)]
+    if spec.user_model is not None:
+        xs = [x.to(torch.bfloat16) if i.dtype == "bfloat16" else x
+              for x, i in zip(xs, spec.user_model.inputs)]
+    return xs
 
 
 def as_matrix(out):
@@ -123,9 +129,10 @@ class Backend:
         return model
 
     def to_input(self, x, spec: RunSpec):
-        """An fp32 input in the runtime's dtype and layout (integer inputs, token ids, stay
-        as they are)."""
-        return x.to(dtype_of(spec)) if x.is_floating_point() else x
+        """An fp32 input in the runtime's dtype and layout (integer inputs, token ids, and
+        inputs declared in another float type stay as they are)."""
+        # only float32 follows the run's precision: a declared float16/bfloat16 input stays
+        return x.to(dtype_of(spec)) if x.dtype == torch.float32 else x
 
     def first_output(self, xs, spec: RunSpec):
         """The runtime's output on xs as a float array; shape-specialised runtimes compile
