@@ -13,24 +13,39 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-__all__ = ["make_model_files", "FACTORY_MODULE"]
+__all__ = ["make_model_files", "FACTORY_MODULE", "NETS"]
+
+# The two nets, as source: the user's factory module holds them, the scripts run them.
+NETS = '''
+class ImageNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.fc = torch.nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean((2, 3)))
+
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 8)
+        self.fc = torch.nn.Linear(8, 2)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids).mean(1))
+'''
 
 _TORCH = r'''
 import sys, warnings
 import torch
 warnings.filterwarnings("ignore")
 d = sys.argv[1]
-
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.fc = torch.nn.Linear(4, 5)
-    def forward(self, x):
-        return self.fc(self.conv(x).mean((2, 3)))
+''' + NETS + r'''
 
 torch.manual_seed(0)
-net = Net().eval()
+net = ImageNet().eval()
 x = torch.randn(2, 3, 16, 16)
 batch = torch.export.Dim("batch", min=1, max=1024)
 torch.export.save(torch.export.export(net, (x,), dynamic_shapes=({0: batch},)), f"{d}/net.pt2")
@@ -55,29 +70,7 @@ model.export(f"{d}/net_savedmodel", verbose=False)
 '''
 
 # A factory module: the user's own code, imported only by a worker.
-FACTORY_MODULE = '''
-import torch
-
-
-class ImageNet(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.fc = torch.nn.Linear(4, 5)
-
-    def forward(self, x):
-        return self.fc(self.conv(x).mean((2, 3)))
-
-
-class Tokens(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(100, 8)
-        self.fc = torch.nn.Linear(8, 2)
-
-    def forward(self, ids):
-        return self.fc(self.emb(ids).mean(1))
-
+FACTORY_MODULE = "import torch\n" + NETS + '''
 
 def image_net():
     torch.manual_seed(0)

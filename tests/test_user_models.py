@@ -23,23 +23,11 @@ warnings.filterwarnings("ignore")
 d = sys.argv[1]
 out = {}
 
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-    def forward(self, x):
-        return self.conv(x).mean((2, 3))
-
-class Tokens(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(100, 8)
-        self.fc = torch.nn.Linear(8, 2)
-    def forward(self, ids):
-        return self.fc(self.emb(ids).mean(1))
+from tests.model_files import NETS
+exec(NETS)  # ImageNet and Tokens, the nets every user-model test uses
 
 torch.manual_seed(0)
-net = Net().eval()
+net = ImageNet().eval()
 x = torch.randn(2, 3, 16, 16)
 ref = net(x)
 torch.export.save(torch.export.export(net, (x,)), f"{d}/m.pt2")

@@ -118,12 +118,7 @@ class RunSpec:
         if runtime not in RUNTIMES[self.framework]:
             raise UserError(f"runtime: {runtime!r} is not available for {self.framework}; "
                             f"allowed: {', '.join(RUNTIMES[self.framework])}", field="runtime")
-        int_range("batch_size", self.batch_size, *BATCH_RANGE)
-        int_range("intra_threads", self.intra_threads, 1, cores,
-                   hint=f" (this machine has {cores} logical cores)")
-        int_range("inter_threads", self.inter_threads, 1, cores,
-                   hint=f" (this machine has {cores} logical cores)")
-        choice("precision", self.precision, PRECISIONS)
+        self._check_sizes(cores)
         if self.precision == "bf16" and (self.framework, runtime) not in BF16_RUNTIMES:
             why = _NO_BF16.get((self.framework, runtime), _NO_BF16_TF
                                if self.framework == "tensorflow" else "diagnostic runtime")
@@ -150,6 +145,14 @@ class RunSpec:
                             f"{', '.join(PROFILED_RUNTIMES.get(self.framework, ()))}",
                             field="profile_steps")
         return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
+
+    def _check_sizes(self, cores: int) -> None:
+        """Batch size, thread counts and precision: the same ranges for every model."""
+        int_range("batch_size", self.batch_size, *BATCH_RANGE)
+        for name in ("intra_threads", "inter_threads"):
+            int_range(name, getattr(self, name), 1, cores,
+                       hint=f" (this machine has {cores} logical cores)")
+        choice("precision", self.precision, PRECISIONS)
 
     def _validate_user_model(self, cores: int) -> "RunSpec":
         """A user's model: the format decides the framework and the runtimes; it runs with
@@ -184,12 +187,7 @@ class RunSpec:
             raise UserError("runtime: the LibTorch C++ runner feeds one float32 N,C,H,W "
                             f"input; this model takes {describe_inputs(src.inputs)}; allowed "
                             "for it: the other runtimes of its format", field="runtime")
-        int_range("batch_size", self.batch_size, *BATCH_RANGE)
-        int_range("intra_threads", self.intra_threads, 1, cores,
-                   hint=f" (this machine has {cores} logical cores)")
-        int_range("inter_threads", self.inter_threads, 1, cores,
-                   hint=f" (this machine has {cores} logical cores)")
-        choice("precision", self.precision, PRECISIONS)
+        self._check_sizes(cores)
         if self.precision == "bf16" and (src.format != "factory"
                                          or (self.framework, runtime) not in BF16_RUNTIMES):
             raise UserError("precision: a user's model file runs in the precision it was "

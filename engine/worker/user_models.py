@@ -268,15 +268,21 @@ def source_digest(source: ModelSource) -> tuple[str | None, int | None]:
     return file_digest(source.path)
 
 
+def _factory_model(source: ModelSource, framework: str):
+    """The factory's model, which must belong to the framework the run asked for."""
+    got, model = load_factory(source)
+    if got != framework:
+        what = "a Keras model" if got == "tensorflow" else "a torch module"
+        raise ModelFileError(f"model_factory: {source.factory} returned {what}; run it with "
+                             f"--framework {got}")
+    return model
+
+
 def torch_model(source: ModelSource):
     """The torch module a user's source gives: a .pt2 or TorchScript file, or a factory
     that must return a torch.nn.Module."""
     if source.format == "factory":
-        framework, model = load_factory(source)
-        if framework != "torch":
-            raise ModelFileError(f"model_factory: {source.factory} returned a Keras model; "
-                                 "run it with --framework tensorflow")
-        return model
+        return _factory_model(source, "torch")
     return load_torch(source)
 
 
@@ -287,11 +293,7 @@ def tf_model(source: ModelSource):
     if source.format == "savedmodel":
         return load_savedmodel(source)
     if source.format == "factory":
-        framework, model = load_factory(source)
-        if framework != "tensorflow":
-            raise ModelFileError(f"model_factory: {source.factory} returned a torch module; "
-                                 "run it with --framework torch")
-        return model
+        return _factory_model(source, "tensorflow")
     raise ModelFileError(f"model_file: a {source.format} model does not run in TensorFlow")
 
 
