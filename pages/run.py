@@ -97,7 +97,7 @@ left, right = st.columns(2)
 with left:
     if from_file:  # the framework follows from the file's format
         form = model_form(can_write=WHO.can_write, link_file=q.get("model_file"),
-                          notes=link_errors)
+                          notes=link_errors, link=q)
         errors.update(form.errors)
         models, frameworks, runtimes = form.models, form.frameworks, form.runtimes
         slot_models = slot_frameworks = slot_runtimes = form.slots["model_file"]

@@ -135,3 +135,21 @@ def test_the_catalog_form_is_the_default_and_unchanged(models, db_path, monkeypa
     assert at.selectbox(key="um_file").value is not None
     at.radio(key="model_source").set_value("Catalog").run()
     assert at.multiselect(key="models").value == ["efficientnet_b0"] and not at.exception
+
+
+def test_a_link_seeds_the_name_input_and_runtimes_and_names_a_runtime_the_format_lacks(
+        models, fake, db_path, monkeypatch):
+    _, onnx, keras = models
+    at = page("pages/run.py", db_path, monkeypatch,
+              query={"source": "file", "model_file": keras.name, "name": "shared_net",
+                     "input": "image:1x16x16x3", "runtime": "xla,keras,eager"})
+    assert at.text_input(key="um_name").value == "shared_net"
+    assert at.text_area(key="um_input").value == "image:1x16x16x3"
+    assert at.multiselect(key="um_runtimes_keras").value == ["xla", "keras"]
+    notes = [w.value for w in at.warning]
+    assert any(n.startswith("link: runtime='eager' is not allowed") for n in notes), notes
+    at.multiselect(key="batch_presets").set_value([1])
+    at.multiselect(key="threads").set_value([1])
+    at.run()
+    assert not at.error and not at.exception
+    assert at.info[0].value.startswith("**2 configurations × 3 rounds = 6 runs**")

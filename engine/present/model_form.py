@@ -16,7 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.present.links import md_escape, parse_choice
+from engine.present.links import md_escape, parse_choice, parse_choices
 from engine.spec.errors import UserError
 from engine.spec.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
                                       check_model_name, default_runtime, format_for_name,
@@ -148,9 +148,32 @@ def _upload(cap: int) -> None:
         st.success(f"Saved {shown} as `{path.name}` ({size_text(up.size)}).")
 
 
-def model_form(*, can_write: bool, link_file: str | None, notes: list[str]) -> ModelForm:
-    """Draw the form (file, name, input, runtimes) and say what it chose. A refused link
-    value is appended to notes."""
+def _seed_from_link(link, fmt: str, runtimes, notes: list[str]) -> None:
+    """?name=, ?input= (lines as %0A) and ?runtime=a,b into the form's widgets, once per
+    address: the name and input are checked like typed ones; runtimes are matched against
+    the format's own."""
+    raw = (link.get("name"), link.get("input"), link.get("runtime"), fmt)
+    if st.session_state.get("_link_um") == raw:
+        return
+    st.session_state["_link_um"] = raw
+    name, text, runtime_raw, _ = raw
+    if name:
+        st.session_state["um_name"] = name[:64]
+    if text:
+        st.session_state["um_input"] = text[:2000]
+    if runtime_raw:
+        values, msg = parse_choices("runtime", runtime_raw, {r: r for r in runtimes})
+        notes.extend([msg] if msg else [])
+        if values:
+            st.session_state[f"um_runtimes_{fmt}"] = values
+
+
+def model_form(*, can_write: bool, link_file: str | None, notes: list[str],
+               link=None) -> ModelForm:
+    """Draw the form (file, name, input, runtimes) and say what it chose. link: the page's
+    query values (name, input, runtime seed their widgets when the address changed); a
+    refused link value is appended to notes."""
+    link = link or {}
     form = ModelForm()
     if can_write:
         try:
@@ -180,6 +203,7 @@ def model_form(*, can_write: bool, link_file: str | None, notes: list[str]) -> M
         # a new file: its own default name
         st.session_state["um_name"] = default_name(Path(entry.source_name).stem)
         st.session_state["_um_name_for"] = path
+    _seed_from_link(link, entry.format, runtimes, notes)
     name = st.text_input("Name", key="um_name", max_chars=64,
                          help="shown on every page as this model's name: 1 to 64 letters, "
                               "digits, _ . - (a catalog model's name is taken)")
