@@ -149,8 +149,16 @@ def m006_user_models(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 
+def m007_machine_identity(con) -> None:
+    """Which machine a run ran on beyond the systems row: its catalog shape (when given),
+    SMT threads per core, the CPU flags that change speed, the frequency governor."""
+    for column, kind in (("machine_shape", "VARCHAR"), ("threads_per_core", "INTEGER"),
+                         ("cpu_flags", "VARCHAR"), ("governor", "VARCHAR")):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
-              m005_training_dataload_profiles, m006_user_models]
+              m005_training_dataload_profiles, m006_user_models, m007_machine_identity]
 
 
 def _migrate(con) -> None:

@@ -40,3 +40,24 @@ def effective_catalog(con) -> tuple[list[Machine], dict[str, UnitRate]]:
     rate_updates, machine_updates = price_updates(con)
     rates = load_unit_rates(overrides=rate_updates)
     return load_catalog(rates=rates, overrides=machine_updates), rates
+
+
+def machine_shape(name: str | None, db) -> str | None:
+    """A shape name (--machine-shape, else $BENCH_MACHINE_SHAPE) resolved against this
+    database's effective catalog (the shipped one when the file does not exist yet, so a
+    refused name writes nothing); None when neither names one."""
+    import os
+    from pathlib import Path
+
+    from engine.analysis.cost import resolve_shape
+    from store.db import open_db
+
+    name = name or os.environ.get("BENCH_MACHINE_SHAPE")
+    if not name:
+        return None
+    if db is not None and Path(db).exists():
+        with open_db(db, read_only=True) as con:
+            machines, _ = effective_catalog(con)
+    else:
+        machines = load_catalog()
+    return resolve_shape(name, machines).shape

@@ -14,6 +14,8 @@ assumption is stated wherever the figure appears. No framework import here.
 
 from __future__ import annotations
 
+import difflib
+
 import csv
 import math
 import re
@@ -27,7 +29,7 @@ __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_
            "monthly_cost", "machines_needed", "project_throughput", "oci_flex_price",
            "vcpus_per_ocpu", "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "Projection",
            "equivalents", "break_even_rates", "cost_rows", "fleet_rows", "storage_egress",
-           "cpu_shapes", "default_shape", "custom_machine", "oci_vs_aws", "by_threads",
+           "cpu_shapes", "default_shape", "resolve_shape", "custom_machine", "oci_vs_aws", "by_threads",
            "contender_costs", "training_costs"]
 
 HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
@@ -322,6 +324,26 @@ def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
 
 
 # -- what the Cost and Training pages show, computed here so the pages only draw ----------
+
+def resolve_shape(name: str, machines: list[Machine]) -> Machine:
+    """The catalog machine a shape name names, as `prices list` prints it (case and spacing
+    aside; a parenthesised note may be left off when that leaves one machine). A name the
+    catalog does not know is refused with the closest names it does."""
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    want = norm(name)
+    for key in (lambda m: norm(m.shape), lambda m: norm(m.shape).split(" (")[0]):
+        found = {m.shape: m for m in machines if key(m) == want}
+        if len(found) == 1:
+            return next(iter(found.values()))
+    close = difflib.get_close_matches(name.strip(), [m.shape for m in machines], n=4,
+                                      cutoff=0.4)
+    raise UserError(f"machine_shape: {name.strip()!r} is not a shape of the price catalog; "
+                    + (f"closest: {'; '.join(close)}; " if close else "")
+                    + "allowed: a shape as `python -m engine prices list` prints it",
+                    field="machine_shape")
+
 
 def cpu_shapes(catalog: list[Machine]) -> list[Machine]:
     """The catalog's x86 CPU machines: what a measurement on this (x86) machine prices."""

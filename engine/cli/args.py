@@ -8,7 +8,7 @@ import argparse
 from engine.spec.limits import MEMORY_CAP_MB_MIN, ROUNDS_RANGE
 
 __all__ = ["db_arg", "int_arg", "float_arg", "sweep_options", "memory_cap_option",
-           "memory_cap", "user_model_options", "user_model"]
+           "memory_cap", "user_model_options", "user_model", "machine_shape_option"]
 
 
 def db_arg(p) -> None:
@@ -48,7 +48,14 @@ def sweep_options(p, *, timeout: float, rounds: int, rounds_help: str) -> None:
                    help=f"wall-time limit per run in seconds, load included (default "
                         f"{timeout:g})")
     memory_cap_option(p)
+    machine_shape_option(p)
     db_arg(p)
+
+
+def machine_shape_option(p) -> None:
+    p.add_argument("--machine-shape", metavar="NAME", default=None,
+                   help="the price catalog's shape this machine is, stored with each run "
+                        "(`python -m engine prices list`; default: $BENCH_MACHINE_SHAPE)")
 
 
 def memory_cap_option(p) -> None:

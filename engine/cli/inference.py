@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from engine.cli.args import (db_arg, float_arg, int_arg, memory_cap, memory_cap_option,
-                             sweep_options, user_model, user_model_options)
+from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, memory_cap,
+                             memory_cap_option, sweep_options, user_model,
+                             user_model_options)
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
@@ -114,6 +115,7 @@ def add_parsers(sub) -> None:
     bs.add_argument("--p99-ms", type=float_arg("p99_ms"), default=None,
                     help="also report the largest batch whose p99 latency stays under this")
     memory_cap_option(bs)
+    machine_shape_option(bs)
     bs.add_argument("--min-time", type=float_arg("min_time_s"), default=1.0)
     bs.add_argument("--min-iters", type=int_arg("min_iters", 1), default=10)
     bs.add_argument("--timeout", type=float_arg("timeout"), default=600.0)
@@ -225,6 +227,7 @@ def cmd_batch_search(args) -> int:
     from engine.run.batch_search import stored_batch_search
     from engine.present.tables import format_table, p99_text
     from engine.run.runner import Runner
+    from store.prices import machine_shape
     from store.db import resolve_db_path
 
     float_range("margin", args.margin, *MARGIN_RANGE)
@@ -246,7 +249,8 @@ def cmd_batch_search(args) -> int:
                   if rec.throughput else rec.reason[:120])
         print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args))
+    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
+                    machine_shape=machine_shape(args.machine_shape, db))
     sweep_id, res = stored_batch_search(
         base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
         on_start=started, on_stored=stored, start=args.start, max_batch=args.max_batch,

@@ -7,6 +7,7 @@ import random
 import sys
 
 from engine.cli.args import memory_cap
+from store.prices import machine_shape
 
 __all__ = ["run_with_progress", "run_and_summarize"]
 
@@ -76,7 +77,8 @@ def run_with_progress(specs, args, *, seed: int | None = None,
         sys.stdout.flush()
 
     runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
-                    process_per_run=process_per_run)
+                    process_per_run=process_per_run,
+                    machine_shape=machine_shape(args.machine_shape, db))
     try:
         return run_sweep(specs, db=db, rounds=budget, seed=seed, runner=runner,
                          command=" ".join(["python -m engine", *args.argv]),

@@ -213,8 +213,12 @@ class JobManager:
             if step.why != "minimum":  # an extra round: its runs join the total
                 self._update(job, total=job.total + len(step.specs))
 
+        from store.prices import machine_shape  # $BENCH_MACHINE_SHAPE, checked per job
+
         runner = Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
-                        cancel=job.cancel, **self.runner_options)
+                        cancel=job.cancel,
+                        **{"machine_shape": machine_shape(None, self.db_path),
+                           **self.runner_options})
         seed = req.seed if req.seed is not None else random.randrange(2**31)
         result = req.run(job.specs, db=self.db_path, runner=runner, seed=seed,
                          on_start=lambda sid: self._update(job, sweep_id=sid),

@@ -35,8 +35,11 @@ class Runner:
     def __init__(self, *, timeout_s: float = 600.0, memory_cap_bytes: int | None = None,
                  python: str = sys.executable, clock: Callable[[], float] = time.monotonic,
                  poll_s: float = 0.2, cancel: threading.Event | None = None,
-                 process_per_run: bool = False, executor=None):
+                 process_per_run: bool = False, executor=None,
+                 machine_shape: str | None = None):
         self.timeout_s = timeout_s
+        # the catalog shape this machine is (resolved by the caller), stored with each run
+        self.machine_shape = machine_shape
         self.memory_cap_bytes = memory_cap_bytes
         self.executor = executor or LocalProcesses(python)
         self.clock = clock
@@ -158,7 +161,8 @@ class Runner:
                            started_at=ctx["started_at"], ended_at=ev.get("ended_at"),
                            load_avg=ctx["load_avg"], memory_cap_bytes=self.memory_cap_bytes,
                            timeout_s=self.timeout_s, git_commit=git_commit(),
-                           system_id=system_info()["system_id"])
+                           system_id=system_info()["system_id"],
+                           machine_shape=self.machine_shape)
         if ev["event"] == "failed":
             tail = ev.get("traceback") or worker.stderr_tail()
             return RunRecord(**base, status=ev["status"], reason=ev["reason"],

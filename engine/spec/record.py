@@ -98,6 +98,13 @@ class RunRecord:
     model_inputs: str | None = None
     model_sha256: str | None = None
     model_bytes: int | None = None
+    # The machine (issue #15): the catalog shape it is, when the user said so
+    # (--machine-shape, BENCH_MACHINE_SHAPE), and what its worker read of it: threads per
+    # core (2: a thread is a hyperthread), the CPU flags that change speed, the governor.
+    machine_shape: str | None = None
+    threads_per_core: int | None = None
+    cpu_flags: str | None = None
+    governor: str | None = None
     # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()

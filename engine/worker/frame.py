@@ -82,8 +82,10 @@ class Frame:
         self.emit, self.cap, self.t0, self.trace_dir, self.mode = emit, cap, t0, trace_dir, mode
 
     def ready(self, versions: dict, threads: dict) -> None:
+        from engine.worker.machine import machine_facts
+
         self.emit("ready", pid=os.getpid(), import_s=time.perf_counter() - self.t0,
-                  versions=versions, threads=threads,
+                  versions=versions, threads=threads, machine=machine_facts(),
                   env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
 
     def progress(self, run_id: str) -> Callable[[str, int], None]:

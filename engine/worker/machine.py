@@ -1,0 +1,65 @@
+"""The facts of the machine a worker runs on that change what a benchmark measures
+(issue #15): threads per core (SMT: whether N threads are N cores or N/2), the CPU flags
+that change kernel choice (AVX-512, its bf16 and VNNI forms, AMX), and the frequency
+governor. Read by the worker and sent with its `ready` event, so a run records the machine
+it ran on, wherever that was; /proc and /sys only, no framework."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+__all__ = ["SPEED_FLAGS", "machine_facts", "parse_cpu_flags", "parse_siblings"]
+
+# The flags whose presence changes which kernels oneDNN, MKL and XNNPACK pick.
+SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+
+
+def parse_cpu_flags(cpuinfo: str) -> tuple[str, ...]:
+    """SPEED_FLAGS present in /proc/cpuinfo's first `flags` line, in SPEED_FLAGS order."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            present = set(value.split())
+            return tuple(f for f in SPEED_FLAGS if f in present)
+    return ()
+
+
+def parse_siblings(text: str) -> int | None:
+    """How many logical CPUs a thread_siblings_list names ("0-1", "0,64", "3")."""
+    count = 0
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            count += int(hi) - int(lo) + 1 if hi else 1
+        except ValueError:
+            return None
+    return count or None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def machine_facts() -> dict:
+    """threads_per_core (None when unknown), cpu_flags (comma-separated, "" when none of
+    SPEED_FLAGS), governor (None when /sys does not say, as in most VMs' guests)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    siblings = _read(f"/sys/devices/system/cpu/cpu{cpus[0]}/topology/thread_siblings_list")
+    per_core = parse_siblings(siblings) if siblings else None
+    if per_core is None:
+        import psutil
+
+        logical, physical = psutil.cpu_count(logical=True), psutil.cpu_count(logical=False)
+        per_core = logical // physical if logical and physical else None
+    governor = _read(f"/sys/devices/system/cpu/cpu{cpus[0]}/cpufreq/scaling_governor")
+    return {"threads_per_core": per_core,
+            "cpu_flags": ",".join(parse_cpu_flags(_read("/proc/cpuinfo") or "")),
+            "governor": governor.strip() if governor else None}
