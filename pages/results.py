@@ -160,5 +160,8 @@ p1, p2 = st.columns(2)
 p1.markdown("**Timings and model**")
 p1.json(t, expanded=True)
 p2.markdown("**Provenance**")
-p2.json({"system": run["system"], "versions": run["versions"],
+p2.json({"system": run["system"],
+         "machine": {k: run.get(k) for k in ("machine_shape", "threads_per_core", "cpu_flags",
+                                              "governor")},
+         "versions": run["versions"],
          "threads_effective": run["threads_effective"], "env": run["env"]}, expanded=False)

@@ -38,7 +38,8 @@ def settings(con, kind: str, sweep_id: str | None = None) -> pd.DataFrame:
     return con.execute(
         "SELECT r.device, r.precision, r.inter_threads, r.system_id, "
         "any_value(y.cpu_model) AS cpu_model, any_value(y.hostname) AS hostname, "
-        "any_value(y.usable_cores) AS cores, count(*) AS runs, max(r.started_at) AS newest "
+        "any_value(y.usable_cores) AS cores, count(*) AS runs, max(r.started_at) AS newest, "
+        "mode(r.machine_shape) AS shape "  # the catalog shape, where a run was told it
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.status = 'ok' AND r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
         "GROUP BY r.device, r.precision, r.inter_threads, r.system_id "

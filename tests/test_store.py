@@ -166,7 +166,7 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
     with open_db(db_path) as con:
         save_record(con, ok_record("here", samples=fast), SYSTEM)
         save_record(con, replace(ok_record("there", samples=slow, minute=2),
-                                 system_id="sys-other"), other)
+                                 system_id="sys-other", machine_shape="c6i.8xlarge"), other)
         save_record(con, replace(ok_record("bf16", samples=slow, minute=3),
                                  precision="bf16"), SYSTEM)
         save_record(con, replace(ok_record("inter", samples=slow, minute=4),
@@ -182,5 +182,7 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
             "cpu · fp32 · inter-op 1 · Test CPU @ 2 GHz on box (1 runs)")
         assert measured_throughput(con, here).throughput.tolist() == [1000.0]
         there = ("cpu", "fp32", 1, "sys-other")
+        assert labels[there].startswith(  # the machine's catalog shape, where it was told
+            "cpu · fp32 · inter-op 1 · c6i.8xlarge (Other CPU on cloud) (1 runs)")
         assert measured_throughput(con, there).throughput.tolist() == [250.0]
         assert config_summary(con, ["resnet18"], None, here).p50_ms.tolist() == [1.0]

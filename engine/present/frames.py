@@ -66,6 +66,9 @@ def setting_choices(settings: pd.DataFrame) -> tuple[list[tuple], dict]:
         machine = r.cpu_model or "unknown CPU"
         if r.hostname:
             machine += f" on {r.hostname}"
+        shape = getattr(r, "shape", None)
+        if isinstance(shape, str) and shape:  # the price catalog's name for this machine
+            machine = f"{shape} ({machine})"
         choices.append(key)
         labels[key] = (f"{r.device} · {r.precision} · inter-op {key[2]} · {machine} "
                        f"({r.runs} runs)")
