@@ -151,9 +151,11 @@ def m006_user_models(con) -> None:
 
 def m007_machine_identity(con) -> None:
     """Which machine a run ran on beyond the systems row: its catalog shape (when given),
-    SMT threads per core, the CPU flags that change speed, the frequency governor."""
+    SMT threads per core, the CPU flags that change speed, the frequency governor; and how
+    many replicas shared it (inference: identical workers timed over one window)."""
     for column, kind in (("machine_shape", "VARCHAR"), ("threads_per_core", "INTEGER"),
-                         ("cpu_flags", "VARCHAR"), ("governor", "VARCHAR")):
+                         ("cpu_flags", "VARCHAR"), ("governor", "VARCHAR"),
+                         ("replicas", "INTEGER")):
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 

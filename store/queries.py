@@ -14,6 +14,10 @@ __all__ = ["data_version", "filter_options", "results_table", "run_detail", "con
            "settings", "SETTING_COLUMNS",
            "load_failures"]
 
+# A configuration of R replicas is a contender of its own: "torch (eager) x2 replicas",
+# as engine.analysis.compare.contender_name names it.
+_REPLICAS = "CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' ELSE '' END"
+
 
 # What a figure must never blend: runs differing in any of these are different settings.
 SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id")
@@ -104,7 +108,7 @@ _SUMMARY = """
 WITH sel AS (
     SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
            median_ms, throughput, validity, device, precision, inter_threads, system_id,
-           model_sha256
+           model_sha256, replicas
     FROM runs
     WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
       AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}),
@@ -112,7 +116,8 @@ q AS (
     SELECT s.run_id,
            quantile_cont(s.latency_ns, [0.10, 0.25, 0.75, 0.90]) AS qs
     FROM samples s JOIN sel USING (run_id) WHERE s.phase = 'measure' GROUP BY s.run_id)
-SELECT model, framework, runtime, framework || ' (' || runtime || ')' AS contender,
+SELECT model, framework, runtime,
+       framework || ' (' || runtime || ')' || {replicas} AS contender,
        batch_size, intra_threads AS threads, image_size, count(*) AS runs,
        median(median_ms) AS p50_ms, median(qs[1]) / 1e6 AS p10_ms,
        median(qs[2]) / 1e6 AS q1_ms, median(qs[3]) / 1e6 AS q3_ms,
@@ -122,9 +127,9 @@ SELECT model, framework, runtime, framework || ' (' || runtime || ')' AS contend
        count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
 FROM sel JOIN q USING (run_id)
 GROUP BY model, framework, runtime, batch_size, intra_threads, image_size, device, precision,
-         inter_threads, system_id, model_sha256
+         inter_threads, system_id, model_sha256, replicas
 ORDER BY model, contender, threads, batch_size
-""".format(setting=_setting_sql())
+""".format(setting=_setting_sql(), replicas=_REPLICAS.format(p=""))
 
 
 def comparable_models(con, sweep_id: str | None = None) -> list[str]:
@@ -151,7 +156,8 @@ def config_samples(con, models: list[str], batch_size: int, threads: int,
                    setting: tuple | None = None) -> pd.DataFrame:
     """Raw latencies (ms) of the chosen configurations, at most per_run from each run."""
     return con.execute(
-        "SELECT r.model, r.framework || ' (' || r.runtime || ')' AS contender, "
+        "SELECT r.model, r.framework || ' (' || r.runtime || ')' || " + _REPLICAS.format(p="r.")
+        + " AS contender, "
         "s.latency_ns / 1e6 AS latency_ms FROM samples s JOIN runs r USING (run_id) "
         "WHERE r.status = 'ok' AND r.kind = 'inference' AND s.phase = 'measure' AND s.idx < ? "
         "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
@@ -209,7 +215,8 @@ def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
     scales from). Grouped by the setting's columns, so a bf16, CUDA or other machine's run
     is never averaged in."""
     return con.execute(
-        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' AS "
+        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' || "
+        + _REPLICAS.format(p="r.") + " AS "
         "contender, r.batch_size, r.intra_threads AS threads, r.image_size, "
         "median(r.throughput) AS throughput, count(*) AS runs, "
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus "
@@ -218,7 +225,7 @@ def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
         "AND r.source = 'engine' AND " + _setting_sql("r.") +
         " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
         "r.image_size, r.device, r.precision, r.inter_threads, r.system_id, "
-        "r.model_sha256 "  # two files under one user-model name are never averaged
+        "r.model_sha256, r.replicas "  # two files under one name are never averaged
         "ORDER BY r.model, contender, r.batch_size, threads",
         _setting_params(setting)).df()
 
@@ -228,14 +235,16 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
     """One-time costs next to steady state, per configuration: model build, runtime
     preparation (trace, export, compile), first forward, and p50 (medians over ok runs)."""
     return con.execute(
-        "SELECT model, framework || ' (' || runtime || ')' AS contender, batch_size, "
+        "SELECT model, framework || ' (' || runtime || ')' || " + _REPLICAS.format(p="")
+        + " AS contender, batch_size, "
         "intra_threads AS threads, median(load_s) AS build_s, median(prepare_s) AS prepare_s, "
         "median(first_forward_s) AS first_forward_s, median(median_ms) AS p50_ms, "
         "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = 'inference' "
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "AND " + _setting_sql() +
         " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
-        "inter_threads, system_id, model_sha256 ORDER BY model, batch_size, threads, p50_ms",
+        "inter_threads, system_id, model_sha256, replicas "
+        "ORDER BY model, batch_size, threads, p50_ms",
         [models, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 

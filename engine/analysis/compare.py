@@ -180,6 +180,9 @@ def contender_name(r: dict) -> str:
                          r.get("device") if r.get("device") not in (None, "cpu") else None,
                          f"inter {r['inter_threads']}" if r.get("inter_threads") not in
                          (None, 1) else None) if x]
+    replicas = r.get("replicas")
+    if replicas and replicas > 1:  # R workers at once over one window (RunSpec.replicas)
+        extra.append(f"x{replicas} replicas")
     replica = r.get("replica") or (r.get("extra") or {}).get("replica")
     if replica:  # an A/A test's second copy (RunSpec.replica)
         extra.append(f"#{replica + 1}")

@@ -12,7 +12,8 @@ from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.spec.errors import UserError
-from engine.spec.inference import BF16_RUNTIMES, RunSpec, device_choices, expand_sweep
+from engine.spec.inference import (BF16_RUNTIMES, RunSpec, device_choices, expand_sweep,
+                                   left_out_splits)
 from engine.spec.budget import RoundBudget, default_max_rounds
 from engine.spec.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, IMAGE_RANGE,
                                 MARGIN_RANGE, PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
@@ -42,6 +43,10 @@ def add_parsers(sub) -> None:
                    help=f"intra-op threads, 1..{logical_cores()} here")
     r.add_argument("--inter-threads", type=int_arg("inter_threads", 1), default=1,
                    help="inter-op threads (default 1)")
+    r.add_argument("--replicas", nargs="+", type=int_arg("replicas", 1), default=[1],
+                   metavar="R", help="identical workers at once, each with --threads threads "
+                                     "on cores of its own, timed over one window; "
+                                     "throughput is their sum (default 1)")
     r.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None,
                    help="input height and width (default: each model's native size)")
     r.add_argument("--precision", default="fp32",
@@ -151,8 +156,10 @@ def cmd_run(args) -> int:
                          image_size=args.image_size, device=args.device,
                          weight_policy=args.weight_policy, policy=policy,
                          runtimes=args.runtime, profile_steps=args.profile,
-                         user_model=src)
+                         user_model=src, replicas=args.replicas)
 
+    for split in left_out_splits(args.threads, args.replicas):
+        print(f"left out: {split}")
     if args.aa_test:  # the copies after the originals: each group stays contiguous
         specs = specs + [replace(s, replica=1) for s in specs]
     budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)

@@ -69,7 +69,7 @@ class WorkerProcess:
 
     def __init__(self, python: str, runs: list[dict], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
-                 pins=None):
+                 pins=None, barrier: bool = False):
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins)
 
@@ -93,12 +93,20 @@ class WorkerProcess:
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._err_thread.start()
         payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode,
-                   "kind": kind, "trace_dir": trace_dir}
+                   "kind": kind, "trace_dir": trace_dir, "barrier": barrier}
         try:
             self.proc.stdin.write((json.dumps(payload) + "\n").encode())
             self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
         except BrokenPipeError:
             pass  # it died at start-up; its exit code and stderr tell why
+
+    def go(self) -> None:
+        """Start a replica's timed window (it waits, warm, after its "armed" event)."""
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # it died meanwhile: its stream's end tells the runner
 
     def _read_stdout(self):
         for line in self.proc.stdout:
@@ -151,8 +159,14 @@ class LocalProcesses:
         self.pin = pin  # pin a worker with fewer threads than cores (engine/run/pinning.py)
 
     def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
-              trace_dir: str | None = None) -> WorkerProcess:
+              trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
+              barrier: bool = False) -> WorkerProcess:
+        """cores: a replica's own cores (the runner splits them); barrier: a replica, which
+        waits for go() before its timed window."""
         pin = self.pin and mode == "bench" and scenario_of(first_spec).pinnable
         pins = pinning.plan(first_spec.intra_threads) if pin else None
+        if cores is not None:  # replicas use every core between them: the parent stays put
+            pins = (tuple(cores), tuple(sorted(os.sched_getaffinity(0))))
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
-                             kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins)
+                             kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins,
+                             barrier=barrier)

@@ -66,6 +66,12 @@ class Runner:
         tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
         groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
         for group in groups:
+            if getattr(group[0], "replicas", 1) > 1:  # R workers at once, one spec at a time
+                for spec in group:
+                    if self.cancel.is_set():
+                        break
+                    self._run_replicas(new_id(), spec, tags, record, on_event, known_stats)
+                continue
             pending = [(new_id(), s) for s in group]
             while pending and not self.cancel.is_set():
                 done = self._run_worker(pending, tags, record, on_event, known_stats)
@@ -155,6 +161,94 @@ class Runner:
             done.add(rid)
         return done
 
+    def _run_replicas(self, rid, spec: RunSpec, tags, record, on_event, known_stats) -> None:
+        """spec.replicas workers of one spec at once, each on intra_threads cores of its
+        own. Each loads, prepares and warms up, then says "armed"; when all have, all get
+        "go" and time one window together. One record: every replica's samples (the
+        per-request latency distribution), throughput the sum of theirs. Any replica that
+        fails fails the run, and the others are stopped."""
+        n, t = spec.replicas, spec.intra_threads
+        cores = sorted(os.sched_getaffinity(0))
+        run = {"run_id": rid, "spec": spec.to_dict(), "known_stats": known_stats(spec)}
+        merged: queue.Queue = queue.Queue()
+        workers = []
+        ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
+               "iters": 0}
+        results, failure, armed = {}, None, set()
+
+        def pump(i, w):
+            while True:
+                ev = w.events.get()
+                merged.put((i, ev))
+                if ev is None:
+                    return
+        try:
+            for i in range(n):
+                w = self.executor.start([run], spec, self.memory_cap_bytes,
+                                        cores=tuple(cores[i * t:(i + 1) * t]), barrier=True)
+                workers.append(w)
+                threading.Thread(target=pump, args=(i, w), daemon=True).start()
+            ended, deadline = set(), self.clock() + self.timeout_s
+            while len(ended) < n and failure is None:
+                if self.cancel.is_set():
+                    failure = {"status": "killed", "reason": "cancelled by the user"}
+                    break
+                remaining = deadline - self.clock()
+                if remaining <= 0:
+                    failure = {"status": "timeout", "reason": (
+                        f"exceeded the {self.timeout_s:g} s wall-time limit per run (in "
+                        f"phase {ctx['phase']}, {len(armed)} of {n} replicas armed)")}
+                    break
+                try:
+                    i, ev = merged.get(timeout=min(remaining, self.poll_s))
+                except queue.Empty:
+                    continue
+                if ev is None:
+                    ended.add(i)
+                    if i not in results:
+                        status, reason, sig = classify_exit(workers[i].close(),
+                                                            workers[i].stderr_tail())
+                        failure = {"status": status, "signal": sig,
+                                   "reason": f"replica {i + 1} of {n}: {reason}"}
+                    continue
+                kind = ev["event"]
+                if kind == "ready" and not ctx["ready"]:
+                    ctx["ready"] = ev
+                elif kind == "started" and ctx["started_at"] is None:
+                    ctx.update(started_at=ev["started_at"], phase="load",
+                               load_avg=os.getloadavg()[0])
+                elif kind == "progress":
+                    ctx.update(phase=ev["phase"], iters=ev["iters"])
+                elif kind == "armed":
+                    armed.add(i)
+                    if len(armed) == n:  # every replica warm: one window for all
+                        for w in workers:
+                            w.go()
+                elif kind == "result":
+                    results[i] = ev
+                elif kind == "failed":
+                    failure = {k: ev.get(k) for k in ("status", "reason", "traceback")}
+                    failure["reason"] = f"replica {i + 1} of {n}: {ev['reason']}"
+                if kind in ("progress", "started"):
+                    on_event({**ev, "spec": spec})
+        except BaseException:
+            for w in workers:
+                w.kill()
+                w.close()
+            raise
+        for w in workers:
+            if failure is not None:
+                w.kill()
+            w.close()
+        if failure is None and len(results) < n:
+            failure = {"status": "killed", "reason": f"{n - len(results)} of {n} replicas "
+                                                     "ended without a result"}
+        ev = ({"event": "failed", "run_id": rid, "ended_at": time.time(), **failure}
+              if failure is not None else combine_replicas([results[i] for i in range(n)], spec.batch_size))
+        rec = self._record(rid, spec, tags, ev, ctx, workers[0])
+        record(rec)
+        on_event({**ev, "spec": spec})
+
     def _record(self, run_id, spec: RunSpec, tags, ev, ctx, worker) -> RunRecord:
         ready = ctx["ready"]
         base = base_fields(spec, run_id=run_id, tags=tags, ready=ready,
@@ -173,12 +267,37 @@ class Runner:
         return record_from_result(base, ev, spec)
 
 
+def combine_replicas(results: list[dict], batch_size: int) -> dict:
+    """One result event from every replica's: samples of all (the per-request latency
+    distribution across replicas), each replica's throughput (the run's is their sum), the
+    longest window, memory summed, and how far the windows' starts and ends were apart."""
+    first = results[0]
+    ev = dict(first)
+    ev["samples_ns"] = [x for r in results for x in r["samples_ns"]]
+    ev["warmup_ns"] = [x for r in results for x in r["warmup_ns"]]
+    ev["measured_s"] = max(r["measured_s"] for r in results)
+    ev["warmup_s"] = max(r["warmup_s"] for r in results)
+    # as the scenario's throughput: samples over the measured time of each replica
+    ev["replica_throughputs"] = [
+        batch_size * len(r["samples_ns"]) / (sum(r["samples_ns"]) / 1e9)
+        if sum(r["samples_ns"]) else 0.0 for r in results]
+    starts = [r["window"][0] for r in results if r.get("window")]
+    ends = [r["window"][1] for r in results if r.get("window")]
+    ev["window_start_skew_ms"] = (max(starts) - min(starts)) * 1e3 if starts else None
+    ev["window_end_skew_ms"] = (max(ends) - min(ends)) * 1e3 if ends else None
+    peaks = [r.get("peak_rss_bytes") for r in results]
+    if all(p is not None for p in peaks):
+        ev["peak_rss_bytes"] = sum(peaks)
+        ev["peak_rss_method"] = f"sum over {len(results)} replicas of {first['peak_rss_method']}"
+    return ev
+
+
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
     """Consecutive specs sharing a worker: same framework, thread counts and device (and
     replica: an A/A test's second copy runs in a process of its own)."""
     def key_of(s):
         return (s.framework, s.intra_threads, s.inter_threads, s.device,
-                getattr(s, "replica", 0))
+                getattr(s, "replica", 0), getattr(s, "replicas", 1))
     groups: list[list[RunSpec]] = []
     for s in specs:
         key = key_of(s)

@@ -26,10 +26,10 @@ class Inference(Scenario):
     def record_columns(self, spec) -> dict:
         src = spec.user_model
         if src is None:
-            return {}
+            return {"replicas": spec.replicas}
         # a file's path, or a factory's module:function (its folder is in the command line)
         return {"model_format": src.format, "model_origin": src.factory or src.path,
-                "model_inputs": describe_inputs(src.inputs)}
+                "model_inputs": describe_inputs(src.inputs), "replicas": spec.replicas}
 
     def config_extra(self, spec) -> dict:
         extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
@@ -38,10 +38,22 @@ class Inference(Scenario):
         return extra
 
     def result_extra(self, ev: dict) -> dict:
-        return {"model_reused": bool(ev.get("model_reused")),
-                "output_rel_diff": ev.get("output_rel_diff"),
-                # which call first_forward_s timed: always the first after preparation
-                "first_forward_from": ev.get("first_forward_from")}
+        extra = {"model_reused": bool(ev.get("model_reused")),
+                 "output_rel_diff": ev.get("output_rel_diff"),
+                 # which call first_forward_s timed: always the first after preparation
+                 "first_forward_from": ev.get("first_forward_from")}
+        if ev.get("replica_throughputs"):  # each replica's own figure and the window's skew
+            extra.update(replica_throughputs=ev["replica_throughputs"],
+                         window_start_skew_ms=ev["window_start_skew_ms"],
+                         window_end_skew_ms=ev["window_end_skew_ms"])
+        return extra
+
+    def throughput(self, spec, ev: dict, samples_ns) -> float | None:
+        """Replicas serve at once: the machine's throughput is the sum of theirs (each its
+        samples over its own measured time); one worker: the base definition."""
+        if ev.get("replica_throughputs"):
+            return sum(ev["replica_throughputs"])
+        return super().throughput(spec, ev, samples_ns)
 
     def describe_event(self, spec, ev: dict) -> str:
         iters = f" {ev['iters']} it" if ev.get("iters") else ""

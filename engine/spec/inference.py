@@ -19,7 +19,7 @@ from engine.spec.policy import MeasurementPolicy
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
-           "device_choices", "USER_WEIGHTS"]
+           "device_choices", "USER_WEIGHTS", "left_out_splits"]
 
 PRECISIONS = ("fp32", "bf16")
 # bf16 where the runtime supports it (AMX-bf16 CPUs run it natively); the rest are refused
@@ -77,12 +77,17 @@ class RunSpec:
     # A user's own model (issue #14): `model` is then its display name, and the file or
     # factory, its inputs and format come from here. None: a catalog model.
     user_model: ModelSource | None = None
+    # >1: this many identical workers at once, each with intra_threads threads on cores of
+    # its own, timed over the same window (issue #15): a machine serving many requests runs
+    # replicas, not one process with every core.
+    replicas: int = 1
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
     def key(self) -> tuple:
         """Identity of a configuration (what a comparison groups by)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
-                self.inter_threads, self.precision, self.image_size, self.device, self.replica)
+                self.inter_threads, self.precision, self.image_size, self.device, self.replica,
+                self.replicas)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -144,15 +149,41 @@ class RunSpec:
                             f"allowed: 0, or a runtime among "
                             f"{', '.join(PROFILED_RUNTIMES.get(self.framework, ()))}",
                             field="profile_steps")
+        self._check_replicas(runtime)
         return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
 
     def _check_sizes(self, cores: int) -> None:
-        """Batch size, thread counts and precision: the same ranges for every model."""
+        """Batch size, thread counts, replicas and precision: the same ranges for every
+        model."""
         int_range("batch_size", self.batch_size, *BATCH_RANGE)
         for name in ("intra_threads", "inter_threads"):
             int_range(name, getattr(self, name), 1, cores,
                        hint=f" (this machine has {cores} logical cores)")
+        int_range("replicas", self.replicas, 1, cores,
+                   hint=f" (this machine has {cores} logical cores)")
+        if self.replicas * self.intra_threads > cores:
+            raise UserError(f"replicas: {self.replicas} replicas x {self.intra_threads} "
+                            f"intra_threads = {self.replicas * self.intra_threads} threads; "
+                            f"allowed: at most {cores} (this machine's logical cores, one "
+                            "core per thread): lower --replicas or --threads",
+                            field="replicas")
         choice("precision", self.precision, PRECISIONS)
+
+    def _check_replicas(self, runtime: str) -> None:
+        """Replicas start together and time one window: what cannot take part is refused."""
+        if self.replicas == 1:
+            return
+        why = ("the LibTorch runner times itself, outside the replicas' shared window"
+               if runtime == "libtorch" else
+               "replicas share the CPU's cores; one device is not split here"
+               if self.device == "cuda" else
+               "the profiler's pass is apart from the timed window"
+               if self.profile_steps else None)
+        if why:
+            raise UserError(f"replicas: {self.replicas} replicas cannot run {self.framework} "
+                            f"{runtime} on {self.device}"
+                            f"{' with profile_steps' if self.profile_steps else ''}: {why}; "
+                            "allowed: 1", field="replicas")
 
     def _validate_user_model(self, cores: int) -> "RunSpec":
         """A user's model: the format decides the framework and the runtimes; it runs with
@@ -207,6 +238,7 @@ class RunSpec:
                             f"allowed: 0, or a runtime among "
                             f"{', '.join(PROFILED_RUNTIMES[self.framework])}",
                             field="profile_steps")
+        self._check_replicas(runtime)
         return replace(self, runtime=runtime, weight_policy=USER_WEIGHTS,
                        policy=self.policy.validate())
 
@@ -230,10 +262,22 @@ def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
     return out
 
 
+def left_out_splits(threads, replicas, cores: int | None = None) -> list[str]:
+    """The thread x replica combinations expand_sweep leaves out (more threads than cores),
+    as "2 threads x 2 replicas = 4 > 2 cores"; empty when all fit or none does."""
+    cores = cores or logical_cores()
+    pairs = [(t, r) for t in unique(threads) for r in unique(replicas)]
+    over = [(t, r) for t, r in pairs if t * r > cores]
+    if len(over) in (0, len(pairs)):
+        return []
+    return [f"{t} threads x {r} replicas = {t * r} > {cores} cores" for t, r in over]
+
+
 def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                  precision="fp32", image_size=None, device="cpu",
                  weight_policy="bn_calibrated", policy=None, cores=None,
-                 runtimes=None, profile_steps=0, user_model=None) -> list[RunSpec]:
+                 runtimes=None, profile_steps=0, user_model=None,
+                 replicas=(1,)) -> list[RunSpec]:
     """The cartesian product, validated, ordered so each (framework, threads) group is
     contiguous: the runner starts one worker per group and pays the imports once. Within
     a group, a model's batch sizes follow each other so a built model is reused."""
@@ -247,12 +291,19 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
         per_fw = {f: [default_runtime(user_model.format, f)] for f in unique(frameworks)}
     else:
         per_fw = runtimes_for(unique(frameworks), runtimes)
+    cores = cores or logical_cores()
+    fits = [(t, r) for t in unique(threads) for r in unique(replicas) if t * r <= cores]
+    if not fits or len(fits) == len(unique(threads)) * len(unique(replicas)):
+        fits = [(t, r) for t in unique(threads) for r in unique(replicas)]  # validate says
+    # Several thread counts and replica counts: the splits of this machine's cores that fit
+    # (1x2 and 2x1 on 2 cores); left_out_splits names the rest, for the caller to say.
     specs = [
         RunSpec(model=m, framework=f, batch_size=b, intra_threads=t,
                 inter_threads=inter_threads, precision=precision, image_size=image_size,
                 device=device, weight_policy=weight_policy, policy=policy,
-                runtime=rt, profile_steps=profile_steps, user_model=user_model).validate(cores)
-        for f in unique(frameworks) for t in unique(threads) for m in unique(models)
-        for rt in per_fw[f] for b in unique(batch_sizes)
+                runtime=rt, profile_steps=profile_steps, user_model=user_model,
+                replicas=r).validate(cores)
+        for f in unique(frameworks) for t, r in fits
+        for m in unique(models) for rt in per_fw[f] for b in unique(batch_sizes)
     ]
     return specs

@@ -105,6 +105,7 @@ class RunRecord:
     threads_per_core: int | None = None
     cpu_flags: str | None = None
     governor: str | None = None
+    replicas: int | None = None  # inference: identical workers timed over one window
     # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()

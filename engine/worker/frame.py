@@ -78,8 +78,21 @@ class Frame:
     folder for profiler traces, and the per-run frame."""
 
     def __init__(self, emit: Callable[..., None], *, cap: int | None, t0: float,
-                 trace_dir: str | None, mode: str = "bench"):
+                 trace_dir: str | None, mode: str = "bench", go=None):
         self.emit, self.cap, self.t0, self.trace_dir, self.mode = emit, cap, t0, trace_dir, mode
+        self.go = go  # a threading.Event the parent's "go" sets: this worker is a replica
+
+    @property
+    def replica(self) -> bool:
+        return self.go is not None
+
+    def await_go(self, run_id: str) -> float:
+        """A replica, warm: say so, wait until the parent says every replica is, and return
+        the wall time the timed window opened (replicas compare windows by it)."""
+        self.emit("armed", run_id=run_id)
+        self.go.wait()
+        self.go.clear()
+        return time.time()
 
     def ready(self, versions: dict, threads: dict) -> None:
         from engine.worker.machine import machine_facts

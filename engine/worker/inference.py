@@ -88,6 +88,7 @@ def run_group(runs, frame: Frame) -> None:
             progress = lambda n, _ns: emit(  # noqa: E731
                 "progress", run_id=run_id, phase="measure", iters=n)
             profile = {}
+            opened, closed = [], None  # a replica's timed window (wall clock)
             if hasattr(backend, "measure"):  # the runtime times itself (LibTorch C++)
                 before = snapshot()
                 with inputs_named(spec):  # its first call is the runner's
@@ -109,7 +110,10 @@ def run_group(runs, frame: Frame) -> None:
                         first_from = "a timed call"
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
                     before = snapshot()
-                    loop = time_loop(step, spec.policy, on_progress=progress)
+                    loop = time_loop(step, spec.policy, on_progress=progress,
+                                     before_timing=(lambda: opened.append(
+                                         frame.await_go(run_id))) if frame.replica else None)
+                    closed = time.time()
                     window = interference(before, snapshot())
                     trace_path = frame.trace_path(run_id)
                     if spec.profile_steps and trace_path:
@@ -130,7 +134,8 @@ def run_group(runs, frame: Frame) -> None:
                         own_peak_rss_bytes=getattr(backend, "peak_rss_bytes", None),
                         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
                         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
-                        **digest(spec), **profile)
+                        **digest(spec), **profile,
+                        **({"window": [opened[0], closed]} if opened else {}))
         # A failure after the file was hashed still names the bytes it failed on.
         frame.guarded(run_id, spec, body, on_failure=forget,
                       failure_fields=lambda spec=spec: digest(spec))

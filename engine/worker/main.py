@@ -37,12 +37,14 @@ from engine.worker.frame import Frame
 __all__ = ["main"]
 
 
-def _exit_when_parent_gone(fd: int) -> None:
+def _exit_when_parent_gone(fd: int, go: threading.Event) -> None:
     # os.read on a raw descriptor, not sys.stdin.read(): a thread blocked in sys.stdin
     # holds its buffer lock, and a forked child (DataLoader workers) that closes stdin at
-    # start-up would wait on that lock forever.
-    while os.read(fd, 65536):
-        pass  # returns b"" at EOF: the parent closed the pipe or died
+    # start-up would wait on that lock forever. The only thing the parent writes after the
+    # payload is "go": every replica is warm, start timing (Frame.await_go).
+    while data := os.read(fd, 65536):  # b"" at EOF: the parent closed the pipe or died
+        if b"go" in data:
+            go.set()
     os._exit(0)
 
 
@@ -59,7 +61,8 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe
     sys.stdin = open(os.devnull)
-    threading.Thread(target=_exit_when_parent_gone, args=(watch_fd,), daemon=True).start()
+    go = threading.Event()
+    threading.Thread(target=_exit_when_parent_gone, args=(watch_fd, go), daemon=True).start()
 
     from engine.worker.backends import configure_threads
 
@@ -72,5 +75,6 @@ def main() -> None:
     t0 = time.perf_counter()
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
     frame = Frame(emit, cap=payload.get("memory_cap_bytes"), t0=t0,
-                  trace_dir=payload.get("trace_dir"), mode=payload.get("mode", "bench"))
+                  trace_dir=payload.get("trace_dir"), mode=payload.get("mode", "bench"),
+                  go=go if payload.get("barrier") else None)
     importlib.import_module(scenario.worker_body).run_group(runs, frame)

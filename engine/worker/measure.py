@@ -59,7 +59,8 @@ def block_size(warmup_ns) -> int:
 
 def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
               clock: Callable[[], int] = time.perf_counter_ns,
-              on_progress: Callable[[int, int], None] | None = None) -> LoopResult:
+              on_progress: Callable[[int, int], None] | None = None,
+              before_timing: Callable[[], None] | None = None) -> LoopResult:
     """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
     min_time_s and min_iters are met (or a max is hit).
 
@@ -71,13 +72,13 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _loop(step, policy, clock, on_progress)
+        return _loop(step, policy, clock, on_progress, before_timing)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _loop(step, policy, clock, on_progress) -> LoopResult:
+def _loop(step, policy, clock, on_progress, before_timing=None) -> LoopResult:
     warm = []
     self_timed = False
     warm_max_ns = int(policy.warmup_max_s * 1e9)
@@ -100,6 +101,8 @@ def _loop(step, policy, clock, on_progress) -> LoopResult:
     min_iters, max_iters = policy.min_iters, policy.max_iters
     samples: list[int] = []
     append = samples.append
+    if before_timing is not None:  # replicas: wait here until every one is warm
+        before_timing()
     start = clock()
     next_report = start + PROGRESS_EVERY_NS
     while True:
