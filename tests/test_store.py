@@ -24,7 +24,7 @@ EXPECTED_RUN_COLUMNS = [
     "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no",
     "prepare_s", "kind", "dataset", "workers", "model_format", "model_origin", "model_inputs",
     "model_sha256", "model_bytes", "machine_shape", "threads_per_core", "cpu_flags",
-    "governor"]
+    "governor", "replicas"]
 
 
 def columns(con, table):
