@@ -59,7 +59,8 @@ def test_two_replicas_time_one_window_and_store_one_row(db_path, worker_env):
     per = json.loads(two[4])
     assert len(per) == 2 and two[3] == pytest.approx(sum(per))  # the machine's: their sum
     assert two[7] == two[2] >= 2 * 20  # every replica's samples, each at least min_iters
-    assert 0 <= two[5] < 5_000  # the windows opened together (a generous bound: a busy CI)
+    assert two[5] >= 0  # how far apart the windows opened is recorded (bench/replicas.py
+    # and the note report its size; a test asserts no wall-clock figure)
     assert two[6].startswith("sum over 2 replicas of ")
     from engine.analysis.compare import aggregate
     from store.runs import list_sweeps, sweep_rounds
