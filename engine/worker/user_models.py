@@ -1,5 +1,6 @@
 """Opening a user's model file, in the worker only (issue #14): the torch backends call
-`torch_model`, the TensorFlow ones `tf_model`, every backend feeds `arrays`. Each loader is the safe one for its format:
+`torch_model`, the TensorFlow ones `tf_model`, every backend feeds `arrays`. Each loader
+is the safe one for its format:
 
 - torch.export program (.pt2): torch.export.load, run as its module (`.module()`), with
   every unpickling inside it held to torch.load(weights_only=True) (load_program);

@@ -10,7 +10,7 @@ import numpy as np
 from engine.spec import RunSpec
 
 __all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "checked_rows",
-           "OUTPUT_RTOL", "output_matrix"]
+           "OUTPUT_RTOL", "output_matrix", "compared_rows"]
 
 # One seed for weights and inputs, so both frameworks see statistically identical work.
 SEED = 0
@@ -94,6 +94,13 @@ def output_matrix(out, to_numpy) -> np.ndarray:
     if batch and all(a.ndim >= 1 and a.shape[0] == batch for a in leaves):
         return np.concatenate([a.reshape(batch, -1) for a in leaves], axis=1)
     return np.concatenate([a.ravel() for a in leaves])[None, :]
+
+
+def compared_rows(spec):
+    """The rows checked against the reference: a catalog model's first and last (its
+    samples are independent, see checked_rows); all of a user's model's, whose outputs may
+    mix samples."""
+    return checked_rows(spec.batch_size) if spec.user_model is None else slice(None)
 
 
 def checked_rows(batch_size: int) -> list[int]:

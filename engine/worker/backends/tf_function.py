@@ -9,7 +9,8 @@ import tensorflow as tf
 import keras
 
 from engine.worker import user_models
-from engine.worker.backends.base import SEED, ModelStats, check_close, checked_rows, output_matrix
+from engine.worker.backends.base import (SEED, ModelStats, check_close, compared_rows,
+                                         output_matrix)
 from engine.spec.catalog import get_model
 from engine.spec import RunSpec
 
@@ -37,11 +38,6 @@ def as_matrix(out):
     """A call's output (a tensor, or a dict/tuple of them) as one float array, a row per
     sample (engine.worker.backends.base.output_matrix)."""
     return output_matrix(out, lambda t: t.numpy() if hasattr(t, "numpy") else t)
-
-
-def compared_rows(spec: RunSpec):
-    """Catalog: the first and last samples; a user's model: all of them (see torch_eager)."""
-    return checked_rows(spec.batch_size) if spec.user_model is None else slice(None)
 
 
 def materialise(out) -> None:

@@ -10,7 +10,8 @@ import torch
 import torchvision
 
 from engine.worker import user_models
-from engine.worker.backends.base import SEED, ModelStats, check_close, checked_rows, output_matrix
+from engine.worker.backends.base import (SEED, ModelStats, check_close, compared_rows,
+                                         output_matrix)
 from engine.spec.catalog import get_model
 from engine.spec import RunSpec
 
@@ -47,12 +48,6 @@ def as_matrix(out):
     array, a row per sample (engine.worker.backends.base.output_matrix)."""
     return output_matrix(out, lambda t: t.detach().float().cpu().numpy()
                          if isinstance(t, torch.Tensor) else t)
-
-
-def compared_rows(spec: RunSpec):
-    """The rows checked against the reference: a catalog model's first and last (its
-    samples are independent); all of a user's model, whose outputs may mix samples."""
-    return checked_rows(spec.batch_size) if spec.user_model is None else slice(None)
 
 
 def dtype_of(spec: RunSpec):

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from engine.worker.backends import torch_eager
-from engine.worker.backends.base import check_close
-from engine.worker.backends.torch_eager import as_matrix, compared_rows, make_inputs
+from engine.worker.backends.base import check_close, compared_rows
+from engine.worker.backends.torch_eager import as_matrix, make_inputs
 from engine.worker.measure import LoopResult
 from engine.spec import RunSpec
 from engine.spec.paths import CPP_BUILD_DIR
