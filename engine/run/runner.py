@@ -174,7 +174,7 @@ class Runner:
         workers = []
         ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
                "iters": 0}
-        results, failure, armed = {}, None, set()
+        results, failure, armed, codes = {}, None, set(), {}
 
         def pump(i, w):
             while True:
@@ -205,9 +205,9 @@ class Runner:
                     continue
                 if ev is None:
                     ended.add(i)
+                    codes[i] = workers[i].close()  # its stream ended: it has exited
                     if i not in results:
-                        status, reason, sig = classify_exit(workers[i].close(),
-                                                            workers[i].stderr_tail())
+                        status, reason, sig = classify_exit(codes[i], workers[i].stderr_tail())
                         failure = {"status": status, "signal": sig,
                                    "reason": f"replica {i + 1} of {n}: {reason}"}
                     continue
@@ -226,8 +226,9 @@ class Runner:
                             w.go()
                 elif kind == "result":
                     results[i] = ev
-                elif kind == "failed":
-                    failure = {k: ev.get(k) for k in ("status", "reason", "traceback")}
+                elif kind == "failed":  # the digest of a user's model travels with it
+                    failure = {k: ev.get(k) for k in ("status", "reason", "traceback",
+                                                      "model_sha256", "model_bytes")}
                     failure["reason"] = f"replica {i + 1} of {n}: {ev['reason']}"
                 if kind in ("progress", "started"):
                     on_event({**ev, "spec": spec})
@@ -236,7 +237,9 @@ class Runner:
                 w.kill()
                 w.close()
             raise
-        for w in workers:
+        for i, w in enumerate(workers):
+            if i in codes:
+                continue  # closed when its stream ended
             if failure is not None:
                 w.kill()
             w.close()
@@ -244,7 +247,8 @@ class Runner:
             failure = {"status": "killed", "reason": f"{n - len(results)} of {n} replicas "
                                                      "ended without a result"}
         ev = ({"event": "failed", "run_id": rid, "ended_at": time.time(), **failure}
-              if failure is not None else combine_replicas([results[i] for i in range(n)], spec.batch_size))
+              if failure is not None
+              else combine_replicas([results[i] for i in range(n)], spec.batch_size))
         rec = self._record(rid, spec, tags, ev, ctx, workers[0])
         record(rec)
         on_event({**ev, "spec": spec})
