@@ -159,8 +159,16 @@ def m007_machine_identity(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 
+def m008_cluster_nodes(con) -> None:
+    """A run on a Ray cluster names its node (Ray node id and hostname); its system_id is
+    that node's systems row."""
+    for column in ("node_id", "node_host"):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} VARCHAR")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
-              m005_training_dataload_profiles, m006_user_models, m007_machine_identity]
+              m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
+              m008_cluster_nodes]
 
 
 def _migrate(con) -> None:

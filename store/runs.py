@@ -19,7 +19,8 @@ __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH
 
 _JSON_FIELDS = ("versions", "threads_effective", "env", "extra")
 # RunRecord fields kept in tables of their own, not in `runs`
-_SAMPLE_FIELDS = ("warmup_ns", "samples_ns", "epochs", "step_losses", "profile_ops", "trace_gz")
+_SAMPLE_FIELDS = ("warmup_ns", "samples_ns", "epochs", "step_losses", "profile_ops", "trace_gz",
+                  "node_system")
 EPOCH_COLUMNS = ["epoch", "steps", "samples", "wall_s", "samples_per_s", "train_loss",
                  "train_acc", "test_loss", "test_acc", "eval_s"]
 PROFILE_COLUMNS = ["op", "device", "calls", "self_ms", "total_ms"]
@@ -240,6 +241,7 @@ def sweep_rounds(con, sweep_id: str) -> list[dict]:
         "SELECT run_id, round_no, model, framework, runtime, batch_size, intra_threads, "
         "inter_threads, precision, image_size, device, system_id, status, validity, "
         "median_ms, iqr_ms, throughput, iterations, p99_ms, started_at, model_sha256, replicas, "
+        "machine_shape, "
         "extra->'interference' AS interference, "
         "(extra->>'replica')::INTEGER AS replica FROM runs WHERE sweep_id = ? "
         "ORDER BY round_no, started_at", [sweep_id])

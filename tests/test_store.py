@@ -24,7 +24,7 @@ EXPECTED_RUN_COLUMNS = [
     "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no",
     "prepare_s", "kind", "dataset", "workers", "model_format", "model_origin", "model_inputs",
     "model_sha256", "model_bytes", "machine_shape", "threads_per_core", "cpu_flags",
-    "governor", "replicas"]
+    "governor", "replicas", "node_id", "node_host"]
 
 
 def columns(con, table):
@@ -37,7 +37,8 @@ def test_migrations_on_empty_database_create_exact_columns():
     con = connect(":memory:")
     assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates",
                                        "m004_prepare_time", "m005_training_dataload_profiles",
-                                       "m006_user_models", "m007_machine_identity"]
+                                       "m006_user_models", "m007_machine_identity",
+                                       "m008_cluster_nodes"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -60,7 +61,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(7,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(8,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

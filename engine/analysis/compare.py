@@ -232,7 +232,9 @@ def aggregate(runs) -> list[ConfigResult]:
     runs = list(runs)
     # Runs of two machines (an imported sweep) are never averaged: each machine's runs are
     # a contender of their own, named by the machine.
-    machines = {r.get("system_id") for r in runs}
+    # A machine is its systems row and, where given, its catalog shape: the nodes of a
+    # local test cluster share a host but stand for different shapes.
+    machines = {(r.get("system_id"), r.get("machine_shape")) for r in runs}
     # Nor are two different files under one user-model name (a file replaced between
     # rounds): each file's runs are a contender of their own, named by its digest.
     digests: dict = {}
@@ -243,7 +245,7 @@ def aggregate(runs) -> list[ConfigResult]:
     for r in runs:
         name = contender_name(r)
         if len(machines) > 1:
-            name += f" @{str(r.get('system_id'))[:8]}"
+            name += f" @{r.get('machine_shape') or str(r.get('system_id'))[:8]}"
         if len(digests.get(r["model"], ())) > 1:
             name += f" sha256:{str(r.get('model_sha256'))[:8]}"
         key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"], name)

@@ -4,11 +4,14 @@ come from engine.spec.limits), the database option and the options of a stored s
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
+from engine.spec.errors import UserError
 from engine.spec.limits import MEMORY_CAP_MB_MIN, ROUNDS_RANGE
 
 __all__ = ["db_arg", "int_arg", "float_arg", "sweep_options", "memory_cap_option",
-           "memory_cap", "user_model_options", "user_model", "machine_shape_option"]
+           "memory_cap", "user_model_options", "user_model", "machine_shape_option",
+           "executor_options", "cluster_runner", "ClusterRun"]
 
 
 def db_arg(p) -> None:
@@ -56,6 +59,70 @@ def machine_shape_option(p) -> None:
     p.add_argument("--machine-shape", metavar="NAME", default=None,
                    help="the price catalog's shape this machine is, stored with each run "
                         "(`python -m engine prices list`; default: $BENCH_MACHINE_SHAPE)")
+
+
+def executor_options(p) -> None:
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where workers run: local subprocesses (default) or the nodes of a "
+                        "Ray cluster (docs/FLEET.md)")
+    p.add_argument("--address", metavar="HOST:PORT", default=None,
+                   help="the Ray head, with --executor ray (default: $RAY_ADDRESS)")
+    p.add_argument("--placement", nargs="+", metavar="KEY=VALUE", default=None,
+                   help="with --executor ray: shape=NAME (a node tagged with the custom "
+                        "resource shape:NAME) or node=ID; several: the sweep on each, "
+                        "rounds interleaved")
+    p.add_argument("--fleet", action="store_true",
+                   help="with --executor ray: the sweep on every node kind (shape) of the "
+                        "cluster at once, rounds interleaved across nodes")
+
+
+@dataclass
+class ClusterRun:
+    plan: object  # engine.run.fleet.ClusterPlan
+    runner: object  # a Runner on one node, or a FleetRunner
+
+    def close(self) -> None:
+        import ray
+
+        for r in getattr(self.runner, "runners", [self.runner]):
+            r.executor.shutdown()
+        ray.shutdown()
+
+
+def cluster_runner(args) -> ClusterRun | None:
+    """With --executor ray: the nodes chosen and a runner on them; None for local runs.
+    The options that only mean something on a cluster are refused without it."""
+    import os
+
+    if args.executor != "ray":
+        for name in ("address", "placement", "fleet"):
+            if getattr(args, name):
+                raise UserError(f"{name}: only with --executor ray; allowed here: leave it "
+                                "out", field=name)
+        return None
+    if args.machine_shape:
+        raise UserError("machine_shape: on a cluster each node's shape is its shape:NAME "
+                        "resource; allowed with --executor ray: leave --machine-shape out",
+                        field="machine_shape")
+    from engine.run.fleet import cluster_plan, ray_runner
+    from store.db import resolve_db_path
+    from store.prices import machine_shape
+
+    import ray
+
+    db = resolve_db_path(args.db)
+    try:
+        plan = cluster_plan(args.address or os.environ.get("RAY_ADDRESS"), args.placement,
+                            args.fleet, resolve_shape=lambda name: machine_shape(name, db))
+    except BaseException:
+        ray.shutdown()  # joined the cluster, then refused: leave it as found
+        raise
+    for node, shape in zip(plan.nodes, plan.shapes):
+        print(f"on {node.label}: {node.cpus} CPU" + (f", priced as {shape}" if shape else
+                                                    ", no shape (not priced)"), flush=True)
+    return ClusterRun(plan, ray_runner(plan, timeout_s=args.timeout,
+                                       memory_cap_bytes=memory_cap(args),
+                                       process_per_run=args.process_per_run))
 
 
 def memory_cap_option(p) -> None:

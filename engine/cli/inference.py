@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, memory_cap,
                              memory_cap_option, sweep_options, user_model,
-                             user_model_options)
+                             user_model_options, executor_options, cluster_runner)
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
@@ -76,6 +76,7 @@ def add_parsers(sub) -> None:
                    help="a fresh worker process for every run (default: one per "
                         "framework/threads group, so imports are paid once)")
     r.add_argument("--no-table", action="store_true", help="skip the comparison table")
+    executor_options(r)
     r.add_argument("--aa-test", action="store_true",
                    help="also run every configuration a second time under a second name "
                         "(\"#2\", in a worker of its own): an A/A test, whose true answer is "
@@ -150,26 +151,40 @@ def cmd_run(args) -> int:
                                max_time_s=args.max_time)
     src = user_model(args, args.model)
     models = [src.name] if src else args.model
-    specs = expand_sweep(models, _frameworks(args.framework, src, ["torch", "tensorflow"]),
-                         args.batch, args.threads,
-                         inter_threads=args.inter_threads, precision=args.precision,
-                         image_size=args.image_size, device=args.device,
-                         weight_policy=args.weight_policy, policy=policy,
-                         runtimes=args.runtime, profile_steps=args.profile,
-                         user_model=src, replicas=args.replicas)
+    # On a cluster: its nodes are chosen (and an unreachable address refused) before any
+    # spec is built, because threads x replicas must fit the nodes' cores, not this one's.
+    if args.executor == "ray" and args.profile:
+        raise UserError("profile_steps: a profile's trace stays on the node that ran it; "
+                        "allowed with --executor ray: 0", field="profile_steps")
+    cluster = cluster_runner(args)
+    try:
+        specs = expand_sweep(models, _frameworks(args.framework, src, ["torch", "tensorflow"]),
+                             args.batch, args.threads,
+                             inter_threads=args.inter_threads, precision=args.precision,
+                             image_size=args.image_size, device=args.device,
+                             weight_policy=args.weight_policy, policy=policy,
+                             runtimes=args.runtime, profile_steps=args.profile,
+                             user_model=src, replicas=args.replicas,
+                             cores=cluster.plan.cores if cluster else None)
 
-    for split in left_out_splits(args.threads, args.replicas):
-        print(f"left out: {split}")
-    if args.aa_test:  # the copies after the originals: each group stays contiguous
-        specs = specs + [replace(s, replica=1) for s in specs]
-    budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
-                         if args.max_rounds is None else args.max_rounds,
-                         args.time_budget).validate(specs)
+        for split in left_out_splits(args.threads, args.replicas,
+                                     cluster.plan.cores if cluster else None):
+            print(f"left out: {split}")
+        if args.aa_test:  # the copies after the originals: each group stays contiguous
+            specs = specs + [replace(s, replica=1) for s in specs]
+        budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
+                             if args.max_rounds is None else args.max_rounds,
+                             args.time_budget).validate(specs)
 
-    def table(records):
-        return compare_table(aggregate([vars(r) for r in records]), color=sys.stdout.isatty())
-    run_and_summarize(specs, args, table=None if args.no_table else table, noun="runs",
-                      seed=args.seed, process_per_run=args.process_per_run, budget=budget)
+        def table(records):
+            return compare_table(aggregate([vars(r) for r in records]),
+                                 color=sys.stdout.isatty())
+        run_and_summarize(specs, args, table=None if args.no_table else table, noun="runs",
+                          seed=args.seed, process_per_run=args.process_per_run,
+                          budget=budget, runner=cluster.runner if cluster else None)
+    finally:
+        if cluster:
+            cluster.close()
     return 0
 
 

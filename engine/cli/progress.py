@@ -13,7 +13,7 @@ __all__ = ["run_with_progress", "run_and_summarize"]
 
 
 def run_with_progress(specs, args, *, seed: int | None = None,
-                      process_per_run: bool = False, budget=None):
+                      process_per_run: bool = False, budget=None, runner=None):
     """Run a sweep with a progress bar, a line per round and one printed line per stored
     run: the one terminal driver of `run`, `train` and `dataload`. What the bar counts (runs,
     or training steps read from progress events) and how a run is described come from the
@@ -31,7 +31,8 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     budget = budget or RoundBudget.fixed(args.rounds)
     scenario = scenario_of(specs[0])
     unit = scenario.progress_unit
-    total_units = scenario.progress_total(specs)
+    width = getattr(runner, "width", 1)  # a fleet runs every run on each node kind
+    total_units = scenario.progress_total(specs) * width
     db = resolve_db_path(args.db)
     seed = seed if seed is not None else random.randrange(2**31)
     state = {"bar": None, "run_units": 0}
@@ -41,15 +42,17 @@ def run_with_progress(specs, args, *, seed: int | None = None,
             + (f", within {budget.time_budget_s:g} s" if budget.time_budget_s else "") + ")")
 
     def on_start(sweep_id):
-        print(f"sweep {sweep_id}: {len(specs)} configurations x {upto} = "
-              f"{len(specs) * budget.rounds} runs at least (seed {seed}) -> {db}", flush=True)
+        where = f" x {width} node kinds" if width > 1 else ""
+        print(f"sweep {sweep_id}: {len(specs)} configurations{where} x {upto} = "
+              f"{len(specs) * width * budget.rounds} runs at least (seed {seed}) -> {db}",
+              flush=True)
         state["bar"] = tqdm(total=total_units * budget.rounds, unit=unit, file=sys.stderr,
                             dynamic_ncols=True)
 
     def on_plan(step):
         bar = state["bar"]
         if step.why != "minimum":  # an extra round: only the undecided configurations
-            bar.total += scenario.progress_total(step.specs)
+            bar.total += scenario.progress_total(step.specs) * width
             bar.refresh()
         bar.write(f"round {step.round_no}: {order_name(step.round_no)} order"
                   + ("" if step.why == "minimum" else f", {step.why}"), file=sys.stdout)
@@ -76,9 +79,9 @@ def run_with_progress(specs, args, *, seed: int | None = None,
                   file=sys.stdout)
         sys.stdout.flush()
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
-                    process_per_run=process_per_run,
-                    machine_shape=machine_shape(args.machine_shape, db))
+    runner = runner or Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
+                              process_per_run=process_per_run,
+                              machine_shape=machine_shape(args.machine_shape, db))
     try:
         return run_sweep(specs, db=db, rounds=budget, seed=seed, runner=runner,
                          command=" ".join(["python -m engine", *args.argv]),

@@ -130,6 +130,10 @@ class WorkerProcess:
             data = b"".join(self.stderr)[-STDERR_TAIL_BYTES:]
         return data.decode("utf-8", "replace")
 
+    def classify(self, returncode: int | None) -> tuple[str, str, str | None]:
+        """(status, reason, signal) for this worker ending without reporting its run."""
+        return classify_exit(returncode, self.stderr_tail())
+
     def kill(self):
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -157,6 +161,10 @@ class LocalProcesses:
     def __init__(self, python: str = sys.executable, pin: bool = True):
         self.python = python
         self.pin = pin  # pin a worker with fewer threads than cores (engine/run/pinning.py)
+
+    def core_ids(self) -> list[int]:
+        """The cores replicas are split over: those this process may use."""
+        return sorted(os.sched_getaffinity(0))
 
     def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,

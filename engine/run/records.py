@@ -47,7 +47,7 @@ def config_extra(spec) -> dict:
 
 def base_fields(spec, *, run_id: str, tags: dict, ready: dict, started_at, ended_at,
                 load_avg, memory_cap_bytes, timeout_s, git_commit, system_id,
-                machine_shape: str | None = None) -> dict:
+                machine_shape: str | None = None, node: dict | None = None) -> dict:
     """The columns every record of this spec carries, however the run ended."""
     return dict(
         run_id=run_id, **tags, model=spec.model, framework=spec.framework,
@@ -63,7 +63,8 @@ def base_fields(spec, *, run_id: str, tags: dict, ready: dict, started_at, ended
         git_commit=git_commit, system_id=system_id,
         versions=ready.get("versions", {}), threads_effective=ready.get("threads", {}),
         env=ready.get("env", {}), kind=spec.kind, extra=config_extra(spec),
-        machine_shape=machine_shape,
+        machine_shape=machine_shape, node_id=(node or {}).get("node_id"),
+        node_host=(node or {}).get("hostname"), node_system=(node or {}).get("system"),
         **{k: (ready.get("machine") or {}).get(k)
            for k in ("threads_per_core", "cpu_flags", "governor")},
         **scenario_of(spec).record_columns(spec))

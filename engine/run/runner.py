@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Callable
 
-from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses, classify_exit
+from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
 from engine.run.records import base_fields, new_id, record_from_result
 from engine.run.system import git_commit, system_info
 from engine.spec.inference import RunSpec
@@ -127,7 +127,7 @@ class Runner:
                 elif event == "started":
                     in_flight = ev["run_id"]
                     ctx.update(started_at=ev["started_at"], phase="load", iters=0,
-                               load_avg=os.getloadavg()[0])
+                               load_avg=_load_avg(ctx["ready"]))
                     deadline = self.clock() + self.timeout_s
                 elif event == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
@@ -146,7 +146,7 @@ class Runner:
             worker.kill()
         rc = worker.close()
         if ending is None and (in_flight is not None or len(done) < len(pending)):
-            status, reason, sig = classify_exit(rc, worker.stderr_tail())
+            status, reason, sig = worker.classify(rc)
             if in_flight is None:
                 reason = f"worker failed during start-up: {reason}"
         else:
@@ -168,7 +168,7 @@ class Runner:
         per-request latency distribution), throughput the sum of theirs. Any replica that
         fails fails the run, and the others are stopped."""
         n, t = spec.replicas, spec.intra_threads
-        cores = sorted(os.sched_getaffinity(0))
+        cores = self.executor.core_ids()  # a cluster node's: positions its host maps
         run = {"run_id": rid, "spec": spec.to_dict(), "known_stats": known_stats(spec)}
         merged: queue.Queue = queue.Queue()
         workers = []
@@ -207,7 +207,7 @@ class Runner:
                     ended.add(i)
                     codes[i] = workers[i].close()  # its stream ended: it has exited
                     if i not in results:
-                        status, reason, sig = classify_exit(codes[i], workers[i].stderr_tail())
+                        status, reason, sig = workers[i].classify(codes[i])
                         failure = {"status": status, "signal": sig,
                                    "reason": f"replica {i + 1} of {n}: {reason}"}
                     continue
@@ -216,7 +216,7 @@ class Runner:
                     ctx["ready"] = ev
                 elif kind == "started" and ctx["started_at"] is None:
                     ctx.update(started_at=ev["started_at"], phase="load",
-                               load_avg=os.getloadavg()[0])
+                               load_avg=_load_avg(ctx["ready"]))
                 elif kind == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
                 elif kind == "armed":
@@ -255,12 +255,22 @@ class Runner:
 
     def _record(self, run_id, spec: RunSpec, tags, ev, ctx, worker) -> RunRecord:
         ready = ctx["ready"]
+        # A cluster node's worker: the record names that node, its system and its checkout
+        # (engine/run/node_host.py adds them to `ready`); its tagged shape unless the
+        # caller named one. A node lost before `ready` is named by the executor.
+        node = ready.get("node") or {}
+        if not node and getattr(worker, "node", None) is not None:
+            node = {"node_id": worker.node.node_id, "hostname": worker.node.hostname,
+                    "shape": worker.node.shape}
         base = base_fields(spec, run_id=run_id, tags=tags, ready=ready,
                            started_at=ctx["started_at"], ended_at=ev.get("ended_at"),
                            load_avg=ctx["load_avg"], memory_cap_bytes=self.memory_cap_bytes,
-                           timeout_s=self.timeout_s, git_commit=git_commit(),
-                           system_id=system_info()["system_id"],
-                           machine_shape=self.machine_shape)
+                           timeout_s=self.timeout_s,
+                           git_commit=node.get("git_commit") if node else git_commit(),
+                           system_id=((node.get("system") or {}).get("system_id")
+                                      if node else system_info()["system_id"]),
+                           machine_shape=self.machine_shape or node.get("shape"),
+                           node=node)
         if ev["event"] == "failed":
             tail = ev.get("traceback") or worker.stderr_tail()
             return RunRecord(**base, status=ev["status"], reason=ev["reason"],
@@ -269,6 +279,12 @@ class Runner:
                              model_sha256=ev.get("model_sha256"),
                              model_bytes=ev.get("model_bytes"))
         return record_from_result(base, ev, spec)
+
+
+def _load_avg(ready: dict) -> float | None:
+    # This machine's load says nothing of a cluster node's (its worker's interference
+    # record measures that node over the timed window).
+    return None if ready.get("node") else os.getloadavg()[0]
 
 
 def combine_replicas(results: list[dict], batch_size: int) -> dict:

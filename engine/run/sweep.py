@@ -75,7 +75,7 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
             if scenario_of(rec).counts_model_stats:
                 rec = one_flop_count(rec, reference_flops(con, rec.model, rec.image_size,
                                                           FLOP_FRAMEWORK))
-            save_record(con, rec, system)
+            save_record(con, rec, rec.node_system or system)  # a node's own systems row
         on_stored(rec)
 
     def extend(rounds: int, labels: list):

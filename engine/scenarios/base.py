@@ -80,7 +80,10 @@ class Scenario:
         """One line for the CLI as each run is stored: what ran, how it ended, its figure
         (or, when it measured nothing, its reason)."""
         figure = self.figure(rec) if rec.median_ms is not None else None
-        return f"{self.run_label(rec)}: {rec.status} - {figure or rec.reason[:160]}"
+        # a cluster node's run names its machine: a fleet's lines interleave
+        where = (f" on {rec.machine_shape or rec.node_host}"
+                 if getattr(rec, "node_id", None) else "")
+        return f"{self.run_label(rec)}{where}: {rec.status} - {figure or rec.reason[:160]}"
 
     def run_label(self, rec) -> str:
         return (f"{rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "

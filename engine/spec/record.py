@@ -106,6 +106,10 @@ class RunRecord:
     cpu_flags: str | None = None
     governor: str | None = None
     replicas: int | None = None  # inference: identical workers timed over one window
+    # A run on a cluster node (issue #15's Ray executor): its Ray node id and hostname;
+    # system_id, git_commit and the worker's machine facts are then that node's.
+    node_id: str | None = None
+    node_host: str | None = None
     # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()
@@ -113,3 +117,4 @@ class RunRecord:
     step_losses: tuple = ()  # train: the training loss of every step, warm-up included
     profile_ops: tuple = ()  # profiled runs: top operators by self time (dicts)
     trace_gz: bytes | None = None  # profiled runs: the gzipped Chrome trace
+    node_system: dict | None = None  # a node's systems row (None: this machine's)

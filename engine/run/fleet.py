@@ -1,0 +1,123 @@
+"""A sweep on a Ray cluster: one node, or every node kind at once (a fleet sweep).
+
+`cluster_plan` turns `--executor ray --address ... --placement ... | --fleet` into the nodes
+to run on, each with its catalog shape, refusing before anything runs: an address nothing
+answers on, a placement no node satisfies (naming what the cluster has), a node whose shape
+the price catalog does not know (with the close matches). `FleetRunner` has the Runner's
+`run`/`cancel`, so run_sweep drives it unchanged: each round runs on every node at the same
+time, in that round's alternating order, so drift over the sweep's time falls on every
+machine alike and a machine comparison is paired by round as a framework comparison is.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.run.runner import Runner
+from engine.spec.errors import UserError
+
+__all__ = ["ClusterPlan", "cluster_plan", "FleetRunner", "ray_runner"]
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    nodes: tuple  # engine.run.ray_cluster.Node, one per placement (or per node kind)
+    shapes: tuple  # each node's catalog shape, resolved (None: untagged node)
+
+    @property
+    def cores(self) -> int:
+        """The fewest CPUs among the nodes: what a spec's threads x replicas must fit."""
+        return min(n.cpus for n in self.nodes)
+
+
+def cluster_plan(address: str | None, placements: list[str] | None, fleet: bool, *,
+                 resolve_shape: Callable[[str], str]) -> ClusterPlan:
+    """resolve_shape(name) -> the catalog's name (UserError with close matches)."""
+    from engine.run.ray_cluster import cluster_nodes, connect, fleet_nodes, place
+
+    if not address:
+        raise UserError("address: --executor ray needs the cluster's head, HOST:PORT "
+                        "(--address, or RAY_ADDRESS)", field="address")
+    if fleet and placements:
+        raise UserError("placement: give --placement or --fleet, not both", field="placement")
+    connect(address)
+    nodes = cluster_nodes()
+    if fleet:
+        chosen = fleet_nodes(nodes)
+    elif placements:
+        chosen = [place(p, nodes) for p in placements]
+    else:
+        raise UserError("placement: say where the sweep runs: --placement shape=NAME or "
+                        "node=ID (several: one sweep on each, side by side), or --fleet for "
+                        "every node kind; the cluster has: "
+                        + "; ".join(n.describe() for n in nodes), field="placement")
+    ids = [n.node_id for n in chosen]
+    if len(set(ids)) < len(ids):
+        raise UserError("placement: two placements name the same node; each node kind once",
+                        field="placement")
+    shapes = tuple(resolve_shape(n.shape) if n.shape else None for n in chosen)
+    return ClusterPlan(tuple(chosen), shapes)
+
+
+def ray_runner(plan: ClusterPlan, *, timeout_s: float, memory_cap_bytes,
+               cancel: threading.Event | None = None, process_per_run: bool = False):
+    """A Runner on the plan's one node, or a FleetRunner over several."""
+    from engine.run.ray_cluster import RayExecutor
+
+    cancel = cancel or threading.Event()
+    runners = [Runner(timeout_s=timeout_s, memory_cap_bytes=memory_cap_bytes,
+                      executor=RayExecutor(node), machine_shape=shape, cancel=cancel,
+                      process_per_run=process_per_run)
+               for node, shape in zip(plan.nodes, plan.shapes)]
+    return runners[0] if len(runners) == 1 else FleetRunner(runners, cancel)
+
+
+class FleetRunner:
+    """Runner's interface over several nodes: run() runs the same specs on each node at
+    once (one thread per node, each node one worker group at a time) and returns every
+    record. on_record and on_event are called under one lock, so a caller that is not
+    thread-safe (a progress bar, the store) sees them one at a time."""
+
+    def __init__(self, runners: list[Runner], cancel: threading.Event):
+        self.runners, self.cancel = runners, cancel
+
+    @property
+    def width(self) -> int:
+        return len(self.runners)
+
+    def run(self, specs, *, on_record, on_event=None, sweep_id=None, round_no=None,
+            known_stats=None) -> list:
+        lock = threading.Lock()
+        on_event = on_event or (lambda e: None)
+        results: dict[int, list] = {}
+        errors: list[BaseException] = []
+
+        def locked(fn):
+            def call(x):
+                with lock:
+                    fn(x)
+            return call
+
+        def one(i, runner):
+            try:
+                results[i] = runner.run(specs, on_record=locked(on_record),
+                                        on_event=locked(on_event), sweep_id=sweep_id,
+                                        round_no=round_no, known_stats=known_stats)
+            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others
+                errors.append(e)
+                self.cancel.set()
+        threads = [threading.Thread(target=one, args=(i, r), daemon=True)
+                   for i, r in enumerate(self.runners)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return [rec for i in sorted(results) for rec in results[i]]
+
+    def shutdown(self) -> None:
+        for r in self.runners:
+            r.executor.shutdown()

@@ -1,0 +1,91 @@
+"""The parent's side of a worker group, run on a cluster node (a Ray actor's body).
+
+The driver (engine/run/ray_cluster.py) places one NodeHost per node; it starts the same
+`python -m engine.worker` subprocess a local run starts, with the same thread environment
+and pinning, but on the node's cores, and hands the worker's protocol lines back when the
+driver polls. It imports no framework and writes no database: the driver alone stores.
+Its `ready` events carry the node's identity (Ray node id, hostname, its system facts and
+checkout), because the record must name the machine that ran it, not the driver's.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import sys
+from types import SimpleNamespace
+
+from engine.run import pinning
+from engine.run.executors import WorkerProcess, thread_env
+
+__all__ = ["NodeHost", "SHAPE_PREFIX", "node_shape"]
+
+# A node says which catalog shape it is with a custom resource of this name:
+# `ray start ... --resources='{"shape:c6i.8xlarge": 1}'`.
+SHAPE_PREFIX = "shape:"
+
+
+def node_shape(resources: dict) -> str | None:
+    shapes = sorted(k[len(SHAPE_PREFIX):] for k in resources if k.startswith(SHAPE_PREFIX))
+    return shapes[0] if shapes else None
+
+
+class NodeHost:
+    """Worker subprocesses of this node, by the driver's key (one per group or replica)."""
+
+    def __init__(self, node_id: str, shape: str | None):
+        self.node_id, self.shape = node_id, shape
+        self.workers: dict[str, WorkerProcess] = {}
+
+    def facts(self) -> dict:
+        from engine.run.system import git_commit, system_info  # psutil only, no framework
+        return {"node_id": self.node_id, "hostname": socket.gethostname(),
+                "shape": self.shape, "system": system_info(), "git_commit": git_commit(),
+                "cores": len(os.sched_getaffinity(0)), "python": sys.executable}
+
+    def start(self, key: str, runs: list[dict], *, intra: int, inter: int, kind: str,
+              memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
+              barrier: bool) -> None:
+        """slots: a replica's cores as positions in this node's sorted affinity (the driver
+        cannot know the node's core numbers); None: pinned as a local worker is."""
+        cores = sorted(os.sched_getaffinity(0))
+        if slots is not None:
+            pins = (tuple(cores[i] for i in slots), tuple(cores))
+        else:
+            pins = pinning.plan(intra) if pin else None
+        env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
+        self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
+                                          kind=kind, mode=mode, pins=pins, barrier=barrier)
+
+    def poll(self, key: str, wait_s: float) -> tuple[list[dict], bool]:
+        """The worker's events so far (waiting up to wait_s for the first), and whether its
+        stream has ended."""
+        w = self.workers[key]
+        out: list[dict] = []
+        try:
+            ev = w.events.get(timeout=wait_s)
+            while True:
+                if ev is None:
+                    return out, True
+                if ev.get("event") == "ready":
+                    ev = {**ev, "node": self.facts()}
+                out.append(ev)
+                ev = w.events.get_nowait()
+        except queue.Empty:
+            return out, False
+
+    def go(self, key: str) -> None:
+        self.workers[key].go()
+
+    def kill(self, key: str) -> None:
+        if key in self.workers:
+            self.workers[key].kill()
+
+    def close(self, key: str) -> tuple[int | None, str]:
+        """(exit code, stderr tail); the worker is forgotten."""
+        w = self.workers.pop(key, None)
+        if w is None:
+            return None, ""
+        rc = w.close()
+        return rc, w.stderr_tail()

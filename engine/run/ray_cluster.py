@@ -1,0 +1,274 @@
+"""The Ray executor: worker groups on the nodes of a Ray cluster, driven from here.
+
+`connect(address)` joins a running cluster (refusing, within 30 s, an address nothing
+answers on); `cluster_nodes()` lists its live nodes with their CPUs and shapes (a node says
+which catalog shape it is with a custom resource "shape:<name>"); `place(text, nodes)`
+picks the node a `--placement shape=NAME` or `node=ID` names, or refuses with what the
+cluster has. A RayExecutor then implements LocalProcesses' `start` on that node: one
+NodeHost actor (engine/run/node_host.py) starts the same worker subprocess there, and a
+thread here polls its protocol lines into the handle's `events`, so the Runner drives a
+remote worker exactly as a local one. Only this process writes the database.
+
+A node that dies (its actor with it) ends every handle on it: the runner records the run in
+flight, and each later run sent there, as `killed` with the node named.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from engine.run.executors import classify_exit
+from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
+from engine.scenarios import scenario_of
+from engine.spec.errors import UserError
+
+__all__ = ["connect", "cluster_nodes", "place", "fleet_nodes", "Node", "RayExecutor",
+           "RayWorker", "CONNECT_TIMEOUT_S", "parse_address"]
+
+CONNECT_TIMEOUT_S = 30.0
+POLL_S = 0.2  # how long one poll waits on the node for the worker's next line
+# A poll that has not come back in this long means the node is gone even if Ray has not
+# declared it dead yet (its health check takes longer).
+POLL_DEADLINE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    hostname: str
+    cpus: int
+    shape: str | None
+    resources: dict
+
+    @property
+    def label(self) -> str:
+        return (f"node {self.node_id[:8]} ({self.hostname}"
+                + (f", shape {self.shape}" if self.shape else "") + ")")
+
+    def describe(self) -> str:
+        """The node and its resources, for a message that lists what the cluster has."""
+        custom = sorted(k for k in self.resources
+                        if k not in ("CPU", "GPU", "memory", "object_store_memory")
+                        and not k.startswith("node:"))
+        return f"{self.label}: {self.cpus} CPU" + (f", {', '.join(custom)}" if custom else "")
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = (text or "").strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UserError(f"address: {text!r} is not HOST:PORT; allowed: a Ray head's address "
+                        "such as 10.0.0.5:6379 (port 1..65535), or set RAY_ADDRESS",
+                        field="address")
+    return host, int(port)
+
+
+def _ray_env() -> None:
+    # No usage reporting from a benchmark tool; Ray's files under $RAY_TMPDIR when set.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def connect(address: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Join the cluster whose head listens at address (HOST:PORT), or refuse with a clear
+    message within timeout_s: first a plain TCP connection (a wrong host or port answers in
+    seconds), then Ray's own handshake, bounded."""
+    import ray
+
+    host, port = parse_address(address)
+    if ray.is_initialized():
+        return
+    t0 = time.monotonic()
+    try:
+        socket.create_connection((host, port), timeout=min(10.0, timeout_s)).close()
+    except OSError as e:
+        raise UserError(f"address: cannot reach a Ray head at {host}:{port} ({e.strerror or e}); "
+                        "start one there with `ray start --head --port="
+                        f"{port}`, or check the host, the port and the firewall or security "
+                        "list", field="address") from None
+    _ray_env()
+    # Joining runs in a thread so that it can be bounded; Ray then warns that it cannot set
+    # its SIGTERM handler there, which is this process's business, not the user's.
+    import logging
+    logging.getLogger("ray._private.worker").addFilter(
+        lambda rec: "SIGTERM handler is not set" not in rec.getMessage())
+    box: dict = {}
+
+    def init():
+        try:
+            ray.init(address=f"{host}:{port}", logging_level="ERROR", log_to_driver=False,
+                     configure_logging=False)
+            box["ok"] = True
+        except Exception as e:  # noqa: BLE001 - any failure to join is the same answer
+            box["error"] = e
+    t = threading.Thread(target=init, daemon=True)
+    t.start()
+    t.join(max(1.0, timeout_s - (time.monotonic() - t0)))
+    if "ok" not in box:
+        why = (f"{type(box['error']).__name__}: {str(box['error']).splitlines()[0][:200]}"
+               if "error" in box else f"no answer within {timeout_s:g} s")
+        raise UserError(f"address: {host}:{port} answers but is not a Ray head this driver "
+                        f"can join ({why}); check it is the head's GCS port (6379 by "
+                        "default) and that both run ray 2.58.0", field="address")
+
+
+def cluster_nodes() -> list[Node]:
+    import ray
+
+    out = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        res = dict(n.get("Resources") or {})
+        out.append(Node(n["NodeID"], n.get("NodeManagerHostname") or "?",
+                        int(res.get("CPU", 0)), node_shape(res), res))
+    return sorted(out, key=lambda n: (n.shape or "", n.node_id))
+
+
+def place(text: str, nodes: list[Node]) -> Node:
+    """The node `shape=NAME` (its custom resource shape:NAME) or `node=ID` (a Ray node id,
+    or its first 8+ characters) names; refused with what the cluster has."""
+    key, sep, value = (text or "").partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or key not in ("shape", "node") or not value:
+        raise UserError(f"placement: {text!r}; allowed: shape=NAME (a node tagged with the "
+                        "custom resource shape:NAME) or node=ID (a Ray node id)",
+                        field="placement")
+    if key == "shape":
+        match = [n for n in nodes if f"{SHAPE_PREFIX}{value}" in n.resources]
+    else:
+        match = [n for n in nodes if n.node_id == value
+                 or (len(value) >= 8 and n.node_id.startswith(value))]
+    if not match:
+        have = "; ".join(n.describe() for n in nodes) or "no live nodes"
+        raise UserError(f"placement: no live node satisfies {key}={value}; the cluster has: "
+                        f"{have}", field="placement")
+    return match[0]
+
+
+def fleet_nodes(nodes: list[Node]) -> list[Node]:
+    """One node per shape: the node kinds a fleet sweep runs on (untagged nodes are left
+    out, since their runs could not be priced)."""
+    kinds: dict[str, Node] = {}
+    for n in nodes:
+        if n.shape and n.shape not in kinds:
+            kinds[n.shape] = n
+    if not kinds:
+        have = "; ".join(n.describe() for n in nodes) or "no live nodes"
+        raise UserError("placement: no node of the cluster names its shape (start each with "
+                        "--resources='{\"shape:NAME\": 1}'); the cluster has: " + have,
+                        field="placement")
+    return list(kinds.values())
+
+
+_keys = itertools.count(1)
+
+
+class RayExecutor:
+    """Worker groups on one node of the cluster, through one NodeHost actor there."""
+
+    def __init__(self, node: Node):
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self.node = node
+        # num_cpus=0: the host only relays; the worker it starts uses the node's cores, and
+        # one group at a time runs per node (the sweep's order), so Ray need not count them.
+        self.host = ray.remote(NodeHost).options(
+            num_cpus=0, max_concurrency=32,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        ).remote(node.node_id, node.shape)
+
+    def core_ids(self) -> list[int]:
+        """Positions of the node's cores (its host maps them to core numbers)."""
+        return list(range(self.node.cpus))
+
+    def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
+              trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
+              barrier: bool = False) -> "RayWorker":
+        key = f"g{next(_keys)}"
+        pin = mode == "bench" and scenario_of(first_spec).pinnable
+        call = self.host.start.remote(
+            key, runs, intra=first_spec.intra_threads, inter=first_spec.inter_threads,
+            kind=first_spec.kind, memory_cap_bytes=memory_cap_bytes, mode=mode, pin=pin,
+            slots=tuple(cores) if cores is not None else None, barrier=barrier)
+        return RayWorker(self.host, key, self.node, call)
+
+    def shutdown(self) -> None:
+        import ray
+
+        try:
+            ray.kill(self.host)
+        except Exception:  # noqa: BLE001 - already gone with its node
+            pass
+
+
+class RayWorker:
+    """A worker subprocess on a node, seen as LocalProcesses' handle: events (None at the
+    end), go(), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
+
+    def __init__(self, host, key: str, node: Node, started):
+        self.host, self.key, self.node = host, key, node
+        self.events: queue.Queue = queue.Queue()
+        self.lost: str | None = None
+        self._tail = ""
+        self._closed = False
+        threading.Thread(target=self._pump, args=(started,), daemon=True).start()
+
+    def _lose(self, e: BaseException) -> None:
+        self.lost = (f"{self.node.label} was lost before the run reported a result "
+                     f"({type(e).__name__})")
+
+    def _pump(self, started) -> None:
+        import ray
+
+        try:
+            ray.get(started, timeout=POLL_DEADLINE_S)
+            while True:
+                evs, ended = ray.get(self.host.poll.remote(self.key, POLL_S),
+                                     timeout=POLL_DEADLINE_S)
+                for ev in evs:
+                    self.events.put(ev)
+                if ended:
+                    break
+        except Exception as e:  # noqa: BLE001 - the actor died, with its node or not
+            self._lose(e)
+        self.events.put(None)
+
+    def go(self) -> None:
+        self.host.go.remote(self.key)  # not awaited: the replicas' skew is measured
+
+    def kill(self) -> None:
+        import ray
+
+        if self.lost:
+            return
+        try:
+            ray.get(self.host.kill.remote(self.key), timeout=10)
+        except Exception as e:  # noqa: BLE001
+            self._lose(e)
+
+    def close(self) -> int | None:
+        import ray
+
+        if self._closed or self.lost:
+            return None
+        self._closed = True
+        try:
+            rc, self._tail = ray.get(self.host.close.remote(self.key), timeout=60)
+            return rc
+        except Exception as e:  # noqa: BLE001
+            self._lose(e)
+            return None
+
+    def stderr_tail(self) -> str:
+        return self._tail
+
+    def classify(self, returncode: int | None) -> tuple[str, str, str | None]:
+        if self.lost:
+            return "killed", self.lost, None
+        return classify_exit(returncode, self._tail)
