@@ -3,10 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, by_threads,
-                                  contender_costs, cost_per_million, cost_rows, cpu_shapes,
-                                  custom_machine, default_shape, equivalents, fleet_rows,
-                                  monthly_cost, oci_vs_aws, project_throughput, storage_egress)
+from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, cost_per_million,
+                                  cpu_shapes, custom_machine, default_shape, equivalents,
+                                  monthly_cost, oci_vs_aws, storage_egress)
+from engine.analysis.cost_machines import (MEASURE_HINT, basis, contender_rows, figure,
+                                           fleet_rows, machine_rows, machine_vs_machine,
+                                           priced_shapes, threads_per_core)
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
 from engine.present.link_state import PageLink
 from engine.present.links import encode_setting
@@ -14,7 +16,7 @@ from store.cache import read
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices
 from engine.scenarios import INFERENCE
-from store.queries import measured_throughput, settings
+from store.queries import machine_throughput, settings
 
 st.title("Cost of inference")
 link = PageLink("cost")
@@ -25,8 +27,9 @@ setting = st.selectbox("Measured setting (device · precision · inter-op thread
                        choices, format_func=setting_labels.get, key="setting",
                        help="throughput is priced from one setting at a time: runs on another "
                             "device, precision, inter-op thread count or machine are never "
-                            "averaged in") if choices else None
-measured = read(measured_throughput, setting)
+                            "averaged in; machines whose runs name their catalog shape are "
+                            "priced from those runs") if choices else None
+measured = read(machine_throughput, INFERENCE.kind, setting)
 cpu = cpu_shapes(catalog)
 by_label = {m.label: m for m in catalog}
 
@@ -77,19 +80,28 @@ link.choice("model", "model", sorted(measured.model.unique()))
 model = c1.selectbox("Model", sorted(measured.model.unique()), key="model")
 m_rows = measured[measured.model == model]
 link.choice("fw", "contender", sorted(m_rows.contender.unique()))
-contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()), key="contender")
+contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()),
+                         key="contender",
+                         help="each machine is priced at the split (threads x replicas) that "
+                              "served this contender best there")
 c_rows = m_rows[m_rows.contender == contender]
 link.choice("batch", "batch", sorted(c_rows.batch_size.unique()))
 batch = c3.selectbox("Batch size", sorted(c_rows.batch_size.unique()), key="batch")
 link.put("model", model)
 link.put("fw", contender)
 link.put("batch", batch)
-rows = c_rows[c_rows.batch_size == batch]
-threads_tp = by_threads(rows.to_dict("records"))
-host = rows.iloc[0]
-st.caption(f"Measured on {host.cpu_model} ({host.host_vcpus} vCPUs): "
-           + ", ".join(f"{t} thread{'s' if t > 1 else ''}: {v:,.1f} samples/s"
-                       for t, v in sorted(threads_tp.items())))
+b_all = m_rows[m_rows.batch_size == batch]  # every contender: framework vs framework, B
+base = basis(b_all[b_all.contender == contender].to_dict("records"))
+if base.source:
+    tpc = base.source[0].threads_per_core
+    st.caption(f"Selected machine: {base.source_name} ("
+               + (f"{tpc} thread{'s' if tpc > 1 else ''} per core" if tpc else
+                  "threads per core not recorded") + "): "
+               + ", ".join(f"{s.config}: {s.throughput:,.1f} samples/s"
+                           for s in sorted(base.source, key=lambda s: (s.cores, s.replicas)))
+               + (f". Measured on catalog shapes: {', '.join(base.shapes)}." if base.shapes
+                  else "."))
+shapes = priced_shapes(catalog, set(base.shapes))
 
 MODES = ["Pick a shape from the catalog", "Enter a price"]
 link.choice("machine", "machine_mode", MODES,
@@ -103,42 +115,55 @@ if mode == "Enter a price":
                             format="%.4f",
                             **({} if link.seeded("custom_price") else {"value": 1.0}))
     vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, max_value=1024,
+                            help="priced as an x86 machine with SMT: vCPUs / 2 physical cores",
                             **({} if link.seeded("custom_vcpus") else {"value": 16}))
     machine = custom_machine(price, vcpus)
     link.put("machine", "price")
     link.put("price", price, lambda v: f"{v:g}")
     link.put("vcpus", vcpus)
 else:
-    labels = [m.label for m in cpu]
+    labels = [m.label for m in shapes]
     link.choice("shape", "shape", labels)
     machine = by_label[st.selectbox("Shape", labels, key="shape",
                                     **({} if link.seeded("shape")
-                                       else {"index": default_shape(cpu)}))]
+                                       else {"index": default_shape(shapes)}))]
     link.put("shape", machine.label)
 
-proj = project_throughput(threads_tp, machine.vcpus)
+proj = figure(base, machine)
+if proj is None:
+    link.finish()
+    st.info(f"{contender} at batch {batch} was not measured on {machine.shape}, and the "
+            "selected machine has no run of it to estimate from: pick a shape it was "
+            f"measured on ({', '.join(base.shapes)}) or another setting.",
+            icon=":material/info:")
+    st.stop()
 k1, k2, k3 = st.columns(3)
-k1.metric("throughput on this machine" + (" (estimate)" if proj.estimate else ""),
+k1.metric("throughput on this machine" + (" (estimate)" if proj.estimate else " (measured)"),
           f"{proj.throughput:,.1f} samples/s", help=proj.assumption)
 k2.metric("cost per 1 M inferences", f"${cost_per_million(machine.usd_per_hour, proj.throughput):,.4f}")
 k3.metric(f"monthly cost ({hours:g} h)", f"${monthly_cost(machine.usd_per_hour, hours=hours):,.2f}")
-if proj.estimate:
-    st.caption(f"Assumption: {proj.assumption}.")
+st.caption(f"Assumption: {proj.assumption.removeprefix('estimate: ')} "
+           f"({machine.shape}: {threads_per_core(machine)} thread(s) per core)."
+           if proj.estimate else f"{proj.assumption[0].upper()}{proj.assumption[1:]}.")
 
-table = cost_rows(cpu + ([machine] if machine.provider == "custom" else []), threads_tp,
-                  hours=hours)
+table = machine_rows(shapes + ([machine] if machine.provider == "custom" else []), base,
+                     hours=hours)
 st.plotly_chart(cost_bars(table, "cost_per_million",
                           f"Cost per 1 M inferences — {model}, {contender}, batch {batch}",
                           "USD per 1 M inferences"), key="cost_by_shape")
 notes = sorted({r["assumption"] for r in table if r["estimate"]})
+measured_on = [f"{r['shape']} ({r['config']})" for r in table if not r["estimate"]]
 if notes:
-    st.caption("Hatched bars are estimates for machines the benchmark did not run on: "
+    st.caption("Hatched bars are estimates for shapes with no run: "
                + notes[0].removeprefix("estimate: ")
-               + (" (and likewise for the other sizes)." if len(notes) > 1 else "."))
+               + (" (and likewise for the other sizes)" if len(notes) > 1 else "")
+               + ". Cores: vCPUs / threads per core (2 on x86 cloud shapes, 1 on Arm; an "
+                 "OCI OCPU is one core).")
+if measured_on:
+    st.caption("Solid bars were measured on their shape: " + "; ".join(measured_on) + ".")
 
 g1, g2 = st.columns(2)
-fw_rows = contender_costs(m_rows[m_rows.batch_size == batch].to_dict("records"), machine,
-                          hours=hours)
+fw_rows = contender_rows(b_all.to_dict("records"), machine, hours=hours)
 g1.plotly_chart(cost_bars(fw_rows, "cost_per_million",
                           f"Framework vs framework on {machine.shape}",
                           "USD per 1 M inferences"), key="cost_by_framework")
@@ -156,12 +181,32 @@ with g2:
 with st.container():
     extras = storage_egress(rates, storage_gb=storage, egress_gb=egress)
     fleet_machines = equivalents(catalog, machine.vcpus)
-    fleet = fleet_rows(fleet_machines, threads_tp, rate, hours=hours, extras=extras)
-    st.plotly_chart(fleet_bars(fleet, rate, machine.vcpus), key="fleet")
+    fleet = fleet_rows(fleet_machines, base, rate, hours=hours, extras=extras)
+    if fleet:
+        st.plotly_chart(fleet_bars(fleet, rate, machine.vcpus), key="fleet")
     if storage or egress:
         st.caption("Included per month: " + ", ".join(f"{p} ${v:,.2f} storage and egress"
                                                       for p, v in extras.items())
                    + " (GCP and Azure extras not modelled).")
+
+st.subheader("Machine vs machine: the shapes this was measured on")
+versus = machine_vs_machine(catalog, base, rate, hours=hours)
+if len(versus) >= 2:
+    st.dataframe(pd.DataFrame(versus), hide_index=True, key="versus", column_config={
+        "samples/s": st.column_config.NumberColumn(format="%.1f"),
+        "p99 ms": st.column_config.NumberColumn(format="%.2f"),
+        "USD per 1 M": st.column_config.NumberColumn(format="$%.4f"),
+        "USD/month": st.column_config.NumberColumn(f"USD/month at {rate:g}/s",
+                                                   format="$%.2f")})
+    st.caption("Each shape at the split that served it best, medians over its rounds on one "
+               "machine; no estimate here.")
+else:
+    st.info(f"{len(versus)} shape{'' if len(versus) == 1 else 's'} measured for "
+            f"{contender} at batch {batch}"
+            + (f" ({versus[0]['machine']})" if versus else "")
+            + ": a side-by-side comparison needs two. Measure on another machine and name "
+            f"its catalog shape: `{MEASURE_HINT}` (`python -m engine prices list` prints "
+            "the names).", icon=":material/info:")
 
 st.subheader("Break-even between two choices")
 b1, b2, b3 = st.columns(3)
@@ -173,7 +218,7 @@ other_contender = b1.selectbox("B: framework (runtime)", contenders, key="b_cont
                                **({} if link.seeded("b_contender") else
                                   {"index": contenders.index(others[0]) if others else 0}))
 link.put("b_fw", other_contender)
-shape_labels = [m.label for m in cpu]
+shape_labels = [m.label for m in shapes]
 aws_eq = next((m.label for m in equivalents(cpu, machine.vcpus) if m.provider == "AWS"), None)
 link.choice("b_shape", "b_shape", shape_labels)
 other_shape = b2.selectbox(
@@ -184,12 +229,11 @@ link.put("b_shape", other_shape)
 max_rate = b3.number_input("up to (samples/s)", key="b_max", min_value=1.0,
                            value=float(max(rate * 4, 4 * proj.throughput)),
                            help="default: four of A's machines' worth, so the steps show")
-b_rows = m_rows[(m_rows.contender == other_contender) & (m_rows.batch_size == batch)]
-if b_rows.empty:
-    st.caption(f"{other_contender} has no run at batch {batch}.")
+b_rows = b_all[b_all.contender == other_contender]
+b_tp = figure(basis(b_rows.to_dict("records")), by_label[other_shape])
+if b_tp is None:
+    st.caption(f"{other_contender} has no figure at batch {batch} on {other_shape}.")
 else:
-    b_tp = project_throughput(by_threads(b_rows.to_dict("records")),
-                              by_label[other_shape].vcpus)
     a = (proj.throughput, machine.usd_per_hour)
     b = (b_tp.throughput, by_label[other_shape].usd_per_hour)
     a_label, b_label = f"A: {contender} on {machine.shape}", f"B: {other_contender} on {other_shape}"

@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from engine.analysis.cost import cpu_shapes, default_shape, equivalents, training_costs
+from engine.analysis.cost import default_shape, equivalents
+from engine.analysis.cost_machines import priced_shapes, training_rows
 from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars,
                                              step_loss_chart, train_labels, training_cost_bars,
                                              training_curves)
@@ -15,7 +16,7 @@ from engine.present.link_state import PageLink
 from engine.present.links import encode_setting
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices
-from store.queries import inference_for_training, settings, train_runs, train_throughput
+from store.queries import inference_for_training, machine_throughput, settings, train_runs
 from store.runs import list_sweeps, train_epochs, train_steps
 
 st.title("Training")
@@ -132,31 +133,40 @@ if not latency.empty:
 
 st.subheader("What training costs")
 catalog, _ = read(effective_catalog)
-measured = read(train_throughput, sweep_id, setting)
+measured = read(machine_throughput, TRAINING.kind, setting, sweep_id)
 if measured.empty:
     link.finish()
     st.info("Pricing needs a successful training run in this selection.",
             icon=":material/info:")
     st.stop()
-cpu = cpu_shapes(catalog)
+on_shapes = set(measured.machine_shape.dropna())  # shapes that runs name: measured there
+cpu = priced_shapes(catalog, on_shapes)
 link.choice("shape", "train_shape", list(range(len(cpu))), encode=lambda i: cpu[i].label)
 machine = cpu[st.selectbox("Machine", range(len(cpu)), key="train_shape",
                            **({} if link.seeded("train_shape") else
                               {"index": default_shape(cpu)}),
                            format_func=lambda i: f"{cpu[i].label} ({cpu[i].vcpus} vCPUs, "
                                                  f"${cpu[i].usd_per_hour:.4f}/h)")]
-# The chosen machine beside the closest-sized x86 machine of every other provider.
+# The chosen machine beside the closest-sized x86 machine of every other provider, and
+# beside every shape the runs were measured on.
 machines = [machine] + [m for m in equivalents(cpu, machine.vcpus)
                         if m.provider != machine.provider]
-rows = training_costs(measured.to_dict("records"), machines)
+machines += [m for m in cpu if m.shape in on_shapes and m not in machines]
+rows = training_rows(measured.to_dict("records"), machines)
+if not rows:
+    link.finish()
+    st.info(f"No figure for {machine.label}: the selected machine has no successful "
+            "training run to estimate from, and none was measured on these shapes.",
+            icon=":material/info:")
+    st.stop()
 st.plotly_chart(training_cost_bars(rows), key="train_cost")
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="train_cost_table",
              column_order=["model", "contender", "batch_size", "machine",
                            "cost_per_million", "usd_per_epoch", "s_per_epoch", "throughput",
-                           "usd_per_hour", "vcpus", "estimate"],
+                           "usd_per_hour", "cores", "estimate", "assumption"],
              column_config={
                  "batch_size": st.column_config.NumberColumn("batch"),
-                 "vcpus": st.column_config.NumberColumn("vCPUs"),
+                 "cores": st.column_config.NumberColumn("cores", format="%g"),
                  "usd_per_hour": st.column_config.NumberColumn("USD/hour", format="$%.4f"),
                  "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
                  "s_per_epoch": st.column_config.NumberColumn("s per epoch", format="%.2f"),
@@ -165,14 +175,18 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="train_co
                  "cost_per_million": st.column_config.NumberColumn("USD per 1 M samples",
                                                                    format="$%.4f")})
 host = measured.iloc[0]
+own = measured[measured.selected]
 notes = sorted({r["assumption"] for r in rows if r["estimate"]})
+shown = sorted({f"{r['shape']} ({r['config']})" for r in rows if not r["estimate"]})
 st.caption(
-    f"Training samples/s measured on {host.cpu_model} ({host.host_vcpus} vCPUs) over whole "
-    "epochs (first epoch included), at "
-    + ", ".join(sorted({f"{int(t)} thread{'s' if t > 1 else ''}" for t in measured.threads}))
+    "Training samples/s over whole epochs (first epoch included)"
+    + (f", on the selected machine ({own.iloc[0].cpu_model}) at " + ", ".join(
+        sorted({f"{int(t)} thread{'s' if t > 1 else ''}" for t in own.threads}))
+       if not own.empty else "")
     + f"; an epoch here is {int(host.samples_per_epoch):,} samples of this run's data set and "
     "image size, so USD per 1 M samples is the figure to scale to your own data set. "
-    + ("Hatched bars are estimates: " + notes[0].removeprefix("estimate: ") + "."
-       if notes else ""))
+    + ("Measured on their shape: " + "; ".join(shown) + ". " if shown else "")
+    + ("Hatched bars are estimates for shapes with no run: "
+       + notes[0].removeprefix("estimate: ") + "." if notes else ""))
 link.put("shape", machine.label)
 link.finish()

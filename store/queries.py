@@ -10,7 +10,8 @@ from engine.analysis.stats import P99_MIN_SAMPLES
 
 __all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
-           "flops_for", "measured_throughput", "runtime_costs", "train_runs", "load_summary",
+           "flops_for", "measured_throughput", "machine_throughput", "runtime_costs",
+           "train_runs", "load_summary",
            "settings", "SETTING_COLUMNS",
            "load_failures"]
 
@@ -23,17 +24,17 @@ _REPLICAS = "CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' E
 SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id")
 
 
-def _setting_sql(prefix: str = "") -> str:
+def _setting_sql(prefix: str = "", columns: tuple = SETTING_COLUMNS) -> str:
     """A filter on one setting (a tuple in SETTING_COLUMNS order, or None: every setting,
-    for queries that group by them)."""
+    for queries that group by them); columns: the leading ones to filter on."""
     return " AND ".join(f"(?::VARCHAR IS NULL OR {prefix}{c}::VARCHAR = ?)"
-                        for c in SETTING_COLUMNS)
+                        for c in columns)
 
 
-def _setting_params(setting) -> list:
+def _setting_params(setting, n: int = len(SETTING_COLUMNS)) -> list:
     values = [None] * len(SETTING_COLUMNS) if setting is None else \
         [None if v is None else str(v) for v in setting]
-    return [x for v in values for x in (v, v)]
+    return [x for v in values[:n] for x in (v, v)]
 
 
 def settings(con, kind: str, sweep_id: str | None = None) -> pd.DataFrame:
@@ -230,6 +231,44 @@ def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
         _setting_params(setting)).df()
 
 
+# The machine a run's throughput belongs to; a run recorded before m007 has no threads per
+# core of its own, and its systems row's logical / physical cores gives the same ratio.
+_THREADS_PER_CORE = "coalesce(r.threads_per_core, y.logical_cores // nullif(y.physical_cores, 0))"
+_OF_SELECTED = "(?::VARCHAR IS NULL OR r.system_id::VARCHAR = ?)"
+
+
+def machine_throughput(con, kind: str, setting: tuple | None,
+                       sweep_id: str | None = None) -> pd.DataFrame:
+    """What the Cost and Training pages price, for one device, precision and inter-op
+    thread count (the setting's first three columns): per configuration, intra-op threads,
+    replicas, catalog shape and machine (system), the median throughput and p99 over its ok
+    runs. Rows of the setting's own machine are marked `selected` (what estimates scale
+    from); other machines' rows come only where runs name their catalog shape (what
+    "measured on <shape>" shows). Grouped by shape and system (and the model file), so two
+    machines' runs are never averaged into one figure."""
+    system = None if setting is None or setting[3] is None else str(setting[3])
+    return con.execute(
+        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' AS "
+        "contender, r.batch_size, r.image_size, r.dataset, r.intra_threads AS threads, "
+        "coalesce(r.replicas, 1) AS replicas, r.machine_shape, r.system_id, "
+        f"{_THREADS_PER_CORE} AS threads_per_core, {_OF_SELECTED} AS selected, "
+        "median(r.throughput) AS throughput, median(r.p99_ms) AS p99_ms, count(*) AS runs, "
+        "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus, "
+        "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch "
+        "FROM runs r LEFT JOIN systems y USING (system_id) "
+        "WHERE r.status = 'ok' AND r.kind = ? AND r.throughput IS NOT NULL "
+        "AND r.source = 'engine' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND "
+        + _setting_sql("r.", SETTING_COLUMNS[:3])
+        + f" AND ({_OF_SELECTED} OR r.machine_shape IS NOT NULL) "
+        "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.image_size, r.dataset, "
+        "r.intra_threads, coalesce(r.replicas, 1), r.machine_shape, r.system_id, "
+        f"{_THREADS_PER_CORE}, r.device, r.precision, r.inter_threads, r.model_sha256 "
+        "ORDER BY r.model, contender, r.batch_size, r.machine_shape NULLS FIRST, r.system_id, "
+        "threads, replicas",
+        [system, system, kind, sweep_id, sweep_id, *_setting_params(setting, 3),
+         system, system]).df()
+
+
 def runtime_costs(con, models: list[str], sweep_id: str | None = None,
                   setting: tuple | None = None) -> pd.DataFrame:
     """One-time costs next to steady state, per configuration: model build, runtime
@@ -265,24 +304,6 @@ def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
         "WHERE r.kind = 'train' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
         "ORDER BY r.framework, r.model, r.batch_size, r.intra_threads, r.round_no",
         [sweep_id, sweep_id]).df()
-
-
-def train_throughput(con, sweep_id: str | None, setting: tuple | None = None) -> pd.DataFrame:
-    """Per training configuration and thread count: the median samples/s over its ok runs,
-    the samples in one of its epochs, and the machine it ran on (what cost projects from)."""
-    return con.execute(
-        "SELECT r.model, r.framework || ' (' || r.runtime || ')' AS contender, r.batch_size, "
-        "r.dataset, r.intra_threads AS threads, median(r.throughput) AS throughput, "
-        "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch, "
-        "count(*) AS runs, any_value(y.cpu_model) AS cpu_model, "
-        "any_value(y.usable_cores) AS host_vcpus "
-        "FROM runs r LEFT JOIN systems y USING (system_id) "
-        "WHERE r.kind = 'train' AND r.status = 'ok' AND r.throughput IS NOT NULL "
-        "AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND " + _setting_sql("r.") +
-        " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.dataset, r.intra_threads, "
-        "r.device, r.precision, r.inter_threads, r.system_id "
-        "ORDER BY r.model, contender, r.batch_size, threads",
-        [sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 
 def inference_for_training(con, sweep_id: str | None,

@@ -157,3 +157,50 @@ def seed_workloads(db_path):
                                                  base * batch / 8 / (1 + workers)), SYSTEM)
         save_record(con, load_record("l-bad", "png", "loop:pillow+numpy", 64, 0, 40.0,
                                      status="invalid"), SYSTEM)
+
+
+# Three machines for the Cost page (issue 15): the benchmark machine, which names no catalog
+# shape, and two that do. Each split is three rounds, as (threads, replicas, throughputs,
+# p99s); the round medians are the figures the tests expect.
+LOCAL = {**SYSTEM, "system_id": "sys-local", "hostname": "bench", "logical_cores": 4,
+         "physical_cores": 2, "usable_cores": 4}
+MACHINES = {
+    "sys-local": (None, [(2, 1, (15.0, 16.0, 17.0), (90.0, 95.0, 99.0)),
+                         (4, 1, (25.0, 26.0, 27.0), (80.0, 85.0, 88.0)),
+                         (2, 2, (28.0, 28.4, 29.0), (70.0, 72.0, 75.0)),
+                         (1, 4, (26.5, 27.0, 27.5), (60.0, 62.0, 66.0))]),
+    "sys-c6i": ("c6i.8xlarge", [(32, 1, (200.0, 210.0, 205.0), (30.0, 31.0, 32.0)),
+                                (16, 2, (230.0, 236.0, 240.0), (40.0, 41.0, 44.0))]),
+    # A second c6i.8xlarge, slower: its runs are its own figure, never averaged with the first.
+    "sys-c6i-b": ("c6i.8xlarge", [(16, 2, (100.0, 100.0, 100.0), (50.0, 50.0, 50.0))]),
+    "sys-e4": ("VM.Standard.E4.Flex 16 OCPU/32 GB",
+               [(32, 1, (150.0, 160.0, 170.0), (20.0, 21.0, 23.0))]),
+}
+
+
+def seed_machines(db_path):
+    """resnet18 torch (eager) batch 8 fp32 on the three machines above (2 threads per core
+    each), plus a bf16 run on the first c6i that no fp32 figure may include."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record
+
+    n = 0
+    with open_db(db_path) as con:
+        for system_id, (shape, splits) in MACHINES.items():
+            system = {**LOCAL, "system_id": system_id, "hostname": system_id,
+                      "cpu_model": f"CPU of {system_id}"}
+            for threads, replicas, throughputs, p99s in splits:
+                for rnd, (tp, p99) in enumerate(zip(throughputs, p99s), start=1):
+                    n += 1
+                    rec = ok_record(f"m-{n}", minute=n % 60, batch_size=8,
+                                    intra_threads=threads)
+                    save_record(con, replace(rec, sweep_id=None, round_no=rnd,
+                                             system_id=system_id, machine_shape=shape,
+                                             threads_per_core=2, replicas=replicas,
+                                             throughput=tp, p99_ms=p99), system)
+        rec = ok_record("m-bf16", batch_size=8, intra_threads=32, precision="bf16")
+        save_record(con, replace(rec, sweep_id=None, system_id="sys-c6i",
+                                 machine_shape="c6i.8xlarge", threads_per_core=2,
+                                 replicas=1, throughput=999.0), None)

@@ -8,8 +8,8 @@ import pytest
 from engine.cli import main
 from engine.analysis.cost import (break_even_rates, cost_per_million, equivalents,
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
-                         oci_flex_price, project_throughput, storage_egress, training_costs,
-                         validate_catalog, vcpus_per_ocpu)
+                         oci_flex_price, storage_egress, validate_catalog, vcpus_per_ocpu)
+from engine.analysis.cost_machines import basis, figure, training_rows
 from engine.spec.errors import UserError
 from engine.analysis.price_import import parse_price_file
 from store.db import open_db
@@ -30,38 +30,44 @@ def test_formulas_exact():
         cost_per_million(1.0, 0)
 
 
-def test_projection_is_measured_or_a_labelled_estimate():
-    measured = {1: 10.0, 2: 18.0}  # efficiency at 2 threads: 18 / (2 x 10) = 90 %
-    p = project_throughput(measured, 2)
-    assert (p.throughput, p.estimate) == (18.0, False)
-    p = project_throughput(measured, 32)
-    assert p.estimate and p.throughput == pytest.approx(10.0 * 32 * 0.9)
-    assert p.assumption == ("estimate: 1-thread throughput x 32 vCPUs x the scaling "
-                            "efficiency measured at 2 threads (90%), assumed to hold at 32")
-    p = project_throughput({2: 18.0}, 16)
-    assert p.throughput == pytest.approx(144.0) and "scaled linearly" in p.assumption
+def selected(threads, throughput, tpc=2, replicas=1, **kw):
+    """A measured-throughput row of the selected machine (store.queries.machine_throughput)."""
+    return {"threads": threads, "replicas": replicas, "throughput": throughput, "runs": 2,
+            "threads_per_core": tpc, "machine_shape": None, "selected": True, **kw}
 
 
+def test_an_estimate_scales_the_most_cores_measured_by_physical_cores():
+    catalog = {m.label: m for m in load_catalog()}
+    oci = catalog["OCI VM.Standard.E3.Flex 16 OCPU/32 GB"]
+    b = basis([selected(1, 10.0), selected(2, 18.0)])  # 2 threads per core: 2 threads = 1 core
+    p = figure(b, oci)
+    assert p.estimate and p.throughput == pytest.approx(18.0 * 16)
+    assert p.assumption == ("estimate: 18.0 samples/s per core from the selected machine "
+                            "(best split 2 threads x 1 replica at 1 core) scaled to 16 cores")
+    # Threads per core not recorded (an old run on an unknown host): a thread counts a core.
+    p = figure(basis([selected(2, 18.0, tpc=None)]), oci)
+    assert p.throughput == pytest.approx(9.0 * 16)
+    assert "threads per core not recorded: 1 per thread" in p.assumption
 
-def test_training_costs_project_each_configuration_from_its_own_thread_counts():
+
+def test_training_costs_project_each_configuration_from_its_own_splits():
     catalog = {m.label: m for m in load_catalog()}
     oci, aws = catalog["OCI VM.Standard.E3.Flex 16 OCPU/32 GB"], catalog["AWS c6i.8xlarge"]
     row = {"model": "resnet18", "batch_size": 32, "dataset": "digits", "samples_per_epoch": 1408}
-    measured = [{**row, "contender": "torch (eager)", "threads": 1, "throughput": 100.0},
-                {**row, "contender": "torch (eager)", "threads": 2, "throughput": 180.0},
-                {**row, "contender": "tensorflow (tf_function)", "threads": 2,
-                 "throughput": 90.0}]
-    rows = {(r["contender"], r["machine"]): r for r in training_costs(measured, [oci, aws])}
+    measured = [selected(1, 100.0, **row, contender="torch (eager)"),
+                selected(2, 180.0, **row, contender="torch (eager)"),
+                selected(2, 90.0, **row, contender="tensorflow (tf_function)")]
+    rows = {(r["contender"], r["machine"]): r for r in training_rows(measured, [oci, aws])}
     assert len(rows) == 4
     torch_oci = rows[("torch (eager)", oci.label)]
-    # 100/s at 1 thread x 32 vCPUs x 90 % efficiency (180 / (2 x 100)) = 2,880 samples/s
+    # 180/s at 2 threads = 1 core (2 threads per core) x 16 OCPUs = 2,880 samples/s
     assert torch_oci["throughput"] == pytest.approx(2880.0) and torch_oci["estimate"]
     assert torch_oci["s_per_epoch"] == pytest.approx(1408 / 2880)
     assert torch_oci["cost_per_million"] == pytest.approx(oci.usd_per_hour / (2880 * 3600) * 1e6)
     assert torch_oci["usd_per_epoch"] == pytest.approx(torch_oci["cost_per_million"] * 1408 / 1e6)
     tf_aws = rows[("tensorflow (tf_function)", aws.label)]
-    assert tf_aws["throughput"] == pytest.approx(90.0 / 2 * 32)  # no 1-thread run: linear
-    assert "scaled linearly" in tf_aws["assumption"]
+    assert tf_aws["throughput"] == pytest.approx(90.0 * 16)  # 32 vCPUs = 16 cores
+    assert tf_aws["assumption"].endswith("scaled to 16 cores")
 
 def test_break_even_between_two_choices():
     # A: 100/s per machine at $1/h; B: 250/s per machine at $2/h
@@ -232,27 +238,25 @@ def test_the_pages_shapes_default_machine_and_oci_vs_aws_come_from_the_catalog()
 
 def test_a_price_entered_by_hand_is_a_custom_machine():
     from engine.analysis.cost import custom_machine
+    from engine.analysis.cost_machines import machine_rows
     m = custom_machine(1.25, 8)
     assert (m.provider, m.label, m.vcpus, m.usd_per_hour, m.source) == (
         "custom", "custom custom 8 vCPUs", 8, 1.25, "you")
-    assert cost_rows_for(m) == pytest.approx(1.25 / (100.0 * 3600) * 1e6)
+    # 8 vCPUs of x86 with SMT are 4 cores: 8 threads measured at 100/s (4 cores) carry over.
+    [row] = machine_rows([m], basis([selected(8, 100.0)]))
+    assert row["cost_per_million"] == pytest.approx(1.25 / (100.0 * 3600) * 1e6)
 
 
-def cost_rows_for(machine):
-    from engine.analysis.cost import cost_rows
-    return cost_rows([machine], {8: 100.0})[0]["cost_per_million"]
-
-
-def test_contenders_on_one_machine_each_project_their_own_thread_counts():
-    from engine.analysis.cost import by_threads, contender_costs, custom_machine
-    rows = [{"contender": "torch (eager)", "threads": 1, "throughput": 10.0},
-            {"contender": "torch (eager)", "threads": 2, "throughput": 18.0},
-            {"contender": "tensorflow (tf_function)", "threads": 2, "throughput": 30.0}]
-    assert by_threads(rows[:2]) == {1: 10.0, 2: 18.0}
-    machine = custom_machine(3.6, 2)
-    out = contender_costs(rows, machine)
+def test_contenders_on_one_machine_each_project_their_own_splits():
+    from engine.analysis.cost import custom_machine
+    from engine.analysis.cost_machines import contender_rows
+    rows = [selected(1, 10.0, contender="torch (eager)"),
+            selected(2, 18.0, contender="torch (eager)"),
+            selected(2, 30.0, contender="tensorflow (tf_function)")]
+    machine = custom_machine(3.6, 2)  # one core, as 2 threads were here
+    out = contender_rows(rows, machine)
     assert [(r["machine"], r["throughput"], r["estimate"]) for r in out] == [
-        ("tensorflow (tf_function)", 30.0, False), ("torch (eager)", 18.0, False)]
+        ("tensorflow (tf_function)", 30.0, True), ("torch (eager)", 18.0, True)]
     assert [r["cost_per_million"] for r in out] == [pytest.approx(1e6 / 30 / 1000),
                                                      pytest.approx(1e6 / 18 / 1000)]
     assert {r["provider"] for r in out} == {"custom"}

@@ -281,13 +281,39 @@ def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     # torch batch 1 at 2 threads: round medians 5.1 and 5.2 ms -> 196.1 and 192.3 samples/s,
-    # median 194.19; $0.36/h / (194.19 x 3600) x 1e6 = $0.51496
-    assert metrics["throughput on this machine"] == "194.2 samples/s"
+    # median 194.19, on a host with 2 threads per core: 1 core. 2 vCPUs priced by hand are
+    # 1 core too; $0.36/h / (194.19 x 3600) x 1e6 = $0.51496
+    assert metrics["throughput on this machine (estimate)"] == "194.2 samples/s"
     assert metrics["cost per 1 M inferences"] == "$0.5150"
     assert metrics["monthly cost (730 h)"] == "$262.80"
     assert len(at.get("plotly_chart")) == 4  # by shape, by framework, fleet, break-even
+    # No run names a catalog shape: no machine-vs-machine view, and how to get one.
+    assert any(i.value.startswith("0 shapes measured for torch (eager) at batch 1: a "
+                                  "side-by-side comparison needs two.") and
+               "`python -m engine run ... --machine-shape NAME`" in i.value for i in at.info)
     at.number_input(key="hours").set_value(720.0).run()
     assert {m.label: m.value for m in at.metric}["monthly cost (720 h)"] == "$259.20"
+
+
+def test_cost_page_prices_measured_shapes_from_their_runs(db_path, monkeypatch):
+    from tests.helpers import seed_machines
+    seed_machines(db_path)
+    at = page("pages/cost.py", db_path, monkeypatch,
+              query={"setting": "cpu_fp32_1_sys-local"})
+    assert at.selectbox(key="setting").value == ("cpu", "fp32", 1, "sys-local")
+    at.selectbox(key="shape").set_value("AWS c6i.8xlarge").run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["throughput on this machine (measured)"] == "236.0 samples/s"
+    assert any(c.value == "Measured on c6i.8xlarge (16 threads x 2 replicas; median of 3 runs)."
+               for c in at.caption)
+    [versus] = [d.value for d in at.dataframe if "configuration" in d.value.columns]
+    assert versus.machine.tolist() == ["OCI VM.Standard.E4.Flex 16 OCPU/32 GB",
+                                       "AWS c6i.8xlarge"]
+    assert versus["samples/s"].tolist() == [160.0, 236.0]
+    assert versus["p99 ms"].tolist() == [21.0, 41.0]
+    at.selectbox(key="shape").set_value("OCI VM.Standard.E5.Flex 16 OCPU/32 GB").run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["throughput on this machine (estimate)"] == "227.2 samples/s"
 
 
 def test_run_page_runtimes_expand_the_sweep_and_bad_pairs_are_explained(db_path, monkeypatch):
@@ -342,8 +368,9 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
                       "Loss per epoch (test dashed)", "Accuracy per epoch (test dashed)",
                       "Training loss per step (moving average of 10)",
                       "Cost per 1 M training samples (hatched: estimate)"]
-    # Priced like inference: torch's 256 samples in 2.6 s (98.46/s at 1 thread) scaled to
-    # the 32 vCPUs of OCI's 16-OCPU machine, beside the closest machine of each provider.
+    # Priced like inference: torch at 1 thread on a host with 2 threads per core (half a
+    # core) scaled to the 16 cores of OCI's 16-OCPU machine, beside the closest machine of
+    # each provider.
     cost = at.dataframe[2].value  # after the runs and the inference-latency tables
     torch_rows = cost[cost.contender == "torch (eager)"]
     assert torch_rows.machine.tolist() == ["OCI VM.Standard.E3.Flex 16 OCPU/32 GB",
@@ -359,8 +386,8 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
     assert oci.usd_per_epoch == pytest.approx(oci.cost_per_million * 128 / 1e6)
     assert oci.s_per_epoch == pytest.approx(128 / (rate * 32))
     assert torch_rows.estimate.all()
-    assert any("an epoch here is 128 samples" in c.value and "scaled linearly to 32 vCPUs"
-               in c.value for c in at.caption)
+    assert any("an epoch here is 128 samples" in c.value and "(best split 1 thread x 1 "
+               "replica at 0.5 cores) scaled to 16 cores" in c.value for c in at.caption)
 
 
 

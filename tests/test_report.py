@@ -71,16 +71,16 @@ def test_html_cost_uses_the_cost_pages_default_shape_with_its_source_and_date(se
     shape = cpu[default_shape(cpu)]
     assert f"Priced on <b>{html.escape(shape.label)}</b>" in doc
     assert f"<td>{html.escape(shape.source)}</td><td>{shape.as_of}</td>" in doc
-    # torch, batch 1, projected to 32 vCPUs: 1-thread throughput x 32 x the 2-thread
-    # efficiency, which is exactly 16 x the 2-thread throughput (median of two rounds).
+    # torch, batch 1, on 16 OCPUs (16 cores): the 2-thread throughput (median of two
+    # rounds) is one core's on a host with 2 threads per core, times 16.
     projected = 16 * statistics.median([1000 / 5.1, 1000 / 5.2])
     assert f"{projected:,.1f}" == "3,107.1"
     row = (f"<td>torch (eager)</td><td class=\"num\">1</td><td>{html.escape(shape.label)}"
            f"</td><td class=\"num\">3,107.1 (est.)</td><td class=\"num\">"
            f"{cost_per_million(shape.usd_per_hour, projected):,.4f}</td>")
     assert row in doc
-    assert ("Assumption (est.): 1-thread throughput x 32 vCPUs x the scaling efficiency "
-            "measured at 2 threads (") in doc
+    assert ("Assumption (est.): 194.2 samples/s per core from Test CPU @ 2 GHz (best split "
+            "2 threads x 1 replica at 1 core) scaled to 16 cores") in doc
     assert "Throughput measured on Test CPU @ 2 GHz (2 vCPUs) at 1, 2 thread(s)" in doc
 
 

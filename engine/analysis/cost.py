@@ -7,9 +7,9 @@ Formulas (all in USD):
   machines for a rate     = ceil(request rate / throughput per machine)
 OCI Flex shapes are priced from unit rates: OCPUs x OCPU rate + GB x memory rate, so any
 OCPU/memory combination can be priced. An OCPU is 2 vCPUs on OCI x86 and 1 vCPU on Ampere
-A1. A figure for a machine the benchmark did not run on is an estimate: throughput is
-scaled by vCPUs with the thread-scaling efficiency measured on this machine, and the
-assumption is stated wherever the figure appears. No framework import here.
+A1. Which throughput a machine gets (measured on its shape, or an estimate scaled by
+physical cores with its assumption stated) is engine.analysis.cost_machines. No framework
+import here.
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from engine.spec.errors import UserError
 from engine.spec.paths import PRICES_DIR
 
 __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
-           "monthly_cost", "machines_needed", "project_throughput", "oci_flex_price",
-           "vcpus_per_ocpu", "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "Projection",
-           "equivalents", "break_even_rates", "cost_rows", "fleet_rows", "storage_egress",
-           "cpu_shapes", "default_shape", "resolve_shape", "custom_machine", "oci_vs_aws", "by_threads",
-           "contender_costs", "training_costs"]
+           "monthly_cost", "machines_needed", "oci_flex_price", "vcpus_per_ocpu",
+           "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents", "break_even_rates",
+           "storage_egress", "cpu_shapes", "default_shape", "resolve_shape", "custom_machine",
+           "oci_vs_aws"]
 
 HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
 _DATE = re.compile(r"^20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
@@ -180,34 +179,6 @@ def machines_needed(request_rate: float, throughput_per_machine: float) -> int:
     return max(1, math.ceil(request_rate / throughput_per_machine - 1e-9))
 
 
-@dataclass(frozen=True)
-class Projection:
-    throughput: float
-    estimate: bool
-    assumption: str
-
-
-def project_throughput(measured: dict[int, float], target_vcpus: int) -> Projection:
-    """measured: threads -> throughput (samples/s) on the benchmark machine.
-
-    A target the size of a measured thread count keeps its measured figure. Otherwise the
-    per-thread throughput at 1 thread is scaled by the target's vCPUs and by the scaling
-    efficiency measured at the largest thread count (T_n / (n x T_1)); without a 1-thread
-    figure, the largest thread count is scaled linearly."""
-    if target_vcpus in measured:
-        return Projection(measured[target_vcpus], False, "measured at this thread count")
-    n = max(measured)
-    if 1 in measured and n > 1:
-        eff = measured[n] / (n * measured[1])
-        return Projection(measured[1] * target_vcpus * eff, True,
-                          f"estimate: 1-thread throughput x {target_vcpus} vCPUs x the "
-                          f"scaling efficiency measured at {n} threads ({eff:.0%}), assumed "
-                          f"to hold at {target_vcpus}")
-    return Projection(measured[n] / n * target_vcpus, True,
-                      f"estimate: {n}-thread throughput scaled linearly to {target_vcpus} "
-                      "vCPUs (no thread-scaling measured: likely optimistic)")
-
-
 def equivalents(catalog: list[Machine], vcpus: int, *, arch: str = "x86_64",
                 cpu_only: bool = True) -> list[Machine]:
     """Per provider, the machine of the same architecture whose vCPU count is closest to
@@ -247,64 +218,6 @@ def break_even_rates(a: tuple[float, float], b: tuple[float, float],
             changes.append((round(p, 3), now))
             last = now
     return changes
-
-
-def cost_rows(machines: list[Machine], measured: dict[int, float], *,
-              hours: float = HOURS_PER_MONTH) -> list[dict]:
-    """For each machine: projected throughput, cost per 1 M inferences, monthly cost, and
-    whether the figure is an estimate (with its assumption)."""
-    rows = []
-    for m in machines:
-        p = project_throughput(measured, m.vcpus)
-        rows.append({"provider": m.provider, "shape": m.shape, "machine": m.label,
-                     "vcpus": m.vcpus, "usd_per_hour": m.usd_per_hour,
-                     "throughput": p.throughput,
-                     "cost_per_million": cost_per_million(m.usd_per_hour, p.throughput),
-                     "monthly": monthly_cost(m.usd_per_hour, hours=hours),
-                     "estimate": p.estimate, "assumption": p.assumption,
-                     "secondary": m.secondary, "as_of": m.as_of})
-    return rows
-
-
-
-def training_costs(measured_rows: list[dict], machines: list[Machine]) -> list[dict]:
-    """Training priced like inference: per training configuration (model, contender, batch,
-    data set) and machine, the projected samples/s, the seconds and USD of one of its
-    epochs, and USD per 1 M training samples (cost_per_million).
-
-    measured_rows: store.queries.train_throughput records, one per thread count measured;
-    each configuration's thread counts are projected together, as on the Cost page."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in measured_rows:
-        groups.setdefault((r["model"], r["contender"], r["batch_size"], r["dataset"]),
-                          []).append(r)
-    out = []
-    for (model, contender, batch, dataset), rs in groups.items():
-        measured = by_threads(rs)
-        epoch = int(rs[0]["samples_per_epoch"])
-        for row in cost_rows(machines, measured):
-            out.append({"model": model, "contender": contender, "batch_size": int(batch),
-                        "dataset": dataset, "samples_per_epoch": epoch, **row,
-                        "s_per_epoch": epoch / row["throughput"],
-                        "usd_per_epoch": row["cost_per_million"] * epoch / 1e6})
-    return out
-
-def fleet_rows(machines: list[Machine], measured: dict[int, float], request_rate: float, *,
-               hours: float = HOURS_PER_MONTH, extras: dict[str, float] | None = None
-               ) -> list[dict]:
-    """Monthly cost of serving request_rate samples/s on each machine type, with optional
-    per-provider extras (storage, egress) added."""
-    extras = extras or {}
-    rows = []
-    for m in machines:
-        p = project_throughput(measured, m.vcpus)
-        n = machines_needed(request_rate, p.throughput)
-        compute = monthly_cost(m.usd_per_hour, hours=hours, machines=n)
-        rows.append({"machine": m.label, "provider": m.provider, "machines": n,
-                     "compute": compute, "extras": extras.get(m.provider, 0.0),
-                     "total": compute + extras.get(m.provider, 0.0),
-                     "estimate": p.estimate, "assumption": p.assumption})
-    return rows
 
 
 def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
@@ -380,20 +293,3 @@ def oci_vs_aws(shapes: list[Machine], hours: float = HOURS_PER_MONTH) -> dict:
         out["aws"] = min(aws, key=lambda m: m.usd_per_hour)
         out["ratio"] = out["aws"].usd_per_hour / out["oci"].usd_per_hour
     return out
-
-
-def by_threads(rows: list[dict]) -> dict[int, float]:
-    """threads -> throughput, from measured-throughput rows of one configuration."""
-    return {int(r["threads"]): float(r["throughput"]) for r in rows}
-
-
-def contender_costs(measured: list[dict], machine: Machine, *,
-                    hours: float = HOURS_PER_MONTH) -> list[dict]:
-    """Each contender (framework and runtime) on one machine: measured rows of one model
-    and batch size, grouped by contender and projected onto the machine."""
-    groups: dict[str, list[dict]] = {}
-    for r in measured:
-        groups.setdefault(r["contender"], []).append(r)
-    return [{**cost_rows([machine], by_threads(rs), hours=hours)[0], "machine": c,
-             "provider": machine.provider} for c, rs in sorted(groups.items())]
-

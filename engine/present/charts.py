@@ -193,8 +193,9 @@ def cost_bars(rows: list[dict], value: str, title: str, axis: str) -> go.Figure:
 
 
 def fleet_bars(fleet: list[dict], rate: float, vcpus: int) -> go.Figure:
-    """Monthly cost of serving `rate` samples/s per machine type (analysis.cost.fleet_rows),
-    each bar labelled with its total and the number of machines it takes."""
+    """Monthly cost of serving `rate` samples/s per machine type
+    (analysis.cost_machines.fleet_rows), each bar labelled with its total and the number of
+    machines it takes."""
     fig = cost_bars([{**r, "monthly_total": r["total"]} for r in fleet], "monthly_total",
                     f"Monthly cost for {rate:g} samples/s (≈{vcpus}-vCPU machines)",
                     "USD per month")

@@ -23,8 +23,8 @@ from collections import Counter
 import pandas as pd
 
 from engine.analysis.compare import aggregate, noise_floor
-from engine.analysis.cost import (by_threads, cost_rows, cpu_shapes, default_shape,
-                                  equivalents)
+from engine.analysis.cost import cpu_shapes, default_shape, equivalents
+from engine.analysis.cost_machines import basis, machine_rows
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, setting_choices
@@ -38,7 +38,8 @@ from store.prices import effective_catalog
 from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_software,
                               sweep_user_models,
                               sweep_systems)
-from store.queries import comparable_models, config_samples, config_summary, settings
+from store.queries import (comparable_models, config_samples, config_summary,
+                           machine_throughput, settings)
 from store.runs import sweep_rounds
 from store.sweep_ref import resolve_inference_sweep
 from engine.spec.catalog import model_label
@@ -94,7 +95,7 @@ def _gather(con, sweep_id: str) -> ReportData:
     summary = config_summary(con, models, sweep_id, setting) if models else pd.DataFrame()
     charts, efficiency, chart_note = _charts(con, summary, models, sweep_id, setting)
     cost = _cost(con, summary, setting,
-                 setting_rows.iloc[0] if not setting_rows.empty else None)
+                 setting_rows.iloc[0] if not setting_rows.empty else None, sweep_id)
 
     configs = sweep_configs(con, sweep_id)
     policy = sweep_policy(con, sweep_id)
@@ -142,11 +143,12 @@ def _charts(con, summary: pd.DataFrame, models: list[str], sweep_id: str, settin
     return figs, efficiency, note
 
 
-def _cost(con, summary: pd.DataFrame, setting, host) -> CostData:
-    """Cost per 1 M inferences as the Cost page computes it: each configuration's measured
-    throughput per thread count, projected onto the catalog shape the page preselects and
-    onto the closest-size x86 machine of every other provider. host: the setting's
-    store.queries.settings row (its machine)."""
+def _cost(con, summary: pd.DataFrame, setting, host, sweep_id: str) -> CostData:
+    """Cost per 1 M inferences as the Cost page computes it (engine.analysis.cost_machines):
+    on the catalog shape the page preselects and on the closest-size x86 machine of every
+    other provider, each configuration's best split measured on that shape by this sweep,
+    else the estimate from the selected machine's throughput per physical core. host: the
+    setting's store.queries.settings row (its machine)."""
     if summary.empty:
         return CostData(skipped="No successful run: no throughput to price.")
     if setting is not None and setting[0] != "cpu":
@@ -160,9 +162,10 @@ def _cost(con, summary: pd.DataFrame, setting, host) -> CostData:
     machines = [machine] + [m for m in equivalents(cpu, machine.vcpus)
                             if m.provider != machine.provider]
     rows = []
-    for (model, contender, batch), g in summary.groupby(["model", "contender", "batch_size"],
-                                                        sort=True):
-        for row in cost_rows(machines, by_threads(g.to_dict("records"))):
+    by_machine = machine_throughput(con, INFERENCE.kind, setting, sweep_id)
+    for (model, contender, batch), g in by_machine.groupby(
+            ["model", "contender", "batch_size"], sort=True):
+        for row in machine_rows(machines, basis(g.to_dict("records"))):
             rows.append({"model": model, "contender": contender, "batch_size": int(batch),
                          **row})
     measured = sorted(int(t) for t in summary.threads.unique())
@@ -171,6 +174,9 @@ def _cost(con, summary: pd.DataFrame, setting, host) -> CostData:
         where = f"{host.cpu_model} ({host.cores} vCPUs)"
     measured_on = (f"Throughput measured on {where} at {', '.join(map(str, measured))} "
                    "thread(s): the median over the sweep's successful rounds.")
+    on_shape = sorted({r["assumption"] for r in rows if not r["estimate"]})
+    if on_shape:
+        measured_on += " Figures without (est.) were " + "; ".join(on_shape) + "."
     return CostData(machine=machine.label, rows=rows, prices=machines,
                     measured_on=measured_on,
                     assumptions=sorted({r["assumption"] for r in rows if r["estimate"]}))

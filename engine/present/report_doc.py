@@ -23,7 +23,8 @@ class CostData:
     """Cost per 1 M inferences of each configuration on the priced machines."""
 
     machine: str = ""  # the default shape's label
-    rows: list[dict] = field(default_factory=list)  # cost_rows rows, with the configuration
+    # analysis.cost_machines.machine_rows rows, with the configuration
+    rows: list[dict] = field(default_factory=list)
     prices: list = field(default_factory=list)  # the Machines priced, default shape first
     measured_on: str = ""
     assumptions: list[str] = field(default_factory=list)
@@ -252,8 +253,8 @@ def to_html(rep: ReportData) -> str:
         if c.assumptions:
             out.append("<p class=\"caption\">Assumption (est.): "
                        + _e(c.assumptions[0].removeprefix("estimate: "))
-                       + (" (and likewise for the other configurations and sizes, each with "
-                          "its own measured efficiency)." if len(c.assumptions) > 1 else ".")
+                       + (" (and likewise for the other configurations and sizes, each from "
+                          "its own measured figure)." if len(c.assumptions) > 1 else ".")
                        + "</p>")
         out.append("<h3>Prices: sources and dates</h3>" + _table(
             ["machine", "vCPUs", "USD/hour", "basis", "source", "as of", "secondary source"],

@@ -1,0 +1,275 @@
+"""Throughput on each catalog machine: measured where runs name that shape, else estimated.
+
+A run that names its catalog shape (runs.machine_shape, `--machine-shape`) measured that
+machine. Its figure there is the best split (intra-op threads x replicas) measured on the
+shape, each split the median over its ok rounds on one machine (store.queries.
+machine_throughput groups by shape and system), so two machines' runs are never averaged
+into one figure.
+
+A shape with no run gets an estimate, labelled as one with its assumption: the selected
+(benchmark) machine's best split at the most physical cores it measured, divided by those
+cores, times the target's physical cores. Physical cores, not vCPUs: a thread on a host with
+2 threads per core is half a core (N threads = N / 2 cores), and a catalog machine's cores are
+its vCPUs / its threads per core (threads_per_core). No framework import here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from engine.analysis.cost import (HOURS_PER_MONTH, Machine, cost_per_million, cpu_shapes,
+                                  machines_needed, monthly_cost)
+
+__all__ = ["threads_per_core", "physical_cores", "Split", "Basis", "Figure", "basis",
+           "figure", "machine_rows", "fleet_rows", "machine_vs_machine", "contender_rows",
+           "training_rows", "priced_shapes", "MEASURE_HINT"]
+
+# How a user adds a measured machine: what the page says when fewer than two shapes have runs.
+MEASURE_HINT = "python -m engine run ... --machine-shape NAME"
+# AWS's 7th-generation AMD shapes (m7a, c7a, r7a, hpc7a) run SMT off: one vCPU per core.
+_AWS_NO_SMT = re.compile(r"^[a-z]+7a\.")
+
+
+def threads_per_core(m: Machine) -> int:
+    """Hardware threads per physical core of a catalog machine, derived from what its row
+    carries (the catalog has no SMT column): Arm shapes (Graviton, Ampere A1: Machine.arch)
+    run one thread per core, and so do AWS's 7th-generation AMD shapes; every other x86
+    cloud shape exposes both hardware threads of a core as two vCPUs (AWS, GCP and Azure
+    vCPUs; on OCI one OCPU is one core, two vCPUs). A machine priced by hand is taken as
+    x86 with SMT."""
+    if m.arch == "arm64" or (m.provider == "AWS" and _AWS_NO_SMT.match(m.shape)):
+        return 1
+    return 2
+
+
+def physical_cores(m: Machine) -> float:
+    """An OCI machine's OCPUs (an OCPU is a physical core on x86 and Arm alike); otherwise
+    its vCPUs / threads_per_core. A fraction only for a hand-priced odd vCPU count."""
+    return float(m.ocpus) if m.ocpus else m.vcpus / threads_per_core(m)
+
+
+def _num(value) -> float | None:
+    """A database number, None for NULL (pandas hands NULLs over as None, NaN or pd.NA,
+    which float() refuses)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def _plural(n: float, word: str) -> str:
+    return f"{n:g} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class Split:
+    """One contender measured on one machine at one split: `replicas` workers of `threads`
+    intra-op threads each, the median throughput and p99 over its ok rounds."""
+    threads: int
+    replicas: int
+    throughput: float
+    runs: int
+    threads_per_core: int | None  # of the host it ran on; None: not recorded
+    shape: str | None = None
+    system_id: str | None = None
+    p99_ms: float | None = None
+    machine: str = ""  # the host's CPU model, for labels
+
+    @property
+    def cores(self) -> float:
+        """Physical cores the split kept busy; unknown threads per core counts 1 per thread."""
+        return self.threads * self.replicas / (self.threads_per_core or 1)
+
+    @property
+    def config(self) -> str:
+        return f"{_plural(self.threads, 'thread')} x {_plural(self.replicas, 'replica')}"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What one contender's figures come from: the splits of the selected machine (source)
+    and the splits measured on catalog shapes (any machine that named its shape)."""
+    source: tuple[Split, ...]
+    measured: tuple[Split, ...]
+
+    @property
+    def best_source(self) -> Split | None:
+        """The best split at the most cores the selected machine measured: the figure
+        closest to a whole machine, with the replica split that served it best."""
+        if not self.source:
+            return None
+        most = max(s.cores for s in self.source)
+        return max((s for s in self.source if s.cores == most), key=_rank)
+
+    @property
+    def source_name(self) -> str:
+        """The selected machine as labels name it: its catalog shape, else its CPU model."""
+        shapes = {s.shape for s in self.source if s.shape}
+        if len(shapes) == 1:
+            return next(iter(shapes))
+        return next((s.machine for s in self.source if s.machine), "the selected machine")
+
+    @property
+    def shapes(self) -> list[str]:
+        return sorted({s.shape for s in self.measured})
+
+
+def _rank(s: Split) -> tuple:
+    return s.throughput, -s.cores, -s.replicas  # ties: the fewer cores, then fewer workers
+
+
+def _split(r: dict) -> Split:
+    tpc = _num(r.get("threads_per_core"))
+    shape = r.get("machine_shape")
+    return Split(threads=int(r["threads"]), replicas=int(_num(r.get("replicas")) or 1),
+                 throughput=float(r["throughput"]), runs=int(r["runs"]),
+                 threads_per_core=int(tpc) if tpc else None,
+                 shape=shape if isinstance(shape, str) and shape else None,
+                 system_id=r.get("system_id"), p99_ms=_num(r.get("p99_ms")),
+                 machine=r.get("cpu_model") if isinstance(r.get("cpu_model"), str) else "")
+
+
+def basis(rows: list[dict]) -> Basis:
+    """rows: store.queries.machine_throughput records of one contender configuration."""
+    splits = [(bool(r["selected"]), _split(r)) for r in rows]
+    return Basis(source=tuple(s for src, s in splits if src),
+                 measured=tuple(s for _, s in splits if s.shape))
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A contender's throughput on one machine: measured there, or a labelled estimate."""
+    throughput: float
+    estimate: bool
+    assumption: str  # "measured on <shape> (...)" or "estimate: ..."
+    split: Split  # measured: the split on this shape; estimate: the source split scaled
+    p99_ms: float | None  # measured only: an estimate says nothing about the tail
+
+
+def figure(b: Basis, m: Machine) -> Figure | None:
+    """The best split measured on m's shape; else the estimate from the selected machine's
+    throughput per physical core; None when neither exists, and for an unmeasured Arm shape
+    (the benchmark machine is x86: its per-core figure does not carry over to Arm)."""
+    cores = physical_cores(m)
+    on_shape = [s for s in b.measured if s.shape == m.shape]
+    if on_shape:
+        s = max(on_shape, key=_rank)
+        used = f", {s.cores:g} of {cores:g} cores" if s.cores < cores else ""
+        return Figure(s.throughput, False,
+                      f"measured on {m.shape} ({s.config}{used}; median of "
+                      f"{_plural(s.runs, 'run')})", s, s.p99_ms)
+    s = b.best_source
+    if s is None or m.arch != "x86_64":
+        return None
+    per_core = s.throughput / s.cores
+    unknown = "" if s.threads_per_core else "; threads per core not recorded: 1 per thread"
+    return Figure(per_core * cores, True,
+                  f"estimate: {per_core:,.1f} samples/s per core from {b.source_name} "
+                  f"(best split {s.config} at {_plural(s.cores, 'core')}{unknown}) scaled "
+                  f"to {_plural(cores, 'core')}", s, None)
+
+
+def _row(m: Machine, f: Figure, hours: float) -> dict:
+    """One machine's cost row: the keys engine.present.charts.cost_bars reads, plus the
+    split behind the figure."""
+    return {"provider": m.provider, "shape": m.shape, "machine": m.label, "vcpus": m.vcpus,
+            "cores": physical_cores(m), "usd_per_hour": m.usd_per_hour,
+            "throughput": f.throughput,
+            "cost_per_million": cost_per_million(m.usd_per_hour, f.throughput),
+            "monthly": monthly_cost(m.usd_per_hour, hours=hours), "estimate": f.estimate,
+            "assumption": f.assumption, "config": f.split.config, "p99_ms": f.p99_ms,
+            "secondary": m.secondary, "as_of": m.as_of}
+
+
+def machine_rows(machines: list[Machine], b: Basis, *,
+                 hours: float = HOURS_PER_MONTH) -> list[dict]:
+    """Per machine with a figure: throughput, cost per 1 M inferences, monthly cost, and
+    whether it was measured there or estimated (with the assumption)."""
+    return [_row(m, f, hours) for m in machines if (f := figure(b, m)) is not None]
+
+
+def fleet_rows(machines: list[Machine], b: Basis, request_rate: float, *,
+               hours: float = HOURS_PER_MONTH, extras: dict[str, float] | None = None
+               ) -> list[dict]:
+    """Monthly cost of serving request_rate samples/s on each machine type, with optional
+    per-provider extras (storage, egress) added."""
+    extras = extras or {}
+    rows = []
+    for m in machines:
+        f = figure(b, m)
+        if f is None:
+            continue
+        n = machines_needed(request_rate, f.throughput)
+        compute = monthly_cost(m.usd_per_hour, hours=hours, machines=n)
+        extra = extras.get(m.provider, 0.0)
+        rows.append({"machine": m.label, "provider": m.provider, "machines": n,
+                     "compute": compute, "extras": extra, "total": compute + extra,
+                     "estimate": f.estimate, "assumption": f.assumption})
+    return rows
+
+
+def machine_vs_machine(catalog: list[Machine], b: Basis, request_rate: float, *,
+                       hours: float = HOURS_PER_MONTH) -> list[dict]:
+    """The catalog machines this contender was measured on, side by side, cheapest per
+    1 M inferences first: the best split's throughput and p99, cost per 1 M, and the
+    monthly cost of serving request_rate samples/s. Never an estimate."""
+    rows = []
+    for m in catalog:
+        if m.shape not in b.shapes:
+            continue
+        f = figure(b, m)
+        n = machines_needed(request_rate, f.throughput)
+        rows.append({"machine": m.label, "configuration": f.split.config,
+                     "runs": f.split.runs, "samples/s": f.throughput, "p99 ms": f.p99_ms,
+                     "USD per 1 M": cost_per_million(m.usd_per_hour, f.throughput),
+                     "machines": n,
+                     "USD/month": monthly_cost(m.usd_per_hour, hours=hours, machines=n)})
+    return sorted(rows, key=lambda r: (r["USD per 1 M"], r["machine"]))
+
+
+def contender_rows(rows: list[dict], machine: Machine, *,
+                   hours: float = HOURS_PER_MONTH) -> list[dict]:
+    """Each contender (framework and runtime) on one machine, from machine_throughput
+    records of one model and batch size; the row's machine is the contender's name."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["contender"], []).append(r)
+    out = []
+    for c, rs in sorted(groups.items()):
+        f = figure(basis(rs), machine)
+        if f is not None:
+            out.append({**_row(machine, f, hours), "machine": c})
+    return out
+
+
+def training_rows(rows: list[dict], machines: list[Machine]) -> list[dict]:
+    """Training priced like inference: per training configuration (model, contender, batch,
+    data set) and machine, samples/s measured there or estimated, the seconds and USD of one
+    of its epochs, and USD per 1 M training samples.
+
+    rows: store.queries.machine_throughput records of the training kind."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["contender"], r["batch_size"], r["dataset"]),
+                          []).append(r)
+    out = []
+    for (model, contender, batch, dataset), rs in groups.items():
+        b = basis(rs)
+        epoch = int(next(v for r in rs if (v := _num(r["samples_per_epoch"]))))
+        for row in machine_rows(machines, b):
+            out.append({"model": model, "contender": contender, "batch_size": int(batch),
+                        "dataset": dataset, "samples_per_epoch": epoch, **row,
+                        "s_per_epoch": epoch / row["throughput"],
+                        "usd_per_epoch": row["cost_per_million"] * epoch / 1e6})
+    return out
+
+
+def priced_shapes(catalog: list[Machine], measured: set[str]) -> list[Machine]:
+    """What the pages price: the catalog's x86 CPU machines (an estimate from an x86
+    benchmark machine carries over to them), then any other catalog machine that runs
+    were measured on (an Arm shape with runs has a figure of its own)."""
+    cpu = cpu_shapes(catalog)
+    return cpu + [m for m in catalog if m not in cpu and m.shape in measured]

@@ -1,0 +1,147 @@
+"""Cost from measured machines (issue 15): a shape with runs is priced from them, a shape
+without is an estimate scaled by physical cores; two machines' runs are never blended."""
+
+import pytest
+
+from engine.analysis.cost import custom_machine, load_catalog
+from engine.analysis.cost_machines import (basis, contender_rows, figure, fleet_rows,
+                                           machine_rows, machine_vs_machine, physical_cores,
+                                           threads_per_core, training_rows)
+from store.db import open_db
+from store.queries import machine_throughput
+from tests.helpers import seed_machines
+
+CATALOG = {m.shape: m for m in load_catalog()}
+C6I, E4, E5 = (CATALOG["c6i.8xlarge"], CATALOG["VM.Standard.E4.Flex 16 OCPU/32 GB"],
+               CATALOG["VM.Standard.E5.Flex 16 OCPU/32 GB"])
+LOCAL_SETTING = ("cpu", "fp32", 1, "sys-local")  # the benchmark machine, no shape named
+
+
+@pytest.fixture
+def stored(db_path):
+    seed_machines(db_path)
+    with open_db(db_path) as con:
+        return machine_throughput(con, "inference", LOCAL_SETTING).to_dict("records")
+
+
+def test_physical_cores_follow_the_catalog_rows_threads_per_core():
+    arm = CATALOG["c7g.8xlarge (Graviton3)"]
+    a1 = CATALOG["VM.Standard.A1.Flex 16 OCPU/32 GB (Ampere Altra; 1 OCPU = 1 vCPU)"]
+    assert [(threads_per_core(m), physical_cores(m)) for m in (C6I, E4, arm, a1)] == [
+        (2, 16.0), (2, 16.0), (1, 32.0), (1, 16.0)]
+    assert physical_cores(custom_machine(1.0, 2)) == 1.0  # taken as x86 with SMT
+    from dataclasses import replace
+    assert threads_per_core(replace(C6I, shape="m7a.8xlarge")) == 1  # AWS AMD: SMT off
+
+
+def test_each_stored_split_is_its_own_rounds_median_per_machine(stored):
+    # Grouped by shape and system: the two c6i.8xlarge hosts stay apart, the bf16 run and
+    # the other machines' unnamed runs are not there.
+    got = sorted((r["system_id"],
+                  r["machine_shape"] if isinstance(r["machine_shape"], str) else None,
+                  r["threads"], r["replicas"], r["throughput"], r["runs"], bool(r["selected"]))
+                 for r in stored)
+    assert got == [
+        ("sys-c6i", "c6i.8xlarge", 16, 2, 236.0, 3, False),
+        ("sys-c6i", "c6i.8xlarge", 32, 1, 205.0, 3, False),
+        ("sys-c6i-b", "c6i.8xlarge", 16, 2, 100.0, 3, False),
+        ("sys-e4", E4.shape, 32, 1, 160.0, 3, False),
+        ("sys-local", None, 1, 4, 27.0, 3, True),
+        ("sys-local", None, 2, 1, 16.0, 3, True),
+        ("sys-local", None, 2, 2, 28.4, 3, True),
+        ("sys-local", None, 4, 1, 26.0, 3, True)]
+
+
+def test_a_measured_shape_shows_its_best_split_exactly(stored):
+    b = basis(stored)
+    assert b.shapes == sorted([C6I.shape, E4.shape])
+    c6i = figure(b, C6I)
+    # Best of 205 (32 x 1) and 236 (16 x 2) on the first host; the second host's 100 is
+    # neither averaged in nor picked.
+    assert (c6i.throughput, c6i.estimate, c6i.p99_ms) == (236.0, False, 41.0)
+    assert c6i.assumption == "measured on c6i.8xlarge (16 threads x 2 replicas; median of 3 runs)"
+    e4 = figure(b, E4)
+    assert (e4.throughput, e4.estimate, e4.p99_ms) == (160.0, False, 21.0)
+    assert e4.assumption == ("measured on VM.Standard.E4.Flex 16 OCPU/32 GB (32 threads x "
+                             "1 replica; median of 3 runs)")
+
+
+def test_an_unmeasured_shape_is_an_estimate_per_physical_core_from_the_best_split(stored):
+    b = basis(stored)
+    # The benchmark machine has 2 threads per core: 4 threads are 2 cores. At 2 cores the
+    # best split is 2 threads x 2 replicas (28.4/s, over 4 x 1 at 26.0 and 1 x 4 at 27.0):
+    # 14.2/s per core, times E5's 16 OCPUs (16 cores).
+    assert (b.best_source.threads, b.best_source.replicas, b.best_source.cores) == (2, 2, 2.0)
+    e5 = figure(b, E5)
+    assert e5.estimate and e5.p99_ms is None
+    assert e5.throughput == pytest.approx(14.2 * 16)
+    assert e5.assumption == ("estimate: 14.2 samples/s per core from CPU of sys-local (best "
+                             "split 2 threads x 2 replicas at 2 cores) scaled to 16 cores")
+    # A 16-vCPU AWS machine is 8 cores: half of that, not the vCPU count's figure.
+    assert figure(b, CATALOG["c6i.4xlarge"]).throughput == pytest.approx(14.2 * 8)
+    assert figure(b, CATALOG["c7g.8xlarge (Graviton3)"]) is None  # x86 figures stay on x86
+
+
+def test_a_split_that_uses_part_of_the_shape_says_how_much():
+    rows = [{"threads": 4, "replicas": 1, "throughput": 40.0, "runs": 2,
+             "threads_per_core": 2, "machine_shape": C6I.shape, "selected": False}]
+    f = figure(basis(rows), C6I)
+    assert f.assumption == ("measured on c6i.8xlarge (4 threads x 1 replica, 2 of 16 cores; "
+                            "median of 2 runs)")
+    assert figure(basis(rows), E5) is None  # no selected machine: nothing to estimate from
+
+
+def test_machine_vs_machine_sets_the_measured_shapes_side_by_side(stored):
+    rows = machine_vs_machine(list(CATALOG.values()), basis(stored), 500.0, hours=730)
+    assert [r["machine"] for r in rows] == [f"OCI {E4.shape}", "AWS c6i.8xlarge"]
+    oci, aws = rows
+    assert (oci["samples/s"], oci["p99 ms"], oci["configuration"], oci["machines"]) == (
+        160.0, 21.0, "32 threads x 1 replica", 4)
+    assert oci["USD per 1 M"] == pytest.approx(E4.usd_per_hour / (160 * 3600) * 1e6)
+    assert oci["USD/month"] == pytest.approx(E4.usd_per_hour * 730 * 4)
+    assert (aws["samples/s"], aws["machines"]) == (236.0, 3)
+    assert aws["USD/month"] == pytest.approx(C6I.usd_per_hour * 730 * 3)
+
+
+def test_rows_fleet_and_contenders_use_the_same_figures(stored):
+    b = basis(stored)
+    table = {r["shape"]: r for r in machine_rows([C6I, E4, E5], b)}
+    assert [(s, r["throughput"], r["estimate"]) for s, r in table.items()] == [
+        (C6I.shape, 236.0, False), (E4.shape, 160.0, False),
+        (E5.shape, pytest.approx(227.2), True)]
+    assert table[C6I.shape]["cost_per_million"] == pytest.approx(
+        C6I.usd_per_hour / (236 * 3600) * 1e6)
+    fleet = {r["machine"]: r for r in fleet_rows([C6I, E5], b, 472.0)}
+    assert (fleet["AWS c6i.8xlarge"]["machines"], fleet[f"OCI {E5.shape}"]["machines"]) == (2, 3)
+    tf = [{**r, "contender": "tensorflow (tf_function)", "throughput": r["throughput"] / 2}
+          for r in stored]
+    out = contender_rows(stored + tf, C6I)
+    assert [(r["machine"], r["throughput"]) for r in out] == [
+        ("tensorflow (tf_function)", 118.0), ("torch (eager)", 236.0)]
+
+
+def test_training_is_priced_from_a_shape_it_was_measured_on(db_path):
+    from dataclasses import replace
+
+    from store.runs import save_record
+    from tests.helpers import SYSTEM, seed_workloads, train_record
+
+    seed_workloads(db_path)
+    with open_db(db_path) as con:
+        rec = train_record("t-c6i", "torch", [0.5, 0.5], [0.5, 0.8])
+        save_record(con, replace(rec, sweep_id="sweep-c6i", system_id="sys-c6i",
+                                 machine_shape=C6I.shape, threads_per_core=2,
+                                 throughput=1000.0),
+                    {**SYSTEM, "system_id": "sys-c6i"})
+        rows = machine_throughput(con, "train", ("cpu", "fp32", 1, SYSTEM["system_id"]))
+    out = {(r["contender"], r["shape"]): r for r in
+           training_rows(rows.to_dict("records"), [C6I, E5])}
+    c6i = out[("torch (eager)", C6I.shape)]
+    assert (c6i["throughput"], c6i["estimate"]) == (1000.0, False)
+    assert c6i["s_per_epoch"] == pytest.approx(128 / 1000)
+    # The selected machine's torch run: 1 thread on a host with 2 threads per core is half
+    # a core, so 16 cores are 32 of its 1-thread figure; TensorFlow has no c6i run.
+    local = rows[rows.selected & (rows.contender == "torch (eager)")].throughput.iloc[0]
+    e5 = out[("torch (eager)", E5.shape)]
+    assert e5["estimate"] and e5["throughput"] == pytest.approx(local * 32)
+    assert out[("tensorflow (tf_function)", C6I.shape)]["estimate"]
