@@ -1,10 +1,14 @@
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The shapes the test cluster's two nodes are tagged with (custom resources shape:NAME).
+SHAPE_A, SHAPE_B = "c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -25,3 +29,31 @@ def worker_env(monkeypatch):
     """Workers are started with `python -m engine.worker` from the project root."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real local Ray cluster (issue #15), shared by the tests that need one: a head and
+    a worker node on this machine, 2 CPUs each, each tagged with a shape.
+    Ray's files go to a short path of their own (its sockets' paths are length-limited)."""
+    tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED",
+                                             "PYTHONPATH")}
+    # the nodes' workers import engine.run.node_host from this checkout
+    os.environ.update(RAY_TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0",
+                      PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), saved["PYTHONPATH"])
+                                                 if p))
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 2, "resources": {f"shape:{SHAPE_A}": 1}})
+    c.add_node(num_cpus=2, resources={f"shape:{SHAPE_B}": 1})
+    c.wait_for_nodes()
+    yield c
+    c.shutdown()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -2,10 +2,7 @@
 (ray.cluster_utils.Cluster) tagged with different catalog shapes, the same worker
 subprocesses as local runs, the driver alone writing DuckDB. No mocks of Ray."""
 
-import os
-import shutil
 import socket
-import tempfile
 import threading
 
 import pytest
@@ -13,36 +10,10 @@ import pytest
 from engine.cli import main
 from store.db import open_db
 
-SHAPE_A, SHAPE_B = "c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB"
+from tests.conftest import SHAPE_A, SHAPE_B
 QUICK = ["--model", "identity", "--framework", "selftest", "--threads", "1",
          "--min-time", "0.05", "--min-iters", "20", "--warmup", "2", "--no-table",
          "--executor", "ray"]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A head and a worker node on this machine, 2 CPUs each, each tagged with a shape.
-    Ray's files go to a short path of their own (its sockets' paths are length-limited)."""
-    tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED",
-                                             "PYTHONPATH")}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    os.environ.update(RAY_TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0",
-                      PYTHONPATH=os.pathsep.join(p for p in (root, saved["PYTHONPATH"]) if p))
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "resources": {f"shape:{SHAPE_A}": 1}})
-    c.add_node(num_cpus=2, resources={f"shape:{SHAPE_B}": 1})
-    c.wait_for_nodes()
-    yield c
-    c.shutdown()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _rows(db_path):
@@ -53,9 +24,10 @@ def _rows(db_path):
             "ORDER BY machine_shape, round_no, batch_size").fetchall()
 
 
-def test_a_fleet_sweep_runs_every_node_kind_with_rounds_interleaved(cluster, db_path, capsys):
+def test_a_fleet_sweep_runs_every_node_kind_with_rounds_interleaved(ray_cluster, db_path,
+                                                                    capsys):
     assert main(["run", *QUICK, "--batch", "1", "2", "--rounds", "2", "--max-rounds", "2",
-                 "--fleet", "--address", cluster.address, "--db", str(db_path)]) == 0
+                 "--fleet", "--address", ray_cluster.address, "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
     rows = _rows(db_path)
     # 2 configurations x 2 node kinds x 2 rounds, one row each, all measured
@@ -72,24 +44,24 @@ def test_a_fleet_sweep_runs_every_node_kind_with_rounds_interleaved(cluster, db_
     for shape in (SHAPE_A, SHAPE_B):
         assert sorted(r[6] for r in rows if r[0] == shape) == [1, 1, 2, 2]
     assert all(r[7] is not None and r[8] is not None for r in rows)  # the node's systems row
-    assert f"2 configurations x 2 node kinds x 2 rounds = 8 runs" in out
+    assert "2 configurations x 2 node kinds x 2 rounds = 8 runs" in out
     assert f"on {SHAPE_A}: ok" in out and f"on {SHAPE_B}: ok" in out
 
 
-def test_a_placement_runs_only_on_its_node_with_replicas_on_its_cores(cluster, db_path):
+def test_a_placement_runs_only_on_its_node_with_replicas_on_its_cores(ray_cluster, db_path):
     assert main(["run", *QUICK, "--batch", "1", "--replicas", "1", "2", "--rounds", "1",
-                 "--placement", f"shape={SHAPE_A}", "--address", cluster.address,
+                 "--placement", f"shape={SHAPE_A}", "--address", ray_cluster.address,
                  "--db", str(db_path)]) == 0
     rows = _rows(db_path)
     assert [(r[0], r[3], r[5]) for r in rows] == [(SHAPE_A, "ok", 1), (SHAPE_A, "ok", 2)]
 
 
-def test_the_comparison_never_blends_two_node_kinds(cluster, db_path):
+def test_the_comparison_never_blends_two_node_kinds(ray_cluster, db_path):
     from engine.analysis.compare import aggregate
     from store.runs import sweep_rounds
 
     assert main(["run", *QUICK, "--batch", "1", "--rounds", "1", "--fleet",
-                 "--address", cluster.address, "--db", str(db_path)]) == 0
+                 "--address", ray_cluster.address, "--db", str(db_path)]) == 0
     with open_db(db_path) as con:
         sweep = con.execute("SELECT sweep_id FROM sweeps").fetchone()[0]
         results = aggregate(sweep_rounds(con, sweep))
@@ -106,9 +78,9 @@ def test_the_comparison_never_blends_two_node_kinds(cluster, db_path):
     (["--fleet", "--profile", "3"], "profile_steps", ["stays on the node"]),
     (["--fleet", "--machine-shape", "c6i.4xlarge"], "machine_shape", ["shape:NAME"]),
 ])
-def test_bad_cluster_input_is_refused_before_anything_runs(cluster, db_path, capsys, argv,
+def test_bad_cluster_input_is_refused_before_anything_runs(ray_cluster, db_path, capsys, argv,
                                                            field, words):
-    assert main(["run", *QUICK, "--batch", "1", "--address", cluster.address,
+    assert main(["run", *QUICK, "--batch", "1", "--address", ray_cluster.address,
                  "--db", str(db_path), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {field}: ") and all(w in err for w in words), err
@@ -129,21 +101,20 @@ def test_an_unreachable_address_is_refused_fast_and_stores_nothing(db_path, caps
     assert "error: address: 'nohost' is not HOST:PORT" in capsys.readouterr().err
 
 
-def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(cluster, db_path):
+def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_cluster, db_path):
     """A third node joins, and is removed while its first run is being timed: that run and
     the two queued behind it are `killed` rows naming the node; the other node's runs are
     all ok. Exactly one row per attempted run."""
     from engine.run.fleet import cluster_plan, ray_runner
-    from engine.run.ray_cluster import cluster_nodes
     from engine.run.sweep import run_sweep
     from engine.spec.inference import expand_sweep
     from engine.spec.policy import MeasurementPolicy
 
     import ray
 
-    doomed = cluster.add_node(num_cpus=2, resources={"shape:m6i.4xlarge": 1})
-    cluster.wait_for_nodes()
-    plan = cluster_plan(cluster.address, [f"shape={SHAPE_A}", "shape=m6i.4xlarge"], False,
+    doomed = ray_cluster.add_node(num_cpus=2, resources={"shape:m6i.4xlarge": 1})
+    ray_cluster.wait_for_nodes()
+    plan = cluster_plan(ray_cluster.address, [f"shape={SHAPE_A}", "shape=m6i.4xlarge"], False,
                         resolve_shape=lambda name: name)
     assert [n.shape for n in plan.nodes] == [SHAPE_A, "m6i.4xlarge"]
     runner = ray_runner(plan, timeout_s=120, memory_cap_bytes=None)
@@ -164,7 +135,7 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(cluster,
         on_event=on_event)))
     t.start()
     assert timing.wait(120)
-    cluster.remove_node(doomed, allow_graceful=False)
+    ray_cluster.remove_node(doomed, allow_graceful=False)
     t.join(300)
     assert not t.is_alive()
     runner.shutdown()
