@@ -253,6 +253,7 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         "coalesce(r.replicas, 1) AS replicas, r.machine_shape, r.system_id, "
         f"{_THREADS_PER_CORE} AS threads_per_core, {_OF_SELECTED} AS selected, "
         "median(r.throughput) AS throughput, median(r.p99_ms) AS p99_ms, count(*) AS runs, "
+        "max((r.extra->>'cores_used')::INTEGER) AS cores_used, "  # counted by the worker
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus, "
         "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch "
         "FROM runs r LEFT JOIN systems y USING (system_id) "

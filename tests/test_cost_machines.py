@@ -145,3 +145,14 @@ def test_training_is_priced_from_a_shape_it_was_measured_on(db_path):
     e5 = out[("torch (eager)", E5.shape)]
     assert e5["estimate"] and e5["throughput"] == pytest.approx(local * 32)
     assert out[("tensorflow (tf_function)", C6I.shape)]["estimate"]
+
+
+def test_the_cores_a_worker_counted_beat_the_threads_per_core_rule():
+    """2 threads pinned to two whole cores of an SMT host are 2 cores, not 2 / 2: the
+    worker's count (extra.cores_used) is what the per-core figure divides by."""
+    row = {"threads": 2, "replicas": 1, "throughput": 100.0, "runs": 3,
+           "threads_per_core": 2, "machine_shape": None, "selected": True}
+    counted = figure(basis([{**row, "cores_used": 2}]), C6I)
+    assumed = figure(basis([row]), C6I)
+    assert (counted.throughput, assumed.throughput) == (50.0 * 16, 100.0 * 16)
+    assert "at 2 cores" in counted.assumption and "at 1 core" in assumed.assumption

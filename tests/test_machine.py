@@ -7,7 +7,8 @@ import pytest
 from engine.analysis.cost import load_catalog, resolve_shape
 from engine.cli import main
 from engine.spec.errors import UserError
-from engine.worker.machine import SPEED_FLAGS, parse_cpu_flags, parse_siblings
+from engine.worker.machine import (SPEED_FLAGS, parse_cpu_flags, parse_siblings,
+                                   physical_cores_of)
 from store.db import open_db
 
 SAPPHIRE = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
@@ -26,6 +27,21 @@ def test_the_flags_that_change_kernels_are_read_in_a_fixed_order():
                                      ("", None), ("x-y", None)])
 def test_hyperthreads_per_core_come_from_the_sibling_list(text, n):
     assert parse_siblings(text) == n
+
+
+def test_pinned_cpus_count_as_the_physical_cores_they_belong_to(tmp_path):
+    # 2 sockets x 2 cores x 2 threads; Linux numbers cpu0/cpu4 as siblings here
+    for cpu in range(8):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "core_id").write_text(f"{cpu % 2}\n")
+        (topo / "physical_package_id").write_text(f"{(cpu // 2) % 2}\n")
+    root = str(tmp_path)
+    assert physical_cores_of([0, 4], root) == 1  # SMT siblings: one core
+    assert physical_cores_of([0, 1], root) == 2
+    assert physical_cores_of([0, 2], root) == 2  # same core id, other socket
+    assert physical_cores_of(range(8), root) == 4
+    assert physical_cores_of([9], root) is None  # /sys does not say
 
 
 def test_a_shape_is_matched_as_prices_list_prints_it_or_refused_with_the_closest():
@@ -51,9 +67,11 @@ def test_every_run_records_its_shape_and_machine_facts(db_path, worker_env, caps
     assert main(sweep) == 0
     assert main([*sweep, "--machine-shape", "c6i.8xlarge"]) == 0  # the option beats it
     with open_db(db_path) as con:
-        rows = con.execute("SELECT machine_shape, threads_per_core >= 1, cpu_flags IS NOT NULL "
-                           "FROM runs ORDER BY started_at").fetchall()
-    assert rows == [("m6i.4xlarge", True, True), ("c6i.8xlarge", True, True)]
+        rows = con.execute("SELECT machine_shape, threads_per_core >= 1, cpu_flags IS NOT NULL, "
+                           "(extra->>'cores_used')::INTEGER FROM runs "
+                           "ORDER BY started_at").fetchall()
+    # one thread, pinned to one CPU: one physical core, whatever the SMT
+    assert rows == [("m6i.4xlarge", True, True, 1), ("c6i.8xlarge", True, True, 1)]
     capsys.readouterr()
     assert main([*sweep, "--machine-shape", "c6i.8xlarg"]) == 2
     assert capsys.readouterr().err.startswith(

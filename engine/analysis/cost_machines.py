@@ -77,10 +77,15 @@ class Split:
     system_id: str | None = None
     p99_ms: float | None = None
     machine: str = ""  # the host's CPU model, for labels
+    cores_used: int | None = None  # physical cores its workers were pinned to, counted
 
     @property
     def cores(self) -> float:
-        """Physical cores the split kept busy; unknown threads per core counts 1 per thread."""
+        """Physical cores the split kept busy: as the worker counted them from /sys (2
+        threads on SMT siblings are 1 core, on two cores 2); for runs recorded before it
+        counted, threads / threads per core (unknown threads per core: 1 per thread)."""
+        if self.cores_used:
+            return float(self.cores_used)
         return self.threads * self.replicas / (self.threads_per_core or 1)
 
     @property
@@ -129,7 +134,8 @@ def _split(r: dict) -> Split:
                  threads_per_core=int(tpc) if tpc else None,
                  shape=shape if isinstance(shape, str) and shape else None,
                  system_id=r.get("system_id"), p99_ms=_num(r.get("p99_ms")),
-                 machine=r.get("cpu_model") if isinstance(r.get("cpu_model"), str) else "")
+                 machine=r.get("cpu_model") if isinstance(r.get("cpu_model"), str) else "",
+                 cores_used=int(c) if (c := _num(r.get("cores_used"))) else None)
 
 
 def basis(rows: list[dict]) -> Basis:

@@ -120,8 +120,9 @@ def cluster_runner(args) -> ClusterRun | None:
     for node, shape in zip(plan.nodes, plan.shapes):
         print(f"on {node.label}: {node.cpus} CPU" + (f", priced as {shape}" if shape else
                                                     ", no shape (not priced)"), flush=True)
-    return ClusterRun(plan, ray_runner(plan, timeout_s=args.timeout,
-                                       memory_cap_bytes=memory_cap(args),
+    # No --memory-cap-mb: each node caps at 75 % of its own memory (engine/run/node_host.py)
+    cap = args.memory_cap_mb * 2**20 if args.memory_cap_mb else None
+    return ClusterRun(plan, ray_runner(plan, timeout_s=args.timeout, memory_cap_bytes=cap,
                                        process_per_run=args.process_per_run))
 
 

@@ -26,6 +26,13 @@ __all__ = ["NodeHost", "SHAPE_PREFIX", "node_shape"]
 SHAPE_PREFIX = "shape:"
 
 
+def default_memory_cap() -> int:
+    """75 % of this node's memory, as a local run's default is of its machine's."""
+    import psutil
+
+    return int(psutil.virtual_memory().total * 0.75)
+
+
 def node_shape(resources: dict) -> str | None:
     shapes = sorted(k[len(SHAPE_PREFIX):] for k in resources if k.startswith(SHAPE_PREFIX))
     return shapes[0] if shapes else None
@@ -37,23 +44,28 @@ class NodeHost:
     def __init__(self, node_id: str, shape: str | None):
         self.node_id, self.shape = node_id, shape
         self.workers: dict[str, WorkerProcess] = {}
+        self.memory_cap_bytes = None  # the last group's, reported with `ready`
 
     def facts(self) -> dict:
         from engine.run.system import git_commit, system_info  # psutil only, no framework
         return {"node_id": self.node_id, "hostname": socket.gethostname(),
                 "shape": self.shape, "system": system_info(), "git_commit": git_commit(),
-                "cores": len(os.sched_getaffinity(0)), "python": sys.executable}
+                "cores": len(os.sched_getaffinity(0)), "python": sys.executable,
+                "memory_cap_bytes": self.memory_cap_bytes}
 
     def start(self, key: str, runs: list[dict], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
               barrier: bool) -> None:
         """slots: a replica's cores as positions in this node's sorted affinity (the driver
         cannot know the node's core numbers); None: pinned as a local worker is."""
+        if memory_cap_bytes is None:  # the driver's RAM says nothing of this node's
+            memory_cap_bytes = default_memory_cap()
         cores = sorted(os.sched_getaffinity(0))
         if slots is not None:
             pins = (tuple(cores[i] for i in slots), tuple(cores))
         else:
             pins = pinning.plan(intra) if pin else None
+        self.memory_cap_bytes = memory_cap_bytes
         env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
                                           kind=kind, mode=mode, pins=pins, barrier=barrier)

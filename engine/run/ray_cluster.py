@@ -113,7 +113,10 @@ def connect(address: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
                if "error" in box else f"no answer within {timeout_s:g} s")
         raise UserError(f"address: {host}:{port} answers but is not a Ray head this driver "
                         f"can join ({why}); check it is the head's GCS port (6379 by "
-                        "default) and that both run ray 2.58.0", field="address")
+                        "default), that both run ray 2.58.0, and that this machine is a node "
+                        "of the cluster (a driver joins through a local Ray node: `ray start "
+                        f"--address={host}:{port}` here first; docs/FLEET.md)",
+                        field="address")
 
 
 def cluster_nodes() -> list[Node]:

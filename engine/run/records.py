@@ -62,12 +62,20 @@ def base_fields(spec, *, run_id: str, tags: dict, ready: dict, started_at, ended
         memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
         git_commit=git_commit, system_id=system_id,
         versions=ready.get("versions", {}), threads_effective=ready.get("threads", {}),
-        env=ready.get("env", {}), kind=spec.kind, extra=config_extra(spec),
+        env=ready.get("env", {}), kind=spec.kind,
+        extra={**config_extra(spec), **_cores_used(ready)},
         machine_shape=machine_shape, node_id=(node or {}).get("node_id"),
         node_host=(node or {}).get("hostname"), node_system=(node or {}).get("system"),
         **{k: (ready.get("machine") or {}).get(k)
            for k in ("threads_per_core", "cpu_flags", "governor")},
         **scenario_of(spec).record_columns(spec))
+
+
+def _cores_used(ready: dict) -> dict:
+    # The physical cores the worker (replicas: all of them) was allowed: what Cost divides
+    # throughput by, since N threads on SMT siblings are fewer than N cores.
+    n = (ready.get("machine") or {}).get("cores_used")
+    return {"cores_used": n} if n else {}
 
 
 def record_from_result(base: dict, ev: dict, spec) -> RunRecord:

@@ -174,7 +174,7 @@ class Runner:
         workers = []
         ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
                "iters": 0}
-        results, failure, armed, codes = {}, None, set(), {}
+        results, failure, armed, codes, used = {}, None, set(), {}, {}
 
         def pump(i, w):
             while True:
@@ -212,6 +212,8 @@ class Runner:
                                    "reason": f"replica {i + 1} of {n}: {reason}"}
                     continue
                 kind = ev["event"]
+                if kind == "ready":
+                    used[i] = (ev.get("machine") or {}).get("cores_used")
                 if kind == "ready" and not ctx["ready"]:
                     ctx["ready"] = ev
                 elif kind == "started" and ctx["started_at"] is None:
@@ -243,6 +245,9 @@ class Runner:
             if failure is not None:
                 w.kill()
             w.close()
+        if ctx["ready"] and len(used) == n and all(used.values()):  # every replica's cores
+            ctx["ready"] = {**ctx["ready"], "machine": {**(ctx["ready"].get("machine") or {}),
+                                                        "cores_used": sum(used.values())}}
         if failure is None and len(results) < n:
             failure = {"status": "killed", "reason": f"{n - len(results)} of {n} replicas "
                                                      "ended without a result"}
@@ -264,7 +269,8 @@ class Runner:
                     "shape": worker.node.shape}
         base = base_fields(spec, run_id=run_id, tags=tags, ready=ready,
                            started_at=ctx["started_at"], ended_at=ev.get("ended_at"),
-                           load_avg=ctx["load_avg"], memory_cap_bytes=self.memory_cap_bytes,
+                           load_avg=ctx["load_avg"],
+                           memory_cap_bytes=node.get("memory_cap_bytes") or self.memory_cap_bytes,
                            timeout_s=self.timeout_s,
                            git_commit=node.get("git_commit") if node else git_commit(),
                            system_id=((node.get("system") or {}).get("system_id")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import os
 
-__all__ = ["SPEED_FLAGS", "machine_facts", "parse_cpu_flags", "parse_siblings"]
+__all__ = ["SPEED_FLAGS", "machine_facts", "parse_cpu_flags", "parse_siblings",
+           "physical_cores_of"]
 
 # The flags whose presence changes which kernels oneDNN, MKL and XNNPACK pick.
 SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
@@ -62,4 +63,19 @@ def machine_facts() -> dict:
     governor = _read(f"/sys/devices/system/cpu/cpu{cpus[0]}/cpufreq/scaling_governor")
     return {"threads_per_core": per_core,
             "cpu_flags": ",".join(parse_cpu_flags(_read("/proc/cpuinfo") or "")),
-            "governor": governor.strip() if governor else None}
+            "governor": governor.strip() if governor else None,
+            "cores_used": physical_cores_of(cpus)}
+
+
+def physical_cores_of(cpus, root: str = "/sys/devices/system/cpu") -> int | None:
+    """How many physical cores the logical CPUs this worker may run on belong to: 2 pinned
+    threads on SMT siblings are 1 core, on two cores 2 (what Cost divides throughput by).
+    None when /sys does not say."""
+    cores = set()
+    for c in cpus:
+        core = _read(f"{root}/cpu{c}/topology/core_id")
+        package = _read(f"{root}/cpu{c}/topology/physical_package_id")
+        if core is None:
+            return None
+        cores.add(((package or "0").strip(), core.strip()))
+    return len(cores) or None
