@@ -21,19 +21,26 @@ _REPLICAS = "CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' E
 
 
 # What a figure must never blend: runs differing in any of these are different settings.
-SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id")
+# The machine is its systems row and its catalog shape: the nodes of a one-host test
+# cluster share a systems row but stand for different shapes ('' where none was named).
+SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id", "machine_shape")
+_SETTING_EXPR = {"machine_shape": "coalesce({p}machine_shape, '')"}
 
 
 def _setting_sql(prefix: str = "", columns: tuple = SETTING_COLUMNS) -> str:
     """A filter on one setting (a tuple in SETTING_COLUMNS order, or None: every setting,
     for queries that group by them); columns: the leading ones to filter on."""
-    return " AND ".join(f"(?::VARCHAR IS NULL OR {prefix}{c}::VARCHAR = ?)"
-                        for c in columns)
+    return " AND ".join(
+        f"(?::VARCHAR IS NULL OR "
+        f"{_SETTING_EXPR.get(c, '{p}' + c).format(p=prefix)}::VARCHAR = ?)"
+        for c in columns)
 
 
 def _setting_params(setting, n: int = len(SETTING_COLUMNS)) -> list:
+    """A shorter tuple (a link from before the shape was a setting) leaves the rest open."""
     values = [None] * len(SETTING_COLUMNS) if setting is None else \
         [None if v is None else str(v) for v in setting]
+    values += [None] * (len(SETTING_COLUMNS) - len(values))
     return [x for v in values[:n] for x in (v, v)]
 
 
@@ -44,10 +51,12 @@ def settings(con, kind: str, sweep_id: str | None = None) -> pd.DataFrame:
         "SELECT r.device, r.precision, r.inter_threads, r.system_id, "
         "any_value(y.cpu_model) AS cpu_model, any_value(y.hostname) AS hostname, "
         "any_value(y.usable_cores) AS cores, count(*) AS runs, max(r.started_at) AS newest, "
-        "mode(r.machine_shape) AS shape "  # the catalog shape, where a run was told it
+        "coalesce(r.machine_shape, '') AS machine_shape, "
+        "any_value(r.machine_shape) AS shape "  # the catalog shape, where a run was told it
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.status = 'ok' AND r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
-        "GROUP BY r.device, r.precision, r.inter_threads, r.system_id "
+        "GROUP BY r.device, r.precision, r.inter_threads, r.system_id, "
+        "coalesce(r.machine_shape, '') "
         "ORDER BY runs DESC, newest DESC", [kind, sweep_id, sweep_id]).df()
 
 
@@ -109,7 +118,7 @@ _SUMMARY = """
 WITH sel AS (
     SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
            median_ms, throughput, validity, device, precision, inter_threads, system_id,
-           model_sha256, replicas
+           machine_shape, model_sha256, replicas
     FROM runs
     WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
       AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}),
@@ -128,7 +137,7 @@ SELECT model, framework, runtime,
        count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
 FROM sel JOIN q USING (run_id)
 GROUP BY model, framework, runtime, batch_size, intra_threads, image_size, device, precision,
-         inter_threads, system_id, model_sha256, replicas
+         inter_threads, system_id, machine_shape, model_sha256, replicas
 ORDER BY model, contender, threads, batch_size
 """.format(setting=_setting_sql(), replicas=_REPLICAS.format(p=""))
 
@@ -226,7 +235,7 @@ def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
         "AND r.source = 'engine' AND " + _setting_sql("r.") +
         " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
         "r.image_size, r.device, r.precision, r.inter_threads, r.system_id, "
-        "r.model_sha256, r.replicas "  # two files under one name are never averaged
+        "r.machine_shape, r.model_sha256, r.replicas "  # two files under one name are never averaged
         "ORDER BY r.model, contender, r.batch_size, threads",
         _setting_params(setting)).df()
 
@@ -234,7 +243,8 @@ def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
 # The machine a run's throughput belongs to; a run recorded before m007 has no threads per
 # core of its own, and its systems row's logical / physical cores gives the same ratio.
 _THREADS_PER_CORE = "coalesce(r.threads_per_core, y.logical_cores // nullif(y.physical_cores, 0))"
-_OF_SELECTED = "(?::VARCHAR IS NULL OR r.system_id::VARCHAR = ?)"
+_OF_SELECTED = ("(?::VARCHAR IS NULL OR (r.system_id::VARCHAR = ? AND "
+                "(?::VARCHAR IS NULL OR coalesce(r.machine_shape, '') = ?)))")
 
 
 def machine_throughput(con, kind: str, setting: tuple | None,
@@ -247,6 +257,8 @@ def machine_throughput(con, kind: str, setting: tuple | None,
     "measured on <shape>" shows). Grouped by shape and system (and the model file), so two
     machines' runs are never averaged into one figure."""
     system = None if setting is None or setting[3] is None else str(setting[3])
+    shape = None if setting is None or len(setting) < 5 else str(setting[4] or "")
+    selected = [system, system, shape, shape]
     return con.execute(
         "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' AS "
         "contender, r.batch_size, r.image_size, r.dataset, r.intra_threads AS threads, "
@@ -266,8 +278,8 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         f"{_THREADS_PER_CORE}, r.device, r.precision, r.inter_threads, r.model_sha256 "
         "ORDER BY r.model, contender, r.batch_size, r.machine_shape NULLS FIRST, r.system_id, "
         "threads, replicas",
-        [system, system, kind, sweep_id, sweep_id, *_setting_params(setting, 3),
-         system, system]).df()
+        [*selected, kind, sweep_id, sweep_id, *_setting_params(setting, 3),
+         *selected]).df()
 
 
 def runtime_costs(con, models: list[str], sweep_id: str | None = None,
@@ -283,7 +295,7 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "AND " + _setting_sql() +
         " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
-        "inter_threads, system_id, model_sha256, replicas "
+        "inter_threads, system_id, machine_shape, model_sha256, replicas "
         "ORDER BY model, batch_size, threads, p50_ms",
         [models, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
@@ -320,7 +332,7 @@ def inference_for_training(con, sweep_id: str | None,
         "ELSE '' END AS p99_confidence, "
         "median(i.throughput) AS throughput, count(i.run_id) AS runs "
         "FROM (SELECT DISTINCT model, framework, runtime, batch_size, intra_threads, "
-        "      image_size, device, inter_threads, system_id FROM runs "
+        "      image_size, device, inter_threads, system_id, machine_shape FROM runs "
         "      WHERE kind = 'train' AND status = 'ok' "
         "      AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + _setting_sql() + ") t "
         "LEFT JOIN runs i ON i.kind = 'inference' AND i.status = 'ok' "
@@ -329,6 +341,7 @@ def inference_for_training(con, sweep_id: str | None,
         "AND i.intra_threads = t.intra_threads AND i.image_size = t.image_size "
         "AND i.device = t.device AND i.inter_threads = t.inter_threads "
         "AND i.system_id IS NOT DISTINCT FROM t.system_id "
+        "AND i.machine_shape IS NOT DISTINCT FROM t.machine_shape "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
         [P99_MIN_SAMPLES, sweep_id, sweep_id, *_setting_params(setting)]).df()
 

@@ -67,6 +67,12 @@ def test_the_comparison_never_blends_two_node_kinds(ray_cluster, db_path):
         results = aggregate(sweep_rounds(con, sweep))
     assert sorted(r.contender for r in results) == sorted(
         [f"selftest (python) @{SHAPE_A}", f"selftest (python) @{SHAPE_B}"])
+    # the pages' setting pickers: one host, two shapes, two settings (never one figure)
+    from store.queries import settings
+    with open_db(db_path) as con:
+        picked = settings(con, "inference")
+    assert sorted(picked.machine_shape) == sorted([SHAPE_A, SHAPE_B])
+    assert len(set(picked.system_id)) == 1
 
 
 @pytest.mark.parametrize("argv, field, words", [

@@ -300,7 +300,7 @@ def test_cost_page_prices_measured_shapes_from_their_runs(db_path, monkeypatch):
     seed_machines(db_path)
     at = page("pages/cost.py", db_path, monkeypatch,
               query={"setting": "cpu_fp32_1_sys-local"})
-    assert at.selectbox(key="setting").value == ("cpu", "fp32", 1, "sys-local")
+    assert at.selectbox(key="setting").value == ("cpu", "fp32", 1, "sys-local", "")
     at.selectbox(key="shape").set_value("AWS c6i.8xlarge").run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["throughput on this machine (measured)"] == "236.0 samples/s"

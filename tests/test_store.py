@@ -178,11 +178,11 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
         everything = measured_throughput(con)
         assert sorted(everything.throughput.round(1)) == [250.0, 250.0, 250.0, 1000.0]
         choices, labels = setting_choices(rows)
-        here = ("cpu", "fp32", 1, SYSTEM["system_id"])
+        here = ("cpu", "fp32", 1, SYSTEM["system_id"], "")  # no shape named
         assert here in choices and labels[here].startswith(
             "cpu · fp32 · inter-op 1 · Test CPU @ 2 GHz on box (1 runs)")
         assert measured_throughput(con, here).throughput.tolist() == [1000.0]
-        there = ("cpu", "fp32", 1, "sys-other")
+        there = ("cpu", "fp32", 1, "sys-other", "c6i.8xlarge")
         assert labels[there].startswith(  # the machine's catalog shape, where it was told
             "cpu · fp32 · inter-op 1 · c6i.8xlarge (Other CPU on cloud) (1 runs)")
         assert measured_throughput(con, there).throughput.tolist() == [250.0]

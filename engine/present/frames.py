@@ -62,7 +62,7 @@ def setting_choices(settings: pd.DataFrame) -> tuple[list[tuple], dict]:
     choices, labels = [], {}
     for r in settings.itertuples():
         key = (r.device, r.precision, None if r.inter_threads != r.inter_threads
-               else int(r.inter_threads), r.system_id)
+               else int(r.inter_threads), r.system_id, getattr(r, "machine_shape", "") or "")
         machine = r.cpu_model or "unknown CPU"
         if r.hostname:
             machine += f" on {r.hostname}"

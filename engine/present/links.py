@@ -115,8 +115,11 @@ def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
 
 
 def encode_setting(setting: tuple) -> str:
-    """A setting (device, precision, inter-op threads, machine id) as one link value."""
-    device, precision, inter, system = setting
+    """A setting (device, precision, inter-op threads, machine id, catalog shape) as one
+    link value; without a shape it reads as before shapes were part of a setting."""
+    device, precision, inter, system, *rest = setting
+    shape = rest[0] if rest else ""
     # Matched against the page's own settings, never split: "_" only has to read well (a
     # dot would make ".." of empty parts, which the path check refuses).
-    return f"{device}_{precision}_{'' if inter is None else inter}_{system or ''}"
+    return (f"{device}_{precision}_{'' if inter is None else inter}_{system or ''}"
+            + (f"_{shape}" if shape else ""))
