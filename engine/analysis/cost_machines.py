@@ -228,7 +228,10 @@ def machine_vs_machine(catalog: list[Machine], b: Basis, request_rate: float, *,
             continue
         f = figure(b, m)
         n = machines_needed(request_rate, f.throughput)
-        rows.append({"machine": m.label, "configuration": f.split.config,
+        part = physical_cores(m)  # a split on part of the shape says so: it is not its best
+        config = f.split.config + (f" ({f.split.cores:g} of {part:g} cores)"
+                                   if f.split.cores < part else "")
+        rows.append({"machine": m.label, "configuration": config,
                      "runs": f.split.runs, "samples/s": f.throughput, "p99 ms": f.p99_ms,
                      "USD per 1 M": cost_per_million(m.usd_per_hour, f.throughput),
                      "machines": n,
