@@ -5,7 +5,8 @@ import streamlit as st
 from engine.spec.catalog import CATALOG, RUNTIMES
 from engine.spec.errors import UserError
 from engine.run.estimate import estimate_seconds
-from engine.present.charts import search_probes
+from engine.present.cluster_form import executor_choice
+from engine.present.job_panel import jobs_section
 from engine.present.links import MAX_VALUE_LEN, note, parse_choices, parse_number
 from engine.present.model_form import model_form, source_choice
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
@@ -91,6 +92,11 @@ facts = {(r.model, r.framework): (r.params, r.flops_per_sample)
          if r.model in CATALOG and r.image_size == CATALOG[r.model].native_size}
 
 errors: dict[str, str] = {}
+where = executor_choice(WHO.can_write)  # only when the server names a Ray cluster
+slot_where = st.empty()
+if where.error:
+    errors[where.field] = where.error
+SWEEP_CORES = where.cores or CORES  # what threads x replicas must fit: the nodes, or here
 LINK_BATCHES = _q_list("batch", [])  # once: presets take theirs, the free field the rest
 from_file = source_choice(q.get("source"), link_errors)  # ?source=file
 left, right = st.columns(2)
@@ -128,10 +134,19 @@ with left:
                                placeholder="e.g. 3, 48",
                                help=f"comma-separated integers {BATCH_RANGE[0]}..{BATCH_RANGE[1]}")
     slot_batch = st.empty()
-    threads = st.multiselect("Intra-op threads", list(range(1, CORES + 1)), key="threads",
-                             default=[t for t in _q_list("threads", [CORES], hi=CORES)
-                                      if 1 <= t <= CORES],
-                             help=f"1..{CORES} (this machine's logical cores)")
+    cores_are = ("the chosen nodes' fewest CPUs" if where.cores
+                 else "this machine's logical cores")
+    threads = st.multiselect("Intra-op threads", list(range(1, SWEEP_CORES + 1)),
+                             key="threads",
+                             default=[t for t in _q_list("threads", [CORES], hi=SWEEP_CORES)
+                                      if 1 <= t <= SWEEP_CORES] or [SWEEP_CORES],
+                             help=f"1..{SWEEP_CORES} ({cores_are})")
+    replicas = st.multiselect(
+        "Replicas", list(range(1, SWEEP_CORES + 1)), key="replicas",
+        default=_q_list("replicas", [1], hi=SWEEP_CORES),
+        help=f"R identical workers per configuration, each with its threads on cores of its "
+             f"own, timed over one window (the throughput of R streams at once); threads x "
+             f"replicas must fit {SWEEP_CORES} cores ({cores_are}), other splits are left out")
     slot_threads = st.empty()
 with right:
     precision = st.selectbox("Precision", list(PRECISIONS), key="precision",
@@ -197,7 +212,7 @@ if image_text.strip():
     except UserError as exc:
         errors["image_size"] = str(exc)
 
-request, specs = None, []
+request, specs, left_out = None, [], []
 if not errors:
     request = SweepRequest(
         models=tuple(models), frameworks=tuple(frameworks), batch_sizes=tuple(sorted(batch_sizes)),
@@ -205,10 +220,11 @@ if not errors:
         policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                  min_iters=int(min_iters)),
         rounds=int(rounds), max_rounds=int(max_rounds), time_budget_s=time_budget,
-        runtimes=tuple(runtimes), profile_steps=int(profile),
+        runtimes=tuple(runtimes), profile_steps=int(profile), replicas=tuple(sorted(replicas)),
+        executor=where.executor, placements=where.placements, cores=where.cores,
         **({"user_model": form.source} if from_file else {}))
     try:
-        specs = request.specs()
+        specs, left_out = request.expand()
     except UserError as exc:
         errors[exc.field or "sweep"] = str(exc)
 
@@ -216,7 +232,9 @@ for message in link_errors:
     st.warning(message, icon=":material/link_off:")
 slots = {"model": slot_models, "framework": slot_frameworks, "runtime": slot_runtimes,
          "batch_size": slot_batch,
-         "intra_threads": slot_threads, "threads": slot_threads, "image_size": slot_image,
+         "intra_threads": slot_threads, "threads": slot_threads, "replicas": slot_threads,
+         "address": slot_where, "placement": slot_where, "executor": slot_where,
+         "image_size": slot_image,
          "precision": slot_image, "profile_steps": slot_runtimes, **(form.slots if from_file else {})}
 for field, message in errors.items():
     slots.get(field, slot_policy).error(message, icon=":material/error:")
@@ -235,11 +253,15 @@ if specs:
     more = (f" (up to {budget.max_rounds} rounds for undecided contests"
             + (f", within {budget.time_budget_s:g} s" if budget.time_budget_s else "") + ")"
             if budget.max_rounds > budget.rounds else "")
+    kinds = f" × {where.width} node kinds" if where.width > 1 else ""  # at once, each
+    runs = len(specs) * request.rounds * where.width
     st.info(f"**{len(specs)} configuration{'s' if len(specs) > 1 else ''} × {request.rounds} "
-            f"round{'s' if request.rounds > 1 else ''} = "
-            f"{len(specs) * request.rounds} run{'s' if len(specs) * request.rounds > 1 else ''}"
+            f"round{'s' if request.rounds > 1 else ''}{kinds} = "
+            f"{runs} run{'s' if runs > 1 else ''}"
             f"**{more}, rough estimate for the minimum ≈ "
             f"{seconds / 60:.1f} min", icon=":material/schedule:")
+    if left_out:
+        st.caption("Left out (more threads than cores): " + "; ".join(left_out))
 
 def launch(label: str, key: str, request, what: str, disabled: bool, **button) -> None:
     """One form's launch button: disabled while its input is refused; a request equal to
@@ -385,66 +407,4 @@ with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
     launch("Start data loading", "dl_launch", load, "Data-loading", bool(load_error))
 
 
-def job_panel(polling: bool) -> None:
-    active = manager.active()
-    queued = manager.queued()
-    if polling and active is None and not queued:
-        st.rerun()  # the last job just ended: redraw the page once, then stop polling
-    if active is not None:
-        st.subheader(f"Job {active.job_id}: running")
-        is_search = isinstance(active.request, BatchSearchRequest)
-        st.progress(active.done / max(active.total, 1),
-                    text=f"{active.done} of {active.total} runs finished" if not is_search
-                    else f"{active.done} probes so far (at most {active.total})")
-        cur = active.current
-        if cur:
-            where = (f"probe {cur['round']}" if is_search
-                     else f"round {cur['round']}")
-            st.markdown(f"In flight: **{where} · "
-                        f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
-                        f"{cur['threads']} threads** — {cur['phase']}"
-                        + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
-        if WHO.can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):
-            manager.cancel(active.job_id)
-        if active.finished:
-            st.dataframe(list(reversed(active.finished)), hide_index=True,
-                         column_order=["round", "model", "framework", "runtime", "batch_size",
-                                       "threads", "status", "p50_ms", "reason"])
-    if queued:
-        st.subheader("Queue")
-        for job in queued:
-            c1, c2 = st.columns([4, 1])
-            c1.write(f"Job {job.job_id}: {job.request.label()}, {job.total} runs — waiting")
-            if WHO.can_write and c2.button("Cancel", key=f"cancel_{job.job_id}"):
-                manager.cancel(job.job_id)
-
-
-# The page polls only while a job is queued or running, and every 2 s: on a 2-core
-# machine a dashboard redrawing every second competes with the benchmark it launched.
-@st.fragment(run_every=2.0)
-def polling_job_panel() -> None:
-    job_panel(polling=True)
-
-
-if manager.active() is not None or manager.queued():
-    polling_job_panel()
-else:
-    job_panel(polling=False)
-
-history = manager.history()
-if history:
-    st.subheader("Finished jobs")
-    for job in history[:5]:
-        ok = sum(f["status"] == "ok" for f in job.finished)
-        st.write(f"Job {job.job_id}: **{job.state}** — {job.done}/{job.total} runs, "
-                 f"{ok} ok" + (f" — {job.error}" if job.error else "")
-                 + (f" — {job.result}" if job.result else "")
-                 + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
-    searches = [j for j in history if isinstance(j.request, BatchSearchRequest) and j.finished]
-    if searches:
-        latest = searches[0]
-        st.plotly_chart(search_probes(list(latest.finished), latest.request.p99_bound_ms),
-                        key=f"search_{latest.job_id}")
-elif manager.active() is None and not manager.queued():
-    st.caption("No sweep running. Pick models and frameworks above and press Launch; "
-               "results then appear on the Results and Compare pages.")
+jobs_section(manager, WHO.can_write)

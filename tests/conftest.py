@@ -15,8 +15,10 @@ if str(ROOT) not in sys.path:
 
 @pytest.fixture(autouse=True)
 def _no_ambient_db(monkeypatch):
-    """Tests never touch the user's ./data database unless they pass a path."""
-    monkeypatch.delenv("BENCH_DB", raising=False)
+    """Tests never touch the user's ./data database, nor a Ray cluster named in the
+    environment (the Run page would offer it), unless they pass one."""
+    for name in ("BENCH_DB", "BENCH_RAY_ADDRESS", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

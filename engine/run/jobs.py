@@ -6,6 +6,8 @@ at a time, the others wait in its queue. A rerun, a second tab or a closed tab o
 snapshots: a request equal to one queued or running is refused, and a closed tab leaves the
 job running (reopen the page to see it). Cancel sets an event the Runner checks every
 poll: it kills the worker's whole process group and records the run in flight as killed.
+A request whose executor is "ray" runs on the nodes of the cluster the server is configured
+with (engine/run/cluster.py); its progress arrives through the same callbacks.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from engine.run.cluster import release
 from engine.run.runner import Runner
 from engine.scenarios.base import Request
 from engine.spec.errors import UserError
@@ -193,7 +196,9 @@ class JobManager:
                     "framework": rec.framework, "batch_size": rec.batch_size,
                     "threads": rec.intra_threads, "runtime": rec.runtime,
                     "status": rec.status, "p50_ms": rec.median_ms, "p99_ms": rec.p99_ms,
-                    "throughput": rec.throughput, "reason": rec.reason})
+                    "throughput": rec.throughput, "reason": rec.reason,
+                    "machine_shape": rec.machine_shape,
+                    "node_id": rec.node_id})
                 self._lock.notify_all()
 
         def on_event(ev, round_no):
@@ -209,22 +214,47 @@ class JobManager:
                                    "iters": ev.get("iters", 0)}
                 self._lock.notify_all()
 
-        def on_plan(step):
-            if step.why != "minimum":  # an extra round: its runs join the total
-                self._update(job, total=job.total + len(step.specs))
+        runner = self._runner(job)
+        try:
+            width = getattr(runner, "width", 1)  # a fleet runs every run on each node kind
+            if width > 1:
+                self._update(job, total=job.total * width)
 
-        from store.prices import machine_shape  # $BENCH_MACHINE_SHAPE, checked per job
+            def on_plan(step):
+                if step.why != "minimum":  # an extra round: its runs join the total
+                    self._update(job, total=job.total + len(step.specs) * width)
 
-        runner = Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
-                        cancel=job.cancel,
-                        **{"machine_shape": machine_shape(None, self.db_path),
-                           **self.runner_options})
-        seed = req.seed if req.seed is not None else random.randrange(2**31)
-        result = req.run(job.specs, db=self.db_path, runner=runner, seed=seed,
-                         on_start=lambda sid: self._update(job, sweep_id=sid),
-                         on_stored=on_stored, on_event=on_event, on_plan=on_plan)
+            seed = req.seed if req.seed is not None else random.randrange(2**31)
+            result = req.run(job.specs, db=self.db_path, runner=runner, seed=seed,
+                             on_start=lambda sid: self._update(job, sweep_id=sid),
+                             on_stored=on_stored, on_event=on_event, on_plan=on_plan)
+        finally:
+            release(runner)  # a cluster job's actors; the Ray connection stays for the next
         if result:  # a search: its conclusion, and the probes it took
             self._update(job, total=job.done, error="", result=result)
+
+    def _runner(self, job: _Job):
+        """This machine's Runner, or for a request whose executor is "ray" a runner on the
+        cluster's nodes it names (engine/run/cluster.py), its specs checked against the
+        cores of the nodes it got (one may have left since the page listed them)."""
+        req = job.request
+        if getattr(req, "executor", "local") == "ray":
+            from engine.run.cluster import job_runner
+
+            plan, runner = job_runner(req, db=self.db_path, cancel=job.cancel)
+            try:
+                for spec in job.specs:
+                    spec.validate(plan.cores)
+            except BaseException:
+                release(runner)
+                raise
+            return runner
+        from store.prices import machine_shape  # $BENCH_MACHINE_SHAPE, checked per job
+
+        return Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
+                      cancel=job.cancel,
+                      **{"machine_shape": machine_shape(None, self.db_path),
+                         **self.runner_options})
 
 
 _MANAGERS: dict[tuple[str, bool], JobManager] = {}

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from engine.scenarios.base import Request, Scenario
 from engine.spec.budget import RoundBudget, default_max_rounds
-from engine.spec.inference import RunSpec, expand_sweep
-from engine.spec.limits import DEFAULT_ROUNDS
+from engine.spec.errors import UserError
+from engine.spec.inference import RunSpec, expand_sweep, left_out_splits
+from engine.spec.limits import DEFAULT_ROUNDS, require_values
 from engine.spec.model_source import ModelSource, describe_inputs
 from engine.spec.policy import MeasurementPolicy
 
@@ -66,6 +67,7 @@ class Inference(Scenario):
 
 
 INFERENCE = Inference()
+EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,18 @@ class SweepRequest(Request):
     runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
     profile_steps: int = 0  # >0: profile this many iterations after each timed pass
     user_model: ModelSource | None = None  # a user's model (models = its name), issue #14
+    # R identical workers per configuration, each with its threads on cores of its own,
+    # timed over one window; splits (threads x replicas) over `cores` are left out
+    replicas: tuple[int, ...] = (1,)
+    # where it runs, issue 15: "local" (this machine) or "ray" (the cluster at
+    # $BENCH_RAY_ADDRESS, engine/run/cluster.py) on the nodes `placements` name, each
+    # shape=NAME or node=ID; none: one node of every kind (a fleet sweep)
+    executor: str = "local"
+    placements: tuple[str, ...] = ()
+    # the cores each configuration's threads x replicas must fit: None, this machine's
+    # logical cores; a cluster request carries its nodes' (NodeKinds.cores), and its job
+    # checks them again against the nodes it gets
+    cores: int | None = None
 
     def budget(self) -> RoundBudget:
         return RoundBudget(self.rounds, default_max_rounds(self.rounds)
@@ -99,13 +113,44 @@ class SweepRequest(Request):
                            self.time_budget_s)
 
     def _expand(self):
-        return expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
-                            list(self.threads), inter_threads=self.inter_threads,
-                            precision=self.precision, image_size=self.image_size,
-                            weight_policy=self.weight_policy, policy=self.policy,
-                            runtimes=list(self.runtimes) or None,
-                            profile_steps=self.profile_steps,
-                            user_model=self.user_model), []
+        self._check_where()
+        require_values(replicas=self.replicas)
+        specs = expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
+                             list(self.threads), inter_threads=self.inter_threads,
+                             precision=self.precision, image_size=self.image_size,
+                             weight_policy=self.weight_policy, policy=self.policy,
+                             runtimes=list(self.runtimes) or None,
+                             profile_steps=self.profile_steps,
+                             user_model=self.user_model, replicas=list(self.replicas),
+                             cores=self.cores)
+        return specs, left_out_splits(self.threads, self.replicas, self.cores)
+
+    def _check_where(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise UserError(f"executor: {self.executor!r} is not known; allowed: "
+                            f"{', '.join(EXECUTORS)}", field="executor")
+        if self.executor == "local" and self.placements:
+            raise UserError("placement: only with the ray executor; allowed on this machine: "
+                            "none", field="placement")
+        for p in self.placements:
+            key, sep, value = p.partition("=")
+            if not sep or key.strip() not in ("shape", "node") or not value.strip():
+                raise UserError(f"placement: {p!r}; allowed: shape=NAME or node=ID",
+                                field="placement")
+        if self.executor == "ray" and self.profile_steps:
+            raise UserError("profile_steps: a profile's trace stays on the node that ran "
+                            "it; allowed on a Ray cluster: 0", field="profile_steps")
+
+    def where(self) -> str:
+        """Where the sweep runs, in words (empty on this machine)."""
+        if self.executor != "ray":
+            return ""
+        kinds = [p.partition("=")[2] for p in self.placements]
+        return ("on " + ", ".join(kinds)) if kinds else "on every node kind"
+
+    def label(self) -> str:
+        where = self.where()
+        return super().label() + (f", {where}" if where else "")
 
     @classmethod
     def covering(cls, configs: list[dict]) -> list["SweepRequest"]:

@@ -1,0 +1,99 @@
+"""The Run page's job panel: the job running (live progress, the run in flight, its
+finished runs, Cancel), the queue, and the last finished jobs with a batch search's probes.
+Streamlit glue over the job queue's snapshots (engine/run/jobs.py JobView); it reads them,
+it decides nothing.
+
+The panel polls only while a job is queued or running, and every 2 s: on a 2-core machine
+a dashboard redrawing every second competes with the benchmark it launched.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.present.charts import search_probes
+from engine.run.batch_search import BatchSearchRequest
+
+__all__ = ["jobs_section", "POLL_S"]
+
+POLL_S = 2.0
+FINISHED_SHOWN = 5  # finished jobs listed under the panel
+RUN_COLUMNS = ["round", "model", "framework", "runtime", "batch_size", "threads", "status",
+               "p50_ms", "reason"]
+
+
+def _active(manager, can_write: bool) -> None:
+    active = manager.active()
+    if active is None:
+        return
+    st.subheader(f"Job {active.job_id}: running")
+    is_search = isinstance(active.request, BatchSearchRequest)
+    st.progress(active.done / max(active.total, 1),
+                text=f"{active.done} of {active.total} runs finished" if not is_search
+                else f"{active.done} probes so far (at most {active.total})")
+    cur = active.current
+    if cur:
+        where = f"probe {cur['round']}" if is_search else f"round {cur['round']}"
+        st.markdown(f"In flight: **{where} · "
+                    f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
+                    f"{cur['threads']} threads** — {cur['phase']}"
+                    + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
+    if can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):
+        manager.cancel(active.job_id)
+    if active.finished:
+        # a cluster job's runs name the node kind that ran them (a fleet's interleave)
+        machine = (["machine_shape"] if any(f.get("machine_shape") and f.get("node_id")
+                                            for f in active.finished) else [])
+        st.dataframe(list(reversed(active.finished)), hide_index=True,
+                     column_order=RUN_COLUMNS[:6] + machine + RUN_COLUMNS[6:])
+
+
+def _panel(manager, can_write: bool, polling: bool) -> None:
+    queued = manager.queued()
+    if polling and manager.active() is None and not queued:
+        st.rerun()  # the last job just ended: redraw the page once, then stop polling
+    _active(manager, can_write)
+    if queued:
+        st.subheader("Queue")
+        for job in queued:
+            c1, c2 = st.columns([4, 1])
+            c1.write(f"Job {job.job_id}: {job.request.label()}, {job.total} runs — waiting")
+            if can_write and c2.button("Cancel", key=f"cancel_{job.job_id}"):
+                manager.cancel(job.job_id)
+
+
+@st.fragment(run_every=POLL_S)
+def _polling_panel(manager, can_write: bool) -> None:
+    _panel(manager, can_write, polling=True)
+
+
+def _history(manager, busy: bool) -> None:
+    history = manager.history()
+    if not history:
+        if not busy:
+            st.caption("No sweep running. Pick models and frameworks above and press Launch; "
+                       "results then appear on the Results and Compare pages.")
+        return
+    st.subheader("Finished jobs")
+    for job in history[:FINISHED_SHOWN]:
+        ok = sum(f["status"] == "ok" for f in job.finished)
+        st.write(f"Job {job.job_id}: **{job.state}** — {job.done}/{job.total} runs, "
+                 f"{ok} ok" + (f" — {job.error}" if job.error else "")
+                 + (f" — {job.result}" if job.result else "")
+                 + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
+    searches = [j for j in history if isinstance(j.request, BatchSearchRequest) and j.finished]
+    if searches:
+        latest = searches[0]
+        st.plotly_chart(search_probes(list(latest.finished), latest.request.p99_bound_ms),
+                        key=f"search_{latest.job_id}")
+
+
+def jobs_section(manager, can_write: bool) -> None:
+    """The panel (polling while a job is queued or running), then the finished jobs. The
+    Cancel buttons render only for a session that may write (the queue refuses the rest)."""
+    busy = manager.active() is not None or bool(manager.queued())
+    if busy:
+        _polling_panel(manager, can_write)
+    else:
+        _panel(manager, can_write, polling=False)
+    _history(manager, busy=manager.active() is not None or bool(manager.queued()))
