@@ -90,6 +90,7 @@ def main() -> int:
     import ray
     from ray.cluster_utils import Cluster
 
+    from engine.run.cluster import release
     from engine.run.fleet import cluster_plan, ray_runner
     from engine.run.ray_cluster import RayExecutor, cluster_nodes, connect
 
@@ -140,8 +141,8 @@ def main() -> int:
             ray_share = measuring_share(specs, one, Path(d) / "r.duckdb", args.rounds, "ray")
             fleet_share = measuring_share(specs, fleet, Path(d) / "f.duckdb", args.rounds,
                                           "fleet")
-        one.executor.shutdown()
-        fleet.shutdown()
+        release(one)
+        release(fleet)
         print(f"\n2. share of the sweep's wall time spent measuring ({args.framework} "
               f"{args.model} {args.image_size} px, batches 1 2 4, 1 thread, "
               f"{args.min_time:g} s per run, {args.rounds} rounds)")

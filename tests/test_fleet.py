@@ -111,6 +111,7 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     """A third node joins, and is removed while its first run is being timed: that run and
     the two queued behind it are `killed` rows naming the node; the other node's runs are
     all ok. Exactly one row per attempted run."""
+    from engine.run.cluster import release
     from engine.run.fleet import cluster_plan, ray_runner
     from engine.run.sweep import run_sweep
     from engine.spec.inference import expand_sweep
@@ -142,9 +143,10 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     t.start()
     assert timing.wait(120)
     ray_cluster.remove_node(doomed, allow_graceful=False)
+    ray_cluster.wait_for_nodes()  # later tests see the two nodes they expect
     t.join(300)
     assert not t.is_alive()
-    runner.shutdown()
+    release(runner)
     ray.shutdown()
     rows = _rows(db_path)
     assert len(rows) == 6 == len(box["records"])

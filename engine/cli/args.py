@@ -84,9 +84,10 @@ class ClusterRun:
     def close(self) -> None:
         import ray
 
-        for r in getattr(self.runner, "runners", [self.runner]):
-            r.executor.shutdown()
-        ray.shutdown()
+        from engine.run.cluster import release
+
+        release(self.runner)
+        ray.shutdown()  # the CLI leaves the cluster; the dashboard stays joined
 
 
 def cluster_runner(args) -> ClusterRun | None:

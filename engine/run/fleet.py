@@ -117,7 +117,3 @@ class FleetRunner:
         if errors:
             raise errors[0]
         return [rec for i in sorted(results) for rec in results[i]]
-
-    def shutdown(self) -> None:
-        for r in self.runners:
-            r.executor.shutdown()
