@@ -162,6 +162,6 @@ p1.json(t, expanded=True)
 p2.markdown("**Provenance**")
 p2.json({"system": run["system"],
          "machine": {k: run.get(k) for k in ("machine_shape", "threads_per_core", "cpu_flags",
-                                              "governor")},
+                                              "governor", "node_id", "node_host")},
          "versions": run["versions"],
          "threads_effective": run["threads_effective"], "env": run["env"]}, expanded=False)
