@@ -154,3 +154,28 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     lost = [r for r in rows if r[0] == "m6i.4xlarge"]
     assert [r[3] for r in lost] == ["killed"] * 3
     assert all("was lost" in r[9] and r[1] and r[1][:8] in r[9] for r in lost)
+
+
+def test_a_port_that_answers_but_is_not_a_ray_head_is_refused_within_the_bound():
+    """Something listens (here a socket that never speaks): Ray's join is bounded, and the
+    refusal names the address and how a driver joins. In a process of its own: the join
+    Ray started goes on in a thread that this one must not share."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        probe = ("from engine.run.ray_cluster import connect\n"
+                 "from engine.spec.errors import UserError\n"
+                 "try:\n"
+                 f"    connect('127.0.0.1:{port}', timeout_s=3)\n"
+                 "except UserError as e:\n"
+                 "    print(e.field, e)\n")
+        out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120).stdout
+    assert out.startswith(f"address address: 127.0.0.1:{port} answers but is not a Ray head")
+    assert f"ray start --address=127.0.0.1:{port}" in out
