@@ -79,6 +79,10 @@ c1, c2, c3 = st.columns(3)
 link.choice("model", "model", sorted(measured.model.unique()))
 model = c1.selectbox("Model", sorted(measured.model.unique()), key="model")
 m_rows = measured[measured.model == model]
+sizes = sorted(int(x) for x in m_rows.image_size.dropna().unique())
+if len(sizes) > 1:  # one figure never takes its best from another input size
+    size = c1.selectbox("Image size (px)", sizes, key="image_size")
+    m_rows = m_rows[m_rows.image_size == size]
 link.choice("fw", "contender", sorted(m_rows.contender.unique()))
 contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()),
                          key="contender",

@@ -267,6 +267,7 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         "median(r.throughput) AS throughput, median(r.p99_ms) AS p99_ms, count(*) AS runs, "
         "max((r.extra->>'cores_used')::INTEGER) AS cores_used, "  # counted by the worker
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus, "
+        "any_value(y.platform) AS platform, "
         "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch "
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.status = 'ok' AND r.kind = ? AND r.throughput IS NOT NULL "

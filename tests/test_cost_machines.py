@@ -156,3 +156,22 @@ def test_the_cores_a_worker_counted_beat_the_threads_per_core_rule():
     assumed = figure(basis([row]), C6I)
     assert (counted.throughput, assumed.throughput) == (50.0 * 16, 100.0 * 16)
     assert "at 2 cores" in counted.assumption and "at 1 core" in assumed.assumption
+
+
+def test_an_arm_machine_is_no_source_for_x86_estimates():
+    row = {"threads": 2, "replicas": 1, "throughput": 100.0, "runs": 3,
+           "threads_per_core": 1, "machine_shape": None, "selected": True}
+    arm = {**row, "platform": "Linux-6.1.0-aarch64-with-glibc2.36"}
+    x86 = {**row, "platform": "Linux-6.1.0-x86_64-with-glibc2.36"}
+    assert figure(basis([arm]), C6I) is None
+    assert figure(basis([x86]), C6I).throughput == 50.0 * 16
+
+
+def test_training_runs_without_an_epoch_length_get_no_epoch_cost():
+    row = {"model": "resnet18", "contender": "torch (eager)", "batch_size": 32,
+           "dataset": "digits", "image_size": 32, "threads": 2, "replicas": 1,
+           "throughput": 100.0, "runs": 1, "threads_per_core": 1, "machine_shape": None,
+           "selected": True}
+    assert training_rows([{**row, "samples_per_epoch": None}], [C6I]) == []
+    [priced] = training_rows([{**row, "samples_per_epoch": 1600}], [C6I])
+    assert (priced["samples_per_epoch"], priced["s_per_epoch"]) == (1600, 1600 / (50.0 * 16))

@@ -47,6 +47,18 @@ def test_a_decided_contest_stops_and_an_undecided_one_gets_another_round():
         None, "max_rounds (3) reached with 2 configurations undecided")
 
 
+def test_a_fleet_contest_between_machines_runs_its_configuration_again_on_each():
+    """Two node kinds measured one spec; their contest is undecided, so the next round
+    runs that spec (the fleet runs it on every node): the machine suffix of the contender
+    ("@c6i.4xlarge") is not part of the spec's key."""
+    tie = [replace(rec(EAGER, i, ms), run_id=f"{shape}-{i}", machine_shape=shape)
+           for i, (a, b) in enumerate([(10, 10.5), (10.4, 10.0), (10.1, 10.2)], 1)
+           for shape, ms in (("c6i.4xlarge", a), ("m6i.4xlarge", b))]
+    step, why = next_round(tie, [EAGER], RoundBudget(3, 6), 3, 60.0, seed=1)
+    assert (step.round_no, step.why, why) == (4, "1 undecided configurations", "")
+    assert [config_key(s) for s in step.specs] == [config_key(EAGER)]
+
+
 def test_only_the_undecided_configurations_run_again():
     b8 = [spec(runtime="eager", batch_size=8), spec(runtime="torchscript", batch_size=8)]
     records = rounds_of([(10, 20), (10.2, 20.4), (10.1, 19.8)])  # batch 1: decided

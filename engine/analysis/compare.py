@@ -205,6 +205,9 @@ class ConfigResult:
     round_throughputs: dict = field(default_factory=dict)  # round -> samples/s
     steal: float | None = None  # the worst round's hypervisor steal, share of its cores
     others: float | None = None  # the worst round's other-process CPU, share of its cores
+    # The contender as its spec names it (engine.run.sweep.config_key), before a machine or
+    # model-file suffix: which configuration another round must run, on every machine.
+    spec_contender: str = ""
 
     @property
     def row(self) -> tuple:
@@ -242,14 +245,16 @@ def aggregate(runs) -> list[ConfigResult]:
         if r.get("model_sha256"):
             digests.setdefault(r["model"], set()).add(r["model_sha256"])
     groups: dict = {}
+    plain: dict = {}  # each group's contender as its spec names it
     for r in runs:
-        name = contender_name(r)
+        name = base = contender_name(r)
         if len(machines) > 1:
             name += f" @{r.get('machine_shape') or str(r.get('system_id'))[:8]}"
         if len(digests.get(r["model"], ())) > 1:
             name += f" sha256:{str(r.get('model_sha256'))[:8]}"
         key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"], name)
         groups.setdefault(key, []).append(r)
+        plain[key] = base
     out = []
     for (model, size, batch, threads, contender), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok" and r["median_ms"] is not None]
@@ -260,7 +265,8 @@ def aggregate(runs) -> list[ConfigResult]:
         noisy = sum(r.get("validity") == "noisy" for r in ok)
         out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
                                 summary, noisy, tput, _interference(ok, "steal_frac"),
-                                _interference(ok, "others_cpu_frac")))
+                                _interference(ok, "others_cpu_frac"),
+                                plain[(model, size, batch, threads, contender)]))
     return out
 
 

@@ -78,6 +78,7 @@ class Split:
     p99_ms: float | None = None
     machine: str = ""  # the host's CPU model, for labels
     cores_used: int | None = None  # physical cores its workers were pinned to, counted
+    arch: str | None = None  # the host's, from its systems row's platform (None: unknown)
 
     @property
     def cores(self) -> float:
@@ -135,7 +136,19 @@ def _split(r: dict) -> Split:
                  shape=shape if isinstance(shape, str) and shape else None,
                  system_id=r.get("system_id"), p99_ms=_num(r.get("p99_ms")),
                  machine=r.get("cpu_model") if isinstance(r.get("cpu_model"), str) else "",
-                 cores_used=int(c) if (c := _num(r.get("cores_used"))) else None)
+                 cores_used=int(c) if (c := _num(r.get("cores_used"))) else None,
+                 arch=_arch(r.get("platform")))
+
+
+def _arch(platform) -> str | None:
+    """x86_64 or arm64 from a systems row's platform string (Linux-6.1-x86_64-with-...)."""
+    if not isinstance(platform, str):
+        return None
+    if "x86_64" in platform or "amd64" in platform.lower():
+        return "x86_64"
+    if "aarch64" in platform or "arm64" in platform:
+        return "arm64"
+    return None
 
 
 def basis(rows: list[dict]) -> Basis:
@@ -168,8 +181,8 @@ def figure(b: Basis, m: Machine) -> Figure | None:
                       f"measured on {m.shape} ({s.config}{used}; median of "
                       f"{_plural(s.runs, 'run')})", s, s.p99_ms)
     s = b.best_source
-    if s is None or m.arch != "x86_64":
-        return None
+    if s is None or m.arch != "x86_64" or s.arch not in (None, "x86_64"):
+        return None  # per-core figures carry over between x86 machines only
     per_core = s.throughput / s.cores
     unknown = "" if s.threads_per_core else "; threads per core not recorded: 1 per thread"
     return Figure(per_core * cores, True,
@@ -261,13 +274,15 @@ def training_rows(rows: list[dict], machines: list[Machine]) -> list[dict]:
 
     rows: store.queries.machine_throughput records of the training kind."""
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["model"], r["contender"], r["batch_size"], r["dataset"]),
-                          []).append(r)
+    for r in rows:  # the image size too: a figure never takes its best from another size
+        groups.setdefault((r["model"], r["contender"], r["batch_size"], r["dataset"],
+                           r.get("image_size")), []).append(r)
     out = []
-    for (model, contender, batch, dataset), rs in groups.items():
+    for (model, contender, batch, dataset, _size), rs in groups.items():
         b = basis(rs)
-        epoch = int(next(v for r in rs if (v := _num(r["samples_per_epoch"]))))
+        epoch = next((int(v) for r in rs if (v := _num(r["samples_per_epoch"]))), None)
+        if epoch is None:  # runs that did not record their epoch's length: no epoch cost
+            continue
         for row in machine_rows(machines, b):
             out.append({"model": model, "contender": contender, "batch_size": int(batch),
                         "dataset": dataset, "samples_per_epoch": epoch, **row,

@@ -105,26 +105,19 @@ def cluster_runner(args) -> ClusterRun | None:
         raise UserError("machine_shape: on a cluster each node's shape is its shape:NAME "
                         "resource; allowed with --executor ray: leave --machine-shape out",
                         field="machine_shape")
-    from engine.run.fleet import cluster_plan, ray_runner
+    from engine.run.cluster import plan_and_runner
     from store.db import resolve_db_path
-    from store.prices import machine_shape
 
-    import ray
-
-    db = resolve_db_path(args.db)
-    try:
-        plan = cluster_plan(args.address or os.environ.get("RAY_ADDRESS"), args.placement,
-                            args.fleet, resolve_shape=lambda name: machine_shape(name, db))
-    except BaseException:
-        ray.shutdown()  # joined the cluster, then refused: leave it as found
-        raise
+    # No --memory-cap-mb: each node caps at 75 % of its own memory (engine/run/node_host.py)
+    plan, runner = plan_and_runner(
+        args.address or os.environ.get("RAY_ADDRESS"), args.placement, args.fleet,
+        db=resolve_db_path(args.db), timeout_s=args.timeout,
+        memory_cap_bytes=args.memory_cap_mb * 2**20 if args.memory_cap_mb else None,
+        process_per_run=args.process_per_run)
     for node, shape in zip(plan.nodes, plan.shapes):
         print(f"on {node.label}: {node.cpus} CPU" + (f", priced as {shape}" if shape else
                                                     ", no shape (not priced)"), flush=True)
-    # No --memory-cap-mb: each node caps at 75 % of its own memory (engine/run/node_host.py)
-    cap = args.memory_cap_mb * 2**20 if args.memory_cap_mb else None
-    return ClusterRun(plan, ray_runner(plan, timeout_s=args.timeout, memory_cap_bytes=cap,
-                                       process_per_run=args.process_per_run))
+    return ClusterRun(plan, runner)
 
 
 def memory_cap_option(p) -> None:
@@ -135,9 +128,8 @@ def memory_cap_option(p) -> None:
 
 def memory_cap(args) -> int:
     """--memory-cap-mb, else 75 % of this machine's memory."""
-    import psutil
-    return (args.memory_cap_mb * 2**20 if args.memory_cap_mb
-            else int(psutil.virtual_memory().total * 0.75))
+    from engine.run.system import default_memory_cap
+    return args.memory_cap_mb * 2**20 if args.memory_cap_mb else default_memory_cap()
 
 
 def user_model_options(p) -> None:

@@ -163,8 +163,8 @@ def _cost(con, summary: pd.DataFrame, setting, host, sweep_id: str) -> CostData:
                             if m.provider != machine.provider]
     rows = []
     by_machine = machine_throughput(con, INFERENCE.kind, setting, sweep_id)
-    for (model, contender, batch), g in by_machine.groupby(
-            ["model", "contender", "batch_size"], sort=True):
+    for (model, contender, batch, _size), g in by_machine.groupby(
+            ["model", "contender", "batch_size", "image_size"], sort=True):
         for row in machine_rows(machines, basis(g.to_dict("records"))):
             rows.append({"model": model, "contender": contender, "batch_size": int(batch),
                          **row})

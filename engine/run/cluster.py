@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.spec.errors import UserError
 
 __all__ = ["ADDRESS_ENV", "cluster_address", "NodeKinds", "list_nodes", "job_runner",
-           "release"]
+           "plan_and_runner", "release"]
 
 ADDRESS_ENV = ("BENCH_RAY_ADDRESS", "RAY_ADDRESS")  # the first one set wins
 
@@ -92,19 +92,38 @@ def job_runner(request, *, db: str | Path, cancel: threading.Event):
     (none: every node kind, a fleet), each node's shape resolved against the price
     catalog of `db`, and a Runner (one node) or FleetRunner (several) that stops when
     `cancel` is set. UserError naming the field when the cluster cannot run it."""
-    from engine.run.fleet import cluster_plan, ray_runner
-    from store.prices import machine_shape
-
     address = cluster_address()
     if not address:
         raise UserError("executor: a Ray job needs the cluster's head, HOST:PORT, in "
                         "$BENCH_RAY_ADDRESS (or $RAY_ADDRESS) of the dashboard's server; "
                         "allowed without it: local", field="executor")
-    plan = cluster_plan(address, list(request.placements) or None, not request.placements,
-                        resolve_shape=lambda name: machine_shape(name, db))
-    runner = ray_runner(plan, timeout_s=request.timeout_s,
-                        memory_cap_bytes=request.memory_cap_bytes, cancel=cancel)
-    return plan, runner
+    return plan_and_runner(address, list(request.placements) or None,
+                           not request.placements, db=db, timeout_s=request.timeout_s,
+                           memory_cap_bytes=request.memory_cap_bytes, cancel=cancel)
+
+
+def plan_and_runner(address: str | None, placements, fleet: bool, *, db, timeout_s: float,
+                    memory_cap_bytes, cancel: threading.Event | None = None,
+                    process_per_run: bool = False):
+    """(plan, runner) for the CLI and the dashboard alike: join the cluster, choose the
+    nodes (each node's shape resolved against the price catalog of `db`), and a Runner on
+    one node or a FleetRunner on several. Refused before anything runs, leaving the
+    cluster as found (a refusal after joining disconnects)."""
+    import ray
+
+    from engine.run.fleet import cluster_plan, ray_runner
+    from store.prices import machine_shape
+
+    joined = ray.is_initialized()
+    try:
+        plan = cluster_plan(address, placements, fleet,
+                            resolve_shape=lambda name: machine_shape(name, db))
+    except BaseException:
+        if not joined:
+            ray.shutdown()
+        raise
+    return plan, ray_runner(plan, timeout_s=timeout_s, memory_cap_bytes=memory_cap_bytes,
+                            cancel=cancel, process_per_run=process_per_run)
 
 
 def release(runner) -> None:

@@ -57,8 +57,23 @@ def cluster_plan(address: str | None, placements: list[str] | None, fleet: bool,
     if len(set(ids)) < len(ids):
         raise UserError("placement: two placements name the same node; each node kind once",
                         field="placement")
-    shapes = tuple(resolve_shape(n.shape) if n.shape else None for n in chosen)
-    return ClusterPlan(tuple(chosen), shapes)
+    shapes = []
+    for n in chosen:
+        try:
+            shapes.append(resolve_shape(n.shape) if n.shape else None)
+        except UserError as e:  # the node's tag, not an option the user typed
+            raise UserError(f"placement: {n.label} is tagged shape:{n.shape}: "
+                            f"{str(e).split(': ', 1)[1]}; retag it with `ray start ... "
+                            "--resources='{\"shape:NAME\": 1}'` using a name `python -m "
+                            "engine prices list` prints", field="placement") from None
+    tagged = [x for x in shapes if x]
+    if len(set(tagged)) < len(tagged):
+        # Runs are told apart by machine (systems row and shape): two nodes of one shape
+        # in one sweep would be averaged as one machine. One per shape, as a fleet takes.
+        raise UserError("placement: two of the chosen nodes have the same shape; allowed: "
+                        "one node per shape in a sweep (a second one in a sweep of its "
+                        "own)", field="placement")
+    return ClusterPlan(tuple(chosen), tuple(shapes))
 
 
 def ray_runner(plan: ClusterPlan, *, timeout_s: float, memory_cap_bytes,
@@ -112,8 +127,14 @@ class FleetRunner:
                    for i, r in enumerate(self.runners)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except BaseException:  # Ctrl-C here: the nodes' runs stop and record as cancelled
+            self.cancel.set()  # before the caller releases the cluster under them
+            for t in threads:
+                t.join()
+            raise
         if errors:
             raise errors[0]
         return [rec for i in sorted(results) for rec in results[i]]

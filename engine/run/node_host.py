@@ -26,13 +26,6 @@ __all__ = ["NodeHost", "SHAPE_PREFIX", "node_shape"]
 SHAPE_PREFIX = "shape:"
 
 
-def default_memory_cap() -> int:
-    """75 % of this node's memory, as a local run's default is of its machine's."""
-    import psutil
-
-    return int(psutil.virtual_memory().total * 0.75)
-
-
 def node_shape(resources: dict) -> str | None:
     shapes = sorted(k[len(SHAPE_PREFIX):] for k in resources if k.startswith(SHAPE_PREFIX))
     return shapes[0] if shapes else None
@@ -42,29 +35,37 @@ class NodeHost:
     """Worker subprocesses of this node, by the driver's key (one per group or replica)."""
 
     def __init__(self, node_id: str, shape: str | None):
+        from engine.run.system import git_commit, system_info  # psutil only, no framework
+
         self.node_id, self.shape = node_id, shape
         self.workers: dict[str, WorkerProcess] = {}
+        self.ended: set[str] = set()  # keys killed or closed, perhaps before their start
         self.memory_cap_bytes = None  # the last group's, reported with `ready`
+        # Read before any worker is pinned: pinning moves this process off the worker's
+        # cores, and the systems row (its id hashes the usable cores) must not vary with
+        # the first group's threads.
+        self.cores = sorted(os.sched_getaffinity(0))
+        self.system, self.commit = system_info(), git_commit()
 
     def facts(self) -> dict:
-        from engine.run.system import git_commit, system_info  # psutil only, no framework
         return {"node_id": self.node_id, "hostname": socket.gethostname(),
-                "shape": self.shape, "system": system_info(), "git_commit": git_commit(),
-                "cores": len(os.sched_getaffinity(0)), "python": sys.executable,
-                "memory_cap_bytes": self.memory_cap_bytes}
+                "shape": self.shape, "system": self.system, "git_commit": self.commit,
+                "cores": len(self.cores), "memory_cap_bytes": self.memory_cap_bytes}
 
     def start(self, key: str, runs: list[dict], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
               barrier: bool) -> None:
         """slots: a replica's cores as positions in this node's sorted affinity (the driver
         cannot know the node's core numbers); None: pinned as a local worker is."""
+        if key in self.ended:  # killed or closed before this call arrived (a threaded
+            return             # actor does not keep call order)
         if memory_cap_bytes is None:  # the driver's RAM says nothing of this node's
+            from engine.run.system import default_memory_cap
             memory_cap_bytes = default_memory_cap()
-        cores = sorted(os.sched_getaffinity(0))
         if slots is not None:
-            pins = (tuple(cores[i] for i in slots), tuple(cores))
+            pins = (tuple(self.cores[i] for i in slots), tuple(self.cores))
         else:
-            pins = pinning.plan(intra) if pin else None
+            pins = pinning.plan(intra, self.cores) if pin else None
         self.memory_cap_bytes = memory_cap_bytes
         env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
@@ -91,11 +92,13 @@ class NodeHost:
         self.workers[key].go()
 
     def kill(self, key: str) -> None:
+        self.ended.add(key)
         if key in self.workers:
             self.workers[key].kill()
 
     def close(self, key: str) -> tuple[int | None, str]:
         """(exit code, stderr tail); the worker is forgotten."""
+        self.ended.add(key)
         w = self.workers.pop(key, None)
         if w is None:
             return None, ""

@@ -156,6 +156,10 @@ def place(text: str, nodes: list[Node]) -> Node:
         have = "; ".join(n.describe() for n in nodes) or "no live nodes"
         raise UserError(f"placement: no live node satisfies {key}={value}; the cluster has: "
                         f"{have}", field="placement")
+    if match[0].cpus < 1:
+        raise UserError(f"placement: {match[0].label} offers 0 CPUs to Ray (started with "
+                        "--num-cpus=0): it can run no worker; allowed: a node with CPUs",
+                        field="placement")
     return match[0]
 
 
@@ -164,7 +168,7 @@ def fleet_nodes(nodes: list[Node]) -> list[Node]:
     out, since their runs could not be priced)."""
     kinds: dict[str, Node] = {}
     for n in nodes:
-        if n.shape and n.shape not in kinds:
+        if n.shape and n.shape not in kinds and n.cpus >= 1:
             kinds[n.shape] = n
     if not kinds:
         have = "; ".join(n.describe() for n in nodes) or "no live nodes"
@@ -191,14 +195,24 @@ class RayExecutor:
             num_cpus=0, max_concurrency=32,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(node.node_id, node.shape)
+        # The cores the host may use, read before it pins anything: Ray's CPU count can be
+        # set above them (--num-cpus, a cpuset), and replica slots index the real ones.
+        try:
+            self.cores = min(node.cpus, ray.get(self.host.facts.remote(),
+                                                timeout=POLL_DEADLINE_S)["cores"])
+        except Exception:  # noqa: BLE001 - a node gone already: its handles say so
+            self.cores = node.cpus
 
     def core_ids(self) -> list[int]:
         """Positions of the node's cores (its host maps them to core numbers)."""
-        return list(range(self.node.cpus))
+        return list(range(self.cores))
 
     def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
               barrier: bool = False) -> "RayWorker":
+        if trace_dir is not None:  # refused at the CLI and the Run page already
+            raise UserError("profile_steps: a profile's trace stays on the node that ran "
+                            "it; allowed with --executor ray: 0", field="profile_steps")
         key = f"g{next(_keys)}"
         pin = mode == "bench" and scenario_of(first_spec).pinnable
         call = self.host.start.remote(
@@ -223,14 +237,32 @@ class RayWorker:
     def __init__(self, host, key: str, node: Node, started):
         self.host, self.key, self.node = host, key, node
         self.events: queue.Queue = queue.Queue()
-        self.lost: str | None = None
+        self.lost: str | None = None  # why this handle ended without its worker's word
+        self._lost_status = "killed"
         self._tail = ""
         self._closed = False
         threading.Thread(target=self._pump, args=(started,), daemon=True).start()
 
     def _lose(self, e: BaseException) -> None:
-        self.lost = (f"{self.node.label} was lost before the run reported a result "
-                     f"({type(e).__name__})")
+        import ray
+
+        if self.lost:
+            return
+        if isinstance(e, ray.exceptions.RayTaskError):  # the host raised: the node is up
+            self._lost_status = "error"
+            cause = e.cause if getattr(e, "cause", None) is not None else e
+            self.lost = (f"{self.node.label}: its host could not run the worker "
+                         f"({type(cause).__name__}: {str(cause).splitlines()[0][:200]})")
+        else:  # the actor died (with its node), or it stopped answering
+            self.lost = (f"{self.node.label} was lost before the run reported a result "
+                         f"({type(e).__name__})")
+        # Should the node still be up (a slow answer, not a death), its worker must not
+        # go on beside the next group's: stop it, without waiting on a host that is silent.
+        try:
+            self.host.kill.remote(self.key)
+            self.host.close.remote(self.key)
+        except Exception:  # noqa: BLE001 - a dead actor takes no calls: nothing runs there
+            pass
 
     def _pump(self, started) -> None:
         import ray
@@ -279,5 +311,5 @@ class RayWorker:
 
     def classify(self, returncode: int | None) -> tuple[str, str, str | None]:
         if self.lost:
-            return "killed", self.lost, None
+            return self._lost_status, self.lost, None
         return classify_exit(returncode, self._tail)

@@ -120,7 +120,11 @@ def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done:
     if done >= budget.max_rounds:
         return None, f"max_rounds ({budget.max_rounds}) reached with {len(keys)} " \
                      "configurations undecided"
-    more = [s for s in specs if config_key(s) in keys]
+    # A key names its machine (a fleet's "@shape") or model file where runs differ in it;
+    # a spec does not, and runs on every machine of the sweep.
+    by_key = {r.key: (*r.row, r.spec_contender) for r in results}
+    wanted = {by_key[k] for k in keys}
+    more = [s for s in specs if config_key(s) in wanted]
     if budget.time_budget_s is not None:
         took = _last_round_s(records, more, done)
         if elapsed_s + took > budget.time_budget_s:

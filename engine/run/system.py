@@ -17,7 +17,7 @@ import psutil
 
 from engine.spec.paths import PROJECT_ROOT
 
-__all__ = ["system_info", "git_commit"]
+__all__ = ["system_info", "git_commit", "default_memory_cap"]
 
 
 def _cpuinfo() -> tuple[str, int]:
@@ -86,3 +86,9 @@ def system_info() -> dict:
     }
     info["system_id"] = hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:16]
     return info
+
+
+def default_memory_cap() -> int:
+    """The address space a run may add to its worker when none is given: 75 % of this
+    machine's memory (a cluster node computes its own, engine/run/node_host.py)."""
+    return int(psutil.virtual_memory().total * 0.75)
