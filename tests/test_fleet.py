@@ -179,3 +179,45 @@ def test_a_port_that_answers_but_is_not_a_ray_head_is_refused_within_the_bound()
                              text=True, timeout=120).stdout
     assert out.startswith(f"address address: 127.0.0.1:{port} answers but is not a Ray head")
     assert f"ray start --address=127.0.0.1:{port}" in out
+
+
+def test_node_tags_are_checked_against_the_catalog_and_one_shape_runs_once(ray_cluster):
+    """A node's shape tag the catalog lacks is refused naming the node and its tag; two
+    chosen nodes that resolve to one shape would be one machine in every figure: refused."""
+    from engine.run.fleet import cluster_plan
+    from engine.spec.errors import UserError
+
+    import ray
+
+    def catalog(name):
+        if name == SHAPE_B:
+            raise UserError(f"machine_shape: {name!r} is not a shape of the price catalog; "
+                            "closest: c6i.8xlarge", field="machine_shape")
+        return name
+    try:
+        with pytest.raises(UserError) as e:
+            cluster_plan(ray_cluster.address, None, True, resolve_shape=catalog)
+        assert e.value.field == "placement"
+        assert f"is tagged shape:{SHAPE_B}: '{SHAPE_B}' is not a shape" in str(e.value)
+        with pytest.raises(UserError) as e:
+            cluster_plan(ray_cluster.address, None, True, resolve_shape=lambda n: SHAPE_A)
+        assert (e.value.field, "two of the chosen nodes have the same shape" in str(e.value)) \
+            == ("placement", True)
+    finally:
+        ray.shutdown()
+
+
+def test_a_node_host_refuses_a_start_that_arrives_after_its_kill():
+    """Calls to the threaded host actor may overtake each other: a group the driver has
+    already killed or closed never starts a worker afterwards."""
+    from engine.run.node_host import NodeHost
+    from engine.run.system import system_info
+
+    host = NodeHost("n1", SHAPE_A)
+    host.kill("g1")
+    host.start("g1", [], intra=1, inter=1, kind="inference", memory_cap_bytes=None,
+               mode="bench", pin=False, slots=None, barrier=False)
+    assert host.workers == {} and host.close("g1") == (None, "")
+    facts = host.facts()
+    assert (facts["shape"], facts["system"]["system_id"]) == (SHAPE_A,
+                                                             system_info()["system_id"])
