@@ -70,10 +70,11 @@ def test_replicas_expand_and_splits_over_the_cores_are_left_out():
     ({"placements": ("shape=c6i.4xlarge",)},
      "placement: only with the ray executor; allowed on this machine: none"),
     ({"executor": "ray", "placements": ("gpu=1",)},
-     "placement: 'gpu=1'; allowed: shape=NAME or node=ID"),
+     "placement: 'gpu=1'; allowed: shape=NAME (a node tagged with the custom resource "
+     "shape:NAME) or node=ID (a Ray node id)"),
     ({"executor": "ray", "profile_steps": 3},
      "profile_steps: a profile's trace stays on the node that ran it; allowed on a Ray "
-     "cluster: 0"),
+     "cluster (--executor ray): 0"),
 ])
 def test_a_bad_request_names_its_field_and_the_allowed_values(kw, message):
     with pytest.raises(UserError) as info:

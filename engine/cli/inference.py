@@ -11,6 +11,7 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
+from engine.spec.cluster import check_profile_on_cluster
 from engine.spec.errors import UserError
 from engine.spec.inference import (BF16_RUNTIMES, RunSpec, device_choices, expand_sweep,
                                    left_out_splits)
@@ -153,9 +154,8 @@ def cmd_run(args) -> int:
     models = [src.name] if src else args.model
     # On a cluster: its nodes are chosen (and an unreachable address refused) before any
     # spec is built, because threads x replicas must fit the nodes' cores, not this one's.
-    if args.executor == "ray" and args.profile:
-        raise UserError("profile_steps: a profile's trace stays on the node that ran it; "
-                        "allowed with --executor ray: 0", field="profile_steps")
+    if args.executor == "ray":
+        check_profile_on_cluster(args.profile)
     cluster = cluster_runner(args)
     try:
         specs = expand_sweep(models, _frameworks(args.framework, src, ["torch", "tensorflow"]),

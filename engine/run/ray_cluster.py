@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from engine.run.executors import classify_exit
 from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
+from engine.spec.cluster import check_profile_on_cluster, parse_placement
 from engine.spec.errors import UserError
 
 __all__ = ["connect", "cluster_nodes", "place", "fleet_nodes", "Node", "RayExecutor",
@@ -141,12 +142,7 @@ def cluster_nodes() -> list[Node]:
 def place(text: str, nodes: list[Node]) -> Node:
     """The node `shape=NAME` (its custom resource shape:NAME) or `node=ID` (a Ray node id,
     or its first 8+ characters) names; refused with what the cluster has."""
-    key, sep, value = (text or "").partition("=")
-    key, value = key.strip(), value.strip()
-    if not sep or key not in ("shape", "node") or not value:
-        raise UserError(f"placement: {text!r}; allowed: shape=NAME (a node tagged with the "
-                        "custom resource shape:NAME) or node=ID (a Ray node id)",
-                        field="placement")
+    key, value = parse_placement(text)
     if key == "shape":
         match = [n for n in nodes if f"{SHAPE_PREFIX}{value}" in n.resources]
     else:
@@ -211,8 +207,7 @@ class RayExecutor:
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
               barrier: bool = False) -> "RayWorker":
         if trace_dir is not None:  # refused at the CLI and the Run page already
-            raise UserError("profile_steps: a profile's trace stays on the node that ran "
-                            "it; allowed with --executor ray: 0", field="profile_steps")
+            check_profile_on_cluster(first_spec.profile_steps or 1)
         key = f"g{next(_keys)}"
         pin = mode == "bench" and scenario_of(first_spec).pinnable
         call = self.host.start.remote(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from engine.scenarios.base import Request, Scenario
 from engine.spec.budget import RoundBudget, default_max_rounds
+from engine.spec.cluster import check_profile_on_cluster, parse_placement
 from engine.spec.errors import UserError
 from engine.spec.inference import RunSpec, expand_sweep, left_out_splits
 from engine.spec.limits import DEFAULT_ROUNDS, require_values
@@ -133,13 +134,9 @@ class SweepRequest(Request):
             raise UserError("placement: only with the ray executor; allowed on this machine: "
                             "none", field="placement")
         for p in self.placements:
-            key, sep, value = p.partition("=")
-            if not sep or key.strip() not in ("shape", "node") or not value.strip():
-                raise UserError(f"placement: {p!r}; allowed: shape=NAME or node=ID",
-                                field="placement")
-        if self.executor == "ray" and self.profile_steps:
-            raise UserError("profile_steps: a profile's trace stays on the node that ran "
-                            "it; allowed on a Ray cluster: 0", field="profile_steps")
+            parse_placement(p)
+        if self.executor == "ray":
+            check_profile_on_cluster(self.profile_steps)
 
     def where(self) -> str:
         """Where the sweep runs, in words (empty on this machine)."""

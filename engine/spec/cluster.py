@@ -1,0 +1,28 @@
+"""What a sweep on a Ray cluster may ask for, checked before any node is contacted: one
+place for the CLI, the Run page's request and the executor (issue #15)."""
+
+from __future__ import annotations
+
+from engine.spec.errors import UserError
+
+__all__ = ["parse_placement", "check_profile_on_cluster"]
+
+
+def parse_placement(text: str) -> tuple[str, str]:
+    """("shape", NAME) or ("node", ID) from `shape=NAME` / `node=ID`; UserError naming
+    `placement` otherwise."""
+    key, sep, value = (text or "").partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or key not in ("shape", "node") or not value:
+        raise UserError(f"placement: {text!r}; allowed: shape=NAME (a node tagged with the "
+                        "custom resource shape:NAME) or node=ID (a Ray node id)",
+                        field="placement")
+    return key, value
+
+
+def check_profile_on_cluster(profile_steps: int) -> None:
+    """A profile's trace file is written on the node that ran it, where the driver cannot
+    read it: refused rather than stored without its trace."""
+    if profile_steps:
+        raise UserError("profile_steps: a profile's trace stays on the node that ran it; "
+                        "allowed on a Ray cluster (--executor ray): 0", field="profile_steps")
