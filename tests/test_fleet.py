@@ -221,3 +221,40 @@ def test_a_node_host_refuses_a_start_that_arrives_after_its_kill():
     facts = host.facts()
     assert (facts["shape"], facts["system"]["system_id"]) == (SHAPE_A,
                                                              system_info()["system_id"])
+
+
+def test_a_node_that_fails_stops_the_others_with_the_reason_not_as_a_user_cancel(
+        db_path, worker_env):
+    """FleetRunner over two runners on this machine: the second's executor fails once the
+    first's run is being timed. The first's run ends in one `killed` row saying another
+    node failed (not "cancelled by the user"), and the failure reaches the caller."""
+    import threading
+
+    from engine.run.fleet import FleetRunner
+    from engine.run.runner import Runner
+    from engine.spec.inference import expand_sweep
+    from engine.spec.policy import MeasurementPolicy
+
+    timing = threading.Event()
+
+    class Broken:  # an executor that cannot start a worker (its node's setup is broken)
+        def start(self, *a, **k):
+            assert timing.wait(120)
+            raise RuntimeError("no python on the node")
+
+    cancel = threading.Event()
+    good, bad = Runner(timeout_s=120, cancel=cancel), Runner(timeout_s=120, cancel=cancel,
+                                                             executor=Broken())
+    fleet = FleetRunner([good, bad], cancel)
+    [spec] = expand_sweep(["identity"], ["selftest"], [1], [1], cores=2, policy=(
+        MeasurementPolicy(warmup_iters=1, min_time_s=60.0, min_iters=5, max_time_s=60.0)))
+    records = []
+
+    def on_event(ev):
+        if ev["event"] == "progress" and ev.get("phase") == "measure":
+            timing.set()
+    with pytest.raises(RuntimeError, match="no python on the node"):
+        fleet.run([spec], on_record=records.append, on_event=on_event)
+    assert [(r.status, r.reason) for r in records] == [
+        ("killed", "stopped: the sweep on another node failed (RuntimeError: no python on "
+                   "the node)")]

@@ -122,6 +122,11 @@ class FleetRunner:
                                         round_no=round_no, known_stats=known_stats)
             except BaseException as e:  # noqa: BLE001 - re-raised below, after the others
                 errors.append(e)
+                why = (f"stopped: the sweep on another node failed ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:160] if str(e) else ''})")
+                for other in self.runners:
+                    if other is not runner:  # their runs in flight say why, not "user"
+                        other.cancel_reason = why
                 self.cancel.set()
         threads = [threading.Thread(target=one, args=(i, r), daemon=True)
                    for i, r in enumerate(self.runners)]

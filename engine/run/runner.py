@@ -45,6 +45,9 @@ class Runner:
         self.clock = clock
         self.poll_s = poll_s
         self.cancel = cancel or threading.Event()
+        # What a run stopped by `cancel` is recorded with: the user's cancel, unless a
+        # caller that shares the event says otherwise (a fleet whose other node failed).
+        self.cancel_reason = "cancelled by the user"
         # process_per_run: a fresh worker for every run (full isolation, imports paid each
         # time); the default shares one worker per (framework, threads) group.
         self.process_per_run = process_per_run
@@ -107,7 +110,7 @@ class Runner:
         try:
             while True:
                 if self.cancel.is_set():
-                    ending = ("killed", "cancelled by the user")
+                    ending = ("killed", self.cancel_reason)
                     break
                 remaining = deadline - self.clock()
                 if remaining <= 0:
@@ -191,7 +194,7 @@ class Runner:
             ended, deadline = set(), self.clock() + self.timeout_s
             while len(ended) < n and failure is None:
                 if self.cancel.is_set():
-                    failure = {"status": "killed", "reason": "cancelled by the user"}
+                    failure = {"status": "killed", "reason": self.cancel_reason}
                     break
                 remaining = deadline - self.clock()
                 if remaining <= 0:
