@@ -10,7 +10,7 @@ from engine.analysis.stats import P99_MIN_SAMPLES
 
 __all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
-           "flops_for", "measured_throughput", "machine_throughput", "runtime_costs",
+           "flops_for", "machine_throughput", "runtime_costs",
            "train_runs", "load_summary",
            "settings", "SETTING_COLUMNS",
            "load_failures"]
@@ -217,27 +217,6 @@ def flops_for(con, model: str, framework: str, image_size: int) -> int | None:
         "AND image_size = ? AND flops_per_sample IS NOT NULL LIMIT 1",
         [model, framework, image_size]).fetchall()
     return rows[0][0] if rows else None
-
-
-def measured_throughput(con, setting: tuple | None = None) -> pd.DataFrame:
-    """Per configuration and thread count of one setting (settings()): the median
-    throughput over its ok runs, and the vCPUs of the machine it ran on (what a projection
-    scales from). Grouped by the setting's columns, so a bf16, CUDA or other machine's run
-    is never averaged in."""
-    return con.execute(
-        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' || "
-        + _REPLICAS.format(p="r.") + " AS "
-        "contender, r.batch_size, r.intra_threads AS threads, r.image_size, "
-        "median(r.throughput) AS throughput, count(*) AS runs, "
-        "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus "
-        "FROM runs r LEFT JOIN systems y USING (system_id) "
-        "WHERE r.status = 'ok' AND r.kind = 'inference' AND r.throughput IS NOT NULL "
-        "AND r.source = 'engine' AND " + _setting_sql("r.") +
-        " GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.intra_threads, "
-        "r.image_size, r.device, r.precision, r.inter_threads, r.system_id, "
-        "r.machine_shape, r.model_sha256, r.replicas "  # two files under one name are never averaged
-        "ORDER BY r.model, contender, r.batch_size, threads",
-        _setting_params(setting)).df()
 
 
 # The machine a run's throughput belongs to; a run recorded before m007 has no threads per

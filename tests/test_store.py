@@ -160,7 +160,7 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
     from dataclasses import replace
 
     from engine.present.frames import setting_choices
-    from store.queries import config_summary, measured_throughput, settings
+    from store.queries import config_summary, machine_throughput, settings
     from tests.helpers import SYSTEM, ok_record
     other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
     fast, slow = (1_000_000,) * 3, (4_000_000,) * 3
@@ -175,15 +175,18 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
         rows = settings(con, "inference")
         # same model, framework, batch and threads: four settings, each its own figure
         assert len(rows) == 4
-        everything = measured_throughput(con)
+        everything = machine_throughput(con, "inference", None)
         assert sorted(everything.throughput.round(1)) == [250.0, 250.0, 250.0, 1000.0]
         choices, labels = setting_choices(rows)
         here = ("cpu", "fp32", 1, SYSTEM["system_id"], "")  # no shape named
         assert here in choices and labels[here].startswith(
             "cpu · fp32 · inter-op 1 · Test CPU @ 2 GHz on box (1 runs)")
-        assert measured_throughput(con, here).throughput.tolist() == [1000.0]
+        # this machine's own figure, and the other machine's where its shape is named
+        mine = machine_throughput(con, "inference", here)
+        assert mine[["throughput", "selected", "machine_shape"]].fillna("").values.tolist() \
+            == [[1000.0, True, ""], [250.0, False, "c6i.8xlarge"]]
         there = ("cpu", "fp32", 1, "sys-other", "c6i.8xlarge")
         assert labels[there].startswith(  # the machine's catalog shape, where it was told
             "cpu · fp32 · inter-op 1 · c6i.8xlarge (Other CPU on cloud) (1 runs)")
-        assert measured_throughput(con, there).throughput.tolist() == [250.0]
+        assert machine_throughput(con, "inference", there).throughput.tolist() == [250.0]
         assert config_summary(con, ["resnet18"], None, here).p50_ms.tolist() == [1.0]
