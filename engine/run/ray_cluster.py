@@ -79,6 +79,12 @@ def _ray_env() -> None:
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
 
 
+def _no_sigterm_warning(rec) -> bool:
+    # Joining runs in a thread so that it can be bounded; Ray then warns that it cannot set
+    # its SIGTERM handler there, which is this process's business, not the user's.
+    return "SIGTERM handler is not set" not in rec.getMessage()
+
+
 def connect(address: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Join the cluster whose head listens at address (HOST:PORT), or refuse with a clear
     message within timeout_s: first a plain TCP connection (a wrong host or port answers in
@@ -98,11 +104,8 @@ def connect(address: str, *, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
                         f"{port}`, or check the host, the port and the firewall or security "
                         "list", field="address") from None
     _ray_env()
-    # Joining runs in a thread so that it can be bounded; Ray then warns that it cannot set
-    # its SIGTERM handler there, which is this process's business, not the user's.
     import logging
-    logging.getLogger("ray._private.worker").addFilter(
-        lambda rec: "SIGTERM handler is not set" not in rec.getMessage())
+    logging.getLogger("ray._private.worker").addFilter(_no_sigterm_warning)  # once: a set
     box: dict = {}
 
     def init():
