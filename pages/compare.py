@@ -2,20 +2,21 @@
 
 import streamlit as st
 
-from engine.analysis.compare import aggregate, noise_floor
+from engine.analysis.compare import aggregate, stored_rule
+from engine.analysis.noise import noise_model
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, setting_choices
 from engine.present.link_state import PageLink
 from engine.present.links import encode_setting
 from engine.present.report import REPORT_FORMATS, build_report
-from engine.present.tables import architecture_notes
+from engine.present.tables import architecture_notes, noise_lines, rule_line
 from engine.scenarios import INFERENCE
 from engine.spec.errors import UserError
 from store.cache import busy, database, read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
-from store.runs import list_sweeps, sweep_rounds
+from store.runs import list_sweeps, sweep_rounds, sweep_rule
 
 st.title("Compare frameworks")
 link = PageLink("compare")
@@ -76,31 +77,40 @@ band_cols = ("p10_ms", "p90_ms") if band == "p10-p90" else ("q1_ms", "q3_ms")
 
 st.subheader("Comparison table")
 if sweep_id:
-    results = [r for r in aggregate(rounds_rows) if r.model in models]
-    df, best_cells, rounds, rows = compare_frame(results)
+    # Verdicts and noise come from the whole sweep (each contest on its own rounds), so the
+    # model filter changes which rows show, never what they say.
+    everything = aggregate(rounds_rows)
+    rule = stored_rule(read(sweep_rule, sweep_id), everything)
+    results = [r for r in everything if r.model in models]
+    df, best_cells, rounds, rows = compare_frame(results, rule=rule)
     st.dataframe(highlight_cells(df, best_cells), hide_index=True, width="stretch",
                  key="compare_table")
     st.caption(f"median latency per batch [ms]: geometric mean of up to {rounds} round "
                "medians [min-max over rounds]. ★ best in row · ≈ no decision against the best "
-               "(paired rounds, 95 % Student-t interval; a speed-up within the noise floor "
-               "is no decision; undecided contests got extra rounds up to the sweep's "
-               "budget) · ? noisy: rounds disagree by over 10 % or a "
-               "round's IQR/median or tail was high; noisy rounds are kept · (n status) "
-               "rounds that broke a rule or failed, left out")
+               "· = equivalent to the best within the margin · ? noisy: rounds disagree by "
+               "over 10 % or a round's IQR/median or tail was high; noisy rounds are kept · "
+               "(n status) rounds that broke a rule or failed, left out. Undecided contests "
+               "got extra rounds up to the sweep's budget.")
     for contest in rows:
         for sentence in contest.sentences:
             st.markdown(f"- {contest.row[0]} b{contest.row[2]} t{contest.row[3]}: {sentence}")
+    if any(c.comparisons for c in rows):
+        st.caption(rule_line(rule)[0].upper() + rule_line(rule)[1:] + ".")
     for model, note in architecture_notes(results):
         st.caption(f"**{model}** across frameworks: {note}")
-    floor = noise_floor([r.summary for r in results if r.summary])
-    if floor:
+    noise = noise_model(everything)
+    if noise:
         f1, f2 = st.columns(2)
-        f1.metric("noise floor of this sweep", f"{floor[0]:.1%}",
-                  help=f"how far apart rounds of the same configuration landed: median over "
-                       f"{floor[2]} configurations, every measured round counted")
-        f2.metric("widest spread of one configuration", f"{floor[1]:.1%}",
-                  help="the largest (max - min) / geometric mean of round medians in this "
-                       "sweep: differences smaller than this can be machine mood")
+        f1.metric("measurement noise (what pairing leaves)", f"±{noise.residual_pct:.1f} %",
+                  help="the residual of a two-way model on log round medians (configuration "
+                       "+ round): the noise a verdict must beat, one standard deviation per "
+                       f"configuration and round ({noise.df} degrees of freedom)")
+        f2.metric("machine drift between rounds", f"{noise.drift_pct:.1f} %",
+                  help="how far the slowest round's shared effect lies from the fastest "
+                       "round's: every configuration of a round moved alike, and pairing "
+                       "rounds cancels it")
+        for line in noise_lines(everything):
+            st.caption(line)
     # A report for someone without the dashboard: built on request (about a second).
     r1, r2, r3 = st.columns([2, 1, 1])
     fmt = r1.radio("Report", list(REPORT_FORMATS), horizontal=True, key="report_format",

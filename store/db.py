@@ -166,9 +166,18 @@ def m008_cluster_nodes(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} VARCHAR")
 
 
+def m009_sweep_rule(con) -> None:
+    """A sweep keeps the rule its verdicts are judged by: the looks its budget allowed
+    (minimum and max rounds), the practical margin and the error rate (issue 24). NULL on
+    older sweeps: their verdicts use the defaults, widened to the rounds they ran."""
+    for column, kind in (("min_rounds", "INTEGER"), ("max_rounds", "INTEGER"),
+                         ("margin", "DOUBLE"), ("alpha", "DOUBLE")):
+        con.execute(f"ALTER TABLE sweeps ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
-              m008_cluster_nodes]
+              m008_cluster_nodes, m009_sweep_rule]
 
 
 def _migrate(con) -> None:

@@ -13,7 +13,7 @@ from engine.scenarios import SCENARIOS
 from engine.spec.record import RunRecord
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
-           "save_record", "save_sweep", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
+           "save_record", "save_sweep", "sweep_rule", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
            "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "SYSTEM_COLUMNS"]
 
@@ -205,11 +205,25 @@ def run_samples(con, run_id: str) -> pd.DataFrame:
 
 
 def save_sweep(con, sweep_id: str, *, rounds: int, seed: int, plan: list[list[str]],
-               configurations: int, command: str | None = None) -> None:
-    """plan: per round, the run order as configuration labels (kept to verify alternation)."""
-    con.execute("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?)",
+               configurations: int, command: str | None = None,
+               rule: dict | None = None) -> None:
+    """plan: per round, the run order as configuration labels (kept to verify alternation).
+    rule: min_rounds, max_rounds, margin and alpha the verdicts are judged by."""
+    rule = rule or {}
+    con.execute("INSERT INTO sweeps (sweep_id, created_at, rounds, seed, configurations, plan, "
+                "command, min_rounds, max_rounds, margin, alpha) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [sweep_id, datetime.now(timezone.utc).replace(tzinfo=None), rounds, seed,
-                 configurations, json.dumps(plan), command])
+                 configurations, json.dumps(plan), command, rule.get("min_rounds"),
+                 rule.get("max_rounds"), rule.get("margin"), rule.get("alpha")])
+
+
+def sweep_rule(con, sweep_id: str) -> dict | None:
+    """The rule a sweep's verdicts are judged by (min_rounds, max_rounds, margin, alpha), or
+    None for a sweep stored before it was kept (or an unknown id)."""
+    rows = con.execute("SELECT min_rounds, max_rounds, margin, alpha FROM sweeps "
+                       "WHERE sweep_id = ? AND min_rounds IS NOT NULL", [sweep_id]).fetchall()
+    return dict(zip(("min_rounds", "max_rounds", "margin", "alpha"), rows[0])) if rows else None
 
 
 def extend_sweep(con, sweep_id: str, *, rounds: int, plan: list[list[str]]) -> None:

@@ -1,10 +1,13 @@
-"""Round aggregation, noise floor and significance on fixed numbers."""
+"""Round aggregation, paired comparisons and the table on fixed numbers (the sequential rule
+itself: tests/test_sequential.py)."""
 
 import pytest
 
-from engine.analysis.compare import (ConfigResult, aggregate, compare_rounds, contender_name,
-                                     contests, likely_cause, noise_floor, summarize_rounds,
-                                     undecided)
+from engine.analysis.compare import (ConfigResult, aggregate, contender_name, contests,
+                                     summarize_rounds, undecided)
+from engine.analysis.noise import likely_cause, noise_model
+from engine.analysis.sequential import (EQUIVALENT, SINGLE, UNDECIDED, WINNER, VerdictRule,
+                                        compare_rounds)
 from engine.present.tables import compare_table, ms_text
 from engine.run.rounds import order_name, plan_rounds
 from engine.spec import expand_sweep
@@ -26,8 +29,9 @@ def test_round_aggregation_is_exact():
 
 
 def test_known_significant_pair():
+    # no rule: one look at the rounds given, the plain 95 % Student-t interval, no margin
     c = compare_rounds({1: 10, 2: 11, 3: 10.5}, {1: 20, 2: 21.5, 3: 20.8})
-    assert c.rounds == 3 and c.significant
+    assert c.rounds == 3 and c.significant and c.state == WINNER
     assert (round(c.speedup, 4), round(c.ci_low, 4), round(c.ci_high, 4)) == \
         (1.9784, 1.9225, 2.036)
     assert c.decided
@@ -39,40 +43,27 @@ def test_known_significant_pair():
 
 def test_known_insignificant_pair():
     c = compare_rounds({1: 10, 2: 12, 3: 9}, {1: 11, 2: 10, 3: 10.5})
-    assert not c.significant and not c.decided
+    assert not c.significant and not c.decided and c.state == UNDECIDED
     assert (round(c.speedup, 4), round(c.ci_low, 4), round(c.ci_high, 4)) == \
         (1.0226, 0.6544, 1.598)  # t(0.975, 2) = 4.30265, not the rounded 4.303
-    assert round(c.noise_pct, 1) == 59.8
-    assert c.sentence("A", "B") == ("no decision within the noise (±60 %) between A and B: "
-                                    "A measured 1.02x faster than B, 95 % CI 0.65-1.60 over "
-                                    "3 rounds")
+    assert round(c.noise_pct, 1) == 19.7  # the paired log ratios' spread, per round
+    assert c.sentence("A", "B").startswith(
+        "no decision between A and B: A measured 1.02x faster than B, 95 % CI 0.65-1.60 "
+        "over 3 rounds; ")
     # Leaning the other way, the sentence names B and inverts the interval.
     r = compare_rounds({1: 11, 2: 10, 3: 10.5}, {1: 10, 2: 12, 3: 9})
-    assert r.sentence("A", "B") == ("no decision within the noise (±60 %) between A and B: "
-                                    "B measured 1.02x faster than A, 95 % CI 0.65-1.60 over "
-                                    "3 rounds")
+    assert r.sentence("A", "B").startswith(
+        "no decision between A and B: B measured 1.02x faster than A, 95 % CI 0.65-1.60")
     two = compare_rounds({1: 10, 2: 12}, {1: 11, 2: 10})
-    assert two.sentence("A", "B").endswith("over 2 rounds; 2 rounds give a very wide "
-                                           "interval: 3 or more narrow it")
+    assert "2 rounds give a very wide interval: 3 or more narrow it" in two.sentence("A", "B")
 
 
 def test_pairs_only_rounds_both_have_and_one_round_gives_no_interval():
     c = compare_rounds({1: 10, 3: 10}, {1: 20, 2: 20})
-    assert c.rounds == 1 and not c.significant and c.speedup == 2.0
+    assert c.rounds == 1 and not c.significant and c.speedup == 2.0 and c.state == SINGLE
     assert c.sentence("A", "B") == ("A vs B: 2.00x from a single round; no interval "
                                     "(run at least 2 rounds)")
     assert compare_rounds({1: 1.0}, {2: 1.0}) is None
-
-
-def test_noise_floor_over_configurations():
-    sums = [summarize_rounds([10, 11]), summarize_rounds([20, 20.5, 21]),
-            summarize_rounds([7])]
-    med, worst, n = noise_floor(sums)
-    assert n == 2
-    g1, g2 = (10 * 11) ** 0.5, (20 * 20.5 * 21) ** (1 / 3)
-    assert worst == pytest.approx(1 / g1)
-    assert med == pytest.approx((1 / g1 + 1 / g2) / 2)
-    assert noise_floor([summarize_rounds([7])]) is None
 
 
 def test_orders_alternate_between_rounds_and_keep_groups_together():
@@ -110,10 +101,12 @@ def test_table_uses_round_aggregates_and_marks_insignificant_cells():
     row8 = next(l for l in lines[2:5] if l.startswith("m 64px      8"))
     assert "*10.26 [9.00-12.00] ?" in row8  # torch: rounds span 29 %: noisy
     assert "~10.49 [10.00-11.00] (1 timeout)" in row8  # tf: no decision against torch
+    # the default rule: looks at rounds 3-6, so the interval is wider than a one-look 1.92-2.04
     assert "  m 64px b1 t2: torch (eager) is 1.98x faster than tensorflow (tf_function) " \
-           "(95 % CI 1.92-2.04, 3 rounds)" in lines
-    assert any(l.startswith("  m 64px b8 t2: no decision within the noise (±") for l in lines)
-    assert any(l.startswith("noise floor: rounds of the same configuration landed") for l in lines)
+           "(95 % sequential interval 1.91-2.05, 3 rounds)" in lines
+    assert any(l.startswith("  m 64px b8 t2: no decision between ") for l in lines)
+    assert any(l.startswith("measurement noise ±") for l in lines)
+    assert any(l.startswith("the machine drifted ") for l in lines)
 
 
 def test_latency_text_keeps_four_significant_figures_to_fit_a_metric():
@@ -143,37 +136,20 @@ def test_the_star_and_the_sentence_use_one_statistic():
     assert round(cmp.speedup, 4) == 1.0499 and not cmp.decided
 
 
-def test_a_round_pointing_the_other_way_beyond_the_noise_floor_leaves_a_contest_open():
-    a, b = {1: 10.0, 2: 10.0, 3: 10.0, 4: 10.0}, {1: 13.0, 2: 13.0, 3: 13.0, 4: 8.5}
-    assert compare_rounds(a, b).significant is False  # the interval already straddles 1
-    a5, b5 = {**a, 5: 10.0, 6: 10.0}, {**b, 5: 13.0, 6: 13.0}
-    cmp = compare_rounds(a5, b5)
-    assert cmp.significant and cmp.decided  # no floor given: the interval alone decides
-    # round 4 favours b by 15 %, beyond a 5 % floor: undecided, whatever the interval says
-    floored = compare_rounds(a5, b5, floor=0.05)
-    assert floored.significant and floored.disagree and not floored.decided
-    assert floored.sentence("a", "b").endswith("a round disagrees beyond the noise floor")
-    assert compare_rounds(a5, b5, floor=0.20).decided  # within a 20 % floor: decided
-
-
-def test_a_speedup_no_larger_than_the_noise_floor_is_no_decision():
-    # Six rounds, b consistently 8-12 % slower: the interval (1.085-1.115) excludes 1.
+def test_a_difference_names_a_winner_only_beyond_the_margin_and_is_equivalent_inside_it():
+    # Six rounds, b consistently 8-12 % slower: the interval (about 1.09-1.11) excludes 1.
     a = {r: 10.0 for r in range(1, 7)}
     b = dict(zip(range(1, 7), (10.8, 11.2, 11.0, 10.9, 11.1, 11.0)))
-    cmp = compare_rounds(a, b, floor=0.05)
+    cmp = compare_rounds(a, b, VerdictRule.of(6, 6, 0.02))
     assert (round(cmp.speedup, 3), round(cmp.ci_low, 3), round(cmp.ci_high, 3)) == \
         (1.1, 1.085, 1.115)
-    assert cmp.decided and not cmp.within_floor  # 10 % beyond a 5 % floor: decided
-    # The same rounds on a machine whose processes land 15 % apart: the difference is
-    # smaller than the noise, so no winner is named however narrow the interval.
-    noisy = compare_rounds(a, b, floor=0.15)
-    assert noisy.significant and noisy.within_floor and not noisy.decided
-    # the same rule either way round: b faster than a by the same margin
-    assert compare_rounds(b, a, floor=0.15).within_floor
-    assert not compare_rounds(b, a, floor=0.05).within_floor
-    assert round(noisy.noise_pct) == 15
-    assert noisy.sentence("a", "b").startswith("no decision within the noise (±15 %)")
-    assert noisy.sentence("a", "b").endswith("within the noise floor (15 %)")
+    assert cmp.state == WINNER  # 8.5 % or more: beyond a 2 % margin
+    # the same rounds against a 15 % margin: the whole interval is inside it
+    wide = compare_rounds(a, b, VerdictRule.of(6, 6, 0.15))
+    assert wide.significant and wide.state == EQUIVALENT
+    assert compare_rounds(b, a, VerdictRule.of(6, 6, 0.15)).state == EQUIVALENT  # either way
+    # a 10 % margin sits inside the interval: neither
+    assert compare_rounds(a, b, VerdictRule.of(6, 6, 0.10)).state == UNDECIDED
 
 
 def test_only_configurations_of_undecided_contests_need_more_rounds():
@@ -196,9 +172,8 @@ def test_dispersion_keeps_rounds_in_the_aggregate_and_the_noise_floor():
     torch = next(r for r in results if r.contender == "torch (eager)")
     assert torch.summary.rounds == 3 and torch.noisy_rounds == 2 and not torch.failed
     assert torch.summary.spread_min == 23.8 and torch.summary.spread_max == 31.1
-    med, worst, n = noise_floor([r.summary for r in results])
-    # the floor is at least the spread the stored rounds show
-    assert worst == pytest.approx((31.1 - 23.8) / torch.summary.center) and n == 2
+    model = noise_model(results)  # every round counts in the noise too
+    assert (model.configurations, model.rounds, model.df) == (2, 3, 2)
 
 
 def test_a_noisy_verdict_names_its_likely_cause():

@@ -38,7 +38,7 @@ def test_migrations_on_empty_database_create_exact_columns():
     assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates",
                                        "m004_prepare_time", "m005_training_dataload_profiles",
                                        "m006_user_models", "m007_machine_identity",
-                                       "m008_cluster_nodes"]
+                                       "m008_cluster_nodes", "m009_sweep_rule"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -52,7 +52,8 @@ def test_migrations_on_empty_database_create_exact_columns():
     assert columns(con, "price_updates") == ["kind", "key", "data", "source", "as_of",
                                              "imported_at"]
     assert columns(con, "sweeps") == ["sweep_id", "created_at", "rounds", "seed",
-                                      "configurations", "plan", "command"]
+                                      "configurations", "plan", "command", "min_rounds",
+                                      "max_rounds", "margin", "alpha"]
     assert columns(con, "model_info") == [
         "model", "framework", "image_size", "framework_version", "params",
         "params_trainable", "flops_per_sample", "flops_method", "measured_at"]
@@ -61,7 +62,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(8,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(9,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

@@ -1,4 +1,4 @@
-"""Comparisons that survive machine drift: round aggregation, noise floor, decisions.
+"""Comparisons that survive machine drift: round aggregation, paired decisions, noise.
 
 A sweep runs in rounds, each in fresh worker processes. On shared VMs two processes running
 the same benchmark can differ by up to 40 % while samples inside one process agree within
@@ -10,19 +10,21 @@ noisy ones included (a noisy round is flagged, never dropped: dropping the distu
 processes keeps the lucky ones). A configuration's figure is the geometric mean of its
 round medians, with the between-round spread (min-max). Two configurations A and B are
 compared round by round (rounds are blocks: A and B of the same round ran close in time) on
-log ratios d_r = ln(m_B,r / m_A,r): the speed-up of A over B is exp(mean d), with a 95 %
-Student-t interval on mean d (R - 1 degrees of freedom). The star and the sentence use the
-same statistic: with every round paired, the speed-up is exactly the ratio of the two
-cells' geometric means.
+log ratios d_r = ln(m_B,r / m_A,r): the speed-up of A over B is exp(mean d). The star and
+the sentence use the same statistic: with every round paired, the speed-up is exactly the
+ratio of the two cells' geometric means.
 
-A contest is decided when its interval excludes 1, no round favours the loser by more than
-the noise floor, and the speed-up itself exceeds the noise floor: a difference smaller than
-the spread the same benchmark shows from process to process is no decision, however narrow
-its interval (the interval is re-tested after every extra round, and a true tie would
-otherwise be "decided" by chance in about one sweep in ten). An undecided contest gets more
-rounds (engine/run/sweep.py) up to the user's budget; when that runs out it reads "no
-decision within the noise (±x %)".
-Pure Python but for scipy's t quantile, so the dashboard can use it without a framework.
+Drift of the machine between rounds moves both contenders of a round alike and pairing
+cancels it, so the noise a verdict must beat is what pairing leaves: each contest is judged
+on its own paired log ratios (never on unrelated configurations), with a 95 % sequential
+interval whose error rate holds over every look the sweep's budget allows
+(engine/analysis/sequential.py). It names a winner when the interval clears the practical
+margin (default ±2 %), calls the pair equivalent when it lies inside it, and otherwise says
+how many rounds its spread would need; a round that disagrees widens the interval, it never
+ends the contest. For the page, a two-way model on log round medians (configuration + round
++ residual, noise_model) splits the sweep's variation into the machine's drift between
+rounds and the measurement noise pairing leaves.
+Pure Python but for scipy's quantiles, so the dashboard can use it without a framework.
 """
 
 from __future__ import annotations
@@ -31,16 +33,17 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-__all__ = ["RoundSummary", "Comparison", "ConfigResult", "Contest", "aggregate", "contests",
-           "summarize_rounds", "compare_rounds", "noise_floor", "undecided", "geomean",
-           "likely_cause", "t975", "ROUND_SPREAD_NOISY", "STEAL_NOTABLE", "OTHERS_NOTABLE"]
+from engine.analysis.noise import likely_cause
+from engine.analysis.sequential import (EQUIVALENT, UNDECIDED, WINNER, VerdictRule,
+                                        compare_rounds)
+
+__all__ = ["RoundSummary", "ConfigResult", "Contest", "aggregate", "contests",
+           "summarize_rounds", "undecided", "geomean", "default_rule", "stored_rule", "t975",
+           "ROUND_SPREAD_NOISY"]
 
 # Rounds of one configuration whose medians spread more than this (max-min over the centre)
 # disagree beyond the ~5 % that rounds inside one process show here: flagged noisy.
 ROUND_SPREAD_NOISY = 0.10
-# Interference worth naming as a noisy verdict's likely cause: shares of the worker's cores.
-STEAL_NOTABLE = 0.02
-OTHERS_NOTABLE = 0.05
 
 
 def t975(df: int) -> float:
@@ -83,94 +86,6 @@ def summarize_rounds(round_medians) -> RoundSummary:
     return RoundSummary(len(meds), meds, center, lo, hi, ratio, flag, why)
 
 
-@dataclass(frozen=True)
-class Comparison:
-    speedup: float  # how many times faster A is than B (B's latency / A's)
-    ci_low: float
-    ci_high: float
-    rounds: int  # paired rounds used
-    significant: bool  # the interval excludes 1
-    disagree: bool = False  # a round favours the other side by more than the noise floor
-    floor: float | None = None  # the noise floor it was judged against (a fraction)
-
-    @property
-    def within_floor(self) -> bool:
-        """The speed-up, either way, is no larger than the noise floor."""
-        return (self.floor is not None
-                and abs(math.log(self.speedup)) <= math.log1p(self.floor))
-
-    @property
-    def decided(self) -> bool:
-        return (self.rounds >= 2 and self.significant and not self.disagree
-                and not self.within_floor)
-
-    @property
-    def noise_pct(self) -> float:
-        """How far either way the noise reaches from 'equal', in percent: the interval's
-        reach as a factor (the same whichever side is named first), or the noise floor
-        where that is wider."""
-        reach = max(self.ci_high - 1, 1 / self.ci_low - 1) if self.ci_low > 0 else math.inf
-        return 100 * max(reach, self.floor or 0.0, 0.0)
-
-    def sentence(self, a: str, b: str) -> str:
-        n = f"{self.rounds} rounds"
-        if self.rounds < 2:
-            return (f"{a} vs {b}: {self.speedup:.2f}x from a single round; no interval "
-                    "(run at least 2 rounds)")
-        if not self.decided:
-            why = "; a round disagrees beyond the noise floor" if self.disagree else ""
-            if self.within_floor and self.significant:
-                why += (f"; the difference is within the noise floor "
-                        f"({100 * self.floor:.0f} %)")
-            if self.rounds == 2:  # Student-t with 1 degree of freedom: 12.7 x the error
-                why += "; 2 rounds give a very wide interval: 3 or more narrow it"
-            # Name the side the measurement leans to, so "1.09x" is never read backwards.
-            fast, slow, x, lo, hi = ((a, b, self.speedup, self.ci_low, self.ci_high)
-                                     if self.speedup >= 1 else
-                                     (b, a, 1 / self.speedup, 1 / self.ci_high,
-                                      1 / self.ci_low))
-            return (f"no decision within the noise (±{self.noise_pct:.0f} %) between {a} and "
-                    f"{b}: {fast} measured {x:.2f}x faster than {slow}, 95 % CI {lo:.2f}-"
-                    f"{hi:.2f} over {n}{why}")
-        if self.speedup >= 1:
-            return (f"{a} is {self.speedup:.2f}x faster than {b} "
-                    f"(95 % CI {self.ci_low:.2f}-{self.ci_high:.2f}, {n})")
-        return (f"{b} is {1 / self.speedup:.2f}x faster than {a} "
-                f"(95 % CI {1 / self.ci_high:.2f}-{1 / self.ci_low:.2f}, {n})")
-
-
-def compare_rounds(a: dict[int, float], b: dict[int, float],
-                   floor: float | None = None) -> Comparison | None:
-    """a, b: round number -> median latency. Only rounds both have are paired. floor: the
-    noise floor (a fraction); a round whose ratio points the other way by more than it
-    leaves the contest undecided even when the interval excludes 1, and so does a speed-up
-    no larger than the floor."""
-    paired = sorted(set(a) & set(b))
-    if not paired:
-        return None
-    d = [math.log(b[r] / a[r]) for r in paired]
-    mean = statistics.fmean(d)
-    if len(d) < 2:
-        s = math.exp(mean)
-        return Comparison(s, s, s, 1, False, floor=floor)
-    half = t975(len(d) - 1) * statistics.stdev(d) / math.sqrt(len(d))
-    lo, hi = math.exp(mean - half), math.exp(mean + half)
-    disagree = floor is not None and any(
-        x * mean < 0 and abs(x) > math.log1p(floor) for x in d)
-    return Comparison(math.exp(mean), lo, hi, len(d), not (lo <= 1.0 <= hi), disagree,
-                      floor)
-
-
-def noise_floor(summaries) -> tuple[float, float, int] | None:
-    """(median, worst, count) of the between-round spread over configurations that ran at
-    least two rounds: how far apart the same benchmark lands from process to process. Every
-    measured round counts, noisy ones included."""
-    spreads = [s.spread_ratio for s in summaries if s.rounds >= 2]
-    if not spreads:
-        return None
-    return statistics.median(spreads), max(spreads), len(spreads)
-
-
 def contender_name(r: dict) -> str:
     """framework (runtime), with precision, device and inter-op threads where they are not
     the defaults: two of them never share a column."""
@@ -208,6 +123,8 @@ class ConfigResult:
     # The contender as its spec names it (engine.run.sweep.config_key), before a machine or
     # model-file suffix: which configuration another round must run, on every machine.
     spec_contender: str = ""
+    # round -> (steal, other processes' CPU) of that round's run, shares of its cores
+    round_load: dict = field(default_factory=dict)
 
     @property
     def row(self) -> tuple:
@@ -218,11 +135,14 @@ class ConfigResult:
         return (*self.row, self.contender)
 
 
-def _interference(rows, what: str) -> float | None:
+def _load(row, what: str) -> float | None:
     # A stored row carries it as a column; a RunRecord in its extra.
-    values = [(r.get("interference") or (r.get("extra") or {}).get("interference") or {})
-              .get(what) for r in rows]
-    values = [v for v in values if v is not None]
+    return (row.get("interference") or (row.get("extra") or {}).get("interference")
+            or {}).get(what)
+
+
+def _interference(rows, what: str) -> float | None:
+    values = [v for v in (_load(r, what) for r in rows) if v is not None]
     return max(values) if values else None
 
 
@@ -260,33 +180,34 @@ def aggregate(runs) -> list[ConfigResult]:
         ok = [r for r in rs if r["status"] == "ok" and r["median_ms"] is not None]
         meds = {(r["round_no"] or 1): r["median_ms"] for r in ok}
         tput = {(r["round_no"] or 1): r["throughput"] for r in ok if r.get("throughput")}
+        load = {(r["round_no"] or 1): (_load(r, "steal_frac"), _load(r, "others_cpu_frac"))
+                for r in ok}
         failed = tuple(r["status"] for r in rs if r not in ok)
         summary = summarize_rounds(list(meds.values())) if meds else None
         noisy = sum(r.get("validity") == "noisy" for r in ok)
         out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
                                 summary, noisy, tput, _interference(ok, "steal_frac"),
                                 _interference(ok, "others_cpu_frac"),
-                                plain[(model, size, batch, threads, contender)]))
+                                plain[(model, size, batch, threads, contender)], load))
     return out
 
 
-def likely_cause(results) -> str:
-    """Names what most likely made these configurations' rounds disagree, from what was
-    recorded while they ran (steal, other processes), or says nothing was recorded."""
-    steal = max((r.steal for r in results if r.steal is not None), default=None)
-    others = max((r.others for r in results if r.others is not None), default=None)
-    causes = []
-    if steal is not None and steal >= STEAL_NOTABLE:
-        causes.append(f"steal took {steal:.0%} of a run")
-    if others is not None and others >= OTHERS_NOTABLE:
-        causes.append(f"other processes took {others:.0%} of a run's cores")
-    if causes:
-        return "likely cause: " + " and ".join(causes)
-    if steal is None and others is None:
-        return "no interference was recorded for these runs"
-    return ("no steal or other-process load above "
-            f"{STEAL_NOTABLE:.0%}/{OTHERS_NOTABLE:.0%} was measured: the spread is between "
-            "the processes themselves")
+def default_rule(results, margin: float = 0.02) -> VerdictRule:
+    """The rule for results whose sweep stored none (older sweeps): looks from the default
+    minimum rounds to the default max_rounds, widened to the rounds actually measured."""
+    from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS
+
+    measured = max((len(r.round_medians) for r in results), default=1)
+    return VerdictRule.of(min(DEFAULT_ROUNDS, max(measured, 2)),
+                          max(DEFAULT_MAX_ROUNDS, measured), margin)
+
+
+def stored_rule(row: dict | None, results) -> VerdictRule:
+    """The rule a stored sweep kept (store.runs.sweep_rule), or default_rule for one that
+    kept none."""
+    if not row:
+        return default_rule(results)
+    return VerdictRule.of(row["min_rounds"], row["max_rounds"], row["margin"], row["alpha"])
 
 
 @dataclass(frozen=True)
@@ -297,7 +218,7 @@ class Contest:
     cells: dict  # contender -> ConfigResult
     best: str | None  # lowest geometric mean of round medians, when two or more have one
     not_significant: frozenset  # contenders whose gap to the best is not decided
-    sentences: tuple[str, ...]  # "A is 1.31x faster than B (95 % CI ...)", per rival
+    sentences: tuple[str, ...]  # "A is 1.31x faster than B (95 % sequential ...)", per rival
     comparisons: dict = field(default_factory=dict)  # rival -> Comparison with the best
 
     @property
@@ -305,11 +226,23 @@ class Contest:
         """Every rival's gap to the best is decided (a row of one is not a contest)."""
         return bool(self.comparisons) and all(c.decided for c in self.comparisons.values())
 
+    @property
+    def done(self) -> bool:
+        """No rival's gap would be decided by another round within the budget."""
+        return bool(self.comparisons) and all(c.done for c in self.comparisons.values())
 
-def contests(results: list[ConfigResult]) -> tuple[list[str], list[Contest]]:
-    """(contender columns, rows) with the best and the decision on each gap."""
+    @property
+    def equivalent(self) -> frozenset:
+        """Contenders equivalent to the best within the margin."""
+        return frozenset(c for c, cmp in self.comparisons.items() if cmp.state == EQUIVALENT)
+
+
+def contests(results: list[ConfigResult], rule: VerdictRule | None = None
+             ) -> tuple[list[str], list[Contest]]:
+    """(contender columns, rows) with the best and the decision on each gap, each judged on
+    its own paired rounds by `rule` (default_rule when None)."""
+    rule = rule or default_rule(results)
     cols = list(dict.fromkeys(r.contender for r in results))
-    floor = noise_floor([r.summary for r in results if r.summary])
     rows: dict = {}
     for r in results:
         rows.setdefault(r.row, {})[r.contender] = r
@@ -322,27 +255,27 @@ def contests(results: list[ConfigResult]) -> tuple[list[str], list[Contest]]:
             for c, r in usable.items():
                 if c == best:
                     continue
-                cmp = compare_rounds(usable[best].round_medians, r.round_medians,
-                                     floor[0] if floor else None)
+                cmp = compare_rounds(usable[best].round_medians, r.round_medians, rule)
                 if cmp is None:
                     continue
                 comparisons[c] = cmp
                 text = cmp.sentence(best, c)
-                if cmp.rounds > 1 and not cmp.decided:
-                    same.add(c)
+                if cmp.state == UNDECIDED:
                     text += f" ({likely_cause([usable[best], r])})"
+                if cmp.state != WINNER:
+                    same.add(c)
                 sentences.append(text)
         out.append(Contest(key, cells, best, frozenset(same), tuple(sentences), comparisons))
     return cols, out
 
 
-def undecided(results: list[ConfigResult]) -> set[tuple]:
-    """Keys (ConfigResult.key) of the configurations in a contest not yet decided: the row's
-    best and each rival whose gap is undecided. What another round should measure."""
+def undecided(results: list[ConfigResult], rule: VerdictRule | None = None) -> set[tuple]:
+    """Keys (ConfigResult.key) of the configurations in a contest another round could still
+    decide: the row's best and each rival whose gap is neither decided nor futile."""
     keys: set = set()
-    for contest in contests(results)[1]:
+    for contest in contests(results, rule)[1]:
         for rival, cmp in contest.comparisons.items():
-            if not cmp.decided:
+            if not cmp.done:
                 keys.add((*contest.row, contest.best))
                 keys.add((*contest.row, rival))
     return keys

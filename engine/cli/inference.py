@@ -16,9 +16,10 @@ from engine.spec.errors import UserError
 from engine.spec.inference import (BF16_RUNTIMES, RunSpec, device_choices, expand_sweep,
                                    left_out_splits)
 from engine.spec.budget import RoundBudget, default_max_rounds
-from engine.spec.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, IMAGE_RANGE,
-                                MARGIN_RANGE, PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
-                                float_range, logical_cores)
+from engine.spec.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
+                                DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
+                                PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
+                                VERDICT_MARGIN_RANGE, float_range, logical_cores)
 from engine.spec.policy import MeasurementPolicy
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -95,6 +96,13 @@ def add_parsers(sub) -> None:
     r.add_argument("--time-budget", type=float_arg("time_budget_s"), default=None,
                    metavar="S", help="no extra round starts once the sweep would pass S "
                                      "seconds of wall time (default: no limit)")
+    r.add_argument("--margin", type=float_arg("margin"), default=DEFAULT_VERDICT_MARGIN,
+                   metavar="FRACTION",
+                   help=f"a verdict's practical margin: a winner is named only when the 95 %% "
+                        f"sequential interval clears ±FRACTION, and a contest whose interval "
+                        f"lies inside it stops as equivalent (default "
+                        f"{DEFAULT_VERDICT_MARGIN:g}, i.e. ±2 %%; "
+                        f"{VERDICT_MARGIN_RANGE[0]:g}..{VERDICT_MARGIN_RANGE[1]:g})")
 
     m = sub.add_parser("models", help="list the catalog with params and FLOPs per framework")
     m.add_argument("--no-count", action="store_true",
@@ -146,6 +154,7 @@ def _frameworks(given, src, default) -> list[str]:
 def cmd_run(args) -> int:
     from engine.analysis.compare import aggregate
     from engine.present.tables import compare_table
+    from engine.run.sweep import verdict_rule
 
     policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
                                min_time_s=args.min_time, min_iters=args.min_iters,
@@ -174,11 +183,11 @@ def cmd_run(args) -> int:
             specs = specs + [replace(s, replica=1) for s in specs]
         budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
                              if args.max_rounds is None else args.max_rounds,
-                             args.time_budget).validate(specs)
+                             args.time_budget, args.margin).validate(specs)
 
         def table(records):
             return compare_table(aggregate([vars(r) for r in records]),
-                                 color=sys.stdout.isatty())
+                                 color=sys.stdout.isatty(), rule=verdict_rule(budget))
         run_and_summarize(specs, args, table=None if args.no_table else table, noun="runs",
                           seed=args.seed, process_per_run=args.process_per_run,
                           budget=budget, runner=cluster.runner if cluster else None)

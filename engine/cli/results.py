@@ -92,17 +92,19 @@ def cmd_sweeps(args) -> int:
 def cmd_compare(args) -> int:
     if args.baseline or args.candidate:  # engine/cli/history.py: the regression check
         return cmd_regress(args)
-    from engine.analysis.compare import aggregate
+    from engine.analysis.compare import aggregate, stored_rule
     from engine.present.tables import compare_table
     from store.db import open_db
-    from store.runs import sweep_rounds
+    from store.runs import sweep_rounds, sweep_rule
     from store.sweep_ref import resolve_inference_sweep
 
     with open_db(args.db) as con:
         sweep_id = resolve_inference_sweep(con, args.sweep)
         rows = sweep_rounds(con, sweep_id)
+        kept = sweep_rule(con, sweep_id)
     print(f"sweep {sweep_id}: {len(rows)} runs")
-    print(compare_table(aggregate(rows), color=sys.stdout.isatty()))
+    results = aggregate(rows)
+    print(compare_table(results, color=sys.stdout.isatty(), rule=stored_rule(kept, results)))
     return 0
 
 

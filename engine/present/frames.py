@@ -14,11 +14,11 @@ __all__ = ["compare_frame", "load_grid", "highlight_cells", "setting_choices", "
 BEST_CSS = "background-color: #d4f4dd; font-weight: bold"
 
 
-def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ")):
+def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ", "= "), rule=None):
     """(table, best cells, rounds, contests): one row per contest (model and size, batch,
     threads), one column per contender, cells as the terminal table writes them; best cells
-    as (row index, column) pairs; rounds at least 1."""
-    cols, grid, rounds = compare_grid(results, marks=marks)
+    as (row index, column) pairs; rounds at least 1. rule: the sweep's VerdictRule."""
+    cols, grid, rounds = compare_grid(results, marks=marks, rule=rule)
     rows, best = [], []
     for contest, cells, winner in grid:
         model, size, batch, threads = contest.row

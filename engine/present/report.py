@@ -2,11 +2,11 @@
 
 HTML: a single self-contained file. plotly.js is inlined once (the first figure carries it,
 the others reuse it) and the style uses system fonts, so the file opens offline and fetches
-nothing. It holds the comparison table with its significance sentences and noise floor,
+nothing. It holds the comparison table with its verdict sentences and the sweep's noise,
 the Compare page's charts, the machine and software the runs ran on, the measurement
 policy, the cost per 1 M inferences on the Cost page's default shape with each price's
 source and date, and the command that reproduces the sweep. Markdown: the table, the
-sentences, the noise floor, one machine line and the command, for a pull request or a
+sentences, the noise, one machine line and the command, for a pull request or a
 wiki page.
 
 Every figure comes from the functions the pages and `python -m engine compare` use
@@ -22,14 +22,15 @@ from collections import Counter
 
 import pandas as pd
 
-from engine.analysis.compare import aggregate, noise_floor
+from engine.analysis.compare import aggregate, stored_rule
+from engine.analysis.noise import noise_model
 from engine.analysis.cost import cpu_shapes, default_shape, equivalents
 from engine.analysis.cost_machines import basis, machine_rows
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, setting_choices
 from engine.present.report_doc import CostData, ReportData, to_html, to_markdown
-from engine.present.tables import architecture_notes, compare_grid
+from engine.present.tables import architecture_notes, compare_grid, noise_lines, rule_line
 from engine.scenarios import INFERENCE
 from engine.spec.budget import default_max_rounds
 from engine.spec.errors import UserError
@@ -40,7 +41,7 @@ from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_sof
                               sweep_systems)
 from store.queries import (comparable_models, config_samples, config_summary,
                            machine_throughput, settings)
-from store.runs import sweep_rounds
+from store.runs import sweep_rounds, sweep_rule
 from store.sweep_ref import resolve_inference_sweep
 from engine.spec.catalog import model_label
 
@@ -48,7 +49,7 @@ __all__ = ["build_report", "check_format", "REPORT_FORMATS"]
 
 # format -> (MIME type, file suffix): what a download button or `--out` default needs.
 REPORT_FORMATS = {"html": ("text/html", ".html"), "md": ("text/markdown", ".md")}
-_MARKS = ("★ ", "≈ ")
+_MARKS = ("★ ", "≈ ", "= ")
 _CMD_PREFIX = "python -m engine "
 
 
@@ -75,11 +76,11 @@ def _gather(con, sweep_id: str) -> ReportData:
     info = sweep_info(con, sweep_id)
     rows = sweep_rounds(con, sweep_id)
     results = aggregate(rows)
-    latency, best, rounds, contest_rows = compare_frame(results, marks=_MARKS)
-    tp_cols, tp_grid, _ = compare_grid(results, as_throughput=True, marks=_MARKS)
+    rule = stored_rule(sweep_rule(con, sweep_id), results)
+    latency, best, rounds, contest_rows = compare_frame(results, marks=_MARKS, rule=rule)
+    tp_cols, tp_grid, _ = compare_grid(results, as_throughput=True, marks=_MARKS, rule=rule)
     sentences = [f"{model_label(c.row[0], c.row[1])} b{c.row[2]} t{c.row[3]}: {s}"
                  for c in contest_rows for s in c.sentences]
-    floor = noise_floor([r.summary for r in results if r.summary])
 
     # The charts and the cost read one setting, as the pages do (figures never blend
     # devices, precisions or machines): the one with most runs, which the pages preselect.
@@ -108,7 +109,8 @@ def _gather(con, sweep_id: str) -> ReportData:
         contenders=list(dict.fromkeys(r.contender for r in results)),
         latency=latency, best=best, rounds=rounds,
         throughput=(tp_cols, tp_grid), sentences=sentences,
-        notes=architecture_notes(results), floor=floor, setting_note=setting_note,
+        notes=architecture_notes(results), noise=noise_model(results),
+        noise_lines=noise_lines(results), rule_text=rule_line(rule), setting_note=setting_note,
         charts=charts, chart_note=chart_note, efficiency=efficiency, cost=cost,
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
         user_models=user_models,

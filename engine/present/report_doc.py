@@ -48,7 +48,9 @@ class ReportData:
     throughput: tuple[list[str], list]  # compare_grid columns and rows, as throughput
     sentences: list[str]
     notes: list[tuple[str, str]]
-    floor: tuple | None
+    noise: object  # engine.analysis.compare.NoiseModel, or None with fewer than 2 rounds
+    noise_lines: list[str]  # the noise pairing leaves and the drift, in words
+    rule_text: str  # what the verdicts rest on
     setting_note: str
     charts: list  # Plotly figures, in the Compare page's order
     chart_note: str
@@ -96,7 +98,7 @@ def _gib(memory_bytes) -> str:
 
 def _is_number(text: str) -> bool:
     """A figure (aligned right), marks, range and percent aside: "★ 10.15 [10.1-10.2]"."""
-    t = text.lstrip("★≈ ").replace(",", "").split(" ")[0].rstrip("%")
+    t = text.lstrip("★≈= ").replace(",", "").split(" ")[0].rstrip("%")
     try:
         float(t)
         return True
@@ -133,14 +135,11 @@ def _date(rep: ReportData) -> str:
     return str(rep.info["created_at"])[:16] + " UTC"
 
 
-def _floor_text(floor) -> str:
-    if not floor:
-        return ("One round per configuration: differences are not tested for significance "
-                "(run at least 2 rounds).")
-    med, worst, n = floor
-    return (f"Noise floor: rounds of the same configuration landed {med:.1%} apart (median "
-            f"over {n} configurations; widest {worst:.1%}). Differences smaller than this "
-            "are machine mood, not framework.")
+def _noise_text(rep: ReportData) -> list[str]:
+    if not rep.noise_lines:
+        return ["One round per configuration, or one configuration: differences are not "
+                "tested for significance (run at least 2 rounds of 2 configurations)."]
+    return [line[0].upper() + line[1:] + "." for line in rep.noise_lines]
 
 
 def _latency_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
@@ -200,22 +199,23 @@ def to_html(rep: ReportData) -> str:
                f"{_table(headers, rows, best)}")
     out.append(f"<p class=\"caption\">Cells: geometric mean of up to {rep.rounds} round "
                "medians [min-max over rounds]. ★ best in row · ≈ no decision against the "
-               "best (paired rounds, 95 % Student-t interval; a speed-up within the noise "
-               "floor is no decision) · ? noisy: rounds disagree by over 10 % or a round's "
-               "IQR/median or tail was high; noisy rounds are kept · (n status) rounds that "
-               "broke a rule or failed, left out.</p>")
+               "best · = equivalent to the best within the margin · ? noisy: rounds disagree "
+               "by over 10 % or a round's IQR/median or tail was high; noisy rounds are kept "
+               "· (n status) rounds that broke a rule or failed, left out.</p>")
     if rep.sentences:
-        out.append("<h3>Significance</h3><ul>"
-                   + "".join(f"<li>{_e(s)}</li>" for s in rep.sentences) + "</ul>")
+        out.append("<h3>Verdicts</h3><ul>"
+                   + "".join(f"<li>{_e(s)}</li>" for s in rep.sentences) + "</ul>"
+                   + f"<p class=\"caption\">{_e(rep.rule_text[0].upper() + rep.rule_text[1:])}."
+                   "</p>")
     for model, note in rep.notes:
         out.append(f"<p class=\"caption\"><b>{_e(model)}</b> across frameworks: "
                    f"{_e(note)}</p>")
-    if rep.floor:
-        med, worst, n = rep.floor
-        out.append(f"<div class=\"metric\">noise floor of this sweep<b>{med:.1%}</b></div>"
-                   f"<div class=\"metric\">widest spread of one configuration"
-                   f"<b>{worst:.1%}</b></div>")
-    out.append(f"<p>{_e(_floor_text(rep.floor))}</p>")
+    if rep.noise is not None:
+        out.append(f"<div class=\"metric\">measurement noise (what pairing leaves)"
+                   f"<b>±{rep.noise.residual_pct:.1f} %</b></div>"
+                   f"<div class=\"metric\">machine drift between rounds"
+                   f"<b>{rep.noise.drift_pct:.1f} %</b></div>")
+    out += [f"<p>{_e(line)}</p>" for line in _noise_text(rep)]
 
     out.append("<h2>Charts</h2>")
     if rep.setting_note:
@@ -335,12 +335,13 @@ def to_markdown(rep: ReportData) -> str:
            f"{rep.runs} runs ({rep.ok} successful) over {rep.info['rounds']} round(s)", "",
            "Median latency per batch [ms], lower is better: geometric mean of up to "
            f"{rep.rounds} round medians [min-max over rounds]; ★ best in row (bold), "
-           "≈ no decision against the best, ? noisy.", ""]
+           "≈ no decision against the best, = equivalent within the margin, ? noisy.", ""]
     headers, rows, best = _latency_rows(rep)
     out += _md_table(headers, rows, best) + [""]
     if rep.sentences:
         out += [f"- {_md(s)}" for s in rep.sentences] + [""]
-    out += [_md(_floor_text(rep.floor)), ""]
+        out += [_md(rep.rule_text[0].upper() + rep.rule_text[1:]) + ".", ""]
+    out += [_md(line) for line in _noise_text(rep)] + [""]
     out += [f"**Machine:** {_md(_machine_line(rep))}", ""]
     if not rep.user_models.empty:
         out += ["**Your models:**", ""]

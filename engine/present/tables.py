@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 
-from engine.analysis.compare import ConfigResult, contests, geomean, noise_floor
+from engine.analysis.compare import ConfigResult, contests, default_rule, geomean
+from engine.analysis.noise import drift_cause, noise_model
+from engine.analysis.sequential import VerdictRule
 from engine.analysis.stats import p99_confident
 from engine.spec.catalog import CATALOG, model_label
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
+           "noise_lines", "rule_line", "MARKS_LEGEND",
            "interference_text", "p99_text", "architecture_notes", "user_model_line"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
@@ -80,15 +83,47 @@ def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> s
     return "\n".join(lines)
 
 
+def rule_line(rule: VerdictRule) -> str:
+    """What a verdict sentence rests on, in one line."""
+    return (f"verdicts: paired rounds on log ratios, {rule.plan.describe()}; a winner "
+            f"needs the interval to clear ±{100 * rule.margin:g} %, and a pair whose interval "
+            "lies inside it is equivalent")
+
+
+def noise_lines(results: list[ConfigResult]) -> list[str]:
+    """The sweep's variation split in two (engine.analysis.compare.noise_model): the noise
+    pairing leaves, which verdicts must beat, and the drift between rounds, which pairing
+    cancels, with its likely cause."""
+    model = noise_model(results)
+    if model is None:
+        return []
+    noise = (f"measurement noise ±{model.residual_pct:.1f} %: what pairing leaves (residual "
+             f"of configuration + round on log round medians, {model.configurations} "
+             f"configurations x {model.rounds} rounds, {model.df} degrees of freedom)")
+    if model.slowest == model.fastest:
+        return [noise, "the machine did not drift between rounds"]
+    return [noise, f"the machine drifted {model.drift_pct:.1f} % between rounds (round "
+                   f"{model.slowest} against round {model.fastest}; pairing cancels it); "
+                   f"{drift_cause(results, model)}"]
+
+
+MARKS_LEGEND = ("* best in row   ~ no decision against the best   = equivalent to the best "
+                "within the margin   ? noisy (rounds disagree by more than 10 %, or a "
+                "round's IQR/median above 10 % or its tail long; noisy rounds are kept)   "
+                "(n status): rounds that broke a rule or failed, left out   a status instead "
+                "of a value: no round of it succeeded")
+
+
 def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
-                 marks: tuple[str, str] = ("*", "~")):
+                 marks: tuple[str, ...] = ("*", "~", "="), rule: VerdictRule | None = None):
     """(columns, rows, rounds) of the comparison, for the terminal and the dashboard alike.
     columns: the contenders (framework (runtime)); rows: per contest (model, size, batch,
     threads), (contest, one text per column, the best column). A cell is the aggregate of
-    its rounds (cell_text) prefixed with marks[0] when it is the row's best and marks[1]
-    when it is not significantly different from the best; a contender with no successful
-    round shows its statuses; an empty string means not measured."""
-    cols, contest_rows = contests(results)
+    its rounds (cell_text) prefixed with marks[0] when it is the row's best, marks[1] when
+    its gap to the best is not decided and marks[2] when it is equivalent to the best
+    within the margin; a contender with no successful round shows its statuses; an empty
+    string means not measured."""
+    cols, contest_rows = contests(results, rule)
     rounds = max((r.summary.rounds for r in results if r.summary), default=0)
     grid = []
     for contest in contest_rows:
@@ -101,23 +136,26 @@ def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
             elif r.summary is None:
                 cells.append("/".join(sorted(set(r.failed))))
             else:
-                mark = marks[0] if c == contest.best else \
-                    marks[1] if c in contest.not_significant else ""
+                mark = (marks[0] if c == contest.best else
+                        marks[2] if c in contest.equivalent else
+                        marks[1] if c in contest.not_significant else "")
                 cells.append(mark + cell_text(r, batch, as_throughput, rounds))
         grid.append((contest, cells, contest.best))
     return cols, grid, rounds
 
 
-def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
+def compare_table(results: list[ConfigResult], *, color: bool = False,
+                  rule: VerdictRule | None = None) -> str:
     """Rows: model / batch / threads; columns: framework (runtime). Values aggregate the
-    rounds: median of round medians with the between-round range; the best per row is
-    starred, cells not significantly different from the best are marked with '~', and the
-    significance of each row's contest is spelled out below the tables."""
+    rounds: geometric mean of round medians with the between-round range; the best per row
+    is starred, cells whose gap to the best is undecided are marked '~' and equivalent ones
+    '=', and each row's verdict is spelled out below the tables with the sweep's noise."""
     out = []
+    rule = rule or default_rule(results)
     for title, as_throughput in (
             ("median latency per batch [ms], lower is better", False),
             ("throughput [samples/s] over the measured time, higher is better", True)):
-        cols, grid, rounds = compare_grid(results, as_throughput=as_throughput)
+        cols, grid, rounds = compare_grid(results, as_throughput=as_throughput, rule=rule)
         table, highlight = [], set()
         for ri, (contest, cells, best) in enumerate(grid):
             model, size, batch, threads = contest.row
@@ -132,9 +170,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
     verdicts = [f"  {model_label(c.row[0], c.row[1])} b{c.row[2]} t{c.row[3]}: {s}"
                 for c in rows for s in c.sentences]
     if verdicts:
-        out.append("verdicts (paired rounds, 95 % Student-t interval on log ratios; decided "
-                   "when it excludes 1, no round disagrees beyond the noise floor and the "
-                   "speed-up exceeds that floor):")
+        out.append(rule_line(rule) + ":")
         out.extend(verdicts)
         out.append("")
     notes = architecture_notes(results)
@@ -142,19 +178,12 @@ def compare_table(results: list[ConfigResult], *, color: bool = False) -> str:
         out.append("architectures compared across frameworks (not identical graphs):")
         out.extend(f"  {m}: {note}" for m, note in notes)
         out.append("")
-    floor = noise_floor([r.summary for r in results if r.summary])
-    if floor:
-        med, worst, n = floor
-        out.append(f"noise floor: rounds of the same configuration landed {med:.1%} apart "
-                   f"(median over {n} configurations; worst {worst:.1%}). Differences "
-                   "smaller than this are machine mood, not framework.")
-    elif rounds <= 1:
+    noise = noise_lines(results)
+    out.extend(noise)
+    if not noise and rounds <= 1:
         out.append("one round: differences are not tested for significance "
                    "(use --rounds 2 or more)")
-    out.append("* best in row   ~ no decision against the best   ? noisy (rounds disagree "
-               "by more than 10 %, or a round's IQR/median above 10 % or its tail long; "
-               "noisy rounds are kept)   (n status): rounds that broke a rule or failed, "
-               "left out   a status instead of a value: no round of it succeeded")
+    out.append(MARKS_LEGEND)
     return "\n".join(out)
 
 

@@ -15,6 +15,7 @@ from typing import Callable
 from dataclasses import dataclass
 
 from engine.analysis.compare import aggregate, contender_name, contests, undecided
+from engine.analysis.sequential import EQUIVALENT, WINNER, VerdictRule
 from engine.run.records import FLOP_FRAMEWORK, new_id, one_flop_count
 from engine.run.rounds import plan_rounds
 from engine.run.runner import Runner
@@ -25,7 +26,7 @@ from engine.spec.inference import RunSpec
 from engine.spec.record import RunRecord
 
 __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round", "RoundPlan",
-           "config_key"]
+           "config_key", "verdict_rule", "settled"]
 
 
 def plan_labels(plan: list[list[RunSpec]]) -> list[list[str]]:
@@ -48,19 +49,30 @@ class StoredSweep:
     extend: Callable[[int, list], None] = lambda rounds, plan: None  # rounds run, their order
 
 
+def verdict_rule(budget: RoundBudget) -> VerdictRule:
+    """The rule a sweep's contests are judged by: looks at its minimum through its max
+    rounds, and its margin."""
+    return VerdictRule.of(budget.rounds, budget.max_rounds, budget.margin)
+
+
 def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
                plan: list | None = None, configurations: int = 0,
-               on_stored: Callable[[RunRecord], None] = lambda rec: None) -> StoredSweep:
-    """Create the sweep's row. Every way of running (sweep, batch search, CLI, dashboard)
-    stores through what this returns."""
+               on_stored: Callable[[RunRecord], None] = lambda rec: None,
+               budget: RoundBudget | None = None) -> StoredSweep:
+    """Create the sweep's row (with the rule its verdicts are judged by, when it has a
+    budget). Every way of running (sweep, batch search, CLI, dashboard) stores through
+    what this returns."""
     from store.db import open_db
     from store.runs import (extend_sweep, framework_version, known_model_stats,
                             reference_flops, save_record, save_sweep)
 
     sweep_id = new_id()
     with open_db(db) as con:  # fails here, before any run, if the file is busy or bad
+        rule = verdict_rule(budget) if budget is not None else None
         save_sweep(con, sweep_id, rounds=rounds, seed=seed, plan=plan or [],
-                   configurations=configurations, command=command)
+                   configurations=configurations, command=command,
+                   rule=rule and {"min_rounds": budget.rounds, "max_rounds": budget.max_rounds,
+                                  "margin": rule.margin, "alpha": rule.plan.alpha})
     system = system_info()
 
     def known(spec: RunSpec):
@@ -103,8 +115,9 @@ class RoundPlan:
 def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done: int,
                elapsed_s: float, seed: int) -> tuple[RoundPlan | None, str]:
     """After `done` rounds: (the next round to run, or None, and why). Up to the minimum
-    every spec runs; past it only the configurations of undecided contests, while rounds
-    and the time budget last. The time a round will take is predicted from what the same
+    every spec runs; past it only the configurations of contests another round could still
+    decide (engine.analysis.compare.undecided under the budget's rule), while rounds and
+    the time budget last. The time a round will take is predicted from what the same
     configurations took in the last round (their runs' wall time) plus a framework start
     per worker group."""
     if done < budget.rounds:
@@ -112,11 +125,13 @@ def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done:
     if not scenario_of(specs[0]).decides_contests:
         return None, f"{done} rounds run"
     results = aggregate(vars(r) for r in records)
-    keys = undecided(results)
+    rule = verdict_rule(budget)
+    keys = undecided(results, rule)
     if not keys:
-        if not any(c.comparisons for c in contests(results)[1]):
+        rows = contests(results, rule)[1]
+        if not any(c.comparisons for c in rows):
             return None, f"{done} rounds run; no two contenders side by side to decide between"
-        return None, f"every contest decided after {done} rounds"
+        return None, settled(rows, done)
     if done >= budget.max_rounds:
         return None, f"max_rounds ({budget.max_rounds}) reached with {len(keys)} " \
                      "configurations undecided"
@@ -132,6 +147,23 @@ def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done:
                           f"{elapsed_s:.0f} s spent, another round takes about {took:.0f} s")
     order = plan_rounds(more, done + 1, seed)[done]
     return RoundPlan(done + 1, order, f"{len(more)} undecided configurations"), ""
+
+
+def settled(rows, done: int) -> str:
+    """Why no contest needs another round, counting its comparisons by outcome."""
+    cmps = [c for row in rows for c in row.comparisons.values()]
+    winners = sum(c.state == WINNER for c in cmps)
+    same = sum(c.state == EQUIVALENT for c in cmps)
+    futile = len(cmps) - winners - same
+    if not futile and not same:
+        return f"every contest decided after {done} rounds"
+    parts = [f"{winners} with a winner"] if winners else []
+    if same:
+        parts.append(f"{same} equivalent within ±{100 * cmps[0].rule.margin:g} %")
+    if futile:
+        parts.append(f"{futile} not decidable within {cmps[0].rule.plan.last} rounds at "
+                     "their spread")
+    return f"every contest settled after {done} rounds: " + ", ".join(parts)
 
 
 def _last_round_s(records: list[RunRecord], specs: list, done: int) -> float:
@@ -160,7 +192,8 @@ def run_sweep(specs: list[RunSpec], *, db: Path, rounds: int | RoundBudget, seed
     plan = plan_rounds(specs, budget.rounds, seed)
     sweep = open_sweep(db, command=command, rounds=budget.rounds, seed=seed,
                        plan=plan_labels(plan), configurations=len(specs),
-                       on_stored=on_stored)
+                       on_stored=on_stored,
+                       budget=budget if scenario_of(specs[0]).decides_contests else None)
     on_start(sweep.sweep_id)
     records: list[RunRecord] = []
     done, labels = 0, plan_labels(plan)

@@ -9,7 +9,7 @@ from engine.spec.budget import RoundBudget, default_max_rounds
 from engine.spec.cluster import check_profile_on_cluster, parse_placement
 from engine.spec.errors import UserError
 from engine.spec.inference import RunSpec, expand_sweep, left_out_splits
-from engine.spec.limits import DEFAULT_ROUNDS, require_values
+from engine.spec.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, require_values
 from engine.spec.model_source import ModelSource, describe_inputs
 from engine.spec.policy import MeasurementPolicy
 
@@ -48,11 +48,15 @@ class Inference(Scenario):
             extra.update(replica_throughputs=ev["replica_throughputs"],
                          window_start_skew_ms=ev["window_start_skew_ms"],
                          window_end_skew_ms=ev["window_end_skew_ms"])
+            if ev.get("window_skew_frac") is not None:
+                extra["window_skew_frac"] = ev["window_skew_frac"]
+        if ev.get("interleaved"):  # timed alternately with a contest's other contenders
+            extra["interleaved"] = ev["interleaved"]
         return extra
 
     def throughput(self, spec, ev: dict, samples_ns) -> float | None:
-        """Replicas serve at once: the machine's throughput is the sum of theirs (each its
-        samples over its own measured time); one worker: the base definition."""
+        """Replicas serve at once: the machine's throughput is the sum of theirs over the
+        window every replica covered; one worker: the base definition."""
         if ev.get("replica_throughputs"):
             return sum(ev["replica_throughputs"])
         return super().throughput(spec, ev, samples_ns)
@@ -89,6 +93,7 @@ class SweepRequest(Request):
     rounds: int = DEFAULT_ROUNDS
     max_rounds: int | None = None  # None: default_max_rounds(rounds)
     time_budget_s: float | None = None
+    margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
     seed: int | None = None
     timeout_s: float = 600.0
     memory_cap_bytes: int | None = None
@@ -111,7 +116,7 @@ class SweepRequest(Request):
     def budget(self) -> RoundBudget:
         return RoundBudget(self.rounds, default_max_rounds(self.rounds)
                            if self.max_rounds is None else self.max_rounds,
-                           self.time_budget_s)
+                           self.time_budget_s, self.margin)
 
     def _expand(self):
         self._check_where()

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.spec.errors import UserError
-from engine.spec.limits import (DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, ROUNDS_RANGE,
-                                TIME_BUDGET_RANGE, float_range, int_range)
+from engine.spec.limits import (DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN,
+                                ROUNDS_RANGE, TIME_BUDGET_RANGE, VERDICT_MARGIN_RANGE,
+                                float_range, int_range)
 
 __all__ = ["RoundBudget", "round_floor_s", "default_max_rounds", "IMPORT_FLOOR_S"]
 
@@ -38,16 +39,21 @@ def default_max_rounds(rounds: int) -> int:
 class RoundBudget:
     """rounds: the minimum, always run; max_rounds: the most any configuration gets;
     time_budget_s: the sweep's wall time past which no further round starts (None: no
-    limit). Extra rounds run only the configurations of undecided contests."""
+    limit); margin: the practical margin a contest's interval must clear to name a winner
+    (or lie inside to call the pair equivalent). Extra rounds run only the configurations
+    of contests another round could still decide. The looks at rounds..max_rounds are
+    where the sequential rule spends its error (engine/analysis/sequential.py)."""
 
     rounds: int = DEFAULT_ROUNDS
     max_rounds: int = DEFAULT_MAX_ROUNDS
     time_budget_s: float | None = None
+    margin: float = DEFAULT_VERDICT_MARGIN
 
     def validate(self, specs=()) -> "RoundBudget":
         int_range("rounds", self.rounds, *ROUNDS_RANGE)
         int_range("max_rounds", self.max_rounds, self.rounds, ROUNDS_RANGE[1],
                   hint=f" (at least rounds, {self.rounds})")
+        float_range("margin", self.margin, *VERDICT_MARGIN_RANGE)
         if self.time_budget_s is not None:
             float_range("time_budget_s", self.time_budget_s, *TIME_BUDGET_RANGE)
             floor = round_floor_s(specs)

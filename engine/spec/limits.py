@@ -14,6 +14,7 @@ from engine.spec.errors import UserError
 
 __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN_BATCH_RANGE",
            "EPOCH_RANGE", "DEFAULT_ROUNDS", "DEFAULT_MAX_ROUNDS", "TIME_BUDGET_RANGE",
+           "DEFAULT_VERDICT_MARGIN", "VERDICT_MARGIN_RANGE",
            "STEPS_RANGE", "SYNTHETIC_RANGE", "WARMUP_STEPS_RANGE",
            "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
            "MEMORY_CAP_MB_MIN", "MARGIN_RANGE", "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
@@ -36,6 +37,11 @@ DEFAULT_ROUNDS = 3
 # default (twice the minimum: with 6 paired rounds the t quantile is 2.57, against 4.30
 # with 3, so an interval narrows by 2.4x for the same noise).
 DEFAULT_MAX_ROUNDS = 6
+# A verdict's practical margin (a fraction of the ratio): a contest names a winner only when
+# its interval clears +-margin and calls the pair equivalent when the interval lies inside
+# it. 2 %: below what a user would act on, above the ~1 % two processes never agree within.
+DEFAULT_VERDICT_MARGIN = 0.02
+VERDICT_MARGIN_RANGE = (0.0, 0.5)
 # A sweep's time budget, in seconds: a day at most.
 TIME_BUDGET_RANGE = (1.0, 86_400.0)
 TRAIN_BATCH_RANGE = (1, 1024)
