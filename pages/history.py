@@ -1,13 +1,16 @@
 """History: a candidate result set against a baseline, configuration by configuration, and one
 configuration's latency over time. The choice lives in the link
-(?baseline=SWEEP&candidate=SWEEP&threshold=PERCENT&config=LABEL), so a link reproduces the
-comparison for someone else."""
+(?baseline=SWEEP,SWEEP&candidate=SWEEP&threshold=PERCENT&config=LABEL), so a link reproduces
+the comparison for someone else. Several sweeps on a side are the same build measured on
+several days: what a verdict needs to tell a slower build from a slower day."""
 
 import streamlit as st
 
 from engine.analysis.regress import (DEFAULT_THRESHOLD, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE,
-                                     REGRESSION, compare_sets, history_points)
-from engine.present.history import history_chart, set_label, style_verdicts, verdict_frame
+                                     REGRESSION, compare_sets)
+from engine.analysis.trend import history_points
+from engine.present.history import (gate_line, history_chart, rule_text, set_label,
+                                    style_verdicts, verdict_frame)
 from engine.present.link_state import PageLink
 from engine.spec.limits import THRESHOLD_RANGE
 from store.cache import read
@@ -28,12 +31,15 @@ ids = list(labels)  # newest first
 lo, hi = 100 * THRESHOLD_RANGE[0], 100 * THRESHOLD_RANGE[1]
 
 c1, c2, c3 = st.columns([5, 5, 2])
-link.choice("baseline", "baseline", ids, prefix_ok=True)
-baseline = c1.selectbox("Baseline", ids, format_func=labels.get, key="baseline",
-                        **({} if link.seeded("baseline") else {"index": min(1, len(ids) - 1)}))
-link.choice("candidate", "candidate", ids, prefix_ok=True)
-candidate = c2.selectbox("Candidate", ids, format_func=labels.get, key="candidate",
-                         **({} if link.seeded("candidate") else {"index": 0}))
+link.choices("baseline", "baseline", ids, prefix_ok=True)
+baseline = c1.multiselect(
+    "Baseline sweeps", ids, format_func=labels.get, key="baseline",
+    help="one build; several sweeps of it (other days) measure how far a sweep moves from "
+         "day to day, which a verdict across sweeps needs",
+    **({} if link.seeded("baseline") else {"default": ids[min(1, len(ids) - 1):][:1]}))
+link.choices("candidate", "candidate", ids, prefix_ok=True)
+candidate = c2.multiselect("Candidate sweeps", ids, format_func=labels.get, key="candidate",
+                           **({} if link.seeded("candidate") else {"default": ids[:1]}))
 link.number("threshold", "threshold", lo, hi)
 threshold_pct = c3.number_input(
     "Threshold [%]", min_value=lo, max_value=hi, step=1.0, key="threshold",
@@ -42,9 +48,13 @@ threshold_pct = c3.number_input(
 link.put("baseline", baseline)
 link.put("candidate", candidate)
 link.put("threshold", threshold_pct, lambda v: f"{v:g}")
+if not baseline or not candidate:
+    link.finish()
+    st.info("Pick at least one baseline and one candidate sweep.")
+    st.stop()
 
-base_sel, base_rows = read(selection_runs, baseline, "baseline")
-cand_sel, cand_rows = read(selection_runs, candidate, "candidate")
+base_sel, base_rows = read(selection_runs, ",".join(baseline), "baseline")
+cand_sel, cand_rows = read(selection_runs, ",".join(candidate), "candidate")
 cmp = compare_sets(base_rows, cand_rows, threshold_pct / 100, baseline=base_sel.label,
                    candidate=cand_sel.label)
 
@@ -56,14 +66,11 @@ st.dataframe(style_verdicts(verdict_frame(cmp)), hide_index=True, width="stretch
                  "baseline [ms]": st.column_config.NumberColumn(format="%.4g"),
                  "candidate [ms]": st.column_config.NumberColumn(format="%.4g"),
                  "ratio": st.column_config.NumberColumn(format="%.3fx")})
-floor = (f"noise floor {cmp.floor:.1%}" if cmp.floor is not None
-         else "no noise floor (no configuration ran two rounds)")
-st.caption(f"ratio = candidate / baseline latency, on the geometric mean of round medians. "
-           f"Threshold ±{threshold_pct:g} % · {floor}. Rounds of one sweep are paired; rounds "
-           "of two sweeps are compared by Welch's 95 % interval on log round medians. Beyond "
-           "the threshold, a verdict needs its whole interval beyond it (else no change, "
-           "undecided); a single round is judged by the threshold alone. Another machine or "
-           "measurement policy is not comparable.")
+st.caption(rule_text(cmp) + ". Two sweeps are compared on their means against how far "
+           "sweeps of one build move from day to day; another machine or measurement policy "
+           "is not comparable.")
+st.caption("What `python -m engine compare --baseline ... --candidate ...` would say: "
+           + gate_line(cmp)[1])
 
 st.subheader("One configuration over time")
 choices = {c.config.label: c.config for c in cmp.changes if c.config.replica is None}

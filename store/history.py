@@ -2,8 +2,9 @@
 on (project commit, framework versions, machine), and one configuration's history.
 
 A selector is what a user writes for `compare --baseline/--candidate`: a sweep id (or a
-unique prefix), `commit:<prefix>`, `machine:<system_id prefix>` or `<package>:<version>`
-for a package the workers reported (`torch:2.5.1`, `tensorflow:2.18`). An exact value wins
+unique prefix; several separated by commas: the same build measured on several days),
+`commit:<prefix>`, `machine:<system_id prefix>` or `<package>:<version>` for a package the
+workers reported (`torch:2.5.1`, `tensorflow:2.18`). An exact value wins
 over a longer one it is a prefix of, as with sweep ids; a prefix must name one commit or
 one machine, while a version names every release it is a component prefix of (`torch:2.5`
 takes 2.5.0 and 2.5.1+cpu, never 2.50).
@@ -38,7 +39,7 @@ class Selection:
 
     text: str
     label: str
-    sweep_id: str | None = None
+    sweep_ids: tuple[str, ...] = ()
     commit: str | None = None
     system_id: str | None = None
     package: str | None = None
@@ -93,11 +94,17 @@ def resolve_selection(con, text: str | None, field: str = "baseline") -> Selecti
     if not sep:
         ids = _distinct(con, "SELECT DISTINCT sweep_id FROM runs WHERE kind = ? "
                              "ORDER BY sweep_id", [INFERENCE.kind])
-        match = _pick(ids, text)
-        if len(match) != 1:
-            raise UserError(f"{field}: {text!r} matches {len(match)} inference sweeps; "
-                            f"allowed: {_allowed(con)}", field=field)
-        return Selection(text, f"sweep {match[0][:8]}", sweep_id=match[0])
+        found = []
+        for part in [p.strip() for p in text.split(",")]:
+            match = _pick(ids, part)
+            if len(match) != 1:
+                raise UserError(f"{field}: {part!r} matches {len(match)} inference sweeps; "
+                                f"allowed: {_allowed(con)}", field=field)
+            found.append(match[0])
+        found = list(dict.fromkeys(found))
+        label = (f"sweep {found[0][:8]}" if len(found) == 1 else
+                 f"{len(found)} sweeps ({', '.join(f[:8] for f in found)})")
+        return Selection(text, label, sweep_ids=tuple(found))
     if what in ("commit", "machine"):
         stored = _distinct(con, _DISTINCT[what], [INFERENCE.kind])
         match = _pick(stored, value) if value else []
@@ -129,9 +136,10 @@ _RUNS = (
     "r.framework, r.runtime, r.batch_size, r.intra_threads, r.inter_threads, r.precision, "
     "r.image_size, r.device, r.system_id, r.status, r.validity, r.median_ms, r.throughput, "
     "r.warmup_iters, r.min_time_s, r.min_iters, r.started_at, r.git_commit, r.versions, "
+    "r.replicas, r.machine_shape, r.model_sha256, "
     "r.extra->'interference' AS interference, (r.extra->>'replica')::INTEGER AS replica "
     "FROM runs r LEFT JOIN sweeps s USING (sweep_id) "
-    "WHERE r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+    "WHERE r.kind = ? AND (len(?::VARCHAR[]) = 0 OR list_contains(?::VARCHAR[], r.sweep_id)) "
     "AND (?::VARCHAR IS NULL OR r.git_commit = ?) AND (?::VARCHAR IS NULL OR r.system_id = ?) "
     "AND (?::VARCHAR IS NULL OR list_contains(?::VARCHAR[], r.versions->>?::VARCHAR)) "
     "ORDER BY r.started_at, r.run_id")
@@ -153,7 +161,8 @@ def selection_runs(con, text: str, field: str = "baseline") -> tuple[Selection, 
     engine.analysis.compare.aggregate reads, the measurement policy, the sweep's date, and
     `versions` as framework_versions writes it), oldest first."""
     sel = resolve_selection(con, text, field)
-    cur = con.execute(_RUNS, [INFERENCE.kind, sel.sweep_id, sel.sweep_id, sel.commit,
+    cur = con.execute(_RUNS, [INFERENCE.kind, list(sel.sweep_ids), list(sel.sweep_ids),
+                              sel.commit,
                               sel.commit, sel.system_id, sel.system_id, sel.package,
                               list(sel.versions), sel.package])
     return sel, _dicts(cur)

@@ -16,8 +16,11 @@ from tests.conftest import ROOT
 from tests.helpers import SYSTEM, ok_record
 
 OTHER = {**SYSTEM, "system_id": "sys-other-0002", "hostname": "other"}
-# sweep, commit, torch version, machine, round medians (ms) of mobilenet b1 t1
+# sweep, commit, torch version, machine, round medians (ms) of mobilenet b1 t1: the baseline
+# build (commit aaaa1111) measured on three days, a slower build, and one on another machine
 SWEEPS = [("sweep-a", "aaaa1111", "2.5.1", SYSTEM, (10.0, 10.1, 9.9)),
+          ("sweep-a2", "aaaa1111", "2.5.1", SYSTEM, (10.5, 10.6, 10.4)),
+          ("sweep-a3", "aaaa1111", "2.5.1", SYSTEM, (10.2, 10.3, 10.1)),
           ("sweep-b", "bbbb2222", "2.6.0", SYSTEM, (13.0, 13.2, 12.9)),
           ("sweep-c", "bbbb2222", "2.6.0", OTHER, (5.0, 5.1, 4.9))]
 
@@ -45,18 +48,20 @@ def history_db(db_path):
 def test_result_sets_list_commit_versions_and_machine_newest_first(history_db):
     with open_db(history_db) as con:
         sets = result_sets(con)
-    assert sets.sweep_id.tolist() == ["sweep-c", "sweep-b", "sweep-a"]
-    assert sets.commits.tolist() == [["bbbb2222"], ["bbbb2222"], ["aaaa1111"]]
-    assert sets.versions.tolist() == ["torch 2.6.0", "torch 2.6.0", "torch 2.5.1"]
-    assert sets.machines.tolist() == [["sys-other-0002"], ["sys-test-0001"], ["sys-test-0001"]]
+    assert sets.sweep_id.tolist() == ["sweep-c", "sweep-b", "sweep-a3", "sweep-a2", "sweep-a"]
+    assert sets.commits.tolist() == [["bbbb2222"], ["bbbb2222"], *[["aaaa1111"]] * 3]
+    assert sets.versions.tolist() == ["torch 2.6.0", "torch 2.6.0", *["torch 2.5.1"] * 3]
+    assert sets.machines.tolist() == [["sys-other-0002"], *[["sys-test-0001"]] * 4]
     assert sets.machine_names.tolist()[0] == ["Test CPU @ 2 GHz on other"]
-    assert (sets.runs.tolist(), sets.ok.tolist()) == ([3, 3, 3], [3, 3, 3])
+    assert (sets.runs.tolist(), sets.ok.tolist()) == ([3] * 5, [3] * 5)
 
 
 @pytest.mark.parametrize("selector, label, sweeps", [
-    ("sweep-a", "sweep sweep-a", {"sweep-a"}),
+    ("sweep-a", "sweep sweep-a", {"sweep-a"}),  # an exact id wins over sweep-a2
+    ("sweep-a,sweep-a2", "2 sweeps (sweep-a, sweep-a2)", {"sweep-a", "sweep-a2"}),
+    ("commit:aaaa", "commit aaaa1111", {"sweep-a", "sweep-a2", "sweep-a3"}),
     ("commit:bbbb", "commit bbbb2222", {"sweep-b", "sweep-c"}),
-    ("torch:2.5", "torch 2.5.1", {"sweep-a"}),
+    ("torch:2.5", "torch 2.5.1", {"sweep-a", "sweep-a2", "sweep-a3"}),
     ("torch:2.6.0", "torch 2.6.0", {"sweep-b", "sweep-c"}),
     ("machine:sys-other", "machine sys-othe", {"sweep-c"}),
 ])
@@ -70,7 +75,7 @@ def test_selectors_name_their_runs(history_db, selector, label, sweeps):
 
 
 @pytest.mark.parametrize("selector, message", [
-    ("sweep-", "candidate: 'sweep-' matches 3 inference sweeps; allowed: a sweep id or unique "
+    ("sweep-", "candidate: 'sweep-' matches 5 inference sweeps; allowed: a sweep id or unique "
                "prefix (see `python -m engine history`), commit:<prefix>, machine:<system_id "
                "prefix>, or <package>:<version> with package one of numpy, torch"),
     ("commit:cc", "candidate: 'commit:cc' matches 0 commits (none); allowed: a unique prefix "
@@ -87,30 +92,38 @@ def test_a_bad_selector_names_the_option_and_what_is_allowed(history_db, selecto
 
 def test_compare_baseline_candidate_prints_verdicts_and_gates(history_db, capsys):
     db = ["--db", str(history_db)]
+    # the baseline build on two days against the slower build: a regression, exit 1
     assert main(["compare", "--baseline", "torch:2.5", "--candidate", "sweep-b", *db]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "baseline torch 2.5.1 (3 runs) · candidate sweep sweep-b (3 runs)"
-    row = out[3].split("  ")
-    assert [c.strip() for c in row if c.strip()][:8] == [
-        "mobilenet_v3_small 64px b1 t1 · torch (eager)", "sys-test", "10", "13.03", "1.303x",
-        "1.271-1.336", "3/3", "regression · FAILS > 1.1x"]
-    assert out[-1] == ("regression gate: 1 comparable configuration slower than 1.1x with an "
-                       "interval excluding 1 or a single round: exit 1")
-    # the gate at 1.40x lets a 1.30x slowdown pass; the reverse is an improvement
-    assert main(["compare", "--baseline", "sweep-a", "--candidate", "sweep-b",
+    assert out[0] == "baseline torch 2.5.1 (9 runs) · candidate sweep sweep-b (3 runs)"
+    row = [c.strip() for c in out[3].split("  ") if c.strip()]
+    assert row[:9] == [
+        "mobilenet_v3_small 64px b1 t1 · torch (eager)", "sys-test", "10.23", "13.03",
+        "1.274x", "1.128-1.439", "3/1", "9/3", "regression · FAILS > 1.1x"]
+    assert out[-1] == ("regression gate: 1 configuration slower than 1.1x (5 % family-wise "
+                       "over the configurations judged): exit 1")
+    # the gate at 1.40x lets a 1.27x slowdown pass; the reverse is an improvement
+    assert main(["compare", "--baseline", "torch:2.5", "--candidate", "sweep-b",
                  "--fail-above", "1.4", *db]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "regression gate: no comparable configuration slower than 1.4x: exit 0")
-    assert main(["compare", "--baseline", "sweep-b", "--candidate", "sweep-a", *db]) == 0
+        "regression gate: no configuration slower than 1.4x among 1 compared (1 undecided: "
+        "more sweeps narrow them): exit 0")
+    assert main(["compare", "--baseline", "sweep-b", "--candidate", "commit:aaaa", *db]) == 0
     assert "improvement" in capsys.readouterr().out
-    # another machine is not comparable; with nothing compared the gate cannot pass
-    assert main(["compare", "--baseline", "sweep-a", "--candidate", "machine:sys-o", *db]) == 1
+    # one sweep on each side: a slower day or a slower build? It cannot say: exit 2
+    assert main(["compare", "--baseline", "sweep-a", "--candidate", "sweep-b", *db]) == 2
+    out = capsys.readouterr().out
+    assert "undecided: one baseline sweep cannot tell a slower day from a slower build" in out
+    assert out.splitlines()[-1].startswith("regression gate: cannot judge: 1 configuration "
+                                           "compared with one sweep on each side")
+    # another machine is not comparable; with nothing compared the gate cannot judge
+    assert main(["compare", "--baseline", "sweep-a", "--candidate", "machine:sys-o", *db]) == 2
     out = capsys.readouterr().out
     assert "not comparable" in out and "different machine: baseline sys-test, candidate " \
         "sys-othe" in out
-    assert out.splitlines()[-1] == ("regression gate: nothing could be compared (different "
-                                    "machine or measurement policy on every configuration): "
-                                    "exit 1")
+    assert out.splitlines()[-1] == ("regression gate: cannot judge: nothing could be compared "
+                                    "(different machine or measurement policy on every "
+                                    "configuration): exit 2")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -138,18 +151,20 @@ def test_history_command_lists_result_sets(history_db, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["created", "(UTC)", "sweep", "commit", "framework", "versions",
                                 "machine", "rounds", "ok/runs"]
-    assert [l.split()[2] for l in lines[2:5]] == ["sweep-c", "sweep-b", "sweep-a"]
+    assert [l.split()[2] for l in lines[2:7]] == ["sweep-c", "sweep-b", "sweep-a3", "sweep-a2",
+                                                  "sweep-a"]
     assert re.split(r"\s{2,}", lines[2])[1:] == [
         "sweep-c", "bbbb2222", "torch 2.6.0", "Test CPU @ 2 GHz on other (sys-othe)", "3",
         "3/3"]
-    assert lines[5].startswith("compare two of them: python -m engine compare --baseline")
+    assert lines[7].startswith("compare two of them: python -m engine compare --baseline")
 
 
 def test_real_sweeps_catch_a_build_made_slower(db_path, worker_env, monkeypatch, capsys):
-    """Three real selftest sweeps (worker subprocesses, 2 rounds each): `identity` sleeping
-    2 ms per call, the same again, and a build sleeping 4 ms (BENCH_SELFTEST_DELAY_MS)."""
+    """Four real selftest sweeps (worker subprocesses, 2 rounds each): `identity` sleeping
+    2 ms per call three times (two for the baseline, one the same build again), and a build
+    sleeping 4 ms (BENCH_SELFTEST_DELAY_MS)."""
     ids = []
-    for delay in ("2", "2", "4"):
+    for delay in ("2", "2", "2", "4"):
         monkeypatch.setenv("BENCH_SELFTEST_DELAY_MS", delay)
         assert main(["run", "--model", "identity", "--framework", "selftest", "--batch", "1",
                      "--min-time", "0.05", "--min-iters", "5", "--warmup", "1", "--rounds",
@@ -157,23 +172,25 @@ def test_real_sweeps_catch_a_build_made_slower(db_path, worker_env, monkeypatch,
         with open_db(db_path) as con:
             ids.append(result_sets(con).sweep_id.iloc[0])
     capsys.readouterr()
-    base, same, slow = ids
+    base, same, slow = ",".join(ids[:2]), ids[2], ids[3]
     db = ["--db", str(db_path)]
 
     def check(baseline, candidate):
         rc = main(["compare", "--baseline", baseline, "--candidate", candidate,
                    "--fail-above", "1.10", *db])
-        row = re.split(r"\s{2,}", capsys.readouterr().out.splitlines()[3])
-        assert row[0] == "identity 32px b1 t1 · selftest (python)" and row[6] == "2/2", row
-        return rc, float(row[4].rstrip("x")), row[7]
+        out = capsys.readouterr().out.splitlines()
+        row = re.split(r"\s{2,}", out[3])
+        assert row[0] == "identity 32px b1 t1 · selftest (python)", row
+        return rc, float(row[4].rstrip("x")), row[8], out[-1]
 
     # a sleep of 2 ms measures about 2.07 ms here and 4 ms about 4.07 ms: a ratio near 1.97
-    rc, ratio, verdict = check(base, slow)
+    rc, ratio, verdict, gate = check(base, slow)
     assert (rc, verdict) == (1, "regression · FAILS > 1.1x") and 1.8 < ratio < 2.1
-    rc, ratio, verdict = check(slow, base)
+    assert gate.endswith("exit 1")
+    rc, ratio, verdict, gate = check(slow, base)
     assert (rc, verdict) == (0, "improvement") and 1 / 2.1 < ratio < 1 / 1.8
-    rc, ratio, verdict = check(base, same)
-    assert (rc, verdict) == (0, "no change") and 0.9 < ratio < 1.1
+    rc, ratio, verdict, gate = check(base, same)
+    assert rc == 0 and verdict.startswith("no change") and 0.9 < ratio < 1.1
     # the delay is on record: the slow sweep's versions say so
     assert main(["history", *db]) == 0
     assert "selftest_delay_ms 4" in capsys.readouterr().out
@@ -196,28 +213,30 @@ def test_history_page_on_an_empty_database_says_what_to_do(db_path, monkeypatch)
 
 def test_history_page_shows_verdicts_and_a_configuration_over_time(history_db, monkeypatch):
     at = history_page(history_db, monkeypatch)
-    assert (at.selectbox(key="baseline").value, at.selectbox(key="candidate").value) == (
-        "sweep-b", "sweep-c")
+    assert (at.multiselect(key="baseline").value, at.multiselect(key="candidate").value) == (
+        ["sweep-b"], ["sweep-c"])
     assert at.dataframe[0].value.verdict.tolist() == ["not comparable"]
-    at.selectbox(key="baseline").set_value("sweep-a")
-    at.selectbox(key="candidate").set_value("sweep-b")
+    at.multiselect(key="baseline").set_value(["sweep-a", "sweep-a2", "sweep-a3"])
+    at.multiselect(key="candidate").set_value(["sweep-b"])
     at.run()
     assert not at.exception
     assert {m.label: m.value for m in at.metric} == {
         "regression": "1", "improvement": "0", "no change": "0", "not comparable": "0"}
     table = at.dataframe[0].value
-    assert table.verdict.tolist() == ["regression"]
-    # Welch on the logs of 10.0, 10.1, 9.9 and 13.0, 13.2, 12.9 ms (as scipy's ttest_ind)
-    assert round(table.ratio[0], 3) == 1.303 and table["95 % CI"][0] == "1.271-1.336"
+    assert table.verdict.tolist() == ["regression · FAILS > 1.1x"]
+    # sweep means against the baseline's three days: their spread has 2 degrees of freedom
+    assert round(table.ratio[0], 3) == 1.274 and table["95 % CI"][0] == "1.128-1.439"
+    assert table.sweeps[0] == "3/1"
+    assert any("exit 1" in c.value for c in at.caption)
     assert at.selectbox(key="config").value == "mobilenet_v3_small 64px b1 t1 · torch (eager)"
     (chart,) = at.get("plotly_chart")
     fig = json.loads(chart.proto.spec)
     # one line per torch version (two machines: named); sweep-c ran on the other machine
     assert sorted(t["name"] for t in fig["data"]) == [
         "torch 2.5.1 @sys-test", "torch 2.6.0 @sys-othe", "torch 2.6.0 @sys-test"]
-    assert at.query_params["baseline"] == "sweep-a"
+    assert at.query_params["baseline"] == "sweep-a,sweep-a2,sweep-a3"
     at.number_input(key="threshold").set_value(40.0).run()
-    assert at.dataframe[0].value.verdict.tolist() == ["no change"]
+    assert at.dataframe[0].value.verdict.tolist()[0].startswith("no change")
     assert (at.query_params["candidate"], at.query_params["threshold"]) == ("sweep-b", "40")
     assert at.query_params["config"] == "mobilenet_v3_small 64px b1 t1 · torch (eager)"
 
@@ -227,29 +246,30 @@ def test_verdict_cells_are_coloured_by_verdict(history_db):
     from engine.present.history import VERDICT_CSS, style_verdicts, verdict_frame
 
     with open_db(history_db) as con:
-        _, a = selection_runs(con, "sweep-a")
+        _, a = selection_runs(con, "commit:aaaa")
         _, b = selection_runs(con, "sweep-b")
     for base, cand, verdict in ((a, b, "regression"), (b, a, "improvement")):
         df = verdict_frame(compare_sets(base, cand))
         ctx = style_verdicts(df)._compute().ctx  # (row, column) -> [(property, value)]
-        assert df.verdict.tolist() == [verdict]
-        assert "; ".join(f"{k}: {v}" for k, v in ctx[(0, 7)]) == VERDICT_CSS[verdict]
+        assert df.verdict.tolist()[0].split(" · ")[0] == verdict
+        assert "; ".join(f"{k}: {v}" for k, v in ctx[(0, 8)]) == VERDICT_CSS[verdict]
 
 
 def test_a_link_reproduces_the_comparison(history_db, monkeypatch):
-    at = history_page(history_db, monkeypatch,
-                      {"baseline": "sweep-a", "candidate": "sweep-b", "threshold": "40"})
+    at = history_page(history_db, monkeypatch, {"baseline": "sweep-a,sweep-a2,sweep-a3",
+                                                "candidate": "sweep-b", "threshold": "40"})
     assert at.number_input(key="threshold").value == 40.0
-    assert at.dataframe[0].value.verdict.tolist() == ["no change"]
+    assert at.multiselect(key="baseline").value == ["sweep-a", "sweep-a2", "sweep-a3"]
+    assert at.dataframe[0].value.verdict.tolist()[0].startswith("no change")
 
 
 def test_history_page_names_a_bad_link_and_falls_back(history_db, monkeypatch):
     at = history_page(history_db, monkeypatch, {"baseline": "nope", "candidate": "sweep-a",
                                                 "threshold": "500"})
     assert [w.value for w in at.warning] == [
-        "link: baseline='nope' is not allowed; allowed: one of sweep-c, sweep-b, sweep-a; "
-        "ignored",
+        "link: baseline='nope' is not allowed; allowed: one of sweep-c, sweep-b, sweep-a3, "
+        "sweep-a2, sweep-a; ignored",
         "link: threshold='500' is not allowed; allowed: number 1..100; ignored"]
-    assert (at.selectbox(key="baseline").value, at.selectbox(key="candidate").value) == (
-        "sweep-b", "sweep-a")
+    assert (at.multiselect(key="baseline").value, at.multiselect(key="candidate").value) == (
+        ["sweep-b"], ["sweep-a"])
     assert at.number_input(key="threshold").value == 10.0

@@ -1,28 +1,38 @@
 """Regressions: a candidate result set against a baseline, configuration by configuration.
 
 A configuration is everything that changes what is measured (model, framework, runtime,
-batch, threads, image size, precision, device, inter-op threads, and an A/A copy's number).
-Its figure in a set is the geometric mean of its round medians (compare.aggregate: every
+batch, threads, image size, precision, device, inter-op threads, replicas, the model file's
+digest, and an A/A copy's number), on one machine (systems row and catalog shape) under one
+measurement policy. Its figure in a set is the geometric mean of its round medians (every
 measured round counts), and the change is the latency ratio candidate / baseline.
 
-Rounds are the unit of replication, as in engine/analysis/compare.py. Rounds of one sweep
-ran interleaved, so a configuration compared with itself inside one sweep is paired round by
-round (compare_rounds); rounds of different sweeps ran hours or commits apart, and pairing
-"round 1" with "round 1" would mean nothing, so two sweeps are compared with Welch's
-interval on the log round medians. Either way the interval is 95 % Student-t (t975).
+Two sets are sweeps run hours or commits apart. Rounds inside a sweep share that day's
+machine, so the unit that repeats from one build to the next is the sweep: the spread of a
+configuration's sweep means (log scale) from one sweep to another of the same build is what
+a change must beat. It is estimated from the sets' own repeated sweeps (a selector naming
+several: `commit:<prefix>`, `<package>:<version>`, or sweep ids separated by commas),
+pooled over configurations; the change's 95 % interval is then a t interval with
+sd * sqrt(1/k_baseline + 1/k_candidate). The spread has two parts: the day, which moves
+every configuration of a sweep alike and so has one degree of freedom per sweep however many
+configurations share it, and the rest, pooled over configurations (a configuration + sweep
+model on sweep means); Welch-Satterthwaite gives the degrees of freedom of their sum. With one sweep on
+each side there is nothing to estimate it from, and the verdict says so: "undecided: one
+baseline sweep cannot tell a slower day from a slower build". A configuration measured by
+both sides in the very same rounds (one sweep on both sides) is compared round by round.
 
 Verdicts, with asv's threshold (10 % by default, symmetric in log: 1.10x slower or 1/1.10
-faster):
-- within the threshold: `no change`;
-- beyond it: `regression` or `improvement` only when the whole interval clears the
-  threshold and the ratio exceeds the noise floor (how far rounds of one configuration land
-  apart, compare.noise_floor) and, when paired, no round points the other way by more than
-  that floor; otherwise `no change`, flagged undecided with the reason;
-- a single round on either side has no interval: the threshold alone decides, and the note
-  says so;
+faster); `fail_above` moves the regression side's bound:
+- `regression` (`improvement`): slower (faster) than the bound, one-sided, with the p-value
+  adjusted over every configuration compared (step-down min-p, engine/analysis/
+  multiplicity.py) at 5 %, so that identical builds give any false regression in at most
+  5 % of comparisons, whether they hold 1 configuration or 50;
+- `no change`: the 95 % interval lies inside the threshold both ways;
+- `no change`, undecided: neither, with the reason (the interval reaches across the bound,
+  or one sweep per side);
 - `not comparable`: missing on one side, no successful round on one side, another machine,
-  or another measurement policy (warm-up, min_time, min_iters), since each moves the figure
-  by itself.
+  or another measurement policy (warm-up, min_time, min_iters).
+A gate (engine/cli/history.py) fails exactly on the configurations whose verdict is
+regression, so the table and the exit status cannot disagree.
 """
 
 from __future__ import annotations
@@ -31,21 +41,27 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from engine.analysis.compare import (ConfigResult, aggregate, compare_rounds, contender_name,
-                                     geomean, noise_floor, t975)
-from engine.spec.limits import THRESHOLD_RANGE, float_range
+from engine.analysis.compare import ConfigResult, aggregate, contender_name, t975
+from engine.analysis.multiplicity import Statistic, step_down_minp
+from engine.analysis.noise import noise_model
+from engine.analysis.sequential import compare_rounds
 from engine.spec.catalog import model_label
+from engine.spec.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
 
-__all__ = ["Config", "Decision", "Change", "SetComparison", "HistoryPoint", "decide",
-           "compare_sets", "history_points", "policy_text", "DEFAULT_THRESHOLD", "VERDICTS",
-           "REGRESSION", "IMPROVEMENT", "NO_CHANGE", "NOT_COMPARABLE", "PAIRED", "WELCH",
-           "THRESHOLD_ONLY"]
+__all__ = ["Config", "Decision", "Change", "SetComparison", "Evidence",
+           "decide", "compare_sets", "policy_text", "sweep_spread", "evidence",
+           "DEFAULT_THRESHOLD", "FAMILY_ALPHA", "VERDICTS", "REGRESSION", "IMPROVEMENT",
+           "NO_CHANGE", "NOT_COMPARABLE", "PAIRED", "SWEEPS", "ONE_SWEEP"]
 
 DEFAULT_THRESHOLD = 0.10  # asv's default factor of 1.1
+# The chance of any false regression (or improvement) over all the configurations compared.
+FAMILY_ALPHA = 0.05
 REGRESSION, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE = (
     "regression", "improvement", "no change", "not comparable")
 VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE)
-PAIRED, WELCH, THRESHOLD_ONLY = "paired rounds", "Welch", "threshold only"
+PAIRED, SWEEPS = "paired rounds", "between sweeps"
+ONE_SWEEP = ("undecided: one baseline sweep cannot tell a slower day from a slower build "
+             "(select 2 or more sweeps of a side, e.g. commit:<prefix> or SWEEP,SWEEP)")
 # What makes two runs measure the same thing differently: not comparable across sets.
 POLICY_FIELDS = ("warmup_iters", "min_time_s", "min_iters")
 
@@ -62,16 +78,20 @@ class Config:
     device: str | None
     inter_threads: int | None
     replica: int | None = None  # an A/A test's second copy is a configuration of its own
+    replicas: int | None = None  # R workers at once: another split, another configuration
+    model_sha256: str | None = None  # a user's model file: another file, another model
 
     @classmethod
     def of(cls, row: dict) -> "Config":
+        replicas = row.get("replicas")
         return cls(row["model"], row["framework"], row["runtime"], row["batch_size"],
                    row["intra_threads"], row["image_size"], row.get("precision"),
-                   row.get("device"), row.get("inter_threads"), row.get("replica"))
+                   row.get("device"), row.get("inter_threads"), row.get("replica"),
+                   None if replicas in (None, 1) else replicas, row.get("model_sha256"))
 
     @property
     def values(self) -> tuple:
-        """In store.history.CONFIG_COLUMNS order (the replica left out)."""
+        """In store.history.CONFIG_COLUMNS order (replica, replicas and digest left out)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.threads,
                 self.image_size, self.precision, self.device, self.inter_threads)
 
@@ -80,18 +100,53 @@ class Config:
         contender = contender_name({"framework": self.framework, "runtime": self.runtime,
                                     "precision": self.precision, "device": self.device,
                                     "inter_threads": self.inter_threads,
-                                    "replica": self.replica})
+                                    "replica": self.replica, "replicas": self.replicas})
+        digest = f" sha256:{self.model_sha256[:8]}" if self.model_sha256 else ""
         return (f"{model_label(self.model, self.image_size)} b{self.batch_size} t{self.threads} · "
-                f"{contender}")
+                f"{contender}{digest}")
 
     def sort_key(self) -> tuple:
         return tuple((v is None, v if v is not None else 0) for v in
-                     (*self.values, self.replica))
+                     (*self.values, self.replica, self.replicas, self.model_sha256))
 
 
 def policy_text(policy: tuple) -> str:
     warmup, min_time, min_iters = policy
     return f"warmup {warmup}, min_time {min_time:g} s, min_iters {min_iters}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One configuration's change before the multiplicity adjustment: the log ratio, its
+    standard error and degrees of freedom (None: no interval, with the reason)."""
+
+    log_ratio: float
+    se: float | None
+    df: float | None
+    method: str  # PAIRED or SWEEPS
+    why_not: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.log_ratio)
+
+    def interval(self) -> tuple[float, float] | tuple[None, None]:
+        if self.se is None:
+            return None, None
+        if self.se == 0:
+            return self.ratio, self.ratio
+        half = t975(self.df) * self.se
+        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
+
+    def t_beyond(self, bound: float) -> float:
+        """The one-sided t statistic that the ratio exceeds `bound` (bound > 1: slower) or
+        falls below it (bound < 1: faster); +-inf without spread."""
+        gap = self.log_ratio - math.log(bound)
+        if bound < 1:
+            gap = -gap
+        if self.se == 0:
+            return math.inf if gap > 0 else -math.inf
+        return gap / self.se
 
 
 @dataclass(frozen=True)
@@ -101,75 +156,68 @@ class Decision:
     ratio: float | None = None  # candidate latency / baseline latency
     ci_low: float | None = None
     ci_high: float | None = None
-    method: str = ""  # PAIRED, WELCH, THRESHOLD_ONLY, or "" when not compared
+    method: str = ""  # PAIRED, SWEEPS, or "" when not compared
     undecided: bool = False
+    judged: bool = True  # False: the data cannot answer (one sweep per side)
+    p_value: float | None = None  # the one-sided p-value of the verdict's direction
 
     @property
     def significant(self) -> bool:
         """The 95 % interval excludes 1 (never, without an interval)."""
         return self.ci_low is not None and not self.ci_low <= 1.0 <= self.ci_high
 
-    def fails(self, fail_above: float) -> bool:
-        """A gate's failure: slower than fail_above, and either significantly slower or
-        judged on a single round (which has no interval to ask)."""
-        if self.verdict == NOT_COMPARABLE or self.ratio is None or self.ratio <= fail_above:
-            return False
-        return self.method == THRESHOLD_ONLY or self.significant
 
-
-def _welch(baseline, candidate) -> tuple[float, float]:
-    """95 % interval of the latency ratio from two independent samples of log round
-    medians (Welch-Satterthwaite degrees of freedom)."""
-    a = [math.log(v) for v in baseline]
-    b = [math.log(v) for v in candidate]
-    diff = statistics.fmean(b) - statistics.fmean(a)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    if va + vb == 0:  # identical rounds on each side: no spread to build an interval from
-        return math.exp(diff), math.exp(diff)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = t975(df) * math.sqrt(va + vb)
-    return math.exp(diff - half), math.exp(diff + half)
-
-
-def decide(baseline: dict, candidate: dict, threshold: float = DEFAULT_THRESHOLD,
-           floor: float | None = None) -> Decision:
-    """baseline, candidate: round -> median latency, for one configuration. Rounds are
-    paired when both sides hold the same rounds (one sweep's), else compared by Welch.
-    floor: the noise floor (a fraction), or None."""
+def decide(evidence: Evidence, threshold: float = DEFAULT_THRESHOLD,
+           fail_above: float | None = None, *, regressed: bool = False,
+           improved: bool = False, p_value: float | None = None) -> Decision:
+    """The verdict for one configuration's evidence. regressed / improved: the family's
+    adjusted p-value (p_value) rejected that direction (compare_sets decides it; a lone
+    configuration is a family of one)."""
     float_range("threshold", threshold, *THRESHOLD_RANGE)
-    pct = f"±{100 * threshold:g} %"
-    band = math.log1p(threshold)
-    ratio = geomean(candidate.values()) / geomean(baseline.values())
-    beyond = abs(math.log(ratio)) > band
-    direction = REGRESSION if ratio > 1 else IMPROVEMENT
-    if len(baseline) < 2 or len(candidate) < 2:
-        sides = [s for s, d in (("baseline", baseline), ("candidate", candidate)) if len(d) < 2]
-        why = (f"a single round on the {' and '.join(sides)} side: no interval, decided by "
-               f"the threshold ({pct}) alone")
-        return Decision(direction if beyond else NO_CHANGE, why, ratio, method=THRESHOLD_ONLY)
-    disagree = False
-    if set(baseline) == set(candidate):
-        cmp = compare_rounds(baseline, candidate, floor)  # its "speed-up" is B's / A's latency
-        lo, hi, method, disagree = cmp.ci_low, cmp.ci_high, PAIRED, cmp.disagree
-    else:
-        (lo, hi), method = _welch(baseline.values(), candidate.values()), WELCH
+    ratio = evidence.ratio
+    lo, hi = evidence.interval()
+    upper = fail_above if fail_above is not None else 1 + threshold
+    lower = 1 / (1 + threshold)
+    if evidence.se is None:
+        return Decision(NO_CHANGE, evidence.why_not, ratio, method=evidence.method,
+                        undecided=True, judged=False)
     interval = f"95 % CI {lo:.2f}-{hi:.2f}"
-    if not beyond:
-        return Decision(NO_CHANGE, f"within the threshold ({pct})", ratio, lo, hi, method)
-    inside = lo <= 1 + threshold if ratio > 1 else hi >= 1 / (1 + threshold)
-    if inside:
-        reach = "includes 1" if lo <= 1.0 <= hi else f"reaches inside the threshold ({pct})"
-        return Decision(NO_CHANGE, f"undecided: {ratio:.2f}x, but the {interval} {reach}",
-                        ratio, lo, hi, method, undecided=True)
-    if floor is not None and abs(math.log(ratio)) <= math.log1p(floor):
-        return Decision(NO_CHANGE, f"undecided: {ratio:.2f}x is within the noise floor "
-                        f"({floor:.1%}: how far rounds of one configuration land apart)",
-                        ratio, lo, hi, method, undecided=True)
-    if disagree:
-        return Decision(NO_CHANGE, "undecided: a round points the other way by more than the "
-                        f"noise floor ({floor:.1%})", ratio, lo, hi, method, undecided=True)
-    return Decision(direction, f"{interval} clears the threshold ({pct})", ratio, lo, hi,
-                    method)
+    if regressed:
+        return Decision(REGRESSION, f"slower than {upper:g}x: adjusted p = {p_value:.2g} "
+                        f"<= {FAMILY_ALPHA:g} ({interval})", ratio, lo, hi,
+                        evidence.method, p_value=p_value)
+    if improved:
+        return Decision(IMPROVEMENT, f"faster than 1/{1 + threshold:g}x: adjusted p = "
+                        f"{p_value:.2g} <= {FAMILY_ALPHA:g} ({interval})",
+                        ratio, lo, hi, evidence.method, p_value=p_value)
+    if lower < lo and hi < 1 + threshold:
+        return Decision(NO_CHANGE, f"{interval} lies within the threshold "
+                        f"(±{100 * threshold:g} %)", ratio, lo, hi, evidence.method)
+    if lo <= 1.0 <= hi:
+        reach = "includes 1"
+    elif lo > 1 + threshold or hi < lower:
+        reach = (f"lies beyond ±{100 * threshold:g} % but does not show it slower than "
+                 f"{upper:g}x" if ratio > 1 else
+                 "lies beyond the threshold but not surely, over every configuration judged")
+    else:
+        reach = f"reaches past ±{100 * threshold:g} %"
+    return Decision(NO_CHANGE, f"undecided: {ratio:.2f}x, and the {interval} {reach}; more "
+                    "sweeps on either side narrow it", ratio, lo, hi, evidence.method,
+                    undecided=True)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One configuration on one machine under one policy in one set: its aggregate and
+    each sweep's round medians."""
+
+    result: ConfigResult
+    sweeps: dict  # sweep id -> {round: median}
+
+    def sweep_means(self) -> list[float]:
+        """Each sweep's mean log round median."""
+        return [statistics.fmean(math.log(v) for v in rounds.values())
+                for rounds in self.sweeps.values() if rounds]
 
 
 @dataclass(frozen=True)
@@ -182,6 +230,7 @@ class Change:
     decision: Decision
     baseline: ConfigResult | None = None
     candidate: ConfigResult | None = None
+    sweeps: tuple[int, int] = (0, 0)  # sweeps measured on each side
 
     @property
     def verdict(self) -> str:
@@ -202,14 +251,18 @@ class SetComparison:
     baseline: str  # how each set was named
     candidate: str
     threshold: float
-    floor: float | None  # the noise floor the decisions used (a fraction), if measured
+    fail_above: float  # the regression side's bound (a latency ratio)
+    sweep_sd: float | None  # the pooled sweep-to-sweep spread (log scale), if measured
+    sweep_df: float  # its degrees of freedom (Welch-Satterthwaite)
     changes: tuple[Change, ...]
+    family: int = 0  # configurations in the family the p-values are adjusted over
 
     def count(self, verdict: str) -> int:
         return sum(c.verdict == verdict for c in self.changes)
 
-    def failing(self, fail_above: float) -> tuple[Change, ...]:
-        return tuple(c for c in self.changes if c.decision.fails(fail_above))
+    def failing(self) -> tuple[Change, ...]:
+        """The configurations the gate fails on: exactly those whose verdict is regression."""
+        return tuple(c for c in self.changes if c.verdict == REGRESSION)
 
     def unverified(self) -> tuple[Change, ...]:
         """Configurations the baseline measured and the candidate did not (missing there, or
@@ -220,25 +273,42 @@ class SetComparison:
                      and c.baseline.summary is not None
                      and (c.candidate is None or c.candidate.summary is None))
 
+    def unjudged(self) -> tuple[Change, ...]:
+        """Compared configurations the data cannot answer (one sweep on each side)."""
+        return tuple(c for c in self.changes if not c.decision.judged)
+
     @property
     def compared(self) -> int:
         """Configurations that were actually compared (any verdict but not comparable)."""
         return sum(c.verdict != NOT_COMPARABLE for c in self.changes)
 
+    @property
+    def sweep_sd_pct(self) -> float | None:
+        return None if self.sweep_sd is None else 100 * math.expm1(self.sweep_sd)
+
 
 def _sides(rows) -> dict:
-    """Config -> {(machine, policy): ConfigResult} for one set's runs."""
+    """Config -> {(machine, shape, policy): Side} for one set's runs."""
     groups: dict = {}
     for r in rows:
-        key = (Config.of(r), r.get("system_id"), tuple(r.get(f) for f in POLICY_FIELDS))
+        key = (Config.of(r), r.get("system_id"), r.get("machine_shape"),
+               tuple(r.get(f) for f in POLICY_FIELDS))
         # A round is (sweep, round): rounds of two sweeps are never merged by their number.
         groups.setdefault(key, []).append({**r, "round_no": (r.get("sweep_id"),
                                                              r.get("round_no") or 1)})
     out: dict = {}
-    for (config, machine, policy), rs in groups.items():
+    for (config, machine, shape, policy), rs in groups.items():
         (result,) = aggregate(rs)  # one configuration, one machine: one result
-        out.setdefault(config, {})[(machine, policy)] = result
+        sweeps: dict = {}
+        for (sweep, rnd), med in result.round_medians.items():
+            sweeps.setdefault(sweep, {})[rnd] = med
+        out.setdefault(config, {})[(machine, shape, policy)] = Side(result, sweeps)
     return out
+
+
+def _machine_name(key) -> str:
+    machine, shape, _ = key
+    return f"{str(machine)[:8]}" + (f" {shape}" if shape else "")
 
 
 def _no_success(side: str, result: ConfigResult) -> str:
@@ -247,84 +317,142 @@ def _no_success(side: str, result: ConfigResult) -> str:
 
 
 def _unmatched(b: dict, c: dict) -> str:
-    machines_b, machines_c = {m for m, _ in b}, {m for m, _ in c}
+    machines_b, machines_c = {k[:2] for k in b}, {k[:2] for k in c}
     if not machines_b & machines_c:
-        def names(ms):
-            return ", ".join(str(m)[:8] for m in sorted(ms, key=str))
+        def names(keys):
+            return ", ".join(_machine_name((*k, None)) for k in sorted(keys, key=str))
         return f"different machine: baseline {names(machines_b)}, candidate {names(machines_c)}"
     return ("different measurement policy: baseline "
-            f"{'; '.join(sorted(policy_text(p) for _, p in b))}, candidate "
-            f"{'; '.join(sorted(policy_text(p) for _, p in c))}")
+            f"{'; '.join(sorted(policy_text(k[2]) for k in b))}, candidate "
+            f"{'; '.join(sorted(policy_text(k[2]) for k in c))}")
+
+
+def _day_and_rest(sides) -> tuple[float, int, float, int]:
+    """One set's sweeps as configuration + sweep (the day) + residual, on sweep means:
+    (day variance, its degrees of freedom, residual variance, its degrees of freedom). The
+    day is shared by every configuration of a sweep, so its variance has one degree of
+    freedom per sweep, however many configurations there are."""
+    cells = [ConfigResult("", None, None, None, str(i), {k: math.exp(m) for k, m in zip(
+        side.sweeps, side.sweep_means())}, (), None)
+        for i, side in enumerate(sides) if len(side.sweeps) >= 2]
+    model = noise_model(cells)
+    if model is None:  # one configuration: its sweeps' spread is all there is
+        ss, df = 0.0, 0
+        for c in cells:
+            means = [math.log(v) for v in c.round_medians.values()]
+            ss += sum((m - statistics.fmean(means)) ** 2 for m in means)
+            df += len(means) - 1
+        return (ss / df if df else 0.0), df, 0.0, 0
+    days = list(model.round_effects.values())
+    rest = model.residual ** 2
+    # a day's estimate carries the residual over the configurations that measured it
+    day = max(0.0, statistics.variance(days) - rest / model.configurations)
+    return day, len(days) - 1, rest, model.df
+
+
+def sweep_spread(sets) -> tuple[float | None, float, float]:
+    """(standard deviation of one configuration's sweep mean from one sweep of a build to
+    the next, its degrees of freedom, the day's share of its variance) from the sets'
+    repeated sweeps: the day's variance (pooled over the sets, a degree of freedom per
+    sweep) plus the residual's, combined by Welch-Satterthwaite. (None, 0, 0) when no set
+    has two sweeps of a configuration."""
+    parts = [_day_and_rest([s for s in sides if s.result.summary is not None])
+             for sides in sets]
+    day_df = sum(p[1] for p in parts)
+    rest_df = sum(p[3] for p in parts)
+    if not day_df and not rest_df:
+        return None, 0, 0.0
+    day = sum(p[0] * p[1] for p in parts) / day_df if day_df else 0.0
+    rest = sum(p[2] * p[3] for p in parts) / rest_df if rest_df else 0.0
+    terms = [(v, d) for v, d in ((day, day_df), (rest, rest_df)) if d and v > 0]
+    if not terms:
+        return 0.0, day_df + rest_df, 0.0
+    total = sum(v for v, _ in terms)
+    return (math.sqrt(total), total ** 2 / sum(v ** 2 / d for v, d in terms),
+            day / total if rest_df else 1.0)
+
+
+def evidence(b: Side, c: Side, spread: tuple) -> Evidence:
+    """The change from b to c: paired when both are the very same rounds of one sweep,
+    else between sweep means with the pooled sweep-to-sweep spread."""
+    bm, cm = b.result.round_medians, c.result.round_medians
+    if set(bm) == set(cm) and len(b.sweeps) == 1:
+        cmp = compare_rounds(bm, cm)
+        if cmp.rounds < 2:
+            return Evidence(math.log(cmp.speedup), None, None, PAIRED,
+                            "undecided: a single paired round has no interval")
+        se = cmp.spread / math.sqrt(cmp.rounds)
+        return Evidence(math.log(cmp.speedup), se, cmp.rounds - 1, PAIRED)
+    mb, mc = b.sweep_means(), c.sweep_means()
+    diff = statistics.fmean(mc) - statistics.fmean(mb)
+    sd, df, _ = spread
+    if sd is None:
+        return Evidence(diff, None, None, SWEEPS, ONE_SWEEP)
+    return Evidence(diff, sd * math.sqrt(1 / len(mb) + 1 / len(mc)), df, SWEEPS)
 
 
 def compare_sets(baseline_rows, candidate_rows, threshold: float = DEFAULT_THRESHOLD, *,
-                 baseline: str = "baseline", candidate: str = "candidate") -> SetComparison:
+                 fail_above: float | None = None, baseline: str = "baseline",
+                 candidate: str = "candidate") -> SetComparison:
     """Every configuration of either set, with its verdict. Rows: store.history
-    selection_runs dicts (or anything aggregate reads, plus system_id and the policy)."""
+    selection_runs dicts (or anything aggregate reads, plus sweep_id, system_id and the
+    policy). fail_above: the latency ratio a regression must exceed (default 1 +
+    threshold)."""
     float_range("threshold", threshold, *THRESHOLD_RANGE)
+    upper = fail_above if fail_above is not None else 1 + threshold
+    float_range("fail_above", upper, *FAIL_ABOVE_RANGE)
     b_sides, c_sides = _sides(baseline_rows), _sides(candidate_rows)
-    summaries = [r.summary for sides in (b_sides, c_sides) for by in sides.values()
-                 for r in by.values() if r.summary]
-    nf = noise_floor(summaries)
-    floor = nf[0] if nf else None
-    changes = []
+    # The sweep-to-sweep spread, pooled over every configuration either set measured in
+    # several sweeps with a successful round (the same build, measured on other days).
+    spread = sweep_spread([[side for by in sides.values() for side in by.values()]
+                           for sides in (b_sides, c_sides)])
+    rows, found = [], {}
     for config in sorted(set(b_sides) | set(c_sides), key=Config.sort_key):
         b, c = b_sides.get(config, {}), c_sides.get(config, {})
         if not b or not c:
             missing = "baseline" if not b else "candidate"
-            only = next(iter((b or c).items()))
-            changes.append(Change(config, only[0][0], Decision(
+            key, only = next(iter((b or c).items()))
+            rows.append(Change(config, _machine_name(key), Decision(
                 NOT_COMPARABLE, f"missing in the {missing}"),
-                baseline=b.get(only[0]), candidate=c.get(only[0])))
+                baseline=b.get(key) and b[key].result, candidate=c.get(key) and c[key].result))
             continue
         common = sorted(set(b) & set(c), key=str)
         if not common:
-            changes.append(Change(config, None, Decision(NOT_COMPARABLE, _unmatched(b, c))))
+            rows.append(Change(config, None, Decision(NOT_COMPARABLE, _unmatched(b, c))))
             continue
         for key in common:
             rb, rc = b[key], c[key]
-            if rb.summary is None or rc.summary is None:
-                side, r = ("baseline", rb) if rb.summary is None else ("candidate", rc)
-                decision = Decision(NOT_COMPARABLE, _no_success(side, r))
-            else:
-                decision = decide(rb.round_medians, rc.round_medians, threshold, floor)
-            changes.append(Change(config, key[0], decision, rb, rc))
+            if rb.result.summary is None or rc.result.summary is None:
+                side, r = (("baseline", rb.result) if rb.result.summary is None
+                           else ("candidate", rc.result))
+                rows.append(Change(config, _machine_name(key),
+                                   Decision(NOT_COMPARABLE, _no_success(side, r)),
+                                   rb.result, rc.result))
+                continue
+            found[len(rows)] = evidence(rb, rc, spread)
+            rows.append(Change(config, _machine_name(key), None, rb.result, rc.result,
+                               (len(rb.sweeps), len(rc.sweeps))))
         for key in sorted(set(b) ^ set(c), key=str):  # a machine or policy only one side has
             one = {key: None}
-            changes.append(Change(config, key[0], Decision(
+            rows.append(Change(config, _machine_name(key), Decision(
                 NOT_COMPARABLE, _unmatched(one, c) if key in b else _unmatched(b, one)),
-                baseline=b.get(key), candidate=c.get(key)))
-    return SetComparison(baseline, candidate, threshold, floor, tuple(changes))
-
-
-@dataclass(frozen=True)
-class HistoryPoint:
-    """One configuration in one sweep on one machine: what a history chart plots."""
-
-    sweep_id: str | None
-    created_at: object  # the sweep's date (datetime)
-    machine: str | None
-    versions: str
-    commit: str | None
-    center_ms: float  # geometric mean of the sweep's round medians
-    min_ms: float
-    max_ms: float
-    rounds: int
-
-
-def history_points(rows) -> list[HistoryPoint]:
-    """store.history.config_history rows -> one point per (sweep, machine) with a
-    successful round, oldest first."""
-    groups: dict = {}
-    for r in rows:
-        if r["status"] == "ok" and r["median_ms"] is not None:
-            groups.setdefault((r["sweep_id"], r["system_id"]), []).append(r)
-    out = []
-    for (sweep_id, machine), rs in groups.items():
-        meds = [r["median_ms"] for r in rs]
-        out.append(HistoryPoint(sweep_id, rs[0]["sweep_created"], machine,
-                                ", ".join(sorted({r["versions"] for r in rs})),
-                                rs[0]["git_commit"], geomean(meds), min(meds), max(meds),
-                                len(meds)))
-    return sorted(out, key=lambda p: (p.created_at is None, p.created_at or 0,
-                                      str(p.sweep_id)))
+                baseline=b[key].result if key in b else None,
+                candidate=c[key].result if key in c else None))
+    # One family-wise rate over the configurations compared, each direction on its own.
+    judged = {i: e for i, e in found.items() if e.se is not None}
+    adjusted = {}
+    for bound in (upper, 1 / (1 + threshold)):
+        tests = [Statistic(e.t_beyond(bound), e.df, e.method == SWEEPS) for e in judged.values()]
+        adjusted[bound] = dict(zip(judged, step_down_minp(tests, spread[2])))
+    changes = []
+    for i, ch in enumerate(rows):
+        if i in found:
+            up = adjusted[upper].get(i, 1.0)
+            down = adjusted[1 / (1 + threshold)].get(i, 1.0)
+            ch = Change(ch.config, ch.machine, decide(
+                found[i], threshold, upper, regressed=up <= FAMILY_ALPHA,
+                improved=down <= FAMILY_ALPHA, p_value=min(up, down)),
+                ch.baseline, ch.candidate, ch.sweeps)
+        changes.append(ch)
+    return SetComparison(baseline, candidate, threshold, upper, spread[0], spread[1],
+                         tuple(changes), len(judged))

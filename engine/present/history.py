@@ -7,18 +7,18 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.analysis.regress import (IMPROVEMENT, NOT_COMPARABLE, REGRESSION, HistoryPoint,
-                                     SetComparison)
+from engine.analysis.regress import IMPROVEMENT, NOT_COMPARABLE, REGRESSION, SetComparison
+from engine.analysis.trend import HistoryPoint
 from engine.present.charts import _LAYOUT, colour_map
 from engine.present.tables import format_table
 
 __all__ = ["set_label", "sets_table", "verdict_rows", "verdict_table", "verdict_frame",
-           "style_verdicts", "history_chart", "VERDICT_CSS"]
+           "style_verdicts", "history_chart", "gate_line", "rule_text", "VERDICT_CSS"]
 
 VERDICT_CSS = {REGRESSION: "background-color: #f8d0d0; font-weight: bold",
                IMPROVEMENT: "background-color: #d4f4dd; font-weight: bold"}
 VERDICT_HEADERS = ["configuration", "machine", "baseline ms", "candidate ms", "ratio",
-                   "95 % CI", "rounds", "verdict", "note"]
+                   "95 % CI", "sweeps", "rounds", "verdict", "note"]
 
 
 def _short(values, n: int) -> str:
@@ -45,37 +45,76 @@ def _ms(v) -> str:
     return "" if v is None else f"{v:.4g}"
 
 
-def verdict_rows(cmp: SetComparison, fail_above: float | None = None) -> list[list[str]]:
-    """One row of strings per change, in VERDICT_HEADERS order; a change failing the gate
-    says so in its verdict."""
+def verdict_rows(cmp: SetComparison) -> list[list[str]]:
+    """One row of strings per change, in VERDICT_HEADERS order; a regression says the gate
+    fails on it."""
     rows = []
     for ch in cmp.changes:
         d = ch.decision
         rounds = "/".join(str(len(r.round_medians)) if r else "–"
                           for r in (ch.baseline, ch.candidate))
+        sweeps = "/".join(str(n) for n in ch.sweeps) if any(ch.sweeps) else "–"
         verdict = d.verdict + (" · undecided" if d.undecided else "")
-        if fail_above is not None and d.fails(fail_above):
-            verdict += f" · FAILS > {fail_above:g}x"
-        rows.append([ch.config.label, str(ch.machine or "–")[:8], _ms(ch.baseline_ms),
+        if d.verdict == REGRESSION:
+            verdict += f" · FAILS > {cmp.fail_above:g}x"
+        rows.append([ch.config.label, str(ch.machine or "–"), _ms(ch.baseline_ms),
                      _ms(ch.candidate_ms), "" if d.ratio is None else f"{d.ratio:.3f}x",
                      "" if d.ci_low is None else f"{d.ci_low:.3f}-{d.ci_high:.3f}",
-                     rounds, verdict, d.note])
+                     sweeps, rounds, verdict, d.note])
     return rows
+
+
+def rule_text(cmp: SetComparison) -> str:
+    """What the verdicts rest on, in one line."""
+    spread = (f"sweep-to-sweep spread ±{cmp.sweep_sd_pct:.1f} % ({cmp.sweep_df:.1f} degrees "
+              "of freedom, from the sweeps each side repeated)"
+              if cmp.sweep_sd is not None else
+              "no sweep-to-sweep spread: each side has one sweep per configuration")
+    return (f"threshold ±{100 * cmp.threshold:g} % · regression beyond {cmp.fail_above:g}x · "
+            f"{spread} · one-sided tests at 5 % family-wise over the {cmp.family} "
+            f"configuration{'s' if cmp.family != 1 else ''} judged (step-down min-p) · ratio = candidate / baseline latency "
+            "(geometric mean of round medians)")
 
 
 def _summary(cmp: SetComparison) -> str:
     counts = ", ".join(f"{cmp.count(v)} {v}" for v in
                        (REGRESSION, IMPROVEMENT, "no change", NOT_COMPARABLE))
-    floor = (f"noise floor {cmp.floor:.1%}" if cmp.floor is not None else
-             "no noise floor (no configuration has two rounds)")
-    return (f"threshold ±{100 * cmp.threshold:g} % · {floor} · ratio = candidate / baseline "
-            f"latency (geometric mean of round medians) · {counts}")
+    return f"{rule_text(cmp)} · {counts}"
 
 
-def verdict_table(cmp: SetComparison, fail_above: float | None = None) -> str:
+def verdict_table(cmp: SetComparison) -> str:
     return "\n".join([f"baseline {cmp.baseline} · candidate {cmp.candidate}",
-                      format_table(VERDICT_HEADERS, verdict_rows(cmp, fail_above)),
+                      format_table(VERDICT_HEADERS, verdict_rows(cmp)),
                       _summary(cmp)])
+
+
+def gate_line(cmp: SetComparison) -> tuple[int, str]:
+    """(exit status, one line why): 1 when a configuration's verdict is regression; else 2
+    when something the baseline measured could not be judged (missing or failed in the
+    candidate, another machine or policy, or one sweep on each side) or nothing was
+    compared; else 0."""
+    def n(k, what):
+        return f"{k} configuration{'s' if k != 1 else ''} {what}"
+    failing = cmp.failing()
+    if failing:
+        return 1, (f"regression gate: {n(len(failing), 'slower than')} {cmp.fail_above:g}x "
+                   "(5 % family-wise over the configurations judged): exit 1")
+    unverified, unjudged = cmp.unverified(), cmp.unjudged()
+    if unverified:
+        return 2, (f"regression gate: cannot judge: {n(len(unverified), 'measured')} in the "
+                   "baseline without a successful run in the candidate (missing or failed): "
+                   "exit 2")
+    if not cmp.compared:
+        return 2, ("regression gate: cannot judge: nothing could be compared (different "
+                   "machine or measurement policy on every configuration): exit 2")
+    if unjudged:
+        return 2, (f"regression gate: cannot judge: {n(len(unjudged), 'compared')} with one "
+                   "sweep on each side, which cannot tell a slower day from a slower build; "
+                   "run the baseline again and select its sweeps together: exit 2")
+    undecided = sum(c.decision.undecided for c in cmp.changes)
+    more = f" ({undecided} undecided: more sweeps narrow them)" if undecided else ""
+    return 0, (f"regression gate: no configuration slower than {cmp.fail_above:g}x among "
+               f"{cmp.compared} compared{more}: exit 0")
 
 
 def verdict_frame(cmp: SetComparison) -> pd.DataFrame:
@@ -85,11 +124,11 @@ def verdict_frame(cmp: SetComparison) -> pd.DataFrame:
         d = ch.decision
         rows.append({"configuration": text[0], "machine": text[1],
                      "baseline [ms]": ch.baseline_ms, "candidate [ms]": ch.candidate_ms,
-                     "ratio": d.ratio, "95 % CI": text[5], "rounds": text[6],
-                     "verdict": text[7], "note": d.note})
+                     "ratio": d.ratio, "95 % CI": text[5], "sweeps": text[6],
+                     "rounds": text[7], "verdict": text[8], "note": d.note})
     return pd.DataFrame(rows, columns=["configuration", "machine", "baseline [ms]",
-                                       "candidate [ms]", "ratio", "95 % CI", "rounds",
-                                       "verdict", "note"])
+                                       "candidate [ms]", "ratio", "95 % CI", "sweeps",
+                                       "rounds", "verdict", "note"])
 
 
 def style_verdicts(df: pd.DataFrame):

@@ -58,9 +58,9 @@ class PageLink:
                    boxed=True)
 
     def choices(self, param: str, key: str, options: list,
-                encode: Callable[[Any], str] = str) -> None:
+                encode: Callable[[Any], str] = str, prefix_ok: bool = False) -> None:
         table = {encode(o): o for o in options}
-        self._seed(key, param, lambda raw: parse_choices(param, raw, table))
+        self._seed(key, param, lambda raw: parse_choices(param, raw, table, prefix_ok))
 
     def number(self, param: str, key: str, lo: float, hi: float, integer: bool = False) -> None:
         self._seed(key, param, lambda raw: parse_number(param, raw, lo, hi, integer=integer))

@@ -76,10 +76,11 @@ def parse_choice(field: str, raw: str | None, options: dict[str, Any],
     return None, note(field, raw, allowed)
 
 
-def parse_choices(field: str, raw: str | None, options: dict[str, Any]
-                  ) -> tuple[list | None, str | None]:
+def parse_choices(field: str, raw: str | None, options: dict[str, Any],
+                  prefix_ok: bool = False) -> tuple[list | None, str | None]:
     """Comma-separated options: the known ones in link order; unknown ones are named in the
-    note. None when nothing usable was given (the page keeps its default)."""
+    note. None when nothing usable was given (the page keeps its default). prefix_ok: a
+    unique prefix of at least 4 characters names an option too (sweep ids)."""
     if raw is None or raw == "":
         return None, None
     allowed = _allowed_list(options)
@@ -88,6 +89,11 @@ def parse_choices(field: str, raw: str | None, options: dict[str, Any]
     if bad:
         return None, bad
     parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if prefix_ok:
+        def full(p):
+            hits = [k for k in options if k.startswith(p)] if len(p) >= 4 else []
+            return hits[0] if len(hits) == 1 else p
+        parts = [p if p in options else full(p) for p in parts]
     known = list(dict.fromkeys(options[p] for p in parts if p in options))
     unknown = [p for p in parts if p not in options]
     msg = note(field, ",".join(unknown), allowed) if unknown else None
