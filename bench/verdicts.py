@@ -1,69 +1,112 @@
-"""A benchmark of the verdicts themselves: the same comparison as N independent sweeps.
+"""A benchmark of the verdicts themselves: N sweeps on a quiet machine and N beside a noisy
+neighbour, each holding three contests, with the defaults a user gets (3 rounds minimum, up
+to 6 while a contest is undecided, fresh worker processes every round):
 
-Two contests, each run as N sweeps with the defaults a user gets (3 rounds minimum, up to 6
-while the contest is undecided, fresh worker processes every round):
+- clear: efficientnet_b0, torch eager vs tensorflow tf_function, batch 8, 2 threads
+  (TensorFlow about 2x faster here on a quiet machine);
+- moderate: mobilenet_v3_large, torch eager vs torch channels_last, batch 1, 2 threads
+  (channels_last 1.24x faster, established on a quiet machine: 4 rounds, paired SD 0.7 %);
+- tie: efficientnet_b0 torch eager, batch 1, 2 threads, against itself in a worker of its
+  own (RunSpec.replica: "#2"), so the true answer is a tie (no winner; "equivalent" and
+  "no decision" are both right).
 
-- clear: efficientnet_b0, torch eager vs tensorflow tf_function, batch 8, 2 threads;
-- tie: efficientnet_b0 torch eager, batch 1, 2 threads, against itself under a second name
-  (RunSpec.replica: the same configuration in a worker process of its own, "#2"), so the
-  true answer is a tie.
+The neighbour (engine.run.neighbour) is another process's busy thread on one core, busy for
+3-8 s then idle for 4-12 s (seeded per sweep), started before a noisy sweep and stopped
+after it. Per contest and condition the table says how many sweeps named the right winner,
+said equivalent or no decision, or named the wrong one; the rounds its configurations ran;
+and each sweep's wall time over the wall time of its first 3 rounds (a 3-round sweep,
+measured inside the same sweep), for the whole sweep and for the clear and moderate
+contests' runs alone (what a sweep without a tie would take).
 
-For each sweep it records the final verdict (a winner with an interval excluding 1, or "no
-decision within the noise"), what the same sweep said after its 3 minimum rounds, and what a
-one-process-per-contender measurement concludes (round 1 alone: one `Timer` or
-pytorch-benchmark call per contender, the lower median wins). Then, per contest, how many
-sweeps agree with the majority winner, say "no decision", or name the opposite winner, and
-the wall time of each sweep over the wall time of its first 3 rounds (today's 3-round sweep,
-measured inside the same sweep).
+It uses only what the sweep driver offered before issue 24 as well (run_sweep, Runner,
+aggregate, contests), so the same script measures an older checkout: put it and
+engine/run/neighbour.py there and run it with --label. Results go to a temporary database.
 
-Targets on the 2-core development machine: the clear contest decided for the right winner
-in >= 9 of 10 sweeps and never flipped; the tie "no decision" in >= 9 of 10; the clear
-contest's sweeps at most 1.5x the wall time of a 3-round sweep. Results go to a temporary
-database; nothing touches ./data. Takes about 30 minutes with the defaults.
-
-    .venv/bin/python bench/verdicts.py [--sweeps 10] [--contest clear tie] [--min-time 2]
+    .venv/bin/python bench/verdicts.py [--sweeps 10] [--conditions quiet noisy]
+        [--min-time 2] [--label new] [--json out.json]
 """
 
 import argparse
-from dataclasses import replace
+import json
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.analysis.compare import aggregate, contests  # noqa: E402
+from engine.run.neighbour import Neighbour  # noqa: E402
 from engine.run.runner import Runner  # noqa: E402
 from engine.run.sweep import run_sweep  # noqa: E402
 from engine.spec import MeasurementPolicy, expand_sweep  # noqa: E402
 from engine.spec.budget import RoundBudget  # noqa: E402
 from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS  # noqa: E402
 
+# contest -> (model, batch, the contender that should win; None: a tie)
+CONTESTS = {"clear": ("efficientnet_b0", 8, "tensorflow (tf_function)"),
+            "moderate": ("mobilenet_v3_large", 1, "torch (channels_last)"),
+            "tie": ("efficientnet_b0", 1, None)}
 
-def contest_specs(name: str, policy: MeasurementPolicy) -> list:
-    if name == "clear":
-        return expand_sweep(["efficientnet_b0"], ["torch", "tensorflow"], [8], [2],
-                            policy=policy)
+
+def sweep_specs(policy: MeasurementPolicy) -> list:
+    clear = expand_sweep(["efficientnet_b0"], ["torch", "tensorflow"], [8], [2],
+                         policy=policy)
+    moderate = expand_sweep(["mobilenet_v3_large"], ["torch"], [1], [2], policy=policy,
+                            runtimes=["eager", "channels_last"])
     [one] = expand_sweep(["efficientnet_b0"], ["torch"], [1], [2], policy=policy)
-    return [one, replace(one, replica=1)]
+    return clear + moderate + [one, replace(one, replica=1)]
 
 
-def verdict(records) -> tuple[str | None, str]:
-    """(winner or None, the sentence) of the sweep's single contest from these records."""
-    [contest] = contests(aggregate(vars(r) for r in records))[1]
-    [cmp] = contest.comparisons.values() or [None]
-    if cmp is None:
-        return None, "no comparison"
-    return (contest.best if cmp.decided else None), contest.sentences[0]
+def state_of(cmp) -> str:
+    """winner, equivalent or undecided, for this checkout's Comparison or an older one."""
+    state = getattr(cmp, "state", None)
+    if state is not None:
+        return state
+    return "winner" if cmp.decided else "undecided"
 
 
-def baseline(records) -> str:
-    """One process per contender (round 1 alone): the lower median wins, always."""
-    first = [r for r in records if r.round_no == 1 and r.status == "ok"]
-    [contest] = contests(aggregate(vars(r) for r in first))[1]
-    return contest.best
+def outcomes(records) -> dict:
+    """contest -> (outcome: right / none / wrong, the winner named, its sentence)."""
+    out = {}
+    rows = {(c.row[0], c.row[2]): c for c in contests(aggregate(vars(r) for r in records))[1]}
+    for name, (model, batch, want) in CONTESTS.items():
+        contest = rows.get((model, batch))
+        if contest is None or not contest.comparisons:
+            out[name] = ("none", None, "no comparison")
+            continue
+        [(rival, cmp)] = contest.comparisons.items()
+        state = state_of(cmp)
+        winner = contest.best if state == "winner" else None
+        if winner is None:
+            verdict = "none"
+        else:
+            verdict = "right" if winner == want else "wrong"
+        out[name] = (verdict, winner, contest.sentences[0])
+    return out
+
+
+def rounds_of(records) -> dict:
+    out = {}
+    for name, (model, batch, _) in CONTESTS.items():
+        out[name] = max((r.round_no for r in records
+                         if r.model == model and r.batch_size == batch), default=0)
+    return out
+
+
+def run_s(records, names, upto=None) -> float:
+    """Wall seconds of the runs of these contests (their started to ended), in rounds up to
+    `upto`."""
+    total = 0.0
+    for r in records:
+        if upto is not None and r.round_no > upto:
+            continue
+        if any(r.model == CONTESTS[n][0] and r.batch_size == CONTESTS[n][1] for n in names):
+            if r.started_at and r.ended_at:
+                total += (r.ended_at - r.started_at).total_seconds()
+    return total
 
 
 def one_sweep(specs, db: Path, seed: int) -> dict:
@@ -78,64 +121,72 @@ def one_sweep(specs, db: Path, seed: int) -> dict:
                         seed=seed, runner=Runner(), command="bench/verdicts.py",
                         on_plan=on_plan)
     wall = time.monotonic() - t0
-    winner, sentence = verdict(records)
-    three, _ = verdict([r for r in records if r.round_no <= DEFAULT_ROUNDS])
-    return {"winner": winner, "sentence": sentence, "after_3": three,
-            "baseline": baseline(records), "rounds": max(r.round_no for r in records),
-            "wall": wall, "wall_3": marks.get("three", wall),
+    decided = ("clear", "moderate")
+    return {"outcomes": outcomes(records), "rounds": rounds_of(records), "wall": wall,
+            "wall_3": marks.get("three", wall),
+            "decided_ratio": (run_s(records, decided) / run_s(records, decided, DEFAULT_ROUNDS)
+                              if run_s(records, decided, DEFAULT_ROUNDS) else None),
             "not_ok": sum(r.status != "ok" for r in records),
-            "noisy": sum(r.validity == "noisy" for r in records)}
+            "interleaved": sum(bool((r.extra or {}).get("interleaved")) for r in records),
+            "runs": len(records)}
 
 
-def report(name: str, rows: list[dict]) -> None:
-    n = len(rows)
-    named = [r["winner"] for r in rows if r["winner"]]
-    majority = statistics.mode(named) if named else None
-    agree = sum(r["winner"] == majority for r in rows if majority)
-    none = sum(r["winner"] is None for r in rows)
-    flipped = n - agree - none
-    base = [r["baseline"] for r in rows]
-    base_major = statistics.mode(base)
-    three = sum(r["after_3"] is not None for r in rows)
-    ratios = [r["wall"] / r["wall_3"] for r in rows]
-    print(f"\n== {name}: {n} sweeps ==")
-    print(f"  sweeps agreeing with the majority winner ({majority}): {agree}/{n}")
-    print(f"  'no decision within the noise': {none}/{n}")
-    print(f"  naming the opposite winner: {flipped}/{n}")
-    print(f"  decided already after the {DEFAULT_ROUNDS} minimum rounds: {three}/{n}")
-    print(f"  rounds run: {sorted(r['rounds'] for r in rows)}")
-    print(f"  wall time vs the sweep's first {DEFAULT_ROUNDS} rounds: median "
-          f"{statistics.median(ratios):.2f}x, max {max(ratios):.2f}x; mean sweep "
-          f"{statistics.fmean(r['wall'] for r in rows):.0f} s")
-    print(f"  baseline (one process per contender): names a winner {n}/{n} times; "
-          f"{base.count(base_major)}/{n} say {base_major}, "
-          f"{n - base.count(base_major)}/{n} the other")
-    print(f"  noisy rounds kept: {sum(r['noisy'] for r in rows)}; runs not ok: "
-          f"{sum(r['not_ok'] for r in rows)}")
+def table(label: str, results: dict) -> str:
+    lines = [f"{label}: contest x condition (sweeps: right / equivalent or no decision / "
+             "wrong; rounds its configurations ran; wall time over the sweep's first 3 rounds)",
+             f"{'contest':10} {'condition':9} {'right':>5} {'none':>5} {'wrong':>5}  "
+             f"{'rounds':22} wall x3 (median, max)"]
+    for cond, rows in results.items():
+        if not rows:
+            continue
+        walls = [r["wall"] / r["wall_3"] for r in rows]
+        dec = [r["decided_ratio"] for r in rows if r["decided_ratio"]]
+        for name in CONTESTS:
+            got = [r["outcomes"][name][0] for r in rows]
+            rounds = sorted(r["rounds"][name] for r in rows)
+            wall = (f"sweep {statistics.median(walls):.2f}, {max(walls):.2f}; clear+moderate "
+                    f"runs {statistics.median(dec):.2f}, {max(dec):.2f}"
+                    if name == "clear" and dec else "")
+            lines.append(f"{name:10} {cond:9} {got.count('right'):>5} {got.count('none'):>5} "
+                         f"{got.count('wrong'):>5}  {str(rounds):22} {wall}")
+        lines.append(f"{'':10} {cond:9} mean sweep {statistics.fmean(r['wall'] for r in rows):.0f}"
+                     f" s; runs not ok {sum(r['not_ok'] for r in rows)}; interleaved runs "
+                     f"{sum(r['interleaved'] for r in rows)} of {sum(r['runs'] for r in rows)}")
+    return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sweeps", type=int, default=10)
-    ap.add_argument("--contest", nargs="+", choices=["clear", "tie"], default=["clear", "tie"])
+    ap.add_argument("--conditions", nargs="+", choices=["quiet", "noisy"],
+                    default=["quiet", "noisy"])
     ap.add_argument("--min-time", type=float, default=MeasurementPolicy().min_time_s)
+    ap.add_argument("--label", default="this checkout")
+    ap.add_argument("--json", metavar="PATH", help="also write every sweep's row here")
+    ap.add_argument("--core", type=int, default=1, help="the neighbour's core (default 1)")
     args = ap.parse_args()
-    policy = MeasurementPolicy(min_time_s=args.min_time)
+    specs = sweep_specs(MeasurementPolicy(min_time_s=args.min_time))
+    results: dict = {c: [] for c in args.conditions}
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "verdicts.duckdb"
-        results = {}
-        for name in args.contest:
-            specs = contest_specs(name, policy)
-            rows = results[name] = []
-            for i in range(args.sweeps):
-                row = one_sweep(specs, db, seed=1000 + i)
-                rows.append(row)
-                print(f"{name} sweep {i + 1}/{args.sweeps}: {row['rounds']} rounds, "
+        for i in range(args.sweeps):  # conditions alternate, so drift of the day is shared
+            for cond in args.conditions:
+                if cond == "noisy":
+                    with Neighbour(args.core, "onoff", seed=1000 + i):
+                        row = one_sweep(specs, db, seed=1000 + i)
+                else:
+                    row = one_sweep(specs, db, seed=1000 + i)
+                results[cond].append(row)
+                said = "; ".join(f"{n}: {o[0]} ({o[1]})" for n, o in row["outcomes"].items())
+                print(f"{cond} sweep {i + 1}/{args.sweeps}: rounds {row['rounds']}, "
                       f"{row['wall']:.0f} s ({row['wall'] / row['wall_3']:.2f}x the first "
-                      f"{DEFAULT_ROUNDS}); baseline says {row['baseline']}; {row['sentence']}",
-                      flush=True)
-        for name, rows in results.items():
-            report(name, rows)
+                      f"{DEFAULT_ROUNDS}); {said}", flush=True)
+                for n, o in row["outcomes"].items():
+                    print(f"    {n}: {o[2]}", flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    print()
+    print(table(args.label, results))
 
 
 if __name__ == "__main__":

@@ -216,7 +216,7 @@ def test_a_node_host_refuses_a_start_that_arrives_after_its_kill():
     host = NodeHost("n1", SHAPE_A)
     host.kill("g1")
     host.start("g1", [], intra=1, inter=1, kind="inference", memory_cap_bytes=None,
-               mode="bench", pin=False, slots=None, barrier=False)
+               mode="bench", pin=False, slots=None, sync=None)
     assert host.workers == {} and host.close("g1") == (None, "")
     facts = host.facts()
     assert (facts["shape"], facts["system"]["system_id"]) == (SHAPE_A,

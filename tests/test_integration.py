@@ -27,7 +27,9 @@ def test_two_round_sweep_in_both_frameworks_lands_plausible_linked_rows(
     out = capsys.readouterr().out
     assert "torch (eager)" in out and "tensorflow (tf_function)" in out
     assert "(geometric mean of up to 2 rounds [min-max over rounds])" in out
-    assert "\nnoise floor: rounds of the same configuration landed " in out
+    assert "\nmeasurement noise ±" in out and "\nthe machine drifted " in out
+    # the contenders of each contest were timed alternately, both workers warm at once
+    assert out.count("contenders timed alternately in blocks, 2 workers warm at once") == 2
     with open_db(db_path) as con:
         sweeps = con.execute("SELECT sweep_id, rounds, configurations FROM sweeps").fetchall()
         assert len(sweeps) == 1 and sweeps[0][1:] == (2, 4)

@@ -2,9 +2,10 @@
 executor (a worker group sent to another machine) implements the same `start`.
 
 An executor starts a worker for a group of runs and hands back a handle with `events` (a
-queue of the worker's protocol lines as dicts, None when its stream ends), `kill()`,
-`close() -> exit code` and `stderr_tail()`. The runner drives that handle and turns every
-ending into exactly one record; it never touches a process itself.
+queue of the worker's protocol lines as dicts, None when its stream ends), `command(line)`
+(to a worker held at a gate), `kill()`, `close() -> exit code` and `stderr_tail()`; and it
+`release`s replicas into one timed window on its machine's clock. The runner drives those
+handles and turns every ending into exactly one record; it never touches a process itself.
 """
 
 from __future__ import annotations
@@ -18,16 +19,26 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from engine.run import pinning
 from engine.scenarios import scenario_of
 from engine.spec.paths import PROJECT_ROOT
 from engine.spec.record import OOM_MARKERS
 
-__all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit",
-           "STDERR_TAIL_BYTES"]
+__all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "window_times",
+           "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
 
 STDERR_TAIL_BYTES = 8192
+# A replicas' window opens this long after the parent sends its times, so that every replica
+# has read them (a pipe write and a wake-up each) before it opens.
+WINDOW_LEAD_S = 0.05
+
+
+def window_times(window_s: float, now_ns: int) -> tuple[int, int]:
+    """(start, end) of a replicas' window on the monotonic clock, from `now_ns`."""
+    start = now_ns + int(WINDOW_LEAD_S * 1e9)
+    return start, start + int(window_s * 1e9)
 
 
 def classify_exit(returncode: int | None, stderr_tail: str) -> tuple[str, str, str | None]:
@@ -69,7 +80,7 @@ class WorkerProcess:
 
     def __init__(self, python: str, runs: list[dict], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
-                 pins=None, barrier: bool = False):
+                 pins=None, sync: str | None = None):
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins)
 
@@ -93,17 +104,17 @@ class WorkerProcess:
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._err_thread.start()
         payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode,
-                   "kind": kind, "trace_dir": trace_dir, "barrier": barrier}
+                   "kind": kind, "trace_dir": trace_dir, "sync": sync}
         try:
             self.proc.stdin.write((json.dumps(payload) + "\n").encode())
             self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
         except BrokenPipeError:
             pass  # it died at start-up; its exit code and stderr tell why
 
-    def go(self) -> None:
-        """Start a replica's timed window (it waits, warm, after its "armed" event)."""
+    def command(self, line: str) -> None:
+        """A command to a worker waiting, warm, at its gate (engine.worker.frame)."""
         try:
-            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.write(line.encode() + b"\n")
             self.proc.stdin.flush()
         except OSError:
             pass  # it died meanwhile: its stream's end tells the runner
@@ -166,15 +177,25 @@ class LocalProcesses:
         """The cores replicas are split over: those this process may use."""
         return sorted(os.sched_getaffinity(0))
 
+    # Contenders of a contest can be timed alternately in blocks (engine/run/together.py).
+    interleaves = True
+
+    def release(self, handles, window_s: float) -> None:
+        """Open one timed window for these replicas, on this machine's monotonic clock."""
+        start, end = window_times(window_s, time.monotonic_ns())
+        for h in handles:
+            h.command(f"go {start} {end}")
+
     def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
-              barrier: bool = False) -> WorkerProcess:
-        """cores: a replica's own cores (the runner splits them); barrier: a replica, which
-        waits for go() before its timed window."""
+              sync: str | None = None) -> WorkerProcess:
+        """cores: a replica's own cores (the runner splits them); sync: "window" (a replica,
+        which waits for its window) or "blocks" (an interleaved contender, which times the
+        blocks it is told to)."""
         pin = self.pin and mode == "bench" and scenario_of(first_spec).pinnable
         pins = pinning.plan(first_spec.intra_threads) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
             pins = (tuple(cores), tuple(sorted(os.sched_getaffinity(0))))
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
                              kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins,
-                             barrier=barrier)
+                             sync=sync)

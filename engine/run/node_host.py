@@ -14,10 +14,11 @@ import os
 import queue
 import socket
 import sys
+import time
 from types import SimpleNamespace
 
 from engine.run import pinning
-from engine.run.executors import WorkerProcess, thread_env
+from engine.run.executors import WorkerProcess, thread_env, window_times
 
 __all__ = ["NodeHost", "SHAPE_PREFIX", "node_shape"]
 
@@ -54,7 +55,7 @@ class NodeHost:
 
     def start(self, key: str, runs: list[dict], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
-              barrier: bool) -> None:
+              sync: str | None) -> None:
         """slots: a replica's cores as positions in this node's sorted affinity (the driver
         cannot know the node's core numbers); None: pinned as a local worker is."""
         if key in self.ended:  # killed or closed before this call arrived (a threaded
@@ -69,7 +70,7 @@ class NodeHost:
         self.memory_cap_bytes = memory_cap_bytes
         env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
-                                          kind=kind, mode=mode, pins=pins, barrier=barrier)
+                                          kind=kind, mode=mode, pins=pins, sync=sync)
 
     def poll(self, key: str, wait_s: float) -> tuple[list[dict], bool]:
         """The worker's events so far (waiting up to wait_s for the first), and whether its
@@ -88,8 +89,15 @@ class NodeHost:
         except queue.Empty:
             return out, False
 
-    def go(self, key: str) -> None:
-        self.workers[key].go()
+    def command(self, key: str, line: str) -> None:
+        self.workers[key].command(line)
+
+    def release(self, keys: list[str], window_s: float) -> None:
+        """Open one window for these replicas on this node's own clock (the driver's clock
+        is another machine's)."""
+        start, end = window_times(window_s, time.monotonic_ns())
+        for key in keys:
+            self.workers[key].command(f"go {start} {end}")
 
     def kill(self, key: str) -> None:
         self.ended.add(key)

@@ -206,9 +206,20 @@ class RayExecutor:
         """Positions of the node's cores (its host maps them to core numbers)."""
         return list(range(self.cores))
 
+    # Blocks of interleaved contenders would each cross the network twice (a command and
+    # its report): contests on a node run one contender after the other.
+    interleaves = False
+
+    def release(self, handles, window_s: float) -> None:
+        """Open one window for these replicas, timed by the node's clock; awaited, so none
+        starts its window before every replica has its times."""
+        import ray
+
+        ray.get(self.host.release.remote([h.key for h in handles], window_s), timeout=30)
+
     def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
-              barrier: bool = False) -> "RayWorker":
+              sync: str | None = None) -> "RayWorker":
         if trace_dir is not None:  # refused at the CLI and the Run page already
             check_profile_on_cluster(first_spec.profile_steps or 1)
         key = f"g{next(_keys)}"
@@ -216,7 +227,7 @@ class RayExecutor:
         call = self.host.start.remote(
             key, runs, intra=first_spec.intra_threads, inter=first_spec.inter_threads,
             kind=first_spec.kind, memory_cap_bytes=memory_cap_bytes, mode=mode, pin=pin,
-            slots=tuple(cores) if cores is not None else None, barrier=barrier)
+            slots=tuple(cores) if cores is not None else None, sync=sync)
         return RayWorker(self.host, key, self.node, call)
 
     def shutdown(self) -> None:
@@ -230,7 +241,7 @@ class RayExecutor:
 
 class RayWorker:
     """A worker subprocess on a node, seen as LocalProcesses' handle: events (None at the
-    end), go(), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
+    end), command(line), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
 
     def __init__(self, host, key: str, node: Node, started):
         self.host, self.key, self.node = host, key, node
@@ -278,8 +289,16 @@ class RayWorker:
             self._lose(e)
         self.events.put(None)
 
-    def go(self) -> None:
-        self.host.go.remote(self.key)  # not awaited: the replicas' skew is measured
+    def command(self, line: str) -> None:
+        """Awaited: a threaded actor does not keep call order, and blocks must not overtake."""
+        import ray
+
+        if self.lost:
+            return
+        try:
+            ray.get(self.host.command.remote(self.key, line), timeout=10)
+        except Exception as e:  # noqa: BLE001
+            self._lose(e)
 
     def kill(self) -> None:
         import ray

@@ -16,7 +16,7 @@ from engine.spec.policy import STOP_MAX_ITERS
 from engine.spec.record import RunRecord
 
 __all__ = ["new_id", "base_fields", "record_from_result", "config_extra", "one_flop_count",
-           "FLOP_BASIS", "FLOP_FRAMEWORK"]
+           "load_avg", "FLOP_BASIS", "FLOP_FRAMEWORK"]
 
 # GFLOP/s compares across frameworks only on one count: torch's FlopCounterMode counts
 # convolutions and matmuls, TensorFlow's profiler also elementwise ops, pooling and
@@ -29,6 +29,12 @@ FLOP_BASIS = ("torch FlopCounterMode on the torchvision model (convolutions and 
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+def load_avg(ready: dict) -> float | None:
+    """This machine's load average for a record; None for a cluster node's worker (this
+    machine's load says nothing of that node's: its interference record measures it)."""
+    return None if ready.get("node") else os.getloadavg()[0]
 
 
 def _now() -> datetime:
@@ -85,6 +91,8 @@ def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
     validity, why = verdict(st, iterations=st.count, measured_s=ev["measured_s"],
                             min_iters=spec.policy.min_iters, min_time_s=spec.policy.min_time_s,
                             hit_max_iters=ev["stop_reason"] == STOP_MAX_ITERS)
+    if ev.get("flags") and validity != "invalid":  # what the parent saw of the run (skew)
+        validity, why = "noisy", "; ".join([why, *ev["flags"]] if why else ev["flags"])
     median_s = st.median / 1e9
     flops = ev.get("flops_per_sample")
     ms = lambda ns: ns / 1e6  # noqa: E731

@@ -11,18 +11,20 @@ engine/run/records.py's.
 
 from __future__ import annotations
 
-import os
 import queue
 import shutil
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from typing import Callable
 
 from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
-from engine.run.records import base_fields, new_id, record_from_result
+from engine.run.records import base_fields, load_avg, new_id, record_from_result
+from engine.run.together import plan_together, run_together, worker_key
 from engine.run.system import git_commit, system_info
+from engine.scenarios import scenario_of
 from engine.spec.inference import RunSpec
 from engine.spec.record import RunRecord
 
@@ -36,7 +38,7 @@ class Runner:
                  python: str = sys.executable, clock: Callable[[], float] = time.monotonic,
                  poll_s: float = 0.2, cancel: threading.Event | None = None,
                  process_per_run: bool = False, executor=None,
-                 machine_shape: str | None = None):
+                 machine_shape: str | None = None, interleave: bool = True):
         self.timeout_s = timeout_s
         # the catalog shape this machine is (resolved by the caller), stored with each run
         self.machine_shape = machine_shape
@@ -51,6 +53,10 @@ class Runner:
         # process_per_run: a fresh worker for every run (full isolation, imports paid each
         # time); the default shares one worker per (framework, threads) group.
         self.process_per_run = process_per_run
+        # interleave: a round's contenders in different workers are timed alternately in
+        # blocks (engine/run/together.py) where they can be; else one group after another.
+        self.interleave = interleave
+        self._peaks: dict = {}  # worker key -> largest resident size its runs reached
 
     def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
             on_event: Callable[[dict], None] | None = None,
@@ -61,12 +67,19 @@ class Runner:
         on_event = on_event or (lambda e: None)
         known_stats = known_stats or (lambda spec: None)
         records: list[RunRecord] = []
+        timing = {"why": ""}  # why the rest runs one group after another
 
         def record(r: RunRecord):
+            if r.peak_rss_bytes:
+                key = worker_key(r)
+                self._peaks[key] = max(self._peaks.get(key) or 0, r.peak_rss_bytes)
+            if timing["why"] and not (r.extra or {}).get("interleaved"):
+                r = replace(r, extra={**(r.extra or {}), "sequential": timing["why"]})
             records.append(r)
             on_record(r)
 
         tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
+        specs = self._together(specs, tags, record, on_event, known_stats, timing)
         groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
         for group in groups:
             if getattr(group[0], "replicas", 1) > 1:  # R workers at once, one spec at a time
@@ -82,6 +95,30 @@ class Runner:
             if self.cancel.is_set():
                 break
         return records
+
+    def _together(self, specs, tags, record, on_event, known_stats, timing) -> list:
+        """Time what interleaves (engine/run/together.py); return the specs left for one
+        group after another, saying why in an event and on their records."""
+        if (not self.interleave or self.process_per_run or not specs
+                or not getattr(self.executor, "interleaves", False)
+                or not scenario_of(specs[0]).decides_contests):
+            return specs
+        import psutil
+
+        plan, rest, why = plan_together(specs, peak_bytes=self._peaks,
+                                        available_bytes=psutil.virtual_memory().available)
+        if plan is None:
+            timing["why"] = why
+            on_event({"event": "timing", "mode": "sequential", "why": why})
+            return rest
+        on_event({"event": "timing", "mode": "interleaved", "workers": len(plan.workers),
+                  "why": why})
+        left = run_together(self, plan, tags, record, on_event, known_stats)
+        if self.cancel.is_set():
+            return []
+        if left:  # a worker that died: its runs not begun go one after another
+            timing["why"] = "its interleaved worker ended early"
+        return left + rest
 
     def _run_worker(self, pending, tags, record, on_event, known_stats) -> set[str]:
         """Run one worker over `pending`; return the run ids that got their row."""
@@ -130,7 +167,7 @@ class Runner:
                 elif event == "started":
                     in_flight = ev["run_id"]
                     ctx.update(started_at=ev["started_at"], phase="load", iters=0,
-                               load_avg=_load_avg(ctx["ready"]))
+                               load_avg=load_avg(ctx["ready"]))
                     deadline = self.clock() + self.timeout_s
                 elif event == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
@@ -166,10 +203,12 @@ class Runner:
 
     def _run_replicas(self, rid, spec: RunSpec, tags, record, on_event, known_stats) -> None:
         """spec.replicas workers of one spec at once, each on intra_threads cores of its
-        own. Each loads, prepares and warms up, then says "armed"; when all have, all get
-        "go" and time one window together. One record: every replica's samples (the
-        per-request latency distribution), throughput the sum of theirs. Any replica that
-        fails fails the run, and the others are stopped."""
+        own. Each loads, prepares and warms up, then says "armed"; when all have, the
+        executor releases them into one window (a start and an end on the machine's
+        monotonic clock, awaited on a cluster node too). One record: every replica's
+        samples (the per-request latency distribution), throughput summed over what fell
+        inside the window every replica covered (combine_replicas). Any replica that fails
+        fails the run, and the others are stopped."""
         n, t = spec.replicas, spec.intra_threads
         cores = self.executor.core_ids()  # a cluster node's: positions its host maps
         run = {"run_id": rid, "spec": spec.to_dict(), "known_stats": known_stats(spec)}
@@ -177,7 +216,7 @@ class Runner:
         workers = []
         ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
                "iters": 0}
-        results, failure, armed, codes, used = {}, None, set(), {}, {}
+        results, failure, armed, codes, used = {}, None, {}, {}, {}
 
         def pump(i, w):
             while True:
@@ -188,7 +227,7 @@ class Runner:
         try:
             for i in range(n):
                 w = self.executor.start([run], spec, self.memory_cap_bytes,
-                                        cores=tuple(cores[i * t:(i + 1) * t]), barrier=True)
+                                        cores=tuple(cores[i * t:(i + 1) * t]), sync="window")
                 workers.append(w)
                 threading.Thread(target=pump, args=(i, w), daemon=True).start()
             ended, deadline = set(), self.clock() + self.timeout_s
@@ -221,14 +260,14 @@ class Runner:
                     ctx["ready"] = ev
                 elif kind == "started" and ctx["started_at"] is None:
                     ctx.update(started_at=ev["started_at"], phase="load",
-                               load_avg=_load_avg(ctx["ready"]))
+                               load_avg=load_avg(ctx["ready"]))
                 elif kind == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
                 elif kind == "armed":
-                    armed.add(i)
+                    armed[i] = ev.get("per_call_ns") or 0
                     if len(armed) == n:  # every replica warm: one window for all
-                        for w in workers:
-                            w.go()
+                        self.executor.release(workers, replica_window_s(spec.policy,
+                                                                        max(armed.values())))
                 elif kind == "result":
                     results[i] = ev
                 elif kind == "failed":  # the digest of a user's model travels with it
@@ -290,30 +329,68 @@ class Runner:
         return record_from_result(base, ev, spec)
 
 
-def _load_avg(ready: dict) -> float | None:
-    # This machine's load says nothing of a cluster node's (its worker's interference
-    # record measures that node over the timed window).
-    return None if ready.get("node") else os.getloadavg()[0]
+def replica_window_s(policy, per_call_ns: int) -> float:
+    """The replicas' common window: the policy's min_time, or long enough for the slowest
+    replica's min_iters calls (from its warm-up) with a fifth to spare; at most max_time."""
+    return min(policy.max_time_s, max(policy.min_time_s,
+                                      1.2 * policy.min_iters * per_call_ns / 1e9))
+
+
+# A replica whose window opened or closed further than this share of the window from the
+# others' is flagged on the row: the summed throughput then leans on fewer replicas.
+WINDOW_SKEW_FLAG = 0.01
+
+
+def _inside(r: dict, lo: int, hi: int) -> float:
+    """How many of a replica's samples fell inside [lo, hi] (monotonic ns), counting a
+    sample cut by an edge by the share of it inside."""
+    calls = r.get("block_calls", 1)
+    n = 0.0
+    for per_call, end in zip(r["samples_ns"], r["sample_ends_ns"]):
+        length = per_call * calls
+        start = end - length
+        overlap = min(end, hi) - max(start, lo)
+        if overlap > 0:
+            n += overlap / length if length else 1.0
+    return n
 
 
 def combine_replicas(results: list[dict], batch_size: int) -> dict:
     """One result event from every replica's: samples of all (the per-request latency
-    distribution across replicas), each replica's throughput (the run's is their sum), the
-    longest window, memory summed, and how far the windows' starts and ends were apart."""
+    distribution across replicas), the window every replica covered, each replica's
+    throughput over it (its calls inside it, those cut by an edge in part, times the batch,
+    over its length; the run's is their sum), memory summed, and how far the windows'
+    starts and ends were apart, flagged above WINDOW_SKEW_FLAG of the window."""
     first = results[0]
     ev = dict(first)
+    ev.pop("sample_ends_ns", None)
     ev["samples_ns"] = [x for r in results for x in r["samples_ns"]]
     ev["warmup_ns"] = [x for r in results for x in r["warmup_ns"]]
-    ev["measured_s"] = max(r["measured_s"] for r in results)
     ev["warmup_s"] = max(r["warmup_s"] for r in results)
-    # as the scenario's throughput: samples over the measured time of each replica
-    ev["replica_throughputs"] = [
-        batch_size * len(r["samples_ns"]) / (sum(r["samples_ns"]) / 1e9)
-        if sum(r["samples_ns"]) else 0.0 for r in results]
-    starts = [r["window"][0] for r in results if r.get("window")]
-    ends = [r["window"][1] for r in results if r.get("window")]
-    ev["window_start_skew_ms"] = (max(starts) - min(starts)) * 1e3 if starts else None
-    ev["window_end_skew_ms"] = (max(ends) - min(ends)) * 1e3 if ends else None
+    timed = [r for r in results if r.get("sample_ends_ns")]
+    if len(timed) == len(results):
+        calls = [r.get("block_calls", 1) for r in results]
+        starts = [r["sample_ends_ns"][0] - r["samples_ns"][0] * c
+                  for r, c in zip(results, calls)]
+        ends = [r["sample_ends_ns"][-1] for r in results]
+        lo, hi = max(starts), min(ends)
+        common = max(hi - lo, 1)
+        ev["measured_s"] = common / 1e9
+        ev["replica_throughputs"] = [batch_size * c * _inside(r, lo, hi) / (common / 1e9)
+                                     for r, c in zip(results, calls)]
+        start_skew, end_skew = max(starts) - min(starts), max(ends) - min(ends)
+        ev["window_start_skew_ms"], ev["window_end_skew_ms"] = start_skew / 1e6, end_skew / 1e6
+        ev["window_skew_frac"] = max(start_skew, end_skew) / common
+        if ev["window_skew_frac"] > WINDOW_SKEW_FLAG:
+            ev["flags"] = [f"replica windows apart by {ev['window_skew_frac']:.1%} of the "
+                           f"common window (flag above {WINDOW_SKEW_FLAG:.0%}): the summed "
+                           "throughput counts only the common window"]
+    else:  # a runtime that times itself reports no sample ends: each replica on its own
+        ev["measured_s"] = max(r["measured_s"] for r in results)
+        ev["replica_throughputs"] = [
+            batch_size * len(r["samples_ns"]) / (sum(r["samples_ns"]) / 1e9)
+            if sum(r["samples_ns"]) else 0.0 for r in results]
+        ev["window_start_skew_ms"] = ev["window_end_skew_ms"] = None
     peaks = [r.get("peak_rss_bytes") for r in results]
     if all(p is not None for p in peaks):
         ev["peak_rss_bytes"] = sum(peaks)
@@ -324,13 +401,10 @@ def combine_replicas(results: list[dict], batch_size: int) -> dict:
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
     """Consecutive specs sharing a worker: same framework, thread counts and device (and
     replica: an A/A test's second copy runs in a process of its own)."""
-    def key_of(s):
-        return (s.framework, s.intra_threads, s.inter_threads, s.device,
-                getattr(s, "replica", 0), getattr(s, "replicas", 1))
     groups: list[list[RunSpec]] = []
     for s in specs:
-        key = key_of(s)
-        if groups and key_of(groups[-1][0]) == key:
+        key = worker_key(s)
+        if groups and worker_key(groups[-1][0]) == key:
             groups[-1].append(s)
         else:
             groups.append([s])

@@ -16,11 +16,63 @@ from typing import Callable
 
 from engine.spec.record import OOM_MARKERS
 
-__all__ = ["Frame", "THREAD_ENV", "status_of"]
+__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "parse_command"]
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
-              "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS")
+              "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS", "OMP_WAIT_POLICY")
+
+
+def parse_command(line: str) -> tuple:
+    """A parent's command to a worker held at a gate: ("go", start_ns, end_ns) opens a
+    replica's window on the monotonic clock; ("run",) lets an interleaved worker start its
+    next run (load, prepare, warm up: never while another contender is timed); ("block",
+    seconds) times one interleaved block; ("stop",) ends interleaved timing. Anything else
+    is a broken parent."""
+    parts = line.split()
+    if parts[:1] == ["go"] and len(parts) == 3:
+        return ("go", int(parts[1]), int(parts[2]))
+    if parts[:1] == ["block"] and len(parts) == 2:
+        return ("block", float(parts[1]))
+    if parts == ["stop"]:
+        return ("stop",)
+    if parts == ["run"]:
+        return ("run",)
+    raise ValueError(f"not a worker command: {line!r}")
+
+
+class Gate:
+    """Where a timed loop waits for its parent (engine.worker.measure's gate): a replica's
+    window, or an interleaved contender's blocks. Says "armed" when it first waits."""
+
+    def __init__(self, frame: "Frame", run_id: str):
+        self.mode, self.frame, self.run_id = frame.sync, frame, run_id
+        self.armed = False
+
+    def _next(self, per_call_ns: int) -> tuple:
+        if not self.armed:
+            self.frame.emit("armed", run_id=self.run_id, per_call_ns=per_call_ns)
+            self.armed = True
+        return parse_command(self.frame.commands.get())
+
+    def window(self, per_call_ns: int) -> tuple[int, int]:
+        cmd = self._next(per_call_ns)
+        if cmd[0] != "go":
+            raise ValueError(f"a replica expected go, got {cmd[0]}")
+        return cmd[1], cmd[2]
+
+    def sleep_until(self, ns: int) -> None:
+        wait = ns - time.monotonic_ns()
+        if wait > 0:
+            time.sleep(wait / 1e9)
+
+    def next_block(self, per_call_ns: int) -> float | None:
+        cmd = self._next(per_call_ns)
+        return cmd[1] if cmd[0] == "block" else None
+
+    def report(self, iters: int, elapsed_ns: int, met: bool, maxed: bool) -> None:
+        self.frame.emit("block", run_id=self.run_id, iters=iters, elapsed_ns=elapsed_ns,
+                        met=met, maxed=maxed)
 
 
 def status_of(exc: BaseException) -> str:
@@ -78,21 +130,16 @@ class Frame:
     folder for profiler traces, and the per-run frame."""
 
     def __init__(self, emit: Callable[..., None], *, cap: int | None, t0: float,
-                 trace_dir: str | None, mode: str = "bench", go=None):
+                 trace_dir: str | None, mode: str = "bench", sync: str | None = None,
+                 commands=None):
         self.emit, self.cap, self.t0, self.trace_dir, self.mode = emit, cap, t0, trace_dir, mode
-        self.go = go  # a threading.Event the parent's "go" sets: this worker is a replica
+        # "window" (a replica) or "blocks" (interleaved): the parent's commands decide when
+        # this worker times, read from `commands` (a queue of lines)
+        self.sync, self.commands = sync, commands
 
-    @property
-    def replica(self) -> bool:
-        return self.go is not None
-
-    def await_go(self, run_id: str) -> float:
-        """A replica, warm: say so, wait until the parent says every replica is, and return
-        the wall time the timed window opened (replicas compare windows by it)."""
-        self.emit("armed", run_id=run_id)
-        self.go.wait()
-        self.go.clear()
-        return time.time()
+    def gate(self, run_id: str) -> Gate | None:
+        """The gate a run's timed loop waits at, or None for a run on its own."""
+        return Gate(self, run_id) if self.sync else None
 
     def ready(self, versions: dict, threads: dict) -> None:
         from engine.worker.machine import machine_facts
@@ -114,6 +161,10 @@ class Frame:
         one result or failed event (with failure_fields(): what the run knew when it
         failed, such as the digest of a user's model)."""
         emit = self.emit
+        if self.sync == "blocks":  # interleaved: start only when the parent says
+            cmd = parse_command(self.commands.get())
+            if cmd != ("run",):
+                raise ValueError(f"an interleaved worker expected run, got {cmd[0]}")
         emit("started", run_id=run_id, started_at=time.time())
         try:
             per_run_peak = _reset_peak_rss()

@@ -13,7 +13,7 @@ from engine.worker.backends import load_backend
 from engine.worker.backends.base import ModelStats
 from engine.worker.frame import Frame, status_of
 from engine.worker.interference import interference, snapshot
-from engine.worker.measure import time_loop
+from engine.worker.measure import WINDOW, time_loop
 from engine.worker.profiling import profile_pass
 from engine.worker.user_models import source_digest
 
@@ -88,7 +88,7 @@ def run_group(runs, frame: Frame) -> None:
             progress = lambda n, _ns: emit(  # noqa: E731
                 "progress", run_id=run_id, phase="measure", iters=n)
             profile = {}
-            opened, closed = [], None  # a replica's timed window (wall clock)
+            gate = frame.gate(run_id)
             if hasattr(backend, "measure"):  # the runtime times itself (LibTorch C++)
                 before = snapshot()
                 with inputs_named(spec):  # its first call is the runner's
@@ -110,10 +110,9 @@ def run_group(runs, frame: Frame) -> None:
                         first_from = "a timed call"
                     emit("progress", run_id=run_id, phase="warmup", iters=0)
                     before = snapshot()
-                    loop = time_loop(step, spec.policy, on_progress=progress,
-                                     before_timing=(lambda: opened.append(
-                                         frame.await_go(run_id))) if frame.replica else None)
-                    closed = time.time()
+                    loop = time_loop(step, spec.policy, on_progress=progress, gate=gate,
+                                     **({"clock": time.monotonic_ns}
+                                        if gate and gate.mode == WINDOW else {}))
                     window = interference(before, snapshot())
                     trace_path = frame.trace_path(run_id)
                     if spec.profile_steps and trace_path:
@@ -135,7 +134,9 @@ def run_group(runs, frame: Frame) -> None:
                         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
                         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
                         **digest(spec), **profile,
-                        **({"window": [opened[0], closed]} if opened else {}))
+                        **({"sample_ends_ns": list(loop.sample_ends_ns)}
+                           if loop.sample_ends_ns else {}),
+                        **({"blocks": loop.blocks} if loop.blocks else {}))
         # A failure after the file was hashed still names the bytes it failed on.
         frame.guarded(run_id, spec, body, on_failure=forget,
                       failure_fields=lambda spec=spec: digest(spec))

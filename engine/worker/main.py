@@ -3,7 +3,9 @@
 Started by the parent's executor as `python -m engine.worker` with the thread environment
 already set, so OMP/MKL read it when the framework is imported here. Reads one JSON payload
 line on stdin and keeps stdin open: EOF means the parent is gone, and the worker exits
-rather than live on as an orphan. Never opens the database.
+rather than live on as an orphan. Never opens the database. A worker whose payload asks for
+a `sync` (a replica's window, or interleaved blocks) reads the parent's commands from the
+same stdin, one line each (engine.worker.frame.parse_command).
 
 The payload's `kind` names the scenario (engine.scenarios), whose `worker_body` module runs
 the group: engine/worker/inference.py (a backend per runtime, timed by engine.worker.measure),
@@ -16,6 +18,8 @@ sent to stderr so they cannot corrupt it):
   ready    {pid, import_s, versions, threads, env}
   started  {run_id}
   progress {run_id, phase, iters}
+  armed    {run_id, per_call_ns} (sync: warm, waiting for the parent's command)
+  block    {run_id, iters, elapsed_ns, met, maxed} (blocks: one block timed)
   result   {run_id, ...timings, raw samples, params, flops, memory; train: epochs and
             step losses; profiled: top operators, trace path}
   failed   {run_id, status: error|oom|invalid, reason, traceback}
@@ -27,6 +31,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -37,14 +42,17 @@ from engine.worker.frame import Frame
 __all__ = ["main"]
 
 
-def _exit_when_parent_gone(fd: int, go: threading.Event) -> None:
+def _exit_when_parent_gone(fd: int, commands: queue.Queue) -> None:
     # os.read on a raw descriptor, not sys.stdin.read(): a thread blocked in sys.stdin
     # holds its buffer lock, and a forked child (DataLoader workers) that closes stdin at
-    # start-up would wait on that lock forever. The only thing the parent writes after the
-    # payload is "go": every replica is warm, start timing (Frame.await_go).
+    # start-up would wait on that lock forever. What the parent writes after the payload
+    # are commands to a worker it holds at a gate (a window, a block, stop), a line each.
+    pending = b""
     while data := os.read(fd, 65536):  # b"" at EOF: the parent closed the pipe or died
-        if b"go" in data:
-            go.set()
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            if line.strip():
+                commands.put(line.decode())
     os._exit(0)
 
 
@@ -61,8 +69,9 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe
     sys.stdin = open(os.devnull)
-    go = threading.Event()
-    threading.Thread(target=_exit_when_parent_gone, args=(watch_fd, go), daemon=True).start()
+    commands: queue.Queue = queue.Queue()
+    threading.Thread(target=_exit_when_parent_gone, args=(watch_fd, commands),
+                     daemon=True).start()
 
     from engine.worker.backends import configure_threads
 
@@ -76,5 +85,5 @@ def main() -> None:
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
     frame = Frame(emit, cap=payload.get("memory_cap_bytes"), t0=t0,
                   trace_dir=payload.get("trace_dir"), mode=payload.get("mode", "bench"),
-                  go=go if payload.get("barrier") else None)
+                  sync=payload.get("sync"), commands=commands)
     importlib.import_module(scenario.worker_body).run_group(runs, frame)

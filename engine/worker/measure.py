@@ -9,6 +9,16 @@ A call under about 1 ms is timed in blocks (as torch.utils.benchmark's blocked_a
 does): one timer read around k calls, the sample being the block's time over k. Timer
 granularity and one call's jitter then no longer decide the quartiles, and the loop's own
 overhead is paid once per block. The block size is stored with the samples.
+
+Three ways to decide when timing ends (`gate`):
+- none (a run on its own): until the policy is met (min_time and min_iters) or a max is hit;
+- a window (a replica, engine/run/runner.py): wait, warm, for the parent's one start and end
+  on CLOCK_MONOTONIC (shared by every process of the machine), time until the end, and keep
+  each sample's end time so the parent counts only what fell inside every replica's window;
+- blocks (contenders interleaved): time one block of the length the parent asks for, say
+  so, wait for the next; the parent alternates the contenders of a contest block by block
+  until every one has met its policy, then says stop. Both then see the same machine
+  within a block's length, so drift and a neighbour's busy seconds fall on both alike.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ from engine.spec.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
                                 MeasurementPolicy)
 
 __all__ = ["LoopResult", "time_loop", "block_size", "STOP_POLICY_MET", "STOP_MAX_TIME",
-           "STOP_MAX_ITERS", "BLOCK_TARGET_NS"]
+           "STOP_MAX_ITERS", "BLOCK_TARGET_NS", "WINDOW", "BLOCKS"]
+
+WINDOW, BLOCKS = "window", "blocks"  # the gates a parent can hold a timed loop with
 
 # Calls faster than this are timed in blocks that last about this long.
 BLOCK_TARGET_NS = 1_000_000
@@ -44,6 +56,10 @@ class LoopResult:
     # ran outside Python, e.g. the LibTorch C++ runner).
     gc_disabled: bool | None = None
     block_calls: int = 1  # calls per timed sample
+    # A window's samples: each one's end on the monotonic clock (the parent keeps what
+    # fell inside every replica's window). Interleaved: the timed blocks it took.
+    sample_ends_ns: tuple[int, ...] | None = None
+    blocks: int = 0
 
 
 def block_size(warmup_ns) -> int:
@@ -60,9 +76,12 @@ def block_size(warmup_ns) -> int:
 def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
               clock: Callable[[], int] = time.perf_counter_ns,
               on_progress: Callable[[int, int], None] | None = None,
-              before_timing: Callable[[], None] | None = None) -> LoopResult:
+              gate=None) -> LoopResult:
     """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
-    min_time_s and min_iters are met (or a max is hit).
+    min_time_s and min_iters are met (or a max is hit), or as the gate says: gate.mode is
+    WINDOW (gate.window(per_call_ns) -> (start_ns, end_ns) on `clock`, which must then be
+    the monotonic clock; gate.sleep_until(ns)) or BLOCKS (gate.next_block(per_call_ns) ->
+    seconds, or None to stop; gate.report(iters, elapsed_ns, met, maxed) after each).
 
     The cyclic garbage collector is off while the loop runs (as timeit does): a collection
     triggered by the allocation count would land in whichever iteration crossed the
@@ -72,13 +91,37 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _loop(step, policy, clock, on_progress, before_timing)
+        return _loop(step, policy, clock, on_progress, gate)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _loop(step, policy, clock, on_progress, before_timing=None) -> LoopResult:
+class _Sampler:
+    """Times one sample: one call, or a block of calls under BLOCK_TARGET_NS."""
+
+    def __init__(self, step, block: int, clock):
+        self.step, self.block, self.clock = step, block, clock
+        self.calls = range(block)
+        self.samples: list[int] = []
+
+    def __call__(self) -> int:
+        clock, step = self.clock, self.step
+        if self.block == 1:
+            t0 = clock()
+            own = step()
+            t1 = clock()
+            self.samples.append(own if own is not None else t1 - t0)
+        else:
+            t0 = clock()
+            for _ in self.calls:
+                step()
+            t1 = clock()
+            self.samples.append((t1 - t0) // self.block)
+        return t1
+
+
+def _loop(step, policy, clock, on_progress, gate=None) -> LoopResult:
     warm = []
     self_timed = False
     warm_max_ns = int(policy.warmup_max_s * 1e9)
@@ -94,31 +137,23 @@ def _loop(step, policy, clock, on_progress, before_timing=None) -> LoopResult:
     w1 = clock()
     # A step that measures itself (CUDA events) reports each call: never blocked.
     block = 1 if self_timed else block_size(warm)
-    calls = range(block)
+    per_call = sorted(warm)[len(warm) // 2] if warm else 0
+    sample = _Sampler(step, block, clock)
+    done = (tuple(warm), w1 - w0, block)
+    if gate is not None and gate.mode == WINDOW:
+        return _windowed(sample, policy, gate, per_call, done)
+    if gate is not None and gate.mode == BLOCKS:
+        return _blocked(sample, policy, gate, per_call, done)
 
     min_ns = int(policy.min_time_s * 1e9)
     max_ns = int(policy.max_time_s * 1e9)
     min_iters, max_iters = policy.min_iters, policy.max_iters
-    samples: list[int] = []
-    append = samples.append
-    if before_timing is not None:  # replicas: wait here until every one is warm
-        before_timing()
     start = clock()
     next_report = start + PROGRESS_EVERY_NS
     while True:
-        if block == 1:
-            t0 = clock()
-            own = step()
-            t1 = clock()
-            append(own if own is not None else t1 - t0)
-        else:
-            t0 = clock()
-            for _ in calls:
-                step()
-            t1 = clock()
-            append((t1 - t0) // block)
+        t1 = sample()
         elapsed = t1 - start
-        n = len(samples)
+        n = len(sample.samples)
         if n >= min_iters and elapsed >= min_ns:
             reason = STOP_POLICY_MET
             break
@@ -131,5 +166,46 @@ def _loop(step, policy, clock, on_progress, before_timing=None) -> LoopResult:
         if on_progress is not None and t1 >= next_report:
             on_progress(n * block, elapsed)
             next_report = t1 + PROGRESS_EVERY_NS
-    return LoopResult(tuple(warm), tuple(samples), w1 - w0, t1 - start, reason,
+    return LoopResult(done[0], tuple(sample.samples), done[1], t1 - start, reason,
                       gc_disabled=True, block_calls=block)
+
+
+def _windowed(sample, policy, gate, per_call: int, done) -> LoopResult:
+    """A replica: from the parent's start to its end, every replica on the same clock."""
+    start_ns, end_ns = gate.window(per_call)
+    gate.sleep_until(start_ns)
+    start = sample.clock()
+    ends = []
+    reason = STOP_POLICY_MET
+    while True:
+        t1 = sample()
+        ends.append(t1)
+        if t1 >= end_ns:
+            break
+        if len(ends) >= policy.max_iters:
+            reason = STOP_MAX_ITERS
+            break
+    return LoopResult(done[0], tuple(sample.samples), done[1], t1 - start, reason,
+                      gc_disabled=True, block_calls=done[2], sample_ends_ns=tuple(ends))
+
+
+def _blocked(sample, policy, gate, per_call: int, done) -> LoopResult:
+    """A contender interleaved with others: one block at a time, when the parent says."""
+    min_ns, max_ns = int(policy.min_time_s * 1e9), int(policy.max_time_s * 1e9)
+    timed, blocks, reason = 0, 0, STOP_POLICY_MET
+    while (seconds := gate.next_block(per_call)) is not None:
+        b0 = sample.clock()
+        length = int(seconds * 1e9)
+        while True:
+            t1 = sample()
+            if t1 - b0 >= length or len(sample.samples) >= policy.max_iters:
+                break
+        timed += t1 - b0
+        blocks += 1
+        n = len(sample.samples)
+        maxed = timed >= max_ns or n >= policy.max_iters
+        if maxed:
+            reason = STOP_MAX_ITERS if n >= policy.max_iters else STOP_MAX_TIME
+        gate.report(n * done[2], timed, n >= policy.min_iters and timed >= min_ns, maxed)
+    return LoopResult(done[0], tuple(sample.samples), done[1], timed, reason,
+                      gc_disabled=True, block_calls=done[2], blocks=blocks)

@@ -1,0 +1,145 @@
+"""Contenders timed alternately in blocks, their workers warm at once (issue 24 point 4), and
+replicas sharing one window (point 5): plans on fixed specs, windows on fixed sample times,
+and real selftest workers for the protocol, its failures and its fallbacks."""
+
+from dataclasses import replace
+
+import pytest
+
+from engine.run.executors import window_times
+from engine.run.neighbour import _phases
+from engine.run.runner import Runner, combine_replicas, replica_window_s
+from engine.run.together import plan_together
+from engine.spec import MeasurementPolicy, expand_sweep
+from tests.helpers import spec
+
+TORCH_TF = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1, 8], [1], cores=2)
+
+
+def label(phase):
+    return [(w, s.framework, s.runtime, s.batch_size) for w, s in phase]
+
+
+def test_each_contest_is_a_phase_of_its_contenders_workers_first_mover_first():
+    plan, left, why = plan_together(TORCH_TF)
+    assert (left, why) == ([], "")
+    assert [label(p) for p in plan.phases] == [
+        [(0, "torch", "eager", 1), (1, "tensorflow", "tf_function", 1)],
+        [(0, "torch", "eager", 8), (1, "tensorflow", "tf_function", 8)]]
+    assert [[(s.framework, s.batch_size) for s in w] for w in plan.workers] == [
+        [("torch", 1), ("torch", 8)], [("tensorflow", 1), ("tensorflow", 8)]]
+    # a reversed round: TensorFlow's batch 8 comes first, and goes first
+    plan, _, _ = plan_together(list(reversed(TORCH_TF)))
+    assert [label(p) for p in plan.phases] == [
+        [(0, "tensorflow", "tf_function", 8), (1, "torch", "eager", 8)],
+        [(0, "tensorflow", "tf_function", 1), (1, "torch", "eager", 1)]]
+
+
+def test_two_contenders_of_one_worker_take_turns_against_the_other():
+    specs = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1], [1], cores=2,
+                         runtimes=["eager", "channels_last", "tf_function"])
+    plan, _, _ = plan_together(specs)
+    assert [label(p) for p in plan.phases] == [
+        [(0, "torch", "eager", 1), (1, "tensorflow", "tf_function", 1)],
+        [(0, "torch", "channels_last", 1)]]
+
+
+def test_what_cannot_interleave_is_left_one_after_another_with_the_reason():
+    libtorch = spec(runtime="libtorch")
+    replicas = spec(replicas=2, intra_threads=1, model="identity", framework="selftest")
+    plan, left, why = plan_together(TORCH_TF + [libtorch, replicas])
+    assert len(plan.phases) == 2 and left == [libtorch, replicas]
+    assert why == "replicas share a window of their own; the LibTorch runner times itself"
+    torch_only = [s for s in TORCH_TF if s.framework == "torch"]
+    assert plan_together(torch_only) == (None, torch_only,
+                                         "no contest has contenders in two workers")
+    # workers that would not fit in memory together run one after another
+    plan, left, why = plan_together(TORCH_TF, available_bytes=4 * 2**30)
+    assert plan is None and left == TORCH_TF
+    assert why == ("the 2 workers need about 3.3 GiB together, over 75% of the 4.0 GiB "
+                   "available: one after another")
+    # what the runs measured before replaces the guess
+    small = {("torch", 1, 1, "cpu", 0, 1): 2**30, ("tensorflow", 1, 1, "cpu", 0, 1): 2**30}
+    assert plan_together(TORCH_TF, available_bytes=4 * 2**30, peak_bytes=small)[0] is not None
+
+
+def _aa(models=("identity",), min_time=0.3):
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=min_time, min_iters=5)
+    one = expand_sweep(list(models), ["selftest"], [1], [1], policy=policy, cores=2)
+    return one + [replace(s, replica=1) for s in one]
+
+
+def test_an_aa_contest_is_timed_in_alternating_blocks_by_real_workers(worker_env):
+    events = []
+    recs = Runner().run(_aa(), on_record=lambda r: None, on_event=events.append)
+    assert [e["mode"] for e in events if e["event"] == "timing"] == ["interleaved"]
+    assert [(r.status, r.stop_reason) for r in recs] == [("ok", "policy met")] * 2
+    for rec in recs:
+        assert rec.extra["interleaved"]["block_s"] == 0.25
+        assert rec.extra["interleaved"]["blocks"] == 2  # 0.3 s in blocks of 0.25 s
+        assert rec.measured_s >= 0.3 and rec.iterations >= 5
+    assert sorted(r.extra["interleaved"]["with"][0] for r in recs) == [
+        "selftest (python)", "selftest (python) #2"]
+    # the blocks in turn: A B, then B A
+    a, b = (e["spec"].replica for e in events if e["event"] == "started")
+    order = [e["spec"].replica for e in events if e["event"] == "block"]
+    assert order == [a, b, b, a]
+
+
+def test_a_contender_that_dies_leaves_one_row_and_its_rest_runs_one_after_another(
+        worker_env):
+    recs = Runner().run(_aa(("fault_exit", "identity"), min_time=0.05),
+                        on_record=lambda r: None)
+    got = sorted((r.model, r.status, bool(r.extra.get("sequential"))) for r in recs)
+    assert got == [("fault_exit", "killed", False), ("fault_exit", "killed", False),
+                   ("identity", "ok", True), ("identity", "ok", True)]
+    assert {r.extra["sequential"] for r in recs if r.model == "identity"} == {
+        "its interleaved worker ended early"}
+
+
+def test_a_hanging_contender_times_out_in_one_row_each(worker_env):
+    recs = Runner(timeout_s=2).run(_aa(("fault_hang",), min_time=0.05),
+                                   on_record=lambda r: None)
+    assert [(r.model, r.status) for r in recs] == [("fault_hang", "timeout")] * 2
+    assert recs[0].reason.startswith("exceeded the 2 s wall-time limit per run (interleaved")
+
+
+def test_replicas_count_only_what_fell_inside_the_window_they_all_covered():
+    ms = 1_000_000
+
+    def replica(start, calls):  # back-to-back 10 ms samples from `start` (ms)
+        ends = [(start + 10 * (i + 1)) * ms for i in range(calls)]
+        return {"samples_ns": [10 * ms] * calls, "warmup_ns": [ms], "sample_ends_ns": ends,
+                "measured_s": calls / 100, "warmup_s": 0.001, "peak_rss_bytes": 100,
+                "peak_rss_method": "VmHWM"}
+    # replica 1 from 0 to 1000 ms; replica 2 from 5 ms to 1005 ms: common 5..1000 ms
+    ev = combine_replicas([replica(0, 100), replica(5, 100)], batch_size=2)
+    assert ev["measured_s"] == pytest.approx(0.995)
+    # 99.5 calls of each inside 995 ms: 100 calls/s each, times batch 2
+    assert [round(t, 6) for t in ev["replica_throughputs"]] == [200.0, 200.0]
+    assert (ev["window_start_skew_ms"], ev["window_end_skew_ms"]) == (5.0, 5.0)
+    assert round(ev["window_skew_frac"], 4) == 0.005 and "flags" not in ev  # under 1 %
+    skewed = combine_replicas([replica(0, 100), replica(50, 100)], batch_size=1)
+    assert skewed["flags"] == ["replica windows apart by 5.3% of the common window (flag "
+                               "above 1%): the summed throughput counts only the common "
+                               "window"]
+    assert len(skewed["samples_ns"]) == 200 and skewed["peak_rss_bytes"] == 200
+
+
+def test_the_replicas_window_fits_the_slowest_replicas_min_iters():
+    policy = MeasurementPolicy(min_time_s=2.0, min_iters=30, max_time_s=60.0)
+    assert replica_window_s(policy, 10_000_000) == 2.0  # 30 x 10 ms fit in 2 s
+    assert replica_window_s(policy, 100_000_000) == pytest.approx(3.6)  # 1.2 x 30 x 0.1 s
+    assert replica_window_s(policy, 10_000_000_000) == 60.0  # at most max_time
+    assert window_times(2.0, 1_000_000_000) == (1_050_000_000, 3_050_000_000)
+
+
+def test_a_neighbours_phases_come_and_go_from_its_seed():
+    onoff = _phases("onoff", 3, (3.0, 8.0), (4.0, 12.0))
+    first = [next(onoff) for _ in range(4)]
+    assert [busy for busy, _ in first] == [True, False, True, False]
+    assert all(3 <= s <= 8 for busy, s in first if busy)
+    assert all(4 <= s <= 12 for busy, s in first if not busy)
+    again = _phases("onoff", 3, (3.0, 8.0), (4.0, 12.0))
+    assert [next(again) for _ in range(4)] == first  # seeded
+    assert next(_phases("steady", 0, (1, 2), (1, 2))) == (True, 3600.0)
