@@ -10,7 +10,8 @@ from engine.present.frames import compare_frame, highlight_cells, setting_choice
 from engine.present.link_state import PageLink
 from engine.present.links import encode_setting
 from engine.present.report import REPORT_FORMATS, build_report
-from engine.present.tables import architecture_notes, noise_lines, rule_line
+from engine.present.tables import (architecture_notes, contention_lines, noise_lines, row_text,
+                                   rule_line)
 from engine.scenarios import INFERENCE
 from engine.spec.errors import UserError
 from store.cache import busy, database, read
@@ -93,7 +94,7 @@ if sweep_id:
                "got extra rounds up to the sweep's budget.")
     for contest in rows:
         for sentence in contest.sentences:
-            st.markdown(f"- {contest.row[0]} b{contest.row[2]} t{contest.row[3]}: {sentence}")
+            st.markdown(f"- {row_text(contest.row)}: {sentence}")
     if any(c.comparisons for c in rows):
         st.caption(rule_line(rule)[0].upper() + rule_line(rule)[1:] + ".")
     for model, note in architecture_notes(results):
@@ -111,6 +112,12 @@ if sweep_id:
                        "rounds cancels it")
         for line in noise_lines(everything):
             st.caption(line)
+    shared = contention_lines(everything, rule)
+    if shared:  # a sweep with --contention: what a neighbour costs each contender
+        st.subheader("Shared versus dedicated")
+        st.caption(shared[0][0].upper() + shared[0][1:])
+        for line in shared[1:]:
+            st.markdown(f"- {line.strip()}")
     # A report for someone without the dashboard: built on request (about a second).
     r1, r2, r3 = st.columns([2, 1, 1])
     fmt = r1.radio("Report", list(REPORT_FORMATS), horizontal=True, key="report_format",

@@ -7,13 +7,15 @@ from engine.spec.errors import UserError
 from engine.run.estimate import estimate_seconds
 from engine.present.cluster_form import executor_choice
 from engine.present.job_panel import jobs_section
-from engine.present.links import MAX_VALUE_LEN, note, parse_choices, parse_number
+from engine.present.links import (MAX_VALUE_LEN, note, parse_choice, parse_choices,
+                                  parse_number)
 from engine.present.model_form import model_form, source_choice
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
 from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
 from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.spec.budget import default_max_rounds
-from engine.spec.limits import DEFAULT_ROUNDS, TIME_BUDGET_RANGE
+from engine.spec.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, TIME_BUDGET_RANGE,
+                                VERDICT_MARGIN_RANGE)
 from engine.spec.paths import data_root
 from engine.spec.inference import PRECISIONS
 from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
@@ -68,6 +70,14 @@ def _q_int(key, default, lo=ROUNDS_RANGE[0], hi=ROUNDS_RANGE[1], cast=int):
     if msg:
         link_errors.append(msg)
     return default if value is None else value
+
+
+def _q_flag(key) -> bool:
+    """A switch from the link: 1 or 0; anything else is reported and the switch left off."""
+    value, msg = parse_choice(key, q.get(key), {"1": True, "0": False})
+    if msg:
+        link_errors.append(msg)
+    return bool(value)
 
 
 link_errors: list[str] = []
@@ -182,6 +192,21 @@ with right:
                                 value=q.get("time_budget", ""), placeholder="no limit",
                                 help="no extra round starts once the sweep would pass this "
                                      "many seconds")
+    v1, v2 = st.columns([1, 2])
+    margin_pct = v1.number_input(
+        "Verdict margin (%)", key="margin", min_value=0.0,
+        max_value=100 * VERDICT_MARGIN_RANGE[1], step=0.5,
+        value=_q_int("margin", 100 * DEFAULT_VERDICT_MARGIN, 0.0,
+                     100 * VERDICT_MARGIN_RANGE[1], float),
+        help="a winner is named only when the 95 % sequential interval clears ± this; a "
+             "contest whose interval lies inside it stops early as equivalent")
+    contention = v2.checkbox(
+        "Also measure beside a noisy neighbour (shared vs dedicated)", key="contention",
+        value=_q_flag("contention"),
+        help="every configuration also runs beside a busy process the engine starts on one "
+             "of its cores (steady, and on/off), and torch also with OpenMP's passive wait "
+             "policy: each a setting of its own; Compare shows each contender's slowdown and "
+             "whether the verdict changes. About 3x the runs (4.5x with torch)")
     profile = st.number_input("Profile iterations (0 = off)", key="profile", min_value=0,
                               max_value=PROFILE_RANGE[1],
                               value=_q_int("profile", 0, *PROFILE_RANGE),
@@ -220,6 +245,7 @@ if not errors:
         policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                  min_iters=int(min_iters)),
         rounds=int(rounds), max_rounds=int(max_rounds), time_budget_s=time_budget,
+        margin=float(margin_pct) / 100, contention=bool(contention),
         runtimes=tuple(runtimes), profile_steps=int(profile), replicas=tuple(sorted(replicas)),
         executor=where.executor, placements=where.placements, cores=where.cores,
         **({"user_model": form.source} if from_file else {}))

@@ -175,9 +175,17 @@ def m009_sweep_rule(con) -> None:
         con.execute(f"ALTER TABLE sweeps ADD COLUMN {column} {kind}")
 
 
+def m010_contention(con) -> None:
+    """An inference run says whether it ran beside a controlled neighbour (steady, onoff;
+    none) and torch's OpenMP wait policy (passive; '' the default): a setting of its own.
+    NULL on older runs, which ran without a neighbour of ours."""
+    for column in ("contention", "wait_policy"):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} VARCHAR")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
-              m008_cluster_nodes, m009_sweep_rule]
+              m008_cluster_nodes, m009_sweep_rule, m010_contention]
 
 
 def _migrate(con) -> None:

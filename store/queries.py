@@ -17,14 +17,18 @@ __all__ = ["data_version", "filter_options", "results_table", "run_detail", "con
 
 # A configuration of R replicas is a contender of its own: "torch (eager) x2 replicas",
 # as engine.analysis.compare.contender_name names it.
-_REPLICAS = "CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' ELSE '' END"
+# And torch with OpenMP's passive wait policy is one too: "torch (eager) OMP passive".
+_REPLICAS = ("CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' ELSE '' END "
+             "|| CASE WHEN {p}wait_policy = 'passive' THEN ' OMP passive' ELSE '' END")
 
 
 # What a figure must never blend: runs differing in any of these are different settings.
 # The machine is its systems row and its catalog shape: the nodes of a one-host test
 # cluster share a systems row but stand for different shapes ('' where none was named).
-SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id", "machine_shape")
-_SETTING_EXPR = {"machine_shape": "coalesce({p}machine_shape, '')"}
+SETTING_COLUMNS = ("device", "precision", "inter_threads", "system_id", "machine_shape",
+                   "contention")
+_SETTING_EXPR = {"machine_shape": "coalesce({p}machine_shape, '')",
+                 "contention": "coalesce({p}contention, 'none')"}
 
 
 def _setting_sql(prefix: str = "", columns: tuple = SETTING_COLUMNS) -> str:
@@ -45,10 +49,12 @@ def _setting_params(setting, n: int = len(SETTING_COLUMNS)) -> list:
 
 
 def settings(con, kind: str, sweep_id: str | None = None) -> pd.DataFrame:
-    """The settings (device, precision, inter-op threads, machine) of a kind's ok runs,
-    most runs first: what a page lets the user pick, so no figure blends two."""
+    """The settings (device, precision, inter-op threads, machine, neighbour) of a kind's ok
+    runs, most runs first (a dedicated machine before a neighbour's): what a page lets the
+    user pick, so no figure blends two."""
     return con.execute(
         "SELECT r.device, r.precision, r.inter_threads, r.system_id, "
+        "coalesce(r.contention, 'none') AS contention, "
         "any_value(y.cpu_model) AS cpu_model, any_value(y.hostname) AS hostname, "
         "any_value(y.usable_cores) AS cores, count(*) AS runs, max(r.started_at) AS newest, "
         "coalesce(r.machine_shape, '') AS machine_shape, "
@@ -56,8 +62,9 @@ def settings(con, kind: str, sweep_id: str | None = None) -> pd.DataFrame:
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.status = 'ok' AND r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
         "GROUP BY r.device, r.precision, r.inter_threads, r.system_id, "
-        "coalesce(r.machine_shape, '') "
-        "ORDER BY runs DESC, newest DESC", [kind, sweep_id, sweep_id]).df()
+        "coalesce(r.machine_shape, ''), coalesce(r.contention, 'none') "
+        "ORDER BY coalesce(r.contention, 'none') != 'none', runs DESC, newest DESC",
+        [kind, sweep_id, sweep_id]).df()
 
 
 def data_version(con) -> tuple:
@@ -118,7 +125,7 @@ _SUMMARY = """
 WITH sel AS (
     SELECT run_id, model, framework, runtime, batch_size, intra_threads, image_size,
            median_ms, throughput, validity, device, precision, inter_threads, system_id,
-           machine_shape, model_sha256, replicas
+           machine_shape, model_sha256, replicas, wait_policy
     FROM runs
     WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
       AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}),
@@ -137,7 +144,7 @@ SELECT model, framework, runtime,
        count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
 FROM sel JOIN q USING (run_id)
 GROUP BY model, framework, runtime, batch_size, intra_threads, image_size, device, precision,
-         inter_threads, system_id, machine_shape, model_sha256, replicas
+         inter_threads, system_id, machine_shape, model_sha256, replicas, wait_policy
 ORDER BY model, contender, threads, batch_size
 """.format(setting=_setting_sql(), replicas=_REPLICAS.format(p=""))
 
@@ -239,7 +246,8 @@ def machine_throughput(con, kind: str, setting: tuple | None,
     shape = None if setting is None or len(setting) < 5 else str(setting[4] or "")
     selected = [system, system, shape, shape]
     return con.execute(
-        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' AS "
+        "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' || "
+        "CASE WHEN r.wait_policy = 'passive' THEN ' OMP passive' ELSE '' END AS "
         "contender, r.batch_size, r.image_size, r.dataset, r.intra_threads AS threads, "
         "coalesce(r.replicas, 1) AS replicas, r.machine_shape, r.system_id, "
         f"{_THREADS_PER_CORE} AS threads_per_core, {_OF_SELECTED} AS selected, "
@@ -250,12 +258,15 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch "
         "FROM runs r LEFT JOIN systems y USING (system_id) "
         "WHERE r.status = 'ok' AND r.kind = ? AND r.throughput IS NOT NULL "
-        "AND r.source = 'engine' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND "
+        "AND r.source = 'engine' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+        # a machine is priced from runs on it alone, never beside our neighbour
+        "AND coalesce(r.contention, 'none') = 'none' AND "
         + _setting_sql("r.", SETTING_COLUMNS[:3])
         + f" AND ({_OF_SELECTED} OR r.machine_shape IS NOT NULL) "
         "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.image_size, r.dataset, "
         "r.intra_threads, coalesce(r.replicas, 1), r.machine_shape, r.system_id, "
-        f"{_THREADS_PER_CORE}, r.device, r.precision, r.inter_threads, r.model_sha256 "
+        f"{_THREADS_PER_CORE}, r.device, r.precision, r.inter_threads, r.model_sha256, "
+        "r.wait_policy "
         "ORDER BY r.model, contender, r.batch_size, r.machine_shape NULLS FIRST, r.system_id, "
         "threads, replicas",
         [*selected, kind, sweep_id, sweep_id, *_setting_params(setting, 3),
@@ -275,7 +286,7 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "AND " + _setting_sql() +
         " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
-        "inter_threads, system_id, machine_shape, model_sha256, replicas "
+        "inter_threads, system_id, machine_shape, model_sha256, replicas, wait_policy "
         "ORDER BY model, batch_size, threads, p50_ms",
         [models, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
@@ -322,6 +333,7 @@ def inference_for_training(con, sweep_id: str | None,
         "AND i.device = t.device AND i.inter_threads = t.inter_threads "
         "AND i.system_id IS NOT DISTINCT FROM t.system_id "
         "AND i.machine_shape IS NOT DISTINCT FROM t.machine_shape "
+        "AND coalesce(i.contention, 'none') = 'none' AND coalesce(i.wait_policy, '') = '' "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
         [P99_MIN_SAMPLES, sweep_id, sweep_id, *_setting_params(setting)]).df()
 

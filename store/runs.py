@@ -255,7 +255,7 @@ def sweep_rounds(con, sweep_id: str) -> list[dict]:
         "SELECT run_id, round_no, model, framework, runtime, batch_size, intra_threads, "
         "inter_threads, precision, image_size, device, system_id, status, validity, "
         "median_ms, iqr_ms, throughput, iterations, p99_ms, started_at, model_sha256, replicas, "
-        "machine_shape, "
+        "machine_shape, coalesce(contention, 'none') AS contention, wait_policy, "
         "extra->'interference' AS interference, "
         "(extra->>'replica')::INTEGER AS replica FROM runs WHERE sweep_id = ? "
         "ORDER BY round_no, started_at", [sweep_id])

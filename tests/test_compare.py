@@ -157,8 +157,8 @@ def test_only_configurations_of_undecided_contests_need_more_rounds():
     runs += [_run("tf", "fn", 1, r, m) for r, m in ((1, 20.0), (2, 20.2), (3, 20.1))]
     runs += [_run("torch", "eager", 8, r, m) for r, m in ((1, 50.0), (2, 52.0), (3, 49.0))]
     runs += [_run("tf", "fn", 8, r, m) for r, m in ((1, 51.0), (2, 50.0), (3, 50.5))]
-    assert undecided(aggregate(runs)) == {("m", 64, 8, 2, "torch (eager)"),
-                                          ("m", 64, 8, 2, "tf (fn)")}
+    assert undecided(aggregate(runs)) == {("m", 64, 8, 2, "none", "torch (eager)"),
+                                          ("m", 64, 8, 2, "none", "tf (fn)")}
     # a single round decides nothing
     assert len(undecided(aggregate([r for r in runs if r["round_no"] == 1]))) == 4
 

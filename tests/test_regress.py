@@ -8,9 +8,9 @@ import random
 import pytest
 
 from engine.analysis.multiplicity import Statistic, step_down_minp
-from engine.analysis.regress import (IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE, ONE_SWEEP,
-                                     PAIRED, REGRESSION, SWEEPS, Config, Evidence,
-                                     compare_sets, decide)
+from engine.analysis.evidence import ONE_SWEEP, PAIRED, SWEEPS, Evidence
+from engine.analysis.regress import (IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE, REGRESSION,
+                                     Config, compare_sets, decide)
 from engine.analysis.trend import history_points
 from engine.present.history import gate_line
 from engine.spec.errors import UserError

@@ -8,7 +8,8 @@ import pytest
 
 from engine.run.executors import window_times
 from engine.run.neighbour import _phases
-from engine.run.runner import Runner, combine_replicas, replica_window_s
+from engine.run.replicas import combine_replicas, replica_window_s
+from engine.run.runner import Runner
 from engine.run.together import plan_together
 from engine.spec import MeasurementPolicy, expand_sweep
 from tests.helpers import spec
@@ -59,7 +60,7 @@ def test_what_cannot_interleave_is_left_one_after_another_with_the_reason():
     assert why == ("the 2 workers need about 3.3 GiB together, over 75% of the 4.0 GiB "
                    "available: one after another")
     # what the runs measured before replaces the guess
-    small = {("torch", 1, 1, "cpu", 0, 1): 2**30, ("tensorflow", 1, 1, "cpu", 0, 1): 2**30}
+    small = {("torch", 1, 1, "cpu", 0, 1, ""): 2**30, ("tensorflow", 1, 1, "cpu", 0, 1, ""): 2**30}
     assert plan_together(TORCH_TF, available_bytes=4 * 2**30, peak_bytes=small)[0] is not None
 
 
@@ -114,7 +115,7 @@ def test_replicas_count_only_what_fell_inside_the_window_they_all_covered():
                 "peak_rss_method": "VmHWM"}
     # replica 1 from 0 to 1000 ms; replica 2 from 5 ms to 1005 ms: common 5..1000 ms
     ev = combine_replicas([replica(0, 100), replica(5, 100)], batch_size=2)
-    assert ev["measured_s"] == pytest.approx(0.995)
+    assert ev["window_s"] == pytest.approx(0.995) and ev["measured_s"] == 1.0
     # 99.5 calls of each inside 995 ms: 100 calls/s each, times batch 2
     assert [round(t, 6) for t in ev["replica_throughputs"]] == [200.0, 200.0]
     assert (ev["window_start_skew_ms"], ev["window_end_skew_ms"]) == (5.0, 5.0)
@@ -128,7 +129,7 @@ def test_replicas_count_only_what_fell_inside_the_window_they_all_covered():
 
 def test_the_replicas_window_fits_the_slowest_replicas_min_iters():
     policy = MeasurementPolicy(min_time_s=2.0, min_iters=30, max_time_s=60.0)
-    assert replica_window_s(policy, 10_000_000) == 2.0  # 30 x 10 ms fit in 2 s
+    assert replica_window_s(policy, 10_000_000) == 2.11  # 30 x 10 ms fit in 2 s (+5 %)
     assert replica_window_s(policy, 100_000_000) == pytest.approx(3.6)  # 1.2 x 30 x 0.1 s
     assert replica_window_s(policy, 10_000_000_000) == 60.0  # at most max_time
     assert window_times(2.0, 1_000_000_000) == (1_050_000_000, 3_050_000_000)

@@ -101,6 +101,8 @@ def contender_name(r: dict) -> str:
     replica = r.get("replica") or (r.get("extra") or {}).get("replica")
     if replica:  # an A/A test's second copy (RunSpec.replica)
         extra.append(f"#{replica + 1}")
+    if r.get("wait_policy") == "passive":  # torch's OpenMP threads sleep at barriers
+        extra.append("OMP passive")
     return name + (f" {' '.join(extra)}" if extra else "")
 
 
@@ -125,10 +127,13 @@ class ConfigResult:
     spec_contender: str = ""
     # round -> (steal, other processes' CPU) of that round's run, shares of its cores
     round_load: dict = field(default_factory=dict)
+    # beside a controlled neighbour ("steady", "onoff") or not ("none"): a row of its own
+    contention: str = "none"
 
     @property
     def row(self) -> tuple:
-        return (self.model, self.image_size, self.batch_size, self.threads)
+        """A contest: (model, image size, batch, threads, contention)."""
+        return (self.model, self.image_size, self.batch_size, self.threads, self.contention)
 
     @property
     def key(self) -> tuple:
@@ -172,11 +177,12 @@ def aggregate(runs) -> list[ConfigResult]:
             name += f" @{r.get('machine_shape') or str(r.get('system_id'))[:8]}"
         if len(digests.get(r["model"], ())) > 1:
             name += f" sha256:{str(r.get('model_sha256'))[:8]}"
-        key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"], name)
+        key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"],
+               r.get("contention") or "none", name)
         groups.setdefault(key, []).append(r)
         plain[key] = base
     out = []
-    for (model, size, batch, threads, contender), rs in groups.items():
+    for (model, size, batch, threads, contention, contender), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok" and r["median_ms"] is not None]
         meds = {(r["round_no"] or 1): r["median_ms"] for r in ok}
         tput = {(r["round_no"] or 1): r["throughput"] for r in ok if r.get("throughput")}
@@ -188,7 +194,8 @@ def aggregate(runs) -> list[ConfigResult]:
         out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
                                 summary, noisy, tput, _interference(ok, "steal_frac"),
                                 _interference(ok, "others_cpu_frac"),
-                                plain[(model, size, batch, threads, contender)], load))
+                                plain[(model, size, batch, threads, contention, contender)],
+                                load, contention))
     return out
 
 

@@ -2,23 +2,19 @@
 
 A configuration is everything that changes what is measured (model, framework, runtime,
 batch, threads, image size, precision, device, inter-op threads, replicas, the model file's
-digest, and an A/A copy's number), on one machine (systems row and catalog shape) under one
+digest, a neighbour and torch's wait policy, and an A/A copy's number), on one machine (systems row and catalog shape) under one
 measurement policy. Its figure in a set is the geometric mean of its round medians (every
 measured round counts), and the change is the latency ratio candidate / baseline.
 
-Two sets are sweeps run hours or commits apart. Rounds inside a sweep share that day's
-machine, so the unit that repeats from one build to the next is the sweep: the spread of a
-configuration's sweep means (log scale) from one sweep to another of the same build is what
-a change must beat. It is estimated from the sets' own repeated sweeps (a selector naming
-several: `commit:<prefix>`, `<package>:<version>`, or sweep ids separated by commas),
-pooled over configurations; the change's 95 % interval is then a t interval with
-sd * sqrt(1/k_baseline + 1/k_candidate). The spread has two parts: the day, which moves
-every configuration of a sweep alike and so has one degree of freedom per sweep however many
-configurations share it, and the rest, pooled over configurations (a configuration + sweep
-model on sweep means); Welch-Satterthwaite gives the degrees of freedom of their sum. With one sweep on
-each side there is nothing to estimate it from, and the verdict says so: "undecided: one
-baseline sweep cannot tell a slower day from a slower build". A configuration measured by
-both sides in the very same rounds (one sweep on both sides) is compared round by round.
+Two sets are sweeps run hours or commits apart. The unit that repeats from one build to the
+next is the sweep, so a change must beat the spread of a configuration's sweep means from
+one sweep of a build to another (engine/analysis/evidence.py), estimated from the sets' own
+repeated sweeps (a selector naming several: `commit:<prefix>`, `<package>:<version>`, or
+sweep ids separated by commas); the change's 95 % interval is a t interval with
+sd * sqrt(1/k_baseline + 1/k_candidate). With one sweep on each side there is nothing to
+estimate it from, and the verdict says so: "undecided: one baseline sweep cannot tell a
+slower day from a slower build". A configuration measured by both sides in the very same
+rounds (one sweep on both sides) is compared round by round.
 
 Verdicts, with asv's threshold (10 % by default, symmetric in log: 1.10x slower or 1/1.10
 faster); `fail_above` moves the regression side's bound:
@@ -38,20 +34,17 @@ regression, so the table and the exit status cannot disagree.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
-from engine.analysis.compare import ConfigResult, aggregate, contender_name, t975
+from engine.analysis.compare import ConfigResult, aggregate, contender_name
+from engine.analysis.evidence import SWEEPS, Evidence, Side, evidence, sweep_spread
 from engine.analysis.multiplicity import Statistic, step_down_minp
-from engine.analysis.noise import noise_model
-from engine.analysis.sequential import compare_rounds
 from engine.spec.catalog import model_label
 from engine.spec.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
 
-__all__ = ["Config", "Decision", "Change", "SetComparison", "Evidence",
-           "decide", "compare_sets", "policy_text", "sweep_spread", "evidence",
-           "DEFAULT_THRESHOLD", "FAMILY_ALPHA", "VERDICTS", "REGRESSION", "IMPROVEMENT",
-           "NO_CHANGE", "NOT_COMPARABLE", "PAIRED", "SWEEPS", "ONE_SWEEP"]
+__all__ = ["Config", "Decision", "Change", "SetComparison", "decide", "compare_sets",
+           "policy_text", "DEFAULT_THRESHOLD", "FAMILY_ALPHA", "VERDICTS", "REGRESSION",
+           "IMPROVEMENT", "NO_CHANGE", "NOT_COMPARABLE"]
 
 DEFAULT_THRESHOLD = 0.10  # asv's default factor of 1.1
 # The chance of any false regression (or improvement) over all the configurations compared.
@@ -59,9 +52,6 @@ FAMILY_ALPHA = 0.05
 REGRESSION, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE = (
     "regression", "improvement", "no change", "not comparable")
 VERDICTS = (REGRESSION, IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE)
-PAIRED, SWEEPS = "paired rounds", "between sweeps"
-ONE_SWEEP = ("undecided: one baseline sweep cannot tell a slower day from a slower build "
-             "(select 2 or more sweeps of a side, e.g. commit:<prefix> or SWEEP,SWEEP)")
 # What makes two runs measure the same thing differently: not comparable across sets.
 POLICY_FIELDS = ("warmup_iters", "min_time_s", "min_iters")
 
@@ -80,14 +70,19 @@ class Config:
     replica: int | None = None  # an A/A test's second copy is a configuration of its own
     replicas: int | None = None  # R workers at once: another split, another configuration
     model_sha256: str | None = None  # a user's model file: another file, another model
+    contention: str | None = None  # beside our neighbour ("steady", "onoff"): a setting
+    wait_policy: str | None = None  # torch's OpenMP wait policy ("passive")
 
     @classmethod
     def of(cls, row: dict) -> "Config":
         replicas = row.get("replicas")
+        contention = row.get("contention")
         return cls(row["model"], row["framework"], row["runtime"], row["batch_size"],
                    row["intra_threads"], row["image_size"], row.get("precision"),
                    row.get("device"), row.get("inter_threads"), row.get("replica"),
-                   None if replicas in (None, 1) else replicas, row.get("model_sha256"))
+                   None if replicas in (None, 1) else replicas, row.get("model_sha256"),
+                   None if contention in (None, "none") else contention,
+                   row.get("wait_policy") or None)
 
     @property
     def values(self) -> tuple:
@@ -100,53 +95,22 @@ class Config:
         contender = contender_name({"framework": self.framework, "runtime": self.runtime,
                                     "precision": self.precision, "device": self.device,
                                     "inter_threads": self.inter_threads,
-                                    "replica": self.replica, "replicas": self.replicas})
+                                    "replica": self.replica, "replicas": self.replicas,
+                                    "wait_policy": self.wait_policy})
         digest = f" sha256:{self.model_sha256[:8]}" if self.model_sha256 else ""
+        beside = f" · {self.contention} neighbour" if self.contention else ""
         return (f"{model_label(self.model, self.image_size)} b{self.batch_size} t{self.threads} · "
-                f"{contender}{digest}")
+                f"{contender}{digest}{beside}")
 
     def sort_key(self) -> tuple:
         return tuple((v is None, v if v is not None else 0) for v in
-                     (*self.values, self.replica, self.replicas, self.model_sha256))
+                     (*self.values, self.replica, self.replicas, self.model_sha256,
+                      self.contention, self.wait_policy))
 
 
 def policy_text(policy: tuple) -> str:
     warmup, min_time, min_iters = policy
     return f"warmup {warmup}, min_time {min_time:g} s, min_iters {min_iters}"
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One configuration's change before the multiplicity adjustment: the log ratio, its
-    standard error and degrees of freedom (None: no interval, with the reason)."""
-
-    log_ratio: float
-    se: float | None
-    df: float | None
-    method: str  # PAIRED or SWEEPS
-    why_not: str = ""
-
-    @property
-    def ratio(self) -> float:
-        return math.exp(self.log_ratio)
-
-    def interval(self) -> tuple[float, float] | tuple[None, None]:
-        if self.se is None:
-            return None, None
-        if self.se == 0:
-            return self.ratio, self.ratio
-        half = t975(self.df) * self.se
-        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
-
-    def t_beyond(self, bound: float) -> float:
-        """The one-sided t statistic that the ratio exceeds `bound` (bound > 1: slower) or
-        falls below it (bound < 1: faster); +-inf without spread."""
-        gap = self.log_ratio - math.log(bound)
-        if bound < 1:
-            gap = -gap
-        if self.se == 0:
-            return math.inf if gap > 0 else -math.inf
-        return gap / self.se
 
 
 @dataclass(frozen=True)
@@ -204,20 +168,6 @@ def decide(evidence: Evidence, threshold: float = DEFAULT_THRESHOLD,
     return Decision(NO_CHANGE, f"undecided: {ratio:.2f}x, and the {interval} {reach}; more "
                     "sweeps on either side narrow it", ratio, lo, hi, evidence.method,
                     undecided=True)
-
-
-@dataclass(frozen=True)
-class Side:
-    """One configuration on one machine under one policy in one set: its aggregate and
-    each sweep's round medians."""
-
-    result: ConfigResult
-    sweeps: dict  # sweep id -> {round: median}
-
-    def sweep_means(self) -> list[float]:
-        """Each sweep's mean log round median."""
-        return [statistics.fmean(math.log(v) for v in rounds.values())
-                for rounds in self.sweeps.values() if rounds]
 
 
 @dataclass(frozen=True)
@@ -325,70 +275,6 @@ def _unmatched(b: dict, c: dict) -> str:
     return ("different measurement policy: baseline "
             f"{'; '.join(sorted(policy_text(k[2]) for k in b))}, candidate "
             f"{'; '.join(sorted(policy_text(k[2]) for k in c))}")
-
-
-def _day_and_rest(sides) -> tuple[float, int, float, int]:
-    """One set's sweeps as configuration + sweep (the day) + residual, on sweep means:
-    (day variance, its degrees of freedom, residual variance, its degrees of freedom). The
-    day is shared by every configuration of a sweep, so its variance has one degree of
-    freedom per sweep, however many configurations there are."""
-    cells = [ConfigResult("", None, None, None, str(i), {k: math.exp(m) for k, m in zip(
-        side.sweeps, side.sweep_means())}, (), None)
-        for i, side in enumerate(sides) if len(side.sweeps) >= 2]
-    model = noise_model(cells)
-    if model is None:  # one configuration: its sweeps' spread is all there is
-        ss, df = 0.0, 0
-        for c in cells:
-            means = [math.log(v) for v in c.round_medians.values()]
-            ss += sum((m - statistics.fmean(means)) ** 2 for m in means)
-            df += len(means) - 1
-        return (ss / df if df else 0.0), df, 0.0, 0
-    days = list(model.round_effects.values())
-    rest = model.residual ** 2
-    # a day's estimate carries the residual over the configurations that measured it
-    day = max(0.0, statistics.variance(days) - rest / model.configurations)
-    return day, len(days) - 1, rest, model.df
-
-
-def sweep_spread(sets) -> tuple[float | None, float, float]:
-    """(standard deviation of one configuration's sweep mean from one sweep of a build to
-    the next, its degrees of freedom, the day's share of its variance) from the sets'
-    repeated sweeps: the day's variance (pooled over the sets, a degree of freedom per
-    sweep) plus the residual's, combined by Welch-Satterthwaite. (None, 0, 0) when no set
-    has two sweeps of a configuration."""
-    parts = [_day_and_rest([s for s in sides if s.result.summary is not None])
-             for sides in sets]
-    day_df = sum(p[1] for p in parts)
-    rest_df = sum(p[3] for p in parts)
-    if not day_df and not rest_df:
-        return None, 0, 0.0
-    day = sum(p[0] * p[1] for p in parts) / day_df if day_df else 0.0
-    rest = sum(p[2] * p[3] for p in parts) / rest_df if rest_df else 0.0
-    terms = [(v, d) for v, d in ((day, day_df), (rest, rest_df)) if d and v > 0]
-    if not terms:
-        return 0.0, day_df + rest_df, 0.0
-    total = sum(v for v, _ in terms)
-    return (math.sqrt(total), total ** 2 / sum(v ** 2 / d for v, d in terms),
-            day / total if rest_df else 1.0)
-
-
-def evidence(b: Side, c: Side, spread: tuple) -> Evidence:
-    """The change from b to c: paired when both are the very same rounds of one sweep,
-    else between sweep means with the pooled sweep-to-sweep spread."""
-    bm, cm = b.result.round_medians, c.result.round_medians
-    if set(bm) == set(cm) and len(b.sweeps) == 1:
-        cmp = compare_rounds(bm, cm)
-        if cmp.rounds < 2:
-            return Evidence(math.log(cmp.speedup), None, None, PAIRED,
-                            "undecided: a single paired round has no interval")
-        se = cmp.spread / math.sqrt(cmp.rounds)
-        return Evidence(math.log(cmp.speedup), se, cmp.rounds - 1, PAIRED)
-    mb, mc = b.sweep_means(), c.sweep_means()
-    diff = statistics.fmean(mc) - statistics.fmean(mb)
-    sd, df, _ = spread
-    if sd is None:
-        return Evidence(diff, None, None, SWEEPS, ONE_SWEEP)
-    return Evidence(diff, sd * math.sqrt(1 / len(mb) + 1 / len(mc)), df, SWEEPS)
 
 
 def compare_sets(baseline_rows, candidate_rows, threshold: float = DEFAULT_THRESHOLD, *,

@@ -13,8 +13,9 @@ from engine.run.batch_search import DEFAULT_MARGIN
 from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.spec.cluster import check_profile_on_cluster
 from engine.spec.errors import UserError
-from engine.spec.inference import (BF16_RUNTIMES, RunSpec, device_choices, expand_sweep,
-                                   left_out_splits)
+from engine.spec.inference import (BF16_RUNTIMES, RunSpec, check_contention_here,
+                                   device_choices, expand_sweep, left_out_splits,
+                                   with_contention)
 from engine.spec.budget import RoundBudget, default_max_rounds
 from engine.spec.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
                                 DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
@@ -96,6 +97,11 @@ def add_parsers(sub) -> None:
     r.add_argument("--time-budget", type=float_arg("time_budget_s"), default=None,
                    metavar="S", help="no extra round starts once the sweep would pass S "
                                      "seconds of wall time (default: no limit)")
+    r.add_argument("--contention", action="store_true",
+                   help="also measure every configuration beside a controlled neighbour on "
+                        "one of its cores (steady, and on/off), and torch also with OpenMP's "
+                        "passive wait policy: each a setting of its own; the table shows each "
+                        "contender's slowdown and whether a verdict changes")
     r.add_argument("--margin", type=float_arg("margin"), default=DEFAULT_VERDICT_MARGIN,
                    metavar="FRACTION",
                    help=f"a verdict's practical margin: a winner is named only when the 95 %% "
@@ -165,6 +171,7 @@ def cmd_run(args) -> int:
     # spec is built, because threads x replicas must fit the nodes' cores, not this one's.
     if args.executor == "ray":
         check_profile_on_cluster(args.profile)
+        check_contention_here(args.contention)
     cluster = cluster_runner(args)
     try:
         specs = expand_sweep(models, _frameworks(args.framework, src, ["torch", "tensorflow"]),
@@ -181,6 +188,8 @@ def cmd_run(args) -> int:
             print(f"left out: {split}")
         if args.aa_test:  # the copies after the originals: each group stays contiguous
             specs = specs + [replace(s, replica=1) for s in specs]
+        if args.contention:
+            specs = with_contention(specs)
         budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
                              if args.max_rounds is None else args.max_rounds,
                              args.time_budget, args.margin).validate(specs)

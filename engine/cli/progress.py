@@ -9,16 +9,9 @@ import sys
 from engine.cli.args import memory_cap
 from store.prices import machine_shape
 
-__all__ = ["run_with_progress", "run_and_summarize", "timing_line"]
+__all__ = ["run_with_progress", "run_and_summarize"]
 
 
-def timing_line(ev: dict) -> str:
-    """How a round's contenders were timed, from the runner's "timing" event."""
-    if ev["mode"] == "interleaved":
-        rest = f"; one after another: {ev['why']}" if ev.get("why") else ""
-        return (f"contenders timed alternately in blocks, {ev['workers']} workers warm at "
-                f"once{rest}")
-    return f"contenders timed one after another: {ev['why'] or 'nothing to interleave'}"
 
 
 def run_with_progress(specs, args, *, seed: int | None = None,
@@ -72,6 +65,7 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     def on_event(ev, r):
         spec, bar = ev.get("spec"), state["bar"]
         if ev.get("event") == "timing":  # how this round's contenders are timed, once
+            from engine.run.together import timing_line
             bar.write("  " + timing_line(ev), file=sys.stdout)
             return
         if spec is None or ev["event"] not in ("started", "progress"):

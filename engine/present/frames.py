@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.analysis.compare import ConfigResult
-from engine.present.tables import compare_grid
-from engine.spec.catalog import model_label
+from engine.present.tables import compare_grid, row_label
+from engine.spec.inference import CONDITION_LABELS
 
 __all__ = ["compare_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 
@@ -21,11 +21,10 @@ def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ", "= "), rul
     cols, grid, rounds = compare_grid(results, marks=marks, rule=rule)
     rows, best = [], []
     for contest, cells, winner in grid:
-        model, size, batch, threads = contest.row
         if winner is not None:
             best.append((len(rows), winner))
-        rows.append({"model": model_label(model, size), "batch": batch, "threads": threads,
-                     **dict(zip(cols, cells))})
+        rows.append({"model": row_label(contest.row), "batch": contest.row[2],
+                     "threads": contest.row[3], **dict(zip(cols, cells))})
     return pd.DataFrame(rows), best, max(rounds, 1), [c for c, _, _ in grid]
 
 
@@ -62,7 +61,8 @@ def setting_choices(settings: pd.DataFrame) -> tuple[list[tuple], dict]:
     choices, labels = [], {}
     for r in settings.itertuples():
         key = (r.device, r.precision, None if r.inter_threads != r.inter_threads
-               else int(r.inter_threads), r.system_id, getattr(r, "machine_shape", "") or "")
+               else int(r.inter_threads), r.system_id, getattr(r, "machine_shape", "") or "",
+               getattr(r, "contention", "none") or "none")
         machine = r.cpu_model or "unknown CPU"
         if r.hostname:
             machine += f" on {r.hostname}"
@@ -70,6 +70,7 @@ def setting_choices(settings: pd.DataFrame) -> tuple[list[tuple], dict]:
         if isinstance(shape, str) and shape:  # the price catalog's name for this machine
             machine = f"{shape} ({machine})"
         choices.append(key)
-        labels[key] = (f"{r.device} · {r.precision} · inter-op {key[2]} · {machine} "
-                       f"({r.runs} runs)")
+        beside = CONDITION_LABELS.get(key[5], "")
+        labels[key] = (f"{r.device} · {r.precision} · inter-op {key[2]} · {machine}"
+                       + (f" · {beside}" if beside else "") + f" ({r.runs} runs)")
     return choices, labels

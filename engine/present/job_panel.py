@@ -38,6 +38,8 @@ def _active(manager, can_write: bool) -> None:
                     f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
                     f"{cur['threads']} threads** — {cur['phase']}"
                     + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
+    if active.timing:
+        st.caption(active.timing[0].upper() + active.timing[1:] + ".")
     if can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):
         manager.cancel(active.job_id)
     if active.finished:

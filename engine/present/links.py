@@ -121,11 +121,14 @@ def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
 
 
 def encode_setting(setting: tuple) -> str:
-    """A setting (device, precision, inter-op threads, machine id, catalog shape) as one
-    link value; without a shape it reads as before shapes were part of a setting."""
+    """A setting (device, precision, inter-op threads, machine id, catalog shape, neighbour)
+    as one link value; without a shape or a neighbour it reads as before they were part of
+    a setting."""
     device, precision, inter, system, *rest = setting
     shape = rest[0] if rest else ""
+    contention = rest[1] if len(rest) > 1 else "none"
     # Matched against the page's own settings, never split: "_" only has to read well (a
     # dot would make ".." of empty parts, which the path check refuses).
     return (f"{device}_{precision}_{'' if inter is None else inter}_{system or ''}"
-            + (f"_{shape}" if shape else ""))
+            + (f"_{shape}" if shape else "")
+            + (f"_{contention}" if contention != "none" else ""))

@@ -30,7 +30,8 @@ from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_thr
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, setting_choices
 from engine.present.report_doc import CostData, ReportData, to_html, to_markdown
-from engine.present.tables import architecture_notes, compare_grid, noise_lines, rule_line
+from engine.present.tables import (architecture_notes, compare_grid, contention_lines,
+                                   noise_lines, row_text, rule_line)
 from engine.scenarios import INFERENCE
 from engine.spec.budget import default_max_rounds
 from engine.spec.errors import UserError
@@ -43,7 +44,6 @@ from store.queries import (comparable_models, config_samples, config_summary,
                            machine_throughput, settings)
 from store.runs import sweep_rounds, sweep_rule
 from store.sweep_ref import resolve_inference_sweep
-from engine.spec.catalog import model_label
 
 __all__ = ["build_report", "check_format", "REPORT_FORMATS"]
 
@@ -79,8 +79,7 @@ def _gather(con, sweep_id: str) -> ReportData:
     rule = stored_rule(sweep_rule(con, sweep_id), results)
     latency, best, rounds, contest_rows = compare_frame(results, marks=_MARKS, rule=rule)
     tp_cols, tp_grid, _ = compare_grid(results, as_throughput=True, marks=_MARKS, rule=rule)
-    sentences = [f"{model_label(c.row[0], c.row[1])} b{c.row[2]} t{c.row[3]}: {s}"
-                 for c in contest_rows for s in c.sentences]
+    sentences = [f"{row_text(c.row)}: {s}" for c in contest_rows for s in c.sentences]
 
     # The charts and the cost read one setting, as the pages do (figures never blend
     # devices, precisions or machines): the one with most runs, which the pages preselect.
@@ -110,7 +109,8 @@ def _gather(con, sweep_id: str) -> ReportData:
         latency=latency, best=best, rounds=rounds,
         throughput=(tp_cols, tp_grid), sentences=sentences,
         notes=architecture_notes(results), noise=noise_model(results),
-        noise_lines=noise_lines(results), rule_text=rule_line(rule), setting_note=setting_note,
+        noise_lines=noise_lines(results), rule_text=rule_line(rule),
+        contention=contention_lines(results, rule), setting_note=setting_note,
         charts=charts, chart_note=chart_note, efficiency=efficiency, cost=cost,
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
         user_models=user_models,

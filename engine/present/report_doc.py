@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from engine.spec.catalog import model_label
+from engine.present.tables import row_label
 
 __all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
 
@@ -51,6 +51,7 @@ class ReportData:
     noise: object  # engine.analysis.compare.NoiseModel, or None with fewer than 2 rounds
     noise_lines: list[str]  # the noise pairing leaves and the drift, in words
     rule_text: str  # what the verdicts rest on
+    contention: list[str]  # shared versus dedicated, when the sweep measured it
     setting_note: str
     charts: list  # Plotly figures, in the Compare page's order
     chart_note: str
@@ -153,8 +154,7 @@ def _throughput_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
     cols, grid = rep.throughput
     rows, best = [], set()
     for ri, (contest, cells, winner) in enumerate(grid):
-        model, size, batch, threads = contest.row
-        rows.append([model_label(model, size), batch, threads, *cells])
+        rows.append([row_label(contest.row), contest.row[2], contest.row[3], *cells])
         if winner in cols:
             best.add((ri, 3 + cols.index(winner)))
     return ["model", "batch", "threads", *cols], rows, best
@@ -216,6 +216,11 @@ def to_html(rep: ReportData) -> str:
                    f"<div class=\"metric\">machine drift between rounds"
                    f"<b>{rep.noise.drift_pct:.1f} %</b></div>")
     out += [f"<p>{_e(line)}</p>" for line in _noise_text(rep)]
+    if rep.contention:
+        out.append("<h3>Shared versus dedicated</h3><p class=\"caption\">"
+                   f"{_e(rep.contention[0])}</p><ul>"
+                   + "".join(f"<li>{_e(line.strip())}</li>" for line in rep.contention[1:])
+                   + "</ul>")
 
     out.append("<h2>Charts</h2>")
     if rep.setting_note:
@@ -342,6 +347,9 @@ def to_markdown(rep: ReportData) -> str:
         out += [f"- {_md(s)}" for s in rep.sentences] + [""]
         out += [_md(rep.rule_text[0].upper() + rep.rule_text[1:]) + ".", ""]
     out += [_md(line) for line in _noise_text(rep)] + [""]
+    if rep.contention:
+        out += [_md(rep.contention[0]), ""] + [f"- {_md(line.strip())}"
+                                               for line in rep.contention[1:]] + [""]
     out += [f"**Machine:** {_md(_machine_line(rep))}", ""]
     if not rep.user_models.empty:
         out += ["**Your models:**", ""]

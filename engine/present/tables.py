@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 
 from engine.analysis.compare import ConfigResult, contests, default_rule, geomean
+from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_effects
 from engine.analysis.noise import drift_cause, noise_model
 from engine.analysis.sequential import VerdictRule
 from engine.analysis.stats import p99_confident
 from engine.spec.catalog import CATALOG, model_label
+from engine.spec.inference import CONDITION_LABELS
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
-           "noise_lines", "rule_line", "MARKS_LEGEND",
+           "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
+           "MARKS_LEGEND",
            "interference_text", "p99_text", "architecture_notes", "user_model_line"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
@@ -83,6 +86,21 @@ def format_table(headers: list[str], rows: list[list[str]], highlight=None) -> s
     return "\n".join(lines)
 
 
+def _condition(row) -> str:
+    cond = CONDITION_LABELS.get(row[4] if len(row) > 4 else "none", "")
+    return f" · {cond}" if cond else ""
+
+
+def row_label(row) -> str:
+    """A contest's model column: model and size, and the neighbour it ran beside."""
+    return model_label(row[0], row[1]) + _condition(row)
+
+
+def row_text(row) -> str:
+    """A contest in a sentence's prefix: "resnet18 64px b1 t2", and its neighbour."""
+    return f"{model_label(row[0], row[1])} b{row[2]} t{row[3]}" + _condition(row)
+
+
 def rule_line(rule: VerdictRule) -> str:
     """What a verdict sentence rests on, in one line."""
     return (f"verdicts: paired rounds on log ratios, {rule.plan.describe()}; a winner "
@@ -105,6 +123,48 @@ def noise_lines(results: list[ConfigResult]) -> list[str]:
     return [noise, f"the machine drifted {model.drift_pct:.1f} % between rounds (round "
                    f"{model.slowest} against round {model.fastest}; pairing cancels it); "
                    f"{drift_cause(results, model)}"]
+
+
+def _ratio(c) -> str:
+    if c.rounds < 2:
+        return f"{c.speedup:.2f}x (one round, no interval)"
+    return f"{c.speedup:.2f}x (95 % CI {c.ci_low:.2f}-{c.ci_high:.2f}, {c.rounds} rounds)"
+
+
+def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = None
+                     ) -> list[str]:
+    """Shared versus dedicated: each contender's slowdown beside the neighbour, whether a
+    verdict changes, and what torch's passive wait policy does (empty without contention)."""
+    slow = slowdowns(results)
+    if not slow:
+        return []
+    out = ["shared versus dedicated (a neighbour busy on one of the run's cores; paired by "
+           "round against the same configuration quiet):"]
+    for s in slow:
+        out.append(f"  {row_text(s.row)} · {s.contender}: {_ratio(s.paired)} slower beside "
+                   f"a {CONDITION_LABELS[s.condition]} ({s.quiet_ms:,.2f} -> "
+                   f"{s.busy_ms:,.2f} ms)")
+    for ch in verdict_changes(results, rule):
+        beside = f"beside a {CONDITION_LABELS[ch.condition]}"
+        if ch.changed:
+            text = f"the verdict changes {beside}: {ch.quiet} wins quietly, {ch.busy} {beside}"
+        elif ch.quiet and ch.busy:
+            text = f"the same winner quietly and {beside}: {ch.quiet}"
+        else:
+            text = (f"no decided winner to compare ({ch.quiet or 'undecided'} quietly, "
+                    f"{ch.busy or 'undecided'} {beside})")
+        out.append(f"  {row_text(ch.row)}: {text}")
+    for row, contender, condition, default, passive, paired in wait_policy_effects(results):
+        where = (f"beside a {CONDITION_LABELS[condition]}" if condition != "none"
+                 else "on a dedicated machine")
+        faster = paired.speedup >= 1
+        factor, lo, hi = ((paired.speedup, paired.ci_low, paired.ci_high) if faster else
+                          (1 / paired.speedup, 1 / paired.ci_high, 1 / paired.ci_low))
+        out.append(f"  {row_text(row)} · {contender} {where}: OMP_WAIT_POLICY=PASSIVE is "
+                   f"{factor:.2f}x {'faster' if faster else 'slower'} ({default:,.2f} -> "
+                   f"{passive:,.2f} ms" + (f", 95 % CI {lo:.2f}-{hi:.2f}" if paired.rounds > 1
+                                           else "") + ")")
+    return out
 
 
 MARKS_LEGEND = ("* best in row   ~ no decision against the best   = equivalent to the best "
@@ -158,8 +218,8 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
         cols, grid, rounds = compare_grid(results, as_throughput=as_throughput, rule=rule)
         table, highlight = [], set()
         for ri, (contest, cells, best) in enumerate(grid):
-            model, size, batch, threads = contest.row
-            table.append([model_label(model, size), str(batch), str(threads), *cells])
+            table.append([row_label(contest.row), str(contest.row[2]), str(contest.row[3]),
+                          *cells])
             if color and best in cols:
                 highlight.add((ri, 3 + cols.index(best)))
         out.append(title + (f" (geometric mean of up to {rounds} rounds [min-max over "
@@ -167,8 +227,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
         out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
         out.append("")
     rows = [contest for contest, _, _ in grid]
-    verdicts = [f"  {model_label(c.row[0], c.row[1])} b{c.row[2]} t{c.row[3]}: {s}"
-                for c in rows for s in c.sentences]
+    verdicts = [f"  {row_text(c.row)}: {s}" for c in rows for s in c.sentences]
     if verdicts:
         out.append(rule_line(rule) + ":")
         out.extend(verdicts)
@@ -180,6 +239,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
         out.append("")
     noise = noise_lines(results)
     out.extend(noise)
+    out.extend(contention_lines(results, rule))
     if not noise and rounds <= 1:
         out.append("one round: differences are not tested for significance "
                    "(use --rounds 2 or more)")

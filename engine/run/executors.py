@@ -67,11 +67,14 @@ def _set_parent_death_signal() -> None:  # runs in the child between fork and ex
 def thread_env(spec) -> dict:
     """Set before the worker imports a framework, so OpenMP/MKL/TF read them at start."""
     intra, inter = str(spec.intra_threads), str(spec.inter_threads)
-    return {"OMP_NUM_THREADS": intra, "MKL_NUM_THREADS": intra, "OPENBLAS_NUM_THREADS": intra,
-            "TF_NUM_INTRAOP_THREADS": intra, "TF_NUM_INTEROP_THREADS": inter,
-            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0",
-            # torch.compile's kernels are cached under the project, not in /tmp of the day
-            "TORCHINDUCTOR_CACHE_DIR": str(PROJECT_ROOT / "data" / "inductor-cache")}
+    env = {"OMP_NUM_THREADS": intra, "MKL_NUM_THREADS": intra, "OPENBLAS_NUM_THREADS": intra,
+           "TF_NUM_INTRAOP_THREADS": intra, "TF_NUM_INTEROP_THREADS": inter,
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONHASHSEED": "0",
+           # torch.compile's kernels are cached under the project, not in /tmp of the day
+           "TORCHINDUCTOR_CACHE_DIR": str(PROJECT_ROOT / "data" / "inductor-cache")}
+    if getattr(spec, "wait_policy", ""):  # recorded with the run's env (frame.THREAD_ENV)
+        env["OMP_WAIT_POLICY"] = spec.wait_policy.upper()
+    return env
 
 
 class WorkerProcess:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.run.cluster import release
+from engine.run.together import timing_line
 from engine.run.runner import Runner
 from engine.scenarios.base import Request
 from engine.spec.errors import UserError
@@ -52,6 +53,7 @@ class JobView:
     ended_at: float | None
     worker_pids: tuple[int, ...]
     result: str = ""
+    timing: str = ""  # how the latest round's contenders are timed (together.timing_line)
 
 
 class _Job:
@@ -64,12 +66,13 @@ class _Job:
         self.cancel = threading.Event()
         self.worker_pids: list[int] = []
         self.result = ""  # a search's conclusion
+        self.timing = ""
 
     def view(self) -> JobView:
         return JobView(self.job_id, self.request, self.state, self.total, self.done,
                        self.sweep_id, dict(self.current) if self.current else None,
                        tuple(self.finished), self.error, self.queued_at, self.started_at,
-                       self.ended_at, tuple(self.worker_pids), self.result)
+                       self.ended_at, tuple(self.worker_pids), self.result, self.timing)
 
 
 class JobManager:
@@ -206,6 +209,8 @@ class JobManager:
             with self._lock:
                 if ev["event"] == "ready":
                     job.worker_pids.append(ev["pid"])
+                elif ev["event"] == "timing":
+                    job.timing = timing_line(ev)
                 elif spec is not None and ev["event"] in ("started", "progress"):
                     job.current = {"model": spec.model, "framework": spec.framework,
                                    "batch_size": spec.batch_size,

@@ -16,6 +16,7 @@ import argparse
 import ctypes
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ MODES = ("steady", "onoff")
 ONOFF_BUSY_S = (3.0, 8.0)
 ONOFF_IDLE_S = (4.0, 12.0)
 LIFETIME_S = 3600.0
+READY_TIMEOUT_S = 10.0
 
 
 def _pdeathsig() -> None:  # in the child, between fork and exec
@@ -62,8 +64,13 @@ class Neighbour:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)}
         self.proc = subprocess.Popen(args, cwd=PROJECT_ROOT, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True, preexec_fn=_pdeathsig)
+        # The run starts once the neighbour is on its core (its interpreter's start-up
+        # would otherwise be a quiet first part of the run), or when it failed to start.
+        ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
+        if ready:
+            self.proc.stdout.readline()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -98,6 +105,8 @@ def main(argv=None) -> None:
     p.add_argument("--idle", type=float, nargs=2, default=ONOFF_IDLE_S)
     args = p.parse_args(argv)
     os.sched_setaffinity(0, {args.core})
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     # Our stdin is the parent's pipe: its end means the parent is gone.
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), os._exit(0)),
                      daemon=True).start()

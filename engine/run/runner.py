@@ -11,6 +11,7 @@ engine/run/records.py's.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import shutil
 import sys
@@ -22,6 +23,8 @@ from typing import Callable
 
 from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
 from engine.run.records import base_fields, load_avg, new_id, record_from_result
+from engine.run.replicas import combine_replicas, replica_window_s
+from engine.run.neighbour import Neighbour
 from engine.run.together import plan_together, run_together, worker_key
 from engine.run.system import git_commit, system_info
 from engine.scenarios import scenario_of
@@ -137,6 +140,15 @@ class Runner:
             if trace_dir:
                 shutil.rmtree(trace_dir, ignore_errors=True)
 
+    def beside(self, spec):
+        """The controlled neighbour a run with contention runs beside (a context manager;
+        nothing for a run without): on the last of the cores its worker may use, which is
+        one of its own."""
+        mode = getattr(spec, "contention", "none")
+        if mode == "none":
+            return contextlib.nullcontext()
+        return Neighbour(self.executor.core_ids()[-1], mode, seed=hash(spec) % 2**31)
+
     def _drive(self, worker, pending, specs, tags, record, on_event) -> set[str]:
         ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
                "iters": 0}
@@ -144,6 +156,7 @@ class Runner:
         in_flight: str | None = None
         deadline = self.clock() + self.timeout_s
         ending = None  # (status, reason) when the parent ended the worker
+        neighbour = contextlib.ExitStack()  # the run in flight's, when it has contention
         try:
             while True:
                 if self.cancel.is_set():
@@ -169,9 +182,11 @@ class Runner:
                     ctx.update(started_at=ev["started_at"], phase="load", iters=0,
                                load_avg=load_avg(ctx["ready"]))
                     deadline = self.clock() + self.timeout_s
+                    neighbour.enter_context(self.beside(specs[in_flight]))
                 elif event == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
                 elif event in ("result", "failed"):
+                    neighbour.close()
                     rid = ev["run_id"]
                     record(self._record(rid, specs[rid], tags, ev, ctx, worker))
                     done.add(rid)
@@ -179,9 +194,11 @@ class Runner:
                     deadline = self.clock() + self.timeout_s
                 on_event({**ev, "spec": specs.get(ev.get("run_id"))})
         except BaseException:
+            neighbour.close()
             worker.kill()
             worker.close()
             raise
+        neighbour.close()
         if ending is not None:
             worker.kill()
         rc = worker.close()
@@ -224,6 +241,8 @@ class Runner:
                 merged.put((i, ev))
                 if ev is None:
                     return
+        neighbour = contextlib.ExitStack()
+        neighbour.enter_context(self.beside(spec))
         try:
             for i in range(n):
                 w = self.executor.start([run], spec, self.memory_cap_bytes,
@@ -277,10 +296,12 @@ class Runner:
                 if kind in ("progress", "started"):
                     on_event({**ev, "spec": spec})
         except BaseException:
+            neighbour.close()
             for w in workers:
                 w.kill()
                 w.close()
             raise
+        neighbour.close()
         for i, w in enumerate(workers):
             if i in codes:
                 continue  # closed when its stream ended
@@ -327,75 +348,6 @@ class Runner:
                              model_sha256=ev.get("model_sha256"),
                              model_bytes=ev.get("model_bytes"))
         return record_from_result(base, ev, spec)
-
-
-def replica_window_s(policy, per_call_ns: int) -> float:
-    """The replicas' common window: the policy's min_time, or long enough for the slowest
-    replica's min_iters calls (from its warm-up) with a fifth to spare; at most max_time."""
-    return min(policy.max_time_s, max(policy.min_time_s,
-                                      1.2 * policy.min_iters * per_call_ns / 1e9))
-
-
-# A replica whose window opened or closed further than this share of the window from the
-# others' is flagged on the row: the summed throughput then leans on fewer replicas.
-WINDOW_SKEW_FLAG = 0.01
-
-
-def _inside(r: dict, lo: int, hi: int) -> float:
-    """How many of a replica's samples fell inside [lo, hi] (monotonic ns), counting a
-    sample cut by an edge by the share of it inside."""
-    calls = r.get("block_calls", 1)
-    n = 0.0
-    for per_call, end in zip(r["samples_ns"], r["sample_ends_ns"]):
-        length = per_call * calls
-        start = end - length
-        overlap = min(end, hi) - max(start, lo)
-        if overlap > 0:
-            n += overlap / length if length else 1.0
-    return n
-
-
-def combine_replicas(results: list[dict], batch_size: int) -> dict:
-    """One result event from every replica's: samples of all (the per-request latency
-    distribution across replicas), the window every replica covered, each replica's
-    throughput over it (its calls inside it, those cut by an edge in part, times the batch,
-    over its length; the run's is their sum), memory summed, and how far the windows'
-    starts and ends were apart, flagged above WINDOW_SKEW_FLAG of the window."""
-    first = results[0]
-    ev = dict(first)
-    ev.pop("sample_ends_ns", None)
-    ev["samples_ns"] = [x for r in results for x in r["samples_ns"]]
-    ev["warmup_ns"] = [x for r in results for x in r["warmup_ns"]]
-    ev["warmup_s"] = max(r["warmup_s"] for r in results)
-    timed = [r for r in results if r.get("sample_ends_ns")]
-    if len(timed) == len(results):
-        calls = [r.get("block_calls", 1) for r in results]
-        starts = [r["sample_ends_ns"][0] - r["samples_ns"][0] * c
-                  for r, c in zip(results, calls)]
-        ends = [r["sample_ends_ns"][-1] for r in results]
-        lo, hi = max(starts), min(ends)
-        common = max(hi - lo, 1)
-        ev["measured_s"] = common / 1e9
-        ev["replica_throughputs"] = [batch_size * c * _inside(r, lo, hi) / (common / 1e9)
-                                     for r, c in zip(results, calls)]
-        start_skew, end_skew = max(starts) - min(starts), max(ends) - min(ends)
-        ev["window_start_skew_ms"], ev["window_end_skew_ms"] = start_skew / 1e6, end_skew / 1e6
-        ev["window_skew_frac"] = max(start_skew, end_skew) / common
-        if ev["window_skew_frac"] > WINDOW_SKEW_FLAG:
-            ev["flags"] = [f"replica windows apart by {ev['window_skew_frac']:.1%} of the "
-                           f"common window (flag above {WINDOW_SKEW_FLAG:.0%}): the summed "
-                           "throughput counts only the common window"]
-    else:  # a runtime that times itself reports no sample ends: each replica on its own
-        ev["measured_s"] = max(r["measured_s"] for r in results)
-        ev["replica_throughputs"] = [
-            batch_size * len(r["samples_ns"]) / (sum(r["samples_ns"]) / 1e9)
-            if sum(r["samples_ns"]) else 0.0 for r in results]
-        ev["window_start_skew_ms"] = ev["window_end_skew_ms"] = None
-    peaks = [r.get("peak_rss_bytes") for r in results]
-    if all(p is not None for p in peaks):
-        ev["peak_rss_bytes"] = sum(peaks)
-        ev["peak_rss_method"] = f"sum over {len(results)} replicas of {first['peak_rss_method']}"
-    return ev
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:

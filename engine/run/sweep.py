@@ -100,6 +100,7 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
 def config_key(spec) -> tuple:
     """The ConfigResult.key a spec's runs aggregate under."""
     return (spec.model, spec.image_size, spec.batch_size, spec.intra_threads,
+            getattr(spec, "contention", None) or "none",
             contender_name(vars(spec)))  # a RunSpec, or a RunRecord of one
 
 

@@ -5,7 +5,8 @@ timed seconds to minutes apart; a neighbour's busy phase lasting seconds then hi
 the other, and the round's ratio took the hit. Here every worker group of the round starts
 at once and holds at a gate (engine.worker.frame). Contest by contest (a phase), each
 contender's worker is let start its run (load, prepare, warm up: one after the other, so
-one-time costs are timed on a quiet machine) and says "armed"; then the parent hands out
+no contender's one-time costs are timed beside another's) and says "armed"; a contest measured beside
+a controlled neighbour has it running for the whole phase; then the parent hands out
 blocks of BLOCK_S seconds in turn, A B B A A B ..., until every contender has met its
 measurement policy, and says stop. Both see the same machine within a block's length, so
 drift and a neighbour's busy seconds fall on both alike. Fresh processes each round still
@@ -20,6 +21,7 @@ dies leaves its run one row and its remaining runs to the sequential loop.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -29,7 +31,8 @@ from engine.analysis.compare import contender_name
 from engine.run.records import load_avg, new_id
 from engine.scenarios import scenario_of
 
-__all__ = ["TogetherPlan", "plan_together", "run_together", "worker_key", "BLOCK_S",
+__all__ = ["TogetherPlan", "plan_together", "run_together", "worker_key", "timing_line",
+           "BLOCK_S",
            "MEMORY_SHARE", "WORKER_BYTES", "interleavable"]
 
 # A block's length: short against a neighbour's busy phase (seconds), long against the
@@ -42,6 +45,15 @@ MEMORY_SHARE = 0.75
 # what the memory check assumes for a group it has not seen yet.
 WORKER_BYTES = {"torch": 1_500_000_000, "tensorflow": 2_000_000_000, "selftest": 150_000_000}
 DEFAULT_WORKER_BYTES = 2_000_000_000
+
+
+def timing_line(ev: dict) -> str:
+    """How a round's contenders were timed, in words, from the runner's "timing" event."""
+    if ev["mode"] == "interleaved":
+        rest = f"; one after another: {ev['why']}" if ev.get("why") else ""
+        return (f"contenders timed alternately in blocks, {ev['workers']} workers warm at "
+                f"once{rest}")
+    return f"contenders timed one after another: {ev['why'] or 'nothing to interleave'}"
 
 
 def interleavable(spec) -> str:
@@ -61,12 +73,12 @@ def worker_key(s) -> tuple:
     if replica is None:  # a record keeps an A/A copy's number in its extra
         replica = (getattr(s, "extra", None) or {}).get("replica", 0)
     return (s.framework, s.intra_threads, s.inter_threads, s.device, replica,
-            getattr(s, "replicas", 1) or 1)
+            getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "")
 
 
 def _row(s) -> tuple:
     return (s.model, s.image_size, s.batch_size, s.intra_threads, s.precision,
-            getattr(s, "user_model", None))
+            getattr(s, "user_model", None), getattr(s, "contention", "none"))
 
 
 @dataclass(frozen=True)
@@ -255,6 +267,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             if why == "timeout":
                 left.extend(s for rid, s in w.runs if rid not in w.done)
 
+    neighbour = contextlib.ExitStack()
     try:
         for specs_of in plan.workers:
             runs = [(new_id(), s) for s in specs_of]
@@ -277,7 +290,10 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             phase, results = _Phase(members, names, block_s), {}
             deadline = runner.clock() + runner.timeout_s * max(len(members), 1)
             outcome = None
-            for i, rid in members:  # one after the other: one-time costs on a quiet machine
+            neighbour.close()
+            if members:  # a contest beside a neighbour has it for the whole phase
+                neighbour.enter_context(runner.beside(specs[members[0][1]]))
+            for i, rid in members:  # one after the other: one-time costs apart
                 workers[i].handle.command("run")
                 outcome = wait(phase, results,
                                lambda i=i: i in phase.armed or i in phase.out, deadline)
@@ -306,6 +322,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                 outcome = wait(phase, results,
                                lambda: all(i in results or i in phase.out for i in finishing),
                                deadline)
+            neighbour.close()
             if outcome == "cancel":
                 stop_all(phase, "cancel", "killed", runner.cancel_reason)
                 return []
@@ -318,6 +335,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                 w.handle.close()
                 w.closed = True
     finally:
+        neighbour.close()
         for w in workers:
             if not w.closed:
                 w.handle.kill()

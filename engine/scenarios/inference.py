@@ -8,7 +8,8 @@ from engine.scenarios.base import Request, Scenario
 from engine.spec.budget import RoundBudget, default_max_rounds
 from engine.spec.cluster import check_profile_on_cluster, parse_placement
 from engine.spec.errors import UserError
-from engine.spec.inference import RunSpec, expand_sweep, left_out_splits
+from engine.spec.inference import (RunSpec, check_contention_here, expand_sweep,
+                                   left_out_splits, with_contention)
 from engine.spec.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, require_values
 from engine.spec.model_source import ModelSource, describe_inputs
 from engine.spec.policy import MeasurementPolicy
@@ -27,11 +28,13 @@ class Inference(Scenario):
 
     def record_columns(self, spec) -> dict:
         src = spec.user_model
+        common = {"replicas": spec.replicas, "contention": spec.contention,
+                  "wait_policy": spec.wait_policy}
         if src is None:
-            return {"replicas": spec.replicas}
+            return common
         # a file's path, or a factory's module:function (its folder is in the command line)
         return {"model_format": src.format, "model_origin": src.factory or src.path,
-                "model_inputs": describe_inputs(src.inputs), "replicas": spec.replicas}
+                "model_inputs": describe_inputs(src.inputs), **common}
 
     def config_extra(self, spec) -> dict:
         extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
@@ -48,8 +51,8 @@ class Inference(Scenario):
             extra.update(replica_throughputs=ev["replica_throughputs"],
                          window_start_skew_ms=ev["window_start_skew_ms"],
                          window_end_skew_ms=ev["window_end_skew_ms"])
-            if ev.get("window_skew_frac") is not None:
-                extra["window_skew_frac"] = ev["window_skew_frac"]
+            if ev.get("window_skew_frac") is not None:  # the window every replica covered
+                extra.update(window_skew_frac=ev["window_skew_frac"], window_s=ev["window_s"])
         if ev.get("interleaved"):  # timed alternately with a contest's other contenders
             extra["interleaved"] = ev["interleaved"]
         return extra
@@ -94,6 +97,9 @@ class SweepRequest(Request):
     max_rounds: int | None = None  # None: default_max_rounds(rounds)
     time_budget_s: float | None = None
     margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
+    # every configuration also beside a controlled neighbour (steady, on/off), torch also
+    # with OpenMP's passive wait policy (engine.spec.inference.with_contention)
+    contention: bool = False
     seed: int | None = None
     timeout_s: float = 600.0
     memory_cap_bytes: int | None = None
@@ -129,6 +135,8 @@ class SweepRequest(Request):
                              profile_steps=self.profile_steps,
                              user_model=self.user_model, replicas=list(self.replicas),
                              cores=self.cores)
+        if self.contention:
+            specs = with_contention(specs)
         return specs, left_out_splits(self.threads, self.replicas, self.cores)
 
     def _check_where(self) -> None:
@@ -142,6 +150,7 @@ class SweepRequest(Request):
             parse_placement(p)
         if self.executor == "ray":
             check_profile_on_cluster(self.profile_steps)
+            check_contention_here(self.contention)
 
     def where(self) -> str:
         """Where the sweep runs, in words (empty on this machine)."""

@@ -19,9 +19,18 @@ from engine.spec.policy import MeasurementPolicy
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
-           "device_choices", "USER_WEIGHTS", "left_out_splits"]
+           "device_choices", "USER_WEIGHTS", "left_out_splits", "CONTENTION_MODES",
+           "WAIT_POLICIES", "CONDITION_LABELS", "with_contention", "check_contention_here"]
 
 PRECISIONS = ("fp32", "bf16")
+# Beside a controlled neighbour on one of the run's cores (engine/run/neighbour.py): "steady"
+# keeps it busy, "onoff" comes and goes; "none" is a dedicated machine. Each is a setting of
+# its own, never blended with another.
+CONTENTION_MODES = ("none", "steady", "onoff")
+CONDITION_LABELS = {"none": "", "steady": "steady neighbour", "onoff": "on/off neighbour"}
+# torch's OpenMP threads spin at barriers by default; "passive" (OMP_WAIT_POLICY=PASSIVE)
+# makes them sleep, which a busy neighbour's core can make much faster. "": the default.
+WAIT_POLICIES = ("", "passive")
 # bf16 where the runtime supports it (AMX-bf16 CPUs run it natively); the rest are refused
 # up front, with the reason.
 BF16_RUNTIMES = {("torch", "eager"), ("torch", "channels_last"), ("torch", "torchscript"),
@@ -81,13 +90,17 @@ class RunSpec:
     # its own, timed over the same window (issue #15): a machine serving many requests runs
     # replicas, not one process with every core.
     replicas: int = 1
+    # Issue 24: measured beside a controlled neighbour on one of the run's cores (one of
+    # CONTENTION_MODES), and torch's OpenMP wait policy (WAIT_POLICIES).
+    contention: str = "none"
+    wait_policy: str = ""
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
     def key(self) -> tuple:
         """Identity of a configuration (what a comparison groups by)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
                 self.inter_threads, self.precision, self.image_size, self.device, self.replica,
-                self.replicas)
+                self.replicas, self.contention, self.wait_policy)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,6 +163,7 @@ class RunSpec:
                             f"{', '.join(PROFILED_RUNTIMES.get(self.framework, ()))}",
                             field="profile_steps")
         self._check_replicas(runtime)
+        self._check_contention()
         return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
 
     def _check_sizes(self, cores: int) -> None:
@@ -168,6 +182,14 @@ class RunSpec:
                             "core per thread): lower --replicas or --threads",
                             field="replicas")
         choice("precision", self.precision, PRECISIONS)
+
+    def _check_contention(self) -> None:
+        choice("contention", self.contention, CONTENTION_MODES)
+        choice("wait_policy", self.wait_policy, WAIT_POLICIES)
+        if self.wait_policy and self.framework != "torch":
+            raise UserError(f"wait_policy: {self.wait_policy!r} sets torch's OpenMP wait "
+                            f"policy; {self.framework} has none; allowed for "
+                            f"{self.framework}: '' (the default)", field="wait_policy")
 
     def _check_replicas(self, runtime: str) -> None:
         """Replicas start together and time one window: what cannot take part is refused."""
@@ -239,6 +261,7 @@ class RunSpec:
                             f"{', '.join(PROFILED_RUNTIMES[self.framework])}",
                             field="profile_steps")
         self._check_replicas(runtime)
+        self._check_contention()
         return replace(self, runtime=runtime, weight_policy=USER_WEIGHTS,
                        policy=self.policy.validate())
 
@@ -259,6 +282,29 @@ def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
         if not rs and f in RUNTIMES:
             raise UserError(f"runtime: none of the named runtimes applies to {f}; allowed "
                             f"for {f}: {', '.join(RUNTIMES[f])}", field="runtime")
+    return out
+
+
+def check_contention_here(contention: bool) -> None:
+    """The neighbour is started by this process on this machine's cores: a sweep on a
+    cluster's nodes cannot have one."""
+    if contention:
+        raise UserError("contention: the neighbour runs on this machine's cores, not on a "
+                        "cluster node's; allowed with the ray executor: off",
+                        field="contention")
+
+
+def with_contention(specs: list[RunSpec]) -> list[RunSpec]:
+    """Every configuration quiet and beside each kind of neighbour, and torch's also with
+    OpenMP's passive wait policy under each: what `run --contention` measures. Each worker
+    group (the wait policy is part of its environment) stays contiguous."""
+    out = []
+    for policy in ("", "passive"):
+        for s in specs:
+            if policy and s.framework != "torch":
+                continue
+            out += [replace(s, contention=mode, wait_policy=policy)
+                    for mode in CONTENTION_MODES]
     return out
 
 

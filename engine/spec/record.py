@@ -106,6 +106,10 @@ class RunRecord:
     cpu_flags: str | None = None
     governor: str | None = None
     replicas: int | None = None  # inference: identical workers timed over one window
+    # inference (issue 24): beside a controlled neighbour ("steady", "onoff"; "none"), and
+    # torch's OpenMP wait policy ("passive"; "": the default)
+    contention: str | None = None
+    wait_policy: str | None = None
     # A run on a cluster node (issue #15's Ray executor): its Ray node id and hostname;
     # system_id, git_commit and the worker's machine facts are then that node's.
     node_id: str | None = None

@@ -1,0 +1,123 @@
+"""Shared versus dedicated (issue 24 point 7): the sweep option, its settings, what the page
+and the table say on fixed rounds, and a real selftest sweep beside the engine's own
+neighbour."""
+
+import pytest
+
+from engine.analysis.compare import aggregate
+from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_effects
+from engine.cli import main
+from engine.present.tables import contention_lines
+from engine.spec import expand_sweep
+from engine.spec.errors import UserError
+from engine.spec.inference import with_contention
+from store.db import open_db
+from tests.helpers import spec
+
+
+def test_contention_measures_every_configuration_beside_each_neighbour_and_torch_passive():
+    base = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1], [1], cores=2)
+    got = [(s.framework, s.contention, s.wait_policy) for s in with_contention(base)]
+    assert got == [("torch", "none", ""), ("torch", "steady", ""), ("torch", "onoff", ""),
+                   ("tensorflow", "none", ""), ("tensorflow", "steady", ""),
+                   ("tensorflow", "onoff", ""), ("torch", "none", "passive"),
+                   ("torch", "steady", "passive"), ("torch", "onoff", "passive")]
+
+
+@pytest.mark.parametrize("change, field, message", [
+    (dict(contention="sometimes"), "contention", "contention: 'sometimes' is not supported; "
+                                                 "allowed: none, steady, onoff"),
+    (dict(wait_policy="active"), "wait_policy", "wait_policy: 'active' is not supported"),
+    (dict(wait_policy="passive", framework="tensorflow", runtime=None),
+     "wait_policy", "wait_policy: 'passive' sets torch's OpenMP wait policy; tensorflow has "
+                    "none"),
+])
+def test_a_bad_contention_or_wait_policy_names_the_field(change, field, message):
+    with pytest.raises(UserError) as e:
+        spec(**change)
+    assert e.value.field == field and str(e.value).startswith(message)
+
+
+def test_a_cluster_sweep_cannot_have_the_neighbour(capsys, db_path):
+    rc = main(["run", "--model", "identity", "--framework", "selftest", "--contention",
+               "--executor", "ray", "--address", "127.0.0.1:1", "--db", str(db_path)])
+    assert rc == 2 and capsys.readouterr().err.startswith(
+        "error: contention: the neighbour runs on this machine's cores")
+    assert not db_path.exists()
+
+
+def _run(fw, rt, r, ms, contention="none", wait_policy=""):
+    return dict(model="m", image_size=64, batch_size=8, intra_threads=2, framework=fw,
+                runtime=rt, round_no=r, status="ok", validity="valid", median_ms=ms,
+                contention=contention, wait_policy=wait_policy)
+
+
+ROUNDS = (1, 2, 3)
+# Quiet, TensorFlow wins (55 vs 100 ms); beside a steady neighbour torch's spinning threads
+# collapse (about 10x) while TensorFlow slows 1.3x; torch with passive waits slows 1.4x.
+RUNS = ([_run("torch", "eager", r, ms) for r, ms in zip(ROUNDS, (100, 104, 98))]
+        + [_run("tensorflow", "tf_function", r, ms) for r, ms in zip(ROUNDS, (55, 56, 54))]
+        + [_run("torch", "eager", r, ms, "steady") for r, ms in zip(ROUNDS, (990, 1050, 1010))]
+        + [_run("tensorflow", "tf_function", r, ms, "steady")
+           for r, ms in zip(ROUNDS, (72, 73, 70))]
+        + [_run("torch", "eager", r, ms, "none", "passive")
+           for r, ms in zip(ROUNDS, (101, 105, 99))]
+        + [_run("torch", "eager", r, ms, "steady", "passive")
+           for r, ms in zip(ROUNDS, (140, 146, 139))])
+
+
+def test_slowdowns_are_paired_by_round_against_the_same_configuration_quiet():
+    results = aggregate(RUNS)
+    got = {(s.contender, s.condition): round(s.paired.speedup, 2) for s in slowdowns(results)}
+    assert got == {("tensorflow (tf_function)", "steady"): 1.30,
+                   ("torch (eager)", "steady"): 10.10,
+                   ("torch (eager) OMP passive", "steady"): 1.39}
+    [change] = verdict_changes(results)
+    assert (change.row, change.condition, change.quiet, change.busy, change.changed) == (
+        ("m", 64, 8, 2), "steady", "tensorflow (tf_function)", "tensorflow (tf_function)",
+        False)
+    effects = {(c, cond): round(cmp.speedup, 2)
+               for _, c, cond, _, _, cmp in wait_policy_effects(results)}
+    assert effects == {("torch (eager)", "none"): 0.99, ("torch (eager)", "steady"): 7.18}
+
+
+def test_a_neighbour_that_flips_the_winner_is_said_so():
+    runs = [r for r in RUNS if r["wait_policy"] == ""]
+    runs += [_run("torch", "eager", r, ms) for r, ms in zip((4,), (101,))]
+    flip = [dict(r, median_ms=r["median_ms"] / 20) if r["framework"] == "torch"
+            and r["contention"] == "steady" else r for r in runs]
+    [change] = verdict_changes(aggregate(flip))
+    assert change.changed and (change.quiet, change.busy) == ("tensorflow (tf_function)",
+                                                             "torch (eager)")
+    lines = contention_lines(aggregate(flip))
+    assert "  m 64px b8 t2: the verdict changes beside a steady neighbour: tensorflow " \
+           "(tf_function) wins quietly, torch (eager) beside a steady neighbour" in lines
+
+
+def test_the_table_says_what_the_neighbour_costs_and_what_passive_waits_do():
+    lines = contention_lines(aggregate(RUNS))
+    assert lines[0].startswith("shared versus dedicated")
+    assert ("  m 64px b8 t2 · torch (eager): 10.10x (95 % CI 9.61-10.62, 3 rounds) slower "
+            "beside a steady neighbour (100.64 -> 1,016.36 ms)") in lines
+    assert ("  m 64px b8 t2 · torch (eager) beside a steady neighbour: OMP_WAIT_POLICY=PASSIVE "
+            "is 7.18x faster (1,016.36 -> 141.63 ms, 95 % CI 6.94-7.42)") in lines
+    assert ("  m 64px b8 t2 · torch (eager) on a dedicated machine: OMP_WAIT_POLICY=PASSIVE "
+            "is 1.01x slower (100.64 -> 101.64 ms, 95 % CI 1.01-1.01)") in lines
+    assert contention_lines(aggregate(RUNS[:6])) == []  # no neighbour: nothing to say
+
+
+def test_a_real_sweep_beside_the_neighbour_stores_each_setting_apart(db_path, worker_env,
+                                                                     capsys):
+    assert main(["run", "--model", "identity", "--framework", "selftest", "--threads", "1",
+                 "--contention", "--rounds", "2", "--max-rounds", "2", "--min-time", "0.3",
+                 "--min-iters", "5", "--warmup", "2", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    with open_db(db_path) as con:
+        rows = con.execute(
+            "SELECT contention, count(*), min((extra->'interference'->>'others_cpu_frac')"
+            "::DOUBLE) FROM runs GROUP BY contention ORDER BY contention").fetchall()
+    assert [(c, n) for c, n, _ in rows] == [("none", 2), ("onoff", 2), ("steady", 2)]
+    steady = next(o for c, _, o in rows if c == "steady")
+    assert steady > 0.25  # the neighbour shared the worker's one core
+    assert "identity 32px · steady neighbour" in out
+    assert "slower beside a steady neighbour" in out
