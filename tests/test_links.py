@@ -42,6 +42,9 @@ def test_choices_numbers_and_lengths():
                                    integer=bad == "1.5")
         assert value is None and ("number 1..744" in note or "integer 1..744" in note), bad
     assert encode_setting(("cpu", "fp32", None, "sys-1")) == "cpu_fp32__sys-1"
+    # a quiet setting's link is as before neighbours were a setting; a neighbour's says so
+    assert encode_setting(("cpu", "fp32", 1, "sys-1", "", "none")) == "cpu_fp32_1_sys-1"
+    assert encode_setting(("cpu", "fp32", 1, "sys-1", "", "steady")) == "cpu_fp32_1_sys-1_steady"
     assert not looks_like_path(encode_setting(("cpu", "fp32", None, None)))
 
 

@@ -24,7 +24,7 @@ EXPECTED_RUN_COLUMNS = [
     "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no",
     "prepare_s", "kind", "dataset", "workers", "model_format", "model_origin", "model_inputs",
     "model_sha256", "model_bytes", "machine_shape", "threads_per_core", "cpu_flags",
-    "governor", "replicas", "node_id", "node_host"]
+    "governor", "replicas", "node_id", "node_host", "contention", "wait_policy"]
 
 
 def columns(con, table):
@@ -38,7 +38,8 @@ def test_migrations_on_empty_database_create_exact_columns():
     assert applied_migrations(con) == ["m001_initial", "m002_rounds", "m003_price_updates",
                                        "m004_prepare_time", "m005_training_dataload_profiles",
                                        "m006_user_models", "m007_machine_identity",
-                                       "m008_cluster_nodes", "m009_sweep_rule"]
+                                       "m008_cluster_nodes", "m009_sweep_rule",
+                                       "m010_contention"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -62,7 +63,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(9,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(10,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):
@@ -179,14 +180,14 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
         everything = machine_throughput(con, "inference", None)
         assert sorted(everything.throughput.round(1)) == [250.0, 250.0, 250.0, 1000.0]
         choices, labels = setting_choices(rows)
-        here = ("cpu", "fp32", 1, SYSTEM["system_id"], "")  # no shape named
+        here = ("cpu", "fp32", 1, SYSTEM["system_id"], "", "none")  # no shape, no neighbour
         assert here in choices and labels[here].startswith(
             "cpu · fp32 · inter-op 1 · Test CPU @ 2 GHz on box (1 runs)")
         # this machine's own figure, and the other machine's where its shape is named
         mine = machine_throughput(con, "inference", here)
         assert mine[["throughput", "selected", "machine_shape"]].fillna("").values.tolist() \
             == [[1000.0, True, ""], [250.0, False, "c6i.8xlarge"]]
-        there = ("cpu", "fp32", 1, "sys-other", "c6i.8xlarge")
+        there = ("cpu", "fp32", 1, "sys-other", "c6i.8xlarge", "none")
         assert labels[there].startswith(  # the machine's catalog shape, where it was told
             "cpu · fp32 · inter-op 1 · c6i.8xlarge (Other CPU on cloud) (1 runs)")
         assert machine_throughput(con, "inference", there).throughput.tolist() == [250.0]

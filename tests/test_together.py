@@ -52,8 +52,11 @@ def test_what_cannot_interleave_is_left_one_after_another_with_the_reason():
     assert len(plan.phases) == 2 and left == [libtorch, replicas]
     assert why == "replicas share a window of their own; the LibTorch runner times itself"
     torch_only = [s for s in TORCH_TF if s.framework == "torch"]
-    assert plan_together(torch_only) == (None, torch_only,
-                                         "no contest has contenders in two workers")
+    assert plan_together(torch_only) == (None, torch_only, "")  # no contest at all
+    eager_script = expand_sweep(["mobilenet_v3_small"], ["torch"], [1], [1], cores=2,
+                                runtimes=["eager", "torchscript"])
+    assert plan_together(eager_script) == (None, eager_script,
+                                           "each contest's contenders share one worker")
     # workers that would not fit in memory together run one after another
     plan, left, why = plan_together(TORCH_TF, available_bytes=4 * 2**30)
     assert plan is None and left == TORCH_TF

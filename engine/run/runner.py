@@ -112,7 +112,8 @@ class Runner:
                                         available_bytes=psutil.virtual_memory().available)
         if plan is None:
             timing["why"] = why
-            on_event({"event": "timing", "mode": "sequential", "why": why})
+            if why:  # a round without a contest has nothing to say
+                on_event({"event": "timing", "mode": "sequential", "why": why})
             return rest
         on_event({"event": "timing", "mode": "interleaved", "workers": len(plan.workers),
                   "why": why})

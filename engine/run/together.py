@@ -102,7 +102,8 @@ def plan_together(specs: list, *, available_bytes: int | None = None,
     rows = list(dict.fromkeys(_row(s) for s in mine))
     shared = [r for r in rows if len({worker_key(s) for s in mine if _row(s) == r}) > 1]
     if len(keys) < 2 or not shared:
-        reason = "no contest has contenders in two workers" if mine else ""
+        contests = any(sum(_row(s) == r for s in mine) > 1 for r in rows)
+        reason = "each contest's contenders share one worker" if contests else ""
         return None, specs, "; ".join(filter(None, [reason, *why]))
     if available_bytes is not None:
         peak_bytes = peak_bytes or {}
