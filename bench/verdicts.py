@@ -23,7 +23,11 @@ aggregate, contests), so the same script measures an older checkout: put it and
 engine/run/neighbour.py there and run it with --label. Results go to a temporary database.
 
     .venv/bin/python bench/verdicts.py [--sweeps 10] [--conditions quiet noisy]
-        [--min-time 2] [--label new] [--json out.json]
+        [--min-time 2] [--label new] [--json out.json] [--no-interleave]
+
+It also prints each contest's paired spread (the standard deviation of its per-round log
+ratios, median over sweeps): run it with and without --no-interleave to see what timing
+contenders alternately does to the noise a verdict must beat.
 """
 
 import argparse
@@ -109,7 +113,25 @@ def run_s(records, names, upto=None) -> float:
     return total
 
 
-def one_sweep(specs, db: Path, seed: int) -> dict:
+def round_ratios(records) -> dict:
+    """contest -> the per-round log ratio of its two contenders' medians (what pairing
+    leaves: its spread is the noise a verdict must beat)."""
+    import math
+
+    out = {}
+    for name, (model, batch, _) in CONTESTS.items():
+        meds: dict = {}
+        for r in records:
+            if r.model == model and r.batch_size == batch and r.median_ms:
+                key = (r.framework, r.runtime, (r.extra or {}).get("replica", 0))
+                meds.setdefault(key, {})[r.round_no] = r.median_ms
+        if len(meds) == 2:
+            a, b = meds.values()
+            out[name] = [math.log(b[k] / a[k]) for k in sorted(set(a) & set(b))]
+    return out
+
+
+def one_sweep(specs, db: Path, seed: int, interleave: bool = True) -> dict:
     marks: dict = {}
     t0 = time.monotonic()
 
@@ -118,11 +140,13 @@ def one_sweep(specs, db: Path, seed: int) -> dict:
             marks["three"] = time.monotonic() - t0
 
     records = run_sweep(specs, db=db, rounds=RoundBudget(DEFAULT_ROUNDS, DEFAULT_MAX_ROUNDS),
-                        seed=seed, runner=Runner(), command="bench/verdicts.py",
-                        on_plan=on_plan)
+                        seed=seed, runner=Runner(**({} if interleave else
+                                                    {"interleave": False})),
+                        command="bench/verdicts.py", on_plan=on_plan)
     wall = time.monotonic() - t0
     decided = ("clear", "moderate")
     return {"outcomes": outcomes(records), "rounds": rounds_of(records), "wall": wall,
+            "ratios": round_ratios(records),
             "wall_3": marks.get("three", wall),
             "decided_ratio": (run_s(records, decided) / run_s(records, decided, DEFAULT_ROUNDS)
                               if run_s(records, decided, DEFAULT_ROUNDS) else None),
@@ -149,6 +173,13 @@ def table(label: str, results: dict) -> str:
                     if name == "clear" and dec else "")
             lines.append(f"{name:10} {cond:9} {got.count('right'):>5} {got.count('none'):>5} "
                          f"{got.count('wrong'):>5}  {str(rounds):22} {wall}")
+        for name in CONTESTS:  # the paired spread: the SD of round log ratios, per sweep
+            sds = [statistics.stdev(r["ratios"][name]) for r in rows
+                   if len(r.get("ratios", {}).get(name, [])) > 1]
+            if sds:
+                lines.append(f"{'':10} {cond:9} {name}: paired spread per round, median over "
+                             f"sweeps {100 * statistics.median(sds):.1f} % "
+                             f"[{100 * min(sds):.1f}-{100 * max(sds):.1f}]")
         lines.append(f"{'':10} {cond:9} mean sweep {statistics.fmean(r['wall'] for r in rows):.0f}"
                      f" s; runs not ok {sum(r['not_ok'] for r in rows)}; interleaved runs "
                      f"{sum(r['interleaved'] for r in rows)} of {sum(r['runs'] for r in rows)}")
@@ -164,6 +195,9 @@ def main():
     ap.add_argument("--label", default="this checkout")
     ap.add_argument("--json", metavar="PATH", help="also write every sweep's row here")
     ap.add_argument("--core", type=int, default=1, help="the neighbour's core (default 1)")
+    ap.add_argument("--no-interleave", action="store_true",
+                    help="time a round's contenders one after another (the design before "
+                         "engine/run/together.py), to measure what interleaving changes")
     args = ap.parse_args()
     specs = sweep_specs(MeasurementPolicy(min_time_s=args.min_time))
     results: dict = {c: [] for c in args.conditions}
@@ -173,9 +207,9 @@ def main():
             for cond in args.conditions:
                 if cond == "noisy":
                     with Neighbour(args.core, "onoff", seed=1000 + i):
-                        row = one_sweep(specs, db, seed=1000 + i)
+                        row = one_sweep(specs, db, 1000 + i, not args.no_interleave)
                 else:
-                    row = one_sweep(specs, db, seed=1000 + i)
+                    row = one_sweep(specs, db, 1000 + i, not args.no_interleave)
                 results[cond].append(row)
                 said = "; ".join(f"{n}: {o[0]} ({o[1]})" for n, o in row["outcomes"].items())
                 print(f"{cond} sweep {i + 1}/{args.sweeps}: rounds {row['rounds']}, "

@@ -12,9 +12,11 @@ __all__ = ["sweep_info", "sweep_systems", "sweep_software", "sweep_policy", "swe
 
 
 def sweep_info(con, sweep_id: str) -> dict | None:
-    """The sweep's own row: when, how many rounds ran, seed, configurations, command."""
-    cur = con.execute("SELECT sweep_id, created_at, rounds, seed, configurations, command "
-                      "FROM sweeps WHERE sweep_id = ?", [sweep_id])
+    """The sweep's own row: when, how many rounds ran, seed, configurations, command, and
+    the verdict rule it kept (min_rounds, max_rounds, margin: NULL on older sweeps)."""
+    cur = con.execute("SELECT sweep_id, created_at, rounds, seed, configurations, command, "
+                      "min_rounds, max_rounds, margin FROM sweeps WHERE sweep_id = ?",
+                      [sweep_id])
     names = [d[0] for d in cur.description]
     rows = cur.fetchall()
     return dict(zip(names, rows[0])) if rows else None
@@ -60,13 +62,14 @@ def sweep_policy(con, sweep_id: str) -> pd.DataFrame:
 
 def sweep_configs(con, sweep_id: str) -> pd.DataFrame:
     """Each configuration the sweep ran, in how many rounds, and how many of its runs were
-    an A/A test's copies: what a command reproducing a sweep launched from the dashboard
+    an A/A test's copies or beside a neighbour: what a command reproducing a sweep launched from the dashboard
     (no command line stored) is rebuilt from."""
     return con.execute(
         "SELECT model, framework, runtime, batch_size, intra_threads, inter_threads, "
         "image_size, precision, device, weight_policy, "
         "count(DISTINCT coalesce(round_no, 1)) AS rounds, "
-        "count(*) FILTER (WHERE extra->>'replica' IS NOT NULL) AS replicas "
+        "count(*) FILTER (WHERE extra->>'replica' IS NOT NULL) AS replicas, "
+        "count(*) FILTER (WHERE coalesce(contention, 'none') != 'none') AS contention_runs "
         "FROM runs WHERE sweep_id = ? "
         "GROUP BY ALL ORDER BY model, framework, runtime, batch_size, intra_threads",
         [sweep_id]).df()

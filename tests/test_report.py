@@ -261,3 +261,21 @@ def test_html_renders_every_chart_offline_in_a_real_browser(seeded, tmp_path):
     assert report_outside == [] and errors == []
     assert drawn == CHARTS
     assert outside == ["https://cdn.plot.ly/plotly-3.0.1.min.js"]
+
+
+def test_a_dashboard_sweep_is_rebuilt_with_the_rule_it_kept_and_its_neighbour(db_path):
+    with open_db(db_path) as con:  # launched from the dashboard with a 5 % margin
+        save_sweep(con, "sweep-rule", rounds=3, seed=4, plan=[[]] * 3, configurations=3,
+                   command="dashboard",
+                   rule={"min_rounds": 3, "max_rounds": 8, "margin": 0.05, "alpha": 0.05})
+        for contention in ("none", "steady"):
+            for rnd in (1, 2, 3):
+                rec = ok_record(f"r-{contention}-{rnd}", minute=rnd)
+                save_record(con, replace(rec, sweep_id="sweep-rule", round_no=rnd,
+                                         contention=contention), SYSTEM)
+    md = report(db_path, "sweep-rule", fmt="md")
+    code = md.split("```bash\n")[1]
+    assert "--rounds 3 --max-rounds 8 --margin 0.05 --contention --seed 4" in code
+    doc = report(db_path, "sweep-rule")
+    assert "verdict margin: ±5 %" in doc
+    assert "rounds: 3 minimum, each in fresh worker processes; 3 ran; max rounds: 8" in doc

@@ -35,7 +35,7 @@ from engine.present.tables import (architecture_notes, compare_grid, contention_
 from engine.scenarios import INFERENCE
 from engine.spec.budget import default_max_rounds
 from engine.spec.errors import UserError
-from engine.spec.limits import DEFAULT_ROUNDS
+from engine.spec.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 from store.prices import effective_catalog
 from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_software,
                               sweep_user_models,
@@ -227,6 +227,9 @@ def _policy_lines(info: dict, configs: pd.DataFrame, policy: pd.DataFrame) -> li
     max_rounds = _option(tokens, "--max-rounds") if is_cli_run else None
     if max_rounds is None and is_cli_run:
         max_rounds = str(default_max_rounds(minimum))
+    if info.get("min_rounds") is not None:  # the rule the sweep kept, wherever it ran
+        minimum, max_rounds = int(info["min_rounds"]), str(int(info["max_rounds"]))
+        lines.append(f"verdict margin: ±{100 * info['margin']:g} %")
     lines.append(f"rounds: {minimum} minimum, each in fresh worker processes; "
                  f"{info['rounds']} ran; max rounds: "
                  + (max_rounds if max_rounds else
@@ -278,12 +281,18 @@ def _command(info: dict, configs: pd.DataFrame, policy: pd.DataFrame,
         p = policy.iloc[0]
         parts += ["--warmup", str(int(p.warmup_iters)), "--min-time", f"{p.min_time_s:g}",
                   "--min-iters", str(int(p.min_iters)), "--max-time", f"{p.max_time_s:g}"]
-    minimum = _min_rounds(configs)
+    kept = info.get("min_rounds") is not None  # the sweep's own rule, where it kept one
+    minimum = int(info["min_rounds"]) if kept else _min_rounds(configs)
     parts += ["--rounds", str(minimum)]
-    if info["rounds"] > minimum:
-        parts += ["--max-rounds", str(info["rounds"])]
+    most = int(info["max_rounds"]) if kept else info["rounds"]
+    if most > minimum:
+        parts += ["--max-rounds", str(most)]
+    if kept and info["margin"] != DEFAULT_VERDICT_MARGIN:
+        parts += ["--margin", f"{info['margin']:g}"]
     if configs.replicas.sum():  # an A/A test's copies ran beside the originals
         parts.append("--aa-test")
+    if configs.contention_runs.sum():  # every configuration also beside the neighbour
+        parts.append("--contention")
     parts += ["--seed", str(info["seed"])]
     origin = f"stored as {stored!r}" if stored else "no command stored"
     return " ".join(parts), (f"rebuilt from the stored runs ({origin}): every combination "
