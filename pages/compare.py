@@ -110,7 +110,7 @@ if sweep_id:
                   help="how far the slowest round's shared effect lies from the fastest "
                        "round's: every configuration of a round moved alike, and pairing "
                        "rounds cancels it")
-        for line in noise_lines(everything):
+        for line in noise_lines(everything, noise):
             st.caption(line)
     shared = contention_lines(everything, rule)
     if shared:  # a sweep with --contention: what a neighbour costs each contender

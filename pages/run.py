@@ -206,7 +206,8 @@ with right:
         help="every configuration also runs beside a busy process the engine starts on one "
              "of its cores (steady, and on/off), and torch also with OpenMP's passive wait "
              "policy: each a setting of its own; Compare shows each contender's slowdown and "
-             "whether the verdict changes. About 3x the runs (4.5x with torch)")
+             "whether the verdict changes. Each configuration runs 3 times per round, torch's "
+             "3 more with passive waits")
     profile = st.number_input("Profile iterations (0 = off)", key="profile", min_value=0,
                               max_value=PROFILE_RANGE[1],
                               value=_q_int("profile", 0, *PROFILE_RANGE),

@@ -26,7 +26,8 @@ __all__ = ["Selection", "resolve_selection", "selection_runs", "result_sets",
 
 # The columns that make a configuration (engine.analysis.regress.Config, in this order).
 CONFIG_COLUMNS = ("model", "framework", "runtime", "batch_size", "intra_threads",
-                  "image_size", "precision", "device", "inter_threads")
+                  "image_size", "precision", "device", "inter_threads", "replicas",
+                  "contention", "wait_policy")
 # Reported beside the framework's own version: a selftest build slowed on purpose
 # (engine/worker/backends/selftest.py) must never read as the plain one.
 _MARKERS = ("selftest_delay_ms",)
@@ -210,6 +211,10 @@ def config_history(con, config: tuple) -> list[dict]:
         "AND r.batch_size IS NOT DISTINCT FROM ? AND r.intra_threads IS NOT DISTINCT FROM ? "
         "AND r.image_size IS NOT DISTINCT FROM ? AND r.precision IS NOT DISTINCT FROM ? "
         "AND r.device IS NOT DISTINCT FROM ? AND r.inter_threads IS NOT DISTINCT FROM ? "
+        # a split, a neighbour or torch's wait policy is another configuration (the quiet,
+        # default ones are NULL on runs stored before they were recorded)
+        "AND coalesce(r.replicas, 1) = ? AND coalesce(r.contention, 'none') = ? "
+        "AND coalesce(r.wait_policy, '') = ? "
         "AND r.extra->>'replica' IS NULL "
         "ORDER BY sweep_created, r.sweep_id, r.round_no, r.started_at",
         [INFERENCE.kind, *config])

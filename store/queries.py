@@ -92,7 +92,11 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
                   limit: int = 10_000) -> pd.DataFrame:
     return con.execute(
         "SELECT run_id, started_at, kind, model, framework, runtime, batch_size, intra_threads AS "
-        "threads, image_size, round_no AS round, status, validity, median_ms AS p50_ms, "
+        "threads, image_size, round_no AS round, "
+        # beside our neighbour, or torch waiting passively: shown, never mistaken for quiet
+        "CASE WHEN coalesce(contention, 'none') = 'none' THEN '' ELSE contention || "
+        "' neighbour' END || CASE WHEN wait_policy = 'passive' THEN ' OMP passive' ELSE '' "
+        "END AS setting, status, validity, median_ms AS p50_ms, "
         "p90_ms, p99_ms, CASE WHEN p99_ms IS NOT NULL AND iterations < ? THEN "
         "'low: ' || iterations || ' samples' ELSE '' END AS p99_confidence, "
         "throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
@@ -202,9 +206,10 @@ def latest_latency(con, spec) -> float | None:
         "SELECT median_ms FROM runs WHERE status = 'ok' AND kind = 'inference' "
         "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
         "AND batch_size = ? AND intra_threads = ? AND image_size IS NOT DISTINCT FROM ? "
+        "AND coalesce(contention, 'none') = ? AND coalesce(wait_policy, '') = ? "
         "ORDER BY started_at DESC LIMIT 1",
         [spec.model, spec.framework, spec.runtime, spec.precision, spec.batch_size,
-         spec.intra_threads, spec.image_size]).fetchall()
+         spec.intra_threads, spec.image_size, spec.contention, spec.wait_policy]).fetchall()
     return rows[0][0] / 1000 if rows else None
 
 
@@ -213,6 +218,7 @@ def framework_gflops_per_thread(con, framework: str) -> float | None:
         "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
         "AND kind = 'inference' "
         "AND framework = ? AND gflops_per_s IS NOT NULL "
+        "AND coalesce(contention, 'none') = 'none' "  # our neighbour's runs are not the speed
         "AND model_format IS NULL",  # a user's tiny net would skew the catalog's estimate
         [framework]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None

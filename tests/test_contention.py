@@ -115,9 +115,50 @@ def test_a_real_sweep_beside_the_neighbour_stores_each_setting_apart(db_path, wo
     with open_db(db_path) as con:
         rows = con.execute(
             "SELECT contention, count(*), min((extra->'interference'->>'others_cpu_frac')"
-            "::DOUBLE) FROM runs GROUP BY contention ORDER BY contention").fetchall()
-    assert [(c, n) for c, n, _ in rows] == [("none", 2), ("onoff", 2), ("steady", 2)]
-    steady = next(o for c, _, o in rows if c == "steady")
-    assert steady > 0.25  # the neighbour shared the worker's one core
+            "::DOUBLE), list(DISTINCT extra->>'$.neighbour.mode'), "
+            "list(DISTINCT (extra->>'$.neighbour.core')::INTEGER), "
+            "list(DISTINCT (extra->'interference'->'cores'->>0)::INTEGER) "
+            "FROM runs GROUP BY contention ORDER BY contention").fetchall()
+    assert [(c, n) for c, n, *_ in rows] == [("none", 2), ("onoff", 2), ("steady", 2)]
+    # the neighbour ran on the worker's own core, as the run records
+    assert [(c, modes, cores == pinned) for c, _, _, modes, cores, pinned in rows[1:]] == [
+        ("onoff", ["onoff"], True), ("steady", ["steady"], True)]
+    assert rows[0][3] == [None]  # a quiet run had none
+    steady = rows[2][2]
+    assert steady > 0.10  # and took a share of that core, all the timed window long
     assert "identity 32px · steady neighbour" in out
     assert "slower beside a steady neighbour" in out
+
+
+def test_the_compare_page_shows_shared_versus_dedicated(db_path, monkeypatch):
+    from dataclasses import replace
+
+    from streamlit.testing.v1 import AppTest
+
+    from store.runs import save_record, save_sweep
+    from tests.conftest import ROOT
+    from tests.helpers import SYSTEM, ok_record
+
+    with open_db(db_path) as con:
+        save_sweep(con, "sweep-shared", rounds=3, seed=1, plan=[[]] * 3, configurations=4,
+                   rule={"min_rounds": 3, "max_rounds": 6, "margin": 0.02, "alpha": 0.05})
+        for r in RUNS:
+            rec = ok_record(f"{r['framework']}-{r['contention']}-{r['wait_policy']}-"
+                            f"{r['round_no']}", samples=(int(r["median_ms"] * 1e6),) * 3,
+                            minute=r["round_no"], framework=r["framework"],
+                            runtime=r["runtime"], batch_size=8, intra_threads=2)
+            save_record(con, replace(rec, sweep_id="sweep-shared", round_no=r["round_no"],
+                                     contention=r["contention"],
+                                     wait_policy=r["wait_policy"]), SYSTEM)
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [h.value for h in at.subheader if h.value == "Shared versus dedicated"]
+    shown = [m.value for m in at.markdown]
+    assert ("- resnet18 64px b8 t2 · torch (eager): 10.10x (95 % CI 9.61-10.62, 3 rounds) "
+            "slower beside a steady neighbour (100.64 -> 1,016.36 ms)") in shown
+    # the setting picker names the neighbour's setting apart, the quiet one first
+    labels = at.selectbox(key="setting").options
+    assert len(labels) == 2 and "steady neighbour" in labels[1]

@@ -121,9 +121,8 @@ def test_compare_baseline_candidate_prints_verdicts_and_gates(history_db, capsys
     out = capsys.readouterr().out
     assert "not comparable" in out and "different machine: baseline sys-test, candidate " \
         "sys-othe" in out
-    assert out.splitlines()[-1] == ("regression gate: cannot judge: nothing could be compared "
-                                    "(different machine or measurement policy on every "
-                                    "configuration): exit 2")
+    assert out.splitlines()[-1].startswith("regression gate: cannot judge: 1 configuration "
+                                           "measured in the baseline without a comparable")
 
 
 @pytest.mark.parametrize("argv, message", [

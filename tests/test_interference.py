@@ -69,3 +69,21 @@ def test_a_real_run_records_its_window_its_pinning_and_its_blocks(db_path, capsy
         assert seen["cores"][0] not in seen["parent_cores"]
     # an identity call takes microseconds: timed in blocks that fill about 1 ms
     assert extra["block_calls"] > 10 and extra["gc_disabled"] is True
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_workers_alive_at_once_keep_the_parent_off_until_the_last_one_ends():
+    """An interleaved round holds several pinned workers at once: each new one is planned on
+    the cores the parent had before any moved it, and the parent comes back only when the
+    last ends, in whatever order they end."""
+    before = os.sched_getaffinity(0)
+    cores = sorted(before)
+    pins = pinning.plan(1, allowed=set(cores))
+    first, second = pinning.parent_off(pins), pinning.parent_off(pins)
+    first.__enter__()
+    assert pinning.usable_cores() == cores and pinning.plan(1) == pins  # not the parent's
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first to start ends first
+    assert os.sched_getaffinity(0) == set(pins[1])  # the second still runs
+    second.__exit__(None, None, None)
+    assert os.sched_getaffinity(0) == before

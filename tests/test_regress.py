@@ -182,10 +182,11 @@ def test_another_machine_is_not_comparable():
     (c,) = cmp.changes
     assert (c.verdict, c.machine, c.decision.ratio) == (NOT_COMPARABLE, None, None)
     assert c.decision.note == "different machine: baseline sys-a, candidate sys-b"
-    assert cmp.failing() == () and cmp.unverified() == () and cmp.compared == 0
-    assert gate_line(cmp) == (2, "regression gate: cannot judge: nothing could be compared "
-                                 "(different machine or measurement policy on every "
-                                 "configuration): exit 2")
+    assert cmp.failing() == () and cmp.unverified() == (c,) and cmp.compared == 0
+    assert gate_line(cmp) == (2, "regression gate: cannot judge: 1 configuration measured in "
+                                 "the baseline without a comparable successful run in the "
+                                 "candidate (missing, failed, or on another machine or "
+                                 "policy): exit 2")
 
 
 def test_another_measurement_policy_is_not_comparable():
@@ -233,5 +234,5 @@ def test_config_values_follow_the_store_columns():
     assert dict(zip(CONFIG_COLUMNS, c.values)) == {
         "model": "resnet18", "framework": "torch", "runtime": "eager", "batch_size": 1,
         "intra_threads": 4, "image_size": 224, "precision": "fp32", "device": "cpu",
-        "inter_threads": 1}
+        "inter_threads": 1, "replicas": 1, "contention": "none", "wait_policy": ""}
     assert c.label == "resnet18 224px b1 t4 · torch (eager) #2"

@@ -219,7 +219,8 @@ def stored_rule(row: dict | None, results) -> VerdictRule:
 
 @dataclass(frozen=True)
 class Contest:
-    """One row of a comparison: the contenders for one (model, size, batch, threads)."""
+    """One row of a comparison: the contenders for one (model, size, batch, threads,
+    contention)."""
 
     row: tuple
     cells: dict  # contender -> ConfigResult

@@ -24,7 +24,7 @@ PASSIVE = " OMP passive"  # how contender_name marks torch with OMP_WAIT_POLICY=
 
 @dataclass(frozen=True)
 class Slowdown:
-    row: tuple  # (model, image size, batch, threads)
+    row: tuple  # (model, image size, batch, threads): the contest, whatever its neighbour
     contender: str
     condition: str  # "steady" or "onoff"
     quiet_ms: float

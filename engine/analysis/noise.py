@@ -53,12 +53,18 @@ class NoiseModel:
         return min(self.round_effects, key=self.round_effects.get)
 
 
+def _quiet(results) -> list:
+    """Configurations measured without our neighbour: its busy phases are the setting a
+    contention run asks for, not the machine's noise or drift."""
+    return [r for r in results if getattr(r, "contention", "none") == "none"]
+
+
 def noise_model(results) -> NoiseModel | None:
     """Fit the two-way model to the round medians of configurations measured in at least
-    two rounds; None without a residual degree of freedom (fewer than 2 configurations or
-    2 rounds)."""
+    two rounds, without our neighbour; None without a residual degree of freedom (fewer
+    than 2 configurations or 2 rounds)."""
     cells = {r.key: {k: math.log(v) for k, v in r.round_medians.items()}
-             for r in results if len(r.round_medians) >= 2}
+             for r in _quiet(results) if len(r.round_medians) >= 2}
     rounds = sorted({k for c in cells.values() for k in c})
     n = sum(len(c) for c in cells.values())
     df = n - len(cells) - len(rounds) + 1
@@ -111,6 +117,7 @@ def drift_cause(results, model: NoiseModel) -> str:
     processes' CPU over its runs), naming it as the drift's likely cause, or says nothing
     was recorded or nothing stood out."""
     slow, fast = model.slowest, model.fastest
+    results = _quiet(results)
     steal = [_round_load(results, r, 0) for r in (slow, fast)]
     others = [_round_load(results, r, 1) for r in (slow, fast)]
     if steal[0] is None and others[0] is None:

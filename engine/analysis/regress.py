@@ -86,9 +86,11 @@ class Config:
 
     @property
     def values(self) -> tuple:
-        """In store.history.CONFIG_COLUMNS order (replica, replicas and digest left out)."""
+        """In store.history.CONFIG_COLUMNS order (an A/A copy's number and the digest left
+        out: the history follows a configuration across files)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.threads,
-                self.image_size, self.precision, self.device, self.inter_threads)
+                self.image_size, self.precision, self.device, self.inter_threads,
+                self.replicas or 1, self.contention or "none", self.wait_policy or "")
 
     @property
     def label(self) -> str:
@@ -104,8 +106,7 @@ class Config:
 
     def sort_key(self) -> tuple:
         return tuple((v is None, v if v is not None else 0) for v in
-                     (*self.values, self.replica, self.replicas, self.model_sha256,
-                      self.contention, self.wait_policy))
+                     (*self.values, self.replica, self.model_sha256))
 
 
 def policy_text(policy: tuple) -> str:
@@ -123,12 +124,7 @@ class Decision:
     method: str = ""  # PAIRED, SWEEPS, or "" when not compared
     undecided: bool = False
     judged: bool = True  # False: the data cannot answer (one sweep per side)
-    p_value: float | None = None  # the one-sided p-value of the verdict's direction
-
-    @property
-    def significant(self) -> bool:
-        """The 95 % interval excludes 1 (never, without an interval)."""
-        return self.ci_low is not None and not self.ci_low <= 1.0 <= self.ci_high
+    p_value: float | None = None  # the adjusted one-sided p-value of the verdict's direction
 
 
 def decide(evidence: Evidence, threshold: float = DEFAULT_THRESHOLD,
@@ -215,13 +211,13 @@ class SetComparison:
         return tuple(c for c in self.changes if c.verdict == REGRESSION)
 
     def unverified(self) -> tuple[Change, ...]:
-        """Configurations the baseline measured and the candidate did not (missing there, or
-        every round failed): a gate cannot pass what it could not check, and a candidate
-        that crashes is no faster than one that is slow."""
+        """Configurations the baseline measured and the candidate did not measure comparably
+        (missing there, every round failed, or only on another machine or policy): a gate
+        cannot pass what it could not check, and a candidate that crashes is no faster than
+        one that is slow."""
         return tuple(c for c in self.changes
                      if c.verdict == NOT_COMPARABLE and c.baseline is not None
-                     and c.baseline.summary is not None
-                     and (c.candidate is None or c.candidate.summary is None))
+                     and c.baseline.summary is not None)
 
     def unjudged(self) -> tuple[Change, ...]:
         """Compared configurations the data cannot answer (one sweep on each side)."""
@@ -303,8 +299,9 @@ def compare_sets(baseline_rows, candidate_rows, threshold: float = DEFAULT_THRES
                 baseline=b.get(key) and b[key].result, candidate=c.get(key) and c[key].result))
             continue
         common = sorted(set(b) & set(c), key=str)
-        if not common:
-            rows.append(Change(config, None, Decision(NOT_COMPARABLE, _unmatched(b, c))))
+        if not common:  # the baseline's measurement, which the candidate did not match
+            rows.append(Change(config, None, Decision(NOT_COMPARABLE, _unmatched(b, c)),
+                               baseline=next(iter(b.values())).result))
             continue
         for key in common:
             rb, rc = b[key], c[key]

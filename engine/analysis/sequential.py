@@ -38,7 +38,9 @@ __all__ = ["LookPlan", "VerdictRule", "Comparison", "compare_rounds", "nominal_l
            "UNDECIDED", "SINGLE", "FUTILITY_MIN_ROUNDS", "ALPHA", "CALIBRATION_PATHS", "CALIBRATION_SEED",
            "FUTILITY_CONFIDENCE", "MAX_PROJECTED_ROUNDS"]
 
-ALPHA = 0.05  # the chance of any false statement about a contest, over all its looks
+# The chance of any false statement about a comparison (a contest's rival against its best;
+# a contest of k contenders makes k - 1), over all its looks.
+ALPHA = 0.05
 # Null sweeps simulated to calibrate each look's nominal level: the calibrated error rate
 # is within about +-0.001 of alpha (binomial standard error at this size).
 CALIBRATION_PATHS = 200_000
@@ -126,11 +128,11 @@ class LookPlan:
         """More than one look: the interval is a sequential one."""
         return self.last > self.first
 
-    def level(self, n: int) -> float:
-        """The nominal two-sided level at n paired rounds. Fewer than `first` (rounds that
-        failed) use the first look's; more than `last` the last's."""
+    def level(self, look: int) -> float:
+        """The nominal two-sided level at a look (the sweep's round it was taken after). A
+        look before `first` uses the first's, after `last` the last's."""
         levels = nominal_levels(self.first, self.last, self.alpha)
-        return levels[min(max(n, self.first), self.last) - self.first]
+        return levels[min(max(look, self.first), self.last) - self.first]
 
     def describe(self) -> str:
         looks = (f"round {self.first}" if self.first == self.last
@@ -140,11 +142,13 @@ class LookPlan:
                 "paired t statistic)")
 
 
-def critical(plan: LookPlan, n: int) -> float:
-    """The t quantile that bounds the interval at n paired rounds."""
+def critical(plan: LookPlan, n: int, look: int | None = None) -> float:
+    """The t quantile that bounds the interval of n paired rounds at a look (default: the
+    n-th round; fewer paired rounds than the look's number when a round failed, which
+    widens the interval rather than spending another look's error)."""
     from scipy.special import stdtrit
 
-    return float(stdtrit(n - 1, 1 - plan.level(n) / 2))
+    return float(stdtrit(n - 1, 1 - plan.level(n if look is None else look) / 2))
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,8 @@ class Comparison:
         """The paired spread per round, in percent of the ratio."""
         return None if self.spread is None else 100 * math.expm1(self.spread)
 
-    def _leaning(self, a: str, b: str):
+    def leaning(self, a: str, b: str):
+        """(faster, slower, factor, low, high): the comparison read from the side it leans to."""
         # Name the side the measurement leans to, so "1.09x" is never read backwards.
         if self.speedup >= 1:
             return a, b, self.speedup, self.ci_low, self.ci_high
@@ -247,7 +252,7 @@ class Comparison:
 
     def sentence(self, a: str, b: str) -> str:
         n = f"{self.rounds} rounds"
-        fast, slow, x, lo, hi = self._leaning(a, b)
+        fast, slow, x, lo, hi = self.leaning(a, b)
         if self.state == SINGLE:
             return (f"{a} vs {b}: {self.speedup:.2f}x from a single round; no interval "
                     "(run at least 2 rounds)")
@@ -281,7 +286,7 @@ class Comparison:
                     "margin or below what this machine's noise lets rounds resolve")
         more = max(self.needed - self.rounds, 1)
         return (f"at this spread ({spread}) about {more} more round{'s' if more > 1 else ''} "
-                f"({self.needed} in all) would decide it")
+                f"({self.rounds + more} in all) would decide it")
 
 
 def compare_rounds(a: dict[int, float], b: dict[int, float],
@@ -301,7 +306,10 @@ def compare_rounds(a: dict[int, float], b: dict[int, float],
         s = math.exp(mean)
         return Comparison(s, s, s, 1, SINGLE, rule)
     sd = statistics.stdev(d)
-    half = critical(rule.plan, n) * sd / math.sqrt(n)
+    # the look: the round after which the sweep judged these rounds (round numbers; other
+    # keys, such as a regression's (sweep, round), are one look at n)
+    look = max(paired) if all(isinstance(k, int) for k in paired) else n
+    half = critical(rule.plan, n, look) * sd / math.sqrt(n)
     lo, hi = mean - half, mean + half
     band = rule.band
     if lo > band or hi < -band:

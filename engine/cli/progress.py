@@ -12,8 +12,6 @@ from store.prices import machine_shape
 __all__ = ["run_with_progress", "run_and_summarize"]
 
 
-
-
 def run_with_progress(specs, args, *, seed: int | None = None,
                       process_per_run: bool = False, budget=None, runner=None):
     """Run a sweep with a progress bar, a line per round and one printed line per stored

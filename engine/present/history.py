@@ -102,8 +102,8 @@ def gate_line(cmp: SetComparison) -> tuple[int, str]:
     unverified, unjudged = cmp.unverified(), cmp.unjudged()
     if unverified:
         return 2, (f"regression gate: cannot judge: {n(len(unverified), 'measured')} in the "
-                   "baseline without a successful run in the candidate (missing or failed): "
-                   "exit 2")
+                   "baseline without a comparable successful run in the candidate (missing, "
+                   "failed, or on another machine or policy): exit 2")
     if not cmp.compared:
         return 2, ("regression gate: cannot judge: nothing could be compared (different "
                    "machine or measurement policy on every configuration): exit 2")

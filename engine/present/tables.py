@@ -108,11 +108,11 @@ def rule_line(rule: VerdictRule) -> str:
             "lies inside it is equivalent")
 
 
-def noise_lines(results: list[ConfigResult]) -> list[str]:
-    """The sweep's variation split in two (engine.analysis.compare.noise_model): the noise
-    pairing leaves, which verdicts must beat, and the drift between rounds, which pairing
-    cancels, with its likely cause."""
-    model = noise_model(results)
+def noise_lines(results: list[ConfigResult], model=None) -> list[str]:
+    """The sweep's variation split in two (engine.analysis.noise.noise_model, or the model
+    given): the noise pairing leaves, which verdicts must beat, and the drift between
+    rounds, which pairing cancels, with its likely cause."""
+    model = model or noise_model(results)
     if model is None:
         return []
     noise = (f"measurement noise ±{model.residual_pct:.1f} %: what pairing leaves (residual "
@@ -158,8 +158,7 @@ def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = Non
         where = (f"beside a {CONDITION_LABELS[condition]}" if condition != "none"
                  else "on a dedicated machine")
         faster = paired.speedup >= 1
-        factor, lo, hi = ((paired.speedup, paired.ci_low, paired.ci_high) if faster else
-                          (1 / paired.speedup, 1 / paired.ci_high, 1 / paired.ci_low))
+        _, _, factor, lo, hi = paired.leaning("passive", "default")  # the side it leans to
         out.append(f"  {row_text(row)} · {contender} {where}: OMP_WAIT_POLICY=PASSIVE is "
                    f"{factor:.2f}x {'faster' if faster else 'slower'} ({default:,.2f} -> "
                    f"{passive:,.2f} ms" + (f", 95 % CI {lo:.2f}-{hi:.2f}" if paired.rounds > 1

@@ -26,7 +26,7 @@ __all__ = ["SearchResult", "batch_search", "stored_batch_search", "DEFAULT_MARGI
            "BatchSearchRequest"]
 
 # A doubling that buys under 5 % more throughput is within this machine's run-to-run
-# noise for one round (see the noise floor of a sweep): not worth the latency it costs.
+# noise for one round (see a sweep's measurement noise): not worth the latency it costs.
 DEFAULT_MARGIN = 0.05
 
 

@@ -85,7 +85,7 @@ class WorkerProcess:
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
                  pins=None, sync: str | None = None):
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
-        pin_child = pinning.pin_child(pins)
+        pin_child = pinning.pin_child(pins, pinning.usable_cores())
 
         def preexec():
             _set_parent_death_signal()
@@ -177,8 +177,9 @@ class LocalProcesses:
         self.pin = pin  # pin a worker with fewer threads than cores (engine/run/pinning.py)
 
     def core_ids(self) -> list[int]:
-        """The cores replicas are split over: those this process may use."""
-        return sorted(os.sched_getaffinity(0))
+        """The cores replicas are split over: those this process may use (before any
+        worker moved it off its cores)."""
+        return pinning.usable_cores()
 
     # Contenders of a contest can be timed alternately in blocks (engine/run/together.py).
     interleaves = True
@@ -198,7 +199,7 @@ class LocalProcesses:
         pin = self.pin and mode == "bench" and scenario_of(first_spec).pinnable
         pins = pinning.plan(first_spec.intra_threads) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
-            pins = (tuple(cores), tuple(sorted(os.sched_getaffinity(0))))
+            pins = (tuple(cores), tuple(pinning.usable_cores()))
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
                              kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins,
                              sync=sync)

@@ -69,8 +69,10 @@ class Neighbour:
         # The run starts once the neighbour is on its core (its interpreter's start-up
         # would otherwise be a quiet first part of the run), or when it failed to start.
         ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
-        if ready:
-            self.proc.stdout.readline()
+        if not ready or self.proc.stdout.readline().strip() != b"ready":
+            self.__exit__(None, None, None)
+            raise RuntimeError(f"the controlled neighbour did not start on core {self.core} "
+                               f"within {READY_TIMEOUT_S:g} s")
         return self
 
     def __exit__(self, *exc) -> None:

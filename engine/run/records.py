@@ -93,6 +93,8 @@ def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
                             hit_max_iters=ev["stop_reason"] == STOP_MAX_ITERS)
     if ev.get("flags") and validity != "invalid":  # what the parent saw of the run (skew)
         validity, why = "noisy", "; ".join([why, *ev["flags"]] if why else ev["flags"])
+    if ev.get("broken"):  # a rule the parent saw broken (replicas that never overlapped)
+        validity, why = "invalid", ev["broken"]
     median_s = st.median / 1e9
     flops = ev.get("flops_per_sample")
     ms = lambda ns: ns / 1e6  # noqa: E731

@@ -13,13 +13,13 @@ from __future__ import annotations
 __all__ = ["replica_window_s", "combine_replicas", "WINDOW_SKEW_FLAG"]
 
 
-def replica_window_s(policy, per_call_ns: int) -> float:
+def replica_window_s(policy, per_sample_ns: int) -> float:
     """The replicas' common window: the policy's min_time, or long enough for the slowest
-    replica's min_iters calls (from its warm-up) with a fifth to spare; a twentieth more so
-    that a replica waking a little late still times min_time of its own; at most
-    max_time."""
+    replica's min_iters samples (a call, or a block of short calls, from its warm-up) with a
+    fifth to spare; a twentieth more so that a replica waking a little late still times
+    min_time of its own; at most max_time."""
     return min(policy.max_time_s, max(1.05 * policy.min_time_s + 0.01,
-                                      1.2 * policy.min_iters * per_call_ns / 1e9))
+                                      1.2 * policy.min_iters * per_sample_ns / 1e9))
 
 
 # A replica whose window opened or closed further than this share of the window from the
@@ -60,6 +60,9 @@ def combine_replicas(results: list[dict], batch_size: int) -> dict:
                   for r, c in zip(results, calls)]
         ends = [r["sample_ends_ns"][-1] for r in results]
         lo, hi = max(starts), min(ends)
+        if hi <= lo:  # no instant when every replica was timed: nothing to sum over
+            ev["broken"] = ("the replicas' windows did not overlap: no common window to sum "
+                            "their throughput over")
         common = max(hi - lo, 1)
         ev["measured_s"] = max(r["measured_s"] for r in results)  # each replica's own timing
         ev["window_s"] = common / 1e9

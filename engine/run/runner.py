@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import replace
 from typing import Callable
 
@@ -76,12 +77,19 @@ class Runner:
             if r.peak_rss_bytes:
                 key = worker_key(r)
                 self._peaks[key] = max(self._peaks.get(key) or 0, r.peak_rss_bytes)
-            if timing["why"] and not (r.extra or {}).get("interleaved"):
+            if timing["why"] and not (r.extra or {}).get("interleaved") \
+                    and not (r.extra or {}).get("sequential"):
                 r = replace(r, extra={**(r.extra or {}), "sequential": timing["why"]})
+            if (r.contention or "none") != "none":  # where our neighbour ran, and how
+                r = replace(r, extra={**(r.extra or {}), "neighbour": {
+                    "core": self.executor.core_ids()[-1], "mode": r.contention}})
             records.append(r)
             on_record(r)
 
         tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
+        if any(getattr(s, "contention", "none") != "none" for s in specs):
+            with Neighbour(self.executor.core_ids()[-1], "steady"):
+                pass  # it can start here: a round never loses a run to a neighbour that can't
         specs = self._together(specs, tags, record, on_event, known_stats, timing)
         groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
         for group in groups:
@@ -120,8 +128,10 @@ class Runner:
         left = run_together(self, plan, tags, record, on_event, known_stats)
         if self.cancel.is_set():
             return []
-        if left:  # a worker that died: its runs not begun go one after another
-            timing["why"] = "its interleaved worker ended early"
+        # what runs next, one group after another, says why on its records (set only now:
+        # the interleaved runs above have theirs)
+        timing["why"] = "; ".join(filter(None, [
+            why, "its interleaved worker ended early" if left else ""]))
         return left + rest
 
     def _run_worker(self, pending, tags, record, on_event, known_stats) -> set[str]:
@@ -141,14 +151,16 @@ class Runner:
             if trace_dir:
                 shutil.rmtree(trace_dir, ignore_errors=True)
 
-    def beside(self, spec):
+    def beside(self, spec, tags: dict):
         """The controlled neighbour a run with contention runs beside (a context manager;
         nothing for a run without): on the last of the cores its worker may use, which is
-        one of its own."""
+        one of its own; its on/off phases seeded by the run's configuration and round."""
         mode = getattr(spec, "contention", "none")
         if mode == "none":
             return contextlib.nullcontext()
-        return Neighbour(self.executor.core_ids()[-1], mode, seed=hash(spec) % 2**31)
+        seed = zlib.crc32(repr((spec.key(), tags.get("sweep_id"), tags.get("round_no")))
+                          .encode())
+        return Neighbour(self.executor.core_ids()[-1], mode, seed=seed)
 
     def _drive(self, worker, pending, specs, tags, record, on_event) -> set[str]:
         ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
@@ -183,7 +195,7 @@ class Runner:
                     ctx.update(started_at=ev["started_at"], phase="load", iters=0,
                                load_avg=load_avg(ctx["ready"]))
                     deadline = self.clock() + self.timeout_s
-                    neighbour.enter_context(self.beside(specs[in_flight]))
+                    neighbour.enter_context(self.beside(specs[in_flight], tags))
                 elif event == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
                 elif event in ("result", "failed"):
@@ -243,7 +255,7 @@ class Runner:
                 if ev is None:
                     return
         neighbour = contextlib.ExitStack()
-        neighbour.enter_context(self.beside(spec))
+        neighbour.enter_context(self.beside(spec, tags))
         try:
             for i in range(n):
                 w = self.executor.start([run], spec, self.memory_cap_bytes,
@@ -284,7 +296,7 @@ class Runner:
                 elif kind == "progress":
                     ctx.update(phase=ev["phase"], iters=ev["iters"])
                 elif kind == "armed":
-                    armed[i] = ev.get("per_call_ns") or 0
+                    armed[i] = ev.get("per_sample_ns") or 0
                     if len(armed) == n:  # every replica warm: one window for all
                         self.executor.release(workers, replica_window_s(spec.policy,
                                                                         max(armed.values())))

@@ -151,10 +151,12 @@ class _Phase:
         self.out: set[int] = set()  # failed, or its worker ended
 
     def annotate(self, i: int, ev: dict) -> dict:
-        """A result event with whom it was interleaved and in how many blocks."""
+        """A result event with whom it was interleaved and in how many blocks (or, alone in
+        its phase, why)."""
         others = [self.names[j] for j, _ in self.members if j != i]
         if not others:
-            return ev
+            return {**ev, "sequential": "no rival of its contest in another worker at its "
+                                        "turn: timed alone"}
         return {**ev, "interleaved": {"with": others, "blocks": self.blocks.get(i, 0),
                                       "block_s": self.block_s}}
 
@@ -214,6 +216,8 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                 phase.out.add(i)
             return
         w, event = workers[i], ev["event"]
+        if w.ended or ev.get("run_id") in w.done:  # what a killed worker had still queued
+            return
         if event == "ready":
             w.ctx["ready"] = ev
         elif event == "started":
@@ -241,13 +245,19 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             on_event({**ev, "spec": specs.get(ev.get("run_id"))})
 
     def wait(phase, results, until, deadline) -> str | None:
-        """Drive events until until() holds; "timeout" or "cancel" when it cannot."""
+        """Drive events until until() holds; "timeout" or "cancel" when it cannot (the events
+        already queued are taken first: a result that arrived in time counts)."""
         while not until():
             if runner.cancel.is_set():
                 return "cancel"
             remaining = deadline - runner.clock()
             if remaining <= 0:
-                return "timeout"
+                try:
+                    i, ev = merged.get_nowait()
+                except queue.Empty:
+                    return "timeout"
+                handle(i, ev, phase, results)
+                continue
             try:
                 i, ev = merged.get(timeout=min(remaining, runner.poll_s))
             except queue.Empty:
@@ -293,7 +303,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             outcome = None
             neighbour.close()
             if members:  # a contest beside a neighbour has it for the whole phase
-                neighbour.enter_context(runner.beside(specs[members[0][1]]))
+                neighbour.enter_context(runner.beside(specs[members[0][1]], tags))
             for i, rid in members:  # one after the other: one-time costs apart
                 workers[i].handle.command("run")
                 outcome = wait(phase, results,

@@ -55,6 +55,8 @@ class Inference(Scenario):
                 extra.update(window_skew_frac=ev["window_skew_frac"], window_s=ev["window_s"])
         if ev.get("interleaved"):  # timed alternately with a contest's other contenders
             extra["interleaved"] = ev["interleaved"]
+        if ev.get("sequential"):  # timed alone, and why
+            extra["sequential"] = ev["sequential"]
         return extra
 
     def throughput(self, spec, ev: dict, samples_ns) -> float | None:

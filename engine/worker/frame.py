@@ -48,15 +48,16 @@ class Gate:
     def __init__(self, frame: "Frame", run_id: str):
         self.mode, self.frame, self.run_id = frame.sync, frame, run_id
         self.armed = False
+        self.blocks: list = []  # (snapshot before, after) of each interleaved block
 
-    def _next(self, per_call_ns: int) -> tuple:
+    def _next(self, per_sample_ns: int) -> tuple:
         if not self.armed:
-            self.frame.emit("armed", run_id=self.run_id, per_call_ns=per_call_ns)
+            self.frame.emit("armed", run_id=self.run_id, per_sample_ns=per_sample_ns)
             self.armed = True
         return parse_command(self.frame.commands.get())
 
-    def window(self, per_call_ns: int) -> tuple[int, int]:
-        cmd = self._next(per_call_ns)
+    def window(self, per_sample_ns: int) -> tuple[int, int]:
+        cmd = self._next(per_sample_ns)
         if cmd[0] != "go":
             raise ValueError(f"a replica expected go, got {cmd[0]}")
         return cmd[1], cmd[2]
@@ -66,13 +67,27 @@ class Gate:
         if wait > 0:
             time.sleep(wait / 1e9)
 
-    def next_block(self, per_call_ns: int) -> float | None:
-        cmd = self._next(per_call_ns)
-        return cmd[1] if cmd[0] == "block" else None
+    def next_block(self, per_sample_ns: int) -> float | None:
+        cmd = self._next(per_sample_ns)
+        if cmd[0] != "block":
+            return None
+        from engine.worker.interference import snapshot
+
+        self._opened = snapshot()
+        return cmd[1]
 
     def report(self, iters: int, elapsed_ns: int, met: bool, maxed: bool) -> None:
+        from engine.worker.interference import snapshot
+
+        self.blocks.append((self._opened, snapshot()))
         self.frame.emit("block", run_id=self.run_id, iters=iters, elapsed_ns=elapsed_ns,
                         met=met, maxed=maxed)
+
+    def interference(self) -> dict | None:
+        """Steal and other processes' CPU over this contender's own blocks, or None."""
+        from engine.worker.interference import interference_over
+
+        return interference_over(self.blocks) if self.blocks else None
 
 
 def status_of(exc: BaseException) -> str:

@@ -113,7 +113,9 @@ def run_group(runs, frame: Frame) -> None:
                     loop = time_loop(step, spec.policy, on_progress=progress, gate=gate,
                                      **({"clock": time.monotonic_ns}
                                         if gate and gate.mode == WINDOW else {}))
-                    window = interference(before, snapshot())
+                    # an interleaved contender: over its own blocks, not its rivals'
+                    window = ((gate.interference() if gate else None)
+                              or interference(before, snapshot()))
                     trace_path = frame.trace_path(run_id)
                     if spec.profile_steps and trace_path:
                         # A separate pass after the timed one: the profiler never

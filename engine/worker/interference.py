@@ -22,7 +22,7 @@ import psutil
 
 from engine.spec.policy import PARENT_CORES_ENV
 
-__all__ = ["Snapshot", "snapshot", "interference", "pinning"]
+__all__ = ["Snapshot", "snapshot", "interference", "interference_over", "pinning"]
 
 
 @dataclass(frozen=True)
@@ -60,15 +60,25 @@ def snapshot() -> Snapshot:
 def interference(a: Snapshot, b: Snapshot) -> dict:
     """Steal and other processes' CPU over the window a..b, as fractions of the cores'
     capacity; the affinity the worker had; the load average at the window's end."""
-    capacity = b.total - a.total
-    if capacity <= 0:  # a window shorter than the counters' tick (10 ms)
+    return interference_over([(a, b)])
+
+
+def interference_over(windows: list[tuple[Snapshot, Snapshot]]) -> dict:
+    """The same over several windows taken together (an interleaved contender's blocks:
+    what its rivals' blocks in between took is theirs, not interference)."""
+    capacity = sum(b.total - a.total for a, b in windows)
+    if capacity <= 0:  # windows shorter than the counters' tick (10 ms)
         steal = others = None
     else:
-        steal = max(0.0, (b.steal - a.steal) / capacity)
-        others = max(0.0, ((b.busy - a.busy) - (b.steal - a.steal) - (b.own - a.own))
-                     / capacity)
-    return {"steal_frac": steal, "others_cpu_frac": others, "window_s": b.wall - a.wall,
-            "cores": list(b.cores), "load_avg_1m_end": os.getloadavg()[0], **pinning()}
+        stolen = sum(b.steal - a.steal for a, b in windows)
+        busy = sum(b.busy - a.busy for a, b in windows)
+        own = sum(b.own - a.own for a, b in windows)
+        steal = max(0.0, stolen / capacity)
+        others = max(0.0, (busy - stolen - own) / capacity)
+    last = windows[-1][1]
+    return {"steal_frac": steal, "others_cpu_frac": others,
+            "window_s": sum(b.wall - a.wall for a, b in windows), "cores": list(last.cores),
+            "load_avg_1m_end": os.getloadavg()[0], **pinning()}
 
 
 def pinning() -> dict:

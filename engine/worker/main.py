@@ -18,7 +18,7 @@ sent to stderr so they cannot corrupt it):
   ready    {pid, import_s, versions, threads, env}
   started  {run_id}
   progress {run_id, phase, iters}
-  armed    {run_id, per_call_ns} (sync: warm, waiting for the parent's command)
+  armed    {run_id, per_sample_ns} (sync: warm, waiting for the parent's command)
   block    {run_id, iters, elapsed_ns, met, maxed} (blocks: one block timed)
   result   {run_id, ...timings, raw samples, params, flops, memory; train: epochs and
             step losses; profiled: top operators, trace path}

@@ -79,8 +79,8 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
               gate=None) -> LoopResult:
     """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
     min_time_s and min_iters are met (or a max is hit), or as the gate says: gate.mode is
-    WINDOW (gate.window(per_call_ns) -> (start_ns, end_ns) on `clock`, which must then be
-    the monotonic clock; gate.sleep_until(ns)) or BLOCKS (gate.next_block(per_call_ns) ->
+    WINDOW (gate.window(per_sample_ns) -> (start_ns, end_ns) on `clock`, which must then be
+    the monotonic clock; gate.sleep_until(ns)) or BLOCKS (gate.next_block(per_sample_ns) ->
     seconds, or None to stop; gate.report(iters, elapsed_ns, met, maxed) after each).
 
     The cyclic garbage collector is off while the loop runs (as timeit does): a collection
@@ -137,13 +137,14 @@ def _loop(step, policy, clock, on_progress, gate=None) -> LoopResult:
     w1 = clock()
     # A step that measures itself (CUDA events) reports each call: never blocked.
     block = 1 if self_timed else block_size(warm)
-    per_call = sorted(warm)[len(warm) // 2] if warm else 0
+    # one timed sample's length, from warm-up: what a parent sizes a replicas' window by
+    per_sample = (sorted(warm)[len(warm) // 2] if warm else 0) * block
     sample = _Sampler(step, block, clock)
     done = (tuple(warm), w1 - w0, block)
     if gate is not None and gate.mode == WINDOW:
-        return _windowed(sample, policy, gate, per_call, done)
+        return _windowed(sample, policy, gate, per_sample, done)
     if gate is not None and gate.mode == BLOCKS:
-        return _blocked(sample, policy, gate, per_call, done)
+        return _blocked(sample, policy, gate, per_sample, done)
 
     min_ns = int(policy.min_time_s * 1e9)
     max_ns = int(policy.max_time_s * 1e9)
@@ -170,9 +171,9 @@ def _loop(step, policy, clock, on_progress, gate=None) -> LoopResult:
                       gc_disabled=True, block_calls=block)
 
 
-def _windowed(sample, policy, gate, per_call: int, done) -> LoopResult:
+def _windowed(sample, policy, gate, per_sample: int, done) -> LoopResult:
     """A replica: from the parent's start to its end, every replica on the same clock."""
-    start_ns, end_ns = gate.window(per_call)
+    start_ns, end_ns = gate.window(per_sample)
     gate.sleep_until(start_ns)
     start = sample.clock()
     ends = []
@@ -189,19 +190,21 @@ def _windowed(sample, policy, gate, per_call: int, done) -> LoopResult:
                       gc_disabled=True, block_calls=done[2], sample_ends_ns=tuple(ends))
 
 
-def _blocked(sample, policy, gate, per_call: int, done) -> LoopResult:
-    """A contender interleaved with others: one block at a time, when the parent says."""
+def _blocked(sample, policy, gate, per_sample: int, done) -> LoopResult:
+    """A contender interleaved with others: one block at a time, when the parent says. One
+    that has hit a max times nothing more (its rivals may still be catching up)."""
     min_ns, max_ns = int(policy.min_time_s * 1e9), int(policy.max_time_s * 1e9)
-    timed, blocks, reason = 0, 0, STOP_POLICY_MET
-    while (seconds := gate.next_block(per_call)) is not None:
-        b0 = sample.clock()
-        length = int(seconds * 1e9)
-        while True:
-            t1 = sample()
-            if t1 - b0 >= length or len(sample.samples) >= policy.max_iters:
-                break
-        timed += t1 - b0
-        blocks += 1
+    timed, blocks, reason, maxed = 0, 0, STOP_POLICY_MET, False
+    while (seconds := gate.next_block(per_sample)) is not None:
+        if not maxed:
+            b0 = sample.clock()
+            length = int(seconds * 1e9)
+            while True:
+                t1 = sample()
+                if t1 - b0 >= length or len(sample.samples) >= policy.max_iters:
+                    break
+            timed += t1 - b0
+            blocks += 1
         n = len(sample.samples)
         maxed = timed >= max_ns or n >= policy.max_iters
         if maxed:
