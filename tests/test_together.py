@@ -147,3 +147,69 @@ def test_a_neighbours_phases_come_and_go_from_its_seed():
     again = _phases("onoff", 3, (3.0, 8.0), (4.0, 12.0))
     assert [next(again) for _ in range(4)] == first  # seeded
     assert next(_phases("steady", 0, (1, 2), (1, 2))) == (True, 3600.0)
+
+
+class _Handle:
+    """A worker as the runner sees it, scripted: answers commands with protocol events."""
+
+    def __init__(self, runs, hangs: bool):
+        import queue
+        self.events, self.runs, self.hangs = queue.Queue(), [r["run_id"] for r in runs], hangs
+        self.killed = False
+        self.events.put({"event": "ready", "pid": 1})
+
+    def command(self, line):
+        rid = self.runs[0]
+        if line == "run":
+            self.events.put({"event": "started", "run_id": rid, "started_at": 0.0})
+            if not self.hangs:
+                self.events.put({"event": "armed", "run_id": rid, "per_sample_ns": 1})
+
+    def kill(self):
+        # a killed worker's last words can still be in its pipe: a result for its run
+        self.killed = True
+        self.events.put({"event": "failed", "run_id": self.runs[0], "status": "error",
+                         "reason": "late"})
+        self.events.put(None)
+
+    def close(self):
+        return -9 if self.killed else 0
+
+    def stderr_tail(self):
+        return ""
+
+    def classify(self, rc):
+        return "killed", "killed", "SIGKILL"
+
+
+def test_a_timed_out_phase_leaves_one_row_per_run_whatever_its_workers_still_send():
+    from engine.run.together import plan_together, run_together
+
+    class Executor:
+        interleaves = True
+
+        def __init__(self):
+            self.handles = []
+
+        def start(self, runs, first, cap, sync=None):
+            self.handles.append(_Handle(runs, hangs=len(self.handles) == 1))
+            return self.handles[-1]
+
+        def core_ids(self):
+            return [0, 1]
+
+    class Clock:  # every read a minute later: the phase's deadline passes at once
+        t = 0.0
+
+        def __call__(self):
+            self.t += 60.0
+            return self.t
+
+    runner = Runner(executor=Executor(), clock=Clock(), timeout_s=5)
+    rows = []
+    plan, _, _ = plan_together(_aa())
+    left = run_together(runner, plan, {"sweep_id": "s", "round_no": 1}, rows.append,
+                        lambda ev: None, lambda spec: None)
+    assert left == []
+    assert sorted(r.status for r in rows) == ["timeout", "timeout"]
+    assert len({r.run_id for r in rows}) == 2  # the late "failed" made no second row

@@ -266,17 +266,20 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
         return None
 
     def stop_all(phase, why: str, status: str, reason: str):
-        """The phase cannot finish: every worker with a run in flight is killed, that run
-        gets its row, and what those workers had not begun goes to the sequential loop."""
-        for i, w in enumerate(workers):
-            if w.ended or w.in_flight is None:
+        """The phase cannot finish: each of its contenders' workers is killed and its run
+        gets its row (in flight, or told to start and not yet started); on a timeout, what
+        those workers had not begun goes to the sequential loop."""
+        for i, rid in phase.members:
+            w = workers[i]
+            if w.ended:
                 continue
             w.handle.kill()
             w.code = w.handle.close()
             w.closed = w.ended = True
-            fail(i, w.in_flight, status, reason, "SIGKILL", w.code)
+            if rid not in w.done:
+                fail(i, rid, status, reason, "SIGKILL", w.code)
             if why == "timeout":
-                left.extend(s for rid, s in w.runs if rid not in w.done)
+                left.extend(s for r, s in w.runs if r not in w.done)
 
     neighbour = contextlib.ExitStack()
     try:
