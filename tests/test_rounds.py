@@ -15,8 +15,11 @@ from tests.helpers import ok_record, spec
 EAGER, SCRIPT = spec(runtime="eager"), spec(runtime="torchscript")
 
 
-def rec(s, round_no, ms, took_s=10.0):
-    r = ok_record(f"{s.runtime}-{round_no}", samples=(int(ms * 1e6),) * 3, runtime=s.runtime)
+def rec(s, round_no, ms, took_s=10.0, minute=None):
+    # one after another by default: eager in the round's first minute, torchscript in the next
+    minute = (2 * round_no + (s.runtime != "eager")) if minute is None else minute
+    r = ok_record(f"{s.runtime}-{round_no}", samples=(int(ms * 1e6),) * 3, runtime=s.runtime,
+                  minute=minute)
     return replace(r, round_no=round_no, ended_at=r.started_at + timedelta(seconds=took_s))
 
 
@@ -77,6 +80,13 @@ def test_the_time_budget_stops_a_round_that_would_not_fit():
                                     "another round takes about 21 s")
     step, _ = next_round(tie, [EAGER, SCRIPT], RoundBudget(3, 6, 200.0), 3, 170.0, seed=1)
     assert step.round_no == 4
+    # interleaved, the two runs of a round overlap: their time counts once (10 s + 1 s)
+    together = [replace(r, started_at=r.started_at.replace(minute=0),
+                        ended_at=r.started_at.replace(minute=0) + timedelta(seconds=10))
+                for r in tie]
+    step, why = next_round(together, [EAGER, SCRIPT], RoundBudget(3, 6, 200.0), 3, 185.0,
+                           seed=1)
+    assert step.round_no == 4 and why == ""
 
 
 def test_round_budget_refusals_name_the_field_and_the_range():

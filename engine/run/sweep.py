@@ -168,11 +168,21 @@ def settled(rows, done: int) -> str:
 
 
 def _last_round_s(records: list[RunRecord], specs: list, done: int) -> float:
+    """The wall time these configurations' runs took in the last round: the length of the
+    union of their [started, ended] spans (interleaved contenders' runs overlap, and the
+    time counts once), plus a framework start per worker group."""
     wanted = {config_key(s) for s in specs}
     total = round_floor_s(specs) - sum(s.policy.min_time_s for s in specs)  # starts only
-    for r in records:
-        if r.round_no == done and r.ended_at and r.started_at and config_key(r) in wanted:
-            total += (r.ended_at - r.started_at).total_seconds()
+    spans = sorted((r.started_at, r.ended_at) for r in records
+                   if r.round_no == done and r.ended_at and r.started_at
+                   and config_key(r) in wanted)
+    end = None
+    for start, stop in spans:
+        if end is not None and start < end:  # overlaps what was counted: only the rest
+            start = end
+        if stop > start:
+            total += (stop - start).total_seconds()
+        end = max(end, stop) if end is not None else stop
     return total
 
 
