@@ -118,6 +118,9 @@ def _drive(page, base, db):
     page.goto(f"{base}/compare")
     expect(page.locator(".js-plotly-plot").first).to_be_visible(timeout=60_000)
     expect(page.get_by_text("Comparison table")).to_be_visible()
+    # the noise pairing leaves and the machine's drift, where the noise floor used to be
+    expect(page.get_by_text("measurement noise (what pairing leaves)")).to_be_visible()
+    expect(page.get_by_text("machine drift between rounds")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "e2e-3-compare.png"), full_page=True)
     page.goto(f"{base}/cost")
     expect(page.get_by_text("Cost per 1 M inferences — mobilenet_v3_small")).to_be_visible(
