@@ -38,13 +38,14 @@ def test_two_round_sweep_in_both_frameworks_lands_plausible_linked_rows(
             "SELECT round_no, framework, batch_size, started_at, "
             "extra->>'$.model_reused' AS model_reused FROM runs WHERE sweep_id = ?) "
             "ORDER BY started_at", [sweeps[0][0]]).fetchall()
-    # Round 1 forward, round 2 reversed, read back from the stored start times; within a
-    # worker the second batch size reuses the model built for the first.
+    # Round 1 forward, round 2 reversed, read back from the stored start times: each contest's
+    # contenders together, first mover first; within a worker the second batch size reuses
+    # the model built for the first.
     assert linked == [
-        (1, "torch", 1, "false"), (1, "torch", 2, "true"),
-        (1, "tensorflow", 1, "false"), (1, "tensorflow", 2, "true"),
-        (2, "tensorflow", 2, "false"), (2, "tensorflow", 1, "true"),
-        (2, "torch", 2, "false"), (2, "torch", 1, "true")]
+        (1, "torch", 1, "false"), (1, "tensorflow", 1, "false"),
+        (1, "torch", 2, "true"), (1, "tensorflow", 2, "true"),
+        (2, "tensorflow", 2, "false"), (2, "torch", 2, "false"),
+        (2, "tensorflow", 1, "true"), (2, "torch", 1, "true")]
     with open_db(db_path) as con:
         rows = con.execute(
             "SELECT framework, batch_size, status, iterations, median_ms, p90_ms, p99_ms, "
@@ -172,7 +173,9 @@ def test_a_reused_model_is_prepared_and_checked_again_at_each_batch_size(db_path
     specs = [RunSpec("mobilenet_v3_small", fw, batch, 1, image_size=64, runtime=rt,
                      precision=prec, policy=policy).validate()
              for fw, rt, prec in runs for batch in (1, 2)]
-    records = Runner(timeout_s=600).run(specs, on_record=lambda r: None)
+    # One after another, as a single runtime's sweep runs: interleaved, a worker holding two
+    # runtimes of one contest rebuilds one of them at the next batch size (test_together).
+    records = Runner(timeout_s=600, interleave=False).run(specs, on_record=lambda r: None)
     by = {(r.runtime, r.batch_size): r for r in records}
     assert len(by) == 8
     for (rt, batch), rec in by.items():

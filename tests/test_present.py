@@ -27,10 +27,11 @@ def test_compare_frame_has_one_row_per_contest_and_stars_the_best():
          # 2 rounds against looks at rounds 2-6: t with 1 degree of freedom, undecided
          "torch (eager)": "★ 10.10 [10.00-10.20]", "tensorflow (eager)": "≈ 19.49 [19.00-20.00]"},
         {"model": "resnet18 64px", "batch": 8, "threads": 2,
-         "torch (eager)": "80.00 [80.00-80.00]", "tensorflow (eager)": "★ 60.00 [60.00-60.00]"}]
+         # one paired round has no spread: the best is shown, its gap undecided
+         "torch (eager)": "≈ 80.00 [80.00-80.00]", "tensorflow (eager)": "★ 60.00 [60.00-60.00]"}]
     assert best == [(0, "torch (eager)"), (1, "tensorflow (eager)")]
-    assert n_rounds == 2 and [c.row for c in contests] == [("resnet18", 64, 1, 2),
-                                                           ("resnet18", 64, 8, 2)]
+    assert n_rounds == 2 and [c.row for c in contests] == [("resnet18", 64, 1, 2, "none"),
+                                                           ("resnet18", 64, 8, 2, "none")]
     styles = highlight_cells(df, best)._compute().ctx
     assert styles[(0, 3)] == [("background-color", "#d4f4dd"), ("font-weight", "bold")]
     assert (0, 4) not in styles and (1, 4) in styles

@@ -54,7 +54,7 @@ def test_record_columns_and_extras_per_kind():
     run = RunSpec("resnet18", "torch", 8, 2, image_size=64, profile_steps=3).validate(cores=4)
     assert TRAINING.record_columns(train) == {"dataset": "digits"}
     assert DATA_LOADING.record_columns(load) == {"dataset": "png-64x32px-seed0", "workers": 2}
-    assert INFERENCE.record_columns(run) == {"replicas": 1}
+    assert INFERENCE.record_columns(run) == {"replicas": 1, "contention": "none", "wait_policy": ""}
     assert TRAINING.config_extra(train) == {
         "lr": 0.05, "momentum": 0.9, "optimizer": "sgd", "epochs": 2, "steps_per_epoch": 3,
         "seed": 0, "warmup_steps": 5, "profile_steps": 0}

@@ -43,6 +43,15 @@ def test_two_contenders_of_one_worker_take_turns_against_the_other():
     assert [label(p) for p in plan.phases] == [
         [(0, "torch", "eager", 1), (1, "tensorflow", "tf_function", 1)],
         [(0, "torch", "channels_last", 1)]]
+    # At the next batch size the model the torch worker holds (channels_last) goes first
+    specs = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1, 8], [1], cores=2,
+                         runtimes=["eager", "channels_last", "tf_function"])
+    plan, _, _ = plan_together(specs)
+    assert [label(p) for p in plan.phases] == [
+        [(0, "torch", "eager", 1), (1, "tensorflow", "tf_function", 1)],
+        [(0, "torch", "channels_last", 1)],
+        [(0, "torch", "channels_last", 8), (1, "tensorflow", "tf_function", 8)],
+        [(0, "torch", "eager", 8)]]
 
 
 def test_what_cannot_interleave_is_left_one_after_another_with_the_reason():
@@ -191,7 +200,7 @@ def test_a_timed_out_phase_leaves_one_row_per_run_whatever_its_workers_still_sen
         def __init__(self):
             self.handles = []
 
-        def start(self, runs, first, cap, sync=None):
+        def start(self, runs, first, cap, sync=None, trace_dir=None):
             self.handles.append(_Handle(runs, hangs=len(self.handles) == 1))
             return self.handles[-1]
 
@@ -213,3 +222,43 @@ def test_a_timed_out_phase_leaves_one_row_per_run_whatever_its_workers_still_sen
     assert left == []
     assert sorted(r.status for r in rows) == ["timeout", "timeout"]
     assert len({r.run_id for r in rows}) == 2  # the late "failed" made no second row
+
+
+
+def test_a_phases_rows_are_written_reference_counter_first_whoever_finished_first():
+    """TensorFlow's GFLOP/s is computed on the torch FLOP count stored with torch's row: a
+    phase holds its results and writes torch's first even when TensorFlow's came first."""
+    from engine.run.together import plan_together, run_together
+    handles = {}
+
+    class Handle(_Handle):
+        def command(self, line):
+            rid = self.runs[0]
+            if line.startswith("block"):
+                self.events.put({"event": "block", "run_id": rid, "iters": 5, "met": True,
+                                 "maxed": False})
+            elif line == "stop" and self is handles["tensorflow"]:  # TensorFlow's first
+                for h in (self, handles["torch"]):
+                    h.events.put({"event": "result", "run_id": h.runs[0]})
+            else:
+                super().command(line)
+
+    class Executor:
+        interleaves = True
+
+        def start(self, runs, first, cap, sync=None, trace_dir=None):
+            handles[first.framework] = Handle(runs, hangs=False)
+            return handles[first.framework]
+
+        def core_ids(self):
+            return [0, 1]
+
+    runner = Runner(executor=Executor(), timeout_s=5)
+    runner._record = lambda rid, spec, tags, ev, ctx, h: (spec.framework, ev["event"])
+    specs = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1], [1], cores=2)
+    plan, _, _ = plan_together(specs)
+    rows = []
+    left = run_together(runner, plan, {"sweep_id": "s", "round_no": 1}, rows.append,
+                        lambda ev: None, lambda spec: None)
+    assert left == []
+    assert rows == [("torch", "result"), ("tensorflow", "result")]

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 
 from engine.analysis.compare import contender_name
-from engine.run.records import load_avg, new_id
+from engine.run.records import FLOP_FRAMEWORK, load_avg, new_id
 from engine.scenarios import scenario_of
 
 __all__ = ["TogetherPlan", "plan_together", "run_together", "worker_key", "timing_line",
@@ -81,6 +83,12 @@ def _row(s) -> tuple:
             getattr(s, "user_model", None), getattr(s, "contention", "none"))
 
 
+def _model(s) -> tuple:
+    """What a worker's built model is keyed on (engine.worker.inference)."""
+    return (s.model, s.image_size, getattr(s, "weight_policy", None), s.device, s.runtime,
+            getattr(s, "user_model", None))
+
+
 @dataclass(frozen=True)
 class TogetherPlan:
     """workers: per worker group, its specs in the order its phases need them; phases: per
@@ -114,9 +122,13 @@ def plan_together(specs: list, *, available_bytes: int | None = None,
                                  f"together, over {MEMORY_SHARE:.0%} of the "
                                  f"{available_bytes / 2**30:.1f} GiB available: one after "
                                  "another")
-    phases = []
+    phases, loaded = [], [None] * len(keys)
     for row in rows:
         per = [[s for s in mine if _row(s) == row and worker_key(s) == k] for k in keys]
+        # A worker keeps one model built (engine.worker.inference): the contender whose model
+        # it holds from the last contest goes first, so a second batch size reuses it.
+        per = [sorted(p, key=lambda s, w=w: _model(s) != loaded[w]) for w, p in enumerate(per)]
+        loaded = [_model(p[-1]) if p else loaded[w] for w, p in enumerate(per)]
         turns = max(len(p) for p in per)
         for j in range(turns):
             turn = [(w, per[w][j]) for w in range(len(keys)) if j < len(per[w])]
@@ -149,6 +161,7 @@ class _Phase:
         self.met: set[int] = set()
         self.blocks: dict[int, int] = {}
         self.out: set[int] = set()  # failed, or its worker ended
+        self.held: list[tuple[int, str, dict]] = []  # results whose rows wait for the phase
 
     def annotate(self, i: int, ev: dict) -> dict:
         """A result event with whom it was interleaved and in how many blocks (or, alone in
@@ -178,14 +191,25 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             if ev is None:
                 return
 
-    def finish(i, rid, ev):
+    def finish(i, rid, ev, phase=None):
+        """Run rid's row; a result in a phase is held until the phase ends (flush)."""
         w = workers[i]
-        rec = runner._record(rid, specs[rid], tags, ev, w.ctx, w.handle)
-        record(rec)
-        on_event({**ev, "spec": specs[rid]})
         w.done.add(rid)
         if w.in_flight == rid:
             w.in_flight = None
+        if phase is not None:
+            phase.held.append((i, rid, ev))
+            return
+        rec = runner._record(rid, specs[rid], tags, ev, w.ctx, w.handle)
+        record(rec)
+        on_event({**ev, "spec": specs[rid]})
+
+    def flush(phase):
+        """The phase's results get their rows, the reference FLOP counter's framework first:
+        the others' GFLOP/s is computed on its count, stored with its row."""
+        held, phase.held = phase.held, []
+        for i, rid, ev in sorted(held, key=lambda h: specs[h[1]].framework != FLOP_FRAMEWORK):
+            finish(i, rid, ev)
 
     def fail(i, rid, status, reason, sig=None, rc=None):
         finish(i, rid, {"event": "failed", "run_id": rid, "status": status, "reason": reason,
@@ -235,7 +259,10 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                 phase.met.add(i)
             results.setdefault("blocked", set()).add(i)
         elif event == "result":  # its row now: the worker may end right after it
-            finish(i, ev["run_id"], phase.annotate(i, ev) if phase is not None else ev)
+            if phase is not None:
+                finish(i, ev["run_id"], phase.annotate(i, ev), phase)
+            else:
+                finish(i, ev["run_id"], ev)
             results[i] = True
         elif event == "failed":
             finish(i, ev["run_id"], ev)
@@ -282,14 +309,19 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                 left.extend(s for r, s in w.runs if r not in w.done)
 
     neighbour = contextlib.ExitStack()
+    traces = phase = None
     try:
         for specs_of in plan.workers:
             runs = [(new_id(), s) for s in specs_of]
             specs.update(runs)
             payload = [{"run_id": rid, "spec": s.to_dict(), "known_stats": known_stats(s)}
                        for rid, s in runs]
+            # A profiled run's pass comes after the phase's timed blocks (its result), and
+            # leaves its Chrome trace here for runner._record, as in the sequential loop.
+            if traces is None and any(s.profile_steps for s in specs_of):
+                traces = tempfile.mkdtemp(prefix="bench-traces-")
             h = runner.executor.start(payload, specs_of[0], runner.memory_cap_bytes,
-                                      sync="blocks")
+                                      sync="blocks", trace_dir=traces)
             workers.append(_Worker(h, runs))
             threading.Thread(target=pump, args=(len(workers) - 1, h), daemon=True).start()
         cursor = [0] * len(workers)  # each worker's next run
@@ -337,6 +369,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                                lambda: all(i in results or i in phase.out for i in finishing),
                                deadline)
             neighbour.close()
+            flush(phase)
             if outcome == "cancel":
                 stop_all(phase, "cancel", "killed", runner.cancel_reason)
                 return []
@@ -350,11 +383,15 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
                 w.closed = True
     finally:
         neighbour.close()
+        if phase is not None:
+            flush(phase)  # an exception mid-phase: what came still gets its row
         for w in workers:
             if not w.closed:
                 w.handle.kill()
                 w.handle.close()
                 w.closed = True
+        if traces:
+            shutil.rmtree(traces, ignore_errors=True)
     for w in workers:
         if not w.ended:  # runs of a worker that ended cleanly but never began (none, or a
             left.extend(s for rid, s in w.runs if rid not in w.done)  # broken plan)
