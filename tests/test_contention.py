@@ -162,3 +162,9 @@ def test_the_compare_page_shows_shared_versus_dedicated(db_path, monkeypatch):
     # the setting picker names the neighbour's setting apart, the quiet one first
     labels = at.selectbox(key="setting").options
     assert len(labels) == 2 and "steady neighbour" in labels[1]
+
+
+def test_a_condition_is_named_with_its_article():
+    from engine.present.tables import _beside
+    assert [_beside(c) for c in ("steady", "onoff")] == ["beside a steady neighbour",
+                                                          "beside an on/off neighbour"]

@@ -131,6 +131,11 @@ def _ratio(c) -> str:
     return f"{c.speedup:.2f}x (95 % CI {c.ci_low:.2f}-{c.ci_high:.2f}, {c.rounds} rounds)"
 
 
+def _beside(condition: str) -> str:
+    label = CONDITION_LABELS[condition]
+    return f"beside {'an' if label[:1] in 'aeiou' else 'a'} {label}"
+
+
 def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = None
                      ) -> list[str]:
     """Shared versus dedicated: each contender's slowdown beside the neighbour, whether a
@@ -141,11 +146,11 @@ def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = Non
     out = ["shared versus dedicated (a neighbour busy on one of the run's cores; paired by "
            "round against the same configuration quiet):"]
     for s in slow:
-        out.append(f"  {row_text(s.row)} · {s.contender}: {_ratio(s.paired)} slower beside "
-                   f"a {CONDITION_LABELS[s.condition]} ({s.quiet_ms:,.2f} -> "
+        out.append(f"  {row_text(s.row)} · {s.contender}: {_ratio(s.paired)} slower "
+                   f"{_beside(s.condition)} ({s.quiet_ms:,.2f} -> "
                    f"{s.busy_ms:,.2f} ms)")
     for ch in verdict_changes(results, rule):
-        beside = f"beside a {CONDITION_LABELS[ch.condition]}"
+        beside = _beside(ch.condition)
         if ch.changed:
             text = f"the verdict changes {beside}: {ch.quiet} wins quietly, {ch.busy} {beside}"
         elif ch.quiet and ch.busy:
@@ -155,8 +160,7 @@ def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = Non
                     f"{ch.busy or 'undecided'} {beside})")
         out.append(f"  {row_text(ch.row)}: {text}")
     for row, contender, condition, default, passive, paired in wait_policy_effects(results):
-        where = (f"beside a {CONDITION_LABELS[condition]}" if condition != "none"
-                 else "on a dedicated machine")
+        where = _beside(condition) if condition != "none" else "on a dedicated machine"
         faster = paired.speedup >= 1
         _, _, factor, lo, hi = paired.leaning("passive", "default")  # the side it leans to
         out.append(f"  {row_text(row)} · {contender} {where}: OMP_WAIT_POLICY=PASSIVE is "
