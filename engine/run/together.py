@@ -258,8 +258,8 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             if ev["met"] or ev["maxed"]:
                 phase.met.add(i)
             results.setdefault("blocked", set()).add(i)
-        elif event == "result":  # its row now: the worker may end right after it
-            if phase is not None:
+        elif event == "result":  # done now (the worker may end right after it); its row
+            if phase is not None:  # comes when its phase ends (flush)
                 finish(i, ev["run_id"], phase.annotate(i, ev), phase)
             else:
                 finish(i, ev["run_id"], ev)
