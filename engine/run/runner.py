@@ -26,7 +26,7 @@ from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
 from engine.run.records import base_fields, load_avg, new_id, record_from_result
 from engine.run.replicas import combine_replicas, replica_window_s
 from engine.run.neighbour import Neighbour
-from engine.run.together import plan_together, run_together, worker_key
+from engine.run.together import merge, plan_together, run_together, worker_key
 from engine.run.system import git_commit, system_info
 from engine.scenarios import scenario_of
 from engine.spec.inference import RunSpec
@@ -248,12 +248,6 @@ class Runner:
                "iters": 0}
         results, failure, armed, codes, used = {}, None, {}, {}, {}
 
-        def pump(i, w):
-            while True:
-                ev = w.events.get()
-                merged.put((i, ev))
-                if ev is None:
-                    return
         neighbour = contextlib.ExitStack()
         neighbour.enter_context(self.beside(spec, tags))
         try:
@@ -261,7 +255,7 @@ class Runner:
                 w = self.executor.start([run], spec, self.memory_cap_bytes,
                                         cores=tuple(cores[i * t:(i + 1) * t]), sync="window")
                 workers.append(w)
-                threading.Thread(target=pump, args=(i, w), daemon=True).start()
+                merge(i, w, merged)
             ended, deadline = set(), self.clock() + self.timeout_s
             while len(ended) < n and failure is None:
                 if self.cancel.is_set():

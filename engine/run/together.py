@@ -78,6 +78,17 @@ def worker_key(s) -> tuple:
             getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "")
 
 
+def merge(i: int, handle, merged: queue.Queue) -> None:
+    """Forward worker i's events into one queue, as (i, event), until its end (None)."""
+    def pump():
+        while True:
+            ev = handle.events.get()
+            merged.put((i, ev))
+            if ev is None:
+                return
+    threading.Thread(target=pump, daemon=True).start()
+
+
 def _row(s) -> tuple:
     return (s.model, s.image_size, s.batch_size, s.intra_threads, s.precision,
             getattr(s, "user_model", None), getattr(s, "contention", "none"))
@@ -183,13 +194,6 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
     workers: list[_Worker] = []
     specs: dict[str, object] = {}
     left: list = []
-
-    def pump(i, w):
-        while True:
-            ev = w.events.get()
-            merged.put((i, ev))
-            if ev is None:
-                return
 
     def finish(i, rid, ev, phase=None):
         """Run rid's row; a result in a phase is held until the phase ends (flush)."""
@@ -323,7 +327,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
             h = runner.executor.start(payload, specs_of[0], runner.memory_cap_bytes,
                                       sync="blocks", trace_dir=traces)
             workers.append(_Worker(h, runs))
-            threading.Thread(target=pump, args=(len(workers) - 1, h), daemon=True).start()
+            merge(len(workers) - 1, h, merged)
         cursor = [0] * len(workers)  # each worker's next run
         for turn in plan.phases:
             members = []
