@@ -6,7 +6,6 @@ the cluster leaves with ray.shutdown(), so the next one starts clean."""
 import socket
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine.run.cluster import NodeKinds, cluster_address
 from engine.run.jobs import DONE, FAILED, JobManager
@@ -16,7 +15,7 @@ from engine.spec import MeasurementPolicy
 from engine.spec.errors import UserError
 from store.db import open_db
 from tests.conftest import SHAPE_A, SHAPE_B
-from tests.test_pages import APP, FakeManager, page
+from tests.test_pages import FakeManager, opened_from_link, page
 
 QUICK = MeasurementPolicy(warmup_iters=2, min_time_s=0.05, min_iters=20)
 
@@ -123,25 +122,14 @@ def test_replicas_on_the_run_page_reach_the_request_and_left_out_splits_are_name
         (1, 2), (1, cores), "local", (), None)
 
 
-def _opened_from_link(db_path, monkeypatch, query):
-    """The Run page as a shared link opens it: the address holds the values on the first
-    render (page() renders the default page first, before its query is set)."""
-    monkeypatch.setenv("BENCH_DB", str(db_path))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def test_a_link_fills_the_replicas_and_a_bad_value_names_the_field(db_path, monkeypatch):
-    at = _opened_from_link(db_path, monkeypatch, {"replicas": "1,2", "threads": "1"})
+    at = opened_from_link(db_path, monkeypatch, {"replicas": "1,2", "threads": "1"})
     cores = len(at.multiselect(key="threads").options)
     if cores < 2:
         pytest.skip("replicas need two cores")
     assert at.multiselect(key="replicas").value == [1, 2] and not at.warning
     assert at.multiselect(key="threads").value == [1]
-    at = _opened_from_link(db_path, monkeypatch, {"replicas": "0,2,x"})
+    at = opened_from_link(db_path, monkeypatch, {"replicas": "0,2,x"})
     assert [w.value for w in at.warning] == [
         f"link: replicas='0' is not allowed; allowed: integer 1..{cores}; ignored",
         f"link: replicas='x' is not allowed; allowed: integer 1..{cores}; ignored"]

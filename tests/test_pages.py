@@ -23,6 +23,17 @@ def page(name, db_path, monkeypatch, query=None):
     return at
 
 
+def opened_from_link(db_path, monkeypatch, query):
+    """The Run page as a shared link opens it in a new tab: the address holds the values on
+    the first render (page() renders the default page first, before its query is set)."""
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 @pytest.fixture
 def seeded(db_path):
     seed_sweep(db_path)
@@ -465,17 +476,9 @@ def test_run_page_takes_a_verdict_margin_and_contention_from_the_form_and_the_li
         db_path, monkeypatch):
     from engine.scenarios import SweepRequest
 
-    def opened(query):  # a link opened in a new tab: the Run page is the first it draws
-        monkeypatch.setenv("BENCH_DB", str(db_path))
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params.update(query)
-        at.run()
-        assert not at.exception, [e.value for e in at.exception]
-        return at
-
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
-    at = opened({"margin": "5", "contention": "1"})
+    at = opened_from_link(db_path, monkeypatch, {"margin": "5", "contention": "1"})
     assert at.number_input(key="margin").value == 5.0 and at.checkbox(key="contention").value
     # 4 configurations, each quiet and beside 2 neighbours, torch's also with passive waits
     assert at.info[0].value.startswith("**18 configurations × 3 rounds = 54 runs**")
@@ -483,7 +486,7 @@ def test_run_page_takes_a_verdict_margin_and_contention_from_the_form_and_the_li
     [req] = fake.submitted
     assert isinstance(req, SweepRequest) and (req.margin, req.contention) == (0.05, True)
     assert req.budget().margin == 0.05
-    bad = opened({"margin": "80", "contention": "yes"})
+    bad = opened_from_link(db_path, monkeypatch, {"margin": "80", "contention": "yes"})
     assert [w.value for w in bad.warning] == [
         "link: margin='80' is not allowed; allowed: number 0..50; using 2",
         "link: contention='yes' is not allowed; allowed: one of 1, 0; ignored"]
