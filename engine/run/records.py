@@ -16,7 +16,7 @@ from engine.spec.policy import STOP_MAX_ITERS
 from engine.spec.record import RunRecord
 
 __all__ = ["new_id", "base_fields", "record_from_result", "config_extra", "one_flop_count",
-           "load_avg", "FLOP_BASIS", "FLOP_FRAMEWORK"]
+           "load_avg", "worker_ctx", "FLOP_BASIS", "FLOP_FRAMEWORK"]
 
 # GFLOP/s compares across frameworks only on one count: torch's FlopCounterMode counts
 # convolutions and matmuls, TensorFlow's profiler also elementwise ops, pooling and
@@ -29,6 +29,11 @@ FLOP_BASIS = ("torch FlopCounterMode on the torchvision model (convolutions and 
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+def worker_ctx() -> dict:
+    """What the parent knows of a worker before its first event: the record's context."""
+    return {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up", "iters": 0}
 
 
 def load_avg(ready: dict) -> float | None:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Callable
 
 from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
-from engine.run.records import base_fields, load_avg, new_id, record_from_result
+from engine.run.records import base_fields, load_avg, new_id, record_from_result, worker_ctx
 from engine.run.replicas import combine_replicas, replica_window_s
 from engine.run.neighbour import Neighbour
 from engine.run.together import merge, plan_together, run_together, worker_key
@@ -82,13 +82,13 @@ class Runner:
                 r = replace(r, extra={**(r.extra or {}), "sequential": timing["why"]})
             if (r.contention or "none") != "none":  # where our neighbour ran, and how
                 r = replace(r, extra={**(r.extra or {}), "neighbour": {
-                    "core": self.executor.core_ids()[-1], "mode": r.contention}})
+                    "core": self.neighbour_core(), "mode": r.contention}})
             records.append(r)
             on_record(r)
 
         tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
         if any(getattr(s, "contention", "none") != "none" for s in specs):
-            with Neighbour(self.executor.core_ids()[-1], "steady"):
+            with Neighbour(self.neighbour_core(), "steady"):
                 pass  # it can start here: a round never loses a run to a neighbour that can't
         specs = self._together(specs, tags, record, on_event, known_stats, timing)
         groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
@@ -160,11 +160,14 @@ class Runner:
             return contextlib.nullcontext()
         seed = zlib.crc32(repr((spec.key(), tags.get("sweep_id"), tags.get("round_no")))
                           .encode())
-        return Neighbour(self.executor.core_ids()[-1], mode, seed=seed)
+        return Neighbour(self.neighbour_core(), mode, seed=seed)
+
+    def neighbour_core(self) -> int:
+        """The last of the cores a worker may use: one of every worker's own."""
+        return self.executor.core_ids()[-1]
 
     def _drive(self, worker, pending, specs, tags, record, on_event) -> set[str]:
-        ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
-               "iters": 0}
+        ctx = worker_ctx()
         done: set[str] = set()
         in_flight: str | None = None
         deadline = self.clock() + self.timeout_s
@@ -244,8 +247,7 @@ class Runner:
         run = {"run_id": rid, "spec": spec.to_dict(), "known_stats": known_stats(spec)}
         merged: queue.Queue = queue.Queue()
         workers = []
-        ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
-               "iters": 0}
+        ctx = worker_ctx()
         results, failure, armed, codes, used = {}, None, {}, {}, {}
 
         neighbour = contextlib.ExitStack()

@@ -5,9 +5,9 @@ timed seconds to minutes apart; a neighbour's busy phase lasting seconds then hi
 the other, and the round's ratio took the hit. Here every worker group of the round starts
 at once and holds at a gate (engine.worker.frame). Contest by contest (a phase), each
 contender's worker is let start its run (load, prepare, warm up: one after the other, so
-no contender's one-time costs are timed beside another's) and says "armed"; a contest measured beside
-a controlled neighbour has it running for the whole phase; then the parent hands out
-blocks of BLOCK_S seconds in turn, A B B A A B ..., until every contender has met its
+no contender's one-time costs are timed beside another's) and says "armed"; a contest
+measured beside a controlled neighbour has it running for the whole phase; then the parent
+hands out blocks of BLOCK_S seconds in turn, A B B A ..., until every contender has met its
 measurement policy, and says stop. Both see the same machine within a block's length, so
 drift and a neighbour's busy seconds fall on both alike. Fresh processes each round still
 capture the process-to-process variance the rounds are there to measure.
@@ -30,12 +30,11 @@ import time
 from dataclasses import dataclass
 
 from engine.analysis.compare import contender_name
-from engine.run.records import FLOP_FRAMEWORK, load_avg, new_id
+from engine.run.records import FLOP_FRAMEWORK, load_avg, new_id, worker_ctx
 from engine.scenarios import scenario_of
 
-__all__ = ["TogetherPlan", "plan_together", "run_together", "worker_key", "timing_line",
-           "BLOCK_S",
-           "MEMORY_SHARE", "WORKER_BYTES", "interleavable"]
+__all__ = ["TogetherPlan", "plan_together", "run_together", "merge", "worker_key",
+           "timing_line", "interleavable", "BLOCK_S", "MEMORY_SHARE", "WORKER_BYTES"]
 
 # A block's length: short against a neighbour's busy phase (seconds), long against the
 # handover (a pipe write and a wake-up, well under a millisecond) and a call of the slowest
@@ -153,8 +152,7 @@ def plan_together(specs: list, *, available_bytes: int | None = None,
 class _Worker:
     def __init__(self, handle, runs: list[tuple[str, object]]):
         self.handle, self.runs = handle, runs
-        self.ctx = {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up",
-                    "iters": 0}
+        self.ctx = worker_ctx()
         self.done: set[str] = set()
         self.in_flight: str | None = None
         self.ended = False
