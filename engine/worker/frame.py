@@ -48,6 +48,8 @@ class Gate:
     def __init__(self, frame: "Frame", run_id: str):
         self.mode, self.frame, self.run_id = frame.sync, frame, run_id
         self.armed = False
+        self._opened = None  # the snapshot as the block in progress opened
+        self._elapsed_ns = 0  # timed over its blocks so far
         self.blocks: list = []  # (snapshot before, after) of each interleaved block
 
     def _next(self, per_sample_ns: int) -> tuple:
@@ -79,7 +81,9 @@ class Gate:
     def report(self, iters: int, elapsed_ns: int, met: bool, maxed: bool) -> None:
         from engine.worker.interference import snapshot
 
-        self.blocks.append((self._opened, snapshot()))
+        if elapsed_ns > self._elapsed_ns:  # a maxed contender's turn timed nothing of its own
+            self.blocks.append((self._opened, snapshot()))
+        self._elapsed_ns = elapsed_ns
         self.frame.emit("block", run_id=self.run_id, iters=iters, elapsed_ns=elapsed_ns,
                         met=met, maxed=maxed)
 
