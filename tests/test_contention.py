@@ -81,6 +81,22 @@ def test_slowdowns_are_paired_by_round_against_the_same_configuration_quiet():
     assert effects == {("torch (eager)", "none"): 0.99, ("torch (eager)", "steady"): 7.18}
 
 
+def test_a_sweep_of_two_machines_pairs_each_machines_wait_policies_apart():
+    """A machine suffix follows the policy in the name (torch (eager) OMP passive @A): the
+    policy is read from its field, so each machine's passive runs pair with its own."""
+    runs = [dict(r, system_id=m, machine_shape=m, median_ms=r["median_ms"] * k)
+            for m, k in (("A", 1.0), ("B", 2.0)) for r in RUNS]
+    effects = {(c, cond): round(cmp.speedup, 2)
+               for _, c, cond, _, _, cmp in wait_policy_effects(aggregate(runs))}
+    assert effects == {("torch (eager) @A", "none"): 0.99, ("torch (eager) @A", "steady"): 7.18,
+                       ("torch (eager) @B", "none"): 0.99, ("torch (eager) @B", "steady"): 7.18}
+    got = {(s.contender, s.condition) for s in slowdowns(aggregate(runs))}
+    assert ("torch (eager) OMP passive @B", "steady") in got and len(got) == 6
+    changes = verdict_changes(aggregate(runs))
+    assert [(c.condition, c.quiet, c.busy) for c in changes] == [
+        ("steady", "tensorflow (tf_function) @A", "tensorflow (tf_function) @A")]
+
+
 def test_a_neighbour_that_flips_the_winner_is_said_so():
     runs = [r for r in RUNS if r["wait_policy"] == ""]
     runs += [_run("torch", "eager", r, ms) for r, ms in zip((4,), (101,))]

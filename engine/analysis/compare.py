@@ -129,6 +129,8 @@ class ConfigResult:
     round_load: dict = field(default_factory=dict)
     # beside a controlled neighbour ("steady", "onoff") or not ("none"): a row of its own
     contention: str = "none"
+    # torch's OpenMP wait policy ("passive") or the default (""): a contender of its own
+    wait_policy: str = ""
 
     @property
     def row(self) -> tuple:
@@ -180,9 +182,11 @@ def aggregate(runs) -> list[ConfigResult]:
         key = (r["model"], r["image_size"], r["batch_size"], r["intra_threads"],
                r.get("contention") or "none", name)
         groups.setdefault(key, []).append(r)
-        plain[key] = base
+        plain[key] = (base, r.get("wait_policy") or "")  # the name holds the policy
     out = []
-    for (model, size, batch, threads, contention, contender), rs in groups.items():
+    for key, rs in groups.items():
+        model, size, batch, threads, contention, contender = key
+        base, policy = plain[key]
         ok = [r for r in rs if r["status"] == "ok" and r["median_ms"] is not None]
         meds = {(r["round_no"] or 1): r["median_ms"] for r in ok}
         tput = {(r["round_no"] or 1): r["throughput"] for r in ok if r.get("throughput")}
@@ -194,8 +198,7 @@ def aggregate(runs) -> list[ConfigResult]:
         out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
                                 summary, noisy, tput, _interference(ok, "steal_frac"),
                                 _interference(ok, "others_cpu_frac"),
-                                plain[(model, size, batch, threads, contention, contender)],
-                                load, contention))
+                                base, load, contention, policy))
     return out
 
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from engine.analysis.compare import ConfigResult, contests
 from engine.analysis.sequential import WINNER, Comparison, VerdictRule, compare_rounds
 
-__all__ = ["Slowdown", "VerdictChange", "slowdowns", "verdict_changes", "wait_policy_effects",
-           "PASSIVE"]
+__all__ = ["Slowdown", "VerdictChange", "slowdowns", "verdict_changes", "wait_policy_effects"]
 
 PASSIVE = " OMP passive"  # how contender_name marks torch with OMP_WAIT_POLICY=PASSIVE
 
@@ -45,23 +44,24 @@ class VerdictChange:
 
 
 def _by_condition(results) -> dict:
-    out: dict = {}
-    for r in results:
-        out[(r.row[:4], r.contender, r.contention)] = r
-    return out
+    """(contest without its neighbour, contender without its wait policy, neighbour, wait
+    policy) -> result. The policy is the field, never read from the name, which may carry
+    a machine or a model file after it."""
+    return {(r.row[:4], r.contender.replace(PASSIVE, "", 1) if r.wait_policy else r.contender,
+             r.contention, r.wait_policy): r for r in results}
 
 
 def slowdowns(results: list[ConfigResult]) -> list[Slowdown]:
     """Every contender measured both quietly and beside a neighbour, per condition."""
     cells = _by_condition(results)
     out = []
-    for (row, contender, condition), busy in cells.items():
-        quiet = cells.get((row, contender, "none"))
+    for (row, contender, condition, policy), busy in cells.items():
+        quiet = cells.get((row, contender, "none", policy))
         if condition == "none" or quiet is None or not quiet.summary or not busy.summary:
             continue
         paired = compare_rounds(quiet.round_medians, busy.round_medians)
         if paired is not None:
-            out.append(Slowdown(row, contender, condition, quiet.summary.center,
+            out.append(Slowdown(row, busy.contender, condition, quiet.summary.center,
                                 busy.summary.center, paired))
     return sorted(out, key=lambda s: (str(s.row), s.contender, s.condition))
 
@@ -76,7 +76,7 @@ def verdict_changes(results: list[ConfigResult], rule: VerdictRule | None = None
     """Per contest and neighbour: the decided winner quietly and beside it. Contenders that
     exist in one condition only (torch's passive wait policy, measured for its effect) are
     left out, so both conditions hold the same contest."""
-    plain = [r for r in results if not r.contender.endswith(PASSIVE)]
+    plain = [r for r in results if not r.wait_policy]
     rows = {c.row: c for c in contests(plain, rule)[1]}
     out = []
     for row, contest in rows.items():
@@ -93,14 +93,13 @@ def wait_policy_effects(results: list[ConfigResult]) -> list[tuple]:
     passive) for every torch contender measured with both wait policies."""
     cells = _by_condition(results)
     out = []
-    for (row, contender, condition), passive in cells.items():
-        if not contender.endswith(PASSIVE):
-            continue
-        default = cells.get((row, contender[:-len(PASSIVE)], condition))
-        if default is None or not default.summary or not passive.summary:
+    for (row, contender, condition, policy), passive in cells.items():
+        default = cells.get((row, contender, condition, ""))
+        if policy != "passive" or default is None or not default.summary \
+                or not passive.summary:
             continue
         paired = compare_rounds(passive.round_medians, default.round_medians)
         if paired is not None:
-            out.append((row, contender[:-len(PASSIVE)], condition, default.summary.center,
+            out.append((row, default.contender, condition, default.summary.center,
                         passive.summary.center, paired))
     return sorted(out, key=lambda e: (str(e[0]), e[1], e[2]))
