@@ -50,8 +50,8 @@ event = st.dataframe(
     table, key="results_table", on_select="rerun", selection_mode="multi-row",
     hide_index=True, width="stretch", height=380,
     column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
-                  "image_size", "round", "status", "validity", "p50_ms", "p90_ms", "p99_ms",
-                  "p99_confidence", "throughput", "peak_rss_mib", "reason"],
+                  "image_size", "round", "setting", "status", "validity", "p50_ms", "p90_ms",
+                  "p99_ms", "p99_confidence", "throughput", "peak_rss_mib", "reason"],
     column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),

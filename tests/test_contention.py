@@ -12,6 +12,7 @@ from engine.spec import expand_sweep
 from engine.spec.errors import UserError
 from engine.spec.inference import with_contention
 from store.db import open_db
+from store.queries import results_table
 from tests.helpers import spec
 
 
@@ -135,7 +136,10 @@ def test_a_real_sweep_beside_the_neighbour_stores_each_setting_apart(db_path, wo
             "list(DISTINCT (extra->>'$.neighbour.core')::INTEGER), "
             "list(DISTINCT (extra->'interference'->'cores'->>0)::INTEGER) "
             "FROM runs GROUP BY contention ORDER BY contention").fetchall()
+        shown = sorted(results_table(con)["setting"])  # the Results page's column
     assert [(c, n) for c, n, *_ in rows] == [("none", 2), ("onoff", 2), ("steady", 2)]
+    assert shown == ["", "", "on/off neighbour", "on/off neighbour", "steady neighbour",
+                     "steady neighbour"]
     # the neighbour ran on the worker's own core, as the run records
     assert [(c, modes, cores == pinned) for c, _, _, modes, cores, pinned in rows[1:]] == [
         ("onoff", ["onoff"], True), ("steady", ["steady"], True)]

@@ -175,6 +175,8 @@ def test_replicas_shape_and_model_file_make_configurations_of_their_own():
         "missing in the baseline", "missing in the candidate"]
     assert Config.of(row("s", 1, 1.0, model_sha256="aa" * 32, replicas=2)).label == (
         "resnet18 224px b1 t4 · torch (eager) x2 replicas sha256:aaaaaaaa")
+    assert Config.of(row("s", 1, 1.0, contention="onoff", wait_policy="passive")).label == (
+        "resnet18 224px b1 t4 · torch (eager) OMP passive · on/off neighbour")
 
 
 def test_another_machine_is_not_comparable():

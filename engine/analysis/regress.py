@@ -40,6 +40,7 @@ from engine.analysis.compare import ConfigResult, aggregate, contender_name
 from engine.analysis.evidence import SWEEPS, Evidence, Side, evidence, sweep_spread
 from engine.analysis.multiplicity import Statistic, step_down_minp
 from engine.spec.catalog import model_label
+from engine.spec.inference import CONDITION_LABELS
 from engine.spec.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
 
 __all__ = ["Config", "Decision", "Change", "SetComparison", "decide", "compare_sets",
@@ -100,7 +101,7 @@ class Config:
                                     "replica": self.replica, "replicas": self.replicas,
                                     "wait_policy": self.wait_policy})
         digest = f" sha256:{self.model_sha256[:8]}" if self.model_sha256 else ""
-        beside = f" · {self.contention} neighbour" if self.contention else ""
+        beside = f" · {CONDITION_LABELS[self.contention]}" if self.contention else ""
         return (f"{model_label(self.model, self.image_size)} b{self.batch_size} t{self.threads} · "
                 f"{contender}{digest}{beside}")
 
