@@ -18,8 +18,12 @@ __all__ = ["data_version", "filter_options", "results_table", "run_detail", "con
 # A configuration of R replicas is a contender of its own: "torch (eager) x2 replicas",
 # as engine.analysis.compare.contender_name names it.
 # And torch with OpenMP's passive wait policy is one too: "torch (eager) OMP passive".
+_PASSIVE = "CASE WHEN {p}wait_policy = 'passive' THEN ' OMP passive' ELSE '' END"
 _REPLICAS = ("CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' ELSE '' END "
-             "|| CASE WHEN {p}wait_policy = 'passive' THEN ' OMP passive' ELSE '' END")
+             "|| " + _PASSIVE)
+# A run as the machine runs it alone with its frameworks' defaults: no neighbour of ours,
+# torch's default wait policy. What an estimate or another scenario's figure is taken from.
+_QUIET = "coalesce({p}contention, 'none') = 'none' AND coalesce({p}wait_policy, '') = ''"
 
 
 # What a figure must never blend: runs differing in any of these are different settings.
@@ -95,8 +99,8 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
         "threads, image_size, round_no AS round, "
         # beside our neighbour, or torch waiting passively: shown, never mistaken for quiet
         "CASE coalesce(contention, 'none') WHEN 'none' THEN '' WHEN 'onoff' THEN "
-        "'on/off neighbour' ELSE contention || ' neighbour' END || CASE WHEN wait_policy = "
-        "'passive' THEN ' OMP passive' ELSE '' END AS setting, status, validity, "
+        "'on/off neighbour' ELSE contention || ' neighbour' END || "
+        + _PASSIVE.format(p="") + " AS setting, status, validity, "
         "median_ms AS p50_ms, p90_ms, p99_ms, CASE WHEN p99_ms IS NOT NULL AND iterations < ? THEN "
         "'low: ' || iterations || ' samples' ELSE '' END AS p99_confidence, "
         "throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
@@ -218,7 +222,7 @@ def framework_gflops_per_thread(con, framework: str) -> float | None:
         "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
         "AND kind = 'inference' "
         "AND framework = ? AND gflops_per_s IS NOT NULL "
-        "AND coalesce(contention, 'none') = 'none' "  # our neighbour's runs are not the speed
+        f"AND {_QUIET.format(p='')} "  # neither our neighbour's runs nor passive waits
         "AND model_format IS NULL",  # a user's tiny net would skew the catalog's estimate
         [framework]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
@@ -253,8 +257,8 @@ def machine_throughput(con, kind: str, setting: tuple | None,
     selected = [system, system, shape, shape]
     return con.execute(
         "SELECT r.model, r.framework, r.runtime, r.framework || ' (' || r.runtime || ')' || "
-        "CASE WHEN r.wait_policy = 'passive' THEN ' OMP passive' ELSE '' END AS "
-        "contender, r.batch_size, r.image_size, r.dataset, r.intra_threads AS threads, "
+        + _PASSIVE.format(p="r.") + " AS contender, "
+        "r.batch_size, r.image_size, r.dataset, r.intra_threads AS threads, "
         "coalesce(r.replicas, 1) AS replicas, r.machine_shape, r.system_id, "
         f"{_THREADS_PER_CORE} AS threads_per_core, {_OF_SELECTED} AS selected, "
         "median(r.throughput) AS throughput, median(r.p99_ms) AS p99_ms, count(*) AS runs, "
@@ -339,7 +343,7 @@ def inference_for_training(con, sweep_id: str | None,
         "AND i.device = t.device AND i.inter_threads = t.inter_threads "
         "AND i.system_id IS NOT DISTINCT FROM t.system_id "
         "AND i.machine_shape IS NOT DISTINCT FROM t.machine_shape "
-        "AND coalesce(i.contention, 'none') = 'none' AND coalesce(i.wait_policy, '') = '' "
+        f"AND {_QUIET.format(p='i.')} "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
         [P99_MIN_SAMPLES, sweep_id, sweep_id, *_setting_params(setting)]).df()
 

@@ -192,3 +192,18 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
             "cpu · fp32 · inter-op 1 · c6i.8xlarge (Other CPU on cloud) (1 runs)")
         assert machine_throughput(con, "inference", there).throughput.tolist() == [250.0]
         assert config_summary(con, ["resnet18"], None, here).p50_ms.tolist() == [1.0]
+
+
+def test_the_run_pages_speed_estimate_is_taken_from_quiet_default_runs_only(db_path):
+    """A neighbour's runs and torch's passive waits are settings of their own: the Run page's
+    GFLOP/s per thread estimate never takes them in."""
+    from dataclasses import replace
+
+    from store.queries import framework_gflops_per_thread
+
+    with open_db(db_path) as con:
+        for rid, gflops, kw in (("quiet", 8.0, {}), ("busy", 1.0, {"contention": "steady"}),
+                                ("passive", 2.0, {"wait_policy": "passive"})):
+            rec = ok_record(rid, intra_threads=2)
+            save_record(con, replace(rec, gflops_per_s=gflops, **kw), SYSTEM)
+        assert framework_gflops_per_thread(con, "torch") == 4.0
