@@ -179,15 +179,15 @@ def rounds_needed(mean: float, sd: float, rule: VerdictRule) -> int | None:
         return None
     if sd == 0:
         return 2
-    from scipy.special import stdtrit
+    def half(n):  # the interval's half-width at the last look with n paired rounds
+        return critical(rule.plan, n, rule.plan.last) * sd / math.sqrt(n)
 
-    level = rule.plan.level(rule.plan.last)
     lo, hi = 2, MAX_PROJECTED_ROUNDS
-    if stdtrit(hi - 1, 1 - level / 2) * sd / math.sqrt(hi) >= gap:
+    if half(hi) >= gap:
         return None
     while lo < hi:  # the half-width shrinks with n: bisect for the first n that fits
         mid = (lo + hi) // 2
-        if stdtrit(mid - 1, 1 - level / 2) * sd / math.sqrt(mid) < gap:
+        if half(mid) < gap:
             hi = mid
         else:
             lo = mid + 1

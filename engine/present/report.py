@@ -101,6 +101,7 @@ def _gather(con, sweep_id: str) -> ReportData:
     policy = sweep_policy(con, sweep_id)
     user_models = sweep_user_models(con, sweep_id)
     command, command_note = _command(info, configs, policy, user_models)
+    noise = noise_model(results)
     return ReportData(
         sweep_id=sweep_id, info=info, runs=len(rows),
         ok=sum(r["status"] == "ok" for r in rows),
@@ -108,8 +109,8 @@ def _gather(con, sweep_id: str) -> ReportData:
         contenders=list(dict.fromkeys(r.contender for r in results)),
         latency=latency, best=best, rounds=rounds,
         throughput=(tp_cols, tp_grid), sentences=sentences,
-        notes=architecture_notes(results), noise=noise_model(results),
-        noise_lines=noise_lines(results), rule_text=rule_line(rule),
+        notes=architecture_notes(results), noise=noise,
+        noise_lines=noise_lines(results, noise), rule_text=rule_line(rule),
         contention=contention_lines(results, rule), setting_note=setting_note,
         charts=charts, chart_note=chart_note, efficiency=efficiency, cost=cost,
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),

@@ -48,7 +48,7 @@ class ReportData:
     throughput: tuple[list[str], list]  # compare_grid columns and rows, as throughput
     sentences: list[str]
     notes: list[tuple[str, str]]
-    noise: object  # engine.analysis.compare.NoiseModel, or None with fewer than 2 rounds
+    noise: object  # engine.analysis.noise.NoiseModel, or None with fewer than 2 rounds
     noise_lines: list[str]  # the noise pairing leaves and the drift, in words
     rule_text: str  # what the verdicts rest on
     contention: list[str]  # shared versus dedicated, when the sweep measured it
