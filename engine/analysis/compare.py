@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from engine.analysis.noise import likely_cause
 from engine.analysis.sequential import (EQUIVALENT, UNDECIDED, WINNER, VerdictRule,
                                         compare_rounds)
+from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 
 __all__ = ["RoundSummary", "ConfigResult", "Contest", "aggregate", "contests",
            "summarize_rounds", "undecided", "geomean", "default_rule", "stored_rule", "t975",
@@ -202,14 +203,12 @@ def aggregate(runs) -> list[ConfigResult]:
     return out
 
 
-def default_rule(results, margin: float = 0.02) -> VerdictRule:
+def default_rule(results) -> VerdictRule:
     """The rule for results whose sweep stored none (older sweeps): looks from the default
     minimum rounds to the default max_rounds, widened to the rounds actually measured."""
-    from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS
-
     measured = max((len(r.round_medians) for r in results), default=1)
     return VerdictRule.of(min(DEFAULT_ROUNDS, max(measured, 2)),
-                          max(DEFAULT_MAX_ROUNDS, measured), margin)
+                          max(DEFAULT_MAX_ROUNDS, measured), DEFAULT_VERDICT_MARGIN)
 
 
 def stored_rule(row: dict | None, results) -> VerdictRule:
@@ -236,11 +235,6 @@ class Contest:
     def decided(self) -> bool:
         """Every rival's gap to the best is decided (a row of one is not a contest)."""
         return bool(self.comparisons) and all(c.decided for c in self.comparisons.values())
-
-    @property
-    def done(self) -> bool:
-        """No rival's gap would be decided by another round within the budget."""
-        return bool(self.comparisons) and all(c.done for c in self.comparisons.values())
 
     @property
     def equivalent(self) -> frozenset:

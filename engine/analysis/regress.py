@@ -327,7 +327,7 @@ def compare_sets(baseline_rows, candidate_rows, threshold: float = DEFAULT_THRES
     adjusted = {}
     for bound in (upper, 1 / (1 + threshold)):
         tests = [Statistic(e.t_beyond(bound), e.df, e.method == SWEEPS) for e in judged.values()]
-        adjusted[bound] = dict(zip(judged, step_down_minp(tests, spread[2])))
+        adjusted[bound] = dict(zip(judged, step_down_minp(tests, spread[2], FAMILY_ALPHA)))
     changes = []
     for i, ch in enumerate(rows):
         if i in found:

@@ -33,6 +33,8 @@ import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
+
 __all__ = ["LookPlan", "VerdictRule", "Comparison", "compare_rounds", "nominal_levels",
            "spent", "critical", "rounds_needed", "optimistic_sd", "WINNER", "EQUIVALENT",
            "UNDECIDED", "SINGLE", "FUTILITY_MIN_ROUNDS", "ALPHA", "CALIBRATION_PATHS", "CALIBRATION_SEED",
@@ -112,8 +114,8 @@ class LookPlan:
     """Where a sweep looks at its contests: after `first` (its minimum rounds, at least 2)
     through `last` (its max_rounds) paired rounds, with `alpha` spent over them."""
 
-    first: int = 3
-    last: int = 6
+    first: int = DEFAULT_ROUNDS
+    last: int = DEFAULT_MAX_ROUNDS
     alpha: float = ALPHA
 
     @classmethod
@@ -157,7 +159,7 @@ class VerdictRule:
     interval must clear to name a winner, or lie inside to call it equivalent; and the looks
     the sweep's budget allows."""
 
-    margin: float = 0.02
+    margin: float = DEFAULT_VERDICT_MARGIN
     plan: LookPlan = LookPlan()
 
     @classmethod

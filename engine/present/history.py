@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.analysis.regress import IMPROVEMENT, NOT_COMPARABLE, REGRESSION, SetComparison
+from engine.analysis.regress import (FAMILY_ALPHA, IMPROVEMENT, NOT_COMPARABLE, REGRESSION,
+                                     SetComparison)
 from engine.analysis.trend import HistoryPoint
 from engine.present.charts import _LAYOUT, colour_map
 from engine.present.tables import format_table
@@ -71,9 +72,9 @@ def rule_text(cmp: SetComparison) -> str:
               if cmp.sweep_sd is not None else
               "no sweep-to-sweep spread: each side has one sweep per configuration")
     return (f"threshold ±{100 * cmp.threshold:g} % · regression beyond {cmp.fail_above:g}x · "
-            f"{spread} · one-sided tests at 5 % family-wise over the {cmp.family} "
-            f"configuration{'s' if cmp.family != 1 else ''} judged (step-down min-p) · ratio = candidate / baseline latency "
-            "(geometric mean of round medians)")
+            f"{spread} · one-sided tests at {100 * FAMILY_ALPHA:g} % family-wise over the "
+            f"{cmp.family} configuration{'s' if cmp.family != 1 else ''} judged (step-down "
+            "min-p) · ratio = candidate / baseline latency (geometric mean of round medians)")
 
 
 def _summary(cmp: SetComparison) -> str:
@@ -98,7 +99,7 @@ def gate_line(cmp: SetComparison) -> tuple[int, str]:
     failing = cmp.failing()
     if failing:
         return 1, (f"regression gate: {n(len(failing), 'slower than')} {cmp.fail_above:g}x "
-                   "(5 % family-wise over the configurations judged): exit 1")
+                   f"({100 * FAMILY_ALPHA:g} % family-wise over the configurations judged): exit 1")
     unverified, unjudged = cmp.unverified(), cmp.unjudged()
     if unverified:
         return 2, (f"regression gate: cannot judge: {n(len(unverified), 'measured')} in the "
