@@ -227,7 +227,6 @@ class Contest:
     row: tuple
     cells: dict  # contender -> ConfigResult
     best: str | None  # lowest geometric mean of round medians, when two or more have one
-    not_significant: frozenset  # contenders whose gap to the best is not decided
     sentences: tuple[str, ...]  # "A is 1.31x faster than B (95 % sequential ...)", per rival
     comparisons: dict = field(default_factory=dict)  # rival -> Comparison with the best
 
@@ -235,6 +234,18 @@ class Contest:
     def decided(self) -> bool:
         """Every rival's gap to the best is decided (a row of one is not a contest)."""
         return bool(self.comparisons) and all(c.decided for c in self.comparisons.values())
+
+    @property
+    def undecided(self) -> frozenset:
+        """Contenders whose gap to the best is not decided either way."""
+        return frozenset(c for c, cmp in self.comparisons.items()
+                         if cmp.state not in (WINNER, EQUIVALENT))
+
+    @property
+    def winner(self) -> str | None:
+        """The best, when it beat every rival by more than the margin."""
+        cmps = self.comparisons.values()
+        return self.best if cmps and all(c.state == WINNER for c in cmps) else None
 
     @property
     def equivalent(self) -> frozenset:
@@ -255,7 +266,7 @@ def contests(results: list[ConfigResult], rule: VerdictRule | None = None
     for key, cells in rows.items():
         usable = {c: r for c, r in cells.items() if r.summary is not None}
         best = min(usable, key=lambda c: usable[c].summary.center) if len(usable) > 1 else None
-        same, sentences, comparisons = set(), [], {}
+        sentences, comparisons = [], {}
         if best is not None:
             for c, r in usable.items():
                 if c == best:
@@ -267,10 +278,8 @@ def contests(results: list[ConfigResult], rule: VerdictRule | None = None
                 text = cmp.sentence(best, c)
                 if cmp.state == UNDECIDED:
                     text += f" ({likely_cause([usable[best], r])})"
-                if cmp.state != WINNER:
-                    same.add(c)
                 sentences.append(text)
-        out.append(Contest(key, cells, best, frozenset(same), tuple(sentences), comparisons))
+        out.append(Contest(key, cells, best, tuple(sentences), comparisons))
     return cols, out
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.analysis.compare import ConfigResult, contests
-from engine.analysis.sequential import WINNER, Comparison, VerdictRule, compare_rounds
+from engine.analysis.sequential import Comparison, VerdictRule, compare_rounds
 
 __all__ = ["Slowdown", "VerdictChange", "slowdowns", "verdict_changes", "wait_policy_effects"]
 
@@ -66,11 +66,6 @@ def slowdowns(results: list[ConfigResult]) -> list[Slowdown]:
     return sorted(out, key=lambda s: (str(s.row), s.contender, s.condition))
 
 
-def _winner(contest) -> str | None:
-    cmps = contest.comparisons.values()
-    return contest.best if cmps and all(c.state == WINNER for c in cmps) else None
-
-
 def verdict_changes(results: list[ConfigResult], rule: VerdictRule | None = None
                     ) -> list[VerdictChange]:
     """Per contest and neighbour: the decided winner quietly and beside it. Contenders that
@@ -84,7 +79,7 @@ def verdict_changes(results: list[ConfigResult], rule: VerdictRule | None = None
             continue
         quiet = rows.get((*row[:4], "none"))
         if quiet is not None and contest.comparisons and quiet.comparisons:
-            out.append(VerdictChange(row[:4], row[4], _winner(quiet), _winner(contest)))
+            out.append(VerdictChange(row[:4], row[4], quiet.winner, contest.winner))
     return out
 
 

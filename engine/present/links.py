@@ -69,11 +69,16 @@ def parse_choice(field: str, raw: str | None, options: dict[str, Any],
     bad = _refused(field, raw, allowed)
     if bad:
         return None, bad
-    if prefix_ok and len(raw) >= 4:
-        hits = [k for k in options if k.startswith(raw)]
-        if len(hits) == 1:
-            return options[hits[0]], None
+    key = _by_prefix(options, raw) if prefix_ok else None
+    if key is not None:
+        return options[key], None
     return None, note(field, raw, allowed)
+
+
+def _by_prefix(options: dict, raw: str) -> str | None:
+    """The one option `raw` is a prefix of (at least 4 characters: a sweep id's), or None."""
+    hits = [k for k in options if k.startswith(raw)] if len(raw) >= 4 else []
+    return hits[0] if len(hits) == 1 else None
 
 
 def parse_choices(field: str, raw: str | None, options: dict[str, Any],
@@ -90,10 +95,7 @@ def parse_choices(field: str, raw: str | None, options: dict[str, Any],
         return None, bad
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if prefix_ok:
-        def full(p):
-            hits = [k for k in options if k.startswith(p)] if len(p) >= 4 else []
-            return hits[0] if len(hits) == 1 else p
-        parts = [p if p in options else full(p) for p in parts]
+        parts = [p if p in options else (_by_prefix(options, p) or p) for p in parts]
     known = list(dict.fromkeys(options[p] for p in parts if p in options))
     unknown = [p for p in parts if p not in options]
     msg = note(field, ",".join(unknown), allowed) if unknown else None

@@ -201,7 +201,7 @@ def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
             else:
                 mark = (marks[0] if c == contest.best else
                         marks[2] if c in contest.equivalent else
-                        marks[1] if c in contest.not_significant else "")
+                        marks[1] if c in contest.undecided else "")
                 cells.append(mark + cell_text(r, batch, as_throughput, rounds))
         grid.append((contest, cells, contest.best))
     return cols, grid, rounds

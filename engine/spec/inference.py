@@ -299,7 +299,7 @@ def with_contention(specs: list[RunSpec]) -> list[RunSpec]:
     OpenMP's passive wait policy under each: what `run --contention` measures. Each worker
     group (the wait policy is part of its environment) stays contiguous."""
     out = []
-    for policy in ("", "passive"):
+    for policy in WAIT_POLICIES:
         for s in specs:
             if policy and s.framework != "torch":
                 continue
