@@ -178,7 +178,7 @@ def test_dispersion_keeps_rounds_in_the_aggregate_and_the_noise_floor():
 
 def test_a_noisy_verdict_names_its_likely_cause():
     def cr(steal, others):
-        return ConfigResult("m", 64, 1, 2, "x", {}, (), None, steal=steal, others=others)
+        return ConfigResult("m", 64, 1, 2, "x", {}, (), None, round_load={1: (steal, others)})
     assert likely_cause([cr(0.12, 0.01), cr(0.0, 0.0)]) == "likely cause: steal took 12% of a run"
     assert likely_cause([cr(0.0, 0.30)]) == \
         "likely cause: other processes took 30% of a run's cores"

@@ -121,8 +121,6 @@ class ConfigResult:
     summary: RoundSummary | None
     noisy_rounds: int = 0  # measured rounds flagged noisy (dispersion or tail)
     round_throughputs: dict = field(default_factory=dict)  # round -> samples/s
-    steal: float | None = None  # the worst round's hypervisor steal, share of its cores
-    others: float | None = None  # the worst round's other-process CPU, share of its cores
     # The contender as its spec names it (engine.run.sweep.config_key), before a machine or
     # model-file suffix: which configuration another round must run, on every machine.
     spec_contender: str = ""
@@ -132,6 +130,16 @@ class ConfigResult:
     contention: str = "none"
     # torch's OpenMP wait policy ("passive") or the default (""): a contender of its own
     wait_policy: str = ""
+
+    @property
+    def steal(self) -> float | None:
+        """The worst round's hypervisor steal, a share of its cores (None: not recorded)."""
+        return _worst(v[0] for v in self.round_load.values())
+
+    @property
+    def others(self) -> float | None:
+        """The worst round's other-process CPU, a share of its cores."""
+        return _worst(v[1] for v in self.round_load.values())
 
     @property
     def row(self) -> tuple:
@@ -149,8 +157,8 @@ def _load(row, what: str) -> float | None:
             or {}).get(what)
 
 
-def _interference(rows, what: str) -> float | None:
-    values = [v for v in (_load(r, what) for r in rows) if v is not None]
+def _worst(values) -> float | None:
+    values = [v for v in values if v is not None]
     return max(values) if values else None
 
 
@@ -197,9 +205,8 @@ def aggregate(runs) -> list[ConfigResult]:
         summary = summarize_rounds(list(meds.values())) if meds else None
         noisy = sum(r.get("validity") == "noisy" for r in ok)
         out.append(ConfigResult(model, size, batch, threads, contender, meds, failed,
-                                summary, noisy, tput, _interference(ok, "steal_frac"),
-                                _interference(ok, "others_cpu_frac"),
-                                base, load, contention, policy))
+                                summary, noisy, tput, spec_contender=base, round_load=load,
+                                contention=contention, wait_policy=policy))
     return out
 
 

@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from engine.analysis.compare import ConfigResult, t975
-from engine.analysis.noise import noise_model
+from engine.analysis.noise import fit_two_way
 from engine.analysis.sequential import compare_rounds
 
 __all__ = ["Evidence", "Side", "sweep_spread", "evidence", "PAIRED", "SWEEPS", "ONE_SWEEP"]
@@ -81,14 +81,13 @@ def _day_and_rest(sides) -> tuple[float, int, float, int]:
     (day variance, its degrees of freedom, residual variance, its degrees of freedom). The
     day is shared by every configuration of a sweep, so its variance has one degree of
     freedom per sweep, however many configurations there are."""
-    cells = [ConfigResult("", None, None, None, str(i), {k: math.exp(m) for k, m in zip(
-        side.sweeps, side.sweep_means())}, (), None)
-        for i, side in enumerate(sides) if len(side.sweeps) >= 2]
-    model = noise_model(cells)
+    cells = {i: dict(zip(side.sweeps, side.sweep_means()))
+             for i, side in enumerate(sides) if len(side.sweeps) >= 2}
+    model = fit_two_way(cells)
     if model is None:  # one configuration: its sweeps' spread is all there is
         ss, df = 0.0, 0
-        for c in cells:
-            means = [math.log(v) for v in c.round_medians.values()]
+        for c in cells.values():
+            means = list(c.values())
             ss += sum((m - statistics.fmean(means)) ** 2 for m in means)
             df += len(means) - 1
         return (ss / df if df else 0.0), df, 0.0, 0

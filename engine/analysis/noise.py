@@ -14,7 +14,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-__all__ = ["NoiseModel", "noise_model", "likely_cause", "drift_cause", "STEAL_NOTABLE",
+__all__ = ["NoiseModel", "noise_model", "fit_two_way", "likely_cause", "drift_cause", "STEAL_NOTABLE",
            "OTHERS_NOTABLE"]
 
 # Interference worth naming as a noisy verdict's likely cause: shares of the worker's cores.
@@ -63,8 +63,14 @@ def noise_model(results) -> NoiseModel | None:
     """Fit the two-way model to the round medians of configurations measured in at least
     two rounds, without our neighbour; None without a residual degree of freedom (fewer
     than 2 configurations or 2 rounds)."""
-    cells = {r.key: {k: math.log(v) for k, v in r.round_medians.items()}
-             for r in _quiet(results) if len(r.round_medians) >= 2}
+    return fit_two_way({r.key: {k: math.log(v) for k, v in r.round_medians.items()}
+                        for r in _quiet(results) if len(r.round_medians) >= 2})
+
+
+def fit_two_way(cells: dict) -> NoiseModel | None:
+    """The two-way fit itself: cells maps a configuration to {round: log value} (a round
+    is anything measured once by every configuration: a round of a sweep, a sweep of a
+    set); None without a residual degree of freedom."""
     rounds = sorted({k for c in cells.values() for k in c})
     n = sum(len(c) for c in cells.values())
     df = n - len(cells) - len(rounds) + 1
