@@ -324,15 +324,14 @@ def compare_sets(baseline_rows, candidate_rows, threshold: float = DEFAULT_THRES
                 candidate=c[key].result if key in c else None))
     # One family-wise rate over the configurations compared, each direction on its own.
     judged = {i: e for i, e in found.items() if e.se is not None}
-    adjusted = {}
-    for bound in (upper, 1 / (1 + threshold)):
+    adjusted = {}  # direction -> configuration -> adjusted one-sided p-value
+    for direction, bound in (("slower", upper), ("faster", 1 / (1 + threshold))):
         tests = [Statistic(e.t_beyond(bound), e.df, e.method == SWEEPS) for e in judged.values()]
-        adjusted[bound] = dict(zip(judged, step_down_minp(tests, spread[2], FAMILY_ALPHA)))
+        adjusted[direction] = dict(zip(judged, step_down_minp(tests, spread[2], FAMILY_ALPHA)))
     changes = []
     for i, ch in enumerate(rows):
         if i in found:
-            up = adjusted[upper].get(i, 1.0)
-            down = adjusted[1 / (1 + threshold)].get(i, 1.0)
+            up, down = adjusted["slower"].get(i, 1.0), adjusted["faster"].get(i, 1.0)
             ch = Change(ch.config, ch.machine, decide(
                 found[i], threshold, upper, regressed=up <= FAMILY_ALPHA,
                 improved=down <= FAMILY_ALPHA, p_value=min(up, down)),
