@@ -13,9 +13,10 @@ __all__ = ["sweep_info", "sweep_systems", "sweep_software", "sweep_policy", "swe
 
 def sweep_info(con, sweep_id: str) -> dict | None:
     """The sweep's own row: when, how many rounds ran, seed, configurations, command, and
-    the verdict rule it kept (min_rounds, max_rounds, margin: NULL on older sweeps)."""
+    the verdict rule it kept (min_rounds, max_rounds, margin, alpha: NULL on older
+    sweeps; engine.analysis.compare.stored_rule reads them)."""
     cur = con.execute("SELECT sweep_id, created_at, rounds, seed, configurations, command, "
-                      "min_rounds, max_rounds, margin FROM sweeps WHERE sweep_id = ?",
+                      "min_rounds, max_rounds, margin, alpha FROM sweeps WHERE sweep_id = ?",
                       [sweep_id])
     names = [d[0] for d in cur.description]
     rows = cur.fetchall()

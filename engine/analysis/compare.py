@@ -219,9 +219,9 @@ def default_rule(results) -> VerdictRule:
 
 
 def stored_rule(row: dict | None, results) -> VerdictRule:
-    """The rule a stored sweep kept (store.runs.sweep_rule), or default_rule for one that
-    kept none."""
-    if not row:
+    """The rule a stored sweep kept (store.runs.sweep_rule, or its store.provenance.sweep_info
+    row), or default_rule for one that kept none."""
+    if not row or row.get("min_rounds") is None:
         return default_rule(results)
     return VerdictRule.of(row["min_rounds"], row["max_rounds"], row["margin"], row["alpha"])
 

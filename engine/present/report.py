@@ -42,7 +42,7 @@ from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_sof
                               sweep_systems)
 from store.queries import (comparable_models, config_samples, config_summary,
                            machine_throughput, settings)
-from store.runs import sweep_rounds, sweep_rule
+from store.runs import sweep_rounds
 from store.sweep_ref import resolve_inference_sweep
 
 __all__ = ["build_report", "check_format", "REPORT_FORMATS"]
@@ -76,7 +76,7 @@ def _gather(con, sweep_id: str) -> ReportData:
     info = sweep_info(con, sweep_id)
     rows = sweep_rounds(con, sweep_id)
     results = aggregate(rows)
-    rule = stored_rule(sweep_rule(con, sweep_id), results)
+    rule = stored_rule(info, results)
     latency, best, rounds, contest_rows = compare_frame(results, marks=_MARKS, rule=rule)
     tp_cols, tp_grid, _ = compare_grid(results, as_throughput=True, marks=_MARKS, rule=rule)
     sentences = [f"{row_text(c.row)}: {s}" for c in contest_rows for s in c.sentences]
