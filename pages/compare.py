@@ -11,7 +11,7 @@ from engine.present.link_state import PageLink
 from engine.present.links import encode_setting
 from engine.present.report import REPORT_FORMATS, build_report
 from engine.present.tables import (architecture_notes, contention_lines, noise_lines, row_text,
-                                   rule_line)
+                                   rule_line, sentence)
 from engine.scenarios import INFERENCE
 from engine.spec.errors import UserError
 from store.cache import busy, database, read
@@ -93,10 +93,10 @@ if sweep_id:
                "(n status) rounds that broke a rule or failed, left out. Undecided contests "
                "got extra rounds up to the sweep's budget.")
     for contest in rows:
-        for sentence in contest.sentences:
-            st.markdown(f"- {row_text(contest.row)}: {sentence}")
+        for said in contest.sentences:
+            st.markdown(f"- {row_text(contest.row)}: {said}")
     if any(c.comparisons for c in rows):
-        st.caption(rule_line(rule)[0].upper() + rule_line(rule)[1:] + ".")
+        st.caption(sentence(rule_line(rule)))
     for model, note in architecture_notes(results):
         st.caption(f"**{model}** across frameworks: {note}")
     noise = noise_model(everything)
@@ -115,7 +115,7 @@ if sweep_id:
     shared = contention_lines(everything, rule)
     if shared:  # a sweep with --contention: what a neighbour costs each contender
         st.subheader("Shared versus dedicated")
-        st.caption(shared[0][0].upper() + shared[0][1:])
+        st.caption(sentence(shared[0]))
         for line in shared[1:]:
             st.markdown(f"- {line.strip()}")
     # A report for someone without the dashboard: built on request (about a second).

@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.present.charts import search_probes
+from engine.present.tables import sentence
 from engine.run.batch_search import BatchSearchRequest
 
 __all__ = ["jobs_section", "POLL_S"]
@@ -39,7 +40,7 @@ def _active(manager, can_write: bool) -> None:
                     f"{cur['threads']} threads** — {cur['phase']}"
                     + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
     if active.timing:
-        st.caption(active.timing[0].upper() + active.timing[1:] + ".")
+        st.caption(sentence(active.timing))
     if can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):
         manager.cancel(active.job_id)
     if active.finished:

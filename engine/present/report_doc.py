@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from engine.present.tables import row_label
+from engine.present.tables import row_label, sentence
 
 __all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
 
@@ -140,7 +140,7 @@ def _noise_text(rep: ReportData) -> list[str]:
     if not rep.noise_lines:
         return ["One round per configuration, or one configuration: differences are not "
                 "tested for significance (run at least 2 rounds of 2 configurations)."]
-    return [line[0].upper() + line[1:] + "." for line in rep.noise_lines]
+    return [sentence(line) for line in rep.noise_lines]
 
 
 def _latency_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
@@ -205,7 +205,7 @@ def to_html(rep: ReportData) -> str:
     if rep.sentences:
         out.append("<h3>Verdicts</h3><ul>"
                    + "".join(f"<li>{_e(s)}</li>" for s in rep.sentences) + "</ul>"
-                   + f"<p class=\"caption\">{_e(rep.rule_text[0].upper() + rep.rule_text[1:])}."
+                   + f"<p class=\"caption\">{_e(sentence(rep.rule_text))}"
                    "</p>")
     for model, note in rep.notes:
         out.append(f"<p class=\"caption\"><b>{_e(model)}</b> across frameworks: "
@@ -345,7 +345,7 @@ def to_markdown(rep: ReportData) -> str:
     out += _md_table(headers, rows, best) + [""]
     if rep.sentences:
         out += [f"- {_md(s)}" for s in rep.sentences] + [""]
-        out += [_md(rep.rule_text[0].upper() + rep.rule_text[1:]) + ".", ""]
+        out += [_md(sentence(rep.rule_text)), ""]
     out += [_md(line) for line in _noise_text(rep)] + [""]
     if rep.contention:
         out += [_md(rep.contention[0]), ""] + [f"- {_md(line.strip())}"

@@ -14,7 +14,7 @@ from engine.spec.inference import CONDITION_LABELS
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
-           "MARKS_LEGEND",
+           "MARKS_LEGEND", "sentence",
            "interference_text", "p99_text", "architecture_notes", "user_model_line"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
@@ -134,6 +134,12 @@ def _ratio(c) -> str:
 def _beside(condition: str) -> str:
     label = CONDITION_LABELS[condition]
     return f"beside {'an' if label[:1] in 'aeiou' else 'a'} {label}"
+
+
+def sentence(line: str) -> str:
+    """A line as a page or a report shows it on its own: capitalised, ended by a full stop
+    (not after a colon, which a list follows)."""
+    return line[:1].upper() + line[1:] + ("" if line.endswith((".", ":")) else ".")
 
 
 def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = None
