@@ -194,9 +194,9 @@ with right:
                                      "many seconds")
     v1, v2 = st.columns([1, 2])
     margin_pct = v1.number_input(
-        "Verdict margin (%)", key="margin", min_value=0.0,
+        "Verdict margin (%)", key="margin", min_value=100 * VERDICT_MARGIN_RANGE[0],
         max_value=100 * VERDICT_MARGIN_RANGE[1], step=0.5,
-        value=_q_int("margin", 100 * DEFAULT_VERDICT_MARGIN, 0.0,
+        value=_q_int("margin", 100 * DEFAULT_VERDICT_MARGIN, 100 * VERDICT_MARGIN_RANGE[0],
                      100 * VERDICT_MARGIN_RANGE[1], float),
         help="a winner is named only when the 95 % sequential interval clears ± this; a "
              "contest whose interval lies inside it stops early as equivalent")
