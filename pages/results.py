@@ -56,6 +56,10 @@ event = st.dataframe(
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),
         "image_size": st.column_config.NumberColumn("image px"),
+        "setting": st.column_config.TextColumn(
+            "setting", width="medium",
+            help="beside which of our neighbours it ran, and torch's wait policy when not the "
+                 "default: empty for a quiet run with the defaults"),
         "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.3f"),
         "p90_ms": st.column_config.NumberColumn("p90 [ms]", format="%.3f"),
         "p99_ms": st.column_config.NumberColumn("p99 [ms]", format="%.3f"),

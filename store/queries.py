@@ -98,9 +98,9 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
         "SELECT run_id, started_at, kind, model, framework, runtime, batch_size, intra_threads AS "
         "threads, image_size, round_no AS round, "
         # beside our neighbour, or torch waiting passively: shown, never mistaken for quiet
-        "CASE coalesce(contention, 'none') WHEN 'none' THEN '' WHEN 'onoff' THEN "
+        "trim(CASE coalesce(contention, 'none') WHEN 'none' THEN '' WHEN 'onoff' THEN "
         "'on/off neighbour' ELSE contention || ' neighbour' END || "
-        + _PASSIVE.format(p="") + " AS setting, status, validity, "
+        + _PASSIVE.format(p="") + ") AS setting, status, validity, "
         "median_ms AS p50_ms, p90_ms, p99_ms, CASE WHEN p99_ms IS NOT NULL AND iterations < ? THEN "
         "'low: ' || iterations || ' samples' ELSE '' END AS p99_confidence, "
         "throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "

@@ -196,10 +196,10 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
 
 def test_the_run_pages_speed_estimate_is_taken_from_quiet_default_runs_only(db_path):
     """A neighbour's runs and torch's passive waits are settings of their own: the Run page's
-    GFLOP/s per thread estimate never takes them in."""
+    GFLOP/s per thread estimate never takes them in, and Results names each."""
     from dataclasses import replace
 
-    from store.queries import framework_gflops_per_thread
+    from store.queries import framework_gflops_per_thread, results_table
 
     with open_db(db_path) as con:
         for rid, gflops, kw in (("quiet", 8.0, {}), ("busy", 1.0, {"contention": "steady"}),
@@ -207,3 +207,5 @@ def test_the_run_pages_speed_estimate_is_taken_from_quiet_default_runs_only(db_p
             rec = ok_record(rid, intra_threads=2)
             save_record(con, replace(rec, gflops_per_s=gflops, **kw), SYSTEM)
         assert framework_gflops_per_thread(con, "torch") == 4.0
+        shown = dict(zip(*results_table(con)[["run_id", "setting"]].T.values))
+    assert shown == {"quiet": "", "busy": "steady neighbour", "passive": "OMP passive"}
