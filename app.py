@@ -6,7 +6,7 @@ imports, and the browser tests the server's memory maps).
 
 import streamlit as st
 
-from store.cache import access
+from dashboard.session import access
 from store.db import resolve_db_path
 
 

@@ -32,7 +32,7 @@ def main():
     from engine.worker.backends import configure_threads
     from engine.worker.backends.torch_eager import Backend
     from engine.worker.measure import time_loop
-    from engine.spec import MeasurementPolicy, RunSpec
+    from engine.core import MeasurementPolicy, RunSpec
 
     policy = MeasurementPolicy(min_time_s=args.min_time)
     configure_threads("torch", args.threads, 1)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from engine.spec.catalog import CATALOG  # noqa: E402
+from engine.core.catalog import CATALOG  # noqa: E402
 from store.db import open_db  # noqa: E402
 from store.runs import save_record, save_sweep  # noqa: E402
 from tests.helpers import SYSTEM, ok_record  # noqa: E402

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.run.runner import Runner  # noqa: E402
 from engine.run.sweep import run_sweep  # noqa: E402
-from engine.spec import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
 
 SHAPES = ("c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB")
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.worker.measure import time_loop  # noqa: E402
 from engine.run.runner import Runner  # noqa: E402
-from engine.spec import MeasurementPolicy, RunSpec  # noqa: E402
+from engine.core import MeasurementPolicy, RunSpec  # noqa: E402
 
 
 def noop():

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.run.runner import Runner  # noqa: E402
-from engine.spec import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
 from engine.run.sweep import run_sweep  # noqa: E402
 
 

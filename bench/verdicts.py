@@ -45,9 +45,9 @@ from engine.analysis.compare import aggregate, contests  # noqa: E402
 from engine.run.neighbour import Neighbour  # noqa: E402
 from engine.run.runner import Runner  # noqa: E402
 from engine.run.sweep import run_sweep  # noqa: E402
-from engine.spec import MeasurementPolicy, expand_sweep  # noqa: E402
-from engine.spec.budget import RoundBudget  # noqa: E402
-from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS  # noqa: E402
+from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.core.budget import RoundBudget  # noqa: E402
+from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS  # noqa: E402
 
 # contest -> (model, batch, the contender that should win; None: a tie)
 CONTESTS = {"clear": ("efficientnet_b0", 8, "tensorflow (tf_function)"),

@@ -7,14 +7,14 @@ from engine.analysis.noise import noise_model
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, setting_choices
-from engine.present.link_state import PageLink
+from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
 from engine.present.report import REPORT_FORMATS, build_report
 from engine.present.tables import (architecture_notes, contention_lines, noise_lines, row_text,
                                    rule_line, sentence)
 from engine.scenarios import INFERENCE
-from engine.spec.errors import UserError
-from store.cache import busy, database, read
+from engine.core.errors import UserError
+from dashboard.session import busy, database, read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
 from store.runs import list_sweeps, sweep_rounds, sweep_rule

@@ -10,9 +10,9 @@ from engine.analysis.cost_machines import (MEASURE_HINT, basis, contender_rows, 
                                            fleet_rows, machine_rows, machine_vs_machine,
                                            priced_shapes, threads_per_core)
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
-from engine.present.link_state import PageLink
+from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
-from store.cache import read
+from dashboard.session import read
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices
 from engine.scenarios import INFERENCE

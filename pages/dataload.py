@@ -6,8 +6,8 @@ from engine.present.charts_workloads import load_bars
 from engine.present.frames import highlight_cells, load_grid
 from engine.present.tables import sweep_labels
 from engine.scenarios import DATA_LOADING
-from engine.present.link_state import PageLink
-from store.cache import read
+from dashboard.link_state import PageLink
+from dashboard.session import read
 from store.queries import load_failures, load_summary
 from store.runs import list_sweeps
 

@@ -11,9 +11,9 @@ from engine.analysis.regress import (DEFAULT_THRESHOLD, IMPROVEMENT, NO_CHANGE, 
 from engine.analysis.trend import history_points
 from engine.present.history import (gate_line, history_chart, rule_text, set_label,
                                     style_verdicts, verdict_frame)
-from engine.present.link_state import PageLink
-from engine.spec.limits import THRESHOLD_RANGE
-from store.cache import read
+from dashboard.link_state import PageLink
+from engine.core.limits import THRESHOLD_RANGE
+from dashboard.session import read
 from store.history import config_history, result_sets, selection_runs
 
 st.title("History and regressions")

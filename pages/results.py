@@ -8,10 +8,10 @@ from engine.present.tables import ms_text
 from engine.scenarios import SCENARIOS
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
 from engine.present.tables import interference_text, user_model_line
-from engine.present.link_state import PageLink
+from dashboard.link_state import PageLink
 from engine.present.links import MAX_VALUE_LEN, looks_like_path, md_escape, note
-from store.cache import read
-from store.interop import export_bytes
+from dashboard.session import read
+from store.ingest import export_bytes
 from store.queries import filter_options, results_table, run_detail
 from store.runs import profile_ops, profile_trace, run_samples
 

@@ -2,28 +2,28 @@
 
 import streamlit as st
 
-from engine.spec.catalog import CATALOG, RUNTIMES
-from engine.spec.errors import UserError
+from engine.core.catalog import CATALOG, RUNTIMES
+from engine.core.errors import UserError
 from engine.run.estimate import estimate_seconds
-from engine.present.cluster_form import executor_choice
-from engine.present.job_panel import jobs_section
+from dashboard.cluster_form import executor_choice
+from dashboard.job_panel import jobs_section
 from engine.present.links import (MAX_VALUE_LEN, note, parse_choice, parse_choices,
                                   parse_number)
-from engine.present.model_form import model_form, source_choice
+from dashboard.model_form import model_form, source_choice
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
 from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
-from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
-from engine.spec.budget import default_max_rounds
-from engine.spec.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, TIME_BUDGET_RANGE,
+from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.core.budget import default_max_rounds
+from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, TIME_BUDGET_RANGE,
                                 VERDICT_MARGIN_RANGE)
-from engine.spec.paths import data_root
-from engine.spec.inference import PRECISIONS
-from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
+from engine.core.paths import data_root
+from engine.core.inference import PRECISIONS
+from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
                                 LOAD_SIZE_RANGE, MARGIN_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
                                 TRAIN_BATCH_RANGE, WORKERS_RANGE, logical_cores, parse_int_list)
-from engine.spec.policy import MeasurementPolicy
-from engine.spec.training import DATASETS, TRAIN_RUNTIMES
-from store.cache import access, busy, database, job_manager, read
+from engine.core.policy import MeasurementPolicy
+from engine.core.training import DATASETS, TRAIN_RUNTIMES
+from dashboard.session import access, busy, database, job_manager, read
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 from store.runs import model_info
 

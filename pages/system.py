@@ -5,8 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.run.system import git_commit, system_info
-from store.cache import database, read
+from engine.run.machine import git_commit, system_info
+from dashboard.session import database, read
 from store.queries import overview
 
 PACKAGES = ("torch", "torchvision", "tensorflow-cpu", "keras", "numpy", "duckdb",

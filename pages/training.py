@@ -10,9 +10,9 @@ from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars
                                              training_curves)
 from engine.present.tables import sweep_labels
 from engine.scenarios import TRAINING, SweepRequest
-from engine.spec.errors import UserError
-from store.cache import access, job_manager, read
-from engine.present.link_state import PageLink
+from engine.core.errors import UserError
+from dashboard.session import access, job_manager, read
+from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
 from store.prices import effective_catalog
 from engine.present.frames import setting_choices

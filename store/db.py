@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["default_db_path", "resolve_db_path", "connect", "open_db", "MIGRATIONS",
            "applied_migrations", "writer_waiting", "close"]

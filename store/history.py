@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from engine.scenarios import INFERENCE
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.runs import FRAMEWORK_PACKAGES
 
 __all__ = ["Selection", "resolve_selection", "selection_runs", "result_sets",

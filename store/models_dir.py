@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
-from engine.spec.errors import UserError
-from engine.spec.model_source import format_for_name
-from engine.spec.paths import PROJECT_ROOT
+from engine.core.errors import UserError
+from engine.core.model_source import format_for_name
+from engine.core.paths import PROJECT_ROOT
 
 __all__ = ["ModelEntry", "models_dir", "upload_cap_bytes", "save_upload", "list_models",
            "find_model", "size_text", "CAP_MB_RANGE", "DEFAULT_CAP_MB", "CHUNK_BYTES"]

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from engine.scenarios import SCENARIOS
-from engine.spec.record import RunRecord
+from engine.core.record import RunRecord
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
            "save_record", "save_sweep", "sweep_rule", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",

@@ -5,7 +5,7 @@ page offers, so each refuses the same references with the same words."""
 from __future__ import annotations
 
 from engine.scenarios import INFERENCE, SCENARIOS
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.runs import list_sweeps
 
 __all__ = ["resolve_inference_sweep"]

@@ -2,9 +2,9 @@
 
 from datetime import datetime, timezone
 
-from engine.spec.record import RunRecord
+from engine.core.record import RunRecord
 from engine.run.records import config_extra, record_from_result
-from engine.spec import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy, RunSpec
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
           "physical_cores": 1, "logical_cores": 2, "usable_cores": 2, "sockets": 1,
@@ -82,7 +82,7 @@ def seed_sweep(db_path, sweep_id="sweep-seeded"):
 
 
 def train_spec(**kw):
-    from engine.spec import TrainSpec
+    from engine.core import TrainSpec
     return TrainSpec(**{"model": "resnet18", "framework": "torch", "batch_size": 32,
                         "intra_threads": 1, **kw}).validate(cores=4)
 

@@ -4,10 +4,10 @@ through AppTest (no Run page, no write control, a deep link to /run stops)."""
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.present.access import decide, is_remote, viewer_mode
+from dashboard.access import decide, is_remote, viewer_mode
 from engine.run.jobs import JobManager, SessionJobs
 from engine.scenarios import SweepRequest
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from tests.conftest import ROOT
 from tests.helpers import seed_sweep, seed_workloads
 

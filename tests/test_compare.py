@@ -10,7 +10,7 @@ from engine.analysis.sequential import (EQUIVALENT, SINGLE, UNDECIDED, WINNER, V
                                         compare_rounds)
 from engine.present.tables import compare_table, ms_text
 from engine.run.rounds import order_name, plan_rounds
-from engine.spec import expand_sweep
+from engine.core import expand_sweep
 
 
 def test_round_aggregation_is_exact():

@@ -8,9 +8,9 @@ from engine.analysis.compare import aggregate
 from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_effects
 from engine.cli import main
 from engine.present.tables import contention_lines
-from engine.spec import expand_sweep
-from engine.spec.errors import UserError
-from engine.spec.inference import with_contention
+from engine.core import expand_sweep
+from engine.core.errors import UserError
+from engine.core.inference import with_contention
 from store.db import open_db
 from store.queries import results_table
 from tests.helpers import spec

@@ -10,7 +10,7 @@ from engine.analysis.cost import (break_even_rates, cost_per_million, equivalent
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
                          oci_flex_price, storage_egress, validate_catalog, vcpus_per_ocpu)
 from engine.analysis.cost_machines import basis, figure, training_rows
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from engine.analysis.price_import import parse_price_file
 from store.db import open_db
 from store.prices import effective_catalog, save_price_updates

@@ -1,4 +1,4 @@
-"""PerfZero summaries and pytorch-benchmark YAML out (store/interop_out.py), PerfZero back in."""
+"""PerfZero summaries and pytorch-benchmark YAML out (store/export.py), PerfZero back in."""
 
 import json
 import math
@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 import pytest
 
 from engine.cli import main
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.db import open_db
-from store.interop import import_file
-from store.interop_out import export_dir, to_yaml
+from store.ingest import import_file
+from store.export import export_dir, to_yaml
 from store.runs import save_record, save_sweep
 from tests.helpers import SYSTEM, ok_record, seed_sweep, seed_workloads
 

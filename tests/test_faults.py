@@ -6,7 +6,7 @@ import pytest
 
 from engine.run.executors import classify_exit
 from engine.run.runner import Runner
-from engine.spec import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy, RunSpec
 
 POLICY = MeasurementPolicy(warmup_iters=1, min_time_s=0.05, min_iters=5)
 

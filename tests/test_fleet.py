@@ -114,8 +114,8 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     from engine.run.cluster import release
     from engine.run.fleet import cluster_plan, ray_runner
     from engine.run.sweep import run_sweep
-    from engine.spec.inference import expand_sweep
-    from engine.spec.policy import MeasurementPolicy
+    from engine.core.inference import expand_sweep
+    from engine.core.policy import MeasurementPolicy
 
     import ray
 
@@ -170,7 +170,7 @@ def test_a_port_that_answers_but_is_not_a_ray_head_is_refused_within_the_bound()
         s.listen()
         port = s.getsockname()[1]
         probe = ("from engine.run.ray_cluster import connect\n"
-                 "from engine.spec.errors import UserError\n"
+                 "from engine.core.errors import UserError\n"
                  "try:\n"
                  f"    connect('127.0.0.1:{port}', timeout_s=3)\n"
                  "except UserError as e:\n"
@@ -185,7 +185,7 @@ def test_node_tags_are_checked_against_the_catalog_and_one_shape_runs_once(ray_c
     """A node's shape tag the catalog lacks is refused naming the node and its tag; two
     chosen nodes that resolve to one shape would be one machine in every figure: refused."""
     from engine.run.fleet import cluster_plan
-    from engine.spec.errors import UserError
+    from engine.core.errors import UserError
 
     import ray
 
@@ -211,7 +211,7 @@ def test_a_node_host_refuses_a_start_that_arrives_after_its_kill():
     """Calls to the threaded host actor may overtake each other: a group the driver has
     already killed or closed never starts a worker afterwards."""
     from engine.run.node_host import NodeHost
-    from engine.run.system import system_info
+    from engine.run.machine import system_info
 
     host = NodeHost("n1", SHAPE_A)
     host.kill("g1")
@@ -232,8 +232,8 @@ def test_a_node_that_fails_stops_the_others_with_the_reason_not_as_a_user_cancel
 
     from engine.run.fleet import FleetRunner
     from engine.run.runner import Runner
-    from engine.spec.inference import expand_sweep
-    from engine.spec.policy import MeasurementPolicy
+    from engine.core.inference import expand_sweep
+    from engine.core.policy import MeasurementPolicy
 
     timing = threading.Event()
 

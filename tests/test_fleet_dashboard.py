@@ -11,8 +11,8 @@ from engine.run.cluster import NodeKinds, cluster_address
 from engine.run.jobs import DONE, FAILED, JobManager
 from engine.run.ray_cluster import Node
 from engine.scenarios import SweepRequest
-from engine.spec import MeasurementPolicy
-from engine.spec.errors import UserError
+from engine.core import MeasurementPolicy
+from engine.core.errors import UserError
 from store.db import open_db
 from tests.conftest import SHAPE_A, SHAPE_B
 from tests.test_pages import FakeManager, opened_from_link, page

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.cli import main
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.db import open_db
 from store.history import result_sets, selection_runs
 from tests.conftest import ROOT

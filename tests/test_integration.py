@@ -6,7 +6,7 @@ import pytest
 
 from engine.cli import main
 from engine.run.runner import Runner, count_model_stats
-from engine.spec import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy, RunSpec
 from store.db import open_db
 
 pytestmark = pytest.mark.slow

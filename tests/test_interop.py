@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.queries import overview
 from store.db import open_db
-from store.interop import export_bytes, export_runs, import_file
+from store.ingest import export_bytes, export_runs, import_file
 from store.runs import save_record
 from tests.helpers import SYSTEM, failed_record, ok_record
 

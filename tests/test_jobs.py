@@ -3,10 +3,10 @@
 import psutil
 import pytest
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from engine.run.jobs import CANCELLED, DONE, QUEUED, JobManager, get_manager
 from engine.scenarios import SweepRequest
-from engine.spec import MeasurementPolicy
+from engine.core import MeasurementPolicy
 from store.db import open_db
 
 FAST = MeasurementPolicy(warmup_iters=1, min_time_s=0.02, min_iters=5)

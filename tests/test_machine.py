@@ -6,7 +6,7 @@ import pytest
 
 from engine.analysis.cost import load_catalog, resolve_shape
 from engine.cli import main
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from engine.worker.machine import (SPEED_FLAGS, parse_cpu_flags, parse_siblings,
                                    physical_cores_of)
 from store.db import open_db

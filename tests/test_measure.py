@@ -1,5 +1,5 @@
 from engine.worker.measure import STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET, time_loop
-from engine.spec import MeasurementPolicy
+from engine.core import MeasurementPolicy
 
 
 class FakeClock:
@@ -130,7 +130,7 @@ def test_a_maxed_interleaved_contender_times_nothing_more_and_its_interference_s
     import queue
     from types import SimpleNamespace
 
-    from engine.worker.frame import Gate
+    from engine.worker.harness import Gate
 
     commands, emitted = queue.Queue(), []
     for line in ("block 0.001", "block 0.001", "block 0.001", "stop"):

@@ -3,8 +3,8 @@ the format from the path, the inputs from their description, the runtimes per fo
 
 import pytest
 
-from engine.spec.errors import UserError
-from engine.spec.model_source import (MAX_ELEMENTS, InputSpec, ModelSource, check_model_name,
+from engine.core.errors import UserError
+from engine.core.model_source import (MAX_ELEMENTS, InputSpec, ModelSource, check_model_name,
                                       check_runtime, detect_format,
                                       parse_factory, parse_input, parse_input_shape)
 
@@ -108,7 +108,7 @@ def _source(tmp_path, fmt="pt2", name="net", inputs=None):
 def test_a_user_model_spec_resolves_from_its_format_and_travels_as_json(tmp_path):
     import json
 
-    from engine.spec.inference import RunSpec, expand_sweep
+    from engine.core.inference import RunSpec, expand_sweep
 
     src = _source(tmp_path, "onnx")
     (spec,) = expand_sweep(["net"], ["torch"], [4], [1], user_model=src, cores=2)
@@ -130,7 +130,7 @@ def test_a_user_model_spec_resolves_from_its_format_and_travels_as_json(tmp_path
 ])
 def test_a_user_model_spec_refuses_what_its_format_cannot_do(tmp_path, change, field,
                                                              message):
-    from engine.spec.inference import RunSpec
+    from engine.core.inference import RunSpec
 
     spec = RunSpec(**{**dict(model="net", framework="torch", batch_size=1, intra_threads=1,
                              user_model=_source(tmp_path)), **change})

@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from engine.present.model_form import default_name, parse_inputs
-from engine.spec.errors import UserError
-from engine.spec.model_source import InputSpec, format_for_name
-from engine.spec.paths import PROJECT_ROOT
+from dashboard.model_form import default_name, parse_inputs
+from engine.core.errors import UserError
+from engine.core.model_source import InputSpec, format_for_name
+from engine.core.paths import PROJECT_ROOT
 from store.models_dir import (ModelEntry, find_model, list_models, models_dir, save_upload,
                               size_text, upload_cap_bytes)
 

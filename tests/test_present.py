@@ -88,7 +88,7 @@ def test_gflops_use_one_flop_count_for_every_framework():
 def test_comparisons_across_frameworks_state_the_architecture_differences():
     from engine.analysis.compare import aggregate
     from engine.present.tables import architecture_notes, compare_table
-    from engine.spec.catalog import CATALOG
+    from engine.core.catalog import CATALOG
     rounds = [_round("torch", 1, 1, 10.0), _round("tensorflow", 1, 1, 20.0)]
     assert architecture_notes(aggregate(rounds)) == [("resnet18", CATALOG["resnet18"].note)]
     assert f"  resnet18: {CATALOG['resnet18'].note}" in compare_table(aggregate(rounds))

@@ -13,7 +13,7 @@ from engine.analysis.regress import (IMPROVEMENT, NO_CHANGE, NOT_COMPARABLE, REG
                                      Config, compare_sets, decide)
 from engine.analysis.trend import history_points
 from engine.present.history import gate_line
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 
 def row(sweep, rnd, ms, *, system_id="sys-a", warmup=10, min_time=2.0, min_iters=30,

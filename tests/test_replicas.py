@@ -6,8 +6,8 @@ fails the run in exactly one row."""
 import pytest
 
 from engine.cli import main
-from engine.spec.errors import UserError
-from engine.spec.inference import RunSpec, expand_sweep, left_out_splits
+from engine.core.errors import UserError
+from engine.core.inference import RunSpec, expand_sweep, left_out_splits
 from store.db import open_db
 
 QUICK = ["--model", "identity", "--framework", "selftest", "--batch", "1", "--rounds", "1",

@@ -12,7 +12,7 @@ import pytest
 from engine.analysis.cost import cost_per_million, cpu_shapes, default_shape, load_catalog
 from engine.cli import main
 from engine.present.report import REPORT_FORMATS, build_report
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.db import open_db
 from store.runs import save_record, save_sweep
 from tests.helpers import SYSTEM, ok_record, seed_sweep, seed_workloads

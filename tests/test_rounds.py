@@ -8,8 +8,8 @@ import pytest
 
 from engine.cli import main
 from engine.run.sweep import config_key, next_round
-from engine.spec.budget import RoundBudget, default_max_rounds, round_floor_s
-from engine.spec.errors import UserError
+from engine.core.budget import RoundBudget, default_max_rounds, round_floor_s
+from engine.core.errors import UserError
 from tests.helpers import ok_record, spec
 
 EAGER, SCRIPT = spec(runtime="eager"), spec(runtime="torchscript")
@@ -149,8 +149,8 @@ def test_the_plan_names_every_kind_of_spec_and_only_inference_has_replicas():
     """A data-loading or training sweep goes through the same driver: its plan labels must
     not ask for an inference-only field (a data-loading job once failed on `replica`)."""
     from engine.run.sweep import plan_labels
-    from engine.spec.dataload import LoadSpec
-    from engine.spec.training import TrainSpec
+    from engine.core.dataload import LoadSpec
+    from engine.core.training import TrainSpec
 
     load = LoadSpec("png", "pillow", "numpy", "loop", 8)
     train = TrainSpec("resnet18", "torch", 32, 1)

@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from engine.present.access import decide
+from dashboard.access import decide
 from engine.scenarios import SweepRequest
-from engine.spec.model_source import InputSpec, ModelSource
+from engine.core.model_source import InputSpec, ModelSource
 from store.models_dir import save_upload
 from tests.test_pages import FakeManager, page
 
@@ -119,7 +119,7 @@ def test_a_session_that_may_not_write_gets_no_upload_control(models, db_path, mo
     remote = decide(env={}, settings={}, auth_configured=False, ip_address="10.0.0.7",
                     headers={}, email=None)
     assert not remote.can_write and not remote.viewer
-    monkeypatch.setattr("store.cache.access", lambda: remote)
+    monkeypatch.setattr("dashboard.session.access", lambda: remote)
     at = page("pages/run.py", db_path, monkeypatch, query={"source": "file"})
     assert "Uploading needs write access" in " ".join(c.value for c in at.caption)
     assert not [b for b in at.button if b.key in ("um_save", "launch")]

@@ -9,8 +9,8 @@ import pytest
 from engine.run.batch_search import BatchSearchRequest
 from engine.scenarios import (DATA_LOADING, INFERENCE, SCENARIOS, TRAINING, LoadRequest,
                               SweepRequest, TrainRequest, scenario_of)
-from engine.spec import LoadSpec, RunSpec, TrainSpec
-from engine.spec.errors import UserError
+from engine.core import LoadSpec, RunSpec, TrainSpec
+from engine.core.errors import UserError
 from tests.conftest import ROOT
 from tests.helpers import failed_record, ok_record
 

@@ -18,7 +18,7 @@ import sys
 import duckdb
 
 from engine.cli import main
-from engine.spec.record import RunRecord
+from engine.core.record import RunRecord
 from tests.conftest import ROOT
 
 EXPECTATION = ROOT / "tests" / "data" / "schema_expectation.json"

@@ -1,7 +1,7 @@
 import pytest
 
-from engine.spec.errors import UserError
-from engine.spec import MeasurementPolicy, RunSpec, expand_sweep
+from engine.core.errors import UserError
+from engine.core import MeasurementPolicy, RunSpec, expand_sweep
 
 
 def err(fn):

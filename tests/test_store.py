@@ -4,7 +4,7 @@ import sys
 import duckdb
 import pytest
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.queries import overview
 from store.db import applied_migrations, connect, open_db, resolve_db_path
 from store.runs import (EPOCH_COLUMNS, known_model_stats, list_runs, run_samples, save_record,

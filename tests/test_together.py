@@ -11,7 +11,7 @@ from engine.run.neighbour import _phases
 from engine.run.replicas import combine_replicas, replica_window_s
 from engine.run.runner import Runner
 from engine.run.together import plan_together
-from engine.spec import MeasurementPolicy, expand_sweep
+from engine.core import MeasurementPolicy, expand_sweep
 from tests.helpers import spec
 
 TORCH_TF = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1, 8], [1], cores=2)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 SCRIPT = r'''
 import hashlib, json, os, sys, warnings
 import torch
-from engine.spec.model_source import InputSpec, ModelSource
+from engine.core.model_source import InputSpec, ModelSource
 from engine.worker.user_models import (ModelFileError, file_digest, load_torch, onnx_session,
                                        arrays)
 warnings.filterwarnings("ignore")
@@ -114,7 +114,7 @@ import json, os, sys, warnings
 warnings.filterwarnings("ignore")
 import numpy as np
 import keras
-from engine.spec.model_source import InputSpec, ModelSource
+from engine.core.model_source import InputSpec, ModelSource
 from engine.worker.user_models import ModelFileError, load_factory, load_keras, load_savedmodel
 d = sys.argv[1]
 out = {}

@@ -10,11 +10,11 @@ import pytest
 from engine.cli import main
 from engine.worker.images import OutputMismatch, check_batch, expected_batch, generate_dataset
 from engine.worker.datasets import epoch_order, load_data
-from engine.spec.errors import UserError
-from engine.spec.record import RunRecord
+from engine.core.errors import UserError
+from engine.core.record import RunRecord
 from engine.present.tables import load_table, train_table
 from engine.run.records import config_extra
-from engine.spec import LoadSpec, expand_load, expand_train
+from engine.core import LoadSpec, expand_load, expand_train
 from engine.worker.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs
@@ -230,7 +230,7 @@ def test_load_table_puts_implementations_in_columns():
 
 @pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
 def test_training_epochs_steps_and_operators_survive_export_and_import(fmt, tmp_path):
-    from store.interop import export_runs, import_file
+    from store.ingest import export_runs, import_file
     from tests.helpers import seed_workloads
 
     src, dst = tmp_path / "a.duckdb", tmp_path / "b.duckdb"

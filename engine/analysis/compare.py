@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from engine.analysis.noise import likely_cause
 from engine.analysis.sequential import (EQUIVALENT, UNDECIDED, WINNER, VerdictRule,
                                         compare_rounds)
-from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
+from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 
 __all__ = ["RoundSummary", "ConfigResult", "Contest", "aggregate", "contests",
            "summarize_rounds", "undecided", "geomean", "default_rule", "stored_rule", "t975",

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from engine.spec.errors import UserError
-from engine.spec.paths import PRICES_DIR
+from engine.core.errors import UserError
+from engine.core.paths import PRICES_DIR
 
 __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
            "monthly_cost", "machines_needed", "oci_flex_price", "vcpus_per_ocpu",

@@ -18,7 +18,7 @@ from datetime import date
 from pathlib import Path
 
 from engine.analysis.cost import Machine, UnitRate
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["parse_price_file"]
 

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from engine.analysis.compare import ConfigResult, aggregate, contender_name
 from engine.analysis.evidence import SWEEPS, Evidence, Side, evidence, sweep_spread
 from engine.analysis.multiplicity import Statistic, step_down_minp
-from engine.spec.catalog import model_label
-from engine.spec.inference import CONDITION_LABELS
-from engine.spec.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
+from engine.core.catalog import model_label
+from engine.core.inference import CONDITION_LABELS
+from engine.core.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
 
 __all__ = ["Config", "Decision", "Change", "SetComparison", "decide", "compare_sets",
            "policy_text", "DEFAULT_THRESHOLD", "FAMILY_ALPHA", "VERDICTS", "REGRESSION",

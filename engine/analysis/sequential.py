@@ -33,7 +33,7 @@ import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 
-from engine.spec.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
+from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 
 __all__ = ["LookPlan", "VerdictRule", "Comparison", "compare_rounds", "nominal_levels",
            "spent", "critical", "rounds_needed", "optimistic_sd", "WINNER", "EQUIVALENT",

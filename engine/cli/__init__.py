@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from engine.cli import history, inference, prices, report, results, workloads
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser"]
 

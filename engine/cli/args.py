@@ -1,13 +1,13 @@
 """Argument helpers every command family shares: typed, range-checked values (the ranges
-come from engine.spec.limits), the database option and the options of a stored sweep."""
+come from engine.core.limits), the database option and the options of a stored sweep."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
 
-from engine.spec.errors import UserError
-from engine.spec.limits import MEMORY_CAP_MB_MIN, ROUNDS_RANGE
+from engine.core.errors import UserError
+from engine.core.limits import MEMORY_CAP_MB_MIN, ROUNDS_RANGE
 
 __all__ = ["db_arg", "int_arg", "float_arg", "sweep_options", "memory_cap_option",
            "memory_cap", "user_model_options", "user_model", "machine_shape_option",
@@ -128,7 +128,7 @@ def memory_cap_option(p) -> None:
 
 def memory_cap(args) -> int:
     """--memory-cap-mb, else 75 % of this machine's memory."""
-    from engine.run.system import default_memory_cap
+    from engine.run.machine import default_memory_cap
     return args.memory_cap_mb * 2**20 if args.memory_cap_mb else default_memory_cap()
 
 
@@ -159,8 +159,8 @@ def user_model(args, catalog_models):
     import os
     import re
 
-    from engine.spec.errors import UserError
-    from engine.spec.model_source import (ModelSource, check_model_name, detect_format,
+    from engine.core.errors import UserError
+    from engine.core.model_source import (ModelSource, check_model_name, detect_format,
                                           parse_factory, parse_input, parse_input_shape)
 
     file, factory = args.model_file, args.model_factory

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from engine.cli.args import db_arg, float_arg
-from engine.spec.errors import UserError
-from engine.spec.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
+from engine.core.errors import UserError
+from engine.core.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
 
 __all__ = ["add_parsers", "regression_options", "cmd_regress", "COMMANDS"]
 

@@ -10,18 +10,18 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
                              user_model_options, executor_options, cluster_runner)
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
-from engine.spec.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
-from engine.spec.cluster import check_profile_on_cluster
-from engine.spec.errors import UserError
-from engine.spec.inference import (BF16_RUNTIMES, RunSpec, check_contention_here,
+from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
+from engine.core.cluster import check_profile_on_cluster
+from engine.core.errors import UserError
+from engine.core.inference import (BF16_RUNTIMES, RunSpec, check_contention_here,
                                    device_choices, expand_sweep, left_out_splits,
                                    with_contention)
-from engine.spec.budget import RoundBudget, default_max_rounds
-from engine.spec.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
+from engine.core.budget import RoundBudget, default_max_rounds
+from engine.core.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
                                 DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
                                 PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
                                 VERDICT_MARGIN_RANGE, float_range, logical_cores)
-from engine.spec.policy import MeasurementPolicy
+from engine.core.policy import MeasurementPolicy
 
 __all__ = ["add_parsers", "COMMANDS"]
 

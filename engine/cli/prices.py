@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.cli.args import db_arg
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["add_parsers", "COMMANDS"]
 

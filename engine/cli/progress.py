@@ -26,7 +26,7 @@ def run_with_progress(specs, args, *, seed: int | None = None,
     from engine.scenarios import scenario_of
     from store.db import resolve_db_path
 
-    from engine.spec.budget import RoundBudget
+    from engine.core.budget import RoundBudget
 
     budget = budget or RoundBudget.fixed(args.rounds)
     scenario = scenario_of(specs[0])

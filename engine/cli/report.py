@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.cli.args import db_arg
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["add_parsers", "COMMANDS"]
 

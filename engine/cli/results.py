@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.cli.args import db_arg, int_arg
 from engine.cli.history import cmd_regress, regression_options
-from engine.spec.record import STATUSES
+from engine.core.record import STATUSES
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -110,8 +110,8 @@ def cmd_compare(args) -> int:
 
 def cmd_export(args) -> int:
     from store.db import open_db
-    from store.interop import export_runs
-    from store.interop_out import DIR_FORMATS, export_dir
+    from store.ingest import export_runs
+    from store.export import DIR_FORMATS, export_dir
 
     stamp = f"export-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     if args.format in DIR_FORMATS:
@@ -131,7 +131,7 @@ def cmd_export(args) -> int:
 
 def cmd_import(args) -> int:
     from store.db import open_db
-    from store.interop import import_file
+    from store.ingest import import_file
 
     with open_db(args.db) as con:
         imported, skipped, kind = import_file(con, args.file)

@@ -9,15 +9,15 @@ from __future__ import annotations
 from engine.cli.args import float_arg, int_arg, sweep_options
 from engine.cli.progress import run_and_summarize
 from engine.present.tables import load_table, train_table
-from engine.spec.catalog import CATALOG
-from engine.spec.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES, expand_load
-from engine.spec.errors import UserError
-from engine.spec.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
+from engine.core.catalog import CATALOG
+from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES, expand_load
+from engine.core.errors import UserError
+from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
                                 LOAD_SIZE_RANGE, PROFILE_RANGE, SEED_RANGE, STEPS_RANGE,
                                 SYNTHETIC_RANGE, TRAIN_BATCH_RANGE, WARMUP_STEPS_RANGE,
                                 WORKERS_RANGE, logical_cores)
-from engine.spec.policy import MeasurementPolicy
-from engine.spec.training import DATASETS, TRAIN_RUNTIMES, expand_train
+from engine.core.policy import MeasurementPolicy
+from engine.core.training import DATASETS, TRAIN_RUNTIMES, expand_train
 
 __all__ = ["add_parsers", "COMMANDS"]
 

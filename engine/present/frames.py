@@ -7,7 +7,7 @@ import pandas as pd
 
 from engine.analysis.compare import ConfigResult
 from engine.present.tables import compare_grid, row_label
-from engine.spec.inference import CONDITION_LABELS
+from engine.core.inference import CONDITION_LABELS
 
 __all__ = ["compare_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 

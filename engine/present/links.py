@@ -1,7 +1,7 @@
 """Link values: every view of the dashboard is an address someone else can open, so every
 value in a query string is untrusted input.
 
-Pure parsing (no Streamlit; engine/present/link_state.py applies it to widgets). A value is
+Pure parsing (no Streamlit; dashboard/link_state.py applies it to widgets). A value is
 matched against the values the page offers, never used as a name of anything else: a value
 that looks like a path (a slash, a backslash, `..`, `~`, a NUL) or is longer than
 MAX_VALUE_LEN is refused before any matching. A refused value is ignored with a note naming

@@ -33,9 +33,9 @@ from engine.present.report_doc import CostData, ReportData, to_html, to_markdown
 from engine.present.tables import (architecture_notes, compare_grid, contention_lines,
                                    noise_lines, row_text, rule_line)
 from engine.scenarios import INFERENCE
-from engine.spec.budget import default_max_rounds
-from engine.spec.errors import UserError
-from engine.spec.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
+from engine.core.budget import default_max_rounds
+from engine.core.errors import UserError
+from engine.core.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 from store.prices import effective_catalog
 from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_software,
                               sweep_user_models,

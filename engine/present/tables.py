@@ -9,8 +9,8 @@ from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_e
 from engine.analysis.noise import drift_cause, noise_model
 from engine.analysis.sequential import VerdictRule
 from engine.analysis.stats import p99_confident
-from engine.spec.catalog import CATALOG, model_label
-from engine.spec.inference import CONDITION_LABELS
+from engine.core.catalog import CATALOG, model_label
+from engine.core.inference import CONDITION_LABELS
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",

@@ -17,10 +17,10 @@ from engine.run.runner import Runner
 from engine.scenarios.base import Request
 from engine.scenarios.inference import SweepRequest
 from engine.analysis.stats import P99_MIN_SAMPLES
-from engine.spec.inference import RunSpec
-from engine.spec.limits import BATCH_RANGE, MARGIN_RANGE, float_range
-from engine.spec.policy import MeasurementPolicy
-from engine.spec.record import RunRecord
+from engine.core.inference import RunSpec
+from engine.core.limits import BATCH_RANGE, MARGIN_RANGE, float_range
+from engine.core.policy import MeasurementPolicy
+from engine.core.record import RunRecord
 
 __all__ = ["SearchResult", "batch_search", "stored_batch_search", "DEFAULT_MARGIN",
            "BatchSearchRequest"]

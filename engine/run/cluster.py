@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["ADDRESS_ENV", "cluster_address", "NodeKinds", "list_nodes", "job_runner",
            "plan_and_runner", "release"]

@@ -23,8 +23,8 @@ import time
 
 from engine.run import pinning
 from engine.scenarios import scenario_of
-from engine.spec.paths import PROJECT_ROOT
-from engine.spec.record import OOM_MARKERS
+from engine.core.paths import PROJECT_ROOT
+from engine.core.record import OOM_MARKERS
 
 __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "window_times",
            "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
@@ -115,7 +115,7 @@ class WorkerProcess:
             pass  # it died at start-up; its exit code and stderr tell why
 
     def command(self, line: str) -> None:
-        """A command to a worker waiting, warm, at its gate (engine.worker.frame)."""
+        """A command to a worker waiting, warm, at its gate (engine.worker.harness)."""
         try:
             self.proc.stdin.write(line.encode() + b"\n")
             self.proc.stdin.flush()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine.run.runner import Runner
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["ClusterPlan", "cluster_plan", "FleetRunner", "ray_runner"]
 

@@ -25,7 +25,7 @@ from engine.run.cluster import release
 from engine.run.together import timing_line
 from engine.run.runner import Runner
 from engine.scenarios.base import Request
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
            "CANCELLED",
@@ -268,7 +268,7 @@ _MANAGERS_LOCK = threading.Lock()
 
 class SessionJobs:
     """The job queue as one browser session may use it: reads pass through; submit and
-    cancel need a session that may write (engine.present.access.Access.can_write). Pages
+    cancel need a session that may write (dashboard.access.Access.can_write). Pages
     only get this, so a crafted request from a read-only session changes nothing even where
     a page forgot to hide a control."""
 

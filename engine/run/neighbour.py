@@ -59,7 +59,7 @@ class Neighbour:
                 "--mode", self.mode, "--seed", str(self.seed), "--lifetime",
                 str(self.lifetime_s), "--busy", *map(str, self.busy_s),
                 "--idle", *map(str, self.idle_s)]
-        from engine.spec.paths import PROJECT_ROOT
+        from engine.core.paths import PROJECT_ROOT
 
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)}

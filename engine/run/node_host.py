@@ -36,7 +36,7 @@ class NodeHost:
     """Worker subprocesses of this node, by the driver's key (one per group or replica)."""
 
     def __init__(self, node_id: str, shape: str | None):
-        from engine.run.system import git_commit, system_info  # psutil only, no framework
+        from engine.run.machine import git_commit, system_info  # psutil only, no framework
 
         self.node_id, self.shape = node_id, shape
         self.workers: dict[str, WorkerProcess] = {}
@@ -61,7 +61,7 @@ class NodeHost:
         if key in self.ended:  # killed or closed before this call arrived (a threaded
             return             # actor does not keep call order)
         if memory_cap_bytes is None:  # the driver's RAM says nothing of this node's
-            from engine.run.system import default_memory_cap
+            from engine.run.machine import default_memory_cap
             memory_cap_bytes = default_memory_cap()
         if slots is not None:
             pins = (tuple(self.cores[i] for i in slots), tuple(self.cores))

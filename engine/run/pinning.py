@@ -15,7 +15,7 @@ import os
 import threading
 from contextlib import contextmanager
 
-from engine.spec.policy import PARENT_CORES_ENV
+from engine.core.policy import PARENT_CORES_ENV
 
 __all__ = ["plan", "parent_off", "worker_env", "pin_child", "usable_cores"]
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from engine.run.executors import classify_exit
 from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
-from engine.spec.cluster import check_profile_on_cluster, parse_placement
-from engine.spec.errors import UserError
+from engine.core.cluster import check_profile_on_cluster, parse_placement
+from engine.core.errors import UserError
 
 __all__ = ["connect", "cluster_nodes", "place", "fleet_nodes", "Node", "RayExecutor",
            "RayWorker", "CONNECT_TIMEOUT_S", "parse_address"]

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 from engine.analysis.stats import summarize, verdict
 from engine.scenarios import scenario_of
-from engine.spec.policy import STOP_MAX_ITERS
-from engine.spec.record import RunRecord
+from engine.core.policy import STOP_MAX_ITERS
+from engine.core.record import RunRecord
 
 __all__ = ["new_id", "base_fields", "record_from_result", "config_extra", "one_flop_count",
            "load_avg", "worker_ctx", "FLOP_BASIS", "FLOP_FRAMEWORK"]

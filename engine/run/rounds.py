@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from engine.run.runner import worker_groups
-from engine.spec.inference import RunSpec
+from engine.core.inference import RunSpec
 
 __all__ = ["plan_rounds", "order_name"]
 

@@ -27,10 +27,10 @@ from engine.run.records import base_fields, load_avg, new_id, record_from_result
 from engine.run.replicas import combine_replicas, replica_window_s
 from engine.run.neighbour import Neighbour
 from engine.run.together import merge, plan_together, run_together, worker_key
-from engine.run.system import git_commit, system_info
+from engine.run.machine import git_commit, system_info
 from engine.scenarios import scenario_of
-from engine.spec.inference import RunSpec
-from engine.spec.record import RunRecord
+from engine.core.inference import RunSpec
+from engine.core.record import RunRecord
 
 __all__ = ["Runner", "count_model_stats", "worker_groups"]
 

@@ -19,11 +19,11 @@ from engine.analysis.sequential import EQUIVALENT, WINNER, VerdictRule
 from engine.run.records import FLOP_FRAMEWORK, new_id, one_flop_count
 from engine.run.rounds import plan_rounds
 from engine.run.runner import Runner
-from engine.run.system import system_info
+from engine.run.machine import system_info
 from engine.scenarios import scenario_of
-from engine.spec.budget import RoundBudget, round_floor_s
-from engine.spec.inference import RunSpec
-from engine.spec.record import RunRecord
+from engine.core.budget import RoundBudget, round_floor_s
+from engine.core.inference import RunSpec
+from engine.core.record import RunRecord
 
 __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round", "RoundPlan",
            "config_key", "verdict_rule", "settled"]

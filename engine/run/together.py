@@ -3,7 +3,7 @@
 A round used to run one worker group after another, so the two contenders of a contest were
 timed seconds to minutes apart; a neighbour's busy phase lasting seconds then hit one and not
 the other, and the round's ratio took the hit. Here every worker group of the round starts
-at once and holds at a gate (engine.worker.frame). Contest by contest (a phase), each
+at once and holds at a gate (engine.worker.harness). Contest by contest (a phase), each
 contender's worker is let start its run (load, prepare, warm up: one after the other, so
 no contender's one-time costs are timed beside another's) and says "armed"; a contest
 measured beside a controlled neighbour has it running for the whole phase; then the parent

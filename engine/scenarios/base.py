@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from engine.spec.limits import ROUNDS_RANGE, int_range
+from engine.core.limits import ROUNDS_RANGE, int_range
 
 __all__ = ["Scenario", "Request"]
 
@@ -111,7 +111,7 @@ class Request:
     def budget(self):
         """How many rounds: exactly `rounds` unless the request asks for rounds until
         decided (an inference sweep's max_rounds and time_budget_s)."""
-        from engine.spec.budget import RoundBudget
+        from engine.core.budget import RoundBudget
 
         return RoundBudget.fixed(self.rounds)
 

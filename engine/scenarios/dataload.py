@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.scenarios.base import Request, Scenario
-from engine.spec.dataload import LoadSpec, expand_load
-from engine.spec.policy import MeasurementPolicy
+from engine.core.dataload import LoadSpec, expand_load
+from engine.core.policy import MeasurementPolicy
 
 __all__ = ["DataLoading", "DATA_LOADING", "LoadRequest"]
 
@@ -47,7 +47,7 @@ DATA_LOADING = DataLoading()
 
 @dataclass(frozen=True)
 class LoadRequest(Request):
-    """A data-loading sweep (engine.spec.dataload.LoadSpec) as a dashboard job."""
+    """A data-loading sweep (engine.core.dataload.LoadSpec) as a dashboard job."""
 
     scenario = DATA_LOADING
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.scenarios.base import Request, Scenario
-from engine.spec.budget import RoundBudget, default_max_rounds
-from engine.spec.cluster import check_profile_on_cluster, parse_placement
-from engine.spec.errors import UserError
-from engine.spec.inference import (RunSpec, check_contention_here, expand_sweep,
+from engine.core.budget import RoundBudget, default_max_rounds
+from engine.core.cluster import check_profile_on_cluster, parse_placement
+from engine.core.errors import UserError
+from engine.core.inference import (RunSpec, check_contention_here, expand_sweep,
                                    left_out_splits, with_contention)
-from engine.spec.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, require_values
-from engine.spec.model_source import ModelSource, describe_inputs
-from engine.spec.policy import MeasurementPolicy
+from engine.core.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, require_values
+from engine.core.model_source import ModelSource, describe_inputs
+from engine.core.policy import MeasurementPolicy
 
 __all__ = ["Inference", "INFERENCE", "SweepRequest"]
 
@@ -82,7 +82,7 @@ EXECUTORS = ("local", "ray")
 
 @dataclass(frozen=True)
 class SweepRequest(Request):
-    """An inference sweep (engine.spec.inference.RunSpec) as a dashboard job."""
+    """An inference sweep (engine.core.inference.RunSpec) as a dashboard job."""
 
     scenario = INFERENCE
 
@@ -100,7 +100,7 @@ class SweepRequest(Request):
     time_budget_s: float | None = None
     margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
     # every configuration also beside a controlled neighbour (steady, on/off), torch also
-    # with OpenMP's passive wait policy (engine.spec.inference.with_contention)
+    # with OpenMP's passive wait policy (engine.core.inference.with_contention)
     contention: bool = False
     seed: int | None = None
     timeout_s: float = 600.0

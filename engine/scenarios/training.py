@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.scenarios.base import Request, Scenario
-from engine.spec.training import TrainSpec, expand_train
+from engine.core.training import TrainSpec, expand_train
 
 __all__ = ["Training", "TRAINING", "TrainRequest"]
 
@@ -56,7 +56,7 @@ TRAINING = Training()
 
 @dataclass(frozen=True)
 class TrainRequest(Request):
-    """A training sweep (engine.spec.training.TrainSpec) as a dashboard job."""
+    """A training sweep (engine.core.training.TrainSpec) as a dashboard job."""
 
     scenario = TRAINING
 

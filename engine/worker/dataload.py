@@ -3,7 +3,7 @@ worker's frame."""
 
 from __future__ import annotations
 
-from engine.worker.frame import Frame
+from engine.worker.harness import Frame
 from engine.worker.load_loop import measure_loading, versions
 
 __all__ = ["run_group"]

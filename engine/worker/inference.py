@@ -8,10 +8,10 @@ import contextlib
 import gc
 import time
 
-from engine.spec.model_source import describe_inputs
+from engine.core.model_source import describe_inputs
 from engine.worker.backends import load_backend
 from engine.worker.backends.base import ModelStats
-from engine.worker.frame import Frame, status_of
+from engine.worker.harness import Frame, status_of
 from engine.worker.interference import interference, snapshot
 from engine.worker.measure import WINDOW, time_loop
 from engine.worker.profiling import profile_pass

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from engine.spec.policy import PARENT_CORES_ENV
+from engine.core.policy import PARENT_CORES_ENV
 
 __all__ = ["Snapshot", "snapshot", "interference", "interference_over", "pinning"]
 

@@ -10,8 +10,8 @@ from typing import Callable
 
 from engine.worker.images import check_batch, generate_dataset, make_batch_source
 from engine.worker.measure import time_loop
-from engine.spec import LoadSpec
-from engine.spec.paths import data_root
+from engine.core import LoadSpec
+from engine.core.paths import data_root
 
 __all__ = ["measure_loading", "versions", "batches_per_sample"]
 

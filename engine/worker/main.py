@@ -5,12 +5,12 @@ already set, so OMP/MKL read it when the framework is imported here. Reads one J
 line on stdin and keeps stdin open: EOF means the parent is gone, and the worker exits
 rather than live on as an orphan. Never opens the database. A worker whose payload asks for
 a `sync` (a replica's window, or interleaved blocks) reads the parent's commands from the
-same stdin, one line each (engine.worker.frame.parse_command).
+same stdin, one line each (engine.worker.harness.parse_command).
 
 The payload's `kind` names the scenario (engine.scenarios), whose `worker_body` module runs
 the group: engine/worker/inference.py (a backend per runtime, timed by engine.worker.measure),
 training.py (a trainer per runtime, engine.worker.train_loop) or dataload.py
-(engine.worker.load_loop). Every run gets the same frame (engine.worker.frame), whatever
+(engine.worker.load_loop). Every run gets the same frame (engine.worker.harness), whatever
 its kind.
 
 Protocol (one JSON object per line on the original stdout; stray prints of libraries are
@@ -37,7 +37,7 @@ import threading
 import time
 
 from engine.scenarios import SCENARIOS
-from engine.worker.frame import Frame
+from engine.worker.harness import Frame
 
 __all__ = ["main"]
 

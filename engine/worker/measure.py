@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.spec.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
+from engine.core.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
                                 MeasurementPolicy)
 
 __all__ = ["LoopResult", "time_loop", "block_size", "STOP_POLICY_MET", "STOP_MAX_TIME",

@@ -18,7 +18,7 @@ import numpy as np
 from engine.worker.datasets import CLASSES, epoch_order, load_data
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
-from engine.spec import TrainSpec
+from engine.core import TrainSpec
 
 __all__ = ["run_training", "Diverged", "cross_entropy"]
 

@@ -4,7 +4,7 @@ engine.worker.train_loop inside the worker's frame."""
 from __future__ import annotations
 
 from engine.worker.backends import load_trainer
-from engine.worker.frame import Frame
+from engine.worker.harness import Frame
 from engine.worker.train_loop import run_training
 
 __all__ = ["run_group"]

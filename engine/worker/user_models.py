@@ -25,7 +25,7 @@ import hashlib
 import os
 import pickle
 
-from engine.spec.model_source import InputSpec, ModelSource
+from engine.core.model_source import InputSpec, ModelSource
 
 __all__ = ["ModelFileError", "file_digest", "source_digest", "load_torch", "load_program",
            "onnx_session",

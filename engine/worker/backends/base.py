@@ -7,7 +7,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from engine.spec import RunSpec
+from engine.core import RunSpec
 
 __all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "checked_rows",
            "OUTPUT_RTOL", "output_matrix", "compared_rows"]

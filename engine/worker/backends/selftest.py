@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from engine.worker.backends.base import ModelStats, check_close
-from engine.spec import RunSpec
+from engine.core import RunSpec
 
 
 DELAY_ENV = "BENCH_SELFTEST_DELAY_MS"

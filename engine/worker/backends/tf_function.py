@@ -11,8 +11,8 @@ import keras
 from engine.worker import user_models
 from engine.worker.backends.base import (SEED, ModelStats, check_close, compared_rows,
                                          output_matrix)
-from engine.spec.catalog import get_model
-from engine.spec import RunSpec
+from engine.core.catalog import get_model
+from engine.core import RunSpec
 
 CALIBRATION_PASSES = 3
 CALIBRATION_BATCH = 2

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from engine.worker.backends import tf_function
 from engine.worker.backends.tf_function import make_inputs, materialise
-from engine.spec import RunSpec
+from engine.core import RunSpec
 
 
 class Backend(tf_function.Backend):

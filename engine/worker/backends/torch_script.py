@@ -13,7 +13,7 @@ import torch
 
 from engine.worker.backends import torch_eager
 from engine.worker.backends.torch_eager import input_tensors
-from engine.spec import RunSpec
+from engine.core import RunSpec
 
 
 class Backend(torch_eager.Backend):

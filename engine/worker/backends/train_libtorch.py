@@ -26,10 +26,10 @@ import torch
 import torchvision
 
 from engine.worker.backends.base import ModelStats
-from engine.spec.catalog import get_model
+from engine.core.catalog import get_model
 from engine.worker.datasets import CLASSES
-from engine.spec import TrainSpec
-from engine.spec.paths import CPP_BUILD_DIR
+from engine.core import TrainSpec
+from engine.core.paths import CPP_BUILD_DIR
 
 # Built by scripts/build_libtorch_runner.sh; LIBTORCH_TRAIN points elsewhere.
 RUNNER = Path(os.environ.get("LIBTORCH_TRAIN",

@@ -7,8 +7,8 @@ import torch
 import torchvision
 
 from engine.worker.backends.base import ModelStats
-from engine.spec.catalog import get_model
-from engine.spec import TrainSpec
+from engine.core.catalog import get_model
+from engine.core import TrainSpec
 
 
 class Trainer:

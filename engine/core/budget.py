@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.spec.errors import UserError
-from engine.spec.limits import (DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN,
+from engine.core.errors import UserError
+from engine.core.limits import (DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN,
                                 ROUNDS_RANGE, TIME_BUDGET_RANGE, VERDICT_MARGIN_RANGE,
                                 float_range, int_range)
 

@@ -1,7 +1,7 @@
 """Write stored inference runs into a directory in two other tools' formats:
 
 - `perfzero`: one PerfZero summary JSON per run (tensorflow/benchmarks, perfzero/lib/perfzero/
-  report_utils.py), failed runs included with succeeded=false; `store.interop.import_file`
+  report_utils.py), failed runs included with succeeded=false; `store.ingest.import_file`
   reads it back to the same run.
 - `pytorch-benchmark`: one YAML per configuration and its batch sizes, shaped like the
   results of LukasHedegaard/pytorch-benchmark 0.3.x (`benchmark()` printed with yaml.dump);
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from engine.spec.errors import UserError
-from store.interop import (PERFZERO_EXTRAS, PERFZERO_FLAGS, PERFZERO_HARNESS, PERFZERO_METRICS,
+from engine.core.errors import UserError
+from store.ingest import (PERFZERO_EXTRAS, PERFZERO_FLAGS, PERFZERO_HARNESS, PERFZERO_METRICS,
                            run_rows)
 
 __all__ = ["export_dir", "DIR_FORMATS", "DirExport", "perfzero_summary",

@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Callable
 
-from engine.spec.record import OOM_MARKERS
+from engine.core.record import OOM_MARKERS
 
 __all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "parse_command"]
 

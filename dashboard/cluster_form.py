@@ -17,7 +17,7 @@ import streamlit as st
 
 from engine.present.links import md_escape
 from engine.run.cluster import NodeKinds, cluster_address, list_nodes
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["Where", "executor_choice", "NODES_TTL_S"]
 

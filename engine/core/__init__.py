@@ -6,16 +6,16 @@ Nothing here imports a deep-learning framework: the dashboard, the CLI, the pare
 runner and the workers all read these. Names are re-exported here for short imports.
 """
 
-from engine.spec.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
-from engine.spec.dataload import LoadSpec, expand_load
-from engine.spec.errors import UserError
-from engine.spec.inference import (BF16_RUNTIMES, CPU_ONLY_RUNTIMES, DEVICES, PRECISIONS,
+from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
+from engine.core.dataload import LoadSpec, expand_load
+from engine.core.errors import UserError
+from engine.core.inference import (BF16_RUNTIMES, CPU_ONLY_RUNTIMES, DEVICES, PRECISIONS,
                                    PROFILED_RUNTIMES, WEIGHT_POLICIES, RunSpec, expand_sweep,
                                    runtimes_for)
-from engine.spec.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
+from engine.core.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
                                 logical_cores, parse_int_list)
-from engine.spec.policy import MeasurementPolicy
-from engine.spec.training import DATASETS, TRAIN_RUNTIMES, TrainSpec, expand_train
+from engine.core.policy import MeasurementPolicy
+from engine.core.training import DATASETS, TRAIN_RUNTIMES, TrainSpec, expand_train
 
 __all__ = ["CATALOG", "DIAGNOSTIC_MODELS", "FRAMEWORKS", "RUNTIMES", "LoadSpec", "expand_load",
            "UserError", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "DEVICES", "PRECISIONS",

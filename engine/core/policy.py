@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.spec.limits import float_range, int_range
+from engine.core.limits import float_range, int_range
 
 __all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS",
            "PARENT_CORES_ENV"]

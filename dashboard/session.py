@@ -30,7 +30,7 @@ from typing import Callable
 
 import streamlit as st
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 from store.db import READER_WAIT_S, close, connect, resolve_db_path, writer_waiting
 from store.queries import data_version
 
@@ -136,7 +136,7 @@ def database() -> Database:
     """The handle of the database this server reads ($BENCH_DB, else ./data/bench.duckdb);
     read-only in viewer mode (no migration, no file created: a viewer writes nothing).
     Every read() asks: only the viewer flag is looked up, not the session's sign-in."""
-    from engine.present.access import viewer_mode
+    from dashboard.access import viewer_mode
 
     return _database(str(resolve_db_path()), viewer_mode(os.environ, _settings()[0]))
 
@@ -167,9 +167,9 @@ def _settings() -> tuple[dict, bool]:
 
 
 def access():
-    """What this browser session may do (engine.present.access): viewer mode, where the
+    """What this browser session may do (dashboard.access): viewer mode, where the
     client connects from, and who is signed in."""
-    from engine.present.access import decide
+    from dashboard.access import decide
 
     settings, auth = _settings()
     email = None

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from engine.spec.catalog import CATALOG
-from engine.spec.errors import UserError
-from engine.spec.inference import DEVICES
-from engine.spec.limits import (EPOCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, SEED_RANGE,
+from engine.core.catalog import CATALOG
+from engine.core.errors import UserError
+from engine.core.inference import DEVICES
+from engine.core.limits import (EPOCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, SEED_RANGE,
                                 STEPS_RANGE, SYNTHETIC_RANGE, TRAIN_BATCH_RANGE,
                                 WARMUP_STEPS_RANGE, choice, float_range, int_range,
                                 logical_cores, require_values, unique)
-from engine.spec.policy import MeasurementPolicy
+from engine.core.policy import MeasurementPolicy
 
 __all__ = ["TrainSpec", "expand_train", "DATASETS", "TRAIN_RUNTIMES", "DIGITS_TRAIN"]
 

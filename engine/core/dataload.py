@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from engine.spec.errors import UserError
-from engine.spec.limits import (BATCH_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE, SEED_RANGE,
+from engine.core.errors import UserError
+from engine.core.limits import (BATCH_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE, SEED_RANGE,
                                 WORKERS_RANGE, choice, int_range, logical_cores, unique)
-from engine.spec.policy import MeasurementPolicy
+from engine.core.policy import MeasurementPolicy
 
 __all__ = ["LoadSpec", "expand_load", "FORMATS", "BANDS", "DECODERS", "NORMALIZERS",
            "PIPELINES", "incompatibility", "framework_of"]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from engine.spec.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
-from engine.spec.errors import UserError
-from engine.spec.model_source import (ModelSource, check_model_name, check_runtime,
+from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
+from engine.core.errors import UserError
+from engine.core.model_source import (ModelSource, check_model_name, check_runtime,
                                       default_runtime, describe_inputs, detect_format,
                                       source_from_dict)
-from engine.spec.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
+from engine.core.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
                                 logical_cores, require_values, unique)
-from engine.spec.policy import MeasurementPolicy
+from engine.core.policy import MeasurementPolicy
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",

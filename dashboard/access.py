@@ -1,6 +1,6 @@
 """Who may change things: viewer mode, and sign-in for admin actions from another machine.
 
-Pure decisions, no Streamlit: store/cache.py gathers the session's facts (environment,
+Pure decisions, no Streamlit: dashboard/session.py gathers the session's facts (environment,
 secrets, client address, signed-in user) and the pages ask the resulting `Access`. The job
 queue refuses writes on its own too (engine/run/jobs.py), so a page that forgot to ask, or a
 crafted request, still changes nothing.

@@ -3,7 +3,7 @@ place for the CLI, the Run page's request and the executor (issue #15)."""
 
 from __future__ import annotations
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["parse_placement", "check_profile_on_cluster"]
 

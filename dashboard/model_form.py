@@ -1,6 +1,6 @@
 """The Run page's "Your model file" choice (issue #14): upload a model file into the models
 folder, pick one, name it, describe its input and pick its runtimes. Streamlit glue; the
-files are store/models_dir.py's, the rules engine/spec/model_source.py's.
+files are store/models_dir.py's, the rules engine/core/model_source.py's.
 
 The upload control renders only for a session that may write (the Run page itself stops in
 viewer mode before this is called). A link names a file by its server-side name only
@@ -17,8 +17,8 @@ from pathlib import Path
 import streamlit as st
 
 from engine.present.links import md_escape, parse_choice, parse_choices
-from engine.spec.errors import UserError
-from engine.spec.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
+from engine.core.errors import UserError
+from engine.core.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
                                       check_model_name, default_runtime, format_for_name,
                                       parse_input, parse_input_shape)
 from store.models_dir import (list_models, models_dir, save_upload, size_text,

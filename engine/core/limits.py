@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN_BATCH_RANGE",
            "EPOCH_RANGE", "DEFAULT_ROUNDS", "DEFAULT_MAX_ROUNDS", "TIME_BUDGET_RANGE",

@@ -15,7 +15,7 @@ import subprocess
 
 import psutil
 
-from engine.spec.paths import PROJECT_ROOT
+from engine.core.paths import PROJECT_ROOT
 
 __all__ = ["system_info", "git_commit", "default_memory_cap"]
 

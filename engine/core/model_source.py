@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.spec.errors import UserError
+from engine.core.errors import UserError
 
 __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "detect_format",
            "parse_input", "parse_input_shape", "parse_factory", "check_runtime",
@@ -189,7 +189,7 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 def check_model_name(name: str) -> str:
     """The display name a user gives their model: shown on every page, so it must not pass
     for a catalog model (the catalog's names are taken) and must be plain text."""
-    from engine.spec.catalog import CATALOG, DIAGNOSTIC_MODELS
+    from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS
 
     name = (name or "").strip()
     if not _MODEL_NAME.match(name):
@@ -204,7 +204,7 @@ def check_model_name(name: str) -> str:
 def default_runtime(fmt: str, framework: str) -> str:
     """The runtime a user model gets when none is named: the framework's default where the
     format runs on it, else the format's first."""
-    from engine.spec.catalog import FRAMEWORKS
+    from engine.core.catalog import FRAMEWORKS
 
     if fmt == "factory" or FRAMEWORKS[framework] in FORMAT_RUNTIMES[fmt][1]:
         return FRAMEWORKS[framework]

@@ -15,7 +15,7 @@ from tests.helpers import SYSTEM, ok_record
 
 
 def test_a_cached_read_reruns_its_query_only_after_a_write(db_path, monkeypatch):
-    from store.cache import database, read
+    from dashboard.session import database, read
     monkeypatch.setenv("BENCH_DB", str(db_path))
     calls = []
 
@@ -33,7 +33,7 @@ def test_a_cached_read_reruns_its_query_only_after_a_write(db_path, monkeypatch)
     assert read(runs, 5).run_id.tolist() == ["r-1"] and calls == [5, 6, 5]
     # The version is read from the database only when its files changed on disk.
     versions = []
-    monkeypatch.setattr("store.cache.data_version",
+    monkeypatch.setattr("dashboard.session.data_version",
                         lambda con: versions.append(1) or data_version(con))
     db = database()
     first = db.version()  # known from the read above: the files did not change since
@@ -60,7 +60,7 @@ def holder_process(db_path):
 
 
 def test_sessions_share_one_handle_with_a_cursor_each_and_it_closes_when_idle(db_path):
-    from store.cache import Database
+    from dashboard.session import Database
     db = Database(db_path)
     with db.connect() as a, db.connect() as b:
         assert db.in_use == 2 and a is not b  # one cursor per operation
@@ -75,8 +75,8 @@ def test_sessions_share_one_handle_with_a_cursor_each_and_it_closes_when_idle(db
 
 
 def test_a_waiting_writer_is_marked_and_readers_stop_joining_the_handle(db_path):
-    from engine.spec.errors import UserError
-    from store.cache import Database
+    from engine.core.errors import UserError
+    from dashboard.session import Database
     from store.db import connect, writer_waiting
     connect(db_path).close()
     holder = holder_process(db_path)

@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.spec.errors import UserError
-from engine.spec.record import STATUSES, RunRecord
+from engine.core.errors import UserError
+from engine.core.record import STATUSES, RunRecord
 from store.runs import (EPOCH_COLUMNS, PROFILE_COLUMNS, RUN_COLUMNS, SYSTEM_COLUMNS, run_exists,
                         save_record)
 
@@ -224,7 +224,7 @@ def _json_rows(path: Path) -> tuple[list[dict], str]:
                     "PerfZero summary (objects with benchmark_result)", field="file")
 
 
-# Our PerfZero summaries (store/interop_out.py) name this harness in benchmark_info: the
+# Our PerfZero summaries (store/export.py) name this harness in benchmark_info: the
 # fields below are then read back as ours; any other harness is read as PerfZero's own.
 PERFZERO_HARNESS = "dl-bench-dashboard"
 # benchmark_result.metrics names and the run column each carries. exp_per_second is the name
