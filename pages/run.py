@@ -11,7 +11,7 @@ from engine.present.links import (MAX_VALUE_LEN, note, parse_choice, parse_choic
                                   parse_number)
 from dashboard.model_form import model_form, source_choice
 from engine.run.batch_search import DEFAULT_MARGIN, BatchSearchRequest
-from engine.scenarios import LoadRequest, SweepRequest, TrainRequest
+from engine.run.requests import LoadRequest, SweepRequest, TrainRequest
 from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.budget import default_max_rounds
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, TIME_BUDGET_RANGE,

@@ -9,7 +9,8 @@ from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars
                                              step_loss_chart, train_labels, training_cost_bars,
                                              training_curves)
 from engine.present.tables import sweep_labels
-from engine.scenarios import TRAINING, SweepRequest
+from engine.run.requests import SweepRequest
+from engine.scenarios import TRAINING
 from engine.core.errors import UserError
 from dashboard.session import access, job_manager, read
 from dashboard.link_state import PageLink

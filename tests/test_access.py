@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.access import decide, is_remote, viewer_mode
 from engine.run.jobs import JobManager, SessionJobs
-from engine.scenarios import SweepRequest
+from engine.run.requests import SweepRequest
 from engine.core.errors import UserError
 from tests.conftest import ROOT
 from tests.helpers import seed_sweep, seed_workloads

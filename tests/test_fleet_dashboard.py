@@ -10,7 +10,7 @@ import pytest
 from engine.run.cluster import NodeKinds, cluster_address
 from engine.run.jobs import DONE, FAILED, JobManager
 from engine.run.ray_cluster import Node
-from engine.scenarios import SweepRequest
+from engine.run.requests import SweepRequest
 from engine.core import MeasurementPolicy
 from engine.core.errors import UserError
 from store.db import open_db

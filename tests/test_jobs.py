@@ -5,7 +5,7 @@ import pytest
 
 from engine.core.errors import UserError
 from engine.run.jobs import CANCELLED, DONE, QUEUED, JobManager, get_manager
-from engine.scenarios import SweepRequest
+from engine.run.requests import SweepRequest
 from engine.core import MeasurementPolicy
 from store.db import open_db
 

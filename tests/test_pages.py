@@ -3,7 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.scenarios import SweepRequest
+from engine.run.requests import SweepRequest
 from tests.conftest import ROOT
 from tests.helpers import seed_sweep, seed_workloads
 
@@ -409,7 +409,7 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
 
 def test_training_page_shows_inference_latency_of_the_same_configurations(db_path,
                                                                            monkeypatch):
-    from engine.scenarios import SweepRequest
+    from engine.run.requests import SweepRequest
     from store.db import open_db
     from store.runs import save_record
     from tests.helpers import SYSTEM, ok_record
@@ -474,7 +474,7 @@ def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
 
 def test_run_page_takes_a_verdict_margin_and_contention_from_the_form_and_the_link(
         db_path, monkeypatch):
-    from engine.scenarios import SweepRequest
+    from engine.run.requests import SweepRequest
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
@@ -494,7 +494,7 @@ def test_run_page_takes_a_verdict_margin_and_contention_from_the_form_and_the_li
 
 
 def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
-    from engine.scenarios import SweepRequest, TrainRequest
+    from engine.run.requests import SweepRequest, TrainRequest
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
@@ -527,7 +527,7 @@ def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
 
 
 def test_run_page_submits_a_data_loading_sweep_and_says_what_it_skips(db_path, monkeypatch):
-    from engine.scenarios import LoadRequest
+    from engine.run.requests import LoadRequest
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from dashboard.access import decide
-from engine.scenarios import SweepRequest
+from engine.run.requests import SweepRequest
 from engine.core.model_source import InputSpec, ModelSource
 from store.models_dir import save_upload
 from tests.test_pages import FakeManager, page

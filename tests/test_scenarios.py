@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from engine.run.batch_search import BatchSearchRequest
-from engine.scenarios import (DATA_LOADING, INFERENCE, SCENARIOS, TRAINING, LoadRequest,
-                              SweepRequest, TrainRequest, scenario_of)
+from engine.run.requests import LoadRequest, SweepRequest, TrainRequest
+from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, TRAINING, scenario_of
 from engine.core import LoadSpec, RunSpec, TrainSpec
 from engine.core.errors import UserError
 from tests.conftest import ROOT

@@ -10,13 +10,10 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
                              user_model_options, executor_options, cluster_runner)
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN
+from engine.run.requests import SweepRequest, local_runner
 from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
-from engine.core.cluster import check_profile_on_cluster
 from engine.core.errors import UserError
-from engine.core.inference import (BF16_RUNTIMES, RunSpec, check_contention_here,
-                                   device_choices, expand_sweep, left_out_splits,
-                                   with_contention)
-from engine.core.budget import RoundBudget, default_max_rounds
+from engine.core.inference import BF16_RUNTIMES, RunSpec, device_choices
 from engine.core.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
                                 DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
                                 PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
@@ -157,49 +154,50 @@ def _frameworks(given, src, default) -> list[str]:
     return [src.framework]
 
 
+def sweep_request(args) -> SweepRequest:
+    """The request `run`'s flags describe: the same SweepRequest the Run page builds."""
+    policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
+                               min_time_s=args.min_time, min_iters=args.min_iters,
+                               max_time_s=args.max_time)
+    src = user_model(args, args.model)
+    return SweepRequest(
+        models=tuple([src.name] if src else args.model),
+        frameworks=tuple(_frameworks(args.framework, src, ["torch", "tensorflow"])),
+        batch_sizes=tuple(args.batch), threads=tuple(args.threads),
+        runtimes=tuple(args.runtime or ()), inter_threads=args.inter_threads,
+        precision=args.precision, image_size=args.image_size, device=args.device,
+        weight_policy=args.weight_policy, policy=policy, profile_steps=args.profile,
+        user_model=src, replicas=tuple(args.replicas), aa_test=args.aa_test,
+        contention=args.contention, rounds=args.rounds, max_rounds=args.max_rounds,
+        time_budget_s=args.time_budget, margin=args.margin, seed=args.seed,
+        timeout_s=args.timeout, memory_cap_bytes=memory_cap(args), executor=args.executor,
+        placements=tuple(args.placement or ()))
+
+
 def cmd_run(args) -> int:
     from engine.analysis.compare import aggregate
     from engine.present.tables import compare_table
     from engine.run.sweep import verdict_rule
 
-    policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
-                               min_time_s=args.min_time, min_iters=args.min_iters,
-                               max_time_s=args.max_time)
-    src = user_model(args, args.model)
-    models = [src.name] if src else args.model
+    request = sweep_request(args)
     # On a cluster: its nodes are chosen (and an unreachable address refused) before any
-    # spec is built, because threads x replicas must fit the nodes' cores, not this one's.
-    if args.executor == "ray":
-        check_profile_on_cluster(args.profile)
-        check_contention_here(args.contention)
+    # spec is built, because threads x replicas must fit the nodes' cores, not this one's;
+    # what a cluster refuses anyway is refused before joining it.
+    request.check_where()
     cluster = cluster_runner(args)
     try:
-        specs = expand_sweep(models, _frameworks(args.framework, src, ["torch", "tensorflow"]),
-                             args.batch, args.threads,
-                             inter_threads=args.inter_threads, precision=args.precision,
-                             image_size=args.image_size, device=args.device,
-                             weight_policy=args.weight_policy, policy=policy,
-                             runtimes=args.runtime, profile_steps=args.profile,
-                             user_model=src, replicas=args.replicas,
-                             cores=cluster.plan.cores if cluster else None)
-
-        for split in left_out_splits(args.threads, args.replicas,
-                                     cluster.plan.cores if cluster else None):
+        if cluster:
+            request = replace(request, cores=cluster.plan.cores)
+        specs, left_out = request.expand()
+        for split in left_out:
             print(f"left out: {split}")
-        if args.aa_test:  # the copies after the originals: each group stays contiguous
-            specs = specs + [replace(s, replica=1) for s in specs]
-        if args.contention:
-            specs = with_contention(specs)
-        budget = RoundBudget(args.rounds, default_max_rounds(args.rounds)
-                             if args.max_rounds is None else args.max_rounds,
-                             args.time_budget, args.margin).validate(specs)
 
         def table(records):
             return compare_table(aggregate([vars(r) for r in records]),
-                                 color=sys.stdout.isatty(), rule=verdict_rule(budget))
-        run_and_summarize(specs, args, table=None if args.no_table else table, noun="runs",
-                          seed=args.seed, process_per_run=args.process_per_run,
-                          budget=budget, runner=cluster.runner if cluster else None)
+                                 color=sys.stdout.isatty(), rule=verdict_rule(request.budget()))
+        run_and_summarize(request, specs, args, table=None if args.no_table else table,
+                          noun="runs", seed=args.seed, process_per_run=args.process_per_run,
+                          runner=cluster.runner if cluster else None)
     finally:
         if cluster:
             cluster.close()
@@ -266,8 +264,6 @@ def cmd_models(args) -> int:
 def cmd_batch_search(args) -> int:
     from engine.run.batch_search import stored_batch_search
     from engine.present.tables import format_table, p99_text
-    from engine.run.runner import Runner
-    from store.prices import machine_shape
     from store.db import resolve_db_path
 
     float_range("margin", args.margin, *MARGIN_RANGE)
@@ -289,8 +285,8 @@ def cmd_batch_search(args) -> int:
                   if rec.throughput else rec.reason[:120])
         print(f"probe batch {rec.batch_size:>5}: {rec.status:7} {figure}", flush=True)
 
-    runner = Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
-                    machine_shape=machine_shape(args.machine_shape, db))
+    runner = local_runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args), db=db,
+                          shape=args.machine_shape)
     sweep_id, res = stored_batch_search(
         base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
         on_start=started, on_stored=stored, start=args.start, max_batch=args.max_batch,

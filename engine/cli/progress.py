@@ -6,36 +6,31 @@ from __future__ import annotations
 import random
 import sys
 
-from engine.cli.args import memory_cap
-from store.prices import machine_shape
-
 __all__ = ["run_with_progress", "run_and_summarize"]
 
 
-def run_with_progress(specs, args, *, seed: int | None = None,
-                      process_per_run: bool = False, budget=None, runner=None):
-    """Run a sweep with a progress bar, a line per round and one printed line per stored
-    run: the one terminal driver of `run`, `train` and `dataload`. What the bar counts (runs,
-    or training steps read from progress events) and how a run is described come from the
-    specs' scenario."""
+def run_with_progress(request, specs, args, *, seed: int | None = None,
+                      process_per_run: bool = False, runner=None):
+    """Run a request's specs (request.expand()) with a progress bar, a line per round and
+    one printed line per stored run: the one terminal driver of `run`, `train` and
+    `dataload`, through the same `request.run` the Run page's jobs call. What the bar counts
+    (runs, or training steps read from progress events) and how a run is described come
+    from the request's scenario. The bar redraws only on a terminal: in a CI log or through
+    `| tee` the lines per round and per stored run are the progress."""
     from tqdm import tqdm
 
     from engine.run.rounds import order_name
-    from engine.run.runner import Runner
-    from engine.run.sweep import run_sweep
-    from engine.scenarios import scenario_of
     from store.db import resolve_db_path
 
-    from engine.core.budget import RoundBudget
-
-    budget = budget or RoundBudget.fixed(args.rounds)
-    scenario = scenario_of(specs[0])
+    budget = request.budget()
+    scenario = request.scenario
     unit = scenario.progress_unit
     width = getattr(runner, "width", 1)  # a fleet runs every run on each node kind
     total_units = scenario.progress_total(specs) * width
     db = resolve_db_path(args.db)
     seed = seed if seed is not None else random.randrange(2**31)
     state = {"bar": None, "run_units": 0}
+    records = []
 
     upto = (f"{budget.rounds} rounds" if budget.max_rounds == budget.rounds else
             f"{budget.rounds} rounds (up to {budget.max_rounds} for undecided contests"
@@ -47,7 +42,7 @@ def run_with_progress(specs, args, *, seed: int | None = None,
               f"{len(specs) * width * budget.rounds} runs at least (seed {seed}) -> {db}",
               flush=True)
         state["bar"] = tqdm(total=total_units * budget.rounds, unit=unit, file=sys.stderr,
-                            dynamic_ncols=True)
+                            dynamic_ncols=True, disable=not sys.stderr.isatty())
 
     def on_plan(step):
         bar = state["bar"]
@@ -75,6 +70,7 @@ def run_with_progress(specs, args, *, seed: int | None = None,
         bar.set_postfix_str(f"round {r} {scenario.describe_event(spec, ev)}", refresh=True)
 
     def on_stored(rec):
+        records.append(rec)
         bar = state["bar"]
         if unit == "run":
             bar.update(1)
@@ -83,23 +79,23 @@ def run_with_progress(specs, args, *, seed: int | None = None,
                   file=sys.stdout)
         sys.stdout.flush()
 
-    runner = runner or Runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args),
-                              process_per_run=process_per_run,
-                              machine_shape=machine_shape(args.machine_shape, db))
+    runner = runner or request.runner(db=db, shape=args.machine_shape,
+                                      process_per_run=process_per_run)
     try:
-        return run_sweep(specs, db=db, rounds=budget, seed=seed, runner=runner,
-                         command=" ".join(["python -m engine", *args.argv]),
-                         on_start=on_start, on_plan=on_plan, on_stop=on_stop,
-                         on_stored=on_stored, on_event=on_event), db
+        request.run(specs, db=db, runner=runner, seed=seed,
+                    command=" ".join(["python -m engine", *args.argv]),
+                    on_start=on_start, on_plan=on_plan, on_stop=on_stop,
+                    on_stored=on_stored, on_event=on_event)
+        return records, db
     finally:
         if state["bar"] is not None:
             state["bar"].close()
 
 
-def run_and_summarize(specs, args, *, table, noun: str, **options) -> list:
+def run_and_summarize(request, specs, args, *, table, noun: str, **options) -> list:
     """run_with_progress, then the kind's summary table (table(records) -> text, or None to
     skip it) and how many runs were stored and how many are not ok."""
-    records, db = run_with_progress(specs, args, **options)
+    records, db = run_with_progress(request, specs, args, **options)
     if table is not None:
         print()
         print(table(records))

@@ -1,23 +1,25 @@
 """Commands for the work beyond inference: `train` and `dataload`.
 
-Both go through the same sweep driver as `run` (engine/run/sweep.py), so their rows,
-rounds and failures are stored exactly like inference runs.
+Both build the request the Run page builds (engine/run/requests.py) and go through the same
+sweep driver as `run`, so their rows, rounds and failures are stored exactly like inference
+runs.
 """
 
 from __future__ import annotations
 
-from engine.cli.args import float_arg, int_arg, sweep_options
+from engine.cli.args import float_arg, int_arg, memory_cap, sweep_options
 from engine.cli.progress import run_and_summarize
 from engine.present.tables import load_table, train_table
 from engine.core.catalog import CATALOG
-from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES, expand_load
+from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.errors import UserError
 from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
                                 LOAD_SIZE_RANGE, PROFILE_RANGE, SEED_RANGE, STEPS_RANGE,
                                 SYNTHETIC_RANGE, TRAIN_BATCH_RANGE, WARMUP_STEPS_RANGE,
                                 WORKERS_RANGE, logical_cores)
 from engine.core.policy import MeasurementPolicy
-from engine.core.training import DATASETS, TRAIN_RUNTIMES, expand_train
+from engine.core.training import DATASETS, TRAIN_RUNTIMES
+from engine.run.requests import LoadRequest, TrainRequest
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -93,26 +95,33 @@ def add_parsers(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    specs = expand_train(args.model, args.framework, args.batch, args.threads,
-                         runtimes=args.runtime, inter_threads=args.inter_threads,
-                         epochs=args.epochs,
-                         steps_per_epoch=args.steps, dataset=args.dataset,
-                         image_size=args.image_size, synthetic_samples=args.synthetic_samples,
-                         lr=args.lr, momentum=args.momentum, warmup_steps=args.warmup_steps,
-                         seed=args.seed, profile_steps=args.profile)
-
+    request = TrainRequest(
+        models=tuple(args.model), frameworks=tuple(args.framework),
+        batch_sizes=tuple(args.batch), threads=tuple(args.threads),
+        runtimes=tuple(args.runtime or ()), inter_threads=args.inter_threads,
+        epochs=args.epochs, steps_per_epoch=args.steps, dataset=args.dataset,
+        image_size=args.image_size, synthetic_samples=args.synthetic_samples, lr=args.lr,
+        momentum=args.momentum, warmup_steps=args.warmup_steps, data_seed=args.seed,
+        profile_steps=args.profile, rounds=args.rounds, timeout_s=args.timeout,
+        memory_cap_bytes=memory_cap(args))
+    specs, _ = request.expand()
     print(f"training {len(specs)} configurations on {specs[0].dataset}: "
           f"{specs[0].epochs} epochs of {specs[0].steps_in_epoch()} steps")
-    run_and_summarize(specs, args, table=train_table, noun="training runs")
+    run_and_summarize(request, specs, args, table=train_table, noun="training runs")
     return 0
 
 
 def cmd_dataload(args) -> int:
     policy = MeasurementPolicy(min_time_s=args.min_time, min_iters=args.min_iters,
                                max_time_s=args.max_time)
-    specs, skipped = expand_load(args.format, args.decoder, args.normalize, args.pipeline,
-                                 args.batch, args.workers, args.threads, count=args.count,
-                                 image_size=args.size, seed=args.seed, policy=policy)
+    request = LoadRequest(
+        formats=tuple(args.format), decoders=tuple(args.decoder),
+        normalizers=tuple(args.normalize), pipelines=tuple(args.pipeline),
+        batch_sizes=tuple(args.batch), workers=tuple(args.workers),
+        threads=tuple(args.threads), count=args.count, image_size=args.size,
+        data_seed=args.seed, policy=policy, rounds=args.rounds, timeout_s=args.timeout,
+        memory_cap_bytes=memory_cap(args))
+    specs, skipped = request.expand()
     by_reason: dict[str, list[str]] = {}
     for line in skipped:
         what, why = line.split(": ", 1)
@@ -121,7 +130,8 @@ def cmd_dataload(args) -> int:
         print(f"skipped {len(whats)}: {why} ({', '.join(whats[:4])}"
               f"{', ...' if len(whats) > 4 else ''})")
 
-    records = run_and_summarize(specs, args, table=load_table, noun="data-loading runs")
+    records = run_and_summarize(request, specs, args, table=load_table,
+                                noun="data-loading runs")
     if not records:
         raise UserError("dataload: nothing ran", field="decoder")
     return 0

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from engine.run.runner import Runner
-from engine.scenarios.base import Request
-from engine.scenarios.inference import SweepRequest
+from engine.run.requests import Request
+from engine.run.requests import SweepRequest
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.core.inference import RunSpec
 from engine.core.limits import BATCH_RANGE, MARGIN_RANGE, float_range
@@ -186,8 +186,9 @@ class BatchSearchRequest(Request):
         return f"batch search {self.model} × {self.framework} ({self.runtime})"
 
     def run(self, specs, *, db, runner: Runner, seed: int, on_start, on_stored,
-            on_event, on_plan=lambda step: None) -> str:
-        """Probe, store every probe, and say what was found."""
+            on_event, on_plan=lambda step: None, on_stop=lambda why: None,
+            command: str | None = None) -> str:
+        """Probe, store every probe, and say what was found (on_stop(why) too)."""
         def probe_event(ev):  # a search's progress names the probe where a sweep's the round
             on_event(ev, probe_event.count)
         probe_event.count = 1
@@ -197,7 +198,7 @@ class BatchSearchRequest(Request):
             on_stored(rec)
         _, res = stored_batch_search(
             self.base(), db=db, runner=runner,
-            command=f"dashboard batch-search {self.model} {self.framework}",
+            command=command or f"dashboard batch-search {self.model} {self.framework}",
             on_start=on_start, on_stored=stored, start=self.start, max_batch=self.max_batch,
             margin=self.margin, p99_bound_ms=self.p99_bound_ms, on_event=probe_event)
         summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
@@ -205,4 +206,5 @@ class BatchSearchRequest(Request):
         if self.p99_bound_ms is not None:
             summary += (f"; largest batch with p99 <= {self.p99_bound_ms:g} ms: "
                         f"{res.p99_batch}")
+        on_stop(res.stop_reason)
         return f"{summary}; stopped: {res.stop_reason}"

@@ -23,8 +23,7 @@ from typing import Callable
 
 from engine.run.cluster import release
 from engine.run.together import timing_line
-from engine.run.runner import Runner
-from engine.scenarios.base import Request
+from engine.run.requests import Request
 from engine.core.errors import UserError
 
 __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
@@ -254,12 +253,8 @@ class JobManager:
                 release(runner)
                 raise
             return runner
-        from store.prices import machine_shape  # $BENCH_MACHINE_SHAPE, checked per job
-
-        return Runner(timeout_s=req.timeout_s, memory_cap_bytes=req.memory_cap_bytes,
-                      cancel=job.cancel,
-                      **{"machine_shape": machine_shape(None, self.db_path),
-                         **self.runner_options})
+        # $BENCH_MACHINE_SHAPE, checked per job
+        return req.runner(db=self.db_path, cancel=job.cancel, **self.runner_options)
 
 
 _MANAGERS: dict[tuple[str, bool], JobManager] = {}

@@ -7,13 +7,12 @@ Framework-free: the worker body is named by module path and imported only in a w
 
 from __future__ import annotations
 
-from engine.scenarios.base import Request, Scenario
-from engine.scenarios.dataload import DATA_LOADING, LoadRequest
-from engine.scenarios.inference import INFERENCE, SweepRequest
-from engine.scenarios.training import TRAINING, TrainRequest
+from engine.scenarios.base import Scenario
+from engine.scenarios.dataload import DATA_LOADING
+from engine.scenarios.inference import INFERENCE
+from engine.scenarios.training import TRAINING
 
-__all__ = ["SCENARIOS", "scenario_of", "Scenario", "Request", "INFERENCE", "TRAINING",
-           "DATA_LOADING", "SweepRequest", "TrainRequest", "LoadRequest"]
+__all__ = ["SCENARIOS", "scenario_of", "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING"]
 
 SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (INFERENCE, TRAINING, DATA_LOADING)}
 

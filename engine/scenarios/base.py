@@ -1,9 +1,10 @@
 """What a scenario is: one kind of work (inference, training, data loading), end to end.
 
-A scenario owns its spec type, the job request that expands into specs, the module whose
-`run_group` is the worker body, the fields a record of its kind carries beyond the common
-columns, and how the CLI describes its progress and results. The runner, the sweep driver,
-the job queue, the worker's frame and the CLI are shared by every kind and ask the
+A scenario owns its spec type, the module whose `run_group` is the worker body, the fields
+a record of its kind carries beyond the common columns, and how the CLI describes its
+progress and results (the job request that expands into its specs lives on the parent
+side, engine/run/requests.py). The runner, the sweep driver,
+the job queue, the worker's harness and the CLI are shared by every kind and ask the
 scenario (through engine.scenarios.scenario_of) instead of branching on the kind.
 
 Adding a kind is adding a module here (plus its spec and its worker body) and registering
@@ -12,12 +13,9 @@ it in engine/scenarios/__init__.py.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import ClassVar
 
-from engine.core.limits import ROUNDS_RANGE, int_range
-
-__all__ = ["Scenario", "Request"]
+__all__ = ["Scenario"]
 
 
 class Scenario:
@@ -39,6 +37,9 @@ class Scenario:
     pinnable: ClassVar[bool] = True
     # What the CLI's progress bar counts: "run", or "step" (read from progress events).
     progress_unit: ClassVar[str] = "run"
+    # Other tools' one-file-per-run formats a run of this kind can be written in
+    # (store/export.py): both describe a model's inference, so only inference has them.
+    exports: ClassVar[tuple[str, ...]] = ()
 
     def spec_from_dict(self, d: dict):
         return self.spec_type.from_dict(d)
@@ -92,55 +93,3 @@ class Scenario:
     def figure(self, rec) -> str | None:
         """The headline figures of a run that measured something."""
         return f"p50 {rec.median_ms:.3f} ms, {rec.validity}"
-
-
-class Request:
-    """A dashboard job that expands into specs of one scenario; a mixin for frozen
-    dataclasses with `rounds` and `seed` fields. Subclasses implement _expand()."""
-
-    scenario: ClassVar[Scenario]
-
-    def expand(self) -> tuple[list, list[str]]:
-        """(specs, skipped): what runs, validated, and a line for each combination that
-        cannot run; UserError naming the field before anything is queued."""
-        int_range("rounds", self.rounds, *ROUNDS_RANGE)
-        specs, skipped = self._expand()
-        self.budget().validate(specs)
-        return specs, skipped
-
-    def budget(self):
-        """How many rounds: exactly `rounds` unless the request asks for rounds until
-        decided (an inference sweep's max_rounds and time_budget_s)."""
-        from engine.core.budget import RoundBudget
-
-        return RoundBudget.fixed(self.rounds)
-
-    def _expand(self) -> tuple[list, list[str]]:
-        raise NotImplementedError
-
-    def specs(self) -> list:
-        return self.expand()[0]
-
-    def same_work(self, other) -> bool:
-        """Equal but for the seed: launching it twice would measure the same thing twice."""
-        return type(other) is type(self) and replace(self, seed=None) == replace(other, seed=None)
-
-    def run(self, specs: list, *, db, runner, seed: int, on_start, on_stored,
-            on_event, on_plan=lambda step: None) -> str:
-        """Run the job's specs as one stored sweep; returns its conclusion: why no further
-        round ran ("every contest decided after 4 rounds"; empty when cancelled). Its
-        figures are its stored runs. A search overrides this. on_plan(step) before each
-        round (engine.run.sweep.RoundPlan)."""
-        from engine.run.sweep import run_sweep  # the parent side, imported when a job runs
-
-        stopped = []
-        run_sweep(specs, db=db, rounds=self.budget(), seed=seed, runner=runner,
-                  command="dashboard", on_start=on_start, on_stored=on_stored,
-                  on_event=on_event, on_plan=on_plan, on_stop=stopped.append)
-        return f"stopped: {stopped[0]}" if stopped else ""
-
-    def label(self) -> str:
-        """A short description of the job for the queue on the Run page."""
-        models = ", ".join(getattr(self, "models", ()))
-        frameworks = ", ".join(getattr(self, "frameworks", ()))
-        return f"{models} × {frameworks}"

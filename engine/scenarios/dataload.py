@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from engine.core.dataload import LoadSpec
+from engine.scenarios.base import Scenario
 
-from engine.scenarios.base import Request, Scenario
-from engine.core.dataload import LoadSpec, expand_load
-from engine.core.policy import MeasurementPolicy
-
-__all__ = ["DataLoading", "DATA_LOADING", "LoadRequest"]
+__all__ = ["DataLoading", "DATA_LOADING"]
 
 
 class DataLoading(Scenario):
@@ -43,35 +40,3 @@ class DataLoading(Scenario):
 
 
 DATA_LOADING = DataLoading()
-
-
-@dataclass(frozen=True)
-class LoadRequest(Request):
-    """A data-loading sweep (engine.core.dataload.LoadSpec) as a dashboard job."""
-
-    scenario = DATA_LOADING
-
-    formats: tuple[str, ...]
-    decoders: tuple[str, ...]
-    normalizers: tuple[str, ...]
-    pipelines: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    workers: tuple[int, ...]
-    threads: tuple[int, ...]
-    count: int = 256
-    image_size: int = 256
-    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float = 1800.0
-    memory_cap_bytes: int | None = None
-
-    def _expand(self):
-        return expand_load(list(self.formats), list(self.decoders), list(self.normalizers),
-                           list(self.pipelines), list(self.batch_sizes), list(self.workers),
-                           list(self.threads), count=self.count, image_size=self.image_size,
-                           policy=self.policy)
-
-    def label(self) -> str:
-        return (f"{', '.join(self.formats)} × {', '.join(self.decoders)} × "
-                f"{', '.join(self.pipelines)}")

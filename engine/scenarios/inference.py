@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from engine.core.inference import RunSpec
+from engine.core.model_source import describe_inputs
+from engine.scenarios.base import Scenario
 
-from engine.scenarios.base import Request, Scenario
-from engine.core.budget import RoundBudget, default_max_rounds
-from engine.core.cluster import check_profile_on_cluster, parse_placement
-from engine.core.errors import UserError
-from engine.core.inference import (RunSpec, check_contention_here, expand_sweep,
-                                   left_out_splits, with_contention)
-from engine.core.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, require_values
-from engine.core.model_source import ModelSource, describe_inputs
-from engine.core.policy import MeasurementPolicy
-
-__all__ = ["Inference", "INFERENCE", "SweepRequest"]
+__all__ = ["Inference", "INFERENCE"]
 
 
 class Inference(Scenario):
@@ -25,6 +17,7 @@ class Inference(Scenario):
     sample_unit = "batch"
     counts_model_stats = True
     decides_contests = True
+    exports = ("perfzero", "pytorch-benchmark")
 
     def record_columns(self, spec) -> dict:
         src = spec.user_model
@@ -77,107 +70,3 @@ class Inference(Scenario):
 
 
 INFERENCE = Inference()
-EXECUTORS = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class SweepRequest(Request):
-    """An inference sweep (engine.core.inference.RunSpec) as a dashboard job."""
-
-    scenario = INFERENCE
-
-    models: tuple[str, ...]
-    frameworks: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    threads: tuple[int, ...]
-    image_size: int | None = None
-    precision: str = "fp32"
-    inter_threads: int = 1
-    weight_policy: str = "bn_calibrated"
-    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
-    rounds: int = DEFAULT_ROUNDS
-    max_rounds: int | None = None  # None: default_max_rounds(rounds)
-    time_budget_s: float | None = None
-    margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
-    # every configuration also beside a controlled neighbour (steady, on/off), torch also
-    # with OpenMP's passive wait policy (engine.core.inference.with_contention)
-    contention: bool = False
-    seed: int | None = None
-    timeout_s: float = 600.0
-    memory_cap_bytes: int | None = None
-    runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
-    profile_steps: int = 0  # >0: profile this many iterations after each timed pass
-    user_model: ModelSource | None = None  # a user's model (models = its name), issue #14
-    # R identical workers per configuration, each with its threads on cores of its own,
-    # timed over one window; splits (threads x replicas) over `cores` are left out
-    replicas: tuple[int, ...] = (1,)
-    # where it runs, issue 15: "local" (this machine) or "ray" (the cluster at
-    # $BENCH_RAY_ADDRESS, engine/run/cluster.py) on the nodes `placements` name, each
-    # shape=NAME or node=ID; none: one node of every kind (a fleet sweep)
-    executor: str = "local"
-    placements: tuple[str, ...] = ()
-    # the cores each configuration's threads x replicas must fit: None, this machine's
-    # logical cores; a cluster request carries its nodes' (NodeKinds.cores), and its job
-    # checks them again against the nodes it gets
-    cores: int | None = None
-
-    def budget(self) -> RoundBudget:
-        return RoundBudget(self.rounds, default_max_rounds(self.rounds)
-                           if self.max_rounds is None else self.max_rounds,
-                           self.time_budget_s, self.margin)
-
-    def _expand(self):
-        self._check_where()
-        require_values(replicas=self.replicas)
-        specs = expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
-                             list(self.threads), inter_threads=self.inter_threads,
-                             precision=self.precision, image_size=self.image_size,
-                             weight_policy=self.weight_policy, policy=self.policy,
-                             runtimes=list(self.runtimes) or None,
-                             profile_steps=self.profile_steps,
-                             user_model=self.user_model, replicas=list(self.replicas),
-                             cores=self.cores)
-        if self.contention:
-            specs = with_contention(specs)
-        return specs, left_out_splits(self.threads, self.replicas, self.cores)
-
-    def _check_where(self) -> None:
-        if self.executor not in EXECUTORS:
-            raise UserError(f"executor: {self.executor!r} is not known; allowed: "
-                            f"{', '.join(EXECUTORS)}", field="executor")
-        if self.executor == "local" and self.placements:
-            raise UserError("placement: only with the ray executor; allowed on this machine: "
-                            "none", field="placement")
-        for p in self.placements:
-            parse_placement(p)
-        if self.executor == "ray":
-            check_profile_on_cluster(self.profile_steps)
-            check_contention_here(self.contention)
-
-    def where(self) -> str:
-        """Where the sweep runs, in words (empty on this machine)."""
-        if self.executor != "ray":
-            return ""
-        kinds = [p.partition("=")[2] for p in self.placements]
-        return ("on " + ", ".join(kinds)) if kinds else "on every node kind"
-
-    def label(self) -> str:
-        where = self.where()
-        return super().label() + (f", {where}" if where else "")
-
-    @classmethod
-    def covering(cls, configs: list[dict]) -> list["SweepRequest"]:
-        """Inference sweeps that measure these configurations (dicts with model, framework,
-        runtime, batch_size, threads, image_size), one per image size: each sweep is the
-        cross product of what its configurations use, so it may measure a few more."""
-        by_size: dict[int, list[dict]] = {}
-        for c in configs:
-            by_size.setdefault(int(c["image_size"]), []).append(c)
-
-        def values(rows, key, cast=str):
-            return tuple(sorted({cast(r[key]) for r in rows}))
-        return [cls(models=values(rows, "model"), frameworks=values(rows, "framework"),
-                    batch_sizes=values(rows, "batch_size", int),
-                    threads=values(rows, "threads", int), image_size=size,
-                    runtimes=values(rows, "runtime"))
-                for size, rows in sorted(by_size.items())]

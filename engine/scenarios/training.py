@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from engine.core.training import TrainSpec
+from engine.scenarios.base import Scenario
 
-from engine.scenarios.base import Request, Scenario
-from engine.core.training import TrainSpec, expand_train
-
-__all__ = ["Training", "TRAINING", "TrainRequest"]
+__all__ = ["Training", "TRAINING"]
 
 
 class Training(Scenario):
@@ -52,33 +50,3 @@ class Training(Scenario):
 
 
 TRAINING = Training()
-
-
-@dataclass(frozen=True)
-class TrainRequest(Request):
-    """A training sweep (engine.core.training.TrainSpec) as a dashboard job."""
-
-    scenario = TRAINING
-
-    models: tuple[str, ...]
-    frameworks: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    threads: tuple[int, ...]
-    epochs: int = 1
-    steps_per_epoch: int | None = None
-    dataset: str = "digits"
-    lr: float = 0.01
-    momentum: float = 0.9
-    profile_steps: int = 0
-    runtimes: tuple[str, ...] = ()  # empty: each framework's default
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float = 3600.0
-    memory_cap_bytes: int | None = None
-
-    def _expand(self):
-        return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
-                            list(self.threads), runtimes=list(self.runtimes) or None,
-                            epochs=self.epochs, steps_per_epoch=self.steps_per_epoch,
-                            dataset=self.dataset, lr=self.lr, momentum=self.momentum,
-                            profile_steps=self.profile_steps), []
