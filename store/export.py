@@ -7,7 +7,8 @@
   results of LukasHedegaard/pytorch-benchmark 0.3.x (`benchmark()` printed with yaml.dump);
   its timing metrics are computed from the raw samples of every ok run of a batch size.
 
-Only inference runs are written: both formats describe a model's inference. A configuration
+Only the runs whose scenario lists the format (Scenario.exports: inference) are written:
+both formats describe a model's inference. A configuration
 is everything but the batch size: model, framework, runtime, precision, device, image size,
 threads and machine (store.queries.SETTING_COLUMNS: never blended).
 """
@@ -23,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.core.errors import UserError
+from engine.scenarios import SCENARIOS
 from store.ingest import (PERFZERO_EXTRAS, PERFZERO_FLAGS, PERFZERO_HARNESS, PERFZERO_METRICS,
                            run_rows)
 
@@ -64,7 +66,7 @@ def export_dir(con, out_dir: str | Path, fmt: str, sweep_id: str | None = None) 
         raise UserError(f"out: {out} is a file; {fmt} writes several files, so allowed: a "
                         "directory (new or existing)", field="out")
     rows = run_rows(con, sweep_id)
-    inference = [r for r in rows if r["kind"] == "inference"]
+    inference = [r for r in rows if fmt in SCENARIOS[r["kind"]].exports]
     which = f"{sweep_id!r} holds" if sweep_id else "none given, and the database holds"
     if not inference:
         held = f"{len(rows)} runs, none of them inference" if rows else "no runs"

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from engine.analysis.stats import P99_MIN_SAMPLES
+from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING
 
 __all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
@@ -135,7 +136,7 @@ WITH sel AS (
            median_ms, throughput, validity, device, precision, inter_threads, system_id,
            machine_shape, model_sha256, replicas, wait_policy
     FROM runs
-    WHERE status = 'ok' AND kind = 'inference' AND list_contains(?::VARCHAR[], model)
+    WHERE status = 'ok' AND kind = ? AND list_contains(?::VARCHAR[], model)
       AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}),
 q AS (
     SELECT s.run_id,
@@ -161,10 +162,10 @@ def comparable_models(con, sweep_id: str | None = None) -> list[str]:
     """Models with an ok inference run that has samples: exactly the models config_summary
     can summarise, without computing its quantiles."""
     return [r[0] for r in con.execute(
-        "SELECT DISTINCT model FROM runs r WHERE status = 'ok' AND kind = 'inference' "
+        "SELECT DISTINCT model FROM runs r WHERE status = 'ok' AND kind = ? "
         "AND (?::VARCHAR IS NULL OR sweep_id = ?) AND EXISTS (SELECT 1 FROM samples s "
         "WHERE s.run_id = r.run_id AND s.phase = 'measure') ORDER BY model",
-        [sweep_id, sweep_id]).fetchall()]
+        [INFERENCE.kind, sweep_id, sweep_id]).fetchall()]
 
 
 def config_summary(con, models: list[str], sweep_id: str | None = None,
@@ -172,7 +173,7 @@ def config_summary(con, models: list[str], sweep_id: str | None = None,
     """One row per configuration of one setting (settings()): the median over its ok runs
     (rounds) of each run's own p50, quantiles and throughput, and the min-max of run
     medians. Grouped by the setting's columns too, so none is ever blended."""
-    return con.execute(_SUMMARY, [models, sweep_id, sweep_id,
+    return con.execute(_SUMMARY, [INFERENCE.kind, models, sweep_id, sweep_id,
                                   *_setting_params(setting)]).df()
 
 
@@ -184,11 +185,11 @@ def config_samples(con, models: list[str], batch_size: int, threads: int,
         "SELECT r.model, r.framework || ' (' || r.runtime || ')' || " + _REPLICAS.format(p="r.")
         + " AS contender, "
         "s.latency_ns / 1e6 AS latency_ms FROM samples s JOIN runs r USING (run_id) "
-        "WHERE r.status = 'ok' AND r.kind = 'inference' AND s.phase = 'measure' AND s.idx < ? "
+        "WHERE r.status = 'ok' AND r.kind = ? AND s.phase = 'measure' AND s.idx < ? "
         "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
         "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND "
         + _setting_sql("r."),
-        [per_run, models, batch_size, threads, sweep_id, sweep_id,
+        [INFERENCE.kind, per_run, models, batch_size, threads, sweep_id, sweep_id,
          *_setting_params(setting)]).df()
 
 
@@ -207,12 +208,13 @@ def overview(con) -> dict:
 def latest_latency(con, spec) -> float | None:
     """Seconds: the newest ok median for this exact configuration (for estimates)."""
     rows = con.execute(
-        "SELECT median_ms FROM runs WHERE status = 'ok' AND kind = 'inference' "
+        "SELECT median_ms FROM runs WHERE status = 'ok' AND kind = ? "
         "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
         "AND batch_size = ? AND intra_threads = ? AND image_size IS NOT DISTINCT FROM ? "
         "AND coalesce(contention, 'none') = ? AND coalesce(wait_policy, '') = ? "
         "ORDER BY started_at DESC LIMIT 1",
-        [spec.model, spec.framework, spec.runtime, spec.precision, spec.batch_size,
+        [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
+         spec.batch_size,
          spec.intra_threads, spec.image_size, spec.contention, spec.wait_policy]).fetchall()
     return rows[0][0] / 1000 if rows else None
 
@@ -220,11 +222,10 @@ def latest_latency(con, spec) -> float | None:
 def framework_gflops_per_thread(con, framework: str) -> float | None:
     rows = con.execute(
         "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
-        "AND kind = 'inference' "
-        "AND framework = ? AND gflops_per_s IS NOT NULL "
+        "AND kind = ? AND framework = ? AND gflops_per_s IS NOT NULL "
         f"AND {_QUIET.format(p='')} "  # neither our neighbour's runs nor passive waits
         "AND model_format IS NULL",  # a user's tiny net would skew the catalog's estimate
-        [framework]).fetchall()
+        [INFERENCE.kind, framework]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
 
 
@@ -292,13 +293,13 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
         + " AS contender, batch_size, "
         "intra_threads AS threads, median(load_s) AS build_s, median(prepare_s) AS prepare_s, "
         "median(first_forward_s) AS first_forward_s, median(median_ms) AS p50_ms, "
-        "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = 'inference' "
+        "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = ? "
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "AND " + _setting_sql() +
         " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
         "inter_threads, system_id, machine_shape, model_sha256, replicas, wait_policy "
         "ORDER BY model, batch_size, threads, p50_ms",
-        [models, sweep_id, sweep_id, *_setting_params(setting)]).df()
+        [INFERENCE.kind, models, sweep_id, sweep_id, *_setting_params(setting)]).df()
 
 
 def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
@@ -315,9 +316,9 @@ def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
         "e.train_loss AS final_train_loss "
         "FROM runs r LEFT JOIN train_epochs e ON e.run_id = r.run_id AND e.epoch = "
         "(SELECT max(epoch) FROM train_epochs x WHERE x.run_id = r.run_id) "
-        "WHERE r.kind = 'train' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+        "WHERE r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
         "ORDER BY r.framework, r.model, r.batch_size, r.intra_threads, r.round_no",
-        [sweep_id, sweep_id]).df()
+        [TRAINING.kind, sweep_id, sweep_id]).df()
 
 
 def inference_for_training(con, sweep_id: str | None,
@@ -334,9 +335,9 @@ def inference_for_training(con, sweep_id: str | None,
         "median(i.throughput) AS throughput, count(i.run_id) AS runs "
         "FROM (SELECT DISTINCT model, framework, runtime, batch_size, intra_threads, "
         "      image_size, device, inter_threads, system_id, machine_shape FROM runs "
-        "      WHERE kind = 'train' AND status = 'ok' "
+        "      WHERE kind = ? AND status = 'ok' "
         "      AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + _setting_sql() + ") t "
-        "LEFT JOIN runs i ON i.kind = 'inference' AND i.status = 'ok' "
+        "LEFT JOIN runs i ON i.kind = ? AND i.status = 'ok' "
         "AND i.precision = 'fp32' AND i.model = t.model AND i.framework = t.framework "
         "AND i.runtime = t.runtime AND i.batch_size = t.batch_size "
         "AND i.intra_threads = t.intra_threads AND i.image_size = t.image_size "
@@ -345,7 +346,8 @@ def inference_for_training(con, sweep_id: str | None,
         "AND i.machine_shape IS NOT DISTINCT FROM t.machine_shape "
         f"AND {_QUIET.format(p='i.')} "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
-        [P99_MIN_SAMPLES, sweep_id, sweep_id, *_setting_params(setting)]).df()
+        [P99_MIN_SAMPLES, TRAINING.kind, sweep_id, sweep_id, *_setting_params(setting),
+         INFERENCE.kind]).df()
 
 
 def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
@@ -359,16 +361,16 @@ def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
         "1000.0 / median(median_ms) AS batches_per_s, "
         "batch_size * 1000.0 / median(median_ms) AS images_per_s, "
         "count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs "
-        "FROM runs WHERE kind = 'dataload' AND status = 'ok' "
+        "FROM runs WHERE kind = ? AND status = 'ok' "
         "AND (?::VARCHAR IS NULL OR sweep_id = ?) "
         "GROUP BY model, runtime, batch_size, workers, intra_threads, image_size "
         "ORDER BY format, workers, threads, batch_size, implementation",
-        [sweep_id, sweep_id]).df()
+        [DATA_LOADING.kind, sweep_id, sweep_id]).df()
 
 
 def load_failures(con, sweep_id: str | None) -> pd.DataFrame:
     return con.execute(
         "SELECT model AS format, runtime AS implementation, batch_size, workers, "
         "intra_threads AS threads, status, reason FROM runs "
-        "WHERE kind = 'dataload' AND status != 'ok' AND (?::VARCHAR IS NULL OR sweep_id = ?) "
-        "ORDER BY started_at", [sweep_id, sweep_id]).df()
+        "WHERE kind = ? AND status != 'ok' AND (?::VARCHAR IS NULL OR sweep_id = ?) "
+        "ORDER BY started_at", [DATA_LOADING.kind, sweep_id, sweep_id]).df()
