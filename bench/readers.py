@@ -48,8 +48,11 @@ while True:
     with open_db({db!r}) as con:  # one connection, a commit every 0.5 s: the file changes
         end = time.time() + {hold}
         while time.time() < end:
-            con.execute("INSERT INTO sweeps VALUES (gen_random_uuid()::VARCHAR, now(), 1, 0, "
-                        "0, '[]', 'bench/readers.py holder')")
+            # columns named: sweeps has grown since (m009's rule), and a bare VALUES list
+            # stops binding, which killed this holder at its first insert
+            con.execute("INSERT INTO sweeps (sweep_id, created_at, rounds, seed, "
+                        "configurations, plan, command) VALUES (gen_random_uuid()::VARCHAR, "
+                        "now(), 1, 0, 0, '[]', 'bench/readers.py holder')")
             time.sleep(0.5)
     time.sleep(15)
 """
