@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from store.db import open_db  # noqa: E402
-from tests.helpers import seed_sweep  # noqa: E402
+from bench._seed import seed_sweep  # noqa: E402
 
 PAGES = ["results", "compare", "cost", "system"]
 HOLD = """
@@ -48,8 +48,11 @@ while True:
     with open_db({db!r}) as con:  # one connection, a commit every 0.5 s: the file changes
         end = time.time() + {hold}
         while time.time() < end:
-            con.execute("INSERT INTO sweeps VALUES (gen_random_uuid()::VARCHAR, now(), 1, 0, "
-                        "0, '[]', 'bench/readers.py holder')")
+            # columns named: sweeps has grown since (m009's rule), and a bare VALUES list
+            # stops binding, which killed this holder at its first insert
+            con.execute("INSERT INTO sweeps (sweep_id, created_at, rounds, seed, "
+                        "configurations, plan, command) VALUES (gen_random_uuid()::VARCHAR, "
+                        "now(), 1, 0, 0, '[]', 'bench/readers.py holder')")
             time.sleep(0.5)
     time.sleep(15)
 """

@@ -1,10 +1,12 @@
-"""Result sets and the regression check through the store, the CLI (seeded and with real
-selftest sweeps, one of them made slower on purpose) and the History page."""
+"""Result sets and the regression check through the store, the CLI (seeded sweeps, among
+them a selftest build made slower on purpose; one real delayed selftest sweep) and the
+History page."""
 
 import json
 import re
 from dataclasses import replace
 
+import numpy
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -158,20 +160,31 @@ def test_history_command_lists_result_sets(history_db, capsys):
     assert lines[7].startswith("compare two of them: python -m engine compare --baseline")
 
 
-def test_real_sweeps_catch_a_build_made_slower(db_path, worker_env, monkeypatch, capsys):
-    """Four real selftest sweeps (worker subprocesses, 2 rounds each): `identity` sleeping
-    2 ms per call three times (two for the baseline, one the same build again), and a build
-    sleeping 4 ms (BENCH_SELFTEST_DELAY_MS)."""
-    ids = []
-    for delay in ("2", "2", "2", "4"):
-        monkeypatch.setenv("BENCH_SELFTEST_DELAY_MS", delay)
-        assert main(["run", "--model", "identity", "--framework", "selftest", "--batch", "1",
-                     "--min-time", "0.05", "--min-iters", "5", "--warmup", "1", "--rounds",
-                     "2", "--no-table", "--db", str(db_path)]) == 0
-        with open_db(db_path) as con:
-            ids.append(result_sets(con).sweep_id.iloc[0])
-    capsys.readouterr()
-    base, same, slow = ",".join(ids[:2]), ids[2], ids[3]
+# A selftest `identity` build measured twice (its sweeps' round medians 2.048 and 1.953125 ms:
+# a geometric centre of exactly 2 ms, 2.4 % either side of it), the same build once more at
+# 2 ms, and a build made twice as slow at 4 ms, its delay on record in versions as the
+# selftest backend reports it (engine/worker/backends/selftest.py).
+SELFTEST_SWEEPS = [("st-base-1", "2", 2_048_000), ("st-base-2", "2", 1_953_125),
+                   ("st-same", "2", 2_000_000), ("st-slow", "4", 4_000_000)]
+
+
+def seed_selftest_sweeps(db_path):
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        for n, (sweep_id, delay, median_ns) in enumerate(SELFTEST_SWEEPS):
+            save_sweep(con, sweep_id, rounds=2, seed=1, plan=[[]] * 2, configurations=1)
+            for rnd in (1, 2):
+                rec = ok_record(f"{sweep_id}-{rnd}", minute=10 * n + rnd,
+                                samples=(median_ns - 10_000, median_ns, median_ns + 10_000),
+                                model="identity", framework="selftest", image_size=32)
+                save_record(con, replace(rec, sweep_id=sweep_id, round_no=rnd,
+                                         versions={"numpy": "2.1.3",
+                                                   "selftest_delay_ms": delay}), SYSTEM)
+
+
+def test_compare_catches_a_build_made_twice_as_slow(db_path, capsys):
+    seed_selftest_sweeps(db_path)
     db = ["--db", str(db_path)]
 
     def check(baseline, candidate):
@@ -179,20 +192,49 @@ def test_real_sweeps_catch_a_build_made_slower(db_path, worker_env, monkeypatch,
                    "--fail-above", "1.10", *db])
         out = capsys.readouterr().out.splitlines()
         row = re.split(r"\s{2,}", out[3])
-        assert row[0] == "identity 32px b1 t1 · selftest (python)", row
-        return rc, float(row[4].rstrip("x")), row[8], out[-1]
+        assert row[:2] == ["identity 32px b1 t1 · selftest (python)", "sys-test"], row
+        # exit status, baseline and candidate ms, ratio, its interval, verdict, gate
+        return rc, *row[2:6], row[8], out[-1]
 
-    # a sleep of 2 ms measures about 2.07 ms here and 4 ms about 4.07 ms: a ratio near 1.97
-    rc, ratio, verdict, gate = check(base, slow)
-    assert (rc, verdict) == (1, "regression · FAILS > 1.1x") and 1.8 < ratio < 2.1
-    assert gate.endswith("exit 1")
-    rc, ratio, verdict, gate = check(slow, base)
-    assert (rc, verdict) == (0, "improvement") and 1 / 2.1 < ratio < 1 / 1.8
-    rc, ratio, verdict, gate = check(base, same)
-    assert rc == 0 and verdict.startswith("no change") and 0.9 < ratio < 1.1
+    base = "st-base-1,st-base-2"
+    # The baseline's two sweep means are log 2 +- log 1.024: a spread of sd = 0.0335 with one
+    # degree of freedom, so se = sd * sqrt(1/2 + 1/1) = 0.0411 and the 95 % interval is the
+    # ratio times exp(+-12.706 * se) = 0.593..1.685. 2x is still past 1.1x: one-sided
+    # t = (log 2 - log 1.1) / se = 14.6, p = 0.022.
+    assert check(base, "st-slow") == (
+        1, "2", "4", "2.000x", "1.187-3.371", "regression · FAILS > 1.1x",
+        "regression gate: 1 configuration slower than 1.1x (5 % family-wise over the "
+        "configurations judged): exit 1")
+    assert check("st-slow", base) == (
+        0, "4", "2", "0.500x", "0.297-0.843", "improvement",
+        "regression gate: no configuration slower than 1.1x among 1 compared: exit 0")
+    # the same build again: exactly 1x, but one degree of freedom cannot rule out 1.1x
+    assert check(base, "st-same") == (
+        0, "2", "2", "1.000x", "0.593-1.685", "no change · undecided",
+        "regression gate: no configuration slower than 1.1x among 1 compared (1 undecided: "
+        "more sweeps narrow them): exit 0")
     # the delay is on record: the slow sweep's versions say so
     assert main(["history", *db]) == 0
-    assert "selftest_delay_ms 4" in capsys.readouterr().out
+    rows = [re.split(r"\s{2,}", l) for l in capsys.readouterr().out.splitlines()[2:6]]
+    assert {r[1]: r[3] for r in rows} == {
+        "st-slow": "numpy 2.1.3 selftest_delay_ms 4",
+        **{s: "numpy 2.1.3 selftest_delay_ms 2" for s in ("st-same", "st-base-2",
+                                                          "st-base-1")}}
+
+
+@pytest.mark.slow
+def test_a_real_delayed_selftest_sweep_records_its_delay(db_path, worker_env, monkeypatch):
+    """The delay reaches a real worker subprocess and its versions, so the stored sweeps the
+    test above seeds look like what a run stores. No timing is asserted: the machine's load
+    decides those."""
+    monkeypatch.setenv("BENCH_SELFTEST_DELAY_MS", "4")
+    assert main(["run", "--model", "identity", "--framework", "selftest", "--batch", "1",
+                 "--min-time", "0.01", "--min-iters", "3", "--warmup", "1", "--rounds", "1",
+                 "--no-table", "--db", str(db_path)]) == 0
+    with open_db(db_path) as con:
+        sets = result_sets(con)
+    assert (sets.runs.tolist(), sets.ok.tolist()) == ([1], [1])
+    assert sets.versions.tolist() == [f"numpy {numpy.__version__} selftest_delay_ms 4"]
 
 
 def history_page(db_path, monkeypatch, query=None):
