@@ -4,7 +4,12 @@
 - Nothing outside engine/worker/ (app.py, pages/, store/, the CLI, the parent side) reaches
   it through module-level imports, directly or through any chain of project modules, so
   the dashboard never loads a framework and the parent never pays for one.
-- No module is over 450 lines; a run's kind is compared by value in at most two files.
+- No module is over 450 lines; no page is over 250.
+- The rooms import one way: store/ imports no Streamlit and nothing of engine/run,
+  engine/present or dashboard/; engine/scenarios/ imports nothing of engine/run; no import
+  circle between packages (lazy imports included), nor between modules.
+- A run's kind is named by value only where it is defined: engine/scenarios/ and the specs
+  of engine/core/ (and store/db.py's migrations, which are history and stay as written).
 
 The checks are pure functions of a tree's root, so the last test can show they fail.
 """
@@ -23,7 +28,17 @@ FRAMEWORKS = {"torch", "torchvision", "tensorflow", "keras", "tf_keras", "onnxru
 SKIP = {".venv", "tests", "bench", "build", "data", ".git", "node_modules", "test-artifacts"}
 WORKER = "engine.worker"
 MAX_LINES = 450
-KIND_BY_VALUE = re.compile(r"\bkind\s*(==|!=)|\.kind\s+in\b")
+MAX_PAGE_LINES = 250
+# A run kind's name compared or filtered by value: Python's `kind == "train"`,
+# `r["kind"] == "inference"`, SQL's `kind = 'dataload'`.
+RUN_KINDS = ("inference", "train", "dataload")
+KIND_LITERAL = re.compile(r"""kind['"]?\]?\s*(==|!=|=|IN)\s*\(?\s*['"](%s)['"]"""
+                          % "|".join(RUN_KINDS))
+KIND_HOMES = ("engine/scenarios/", "engine/core/", "store/db.py")
+# One way down, lazy imports included: what each room may not import.
+FORBIDDEN = {"store": ("streamlit", "engine.run", "engine.present", "dashboard"),
+             "engine.scenarios": ("engine.run",),
+             "engine.present": ("streamlit", "dashboard", "engine.run")}
 
 
 def project_files(root: Path) -> dict[str, Path]:
@@ -146,10 +161,125 @@ def test_no_module_is_over_450_lines():
     assert big == {}
 
 
-def test_a_runs_kind_is_compared_by_value_in_at_most_two_files():
-    hits = sorted(str(p.relative_to(ROOT)) for p in project_files(ROOT).values()
-                  if KIND_BY_VALUE.search(p.read_text()))
-    assert len(hits) <= 2, f"kind compared by value in {len(hits)} files: {hits}"
+def test_no_page_is_over_250_lines():
+    big = {p.name: n for p in (ROOT / "pages").glob("*.py")
+           if (n := len(p.read_text().splitlines())) > MAX_PAGE_LINES}
+    assert big == {}
+
+
+def kind_literals(root: Path) -> list[str]:
+    """'file: match' for every run kind named by value outside its homes."""
+    hits = []
+    for p in project_files(root).values():
+        rel = p.relative_to(root).as_posix()
+        if not rel.startswith(KIND_HOMES):
+            hits += [f"{rel}: {m.group(0)}" for m in KIND_LITERAL.finditer(p.read_text())]
+    return sorted(hits)
+
+
+def test_a_runs_kind_is_named_by_value_only_where_it_is_defined():
+    assert kind_literals(ROOT) == []
+
+
+def _room(name: str, root: Path) -> str:
+    """The package a module lives in: engine's subpackages are rooms of their own."""
+    parts = name.split(".")
+    if parts[0] == "engine" and len(parts) >= 2 and (root / "engine" / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return "engine" if parts[0] == "engine" else parts[0]
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the project modules and packages it imports (lazy imports included); a
+    folder without __init__.py is named by its dotted path."""
+    files = project_files(root)
+    known = set(files) | {".".join(p.relative_to(root).parts) for p in root.rglob("*")
+                          if p.is_dir() and ".".join(p.relative_to(root).parts) in
+                          {n.rpartition(".")[0] for n in files}}
+    graph = {}
+    for name, path in files.items():
+        deps = set()
+        for imp in _imports(ast.parse(path.read_text()), module_level_only=False,
+                            package=_package(name, path)):
+            parts = imp.split(".")
+            for i in range(len(parts), 0, -1):
+                if ".".join(parts[:i]) in known:
+                    deps.add(".".join(parts[:i]))
+                    break
+            else:
+                deps.add(imp)  # a library: kept, for the forbidden-import check
+        graph[name] = deps - {name}
+    return graph
+
+
+def forbidden_imports(root: Path) -> list[str]:
+    bad = []
+    for name, deps in import_graph(root).items():
+        for room, banned in FORBIDDEN.items():
+            if _room(name, root) == room:
+                bad += [f"{name} -> {d}" for d in sorted(deps)
+                        if any(d == b or d.startswith(b + ".") for b in banned)]
+    return bad
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one node (Tarjan), each sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+                on.discard(group[-1])
+            if len(group) > 1:
+                out.append(sorted(group))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def room_graph(root: Path) -> dict[str, set[str]]:
+    """Package -> packages it imports; the entry point engine/__main__.py is apart."""
+    graph: dict[str, set[str]] = {}
+    files = project_files(root)
+    for name, deps in import_graph(root).items():
+        if name == "engine.__main__":
+            continue
+        graph.setdefault(_room(name, root), set()).update(
+            _room(d, root) for d in deps if d in files or _room(d, root) != d.split(".")[0])
+    return {k: v - {k} for k, v in graph.items()}
+
+
+def test_the_rooms_import_one_way():
+    assert forbidden_imports(ROOT) == []
+    assert circles(room_graph(ROOT)) == []
+    assert circles(import_graph(ROOT)) == []
+
+
+def test_the_contract_checks_find_a_store_reaching_up_a_circle_and_a_kind_literal(tmp_path):
+    def write(rel, text=""):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    write("store/__init__.py")
+    write("store/q.py", "def f(con):\n    from engine.run import jobs\n"
+                        "    return con.execute(\"SELECT 1 FROM runs WHERE kind = 'train'\")\n")
+    write("engine/run/jobs.py", "from store import q\n")
+    write("engine/scenarios/a.py", "KIND = 'train'\nok = kind == 'train'\n")
+    assert forbidden_imports(tmp_path) == ["store.q -> engine.run", "store.q -> engine.run.jobs"]
+    assert circles(room_graph(tmp_path)) == [["engine.run", "store"]]
+    assert kind_literals(tmp_path) == ["store/q.py: kind = 'train'"]
 
 
 def test_the_checks_find_a_lazy_framework_import_and_a_transitive_worker_import(tmp_path):
