@@ -93,3 +93,74 @@ def test_comparisons_across_frameworks_state_the_architecture_differences():
     assert architecture_notes(aggregate(rounds)) == [("resnet18", CATALOG["resnet18"].note)]
     assert f"  resnet18: {CATALOG['resnet18'].note}" in compare_table(aggregate(rounds))
     assert architecture_notes(aggregate(rounds[:1])) == []  # one framework: nothing crossed
+
+
+# -- the Run page's forms (engine/present/run_form.py) ----------------------------------------
+
+def test_the_run_forms_text_boxes_parse_into_values_or_name_the_field():
+    from engine.core.errors import UserError
+    from engine.present.run_form import (batch_sizes, default_threads, parse_image_size,
+                                         parse_time_budget, split_batches)
+
+    assert split_batches([3, 8, 48, 1]) == ([8, 1], "3,48")
+    assert split_batches([]) == ([], "")
+    assert batch_sizes([8, 1], "3, 48 8") == [8, 1, 3, 48]  # a preset typed again: once
+    assert parse_time_budget("  ") is None and parse_time_budget("900") == 900.0
+    assert parse_image_size("") is None and parse_image_size("64") == 64
+    assert default_threads(16, 4) == [4] and default_threads(2, 8) == [2]
+    for call, message in (
+            (lambda: batch_sizes([1], "0"),
+             "batch_size: 0 is out of range; allowed: integer 1..4096"),
+            (lambda: parse_time_budget(" soon "),
+             "time_budget_s: 'soon' is not a number; allowed: number 1..86400"),
+            (lambda: parse_image_size("16"),
+             "image_size: 16 is out of range; allowed: integer 32..1024")):
+        with pytest.raises(UserError) as exc:
+            call()
+        assert str(exc.value) == message and exc.value.field == message.split(":")[0]
+
+
+def test_the_run_forms_labels_count_what_is_known_at_the_native_size():
+    from engine.present.run_form import model_facts, model_label, runtime_label
+
+    info = pd.DataFrame([
+        {"model": "resnet18", "framework": "torch", "image_size": 224, "params": 11_689_512,
+         "flops_per_sample": 1_818_563_584},
+        {"model": "resnet18", "framework": "tensorflow", "image_size": 224,
+         "params": 11_699_112, "flops_per_sample": None},
+        {"model": "resnet18", "framework": "torch", "image_size": 64, "params": 11_689_512,
+         "flops_per_sample": 148_000_000},  # another size: another model's count
+        {"model": "my_net", "framework": "torch", "image_size": 224, "params": 1,
+         "flops_per_sample": 1}])  # not the catalog's
+    facts = model_facts(info)
+    assert sorted(facts) == [("resnet18", "tensorflow"), ("resnet18", "torch")]
+    label = model_label(facts)
+    assert label("resnet18") == ("resnet18  ·  224px, 11.7M params, 1.82 GFLOPs (torch), "
+                                 "11.7M params (keras)")
+    assert label("efficientnet_b0") == "efficientnet_b0  ·  224px"
+    assert runtime_label("eager") == "eager (torch)"
+    assert runtime_label("tf_function") == "tf_function (tensorflow)"
+
+
+def test_the_run_forms_sentences_say_what_will_run():
+    from types import SimpleNamespace
+
+    from engine.core.budget import RoundBudget
+    from engine.present.run_form import launched, load_summary, sweep_summary, train_summary
+
+    assert sweep_summary(4, RoundBudget(3, 6), 1, 90.0) == (
+        "**4 configurations × 3 rounds = 12 runs** (up to 6 rounds for undecided contests), "
+        "rough estimate for the minimum ≈ 1.5 min")
+    assert sweep_summary(1, RoundBudget(1, 1), 1, 6.0) == (
+        "**1 configuration × 1 round = 1 run**, rough estimate for the minimum ≈ 0.1 min")
+    assert sweep_summary(2, RoundBudget(3, 8, 900.0), 2, 600.0) == (
+        "**2 configurations × 3 rounds × 2 node kinds = 12 runs** (up to 8 rounds for "
+        "undecided contests, within 900 s), rough estimate for the minimum ≈ 10.0 min")
+    train = [SimpleNamespace(epochs=2, steps_in_epoch=lambda: 5)] * 4
+    assert train_summary(train) == "**4 training runs** of 2 epoch(s) × 5 steps"
+    assert train_summary(train[:1]) == "**1 training run** of 2 epoch(s) × 5 steps"
+    load = [SimpleNamespace(runtime=r) for r in ("loop:pillow+numpy", "loop:pillow+numpy",
+                                                 "loop:opencv+numpy")]
+    assert load_summary(load) == "**3 data-loading runs** of 2 implementation(s)"
+    assert launched("Sweep", 1, True) == "Sweep job 1 starts now."
+    assert launched("Training", 7, False) == "Training job 7 is queued."
