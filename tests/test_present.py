@@ -164,3 +164,58 @@ def test_the_run_forms_sentences_say_what_will_run():
     assert load_summary(load) == "**3 data-loading runs** of 2 implementation(s)"
     assert launched("Sweep", 1, True) == "Sweep job 1 starts now."
     assert launched("Training", 7, False) == "Training job 7 is queued."
+
+
+# -- the Cost page's sentences (engine/present/cost_text.py) ----------------------------------
+
+def test_the_cost_pages_sentences_come_from_the_figures():
+    from engine.analysis.cost import cpu_shapes, custom_machine, load_catalog, oci_vs_aws
+    from engine.analysis.cost_machines import Basis, Figure, Split
+    from engine.present.cost_text import (break_even_defaults, break_even_text,
+                                          catalog_frame, claim_text, extras_caption,
+                                          figure_caption, source_caption,
+                                          versus_missing_text)
+
+    catalog = load_catalog()
+    cpu = cpu_shapes(catalog)
+    assert claim_text(oci_vs_aws(cpu, hours=730), 730) == (
+        "With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** costs "
+        "**$327.04/month**; the cheapest 32-vCPU x86 AWS machine, **AWS c6i.8xlarge**, costs "
+        "**$992.80/month** — 3.04x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
+        "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
+        "below.")
+    assert claim_text(oci_vs_aws([m for m in cpu if m.provider == "OCI"]), 730) is None
+    frame = catalog_frame(catalog[:2])
+    assert list(frame.columns) == ["provider", "shape", "region", "vCPUs", "OCPUs",
+                                   "memory GB", "accelerator", "USD/hour", "basis", "source",
+                                   "as of", "secondary source"] and len(frame) == 2
+
+    one = Split(threads=1, replicas=1, throughput=100.0, runs=3, threads_per_core=2,
+                machine="Test CPU")
+    two = Split(threads=2, replicas=2, throughput=350.0, runs=3, threads_per_core=2,
+                machine="Test CPU")
+    assert source_caption(Basis((), ())) is None
+    assert source_caption(Basis((two, one), ())) == (
+        "Selected machine: Test CPU (2 threads per core): 1 thread x 1 replica: 100.0 "
+        "samples/s, 2 threads x 2 replicas: 350.0 samples/s.")
+    mine = custom_machine(0.5, 8)
+    assert figure_caption(Figure(700.0, True, "estimate: 175.0 samples/s per core", two,
+                                 None), mine) == (
+        "Assumption: 175.0 samples/s per core (custom 8 vCPUs: 2 thread(s) per core).")
+    assert figure_caption(Figure(236.0, False, "measured on c6i.8xlarge (16 threads)", two,
+                                 41.0), mine) == "Measured on c6i.8xlarge (16 threads)."
+    assert extras_caption({"OCI": 1.5, "AWS": 12.25}) == (
+        "Included per month: OCI $1.50 storage and egress, AWS $12.25 storage and egress "
+        "(GCP and Azure extras not modelled).")
+    assert versus_missing_text([{"machine": "AWS c6i.8xlarge"}], "torch (eager)", 8) == (
+        "1 shape measured for torch (eager) at batch 8 (AWS c6i.8xlarge): a side-by-side "
+        "comparison needs two. Measure on another machine and name its catalog shape: "
+        "`python -m engine run ... --machine-shape NAME` (`python -m engine prices list` "
+        "prints the names).")
+    labels = [m.label for m in cpu]
+    b_contender, b_shape = break_even_defaults(["a", "b"], "a", cpu, labels, 32)
+    assert b_contender == 1 and labels[b_shape] == "AWS c6i.8xlarge"
+    assert break_even_defaults(["a"], "a", cpu, labels[:1], 32) == (0, 0)
+    assert break_even_text([], 400.0) == "Up to 400 samples/s the cheaper choice never changes."
+    assert break_even_text([(100.0, "B"), (1250.5, "A")], 4000.0) == (
+        "The cheaper choice changes at: 100.0 samples/s → B; 1,250.5 samples/s → A")
