@@ -219,3 +219,45 @@ def test_the_cost_pages_sentences_come_from_the_figures():
     assert break_even_text([], 400.0) == "Up to 400 samples/s the cheaper choice never changes."
     assert break_even_text([(100.0, "B"), (1250.5, "A")], 4000.0) == (
         "The cheaper choice changes at: 100.0 samples/s → B; 1,250.5 samples/s → A")
+
+
+# -- one run on the Results page (engine/present/run_detail.py) -------------------------------
+
+def _run(**kw):
+    base = {"kind": "inference", "model": "resnet18", "framework": "torch", "runtime": "eager",
+            "batch_size": 8, "intra_threads": 2, "status": "ok", "reason": None,
+            "exit_code": None, "signal": None, "stderr_tail": None, "median_ms": 10.1,
+            "p90_ms": 10.4, "p99_ms": 11.0, "iqr_ms": 0.2, "throughput": 792.08,
+            "iterations": 120, "extra": None}
+    return {**base, **kw}
+
+
+def test_a_runs_title_metrics_and_failure_read_as_the_results_page_shows_them():
+    from engine.present.run_detail import (failure_text, profile_caption, run_metrics,
+                                           run_title, stderr_tail)
+
+    assert run_title(_run()) == ("inference · resnet18 · torch (eager) · batch 8 · 2 threads · "
+                                 "ok")
+    assert failure_text(_run()) is None
+    assert failure_text(_run(status="oom", reason="ValueError: boom")) == \
+        "**oom**: ValueError: boom"
+    assert failure_text(_run(status="error", reason="killed", exit_code=-9, signal=9)) == \
+        "**error**: killed (exit code -9) (signal 9)"
+    assert stderr_tail(_run(stderr_tail="x" * 3500)) == "x" * 3000
+    assert stderr_tail(_run()) == ""
+    assert run_metrics(_run()) == [
+        ("p50", "10.10 ms", None), ("p90", "10.40 ms", None), ("p99", "11.00 ms", None),
+        ("IQR", "0.2000 ms", None),
+        ("samples/s", "792.1", "samples processed over the total measured time"),
+        ("iterations", "120", None)]
+    few = run_metrics(_run(iterations=5, extra={"block_calls": 4}))
+    assert few[2] == ("p99 (low confidence)", "11.00 ms",
+                      "from 5 samples: below 100, p99 is one of the largest few samples")
+    assert few[5] == ("iterations (blocks of 4 calls)", "5", "calls under 1 ms are timed in "
+                      "blocks; each sample is a block's time over its calls")
+    assert profile_caption(_run(extra={"profile_steps": 3, "profile_step_ms": 12.5}),
+                           "iteration") == (
+        "3 iterations profiled in a separate pass after the timed one, so the profiler never "
+        "touched the figures above: 12.50 ms per profiled iteration against a p50 of 10.10 ms "
+        "unprofiled (the difference is the profiler's own overhead). Self time: time in the "
+        "operator itself, its children excluded.")
