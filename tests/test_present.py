@@ -261,3 +261,48 @@ def test_a_runs_title_metrics_and_failure_read_as_the_results_page_shows_them():
         "touched the figures above: 12.50 ms per profiled iteration against a p50 of 10.10 ms "
         "unprofiled (the difference is the profiler's own overhead). Self time: time in the "
         "operator itself, its children excluded.")
+
+
+# -- the Training page's sentences (engine/present/training_text.py) -------------------------
+
+def test_the_training_pages_accuracy_gap_machines_and_cost_caption():
+    from engine.analysis.cost import cpu_shapes, load_catalog
+    from engine.present.training_text import (accuracy_gap_text, accuracy_metrics,
+                                              cost_caption, final_epochs, measure_label,
+                                              priced_machines)
+
+    epochs = pd.DataFrame([
+        {"run_id": "t", "framework": "torch", "epoch": 2, "test_acc": 0.8, "train_acc": 0.9},
+        {"run_id": "t", "framework": "torch", "epoch": 1, "test_acc": 0.6, "train_acc": 0.7},
+        {"run_id": "k", "framework": "tensorflow", "epoch": 1, "test_acc": 0.7,
+         "train_acc": 0.75}])
+    last = final_epochs(epochs)
+    assert sorted(zip(last.run_id, last.epoch)) == [("k", 1), ("t", 2)]
+    assert sorted(accuracy_metrics(last, {"t": "torch (eager)", "k": "tf"})) == [
+        ("test accuracy · tf", "70.0%", "epoch 1; train accuracy 75.0%"),
+        ("test accuracy · torch (eager)", "80.0%", "epoch 2; train accuracy 90.0%")]
+    assert accuracy_gap_text(last).startswith(
+        "Test-accuracy gap between the runs shown: **10.0 points**. Initialisations differ")
+    assert accuracy_gap_text(last[last.framework == "torch"]) is None
+    assert measure_label(2, 12) == "Measure inference for the 2 configuration(s) without it " \
+                                   "(12 runs)"
+
+    cpu = cpu_shapes(load_catalog())
+    e4 = next(m for m in cpu if m.shape == "VM.Standard.E4.Flex 16 OCPU/32 GB")
+    chosen = priced_machines(cpu, e4, {"c6i.8xlarge"})
+    assert chosen[0] == e4 and "OCI" not in {m.provider for m in chosen[1:]}
+    assert [m.shape for m in chosen].count("c6i.8xlarge") == 1  # an equivalent: once
+
+    measured = pd.DataFrame([
+        {"selected": True, "cpu_model": "Test CPU", "threads": 2, "samples_per_epoch": 1797},
+        {"selected": True, "cpu_model": "Test CPU", "threads": 1, "samples_per_epoch": 1797}])
+    rows = [{"estimate": True, "assumption": "estimate: 50.0 samples/s per core",
+             "shape": "x", "config": ""},
+            {"estimate": False, "assumption": "", "shape": "c6i.8xlarge",
+             "config": "16 threads x 1 replica"}]
+    assert cost_caption(measured, rows) == (
+        "Training samples/s over whole epochs (first epoch included), on the selected machine "
+        "(Test CPU) at 1 thread, 2 threads; an epoch here is 1,797 samples of this run's data "
+        "set and image size, so USD per 1 M samples is the figure to scale to your own data "
+        "set. Measured on their shape: c6i.8xlarge (16 threads x 1 replica). Hatched bars are "
+        "estimates for shapes with no run: 50.0 samples/s per core.")
