@@ -103,6 +103,11 @@ class Database:
         with self._hold:
             return self._users
 
+    def size_bytes(self) -> int:
+        """Bytes on disk: the file and its write-ahead log."""
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal"))
+                   if p.exists())
+
     def signature(self) -> tuple:
         """Modification time and size of the file and of its write-ahead log."""
         out = []

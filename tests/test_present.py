@@ -306,3 +306,25 @@ def test_the_training_pages_accuracy_gap_machines_and_cost_caption():
         "set and image size, so USD per 1 M samples is the figure to scale to your own data "
         "set. Measured on their shape: c6i.8xlarge (16 threads x 1 replica). Hatched bars are "
         "estimates for shapes with no run: 50.0 samples/s per core.")
+
+
+# -- the System page's lines (engine/present/system_text.py) ----------------------------------
+
+def test_the_system_pages_lines_and_package_versions():
+    import streamlit
+
+    from engine.present.system_text import (database_line, machine_line, metric_label,
+                                            package_versions, status_line)
+
+    assert package_versions(("streamlit", "no-such-distribution-here")) == [
+        {"package": "streamlit", "version": streamlit.__version__},
+        {"package": "no-such-distribution-here", "version": "not installed"}]
+    info = {"cpu_model": "Test CPU @ 2 GHz", "sockets": 1, "platform": "Linux-6.1-x86_64",
+            "python": "3.11.7", "hostname": "box"}
+    assert machine_line(info, None) == (
+        "**CPU** Test CPU @ 2 GHz · 1 socket(s) · **OS** Linux-6.1-x86_64 · **Python** 3.11.7 "
+        "· **host** box · **project commit** `unknown`")
+    assert database_line("/d/bench.duckdb", 3 * 2**20, ["m001_initial", "m002_x"]) == (
+        "`/d/bench.duckdb` · 3.0 MiB on disk · migrations: m001_initial, m002_x")
+    assert status_line({"ok": 16, "oom": 1}) == "Runs by status: **ok** 16 · **oom** 1"
+    assert metric_label("run_samples") == "run samples"
