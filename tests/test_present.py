@@ -328,3 +328,15 @@ def test_the_system_pages_lines_and_package_versions():
         "`/d/bench.duckdb` · 3.0 MiB on disk · migrations: m001_initial, m002_x")
     assert status_line({"ok": 16, "oom": 1}) == "Runs by status: **ok** 16 · **oom** 1"
     assert metric_label("run_samples") == "run samples"
+
+
+def test_compare_names_each_sweep_by_its_rounds():
+    from engine.present.tables import round_sweep_labels
+
+    sweeps = pd.DataFrame([{"sweep_id": "0123456789abcdef", "created_at": "2026-11-21 12:00:05",
+                            "rounds": 1, "models": ["resnet18"]},
+                           {"sweep_id": "fedcba9876543210", "created_at": "2026-11-20 09:30:00",
+                            "rounds": 3, "models": ["resnet18", "vgg16"]}])
+    assert round_sweep_labels(sweeps, "all") == {
+        None: "all", "0123456789abcdef": "sweep 01234567 · 2026-11-21 12:00 · 1 round · resnet18",
+        "fedcba9876543210": "sweep fedcba98 · 2026-11-20 09:30 · 3 rounds · resnet18, vgg16"}
