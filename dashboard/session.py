@@ -1,5 +1,5 @@
-"""The dashboard's long-lived resources and cached reads; the only store module that
-imports Streamlit (the CLI never imports it).
+"""The dashboard's long-lived resources and cached reads (this was store/cache.py; store/
+itself never imports Streamlit, and the CLI never imports this).
 
 - `database()`: the handle of the dashboard's database, one per path for the server
   process (st.cache_resource): one DuckDB connection shared by every session, a cursor per
