@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from engine.present.links import parse_choice, parse_choices, parse_number
+from engine.present.links import parse_choice, parse_choices, parse_integers, parse_number
 
 __all__ = ["PageLink"]
 
@@ -35,47 +35,78 @@ class PageLink:
         raw = st.query_params.get_all(param)
         return raw[-1] if raw else None
 
-    def _seed(self, key: str, param: str, parse: Callable[[str | None], tuple],
-              boxed: bool = False) -> None:
+    def _seed(self, param: str, parse: Callable[[str | None], tuple],
+              fill: Callable[[Any], dict[str, Any]]) -> None:
+        """parse(raw) -> (value or None, a note, a list of notes or None); fill(value) ->
+        {widget key: its value}, put in st.session_state before the widgets exist."""
         if not self._apply:
             return  # the address is the page's own: the widgets already hold it
-        value, msg = parse(self._incoming(param))
-        if msg:
-            self.notes.append(msg)
+        value, msgs = parse(self._incoming(param))
+        self.notes.extend(m for m in ([msgs] if isinstance(msgs, str) else msgs or []) if m)
         if value is not None:
-            st.session_state[key] = value[0] if boxed else value
-            self._seeded.add(key)
+            for key, widget_value in fill(value).items():
+                st.session_state[key] = widget_value
+                self._seeded.add(key)
 
     def seeded(self, key: str) -> bool:
         """True when the link set this widget: the page then passes no default of its own."""
         return key in self._seeded
 
+    def initial(self, key: str, **default: Any) -> dict[str, Any]:
+        """The widget's own default (value=..., index=..., default=...) as keyword arguments,
+        none when the link set the widget (Streamlit refuses both)."""
+        return {} if self.seeded(key) else default
+
     def choice(self, param: str, key: str, options: list, encode: Callable[[Any], str] = str,
                prefix_ok: bool = False) -> None:
         # Boxed: an option may itself be None (?sweep=all: every stored run).
         table = {encode(o): (o,) for o in options}
-        self._seed(key, param, lambda raw: parse_choice(param, raw, table, prefix_ok),
-                   boxed=True)
+        self._seed(param, lambda raw: parse_choice(param, raw, table, prefix_ok),
+                   lambda boxed: {key: boxed[0]})
 
     def choices(self, param: str, key: str, options: list,
                 encode: Callable[[Any], str] = str, prefix_ok: bool = False) -> None:
         table = {encode(o): o for o in options}
-        self._seed(key, param, lambda raw: parse_choices(param, raw, table, prefix_ok))
+        self._seed(param, lambda raw: parse_choices(param, raw, table, prefix_ok),
+                   lambda values: {key: values})
 
-    def number(self, param: str, key: str, lo: float, hi: float, integer: bool = False) -> None:
-        self._seed(key, param, lambda raw: parse_number(param, raw, lo, hi, integer=integer))
+    def number(self, param: str, key: str, lo: float, hi: float, integer: bool = False,
+               default: float | None = None) -> None:
+        """default: what the widget shows instead of a refused value; the note says so
+        ("using 3"), else the value is "ignored"."""
+        action = "ignored" if default is None else f"using {default:g}"
+        self._seed(param, lambda raw: parse_number(param, raw, lo, hi, integer=integer,
+                                                   action=action),
+                   lambda value: {key: value})
 
-    def put(self, param: str, value: Any, encode: Callable[[Any], str] = str) -> None:
-        """Record the page's current selection for the address (None: left out). A list is
-        several choices; a tuple is one value (a setting) that `encode` spells."""
-        if value is None or (isinstance(value, list) and not value):
+    def integers(self, param: str, lo: int, hi: int,
+                 fill: Callable[[list[int]], dict[str, Any]]) -> None:
+        """Comma-separated integers (each bad one named and left out) into one widget or
+        several: fill(values) -> {widget key: its value}."""
+        self._seed(param, lambda raw: parse_integers(param, raw, lo, hi), fill)
+
+    def text(self, param: str, key: str, max_len: int | None = None) -> None:
+        """Free text for a text box, as given (at most max_len characters): the page checks
+        it like typed text, so a bad one is the form's error, not a note."""
+        self._seed(param, lambda raw: (raw[:max_len] if raw else None, None),
+                   lambda value: {key: value})
+
+    def put(self, param: str, value: Any, encode: Callable[[Any], str] = str,
+            default: Any = None) -> None:
+        """Record the page's current selection for the address (None: left out; equal to
+        `default`: left out too, the link names what differs). A list is several choices;
+        a tuple is one value (a setting) that `encode` spells."""
+        if value is None or (isinstance(value, list) and not value) or (
+                default is not None and value == default):
             return
         if isinstance(value, list):
             self._out[param] = ",".join(encode(v) for v in value)
         else:
             self._out[param] = encode(value)
 
-    def finish(self, label: str = "Link to this view") -> None:
+    def finish(self, label: str = "Link to this view",
+               caption: str = "Opens this page with the same selection; the figures are "
+                              "those stored when the link is opened.") -> None:
         """Write the selection to the address bar, show the notes on refused link values,
         and offer the link to copy (st.code has a copy button)."""
         st.session_state[self._state] = dict(self._out)
@@ -87,5 +118,4 @@ class PageLink:
         with self._slot.expander(label, icon=":material/link:"):
             st.code(base + ("?" + urlencode(self._out) if self._out else ""), language=None,
                     wrap_lines=True)
-            st.caption("Opens this page with the same selection; the figures are those "
-                       "stored when the link is opened.")
+            st.caption(caption)

@@ -3,8 +3,10 @@ folder, pick one, name it, describe its input and pick its runtimes. Streamlit g
 files are store/models_dir.py's, the rules engine/core/model_source.py's.
 
 The upload control renders only for a session that may write (the Run page itself stops in
-viewer mode before this is called). A link names a file by its server-side name only
-(?source=file&model_file=<12 hex>.pt2), matched against the listing, never used as a path.
+viewer mode before this is called). The form reads and writes its part of the page's link
+through the page's PageLink: a link names a file by its server-side name only
+(?source=file&model_file=<12 hex>.pt2), matched against the listing, never used as a path;
+?name=, ?input= (lines as %0A) and ?runtime=a,b fill the other fields.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.present.links import md_escape, parse_choice, parse_choices
+from dashboard.link_state import PageLink
+from engine.present.links import md_escape
 from engine.core.errors import UserError
 from engine.core.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
                                       check_model_name, default_runtime, format_for_name,
@@ -60,24 +63,15 @@ class ModelForm:
         return [self.source.framework] if self.source else []
 
 
-def source_choice(link_value: str | None, notes: list[str]) -> bool:
+def source_choice(link: PageLink) -> bool:
     """The "Models from" choice at the top of the sweep form; True for "Your model file".
-    A link (?source=file) sets it when the address changed, so a user's later choice stays."""
-    _seed("source", link_value, SOURCES, "model_source", notes)
-    return st.radio("Models from", list(SOURCES.values()), key="model_source",
-                    horizontal=True) == SOURCES["file"]
-
-
-def _seed(param: str, raw: str | None, options: dict, key: str, notes: list[str]) -> None:
-    """Put a link's value into a widget's state when the address changed since this
-    session last saw it; a refused value becomes a note (on every render, like the page's
-    other link notes)."""
-    value, msg = parse_choice(param, raw, options)
-    notes.extend([msg] if msg else [])
-    if st.session_state.get(f"_link_{key}") != raw:
-        st.session_state[f"_link_{key}"] = raw
-        if value is not None:
-            st.session_state[key] = value
+    A link (?source=file) sets it when it is opened, so a user's later choice stays."""
+    by_label = {label: value for value, label in SOURCES.items()}
+    link.choice("source", "model_source", list(SOURCES.values()), encode=by_label.get)
+    label = st.radio("Models from", list(SOURCES.values()), key="model_source",
+                     horizontal=True)
+    link.put("source", by_label[label], default="catalog")
+    return label == SOURCES["file"]
 
 
 def default_name(stem: str) -> str:
@@ -148,32 +142,11 @@ def _upload(cap: int) -> None:
         st.success(f"Saved {shown} as `{path.name}` ({size_text(up.size)}).")
 
 
-def _seed_from_link(link, fmt: str, runtimes, notes: list[str]) -> None:
-    """?name=, ?input= (lines as %0A) and ?runtime=a,b into the form's widgets, once per
-    address: the name and input are checked like typed ones; runtimes are matched against
-    the format's own."""
-    raw = (link.get("name"), link.get("input"), link.get("runtime"), fmt)
-    if st.session_state.get("_link_um") == raw:
-        return
-    st.session_state["_link_um"] = raw
-    name, text, runtime_raw, _ = raw
-    if name:
-        st.session_state["um_name"] = name[:64]
-    if text:
-        st.session_state["um_input"] = text[:2000]
-    if runtime_raw:
-        values, msg = parse_choices("runtime", runtime_raw, {r: r for r in runtimes})
-        notes.extend([msg] if msg else [])
-        if values:
-            st.session_state[f"um_runtimes_{fmt}"] = values
-
-
-def model_form(*, can_write: bool, link_file: str | None, notes: list[str],
-               link=None) -> ModelForm:
-    """Draw the form (file, name, input, runtimes) and say what it chose. link: the page's
-    query values (name, input, runtime seed their widgets when the address changed); a
-    refused link value is appended to notes."""
-    link = link or {}
+def model_form(*, can_write: bool, link: PageLink) -> ModelForm:
+    """Draw the form (file, name, input, runtimes) and say what it chose. A link opened
+    fills the file, name, input and runtimes (the name and input are checked like typed
+    ones, runtimes matched against the format's own; a refused value is one of the link's
+    notes), and the form writes them back."""
     form = ModelForm()
     if can_write:
         try:
@@ -184,8 +157,7 @@ def model_form(*, can_write: bool, link_file: str | None, notes: list[str],
         st.caption("Uploading needs write access: pick a file already in the models folder.")
     form.slots["model_file"] = st.empty()
     entries = {e.path: e for e in list_models()}
-    _seed("model_file", link_file, {e.file_name: e.path for e in entries.values()}, "um_file",
-          notes)
+    link.choice("model_file", "um_file", list(entries), encode=lambda p: entries[p].file_name)
     if st.session_state.get("um_file") not in entries:  # removed from the folder meanwhile
         st.session_state.pop("um_file", None)
     if not entries:
@@ -203,7 +175,9 @@ def model_form(*, can_write: bool, link_file: str | None, notes: list[str],
         # a new file: its own default name
         st.session_state["um_name"] = default_name(Path(entry.source_name).stem)
         st.session_state["_um_name_for"] = path
-    _seed_from_link(link, entry.format, runtimes, notes)
+    link.text("name", "um_name", max_len=64)
+    link.text("input", "um_input", max_len=2000)
+    link.choices("runtime", f"um_runtimes_{entry.format}", list(runtimes))
     name = st.text_input("Name", key="um_name", max_chars=64,
                          help="shown on every page as this model's name: 1 to 64 letters, "
                               "digits, _ . - (a catalog model's name is taken)")
@@ -217,6 +191,10 @@ def model_form(*, can_write: bool, link_file: str | None, notes: list[str],
         help="the runtimes this file's format can run on; one per configuration")
     form.slots["runtime"] = st.empty()
     form.runtimes = list(chosen)  # none: the format's default (the sweep decides)
+    link.put("model_file", entry.file_name)
+    link.put("name", name or None)
+    link.put("input", text or None)
+    link.put("runtime", form.runtimes)
     try:
         name = check_model_name(name)
     except UserError as exc:

@@ -1,5 +1,5 @@
-"""The dashboard's long-lived resources and cached reads; the only store module that
-imports Streamlit (the CLI never imports it).
+"""The dashboard's long-lived resources and cached reads (this was store/cache.py; store/
+itself never imports Streamlit, and the CLI never imports this).
 
 - `database()`: the handle of the dashboard's database, one per path for the server
   process (st.cache_resource): one DuckDB connection shared by every session, a cursor per
@@ -102,6 +102,11 @@ class Database:
         """Operations holding the shared handle now (0: the file is closed)."""
         with self._hold:
             return self._users
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the file and its write-ahead log."""
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal"))
+                   if p.exists())
 
     def signature(self) -> tuple:
         """Modification time and size of the file and of its write-ahead log."""

@@ -9,12 +9,11 @@ from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_thr
 from engine.present.frames import compare_frame, highlight_cells, setting_choices
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
-from engine.present.report import REPORT_FORMATS, build_report
-from engine.present.tables import (architecture_notes, contention_lines, noise_lines, row_text,
-                                   rule_line, sentence)
+from engine.present.tables import (architecture_notes, contention_lines, noise_lines,
+                                   round_sweep_labels, row_text, rule_line, sentence)
 from engine.scenarios import INFERENCE
-from engine.core.errors import UserError
-from dashboard.session import busy, database, read
+from dashboard.report_panel import report_section
+from dashboard.session import read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
 from store.runs import list_sweeps, sweep_rounds, sweep_rule
@@ -29,26 +28,21 @@ if "ok" not in options["status"]:
             icon=":material/info:")
     st.stop()
 
-sweep_labels = {None: "all stored runs of one setting (no significance test)"}
-for s in sweeps.itertuples():
-    sweep_labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
-                                f"{s.rounds} round{'s' if s.rounds > 1 else ''} · "
-                                f"{', '.join(s.models)}")
+sweep_labels = round_sweep_labels(sweeps, "all stored runs of one setting (no significance "
+                                          "test)")
 c1, c2 = st.columns([2, 3])
 # ?sweep=all: every stored run of one setting; otherwise a sweep id or a unique prefix of one.
 link.choice("sweep", "sweep", list(sweep_labels), encode=lambda s: s or "all", prefix_ok=True)
 sweep_id = c1.selectbox("Runs", list(sweep_labels), format_func=sweep_labels.get, key="sweep",
-                        **({} if link.seeded("sweep") else
-                           {"index": 1 if len(sweep_labels) > 1 else 0}))
+                        **link.initial("sweep", index=1 if len(sweep_labels) > 1 else 0))
 usable_models = read(comparable_models, sweep_id)
 link.choices("models", "models", usable_models)
 models = c2.multiselect("Models", usable_models, key="models",
-                        **({} if link.seeded("models") else {"default": usable_models[:1]}))
+                        **link.initial("models", default=usable_models[:1]))
 link.put("sweep", sweep_id or "all")
 link.put("models", models)
 if not models:
     link.finish()
-if not models:
     st.info("Pick at least one model.")
     st.stop()
 choices, setting_labels = setting_choices(read(settings, INFERENCE.kind, sweep_id))
@@ -67,7 +61,7 @@ link.choice("threads", "threads", threads_all)
 link.choice("batch", "batch", batches_all)
 link.choice("band", "band", ["p10-p90", "IQR (p25-p75)"], encode=lambda b: b.split(" ")[0])
 threads = k1.selectbox("Threads (for the batch charts)", threads_all, key="threads",
-                       **({} if link.seeded("threads") else {"index": len(threads_all) - 1}))
+                       **link.initial("threads", index=len(threads_all) - 1))
 batch = k2.selectbox("Batch size (for threads and distributions)", batches_all, key="batch")
 band = k3.radio("Latency band", ["p10-p90", "IQR (p25-p75)"], horizontal=True, key="band")
 link.put("setting", setting, encode_setting)
@@ -118,25 +112,7 @@ if sweep_id:
         st.caption(sentence(shared[0]))
         for line in shared[1:]:
             st.markdown(f"- {line.strip()}")
-    # A report for someone without the dashboard: built on request (about a second).
-    r1, r2, r3 = st.columns([2, 1, 1])
-    fmt = r1.radio("Report", list(REPORT_FORMATS), horizontal=True, key="report_format",
-                   format_func={"html": "HTML (opens offline, with charts)",
-                                "md": "Markdown (for a pull request or wiki)"}.get)
-    if r2.button("Prepare report", key="prepare_report"):
-        try:
-            with database().connect() as con:  # not through read(): megabytes, asked once
-                st.session_state["report"] = (sweep_id, fmt, build_report(con, sweep_id, fmt))
-        except UserError as exc:
-            if exc.field != "db":
-                raise
-            busy(str(exc))
-    ready = st.session_state.get("report")
-    if ready and ready[:2] == (sweep_id, fmt):
-        r3.download_button(f"Download (.{REPORT_FORMATS[fmt][1].lstrip('.')}, "
-                           f"{len(ready[2]) / 2**20:.1f} MiB)", ready[2],
-                           f"report-{sweep_id[:8]}{REPORT_FORMATS[fmt][1]}",
-                           REPORT_FORMATS[fmt][0], key="download_report")
+    report_section(sweep_id)  # a report for someone without the dashboard
 else:
     st.caption("Pick a sweep above to see the round-aggregated table with significance tests.")
 
@@ -167,10 +143,8 @@ if len(contenders) >= 2:
     link.choice("a", "heat_a", contenders)
     link.choice("b", "heat_b", contenders)
     link.choice("heat_model", "heat_model", models)
-    a = h1.selectbox("A", contenders, key="heat_a",
-                     **({} if link.seeded("heat_a") else {"index": 0}))
-    b = h2.selectbox("B", contenders, key="heat_b",
-                     **({} if link.seeded("heat_b") else {"index": 1}))
+    a = h1.selectbox("A", contenders, key="heat_a", **link.initial("heat_a", index=0))
+    b = h2.selectbox("B", contenders, key="heat_b", **link.initial("heat_b", index=1))
     m = h3.selectbox("Model", models, key="heat_model")
     link.put("a", a)
     link.put("b", b)

@@ -6,10 +6,12 @@ import streamlit as st
 from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, cost_per_million,
                                   cpu_shapes, custom_machine, default_shape, equivalents,
                                   monthly_cost, oci_vs_aws, storage_egress)
-from engine.analysis.cost_machines import (MEASURE_HINT, basis, contender_rows, figure,
-                                           fleet_rows, machine_rows, machine_vs_machine,
-                                           priced_shapes, threads_per_core)
+from engine.analysis.cost_machines import (basis, contender_rows, figure, fleet_rows,
+                                           machine_rows, machine_vs_machine, priced_shapes)
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
+from engine.present.cost_text import (bars_captions, break_even_defaults, break_even_text,
+                                      catalog_frame, claim_text, extras_caption, figure_caption,
+                                      not_measured_text, source_caption, versus_missing_text)
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
 from dashboard.session import read
@@ -36,7 +38,7 @@ by_label = {m.label: m for m in catalog}
 link.put("setting", setting, encode_setting)
 link.number("hours", "hours", 1.0, 744.0)
 hours = st.number_input("Hours per month", key="hours", min_value=1.0, max_value=744.0,
-                        **({} if link.seeded("hours") else {"value": float(HOURS_PER_MONTH)}),
+                        **link.initial("hours", value=float(HOURS_PER_MONTH)),
                         help="730 = 8,760 hours / 12, the providers' own convention")
 
 st.subheader("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU AWS machines, "
@@ -45,24 +47,11 @@ claim = oci_vs_aws(cpu, hours)
 st.dataframe(pd.DataFrame(claim["rows"]), hide_index=True, key="claim", column_config={
     "USD/hour": st.column_config.NumberColumn(format="$%.4f"),
     "USD/month": st.column_config.NumberColumn(format="$%.2f")})
-if claim["ratio"] is not None:
-    oci, aws = claim["oci"], claim["aws"]
-    st.markdown(
-        f"With today's catalog, **{oci.label}** costs "
-        f"**${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
-        f"32-vCPU x86 AWS machine, **{aws.label}**, costs "
-        f"**${monthly_cost(aws.usd_per_hour, hours=hours):,.2f}/month** — "
-        f"{claim['ratio']:.2f}x. On OCI x86 one OCPU "
-        "is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference cost also depends on the "
-        "throughput each machine reaches, below.")
+if said := claim_text(claim, hours):
+    st.markdown(said)
 
 with st.expander(f"Price catalog ({len(catalog)} machines; sources and dates)"):
-    st.dataframe(pd.DataFrame([{
-        "provider": m.provider, "shape": m.shape, "region": m.region, "vCPUs": m.vcpus,
-        "OCPUs": m.ocpus, "memory GB": m.memory_gb, "accelerator": m.accelerator,
-        "USD/hour": m.usd_per_hour, "basis": m.price_basis, "source": m.source,
-        "as of": m.as_of, "secondary source": m.secondary} for m in catalog]),
-        hide_index=True, key="catalog")
+    st.dataframe(catalog_frame(catalog), hide_index=True, key="catalog")
     st.caption("OCI Flex prices are derived from unit rates (OCPUs x OCPU rate + GB x memory "
                "rate). GCP and Azure rows come from secondary sources. Refresh from a saved "
                "price list with `python -m engine prices import FILE`.")
@@ -96,15 +85,8 @@ link.put("fw", contender)
 link.put("batch", batch)
 b_all = m_rows[m_rows.batch_size == batch]  # every contender: framework vs framework, B
 base = basis(b_all[b_all.contender == contender].to_dict("records"))
-if base.source:
-    tpc = base.source[0].threads_per_core
-    st.caption(f"Selected machine: {base.source_name} ("
-               + (f"{tpc} thread{'s' if tpc > 1 else ''} per core" if tpc else
-                  "threads per core not recorded") + "): "
-               + ", ".join(f"{s.config}: {s.throughput:,.1f} samples/s"
-                           for s in sorted(base.source, key=lambda s: (s.cores, s.replicas)))
-               + (f". Measured on catalog shapes: {', '.join(base.shapes)}." if base.shapes
-                  else "."))
+if said := source_caption(base):
+    st.caption(said)
 shapes = priced_shapes(catalog, set(base.shapes))
 
 MODES = ["Pick a shape from the catalog", "Enter a price"]
@@ -116,11 +98,10 @@ if mode == "Enter a price":
     link.number("price", "custom_price", 0.0001, 1e6)
     link.number("vcpus", "custom_vcpus", 1, 1024, integer=True)
     price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001,
-                            format="%.4f",
-                            **({} if link.seeded("custom_price") else {"value": 1.0}))
+                            format="%.4f", **link.initial("custom_price", value=1.0))
     vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, max_value=1024,
                             help="priced as an x86 machine with SMT: vCPUs / 2 physical cores",
-                            **({} if link.seeded("custom_vcpus") else {"value": 16}))
+                            **link.initial("custom_vcpus", value=16))
     machine = custom_machine(price, vcpus)
     link.put("machine", "price")
     link.put("price", price, lambda v: f"{v:g}")
@@ -129,42 +110,28 @@ else:
     labels = [m.label for m in shapes]
     link.choice("shape", "shape", labels)
     machine = by_label[st.selectbox("Shape", labels, key="shape",
-                                    **({} if link.seeded("shape")
-                                       else {"index": default_shape(shapes)}))]
+                                    **link.initial("shape", index=default_shape(shapes)))]
     link.put("shape", machine.label)
 
 proj = figure(base, machine)
 if proj is None:
     link.finish()
-    st.info(f"{contender} at batch {batch} was not measured on {machine.shape}, and the "
-            "selected machine has no run of it to estimate from: pick a shape it was "
-            f"measured on ({', '.join(base.shapes)}) or another setting.",
-            icon=":material/info:")
+    st.info(not_measured_text(contender, batch, machine, base), icon=":material/info:")
     st.stop()
 k1, k2, k3 = st.columns(3)
 k1.metric("throughput on this machine" + (" (estimate)" if proj.estimate else " (measured)"),
           f"{proj.throughput:,.1f} samples/s", help=proj.assumption)
 k2.metric("cost per 1 M inferences", f"${cost_per_million(machine.usd_per_hour, proj.throughput):,.4f}")
 k3.metric(f"monthly cost ({hours:g} h)", f"${monthly_cost(machine.usd_per_hour, hours=hours):,.2f}")
-st.caption(f"Assumption: {proj.assumption.removeprefix('estimate: ')} "
-           f"({machine.shape}: {threads_per_core(machine)} thread(s) per core)."
-           if proj.estimate else f"{proj.assumption[0].upper()}{proj.assumption[1:]}.")
+st.caption(figure_caption(proj, machine))
 
 table = machine_rows(shapes + ([machine] if machine.provider == "custom" else []), base,
                      hours=hours)
 st.plotly_chart(cost_bars(table, "cost_per_million",
                           f"Cost per 1 M inferences — {model}, {contender}, batch {batch}",
                           "USD per 1 M inferences"), key="cost_by_shape")
-notes = sorted({r["assumption"] for r in table if r["estimate"]})
-measured_on = [f"{r['shape']} ({r['config']})" for r in table if not r["estimate"]]
-if notes:
-    st.caption("Hatched bars are estimates for shapes with no run: "
-               + notes[0].removeprefix("estimate: ")
-               + (" (and likewise for the other sizes)" if len(notes) > 1 else "")
-               + ". Cores: vCPUs / threads per core (2 on x86 cloud shapes, 1 on Arm; an "
-                 "OCI OCPU is one core).")
-if measured_on:
-    st.caption("Solid bars were measured on their shape: " + "; ".join(measured_on) + ".")
+for line in bars_captions(table):
+    st.caption(line)
 
 g1, g2 = st.columns(2)
 fw_rows = contender_rows(b_all.to_dict("records"), machine, hours=hours)
@@ -176,7 +143,7 @@ with g2:
     st.markdown("**Serving a target rate**")
     link.number("rate", "rate", 0.1, 1e9)
     rate = st.number_input("Target request rate (samples/s)", key="rate", min_value=0.1,
-                           step=10.0, **({} if link.seeded("rate") else {"value": 100.0}))
+                           step=10.0, **link.initial("rate", value=100.0))
     link.put("rate", rate, lambda v: f"{v:g}")
     s1, s2 = st.columns(2)
     storage = s1.number_input("Block storage (GB)", key="storage", min_value=0.0, value=0.0)
@@ -189,9 +156,7 @@ with st.container():
     if fleet:
         st.plotly_chart(fleet_bars(fleet, rate, machine.vcpus), key="fleet")
     if storage or egress:
-        st.caption("Included per month: " + ", ".join(f"{p} ${v:,.2f} storage and egress"
-                                                      for p, v in extras.items())
-                   + " (GCP and Azure extras not modelled).")
+        st.caption(extras_caption(extras))
 
 st.subheader("Machine vs machine: the shapes this was measured on")
 versus = machine_vs_machine(catalog, base, rate, hours=hours)
@@ -205,30 +170,21 @@ if len(versus) >= 2:
     st.caption("Each shape at the split that served it best, medians over its rounds on one "
                "machine; no estimate here.")
 else:
-    st.info(f"{len(versus)} shape{'' if len(versus) == 1 else 's'} measured for "
-            f"{contender} at batch {batch}"
-            + (f" ({versus[0]['machine']})" if versus else "")
-            + ": a side-by-side comparison needs two. Measure on another machine and name "
-            f"its catalog shape: `{MEASURE_HINT}` (`python -m engine prices list` prints "
-            "the names).", icon=":material/info:")
+    st.info(versus_missing_text(versus, contender, batch), icon=":material/info:")
 
 st.subheader("Break-even between two choices")
 b1, b2, b3 = st.columns(3)
-# B defaults to the other contender (if any) on the AWS equivalent of A's machine size.
 contenders = sorted(m_rows.contender.unique())
-others = [c for c in contenders if c != contender]
+shape_labels = [m.label for m in shapes]
+b_contender, b_shape = break_even_defaults(contenders, contender, cpu, shape_labels,
+                                           machine.vcpus)
 link.choice("b_fw", "b_contender", contenders)
 other_contender = b1.selectbox("B: framework (runtime)", contenders, key="b_contender",
-                               **({} if link.seeded("b_contender") else
-                                  {"index": contenders.index(others[0]) if others else 0}))
+                               **link.initial("b_contender", index=b_contender))
 link.put("b_fw", other_contender)
-shape_labels = [m.label for m in shapes]
-aws_eq = next((m.label for m in equivalents(cpu, machine.vcpus) if m.provider == "AWS"), None)
 link.choice("b_shape", "b_shape", shape_labels)
-other_shape = b2.selectbox(
-    "B: shape", shape_labels, key="b_shape",
-    **({} if link.seeded("b_shape") else
-       {"index": shape_labels.index(aws_eq) if aws_eq in shape_labels else 0}))
+other_shape = b2.selectbox("B: shape", shape_labels, key="b_shape",
+                           **link.initial("b_shape", index=b_shape))
 link.put("b_shape", other_shape)
 max_rate = b3.number_input("up to (samples/s)", key="b_max", min_value=1.0,
                            value=float(max(rate * 4, 4 * proj.throughput)),
@@ -242,12 +198,7 @@ else:
     b = (b_tp.throughput, by_label[other_shape].usd_per_hour)
     a_label, b_label = f"A: {contender} on {machine.shape}", f"B: {other_contender} on {other_shape}"
     st.plotly_chart(break_even_chart(a_label, a, b_label, b, max_rate, hours), key="break_even")
-    changes = break_even_rates(a, b, max_rate)
-    if not changes:
-        st.markdown(f"Up to {max_rate:g} samples/s the cheaper choice never changes.")
-    else:
-        st.markdown("The cheaper choice changes at: " + "; ".join(
-            f"{r:,.1f} samples/s → {who}" for r, who in changes[:12]))
+    st.markdown(break_even_text(break_even_rates(a, b, max_rate), max_rate))
     if proj.estimate or b_tp.estimate:
         st.caption("Throughputs projected to these shapes are estimates (see the assumption "
                    "above).")

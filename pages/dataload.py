@@ -26,7 +26,7 @@ labels = sweep_labels(sweeps, "all data-loading runs")
 c1, c2 = st.columns([3, 2])
 link.choice("sweep", "load_sweep", list(labels), encode=lambda s: s or "all", prefix_ok=True)
 sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, key="load_sweep",
-                        **({} if link.seeded("load_sweep") else {"index": 1}))
+                        **link.initial("load_sweep", index=1))
 link.put("sweep", sweep_id or "all")
 summary = read(load_summary, sweep_id)
 failures = read(load_failures, sweep_id)

@@ -36,15 +36,15 @@ baseline = c1.multiselect(
     "Baseline sweeps", ids, format_func=labels.get, key="baseline",
     help="one build; several sweeps of it (other days) measure how far a sweep moves from "
          "day to day, which a verdict across sweeps needs",
-    **({} if link.seeded("baseline") else {"default": ids[min(1, len(ids) - 1):][:1]}))
+    **link.initial("baseline", default=ids[min(1, len(ids) - 1):][:1]))
 link.choices("candidate", "candidate", ids, prefix_ok=True)
 candidate = c2.multiselect("Candidate sweeps", ids, format_func=labels.get, key="candidate",
-                           **({} if link.seeded("candidate") else {"default": ids[:1]}))
+                           **link.initial("candidate", default=ids[:1]))
 link.number("threshold", "threshold", lo, hi)
 threshold_pct = c3.number_input(
     "Threshold [%]", min_value=lo, max_value=hi, step=1.0, key="threshold",
     help="a change within ± this is no change (asv's default is 10 %)",
-    **({} if link.seeded("threshold") else {"value": 100 * DEFAULT_THRESHOLD}))
+    **link.initial("threshold", value=100 * DEFAULT_THRESHOLD))
 link.put("baseline", baseline)
 link.put("candidate", candidate)
 link.put("threshold", threshold_pct, lambda v: f"{v:g}")

@@ -4,9 +4,9 @@ import streamlit as st
 
 from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
-from engine.present.tables import ms_text
+from engine.present.run_detail import (failure_text, profile_caption, run_metrics,
+                                       run_provenance, run_timings, run_title, stderr_tail)
 from engine.scenarios import SCENARIOS
-from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
 from engine.present.tables import interference_text, user_model_line
 from dashboard.link_state import PageLink
 from engine.present.links import MAX_VALUE_LEN, looks_like_path, md_escape, note
@@ -102,33 +102,17 @@ if run is None:
     st.warning(f"run: no stored run has id {run_id!r}; select one in the table instead.")
     st.stop()
 st.caption(f"Link to this run: `?run={run_id}`")
-st.subheader(f"{run['kind']} · {run['model']} · {run['framework']} ({run['runtime']}) · batch "
-             f"{run['batch_size']} · {run['intra_threads']} threads · {run['status']}")
+st.subheader(run_title(run))
 if run.get("model_format"):  # a user's model: exactly which bytes were measured
     st.caption(user_model_line(run, md_escape))
-if run["status"] not in ("ok",):
-    st.error(f"**{run['status']}**: {run['reason']}"
-             + (f" (exit code {run['exit_code']})" if run["exit_code"] is not None else "")
-             + (f" (signal {run['signal']})" if run["signal"] else ""))
-    if run["stderr_tail"]:
-        st.code(run["stderr_tail"][-3000:], language="text")
+if failed := failure_text(run):
+    st.error(failed)
+    if tail := stderr_tail(run):
+        st.code(tail, language="text")
 if run["validity_reason"]:
     st.warning(f"validity **{run['validity']}**: {run['validity_reason']}")
 if not samples.empty:
-    m = st.columns(6)
-    low = not p99_confident(run["iterations"])
-    blocks = (run["extra"] or {}).get("block_calls")
-    for col, (name, value, why) in zip(m, [
-            ("p50", ms_text(run['median_ms']), None), ("p90", ms_text(run['p90_ms']), None),
-            ("p99" + (" (low confidence)" if low else ""), ms_text(run['p99_ms']),
-             f"from {run['iterations']} samples: below {P99_MIN_SAMPLES}, p99 is one of the "
-             "largest few samples" if low else None),
-            ("IQR", ms_text(run['iqr_ms']), None),
-            ("samples/s", f"{run['throughput']:,.1f}", "samples processed over the total "
-                                                        "measured time"),
-            ("iterations" if not blocks else f"iterations (blocks of {blocks} calls)",
-             f"{run['iterations']}", "calls under 1 ms are timed in blocks; each sample is a "
-                                     "block's time over its calls" if blocks else None)]):
+    for col, (name, value, why) in zip(st.columns(6), run_metrics(run)):
         col.metric(name, value, help=why)
     seen = (run["extra"] or {}).get("interference")
     if seen:
@@ -139,14 +123,7 @@ if not samples.empty:
     g2.plotly_chart(iteration_trace(samples, scenario.step_noun), key="trace")
 if not ops.empty:
     st.subheader("Profile")
-    extra = run["extra"] or {}
-    unit = SCENARIOS[run["kind"]].step_noun
-    st.caption(
-        f"{extra.get('profile_steps')} {unit}s profiled in a separate pass after the timed "
-        f"one, so the profiler never touched the figures above: "
-        f"{extra.get('profile_step_ms', float('nan')):,.2f} ms per profiled {unit} against a "
-        f"p50 of {run['median_ms']:,.2f} ms unprofiled (the difference is the profiler's "
-        "own overhead). Self time: time in the operator itself, its children excluded.")
+    st.caption(profile_caption(run, SCENARIOS[run["kind"]].step_noun))
     o1, o2 = st.columns([2, 3])
     o1.dataframe(ops, hide_index=True, width="stretch", height=560, column_config={
         "self_ms": st.column_config.NumberColumn("self [ms]", format="%.3f"),
@@ -156,16 +133,8 @@ if not ops.empty:
         st.download_button(f"Chrome trace (.json.gz, {len(trace) / 1024:,.0f} KiB): open in "
                            "Perfetto or chrome://tracing", trace,
                            f"trace-{run_id[:8]}.json.gz", "application/gzip", key="dl_trace")
-t = {k: run[k] for k in ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
-                          "stop_reason", "peak_rss_bytes", "peak_rss_method", "params",
-                          "params_trainable", "flops_per_sample", "flops_method",
-                          "gflops_per_s", "load_avg_1m", "git_commit")}
 p1, p2 = st.columns(2)
 p1.markdown("**Timings and model**")
-p1.json(t, expanded=True)
+p1.json(run_timings(run), expanded=True)
 p2.markdown("**Provenance**")
-p2.json({"system": run["system"],
-         "machine": {k: run.get(k) for k in ("machine_shape", "threads_per_core", "cpu_flags",
-                                              "governor", "node_id", "node_host")},
-         "versions": run["versions"],
-         "threads_effective": run["threads_effective"], "env": run["env"]}, expanded=False)
+p2.json(run_provenance(run), expanded=False)

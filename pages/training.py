@@ -3,12 +3,14 @@
 import pandas as pd
 import streamlit as st
 
-from engine.analysis.cost import default_shape, equivalents
+from engine.analysis.cost import default_shape
 from engine.analysis.cost_machines import priced_shapes, training_rows
 from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars,
                                              step_loss_chart, train_labels, training_cost_bars,
                                              training_curves)
 from engine.present.tables import sweep_labels
+from engine.present.training_text import (accuracy_gap_text, accuracy_metrics, cost_caption,
+                                          final_epochs, measure_label, priced_machines)
 from engine.run.requests import SweepRequest
 from engine.scenarios import TRAINING
 from engine.core.errors import UserError
@@ -33,7 +35,7 @@ if sweeps.empty:
 labels = sweep_labels(sweeps, "all training runs")
 link.choice("sweep", "train_sweep", list(labels), encode=lambda s: s or "all", prefix_ok=True)
 sweep_id = st.selectbox("Runs", list(labels), format_func=labels.get, key="train_sweep",
-                        **({} if link.seeded("train_sweep") else {"index": 1}))
+                        **link.initial("train_sweep", index=1))
 link.put("sweep", sweep_id or "all")
 runs = read(train_runs, sweep_id)
 ok_ids = runs[runs.status == "ok"].run_id.tolist()
@@ -67,17 +69,12 @@ if epochs.empty:
     st.stop()
 
 # The accuracy gap between frameworks: the last epoch's test accuracy per run.
-last = epochs.sort_values("epoch").groupby("run_id").tail(1)
+last = final_epochs(epochs)
 cols = st.columns(min(len(last), 4))
-for col, r in zip(cols, last.itertuples()):
-    col.metric(f"test accuracy · {names[r.run_id]}", f"{r.test_acc:.1%}",
-               help=f"epoch {r.epoch}; train accuracy {r.train_acc:.1%}")
-if last.framework.nunique() > 1:
-    gap = last.test_acc.max() - last.test_acc.min()
-    st.caption(f"Test-accuracy gap between the runs shown: **{gap * 100:.1f} points**. "
-               "Initialisations differ by framework (Kaiming in torchvision, Glorot or "
-               "variance scaling in Keras) and so do BatchNorm defaults, so the curves can "
-               "part even on identical data and order.")
+for col, (label, value, why) in zip(cols, accuracy_metrics(last, names)):
+    col.metric(label, value, help=why)
+if gap := accuracy_gap_text(last):
+    st.caption(gap)
 
 c1, c2 = st.columns(2)
 c1.plotly_chart(epoch_time_bars(epochs, names), key="epoch_time")
@@ -122,8 +119,7 @@ if not latency.empty:
     if not missing.empty and access().can_write:  # viewer mode: no write controls
         requests = SweepRequest.covering(missing.to_dict("records"))
         total = sum(len(r.specs()) * r.rounds for r in requests)
-        if st.button(f"Measure inference for the {len(missing)} configuration(s) without it "
-                     f"({total} runs)", key="train_measure_inference"):
+        if st.button(measure_label(len(missing), total), key="train_measure_inference"):
             manager = job_manager()
             try:
                 ids = [manager.submit(r).job_id for r in requests]
@@ -144,16 +140,10 @@ on_shapes = set(measured.machine_shape.dropna())  # shapes that runs name: measu
 cpu = priced_shapes(catalog, on_shapes)
 link.choice("shape", "train_shape", list(range(len(cpu))), encode=lambda i: cpu[i].label)
 machine = cpu[st.selectbox("Machine", range(len(cpu)), key="train_shape",
-                           **({} if link.seeded("train_shape") else
-                              {"index": default_shape(cpu)}),
+                           **link.initial("train_shape", index=default_shape(cpu)),
                            format_func=lambda i: f"{cpu[i].label} ({cpu[i].vcpus} vCPUs, "
                                                  f"${cpu[i].usd_per_hour:.4f}/h)")]
-# The chosen machine beside the closest-sized x86 machine of every other provider, and
-# beside every shape the runs were measured on.
-machines = [machine] + [m for m in equivalents(cpu, machine.vcpus)
-                        if m.provider != machine.provider]
-machines += [m for m in cpu if m.shape in on_shapes and m not in machines]
-rows = training_rows(measured.to_dict("records"), machines)
+rows = training_rows(measured.to_dict("records"), priced_machines(cpu, machine, on_shapes))
 if not rows:
     link.finish()
     st.info(f"No figure for {machine.label}: the selected machine has no successful "
@@ -175,19 +165,6 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="train_co
                                                                 format="$%.6f"),
                  "cost_per_million": st.column_config.NumberColumn("USD per 1 M samples",
                                                                    format="$%.4f")})
-host = measured.iloc[0]
-own = measured[measured.selected]
-notes = sorted({r["assumption"] for r in rows if r["estimate"]})
-shown = sorted({f"{r['shape']} ({r['config']})" for r in rows if not r["estimate"]})
-st.caption(
-    "Training samples/s over whole epochs (first epoch included)"
-    + (f", on the selected machine ({own.iloc[0].cpu_model}) at " + ", ".join(
-        sorted({f"{int(t)} thread{'s' if t > 1 else ''}" for t in own.threads}))
-       if not own.empty else "")
-    + f"; an epoch here is {int(host.samples_per_epoch):,} samples of this run's data set and "
-    "image size, so USD per 1 M samples is the figure to scale to your own data set. "
-    + ("Measured on their shape: " + "; ".join(shown) + ". " if shown else "")
-    + ("Hatched bars are estimates for shapes with no run: "
-       + notes[0].removeprefix("estimate: ") + "." if notes else ""))
+st.caption(cost_caption(measured, rows))
 link.put("shape", machine.label)
 link.finish()

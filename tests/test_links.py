@@ -5,9 +5,9 @@ its selection back to the address."""
 import pytest
 
 from engine.present.links import (encode_setting, looks_like_path, parse_choice,
-                                  parse_choices, parse_number)
+                                  parse_choices, parse_integers, parse_number)
 from tests.helpers import seed_sweep, seed_workloads
-from tests.test_pages import page
+from tests.test_pages import opened_from_link, page
 
 
 @pytest.mark.parametrize("raw", ["../x", "/etc/passwd", "a\\b", "~root", "x\x00y", ".."])
@@ -46,6 +46,50 @@ def test_choices_numbers_and_lengths():
     assert encode_setting(("cpu", "fp32", 1, "sys-1", "", "none")) == "cpu_fp32_1_sys-1"
     assert encode_setting(("cpu", "fp32", 1, "sys-1", "", "steady")) == "cpu_fp32_1_sys-1_steady"
     assert not looks_like_path(encode_setting(("cpu", "fp32", None, None)))
+
+
+def test_integer_lists_keep_the_usable_values_and_name_each_refused_one():
+    assert parse_integers("batch", None, 1, 4096) == (None, [])
+    assert parse_integers("batch", "8, 1,8", 1, 4096) == ([8, 1], [])
+    assert parse_integers("threads", "abc,2,0", 1, 4) == ([2], [
+        "link: threads='abc' is not allowed; allowed: integer 1..4; ignored",
+        "link: threads='0' is not allowed; allowed: integer 1..4; ignored"])
+    assert parse_integers("replicas", "9", 1, 4)[0] is None  # nothing usable: the default
+    values, notes = parse_integers("batch", "1," * 150, 1, 4096)
+    assert values == [1] and notes == [
+        "link: batch='1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1...' is not allowed; allowed: at "
+        "most 200 characters; ignored"]
+
+
+def test_the_run_page_writes_what_differs_from_its_defaults_and_its_link_reopens_it(
+        db_path, monkeypatch):
+    at = opened_from_link(db_path, monkeypatch, {
+        "model": "resnet18", "batch": "3,8", "threads": "1", "rounds": "5", "margin": "5",
+        "contention": "1", "image_size": "64", "time_budget": "900", "min_time": "0.5"})
+    assert (at.multiselect(key="batch_presets").value, at.text_input(key="batch_free").value,
+            at.number_input(key="rounds").value, at.text_input(key="time_budget").value) == (
+        [8], "3", 5, "900")
+    written = {"model": "resnet18", "batch": "3,8", "threads": "1", "min_time": "0.5",
+               "rounds": "5", "margin": "5", "image_size": "64", "time_budget": "900",
+               "contention": "1"}
+    assert dict(at.query_params) == written
+    assert at.code[0].value.endswith("?model=resnet18&batch=3%2C8&threads=1&min_time=0.5&"
+                                     "rounds=5&margin=5&image_size=64&time_budget=900&"
+                                     "contention=1")
+    # The user's later change wins over the link it was opened with; back at the defaults,
+    # the address names nothing.
+    at.number_input(key="rounds").set_value(4).run()
+    assert dict(at.query_params) == {**written, "rounds": "4"} and not at.warning
+    for kind, key, value in (("multiselect", "models", ["efficientnet_b0"]),
+                             ("multiselect", "batch_presets", [1, 8]),
+                             ("text_input", "batch_free", ""), ("number_input", "rounds", 3),
+                             ("number_input", "margin", 2.0), ("number_input", "min_time", 2.0),
+                             ("checkbox", "contention", False), ("text_input", "image_size", ""),
+                             ("text_input", "time_budget", "")):
+        getattr(at, kind)(key=key).set_value(value)
+    threads = at.multiselect(key="threads")
+    threads.set_value([len(threads.options)]).run()
+    assert dict(at.query_params) == {}
 
 
 def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_path,

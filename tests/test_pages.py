@@ -176,6 +176,18 @@ def test_results_page_lists_every_run_and_filters(seeded, monkeypatch):
     assert [b.proto.label for b in at.get("download_button")] == ["CSV", "Parquet"]
 
 
+def test_compare_page_prepares_a_report_of_the_sweep_on_request(seeded, monkeypatch):
+    at = page("pages/compare.py", seeded, monkeypatch)
+    labels = [b.proto.label for b in at.get("download_button")]  # the page's CSV, before
+    at.radio(key="report_format").set_value("md").run()
+    at.button(key="prepare_report").click().run()
+    assert not at.exception
+    [new] = [b.proto.label for b in at.get("download_button") if b.proto.label not in labels]
+    assert new.startswith("Download (.md, ") and new.endswith(" MiB)")
+    at.radio(key="report_format").set_value("html").run()  # another format: prepare again
+    assert [b.proto.label for b in at.get("download_button")] == labels
+
+
 def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
     at = page("pages/compare.py", seeded, monkeypatch)
     assert at.selectbox(key="sweep").value == "sweep-seeded"

@@ -93,3 +93,250 @@ def test_comparisons_across_frameworks_state_the_architecture_differences():
     assert architecture_notes(aggregate(rounds)) == [("resnet18", CATALOG["resnet18"].note)]
     assert f"  resnet18: {CATALOG['resnet18'].note}" in compare_table(aggregate(rounds))
     assert architecture_notes(aggregate(rounds[:1])) == []  # one framework: nothing crossed
+
+
+# -- the Run page's forms (engine/present/run_form.py) ----------------------------------------
+
+def test_the_run_forms_text_boxes_parse_into_values_or_name_the_field():
+    from engine.core.errors import UserError
+    from engine.present.run_form import (batch_sizes, default_threads, parse_image_size,
+                                         parse_time_budget, split_batches)
+
+    assert split_batches([3, 8, 48, 1]) == ([8, 1], "3,48")
+    assert split_batches([]) == ([], "")
+    assert batch_sizes([8, 1], "3, 48 8") == [8, 1, 3, 48]  # a preset typed again: once
+    assert parse_time_budget("  ") is None and parse_time_budget("900") == 900.0
+    assert parse_image_size("") is None and parse_image_size("64") == 64
+    assert default_threads(16, 4) == [4] and default_threads(2, 8) == [2]
+    for call, message in (
+            (lambda: batch_sizes([1], "0"),
+             "batch_size: 0 is out of range; allowed: integer 1..4096"),
+            (lambda: parse_time_budget(" soon "),
+             "time_budget_s: 'soon' is not a number; allowed: number 1..86400"),
+            (lambda: parse_image_size("16"),
+             "image_size: 16 is out of range; allowed: integer 32..1024")):
+        with pytest.raises(UserError) as exc:
+            call()
+        assert str(exc.value) == message and exc.value.field == message.split(":")[0]
+
+
+def test_the_run_forms_labels_count_what_is_known_at_the_native_size():
+    from engine.present.run_form import model_facts, model_label, runtime_label
+
+    info = pd.DataFrame([
+        {"model": "resnet18", "framework": "torch", "image_size": 224, "params": 11_689_512,
+         "flops_per_sample": 1_818_563_584},
+        {"model": "resnet18", "framework": "tensorflow", "image_size": 224,
+         "params": 11_699_112, "flops_per_sample": None},
+        {"model": "resnet18", "framework": "torch", "image_size": 64, "params": 11_689_512,
+         "flops_per_sample": 148_000_000},  # another size: another model's count
+        {"model": "my_net", "framework": "torch", "image_size": 224, "params": 1,
+         "flops_per_sample": 1}])  # not the catalog's
+    facts = model_facts(info)
+    assert sorted(facts) == [("resnet18", "tensorflow"), ("resnet18", "torch")]
+    label = model_label(facts)
+    assert label("resnet18") == ("resnet18  ·  224px, 11.7M params, 1.82 GFLOPs (torch), "
+                                 "11.7M params (keras)")
+    assert label("efficientnet_b0") == "efficientnet_b0  ·  224px"
+    assert runtime_label("eager") == "eager (torch)"
+    assert runtime_label("tf_function") == "tf_function (tensorflow)"
+
+
+def test_the_run_forms_sentences_say_what_will_run():
+    from types import SimpleNamespace
+
+    from engine.core.budget import RoundBudget
+    from engine.present.run_form import launched, load_summary, sweep_summary, train_summary
+
+    assert sweep_summary(4, RoundBudget(3, 6), 1, 90.0) == (
+        "**4 configurations × 3 rounds = 12 runs** (up to 6 rounds for undecided contests), "
+        "rough estimate for the minimum ≈ 1.5 min")
+    assert sweep_summary(1, RoundBudget(1, 1), 1, 6.0) == (
+        "**1 configuration × 1 round = 1 run**, rough estimate for the minimum ≈ 0.1 min")
+    assert sweep_summary(2, RoundBudget(3, 8, 900.0), 2, 600.0) == (
+        "**2 configurations × 3 rounds × 2 node kinds = 12 runs** (up to 8 rounds for "
+        "undecided contests, within 900 s), rough estimate for the minimum ≈ 10.0 min")
+    train = [SimpleNamespace(epochs=2, steps_in_epoch=lambda: 5)] * 4
+    assert train_summary(train) == "**4 training runs** of 2 epoch(s) × 5 steps"
+    assert train_summary(train[:1]) == "**1 training run** of 2 epoch(s) × 5 steps"
+    load = [SimpleNamespace(runtime=r) for r in ("loop:pillow+numpy", "loop:pillow+numpy",
+                                                 "loop:opencv+numpy")]
+    assert load_summary(load) == "**3 data-loading runs** of 2 implementation(s)"
+    assert launched("Sweep", 1, True) == "Sweep job 1 starts now."
+    assert launched("Training", 7, False) == "Training job 7 is queued."
+
+
+# -- the Cost page's sentences (engine/present/cost_text.py) ----------------------------------
+
+def test_the_cost_pages_sentences_come_from_the_figures():
+    from engine.analysis.cost import cpu_shapes, custom_machine, load_catalog, oci_vs_aws
+    from engine.analysis.cost_machines import Basis, Figure, Split
+    from engine.present.cost_text import (break_even_defaults, break_even_text,
+                                          catalog_frame, claim_text, extras_caption,
+                                          figure_caption, source_caption,
+                                          versus_missing_text)
+
+    catalog = load_catalog()
+    cpu = cpu_shapes(catalog)
+    assert claim_text(oci_vs_aws(cpu, hours=730), 730) == (
+        "With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** costs "
+        "**$327.04/month**; the cheapest 32-vCPU x86 AWS machine, **AWS c6i.8xlarge**, costs "
+        "**$992.80/month** — 3.04x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
+        "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
+        "below.")
+    assert claim_text(oci_vs_aws([m for m in cpu if m.provider == "OCI"]), 730) is None
+    frame = catalog_frame(catalog[:2])
+    assert list(frame.columns) == ["provider", "shape", "region", "vCPUs", "OCPUs",
+                                   "memory GB", "accelerator", "USD/hour", "basis", "source",
+                                   "as of", "secondary source"] and len(frame) == 2
+
+    one = Split(threads=1, replicas=1, throughput=100.0, runs=3, threads_per_core=2,
+                machine="Test CPU")
+    two = Split(threads=2, replicas=2, throughput=350.0, runs=3, threads_per_core=2,
+                machine="Test CPU")
+    assert source_caption(Basis((), ())) is None
+    assert source_caption(Basis((two, one), ())) == (
+        "Selected machine: Test CPU (2 threads per core): 1 thread x 1 replica: 100.0 "
+        "samples/s, 2 threads x 2 replicas: 350.0 samples/s.")
+    mine = custom_machine(0.5, 8)
+    assert figure_caption(Figure(700.0, True, "estimate: 175.0 samples/s per core", two,
+                                 None), mine) == (
+        "Assumption: 175.0 samples/s per core (custom 8 vCPUs: 2 thread(s) per core).")
+    assert figure_caption(Figure(236.0, False, "measured on c6i.8xlarge (16 threads)", two,
+                                 41.0), mine) == "Measured on c6i.8xlarge (16 threads)."
+    assert extras_caption({"OCI": 1.5, "AWS": 12.25}) == (
+        "Included per month: OCI $1.50 storage and egress, AWS $12.25 storage and egress "
+        "(GCP and Azure extras not modelled).")
+    assert versus_missing_text([{"machine": "AWS c6i.8xlarge"}], "torch (eager)", 8) == (
+        "1 shape measured for torch (eager) at batch 8 (AWS c6i.8xlarge): a side-by-side "
+        "comparison needs two. Measure on another machine and name its catalog shape: "
+        "`python -m engine run ... --machine-shape NAME` (`python -m engine prices list` "
+        "prints the names).")
+    labels = [m.label for m in cpu]
+    b_contender, b_shape = break_even_defaults(["a", "b"], "a", cpu, labels, 32)
+    assert b_contender == 1 and labels[b_shape] == "AWS c6i.8xlarge"
+    assert break_even_defaults(["a"], "a", cpu, labels[:1], 32) == (0, 0)
+    assert break_even_text([], 400.0) == "Up to 400 samples/s the cheaper choice never changes."
+    assert break_even_text([(100.0, "B"), (1250.5, "A")], 4000.0) == (
+        "The cheaper choice changes at: 100.0 samples/s → B; 1,250.5 samples/s → A")
+
+
+# -- one run on the Results page (engine/present/run_detail.py) -------------------------------
+
+def _run(**kw):
+    base = {"kind": "inference", "model": "resnet18", "framework": "torch", "runtime": "eager",
+            "batch_size": 8, "intra_threads": 2, "status": "ok", "reason": None,
+            "exit_code": None, "signal": None, "stderr_tail": None, "median_ms": 10.1,
+            "p90_ms": 10.4, "p99_ms": 11.0, "iqr_ms": 0.2, "throughput": 792.08,
+            "iterations": 120, "extra": None}
+    return {**base, **kw}
+
+
+def test_a_runs_title_metrics_and_failure_read_as_the_results_page_shows_them():
+    from engine.present.run_detail import (failure_text, profile_caption, run_metrics,
+                                           run_title, stderr_tail)
+
+    assert run_title(_run()) == ("inference · resnet18 · torch (eager) · batch 8 · 2 threads · "
+                                 "ok")
+    assert failure_text(_run()) is None
+    assert failure_text(_run(status="oom", reason="ValueError: boom")) == \
+        "**oom**: ValueError: boom"
+    assert failure_text(_run(status="error", reason="killed", exit_code=-9, signal=9)) == \
+        "**error**: killed (exit code -9) (signal 9)"
+    assert stderr_tail(_run(stderr_tail="x" * 3500)) == "x" * 3000
+    assert stderr_tail(_run()) == ""
+    assert run_metrics(_run()) == [
+        ("p50", "10.10 ms", None), ("p90", "10.40 ms", None), ("p99", "11.00 ms", None),
+        ("IQR", "0.2000 ms", None),
+        ("samples/s", "792.1", "samples processed over the total measured time"),
+        ("iterations", "120", None)]
+    few = run_metrics(_run(iterations=5, extra={"block_calls": 4}))
+    assert few[2] == ("p99 (low confidence)", "11.00 ms",
+                      "from 5 samples: below 100, p99 is one of the largest few samples")
+    assert few[5] == ("iterations (blocks of 4 calls)", "5", "calls under 1 ms are timed in "
+                      "blocks; each sample is a block's time over its calls")
+    assert profile_caption(_run(extra={"profile_steps": 3, "profile_step_ms": 12.5}),
+                           "iteration") == (
+        "3 iterations profiled in a separate pass after the timed one, so the profiler never "
+        "touched the figures above: 12.50 ms per profiled iteration against a p50 of 10.10 ms "
+        "unprofiled (the difference is the profiler's own overhead). Self time: time in the "
+        "operator itself, its children excluded.")
+
+
+# -- the Training page's sentences (engine/present/training_text.py) -------------------------
+
+def test_the_training_pages_accuracy_gap_machines_and_cost_caption():
+    from engine.analysis.cost import cpu_shapes, load_catalog
+    from engine.present.training_text import (accuracy_gap_text, accuracy_metrics,
+                                              cost_caption, final_epochs, measure_label,
+                                              priced_machines)
+
+    epochs = pd.DataFrame([
+        {"run_id": "t", "framework": "torch", "epoch": 2, "test_acc": 0.8, "train_acc": 0.9},
+        {"run_id": "t", "framework": "torch", "epoch": 1, "test_acc": 0.6, "train_acc": 0.7},
+        {"run_id": "k", "framework": "tensorflow", "epoch": 1, "test_acc": 0.7,
+         "train_acc": 0.75}])
+    last = final_epochs(epochs)
+    assert sorted(zip(last.run_id, last.epoch)) == [("k", 1), ("t", 2)]
+    assert sorted(accuracy_metrics(last, {"t": "torch (eager)", "k": "tf"})) == [
+        ("test accuracy · tf", "70.0%", "epoch 1; train accuracy 75.0%"),
+        ("test accuracy · torch (eager)", "80.0%", "epoch 2; train accuracy 90.0%")]
+    assert accuracy_gap_text(last).startswith(
+        "Test-accuracy gap between the runs shown: **10.0 points**. Initialisations differ")
+    assert accuracy_gap_text(last[last.framework == "torch"]) is None
+    assert measure_label(2, 12) == "Measure inference for the 2 configuration(s) without it " \
+                                   "(12 runs)"
+
+    cpu = cpu_shapes(load_catalog())
+    e4 = next(m for m in cpu if m.shape == "VM.Standard.E4.Flex 16 OCPU/32 GB")
+    chosen = priced_machines(cpu, e4, {"c6i.8xlarge"})
+    assert chosen[0] == e4 and "OCI" not in {m.provider for m in chosen[1:]}
+    assert [m.shape for m in chosen].count("c6i.8xlarge") == 1  # an equivalent: once
+
+    measured = pd.DataFrame([
+        {"selected": True, "cpu_model": "Test CPU", "threads": 2, "samples_per_epoch": 1797},
+        {"selected": True, "cpu_model": "Test CPU", "threads": 1, "samples_per_epoch": 1797}])
+    rows = [{"estimate": True, "assumption": "estimate: 50.0 samples/s per core",
+             "shape": "x", "config": ""},
+            {"estimate": False, "assumption": "", "shape": "c6i.8xlarge",
+             "config": "16 threads x 1 replica"}]
+    assert cost_caption(measured, rows) == (
+        "Training samples/s over whole epochs (first epoch included), on the selected machine "
+        "(Test CPU) at 1 thread, 2 threads; an epoch here is 1,797 samples of this run's data "
+        "set and image size, so USD per 1 M samples is the figure to scale to your own data "
+        "set. Measured on their shape: c6i.8xlarge (16 threads x 1 replica). Hatched bars are "
+        "estimates for shapes with no run: 50.0 samples/s per core.")
+
+
+# -- the System page's lines (engine/present/system_text.py) ----------------------------------
+
+def test_the_system_pages_lines_and_package_versions():
+    import streamlit
+
+    from engine.present.system_text import (database_line, machine_line, metric_label,
+                                            package_versions, status_line)
+
+    assert package_versions(("streamlit", "no-such-distribution-here")) == [
+        {"package": "streamlit", "version": streamlit.__version__},
+        {"package": "no-such-distribution-here", "version": "not installed"}]
+    info = {"cpu_model": "Test CPU @ 2 GHz", "sockets": 1, "platform": "Linux-6.1-x86_64",
+            "python": "3.11.7", "hostname": "box"}
+    assert machine_line(info, None) == (
+        "**CPU** Test CPU @ 2 GHz · 1 socket(s) · **OS** Linux-6.1-x86_64 · **Python** 3.11.7 "
+        "· **host** box · **project commit** `unknown`")
+    assert database_line("/d/bench.duckdb", 3 * 2**20, ["m001_initial", "m002_x"]) == (
+        "`/d/bench.duckdb` · 3.0 MiB on disk · migrations: m001_initial, m002_x")
+    assert status_line({"ok": 16, "oom": 1}) == "Runs by status: **ok** 16 · **oom** 1"
+    assert metric_label("run_samples") == "run samples"
+
+
+def test_compare_names_each_sweep_by_its_rounds():
+    from engine.present.tables import round_sweep_labels
+
+    sweeps = pd.DataFrame([{"sweep_id": "0123456789abcdef", "created_at": "2026-11-21 12:00:05",
+                            "rounds": 1, "models": ["resnet18"]},
+                           {"sweep_id": "fedcba9876543210", "created_at": "2026-11-20 09:30:00",
+                            "rounds": 3, "models": ["resnet18", "vgg16"]}])
+    assert round_sweep_labels(sweeps, "all") == {
+        None: "all", "0123456789abcdef": "sweep 01234567 · 2026-11-21 12:00 · 1 round · resnet18",
+        "fedcba9876543210": "sweep fedcba98 · 2026-11-20 09:30 · 3 rounds · resnet18, vgg16"}

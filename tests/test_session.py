@@ -74,6 +74,16 @@ def test_sessions_share_one_handle_with_a_cursor_each_and_it_closes_when_idle(db
     assert other.returncode == 0, other.stderr
 
 
+def test_the_handle_counts_the_file_and_its_write_ahead_log_on_disk(tmp_path):
+    from dashboard.session import Database
+    db = Database(tmp_path / "bench.duckdb")
+    assert db.size_bytes() == 0  # no file yet
+    (tmp_path / "bench.duckdb").write_bytes(b"x" * 1000)
+    assert db.size_bytes() == 1000
+    (tmp_path / "bench.duckdb.wal").write_bytes(b"x" * 24)
+    assert db.size_bytes() == 1024
+
+
 def test_a_waiting_writer_is_marked_and_readers_stop_joining_the_handle(db_path):
     from engine.core.errors import UserError
     from dashboard.session import Database

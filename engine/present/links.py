@@ -16,7 +16,7 @@ import math
 from typing import Any, Iterable
 
 __all__ = ["MAX_VALUE_LEN", "looks_like_path", "parse_choice", "parse_choices",
-           "parse_number", "encode_setting", "note", "md_escape"]
+           "parse_number", "parse_integers", "encode_setting", "note", "md_escape"]
 
 MAX_VALUE_LEN = 200
 _PATH_MARKS = ("/", "\\", "..", "\x00")
@@ -120,6 +120,23 @@ def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
     if not math.isfinite(value) or not lo <= value <= hi:
         return None, note(field, raw, allowed, action)
     return value, None
+
+
+def parse_integers(field: str, raw: str | None, lo: int, hi: int
+                   ) -> tuple[list[int] | None, list[str]]:
+    """Comma-separated integers in lo..hi (batch sizes, thread counts): the usable ones in
+    link order, each once; a note for each refused one (ignored). Only the first
+    MAX_VALUE_LEN characters are read, and a longer value gets a note of its own. None when
+    nothing usable was given (the page keeps its default)."""
+    if raw is None or raw == "":
+        return None, []
+    parsed = [parse_number(field, part.strip(), lo, hi, integer=True)
+              for part in raw[:MAX_VALUE_LEN + 1].split(",") if part.strip()]
+    values = list(dict.fromkeys(v for v, _ in parsed if v is not None))
+    notes = [m for _, m in parsed if m]
+    if len(raw) > MAX_VALUE_LEN:
+        notes.append(note(field, raw, f"at most {MAX_VALUE_LEN} characters"))
+    return values or None, notes
 
 
 def encode_setting(setting: tuple) -> str:

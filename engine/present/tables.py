@@ -15,7 +15,8 @@ from engine.core.inference import CONDITION_LABELS
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
            "MARKS_LEGEND", "sentence",
-           "interference_text", "p99_text", "architecture_notes", "user_model_line"]
+           "interference_text", "p99_text", "architecture_notes", "user_model_line",
+           "sweep_labels", "round_sweep_labels"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 # Figures (with their marks) align right; words align left.
@@ -324,4 +325,15 @@ def sweep_labels(sweeps, everything: str) -> dict:
     for s in sweeps.itertuples():
         labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
                               f"{', '.join(s.models)} · {s.runs} runs")
+    return labels
+
+
+def round_sweep_labels(sweeps, everything: str) -> dict:
+    """As sweep_labels, naming each sweep's rounds before its models: what Compare's
+    significance tests are run over."""
+    labels = {None: everything}
+    for s in sweeps.itertuples():
+        labels[s.sweep_id] = (f"sweep {s.sweep_id[:8]} · {str(s.created_at)[:16]} · "
+                              f"{s.rounds} round{'s' if s.rounds > 1 else ''} · "
+                              f"{', '.join(s.models)}")
     return labels

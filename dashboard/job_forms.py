@@ -1,0 +1,194 @@
+"""The Run page's other jobs: the batch-size search, training and data loading, each a form
+in an expander; and what every form of the page shares: its plan (the request built from the
+form and expanded, or the reason it cannot be) and its launch button.
+
+Streamlit widgets; the request classes are the page's (it names each job it offers), the
+sentences engine/present/run_form.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import streamlit as st
+
+from engine.core.catalog import CATALOG, RUNTIMES
+from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.core.errors import UserError
+from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
+                                MARGIN_RANGE, PROFILE_RANGE, TRAIN_BATCH_RANGE, WORKERS_RANGE,
+                                logical_cores, parse_int_list)
+from engine.core.paths import data_root
+from engine.core.training import DATASETS, TRAIN_RUNTIMES
+from engine.present.run_form import FRAMEWORKS, launched
+from engine.run.batch_search import DEFAULT_MARGIN
+
+__all__ = ["JobForm", "Plan", "plan", "Launcher", "batch_search_form", "training_form",
+           "data_loading_form"]
+
+
+@dataclass
+class JobForm:
+    """A form's choice: the request's keyword arguments, or the errors (by field) that
+    refuse it before it is built."""
+
+    fields: dict = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A form's request and what it expands to (specs, and a line per combination left out),
+    or the errors by field that keep it from launching."""
+
+    request: Any = None
+    specs: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    errors: dict = field(default_factory=dict)
+
+    @property
+    def error(self) -> str:
+        return next(iter(self.errors.values()), "")
+
+
+def plan(kind: Callable[..., Any], form: JobForm) -> Plan:
+    """kind(**form.fields) expanded; a refusal (UserError) is an error under its field."""
+    if form.errors:
+        return Plan(errors=dict(form.errors))
+    request = kind(**form.fields)
+    try:
+        specs, skipped = request.expand()
+    except UserError as exc:
+        return Plan(request, errors={exc.field or "sweep": str(exc)})
+    return Plan(request, list(specs), list(skipped))
+
+
+class Launcher:
+    """The page's launch buttons over the session's job queue. A request equal to one queued
+    or running is explained instead of queued twice. No button for a session that may not
+    write (the queue would refuse it anyway)."""
+
+    def __init__(self, manager, can_write: bool) -> None:
+        self.manager, self.can_write = manager, can_write
+
+    def button(self, label: str, key: str, job: Plan, what: str, disabled: bool,
+               **button) -> None:
+        if not self.can_write:
+            return
+        if st.button(label, key=key, disabled=disabled, **button):
+            try:
+                view = self.manager.submit(job.request)
+                active = self.manager.active()
+                st.success(launched(what, view.job_id,
+                                    active is None or active.job_id == view.job_id))
+            except UserError as exc:
+                st.warning(str(exc))
+
+
+def batch_search_form(image_size: int | None) -> JobForm:
+    """BatchSearchRequest's fields; image_size: the sweep form's (None: native)."""
+    cores = logical_cores()
+    st.caption("Doubles the batch until a probe runs out of memory (the cap), fails, or stops "
+               "raising throughput by more than the margin, then bisects towards the memory "
+               "limit. Every probe is a stored run.")
+    b1, b2, b3, b4 = st.columns(4)
+    model = b1.selectbox("Model", list(CATALOG), key="bs_model")
+    runtime = b2.selectbox("Runtime", [f"{f}/{r}" for f in FRAMEWORKS for r in RUNTIMES[f]],
+                           key="bs_runtime")
+    threads = b3.selectbox("Threads", list(range(1, cores + 1)), index=cores - 1,
+                           key="bs_threads")
+    p99 = b4.number_input("p99 bound (ms, 0 = none)", key="bs_p99", min_value=0.0, value=0.0,
+                          step=10.0)
+    b5, b6, b7 = st.columns(3)
+    margin = b5.number_input("Margin", key="bs_margin", min_value=MARGIN_RANGE[0],
+                             max_value=MARGIN_RANGE[1], value=DEFAULT_MARGIN, step=0.01,
+                             help="a doubling must raise throughput by more than this to "
+                                  "continue")
+    largest = b6.number_input("Largest batch", key="bs_max", min_value=BATCH_RANGE[0],
+                              max_value=BATCH_RANGE[1], value=256)
+    cap = b7.number_input("Memory cap (MB, 0 = 75 % of RAM)", key="bs_cap", min_value=0,
+                          value=0, step=512)
+    framework, runtime = runtime.split("/")
+    return JobForm(dict(model=model, framework=framework, runtime=runtime,
+                        threads=int(threads), image_size=image_size, margin=float(margin),
+                        max_batch=int(largest), p99_bound_ms=float(p99) or None,
+                        memory_cap_bytes=int(cap) * 2**20 if cap else None))
+
+
+def training_form() -> JobForm:
+    """TrainRequest's fields; a bad batch size refuses it."""
+    cores = logical_cores()
+    st.caption("SGD on the same images in the same order in every framework; each step "
+               "timed, each epoch scored on the test split. Results on the Training page.")
+    t1, t2, t3, t4 = st.columns(4)
+    models = t1.multiselect("Models", list(CATALOG), default=["resnet18"], key="tr_models")
+    frameworks = t2.multiselect("Frameworks", FRAMEWORKS, default=FRAMEWORKS,
+                                key="tr_frameworks")
+    batch = t3.text_input("Batch sizes", "32", key="tr_batch")
+    threads = t4.multiselect("Threads", list(range(1, cores + 1)), default=[cores],
+                             key="tr_threads")
+    runtimes = st.multiselect(
+        "Training runtimes", [r for f in FRAMEWORKS for r in TRAIN_RUNTIMES[f]],
+        default=[TRAIN_RUNTIMES[f][0] for f in FRAMEWORKS], key="tr_runtimes",
+        help="torch: eager, or libtorch (the same model scripted and trained in C++); "
+             "tensorflow: tf_function")
+    t5, t6, t7, t8, t9, t10 = st.columns(6)
+    dataset = t5.selectbox("Data set", list(DATASETS), key="tr_dataset",
+                           help="; ".join(f"{k}: {v}" for k, v in DATASETS.items()))
+    epochs = t6.number_input("Epochs", key="tr_epochs", min_value=EPOCH_RANGE[0],
+                             max_value=EPOCH_RANGE[1], value=1)
+    steps = t7.number_input("Steps per epoch (0 = all)", key="tr_steps", min_value=0, value=0)
+    lr = t8.number_input("Learning rate", key="tr_lr", min_value=0.0, max_value=10.0,
+                         value=0.01, step=0.005, format="%.4f")
+    momentum = t9.number_input("Momentum", key="tr_momentum", min_value=0.0, max_value=0.999,
+                               value=0.9, step=0.05)
+    profile = t10.number_input("Profile steps", key="tr_profile", min_value=0,
+                               max_value=PROFILE_RANGE[1], value=0)
+    try:
+        batches = parse_int_list(batch, "batch_size", *TRAIN_BATCH_RANGE)
+    except UserError as exc:
+        return JobForm(errors={"batch_size": str(exc)})
+    return JobForm(dict(models=tuple(models), frameworks=tuple(frameworks),
+                        batch_sizes=tuple(batches), threads=tuple(sorted(threads)),
+                        epochs=int(epochs), steps_per_epoch=int(steps) or None, dataset=dataset,
+                        lr=float(lr), momentum=float(momentum), profile_steps=int(profile),
+                        runtimes=tuple(runtimes)))
+
+
+def data_loading_form() -> JobForm:
+    """LoadRequest's fields; a bad batch size or worker count refuses it."""
+    cores = logical_cores()
+    st.caption(f"Reads a generated, deterministic image set from disk (made once under "
+               f"`{data_root()}`); every implementation's first batch is checked against the "
+               "ground truth before timing. Results on the Data loading page.")
+    d1, d2, d3, d4 = st.columns(4)
+    formats = d1.multiselect("Formats", list(FORMATS), default=["png"], key="dl_formats",
+                             help="; ".join(f"{k}: {v}" for k, v in FORMATS.items()))
+    decoders = d2.multiselect("Decoders", list(DECODERS), default=["pillow", "opencv"],
+                              key="dl_decoders")
+    normalizers = d3.multiselect("Normalise with", list(NORMALIZERS),
+                                 default=["numpy", "torch"], key="dl_normalizers")
+    pipelines = d4.multiselect("Pipelines", list(PIPELINES), default=["loop"],
+                               key="dl_pipelines",
+                               help="; ".join(f"{k}: {v}" for k, v in PIPELINES.items()))
+    d5, d6, d7, d8, d9 = st.columns(5)
+    batch = d5.text_input("Batch sizes", "8, 32", key="dl_batch")
+    workers = d6.text_input("Workers", "0", key="dl_workers",
+                            help="parallel workers of torch_dataloader / tf_data; the plain "
+                                 "loop always runs at 0")
+    threads = d7.multiselect("Threads", list(range(1, cores + 1)), default=[1],
+                             key="dl_threads")
+    count = d8.number_input("Images", key="dl_count", min_value=LOAD_COUNT_RANGE[0],
+                            max_value=LOAD_COUNT_RANGE[1], value=256)
+    size = d9.number_input("Image size [px]", key="dl_size", min_value=LOAD_SIZE_RANGE[0],
+                           max_value=LOAD_SIZE_RANGE[1], value=256)
+    try:
+        batches = parse_int_list(batch, "batch_size", *BATCH_RANGE)
+        worker_counts = parse_int_list(workers, "workers", *WORKERS_RANGE)
+    except UserError as exc:
+        return JobForm(errors={exc.field or "batch_size": str(exc)})
+    return JobForm(dict(formats=tuple(formats), decoders=tuple(decoders),
+                        normalizers=tuple(normalizers), pipelines=tuple(pipelines),
+                        batch_sizes=tuple(batches), workers=tuple(worker_counts),
+                        threads=tuple(sorted(threads)), count=int(count), image_size=int(size)))

@@ -1,0 +1,121 @@
+"""What the Cost page says: its sentences, captions and the price catalog's table, built from
+engine/analysis/cost*.py's figures so the page only draws them. No Streamlit."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from engine.analysis.cost import Machine, equivalents, monthly_cost
+from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure, threads_per_core
+
+__all__ = ["claim_text", "catalog_frame", "source_caption", "figure_caption",
+           "bars_captions", "extras_caption", "not_measured_text", "versus_missing_text",
+           "break_even_defaults", "break_even_text"]
+
+CHANGES_SHOWN = 12  # break-even points listed; a long list says nothing more
+
+
+def _s(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count > 1 else ''}"
+
+
+def claim_text(claim: dict, hours: float) -> str | None:
+    """oci_vs_aws() in words: the two machines' monthly prices and their ratio; None when
+    the catalog lacks one of them."""
+    if claim["ratio"] is None:
+        return None
+    oci, aws = claim["oci"], claim["aws"]
+    return (f"With today's catalog, **{oci.label}** costs "
+            f"**${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
+            f"32-vCPU x86 AWS machine, **{aws.label}**, costs "
+            f"**${monthly_cost(aws.usd_per_hour, hours=hours):,.2f}/month** — "
+            f"{claim['ratio']:.2f}x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
+            "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
+            "below.")
+
+
+def catalog_frame(catalog: list[Machine]) -> pd.DataFrame:
+    """The price catalog, one row per machine, with where each price comes from."""
+    return pd.DataFrame([{
+        "provider": m.provider, "shape": m.shape, "region": m.region, "vCPUs": m.vcpus,
+        "OCPUs": m.ocpus, "memory GB": m.memory_gb, "accelerator": m.accelerator,
+        "USD/hour": m.usd_per_hour, "basis": m.price_basis, "source": m.source,
+        "as of": m.as_of, "secondary source": m.secondary} for m in catalog])
+
+
+def source_caption(base: Basis) -> str | None:
+    """The selected machine's splits the estimates start from; None without any."""
+    if not base.source:
+        return None
+    tpc = base.source[0].threads_per_core
+    per_core = _s(tpc, "thread") + " per core" if tpc else "threads per core not recorded"
+    splits = ", ".join(f"{s.config}: {s.throughput:,.1f} samples/s"
+                       for s in sorted(base.source, key=lambda s: (s.cores, s.replicas)))
+    shapes = (f". Measured on catalog shapes: {', '.join(base.shapes)}." if base.shapes
+              else ".")
+    return f"Selected machine: {base.source_name} ({per_core}): {splits}{shapes}"
+
+
+def figure_caption(proj: Figure, machine: Machine) -> str:
+    """How the figure for this machine came about: the estimate's assumption, or where it
+    was measured."""
+    if proj.estimate:
+        return (f"Assumption: {proj.assumption.removeprefix('estimate: ')} "
+                f"({machine.shape}: {threads_per_core(machine)} thread(s) per core).")
+    return f"{proj.assumption[0].upper()}{proj.assumption[1:]}."
+
+
+def bars_captions(table: list[dict]) -> list[str]:
+    """What the hatched (estimated) and solid (measured) bars of machine_rows() stand for."""
+    notes = sorted({r["assumption"] for r in table if r["estimate"]})
+    measured_on = [f"{r['shape']} ({r['config']})" for r in table if not r["estimate"]]
+    out = []
+    if notes:
+        out.append("Hatched bars are estimates for shapes with no run: "
+                   + notes[0].removeprefix("estimate: ")
+                   + (" (and likewise for the other sizes)" if len(notes) > 1 else "")
+                   + ". Cores: vCPUs / threads per core (2 on x86 cloud shapes, 1 on Arm; an "
+                     "OCI OCPU is one core).")
+    if measured_on:
+        out.append("Solid bars were measured on their shape: " + "; ".join(measured_on) + ".")
+    return out
+
+
+def extras_caption(extras: dict[str, float]) -> str:
+    return ("Included per month: " + ", ".join(f"{p} ${v:,.2f} storage and egress"
+                                               for p, v in extras.items())
+            + " (GCP and Azure extras not modelled).")
+
+
+def not_measured_text(contender: str, batch: int, machine: Machine, base: Basis) -> str:
+    return (f"{contender} at batch {batch} was not measured on {machine.shape}, and the "
+            "selected machine has no run of it to estimate from: pick a shape it was "
+            f"measured on ({', '.join(base.shapes)}) or another setting.")
+
+
+def versus_missing_text(versus: list[dict], contender: str, batch: int) -> str:
+    """Fewer than two measured shapes: what there is, and how to measure another."""
+    return (f"{len(versus)} shape{'' if len(versus) == 1 else 's'} measured for "
+            f"{contender} at batch {batch}"
+            + (f" ({versus[0]['machine']})" if versus else "")
+            + ": a side-by-side comparison needs two. Measure on another machine and name "
+            f"its catalog shape: `{MEASURE_HINT}` (`python -m engine prices list` prints "
+            "the names).")
+
+
+def break_even_defaults(contenders: list[str], contender: str, cpu: list[Machine],
+                        shape_labels: list[str], vcpus: int) -> tuple[int, int]:
+    """Indexes of B's preselected contender and shape: the other contender (if any) on the
+    AWS machine of A's size (if priced), so the comparison starts as a question."""
+    others = [c for c in contenders if c != contender]
+    aws = next((m.label for m in equivalents(cpu, vcpus) if m.provider == "AWS"), None)
+    return (contenders.index(others[0]) if others else 0,
+            shape_labels.index(aws) if aws in shape_labels else 0)
+
+
+def break_even_text(changes: list[tuple[float, str]], max_rate: float) -> str:
+    """break_even_rates() in words."""
+    if not changes:
+        return f"Up to {max_rate:g} samples/s the cheaper choice never changes."
+    return "The cheaper choice changes at: " + "; ".join(
+        f"{r:,.1f} samples/s → {who}" for r, who in changes[:CHANGES_SHOWN])

@@ -1,0 +1,79 @@
+"""One stored run as the Results page shows it: its title, why it failed, its headline
+metrics (each with why to doubt it), the profile's caption and the timing and provenance
+panels. Built from store.queries.run_detail's dict; no Streamlit."""
+
+from __future__ import annotations
+
+from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
+from engine.present.tables import ms_text
+
+__all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
+           "run_timings", "run_provenance", "TIMING_KEYS", "MACHINE_KEYS"]
+
+STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
+TIMING_KEYS = ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
+               "stop_reason", "peak_rss_bytes", "peak_rss_method", "params",
+               "params_trainable", "flops_per_sample", "flops_method", "gflops_per_s",
+               "load_avg_1m", "git_commit")
+MACHINE_KEYS = ("machine_shape", "threads_per_core", "cpu_flags", "governor", "node_id",
+                "node_host")
+
+
+def run_title(run: dict) -> str:
+    return (f"{run['kind']} · {run['model']} · {run['framework']} ({run['runtime']}) · batch "
+            f"{run['batch_size']} · {run['intra_threads']} threads · {run['status']}")
+
+
+def failure_text(run: dict) -> str | None:
+    """Why a run did not succeed, with its exit code or signal; None for an ok run."""
+    if run["status"] == "ok":
+        return None
+    return (f"**{run['status']}**: {run['reason']}"
+            + (f" (exit code {run['exit_code']})" if run["exit_code"] is not None else "")
+            + (f" (signal {run['signal']})" if run["signal"] else ""))
+
+
+def stderr_tail(run: dict) -> str:
+    return (run["stderr_tail"] or "")[-STDERR_SHOWN:]
+
+
+def run_metrics(run: dict) -> list[tuple[str, str, str | None]]:
+    """(label, value, help) for the run's headline figures: a p99 from too few samples is
+    labelled low confidence, and iterations timed in blocks of calls say so."""
+    low = not p99_confident(run["iterations"])
+    blocks = (run["extra"] or {}).get("block_calls")
+    return [
+        ("p50", ms_text(run["median_ms"]), None),
+        ("p90", ms_text(run["p90_ms"]), None),
+        ("p99" + (" (low confidence)" if low else ""), ms_text(run["p99_ms"]),
+         f"from {run['iterations']} samples: below {P99_MIN_SAMPLES}, p99 is one of the "
+         "largest few samples" if low else None),
+        ("IQR", ms_text(run["iqr_ms"]), None),
+        ("samples/s", f"{run['throughput']:,.1f}",
+         "samples processed over the total measured time"),
+        ("iterations" if not blocks else f"iterations (blocks of {blocks} calls)",
+         f"{run['iterations']}",
+         "calls under 1 ms are timed in blocks; each sample is a block's time over its calls"
+         if blocks else None)]
+
+
+def profile_caption(run: dict, unit: str) -> str:
+    """The profile's pass against the timed one; unit: the scenario's step noun."""
+    extra = run["extra"] or {}
+    return (f"{extra.get('profile_steps')} {unit}s profiled in a separate pass after the timed "
+            f"one, so the profiler never touched the figures above: "
+            f"{extra.get('profile_step_ms', float('nan')):,.2f} ms per profiled {unit} against "
+            f"a p50 of {run['median_ms']:,.2f} ms unprofiled (the difference is the profiler's "
+            "own overhead). Self time: time in the operator itself, its children excluded.")
+
+
+def run_timings(run: dict) -> dict:
+    """The "Timings and model" panel."""
+    return {k: run[k] for k in TIMING_KEYS}
+
+
+def run_provenance(run: dict) -> dict:
+    """The "Provenance" panel: the system, the machine facts, versions, threads, env."""
+    return {"system": run["system"], "machine": {k: run.get(k) for k in MACHINE_KEYS},
+            "versions": run["versions"], "threads_effective": run["threads_effective"],
+            "env": run["env"]}
