@@ -15,6 +15,7 @@ import traceback
 from typing import Callable
 
 from engine.core.record import OOM_MARKERS
+from engine.worker.errors import WRONG_ANSWERS
 
 __all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "parse_command"]
 
@@ -97,7 +98,7 @@ class Gate:
 def status_of(exc: BaseException) -> str:
     # A wrong answer (an output or a decoded batch that is not the reference's) or a
     # diverged training: invalid, never timed.
-    if type(exc).__name__ in ("OutputMismatch", "Diverged"):
+    if isinstance(exc, WRONG_ANSWERS):
         return "invalid"
     if isinstance(exc, MemoryError):
         return "oom"

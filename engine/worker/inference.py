@@ -15,7 +15,7 @@ from engine.worker.harness import Frame, status_of
 from engine.worker.interference import interference, snapshot
 from engine.worker.measure import WINDOW, time_loop
 from engine.worker.profiling import profile_pass
-from engine.worker.user_models import source_digest
+from engine.worker.user_models import ModelFileError, source_digest
 
 __all__ = ["run_group"]
 
@@ -157,7 +157,7 @@ def inputs_named(spec):
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised, classified, below
         if (spec.user_model is None or status_of(exc) != "error"
-                or type(exc).__name__ == "ModelFileError"):
+                or isinstance(exc, ModelFileError)):
             raise
         text = " ".join(str(exc).split())
         if len(text) > 600:  # TorchScript puts its traceback first and the reason last

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from engine.worker.datasets import CLASSES, epoch_order, load_data
+from engine.worker.errors import Diverged
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
 from engine.core import TrainSpec
@@ -23,10 +24,6 @@ from engine.core import TrainSpec
 __all__ = ["run_training", "Diverged", "cross_entropy"]
 
 PROGRESS_EVERY_NS = 500_000_000
-
-
-class Diverged(Exception):
-    """The loss stopped being a number: the run is invalid, and says at which step."""
 
 
 def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
