@@ -15,8 +15,10 @@ import queue
 import socket
 import sys
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
+from engine.core.protocol import Command, Go, Ready, RunOrder
 from engine.run import pinning
 from engine.run.executors import WorkerProcess, thread_env, window_times
 
@@ -53,7 +55,7 @@ class NodeHost:
                 "shape": self.shape, "system": self.system, "git_commit": self.commit,
                 "cores": len(self.cores), "memory_cap_bytes": self.memory_cap_bytes}
 
-    def start(self, key: str, runs: list[dict], *, intra: int, inter: int, kind: str,
+    def start(self, key: str, runs: list[RunOrder], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
               sync: str | None) -> None:
         """slots: a replica's cores as positions in this node's sorted affinity (the driver
@@ -72,32 +74,32 @@ class NodeHost:
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
                                           kind=kind, mode=mode, pins=pins, sync=sync)
 
-    def poll(self, key: str, wait_s: float) -> tuple[list[dict], bool]:
+    def poll(self, key: str, wait_s: float) -> tuple[list, bool]:
         """The worker's events so far (waiting up to wait_s for the first), and whether its
         stream has ended."""
         w = self.workers[key]
-        out: list[dict] = []
+        out: list = []
         try:
             ev = w.events.get(timeout=wait_s)
             while True:
                 if ev is None:
                     return out, True
-                if ev.get("event") == "ready":
-                    ev = {**ev, "node": self.facts()}
+                if isinstance(ev, Ready):
+                    ev = replace(ev, node=self.facts())
                 out.append(ev)
                 ev = w.events.get_nowait()
         except queue.Empty:
             return out, False
 
-    def command(self, key: str, line: str) -> None:
-        self.workers[key].command(line)
+    def command(self, key: str, cmd: Command) -> None:
+        self.workers[key].command(cmd)
 
     def release(self, keys: list[str], window_s: float) -> None:
         """Open one window for these replicas on this node's own clock (the driver's clock
         is another machine's)."""
         start, end = window_times(window_s, time.monotonic_ns())
         for key in keys:
-            self.workers[key].command(f"go {start} {end}")
+            self.workers[key].command(Go(start, end))
 
     def kill(self, key: str) -> None:
         self.ended.add(key)

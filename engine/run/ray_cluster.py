@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from engine.core.protocol import Command, RunOrder
 from engine.run.executors import classify_exit
 from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
@@ -217,7 +218,7 @@ class RayExecutor:
 
         ray.get(self.host.release.remote([h.key for h in handles], window_s), timeout=30)
 
-    def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
+    def start(self, runs: list[RunOrder], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
               sync: str | None = None) -> "RayWorker":
         if trace_dir is not None:  # refused at the CLI and the Run page already
@@ -241,7 +242,7 @@ class RayExecutor:
 
 class RayWorker:
     """A worker subprocess on a node, seen as LocalProcesses' handle: events (None at the
-    end), command(line), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
+    end), command(cmd), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
 
     def __init__(self, host, key: str, node: Node, started):
         self.host, self.key, self.node = host, key, node
@@ -289,14 +290,14 @@ class RayWorker:
             self._lose(e)
         self.events.put(None)
 
-    def command(self, line: str) -> None:
+    def command(self, cmd: Command) -> None:
         """Awaited: a threaded actor does not keep call order, and blocks must not overtake."""
         import ray
 
         if self.lost:
             return
         try:
-            ray.get(self.host.command.remote(self.key, line), timeout=10)
+            ray.get(self.host.command.remote(self.key, cmd), timeout=10)
         except Exception as e:  # noqa: BLE001
             self._lose(e)
 
