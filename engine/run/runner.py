@@ -22,8 +22,8 @@ from dataclasses import replace
 from typing import Callable
 
 from engine.core.inference import RunSpec
-from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, Result, RunOrder,
-                                  Started, Stats)
+from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, Ready, Result,
+                                  RunOrder, Started, Stats)
 from engine.core.record import RunRecord
 from engine.run.drive import Pool, RunContext, Timing, Worker
 from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
@@ -194,12 +194,10 @@ class Runner:
         rid = w.in_flight or next((rid for rid, _ in w.pending()), None)
         if rid is None:
             return
-        if outcome == "cancel":
-            status, reason, sig = "killed", self.cancel_reason, "SIGKILL"
-        elif outcome == "timeout":
-            status, sig = "timeout", "SIGKILL"
-            reason = (f"exceeded the {self.timeout_s:g} s wall-time limit per run (in phase "
-                      f"{w.ctx.phase}, after {w.ctx.iters} timed iterations)")
+        if outcome is not None:
+            status, reason = self.stopped(outcome, f"in phase {w.ctx.phase}, after "
+                                                   f"{w.ctx.iters} timed iterations")
+            sig = "SIGKILL"
         else:
             status, reason, sig = w.exit()
             if w.in_flight is None:
@@ -219,52 +217,30 @@ class Runner:
         cores = self.executor.core_ids()  # a cluster node's: positions its host maps
         order = RunOrder(rid, spec.to_dict(), known_stats(spec))
         ctx = RunContext()  # the run's, shared: the first replica's Ready and start
-        armed: dict[int, int] = {}
-        results: dict[int, InferenceResult] = {}
-        failure: Failed | None = None
-
-        def on(w, ev):
-            nonlocal failure
-            label = f"replica {w.index + 1} of {n}"
-            if ev is None and w.index not in results:  # it exited without its result
-                status, reason, sig = w.exit()
-                failure = failure or Failed(rid, status, f"{label}: {reason}", signal=sig)
-            elif isinstance(ev, Armed):
-                armed[w.index] = ev.per_sample_ns or 0
-                if len(armed) == n:  # every replica warm: one window for all
-                    self.executor.release([x.handle for x in pool.workers],
-                                          replica_window_s(spec.policy, max(armed.values())))
-            elif isinstance(ev, InferenceResult):
-                results[w.index] = ev
-            elif isinstance(ev, Failed):  # the digest of a user's model travels with it
-                failure = failure or replace(ev, reason=f"{label}: {ev.reason}")
-
         with self._pool(on_event) as pool, contextlib.ExitStack() as neighbour:
+            job = _Replicas(rid, spec, release=lambda per_sample_ns: self.executor.release(
+                [w.handle for w in pool.workers], replica_window_s(spec.policy, per_sample_ns)))
             neighbour.enter_context(self.beside(spec, tags))
             for i in range(n):
                 pool.start(self.executor.start([order], spec, self.memory_cap_bytes,
                                                cores=tuple(cores[i * t:(i + 1) * t]),
                                                sync=WINDOW), [(rid, spec)], ctx)
             pool.renew(self.timeout_s)
-            outcome = pool.drive(on, until=lambda: failure is not None
+            outcome = pool.drive(job.on, until=lambda: job.failure is not None
                                  or all(w.ended for w in pool.workers))
-            if outcome == "cancel":
-                failure = Failed(rid, "killed", self.cancel_reason)
-            elif outcome == "timeout":
-                failure = Failed(rid, "timeout", (
-                    f"exceeded the {self.timeout_s:g} s wall-time limit per run (in "
-                    f"phase {ctx.phase}, {len(armed)} of {n} replicas armed)"))
-            pool.close(kill=failure is not None)
-        used = [w.ready.machine.get("cores_used") if w.ready else None for w in pool.workers]
-        if ctx.ready and all(used):  # every replica's cores
-            ctx.ready = replace(ctx.ready, machine={**ctx.ready.machine,
-                                                    "cores_used": sum(used)})
-        if failure is None and len(results) < n:
-            failure = Failed(rid, "killed", f"{n - len(results)} of {n} replicas ended "
-                                            "without a result")
-        ev = (replace(failure, ended_at=time.time()) if failure is not None
-              else combine_replicas([results[i] for i in range(n)], spec.batch_size))
-        record(self._record(rid, spec, tags, ev, ctx, pool.workers[0].handle))
+            if outcome is not None:
+                job.failure = Failed(rid, *self.stopped(
+                    outcome, f"in phase {ctx.phase}, {len(job.armed)} of {n} replicas armed"))
+            pool.close(kill=job.failure is not None)
+        ctx.ready = _with_every_replicas_cores(ctx.ready, pool.workers)
+        record(self._record(rid, spec, tags, job.ending(), ctx, pool.workers[0].handle))
+
+    def stopped(self, outcome: str, where: str) -> tuple[str, str]:
+        """(status, reason) of a run the parent stopped: cancelled, or past its wall-time
+        limit (`where` it was then)."""
+        if outcome == "cancel":
+            return "killed", self.cancel_reason
+        return "timeout", f"exceeded the {self.timeout_s:g} s wall-time limit per run ({where})"
 
     def _record(self, run_id, spec: RunSpec, tags, ev: Result | Failed, ctx: RunContext,
                 worker) -> RunRecord:
@@ -293,6 +269,51 @@ class Runner:
                              stderr_tail=tail[-STDERR_TAIL_BYTES:],
                              model_sha256=ev.model_sha256, model_bytes=ev.model_bytes)
         return record_from_result(base, ev, spec)
+
+
+class _Replicas:
+    """What a replicated run gathers from its replicas' events (the Pool's handler): who is
+    armed, each one's result, the first failure; and the one ending they make."""
+
+    def __init__(self, rid: str, spec: RunSpec, release: Callable[[int], None]):
+        self.rid, self.spec, self.release = rid, spec, release
+        self.armed: dict[int, int] = {}  # worker index -> its sample's length
+        self.results: dict[int, InferenceResult] = {}
+        self.failure: Failed | None = None
+
+    def on(self, w: Worker, ev) -> None:
+        n = self.spec.replicas
+        label = f"replica {w.index + 1} of {n}"
+        if ev is None and w.index not in self.results:  # it exited without its result
+            status, reason, sig = w.exit()
+            self.failure = self.failure or Failed(self.rid, status, f"{label}: {reason}",
+                                                  signal=sig)
+        elif isinstance(ev, Armed):
+            self.armed[w.index] = ev.per_sample_ns or 0
+            if len(self.armed) == n:  # every replica warm: one window for all
+                self.release(max(self.armed.values()))
+        elif isinstance(ev, InferenceResult):
+            self.results[w.index] = ev
+        elif isinstance(ev, Failed):  # the digest of a user's model travels with it
+            self.failure = self.failure or replace(ev, reason=f"{label}: {ev.reason}")
+
+    def ending(self) -> Result | Failed:
+        n = self.spec.replicas
+        if self.failure is None and len(self.results) < n:
+            self.failure = Failed(self.rid, "killed", f"{n - len(self.results)} of {n} "
+                                                      "replicas ended without a result")
+        if self.failure is not None:
+            return replace(self.failure, ended_at=time.time())
+        return combine_replicas([self.results[i] for i in range(n)], self.spec.batch_size)
+
+
+def _with_every_replicas_cores(ready: Ready | None, workers: list[Worker]) -> Ready | None:
+    """The run's Ready with the cores of every replica: what Cost divides the summed
+    throughput by."""
+    used = [w.ready.machine.get("cores_used") if w.ready else None for w in workers]
+    if ready is None or not all(used):
+        return ready
+    return replace(ready, machine={**ready.machine, "cores_used": sum(used)})
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:

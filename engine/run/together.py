@@ -239,12 +239,9 @@ class _Together:
         outcome = self._arm(phase) or self._alternate(phase) or self._collect(phase)
         neighbour.close()
         self._flush()
-        if outcome == "cancel":
-            self._stop_all("cancel", "killed", runner.cancel_reason)
-        elif outcome == "timeout":
-            self._stop_all("timeout", "timeout",
-                           f"exceeded the {runner.timeout_s:g} s wall-time limit per run "
-                           f"(interleaved with {len(members) - 1} other contender(s))")
+        if outcome is not None:
+            self._stop_all(outcome, *runner.stopped(
+                outcome, f"interleaved with {len(members) - 1} other contender(s)"))
         return outcome
 
     def _arm(self, phase: _Phase) -> str | None:
