@@ -21,14 +21,15 @@ import sys
 import threading
 import time
 
-from engine.core.protocol import Assign, Command, Go, ProtocolError, RunOrder, decode, encode
+from engine.core.protocol import (Assign, Command, Go, Message, ProtocolError, RunOrder, decode,
+                                  encode)
 from engine.run import pinning
 from engine.scenarios import scenario_of
 from engine.core.paths import PROJECT_ROOT
 from engine.core.record import OOM_MARKERS
 
 __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "window_times",
-           "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
+           "read_line", "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
 
 STDERR_TAIL_BYTES = 8192
 # A replicas' window opens this long after the parent sends its times, so that every replica
@@ -40,6 +41,15 @@ def window_times(window_s: float, now_ns: int) -> tuple[int, int]:
     """(start, end) of a replicas' window on the monotonic clock, from `now_ns`."""
     start = now_ns + int(WINDOW_LEAD_S * 1e9)
     return start, start + int(window_s * 1e9)
+
+
+def read_line(line: str | bytes) -> Message | ProtocolError:
+    """A worker's line as its handle's `events` hold it: the message, or the ProtocolError
+    saying why it is none (the runner ends that worker and fails its run)."""
+    try:
+        return decode(line)
+    except ProtocolError as exc:
+        return exc
 
 
 def classify_exit(returncode: int | None, stderr_tail: str) -> tuple[str, str, str | None]:
@@ -80,11 +90,13 @@ def thread_env(spec) -> dict:
 
 class WorkerProcess:
     """One worker subprocess and the threads draining its pipes: `events` yields its
-    messages (None at its end); kill() ends its whole process group."""
+    messages (None at its end); kill() ends its whole process group. relay: its lines as
+    they came instead (a cluster node's host passes them on, and the driver reads them)."""
 
     def __init__(self, python: str, runs: list[RunOrder], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
-                 pins=None, sync: str | None = None):
+                 pins=None, sync: str | None = None, relay: bool = False):
+        self.relay = relay
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins, pinning.usable_cores())
 
@@ -117,8 +129,12 @@ class WorkerProcess:
 
     def command(self, cmd: Command) -> None:
         """A command to a worker waiting, warm, at its gate (engine.worker.harness)."""
+        self.write_line(encode(cmd))
+
+    def write_line(self, line: str) -> None:
+        """An encoded command, as a cluster node's host is given it."""
         try:
-            self.proc.stdin.write((encode(cmd) + "\n").encode())
+            self.proc.stdin.write((line + "\n").encode())
             self.proc.stdin.flush()
         except OSError:
             pass  # it died meanwhile: its stream's end tells the runner
@@ -127,10 +143,7 @@ class WorkerProcess:
         for line in self.proc.stdout:
             if not line.endswith(b"\n"):
                 break  # cut off by the worker's death: its exit says why, not this line
-            try:
-                self.events.put(decode(line))
-            except ProtocolError as exc:  # the runner ends the worker and fails its run
-                self.events.put(exc)
+            self.events.put(line.decode("utf-8", "replace") if self.relay else read_line(line))
         self.events.put(None)
 
     def _read_stderr(self):

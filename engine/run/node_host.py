@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from types import SimpleNamespace
 
-from engine.core.protocol import Command, Go, Ready, RunOrder
+from engine.core.protocol import Go, ProtocolError, Ready, RunOrder, decode, encode
 from engine.run import pinning
 from engine.run.executors import WorkerProcess, thread_env, window_times
 
@@ -72,27 +72,36 @@ class NodeHost:
         self.memory_cap_bytes = memory_cap_bytes
         env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
-                                          kind=kind, mode=mode, pins=pins, sync=sync)
+                                          kind=kind, mode=mode, pins=pins, sync=sync,
+                                          relay=True)
 
-    def poll(self, key: str, wait_s: float) -> tuple[list, bool]:
-        """The worker's events so far (waiting up to wait_s for the first), and whether its
-        stream has ended."""
+    def poll(self, key: str, wait_s: float) -> tuple[list[str], bool]:
+        """The worker's lines so far (waiting up to wait_s for the first), and whether its
+        stream has ended. The driver decodes them: a node of another checkout speaks
+        another protocol version, and the driver's decode says so."""
         w = self.workers[key]
-        out: list = []
+        out: list[str] = []
         try:
-            ev = w.events.get(timeout=wait_s)
+            line = w.events.get(timeout=wait_s)
             while True:
-                if ev is None:
+                if line is None:
                     return out, True
-                if isinstance(ev, Ready):
-                    ev = replace(ev, node=self.facts())
-                out.append(ev)
-                ev = w.events.get_nowait()
+                out.append(self._named(line))
+                line = w.events.get_nowait()
         except queue.Empty:
             return out, False
 
-    def command(self, key: str, cmd: Command) -> None:
-        self.workers[key].command(cmd)
+    def _named(self, line: str) -> str:
+        """A Ready line with this node's identity; any other line as it came."""
+        try:
+            msg = decode(line)
+        except ProtocolError:
+            return line  # the driver reads it too, and fails the run
+        return encode(replace(msg, node=self.facts())) if isinstance(msg, Ready) else line
+
+    def command(self, key: str, line: str) -> None:
+        """An encoded command from the driver."""
+        self.workers[key].write_line(line)
 
     def release(self, keys: list[str], window_s: float) -> None:
         """Open one window for these replicas on this node's own clock (the driver's clock

@@ -6,8 +6,9 @@ which catalog shape it is with a custom resource "shape:<name>"); `place(text, n
 picks the node a `--placement shape=NAME` or `node=ID` names, or refuses with what the
 cluster has. A RayExecutor then implements LocalProcesses' `start` on that node: one
 NodeHost actor (engine/run/node_host.py) starts the same worker subprocess there, and a
-thread here polls its protocol lines into the handle's `events`, so the Runner drives a
-remote worker exactly as a local one. Only this process writes the database.
+thread here polls its protocol lines and decodes them into the handle's `events` (so a
+node of another checkout is told by its protocol version), and the Runner drives a remote
+worker exactly as a local one. Only this process writes the database.
 
 A node that dies (its actor with it) ends every handle on it: the runner records the run in
 flight, and each later run sent there, as `killed` with the node named.
@@ -23,8 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from engine.core.protocol import Command, RunOrder
-from engine.run.executors import classify_exit
+from engine.core.protocol import Command, RunOrder, encode
+from engine.run.executors import classify_exit, read_line
 from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
 from engine.core.cluster import check_profile_on_cluster, parse_placement
@@ -280,10 +281,10 @@ class RayWorker:
         try:
             ray.get(started, timeout=POLL_DEADLINE_S)
             while True:
-                evs, ended = ray.get(self.host.poll.remote(self.key, POLL_S),
-                                     timeout=POLL_DEADLINE_S)
-                for ev in evs:
-                    self.events.put(ev)
+                lines, ended = ray.get(self.host.poll.remote(self.key, POLL_S),
+                                       timeout=POLL_DEADLINE_S)
+                for line in lines:
+                    self.events.put(read_line(line))
                 if ended:
                     break
         except Exception as e:  # noqa: BLE001 - the actor died, with its node or not
@@ -297,7 +298,7 @@ class RayWorker:
         if self.lost:
             return
         try:
-            ray.get(self.host.command.remote(self.key, cmd), timeout=10)
+            ray.get(self.host.command.remote(self.key, encode(cmd)), timeout=10)
         except Exception as e:  # noqa: BLE001
             self._lose(e)
 
