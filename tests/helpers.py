@@ -2,6 +2,7 @@
 
 from datetime import datetime, timezone
 
+from engine.core.protocol import InferenceResult, TrainResult
 from engine.core.record import RunRecord
 from engine.run.records import config_extra, record_from_result
 from engine.core import MeasurementPolicy, RunSpec
@@ -37,13 +38,14 @@ def base_fields(s: RunSpec, run_id: str, minute: int = 0) -> dict:
 
 def ok_record(run_id="r-ok", samples=(2_010_000, 1_990_000, 2_000_000), minute=0, **kw) -> RunRecord:
     s = spec(**kw)
-    ev = {"samples_ns": list(samples), "warmup_ns": [9_000_000, 5_000_000],
-          "measured_s": 0.006, "stop_reason": "policy met", "load_s": 0.5,
-          "first_forward_s": 0.02, "warmup_s": 0.014, "params": 11_689_512,
-          "params_trainable": 11_689_512, "flops_per_sample": 1_000_000_000,
-          "flops_method": "FlopCounterMode", "rss_before_bytes": 100 * 2**20,
-          "peak_rss_bytes": 300 * 2**20, "peak_rss_method": "VmHWM", "device_peak_bytes": None}
-    return record_from_result(base_fields(s, run_id, minute), ev, s)
+    res = InferenceResult(run_id, samples_ns=tuple(samples), warmup_ns=(9_000_000, 5_000_000),
+                          measured_s=0.006, stop_reason="policy met", load_s=0.5,
+                          first_forward_s=0.02, warmup_s=0.014, params=11_689_512,
+                          params_trainable=11_689_512, flops_per_sample=1_000_000_000,
+                          flops_method="FlopCounterMode", rss_before_bytes=100 * 2**20,
+                          peak_rss_bytes=300 * 2**20, peak_rss_method="VmHWM",
+                          device_peak_bytes=None)
+    return record_from_result(base_fields(s, run_id, minute), res, s)
 
 
 def failed_record(run_id="r-err", status="error", minute=1) -> RunRecord:
@@ -92,17 +94,19 @@ def train_record(run_id, framework, walls, tests, **kw):
     epochs = [dict(epoch=i + 1, steps=4, samples=128, wall_s=w, samples_per_s=128 / w,
                    train_loss=2.0 - i * 0.5, train_acc=0.2 + 0.3 * i, test_loss=2.1 - i * 0.4,
                    test_acc=t, eval_s=0.1) for i, (w, t) in enumerate(zip(walls, tests))]
-    ev = {"samples_ns": [100_000_000 + 1000 * i for i in range(4 * len(walls) - 2)],
-          "warmup_ns": [900_000_000, 150_000_000], "measured_s": 1.0, "stop_reason": "steps",
-          "load_s": 0.5, "first_forward_s": 0.9, "warmup_s": 1.05, "params": 11_181_642,
-          "params_trainable": 11_181_642, "flops_per_sample": None,
-          "flops_method": "not counted for training", "rss_before_bytes": 1,
-          "peak_rss_bytes": 2, "peak_rss_method": "VmHWM", "device_peak_bytes": None,
-          "epochs": epochs, "step_losses": [2.3 - 0.1 * i for i in range(4 * len(walls))],
-          "data_description": "digits", "feed_sha256": "abc", **kw}
+    res = TrainResult(run_id,
+                      samples_ns=tuple(100_000_000 + 1000 * i for i in range(4 * len(walls) - 2)),
+                      warmup_ns=(900_000_000, 150_000_000), measured_s=1.0, stop_reason="steps",
+                      load_s=0.5, first_forward_s=0.9, warmup_s=1.05, params=11_181_642,
+                      params_trainable=11_181_642, flops_per_sample=None,
+                      flops_method="not counted for training", rss_before_bytes=1,
+                      peak_rss_bytes=2, peak_rss_method="VmHWM", device_peak_bytes=None,
+                      epochs=tuple(epochs),
+                      step_losses=tuple(2.3 - 0.1 * i for i in range(4 * len(walls))),
+                      data_description="digits", feed_sha256="abc", **kw)
     base = {**base_fields(s, run_id), "kind": "train", "dataset": "digits",
             "extra": config_extra(s)}
-    return record_from_result(base, ev, s)
+    return record_from_result(base, res, s)
 
 
 
@@ -134,12 +138,12 @@ def seed_workloads(db_path):
         save_sweep(con, "sweep-train", rounds=1, seed=1, plan=[[]], configurations=2)
         save_sweep(con, "sweep-load", rounds=1, seed=1, plan=[[]], configurations=6)
         torch_rec = train_record("t-torch", "torch", [1.6, 1.0], [0.5, 0.8],
-                                 profile_ops=[{"op": "aten::convolution_backward",
+                                 profile_ops=({"op": "aten::convolution_backward",
                                                "device": "cpu", "calls": 40,
                                                "self_ms": 120.5, "total_ms": 130.0},
                                               {"op": "aten::mkldnn_convolution",
                                                "device": "cpu", "calls": 40,
-                                               "self_ms": 60.0, "total_ms": 61.0}],
+                                               "self_ms": 60.0, "total_ms": 61.0}),
                                  profile_step_s=0.2)
         import gzip
         trace = gzip.compress(b'{"traceEvents": [{"name": "aten::conv", "ph": "X"}]}')

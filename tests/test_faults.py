@@ -4,6 +4,8 @@ the four right statuses, the runs around them still run, and no process is left 
 import psutil
 import pytest
 
+from engine.core.protocol import Ready
+from engine.run.drive import WorkerEvent
 from engine.run.executors import classify_exit
 from engine.run.runner import Runner
 from engine.core import MeasurementPolicy, RunSpec
@@ -20,8 +22,12 @@ def test_four_faults_four_statuses_and_no_orphans(worker_env):
                                    "fault_exit", "identity")]
     pids, stored = set(), []
     runner = Runner(timeout_s=3.0, memory_cap_bytes=256 * 2**20)
+
+    def on_event(notice):
+        if isinstance(notice, WorkerEvent) and isinstance(notice.event, Ready):
+            pids.add(notice.event.pid)
     records = runner.run(specs, on_record=stored.append, sweep_id="s-faults",
-                         on_event=lambda ev: ev["event"] == "ready" and pids.add(ev["pid"]))
+                         on_event=on_event)
     assert stored == records
     assert [(r.model, r.status) for r in records[1:5]] == [
         ("fault_raise", "error"), ("fault_hang", "timeout"), ("fault_alloc", "oom"),

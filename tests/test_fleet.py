@@ -8,6 +8,8 @@ import threading
 import pytest
 
 from engine.cli import main
+from engine.core.protocol import Progress, Ready
+from engine.run.drive import WorkerEvent
 from store.db import open_db
 
 from tests.conftest import SHAPE_A, SHAPE_B
@@ -130,10 +132,11 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     timing = threading.Event()
     doomed_thread = []
 
-    def on_event(ev, round_no):
-        if ev["event"] == "ready" and (ev.get("node") or {}).get("shape") == "m6i.4xlarge":
+    def on_event(notice, round_no):
+        ev = notice.event if isinstance(notice, WorkerEvent) else None  # or a Timing
+        if isinstance(ev, Ready) and (ev.node or {}).get("shape") == "m6i.4xlarge":
             doomed_thread.append(threading.get_ident())  # that node's runner thread
-        if (ev["event"] == "progress" and ev.get("phase") == "measure"
+        if (isinstance(ev, Progress) and ev.phase == "measure"
                 and threading.get_ident() in doomed_thread):
             timing.set()
     box = {}
@@ -250,8 +253,9 @@ def test_a_node_that_fails_stops_the_others_with_the_reason_not_as_a_user_cancel
         MeasurementPolicy(warmup_iters=1, min_time_s=60.0, min_iters=5, max_time_s=60.0)))
     records = []
 
-    def on_event(ev):
-        if ev["event"] == "progress" and ev.get("phase") == "measure":
+    def on_event(notice):
+        ev = notice.event if isinstance(notice, WorkerEvent) else None  # or a Timing
+        if isinstance(ev, Progress) and ev.phase == "measure":
             timing.set()
     with pytest.raises(RuntimeError, match="no python on the node"):
         fleet.run([spec], on_record=records.append, on_event=on_event)

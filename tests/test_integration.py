@@ -85,7 +85,7 @@ def test_catalog_counts_match_the_runs_and_keras_resnet18_matches_torchvision(wo
              for fw in ("torch", "tensorflow") for m in ("mobilenet_v3_small", "resnet18")]
     got = {}
     count_model_stats(specs, on_stats=lambda ev: got.__setitem__(
-        (ev["model"], ev["framework"]), (ev["params"], ev["params_trainable"])))
+        (ev.model, ev.framework), (ev.params, ev.params_trainable)))
     assert got == {
         ("mobilenet_v3_small", "torch"): (TORCH_PARAMS, TORCH_PARAMS),
         ("mobilenet_v3_small", "tensorflow"): (KERAS_PARAMS, TORCH_PARAMS),

@@ -130,18 +130,18 @@ def test_a_maxed_interleaved_contender_times_nothing_more_and_its_interference_s
     import queue
     from types import SimpleNamespace
 
+    from engine.core.protocol import BlockTimed, Stop, TimeBlock, encode
     from engine.worker.harness import Gate
 
     commands, emitted = queue.Queue(), []
-    for line in ("block 0.001", "block 0.001", "block 0.001", "stop"):
-        commands.put(line)
-    frame = SimpleNamespace(sync="blocks", commands=commands,
-                            emit=lambda event, **kw: emitted.append((event, kw)))
+    for cmd in (TimeBlock(0.001), TimeBlock(0.001), TimeBlock(0.001), Stop()):
+        commands.put(encode(cmd))
+    frame = SimpleNamespace(sync="blocks", commands=commands, emit=emitted.append)
     gate = Gate(frame, "r1")
     policy = MeasurementPolicy(warmup_iters=1, min_time_s=0.0, min_iters=1, max_iters=2)
     res = time_loop(lambda: None, policy, clock=FakeClock(1_000_000), gate=gate)
     assert (len(res.samples_ns), res.blocks, res.stop_reason) == (2, 2, STOP_MAX_ITERS)
-    blocks = [kw for event, kw in emitted if event == "block"]
-    assert [(b["iters"], b["elapsed_ns"], b["maxed"]) for b in blocks] == [
+    blocks = [ev for ev in emitted if isinstance(ev, BlockTimed)]
+    assert [(b.iters, b.elapsed_ns, b.maxed) for b in blocks] == [
         (1, 2_000_000, False), (2, 4_000_000, True), (2, 4_000_000, True)]
     assert len(gate.blocks) == 2  # the idle third turn is not its own block

@@ -11,6 +11,7 @@ from engine.run.requests import LoadRequest, SweepRequest, TrainRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, TRAINING, scenario_of
 from engine.core import LoadSpec, RunSpec, TrainSpec
 from engine.core.errors import UserError
+from engine.core.protocol import InferenceResult, Progress, Started, TrainResult
 from tests.conftest import ROOT
 from tests.helpers import failed_record, ok_record
 
@@ -69,21 +70,23 @@ def test_throughput_is_samples_over_the_total_measured_time():
     run = RunSpec("resnet18", "torch", 8, 2, image_size=64).validate(cores=4)
     # 27 calls of 10 ms and 3 stalls of 30 ms: 240 samples in 0.36 s, not 8 / 10 ms (800/s)
     stalls = [10_000_000] * 27 + [30_000_000] * 3
-    assert INFERENCE.throughput(run, {}, stalls) == pytest.approx(240 / 0.36)
+    res = InferenceResult("r", None, None, (), tuple(stalls), 0.0, 0.36, "policy met")
+    assert INFERENCE.throughput(run, res, stalls) == pytest.approx(240 / 0.36)
     train = TrainSpec("resnet18", "torch", 32, 1).validate(cores=4)
     # the measured steps only: the epochs' wall time (warm-up steps included) is not used
-    ev = {"epochs": [{"wall_s": 2.0, "samples": 320}, {"wall_s": 3.0, "samples": 320}]}
-    assert TRAINING.throughput(train, ev, [100_000_000] * 4) == pytest.approx(320.0)
+    res = TrainResult("t", None, None, (), (100_000_000,) * 4, 0.0, 0.4, "steps",
+                      epochs=({"wall_s": 2.0, "samples": 320}, {"wall_s": 3.0, "samples": 320}))
+    assert TRAINING.throughput(train, res, [100_000_000] * 4) == pytest.approx(320.0)
 
 
 def test_progress_is_counted_in_runs_or_in_training_steps():
     train = [TrainSpec("resnet18", "torch", 32, 1, epochs=2, steps_per_epoch=3).validate(cores=4),
              TrainSpec("resnet18", "torch", 64, 1, epochs=2).validate(cores=4)]
     assert TRAINING.progress_total(train) == 2 * 3 + 2 * (1437 // 64)
-    assert TRAINING.progress_units({"event": "progress", "iters": 7}) == 7
-    assert TRAINING.progress_units({"event": "started"}) is None
+    assert TRAINING.progress_units(Progress("r", "epoch 1/2", 7)) == 7
+    assert TRAINING.progress_units(Started("r", 0.0)) is None
     assert INFERENCE.progress_total([object(), object()]) == 2
-    assert INFERENCE.progress_units({"event": "progress", "iters": 7}) is None
+    assert INFERENCE.progress_units(Progress("r", "measure", 7)) is None
 
 
 def test_cli_lines_for_a_measured_and_a_failed_run():
@@ -93,9 +96,9 @@ def test_cli_lines_for_a_measured_and_a_failed_run():
     assert INFERENCE.describe_record(failed_record()) == (
         "resnet18 torch (eager) b1 t1: error - ValueError: boom")
     spec = RunSpec("resnet18", "torch", 8, 2, image_size=64).validate(cores=4)
-    assert INFERENCE.describe_event(spec, {"event": "progress", "phase": "measure",
-                                           "iters": 12}) == \
+    assert INFERENCE.describe_event(spec, Progress("r", "measure", 12)) == \
         "resnet18 torch b8 t2: measure 12 it"
+    assert INFERENCE.describe_event(spec, Started("r", 0.0)) == "resnet18 torch b8 t2: start"
     loaded = replace(ok, model="png", runtime="loop:pillow+numpy", workers=0)
     assert DATA_LOADING.describe_record(loaded) == (
         "png loop:pillow+numpy b1 w0 t1: ok - p50 2.00 ms/batch, 500 images/s, valid")

@@ -6,6 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from engine.core.protocol import (Armed, BlockTimed, Failed, InferenceResult, Ready, RunNext,
+                                  Started, Stop, TimeBlock)
+from engine.run.drive import Timing, WorkerEvent
 from engine.run.executors import window_times
 from engine.run.neighbour import _phases
 from engine.run.replicas import combine_replicas, replica_window_s
@@ -83,9 +86,10 @@ def _aa(models=("identity",), min_time=0.3):
 
 
 def test_an_aa_contest_is_timed_in_alternating_blocks_by_real_workers(worker_env):
-    events = []
-    recs = Runner().run(_aa(), on_record=lambda r: None, on_event=events.append)
-    assert [e["mode"] for e in events if e["event"] == "timing"] == ["interleaved"]
+    notices = []
+    recs = Runner().run(_aa(), on_record=lambda r: None, on_event=notices.append)
+    assert [n.mode for n in notices if isinstance(n, Timing)] == ["interleaved"]
+    events = [n for n in notices if isinstance(n, WorkerEvent)]
     assert [(r.status, r.stop_reason) for r in recs] == [("ok", "policy met")] * 2
     for rec in recs:
         assert rec.extra["interleaved"]["block_s"] == 0.25
@@ -94,8 +98,8 @@ def test_an_aa_contest_is_timed_in_alternating_blocks_by_real_workers(worker_env
     assert sorted(r.extra["interleaved"]["with"][0] for r in recs) == [
         "selftest (python)", "selftest (python) #2"]
     # the blocks in turn: A B, then B A
-    a, b = (e["spec"].replica for e in events if e["event"] == "started")
-    order = [e["spec"].replica for e in events if e["event"] == "block"]
+    a, b = (e.spec.replica for e in events if isinstance(e.event, Started))
+    order = [e.spec.replica for e in events if isinstance(e.event, BlockTimed)]
     assert order == [a, b, b, a]
 
 
@@ -121,22 +125,27 @@ def test_replicas_count_only_what_fell_inside_the_window_they_all_covered():
     ms = 1_000_000
 
     def replica(start, calls):  # back-to-back 10 ms samples from `start` (ms)
-        ends = [(start + 10 * (i + 1)) * ms for i in range(calls)]
-        return {"samples_ns": [10 * ms] * calls, "warmup_ns": [ms], "sample_ends_ns": ends,
-                "measured_s": calls / 100, "warmup_s": 0.001, "peak_rss_bytes": 100,
-                "peak_rss_method": "VmHWM"}
+        ends = tuple((start + 10 * (i + 1)) * ms for i in range(calls))
+        return InferenceResult("r", load_s=0.1, first_forward_s=0.01, warmup_ns=(ms,),
+                               samples_ns=(10 * ms,) * calls, sample_ends_ns=ends,
+                               measured_s=calls / 100, warmup_s=0.001, stop_reason="window",
+                               peak_rss_bytes=100, peak_rss_method="VmHWM")
     # replica 1 from 0 to 1000 ms; replica 2 from 5 ms to 1005 ms: common 5..1000 ms
-    ev = combine_replicas([replica(0, 100), replica(5, 100)], batch_size=2)
-    assert ev["window_s"] == pytest.approx(0.995) and ev["measured_s"] == 1.0
+    res = combine_replicas([replica(0, 100), replica(5, 100)], batch_size=2)
+    assert res.window_s == pytest.approx(0.995) and res.measured_s == 1.0
     # 99.5 calls of each inside 995 ms: 100 calls/s each, times batch 2
-    assert [round(t, 6) for t in ev["replica_throughputs"]] == [200.0, 200.0]
-    assert (ev["window_start_skew_ms"], ev["window_end_skew_ms"]) == (5.0, 5.0)
-    assert round(ev["window_skew_frac"], 4) == 0.005 and "flags" not in ev  # under 1 %
+    assert [round(t, 6) for t in res.replica_throughputs] == [200.0, 200.0]
+    assert (res.window_start_skew_ms, res.window_end_skew_ms) == (5.0, 5.0)
+    assert round(res.window_skew_frac, 4) == 0.005 and res.flags == ()  # under 1 %
+    assert res.sample_ends_ns is None and res.broken is None
     skewed = combine_replicas([replica(0, 100), replica(50, 100)], batch_size=1)
-    assert skewed["flags"] == ["replica windows apart by 5.3% of the common window (flag "
-                               "above 1%): the summed throughput counts only the common "
-                               "window"]
-    assert len(skewed["samples_ns"]) == 200 and skewed["peak_rss_bytes"] == 200
+    assert skewed.flags == ("replica windows apart by 5.3% of the common window (flag "
+                            "above 1%): the summed throughput counts only the common "
+                            "window",)
+    assert len(skewed.samples_ns) == 200 and skewed.peak_rss_bytes == 200
+    apart = combine_replicas([replica(0, 10), replica(500, 10)], batch_size=1)
+    assert apart.broken == ("the replicas' windows did not overlap: no common window to "
+                            "sum their throughput over")
 
 
 def test_the_replicas_window_fits_the_slowest_replicas_min_iters():
@@ -163,22 +172,21 @@ class _Handle:
 
     def __init__(self, runs, hangs: bool):
         import queue
-        self.events, self.runs, self.hangs = queue.Queue(), [r["run_id"] for r in runs], hangs
+        self.events, self.runs, self.hangs = queue.Queue(), [r.run_id for r in runs], hangs
         self.killed = False
-        self.events.put({"event": "ready", "pid": 1})
+        self.events.put(Ready(1, 0.1, {}, {}, {}, {}))
 
-    def command(self, line):
+    def command(self, cmd):
         rid = self.runs[0]
-        if line == "run":
-            self.events.put({"event": "started", "run_id": rid, "started_at": 0.0})
+        if isinstance(cmd, RunNext):
+            self.events.put(Started(rid, 0.0))
             if not self.hangs:
-                self.events.put({"event": "armed", "run_id": rid, "per_sample_ns": 1})
+                self.events.put(Armed(rid, 1))
 
     def kill(self):
         # a killed worker's last words can still be in its pipe: a result for its run
         self.killed = True
-        self.events.put({"event": "failed", "run_id": self.runs[0], "status": "error",
-                         "reason": "late"})
+        self.events.put(Failed(self.runs[0], "error", "late"))
         self.events.put(None)
 
     def close(self):
@@ -232,16 +240,16 @@ def test_a_phases_rows_are_written_reference_counter_first_whoever_finished_firs
     handles = {}
 
     class Handle(_Handle):
-        def command(self, line):
+        def command(self, cmd):
             rid = self.runs[0]
-            if line.startswith("block"):
-                self.events.put({"event": "block", "run_id": rid, "iters": 5, "met": True,
-                                 "maxed": False})
-            elif line == "stop" and self is handles["tensorflow"]:  # TensorFlow's first
+            if isinstance(cmd, TimeBlock):
+                self.events.put(BlockTimed(rid, 5, 1_000_000, met=True, maxed=False))
+            elif isinstance(cmd, Stop) and self is handles["tensorflow"]:  # TensorFlow's first
                 for h in (self, handles["torch"]):
-                    h.events.put({"event": "result", "run_id": h.runs[0]})
+                    h.events.put(InferenceResult(h.runs[0], None, None, (), (1,), 0.0, 0.0,
+                                                 "policy met"))
             else:
-                super().command(line)
+                super().command(cmd)
 
     class Executor:
         interleaves = True
@@ -254,11 +262,11 @@ def test_a_phases_rows_are_written_reference_counter_first_whoever_finished_firs
             return [0, 1]
 
     runner = Runner(executor=Executor(), timeout_s=5)
-    runner._record = lambda rid, spec, tags, ev, ctx, h: (spec.framework, ev["event"])
+    runner._record = lambda rid, spec, tags, ev, ctx, h: (spec.framework, ev.kind)
     specs = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1], [1], cores=2)
     plan, _, _ = plan_together(specs)
     rows = []
     left = run_together(runner, plan, {"sweep_id": "s", "round_no": 1}, rows.append,
                         lambda ev: None, lambda spec: None)
     assert left == []
-    assert rows == [("torch", "result"), ("tensorflow", "result")]
+    assert rows == [("torch", InferenceResult.kind), ("tensorflow", InferenceResult.kind)]

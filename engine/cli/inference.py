@@ -206,6 +206,7 @@ def cmd_run(args) -> int:
 
 def cmd_models(args) -> int:
     from engine.present.tables import format_table
+    from engine.core.protocol import Stats
     from engine.run.runner import count_model_stats
     from store.db import open_db
     from store.runs import model_info, save_model_stats
@@ -228,11 +229,11 @@ def cmd_models(args) -> int:
 
         def on_stats(ev):
             bar.update(1)
-            if ev["event"] == "stats":
+            if isinstance(ev, Stats):
                 with open_db(args.db) as con:
-                    save_model_stats(con, ev["model"], ev["framework"], ev["image_size"], ev)
+                    save_model_stats(con, ev.model, ev.framework, ev.image_size, vars(ev))
             else:
-                bar.write(f"could not count {ev['run_id']}: {ev['reason']}")
+                bar.write(f"could not count {ev.run_id}: {ev.reason}")
         count_model_stats(missing, on_stats=on_stats)
         bar.close()
         with open_db(args.db) as con:

@@ -19,7 +19,10 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
     `| tee` the lines per round and per stored run are the progress."""
     from tqdm import tqdm
 
+    from engine.core.protocol import Progress, Started
+    from engine.run.drive import Timing
     from engine.run.rounds import order_name
+    from engine.run.together import timing_line
     from store.db import resolve_db_path
 
     budget = request.budget()
@@ -55,13 +58,13 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
     def on_stop(why):
         state["bar"].write(f"stopped: {why}", file=sys.stdout)
 
-    def on_event(ev, r):
-        spec, bar = ev.get("spec"), state["bar"]
-        if ev.get("event") == "timing":  # how this round's contenders are timed, once
-            from engine.run.together import timing_line
-            bar.write("  " + timing_line(ev), file=sys.stdout)
+    def on_event(notice, r):
+        bar = state["bar"]
+        if isinstance(notice, Timing):  # how this round's contenders are timed, once
+            bar.write("  " + timing_line(notice), file=sys.stdout)
             return
-        if spec is None or ev["event"] not in ("started", "progress"):
+        ev, spec = notice.event, notice.spec
+        if spec is None or not isinstance(ev, (Started, Progress)):
             return
         n = scenario.progress_units(ev)
         if n is not None and n > state["run_units"]:

@@ -2,8 +2,9 @@
 executor (a worker group sent to another machine) implements the same `start`.
 
 An executor starts a worker for a group of runs and hands back a handle with `events` (a
-queue of the worker's protocol lines as dicts, None when its stream ends), `command(line)`
-(to a worker held at a gate), `kill()`, `close() -> exit code` and `stderr_tail()`; and it
+queue of the worker's messages, engine.core.protocol's, decoded; a ProtocolError for a line
+that is none; None when its stream ends), `command(cmd)` (to a worker held at a gate),
+`kill()`, `close() -> exit code` and `stderr_tail()`; and it
 `release`s replicas into one timed window on its machine's clock. The runner drives those
 handles and turns every ending into exactly one record; it never touches a process itself.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import json
 import os
 import queue
 import signal
@@ -21,13 +21,15 @@ import sys
 import threading
 import time
 
+from engine.core.protocol import (Assign, Command, Go, Message, ProtocolError, RunOrder, decode,
+                                  encode)
 from engine.run import pinning
 from engine.scenarios import scenario_of
 from engine.core.paths import PROJECT_ROOT
 from engine.core.record import OOM_MARKERS
 
 __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "window_times",
-           "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
+           "read_line", "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
 
 STDERR_TAIL_BYTES = 8192
 # A replicas' window opens this long after the parent sends its times, so that every replica
@@ -39,6 +41,15 @@ def window_times(window_s: float, now_ns: int) -> tuple[int, int]:
     """(start, end) of a replicas' window on the monotonic clock, from `now_ns`."""
     start = now_ns + int(WINDOW_LEAD_S * 1e9)
     return start, start + int(window_s * 1e9)
+
+
+def read_line(line: str | bytes) -> Message | ProtocolError:
+    """A worker's line as its handle's `events` hold it: the message, or the ProtocolError
+    saying why it is none (the runner ends that worker and fails its run)."""
+    try:
+        return decode(line)
+    except ProtocolError as exc:
+        return exc
 
 
 def classify_exit(returncode: int | None, stderr_tail: str) -> tuple[str, str, str | None]:
@@ -79,11 +90,13 @@ def thread_env(spec) -> dict:
 
 class WorkerProcess:
     """One worker subprocess and the threads draining its pipes: `events` yields its
-    protocol lines as dicts (None at its end); kill() ends its whole process group."""
+    messages (None at its end); kill() ends its whole process group. relay: its lines as
+    they came instead (a cluster node's host passes them on, and the driver reads them)."""
 
-    def __init__(self, python: str, runs: list[dict], env: dict, memory_cap_bytes, *,
+    def __init__(self, python: str, runs: list[RunOrder], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
-                 pins=None, sync: str | None = None):
+                 pins=None, sync: str | None = None, relay: bool = False):
+        self.relay = relay
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins, pinning.usable_cores())
 
@@ -106,28 +119,31 @@ class WorkerProcess:
         threading.Thread(target=self._read_stdout, daemon=True).start()
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._err_thread.start()
-        payload = {"runs": runs, "memory_cap_bytes": memory_cap_bytes, "mode": mode,
-                   "kind": kind, "trace_dir": trace_dir, "sync": sync}
+        assign = Assign(scenario=kind, runs=tuple(runs), memory_cap_bytes=memory_cap_bytes,
+                        mode=mode, trace_dir=trace_dir, sync=sync)
         try:
-            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+            self.proc.stdin.write((encode(assign) + "\n").encode())
             self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
         except BrokenPipeError:
             pass  # it died at start-up; its exit code and stderr tell why
 
-    def command(self, line: str) -> None:
+    def command(self, cmd: Command) -> None:
         """A command to a worker waiting, warm, at its gate (engine.worker.harness)."""
+        self.write_line(encode(cmd))
+
+    def write_line(self, line: str) -> None:
+        """An encoded command, as a cluster node's host is given it."""
         try:
-            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.write((line + "\n").encode())
             self.proc.stdin.flush()
         except OSError:
             pass  # it died meanwhile: its stream's end tells the runner
 
     def _read_stdout(self):
         for line in self.proc.stdout:
-            try:
-                self.events.put(json.loads(line))
-            except ValueError:
-                continue  # not protocol: cannot happen unless the worker is broken
+            if not line.endswith(b"\n"):
+                break  # cut off by the worker's death: its exit says why, not this line
+            self.events.put(line.decode("utf-8", "replace") if self.relay else read_line(line))
         self.events.put(None)
 
     def _read_stderr(self):
@@ -188,9 +204,9 @@ class LocalProcesses:
         """Open one timed window for these replicas, on this machine's monotonic clock."""
         start, end = window_times(window_s, time.monotonic_ns())
         for h in handles:
-            h.command(f"go {start} {end}")
+            h.command(Go(start, end))
 
-    def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
+    def start(self, runs: list[RunOrder], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
               sync: str | None = None) -> WorkerProcess:
         """cores: a replica's own cores (the runner splits them); sync: "window" (a replica,

@@ -25,6 +25,9 @@ from engine.run.cluster import release
 from engine.run.together import timing_line
 from engine.run.requests import Request
 from engine.core.errors import UserError
+from engine.core.protocol import Progress, Ready, Started
+from engine.run.drive import Timing
+from engine.scenarios.base import phase_of
 
 __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
            "CANCELLED",
@@ -203,19 +206,19 @@ class JobManager:
                     "node_id": rec.node_id})
                 self._lock.notify_all()
 
-        def on_event(ev, round_no):
-            spec = ev.get("spec")
+        def on_event(notice, round_no):
             with self._lock:
-                if ev["event"] == "ready":
-                    job.worker_pids.append(ev["pid"])
-                elif ev["event"] == "timing":
-                    job.timing = timing_line(ev)
-                elif spec is not None and ev["event"] in ("started", "progress"):
+                if isinstance(notice, Timing):
+                    job.timing = timing_line(notice)
+                elif isinstance(notice.event, Ready):
+                    job.worker_pids.append(notice.event.pid)
+                elif notice.spec is not None and isinstance(notice.event, (Started, Progress)):
+                    ev, spec = notice.event, notice.spec
                     job.current = {"model": spec.model, "framework": spec.framework,
                                    "batch_size": spec.batch_size,
                                    "threads": spec.intra_threads, "round": round_no,
-                                   "phase": ev.get("phase", "start"),
-                                   "iters": ev.get("iters", 0)}
+                                   "phase": phase_of(ev),
+                                   "iters": ev.iters if isinstance(ev, Progress) else 0}
                 self._lock.notify_all()
 
         runner = self._runner(job)

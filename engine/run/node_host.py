@@ -15,8 +15,10 @@ import queue
 import socket
 import sys
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
+from engine.core.protocol import Go, ProtocolError, Ready, RunOrder, decode, encode
 from engine.run import pinning
 from engine.run.executors import WorkerProcess, thread_env, window_times
 
@@ -53,7 +55,7 @@ class NodeHost:
                 "shape": self.shape, "system": self.system, "git_commit": self.commit,
                 "cores": len(self.cores), "memory_cap_bytes": self.memory_cap_bytes}
 
-    def start(self, key: str, runs: list[dict], *, intra: int, inter: int, kind: str,
+    def start(self, key: str, runs: list[RunOrder], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
               sync: str | None) -> None:
         """slots: a replica's cores as positions in this node's sorted affinity (the driver
@@ -70,34 +72,43 @@ class NodeHost:
         self.memory_cap_bytes = memory_cap_bytes
         env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,
-                                          kind=kind, mode=mode, pins=pins, sync=sync)
+                                          kind=kind, mode=mode, pins=pins, sync=sync,
+                                          relay=True)
 
-    def poll(self, key: str, wait_s: float) -> tuple[list[dict], bool]:
-        """The worker's events so far (waiting up to wait_s for the first), and whether its
-        stream has ended."""
+    def poll(self, key: str, wait_s: float) -> tuple[list[str], bool]:
+        """The worker's lines so far (waiting up to wait_s for the first), and whether its
+        stream has ended. The driver decodes them: a node of another checkout speaks
+        another protocol version, and the driver's decode says so."""
         w = self.workers[key]
-        out: list[dict] = []
+        out: list[str] = []
         try:
-            ev = w.events.get(timeout=wait_s)
+            line = w.events.get(timeout=wait_s)
             while True:
-                if ev is None:
+                if line is None:
                     return out, True
-                if ev.get("event") == "ready":
-                    ev = {**ev, "node": self.facts()}
-                out.append(ev)
-                ev = w.events.get_nowait()
+                out.append(self._named(line))
+                line = w.events.get_nowait()
         except queue.Empty:
             return out, False
 
+    def _named(self, line: str) -> str:
+        """A Ready line with this node's identity; any other line as it came."""
+        try:
+            msg = decode(line)
+        except ProtocolError:
+            return line  # the driver reads it too, and fails the run
+        return encode(replace(msg, node=self.facts())) if isinstance(msg, Ready) else line
+
     def command(self, key: str, line: str) -> None:
-        self.workers[key].command(line)
+        """An encoded command from the driver."""
+        self.workers[key].write_line(line)
 
     def release(self, keys: list[str], window_s: float) -> None:
         """Open one window for these replicas on this node's own clock (the driver's clock
         is another machine's)."""
         start, end = window_times(window_s, time.monotonic_ns())
         for key in keys:
-            self.workers[key].command(f"go {start} {end}")
+            self.workers[key].command(Go(start, end))
 
     def kill(self, key: str) -> None:
         self.ended.add(key)

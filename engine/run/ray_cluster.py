@@ -6,8 +6,9 @@ which catalog shape it is with a custom resource "shape:<name>"); `place(text, n
 picks the node a `--placement shape=NAME` or `node=ID` names, or refuses with what the
 cluster has. A RayExecutor then implements LocalProcesses' `start` on that node: one
 NodeHost actor (engine/run/node_host.py) starts the same worker subprocess there, and a
-thread here polls its protocol lines into the handle's `events`, so the Runner drives a
-remote worker exactly as a local one. Only this process writes the database.
+thread here polls its protocol lines and decodes them into the handle's `events` (so a
+node of another checkout is told by its protocol version), and the Runner drives a remote
+worker exactly as a local one. Only this process writes the database.
 
 A node that dies (its actor with it) ends every handle on it: the runner records the run in
 flight, and each later run sent there, as `killed` with the node named.
@@ -23,7 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from engine.run.executors import classify_exit
+from engine.core.protocol import Command, RunOrder, encode
+from engine.run.executors import classify_exit, read_line
 from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
 from engine.core.cluster import check_profile_on_cluster, parse_placement
@@ -217,7 +219,7 @@ class RayExecutor:
 
         ray.get(self.host.release.remote([h.key for h in handles], window_s), timeout=30)
 
-    def start(self, runs: list[dict], first_spec, memory_cap_bytes, *, mode: str = "bench",
+    def start(self, runs: list[RunOrder], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
               sync: str | None = None) -> "RayWorker":
         if trace_dir is not None:  # refused at the CLI and the Run page already
@@ -241,7 +243,7 @@ class RayExecutor:
 
 class RayWorker:
     """A worker subprocess on a node, seen as LocalProcesses' handle: events (None at the
-    end), command(line), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
+    end), command(cmd), kill(), close() -> exit code, stderr_tail(), classify(exit code)."""
 
     def __init__(self, host, key: str, node: Node, started):
         self.host, self.key, self.node = host, key, node
@@ -279,24 +281,24 @@ class RayWorker:
         try:
             ray.get(started, timeout=POLL_DEADLINE_S)
             while True:
-                evs, ended = ray.get(self.host.poll.remote(self.key, POLL_S),
-                                     timeout=POLL_DEADLINE_S)
-                for ev in evs:
-                    self.events.put(ev)
+                lines, ended = ray.get(self.host.poll.remote(self.key, POLL_S),
+                                       timeout=POLL_DEADLINE_S)
+                for line in lines:
+                    self.events.put(read_line(line))
                 if ended:
                     break
         except Exception as e:  # noqa: BLE001 - the actor died, with its node or not
             self._lose(e)
         self.events.put(None)
 
-    def command(self, line: str) -> None:
+    def command(self, cmd: Command) -> None:
         """Awaited: a threaded actor does not keep call order, and blocks must not overtake."""
         import ray
 
         if self.lost:
             return
         try:
-            ray.get(self.host.command.remote(self.key, line), timeout=10)
+            ray.get(self.host.command.remote(self.key, encode(cmd)), timeout=10)
         except Exception as e:  # noqa: BLE001
             self._lose(e)
 

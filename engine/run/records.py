@@ -1,6 +1,7 @@
 """From a worker's events to a RunRecord: the common columns of every attempt, and the
 statistics and verdict derived, in the parent, from the raw samples a worker reported.
-What differs by kind (throughput, extras) comes from the run's scenario."""
+What differs by kind (throughput, extras) comes from the run's scenario. Events are
+engine.core.protocol's, read by their fields."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from datetime import datetime, timezone
 from engine.analysis.stats import summarize, verdict
 from engine.scenarios import scenario_of
 from engine.core.policy import STOP_MAX_ITERS
+from engine.core.protocol import Ready, Result
 from engine.core.record import RunRecord
 
 __all__ = ["new_id", "base_fields", "record_from_result", "config_extra", "one_flop_count",
-           "load_avg", "worker_ctx", "FLOP_BASIS", "FLOP_FRAMEWORK"]
+           "load_avg", "FLOP_BASIS", "FLOP_FRAMEWORK"]
 
 # GFLOP/s compares across frameworks only on one count: torch's FlopCounterMode counts
 # convolutions and matmuls, TensorFlow's profiler also elementwise ops, pooling and
@@ -31,15 +33,10 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-def worker_ctx() -> dict:
-    """What the parent knows of a worker before its first event: the record's context."""
-    return {"ready": {}, "started_at": None, "load_avg": None, "phase": "start-up", "iters": 0}
-
-
-def load_avg(ready: dict) -> float | None:
+def load_avg(ready: Ready | None) -> float | None:
     """This machine's load average for a record; None for a cluster node's worker (this
     machine's load says nothing of that node's: its interference record measures it)."""
-    return None if ready.get("node") else os.getloadavg()[0]
+    return None if ready is not None and ready.node else os.getloadavg()[0]
 
 
 def _now() -> datetime:
@@ -56,10 +53,11 @@ def config_extra(spec) -> dict:
     return scenario_of(spec).config_extra(spec)
 
 
-def base_fields(spec, *, run_id: str, tags: dict, ready: dict, started_at, ended_at,
+def base_fields(spec, *, run_id: str, tags: dict, ready: Ready | None, started_at, ended_at,
                 load_avg, memory_cap_bytes, timeout_s, git_commit, system_id,
                 machine_shape: str | None = None, node: dict | None = None) -> dict:
     """The columns every record of this spec carries, however the run ended."""
+    machine = (ready.machine if ready is not None else None) or {}
     return dict(
         run_id=run_id, **tags, model=spec.model, framework=spec.framework,
         runtime=spec.runtime, batch_size=spec.batch_size,
@@ -69,79 +67,84 @@ def base_fields(spec, *, run_id: str, tags: dict, ready: dict, started_at, ended
         min_time_s=spec.policy.min_time_s, min_iters=spec.policy.min_iters,
         max_time_s=spec.policy.max_time_s,
         started_at=_ts(started_at) or _now(), ended_at=_ts(ended_at),
-        import_s=ready.get("import_s"), load_avg_1m=load_avg,
-        memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
-        git_commit=git_commit, system_id=system_id,
-        versions=ready.get("versions", {}), threads_effective=ready.get("threads", {}),
-        env=ready.get("env", {}), kind=spec.kind,
-        extra={**config_extra(spec), **_cores_used(ready)},
+        load_avg_1m=load_avg, memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
+        git_commit=git_commit, system_id=system_id, kind=spec.kind,
+        extra={**config_extra(spec), **_cores_used(machine)},
         machine_shape=machine_shape, node_id=(node or {}).get("node_id"),
         node_host=(node or {}).get("hostname"), node_system=(node or {}).get("system"),
-        **{k: (ready.get("machine") or {}).get(k)
-           for k in ("threads_per_core", "cpu_flags", "governor")},
+        **_process_columns(ready),
+        **{k: machine.get(k) for k in ("threads_per_core", "cpu_flags", "governor")},
         **scenario_of(spec).record_columns(spec))
 
 
-def _cores_used(ready: dict) -> dict:
+def _process_columns(ready: Ready | None) -> dict:
+    """What the worker's Ready says of its process; empty when it never said it."""
+    if ready is None:
+        return dict(import_s=None, versions={}, threads_effective={}, env={})
+    return dict(import_s=ready.import_s, versions=ready.versions,
+                threads_effective=ready.threads, env=ready.env)
+
+
+def _cores_used(machine: dict) -> dict:
     # The physical cores the worker (replicas: all of them) was allowed: what Cost divides
     # throughput by, since N threads on SMT siblings are fewer than N cores.
-    n = (ready.get("machine") or {}).get("cores_used")
+    n = machine.get("cores_used")
     return {"cores_used": n} if n else {}
 
 
-def record_from_result(base: dict, ev: dict, spec) -> RunRecord:
+def record_from_result(base: dict, res: Result, spec) -> RunRecord:
     """Derive statistics and the verdict from the raw samples a worker reported."""
-    samples = tuple(int(x) for x in ev["samples_ns"])
+    samples = tuple(int(x) for x in res.samples_ns)
     st = summarize(samples)
-    validity, why = verdict(st, iterations=st.count, measured_s=ev["measured_s"],
+    validity, why = verdict(st, iterations=st.count, measured_s=res.measured_s,
                             min_iters=spec.policy.min_iters, min_time_s=spec.policy.min_time_s,
-                            hit_max_iters=ev["stop_reason"] == STOP_MAX_ITERS)
-    if ev.get("flags") and validity != "invalid":  # what the parent saw of the run (skew)
-        validity, why = "noisy", "; ".join([why, *ev["flags"]] if why else ev["flags"])
-    if ev.get("broken"):  # a rule the parent saw broken (replicas that never overlapped)
-        validity, why = "invalid", ev["broken"]
+                            hit_max_iters=res.stop_reason == STOP_MAX_ITERS)
+    if res.flags and validity != "invalid":  # what the parent saw of the run (skew)
+        validity, why = "noisy", "; ".join([why, *res.flags] if why else res.flags)
+    if res.broken:  # a rule the parent saw broken (replicas that never overlapped)
+        validity, why = "invalid", res.broken
     median_s = st.median / 1e9
-    flops = ev.get("flops_per_sample")
+    flops = res.flops_per_sample
     ms = lambda ns: ns / 1e6  # noqa: E731
     base = dict(base)
     extra = dict(base.pop("extra", None) or {})
     scenario = scenario_of(spec)
-    throughput = scenario.throughput(spec, ev, samples)
-    extra.update(scenario.result_extra(ev))
+    throughput = scenario.throughput(spec, res, samples)
+    extra.update(scenario.result_extra(res))
     # Python's garbage collector during timing: False/True, None where no Python loop timed.
-    extra["gc_disabled"] = ev.get("gc_disabled")
+    extra["gc_disabled"] = res.gc_disabled
     # Calls per timed sample (blocks for calls under ~1 ms); absent: one call per sample.
-    if ev.get("block_calls", 1) > 1:
-        extra["block_calls"] = ev["block_calls"]
+    if res.block_calls > 1:
+        extra["block_calls"] = res.block_calls
     # Steal, other processes' CPU, the cores and the load over the measured window.
-    if ev.get("interference"):
-        extra["interference"] = ev["interference"]
+    if res.interference:
+        extra["interference"] = res.interference
     trace_gz = None
-    if ev.get("trace_path") and os.path.exists(ev["trace_path"]):
-        with open(ev["trace_path"], "rb") as f:
+    if res.trace_path and os.path.exists(res.trace_path):
+        with open(res.trace_path, "rb") as f:
             trace_gz = gzip.compress(f.read(), 6)
-    if ev.get("profile_step_s") is not None:
-        extra["profile_step_ms"] = ev["profile_step_s"] * 1e3
+    if res.profile_step_s is not None:
+        extra["profile_step_ms"] = res.profile_step_s * 1e3
         extra["profile_steps"] = spec.profile_steps
     return RunRecord(
         **base, status="invalid" if validity == "invalid" else "ok",
         reason=why if validity == "invalid" else "", validity=validity, validity_reason=why,
-        stop_reason=ev["stop_reason"], load_s=ev["load_s"],
-        first_forward_s=ev["first_forward_s"], warmup_s=ev["warmup_s"],
-        measured_s=ev["measured_s"], iterations=st.count, mean_ms=ms(st.mean),
+        stop_reason=res.stop_reason, load_s=res.load_s,
+        first_forward_s=res.first_forward_s, warmup_s=res.warmup_s,
+        measured_s=res.measured_s, iterations=st.count, mean_ms=ms(st.mean),
         median_ms=ms(st.median), p90_ms=ms(st.p90), p95_ms=ms(st.p95), p99_ms=ms(st.p99),
         min_ms=ms(st.min), max_ms=ms(st.max), std_ms=ms(st.std), iqr_ms=ms(st.iqr), cv=st.cv,
-        throughput=throughput, params=ev["params"], params_trainable=ev["params_trainable"],
+        throughput=throughput, params=res.params, params_trainable=res.params_trainable,
         flops_per_sample=flops,
-        flops_method=ev["flops_method"],
+        flops_method=res.flops_method,
         gflops_per_s=(flops * spec.batch_size / median_s / 1e9) if flops and median_s else None,
-        rss_before_bytes=ev["rss_before_bytes"], peak_rss_bytes=ev["peak_rss_bytes"],
-        peak_rss_method=ev["peak_rss_method"], device_peak_bytes=ev["device_peak_bytes"],
-        prepare_s=ev.get("prepare_s"), extra=extra,
-        model_sha256=ev.get("model_sha256"), model_bytes=ev.get("model_bytes"),
-        warmup_ns=tuple(int(x) for x in ev["warmup_ns"]), samples_ns=samples,
-        epochs=tuple(ev.get("epochs", ())), step_losses=tuple(ev.get("step_losses", ())),
-        profile_ops=tuple(ev.get("profile_ops", ())), trace_gz=trace_gz)
+        rss_before_bytes=res.rss_before_bytes, peak_rss_bytes=res.peak_rss_bytes,
+        peak_rss_method=res.peak_rss_method, device_peak_bytes=res.device_peak_bytes,
+        prepare_s=res.prepare_s, extra=extra,
+        model_sha256=res.model_sha256, model_bytes=res.model_bytes,
+        warmup_ns=tuple(int(x) for x in res.warmup_ns), samples_ns=samples,
+        profile_ops=tuple(res.profile_ops), trace_gz=trace_gz,
+        **scenario.result_columns(res))
 
 
 def one_flop_count(rec: RunRecord, reference_flops: int | None) -> RunRecord:

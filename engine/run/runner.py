@@ -12,7 +12,6 @@ engine/run/records.py's.
 from __future__ import annotations
 
 import contextlib
-import queue
 import shutil
 import sys
 import tempfile
@@ -22,15 +21,18 @@ import zlib
 from dataclasses import replace
 from typing import Callable
 
+from engine.core.inference import RunSpec
+from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, Ready, Result,
+                                  RunOrder, Started, Stats)
+from engine.core.record import RunRecord
+from engine.run.drive import Pool, RunContext, Timing, Worker
 from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
-from engine.run.records import base_fields, load_avg, new_id, record_from_result, worker_ctx
+from engine.run.records import base_fields, new_id, record_from_result
 from engine.run.replicas import combine_replicas, replica_window_s
 from engine.run.neighbour import Neighbour
-from engine.run.together import merge, plan_together, run_together, worker_key
+from engine.run.together import plan_together, run_together, worker_key
 from engine.run.machine import git_commit, system_info
 from engine.scenarios import scenario_of
-from engine.core.inference import RunSpec
-from engine.core.record import RunRecord
 
 __all__ = ["Runner", "count_model_stats", "worker_groups"]
 
@@ -63,11 +65,13 @@ class Runner:
         self._peaks: dict = {}  # worker key -> largest resident size its runs reached
 
     def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
-            on_event: Callable[[dict], None] | None = None,
+            on_event: Callable[[object], None] | None = None,
             sweep_id: str | None = None, round_no: int | None = None,
             known_stats: Callable[[RunSpec], dict | None] | None = None) -> list[RunRecord]:
         """known_stats(spec): params and FLOPs the store already holds for the spec's model
-        (its scenario counts them), passed to the worker so it does not count them again."""
+        (its scenario counts them), passed to the worker so it does not count them again.
+        on_event(notice): every worker event as it arrives (engine.run.drive.WorkerEvent),
+        and how each round's contenders are timed (Timing)."""
         on_event = on_event or (lambda e: None)
         known_stats = known_stats or (lambda spec: None)
         records: list[RunRecord] = []
@@ -121,10 +125,9 @@ class Runner:
         if plan is None:
             timing["why"] = why
             if why:  # a round without a contest has nothing to say
-                on_event({"event": "timing", "mode": "sequential", "why": why})
+                on_event(Timing("sequential", why))
             return rest
-        on_event({"event": "timing", "mode": "interleaved", "workers": len(plan.workers),
-                  "why": why})
+        on_event(Timing("interleaved", why, workers=len(plan.workers)))
         left = run_together(self, plan, tags, record, on_event, known_stats)
         if self.cancel.is_set():
             return []
@@ -134,19 +137,23 @@ class Runner:
             why, "its interleaved worker ended early" if left else ""]))
         return left + rest
 
+    def _pool(self, on_event=lambda notice: None) -> Pool:
+        return Pool(clock=self.clock, poll_s=self.poll_s, cancel=self.cancel,
+                    on_event=on_event)
+
     def _run_worker(self, pending, tags, record, on_event, known_stats) -> set[str]:
         """Run one worker over `pending`; return the run ids that got their row."""
-        specs = dict(pending)
-        runs = [{"run_id": rid, "spec": s.to_dict(), "known_stats": known_stats(s)}
-                for rid, s in pending]
-        first = pending[0][1]
+        orders = [RunOrder(rid, s.to_dict(), known_stats(s)) for rid, s in pending]
         # Profiled runs leave their Chrome trace here; _record reads it into the record.
         trace_dir = (tempfile.mkdtemp(prefix="bench-traces-")
                      if any(s.profile_steps for _, s in pending) else None)
         try:
-            worker = self.executor.start(runs, first, self.memory_cap_bytes,
-                                         trace_dir=trace_dir)
-            return self._drive(worker, pending, specs, tags, record, on_event)
+            with self._pool(on_event) as pool:
+                handle = self.executor.start(orders, pending[0][1], self.memory_cap_bytes,
+                                             trace_dir=trace_dir)
+                w = pool.start(handle, pending)
+                self._drive(pool, w, tags, record)
+            return w.done
         finally:
             if trace_dir:
                 shutil.rmtree(trace_dir, ignore_errors=True)
@@ -166,77 +173,41 @@ class Runner:
         """The last of the cores a worker may use: one of every worker's own."""
         return self.executor.core_ids()[-1]
 
-    def _drive(self, worker, pending, specs, tags, record, on_event) -> set[str]:
-        ctx = worker_ctx()
-        done: set[str] = set()
-        in_flight: str | None = None
-        deadline = self.clock() + self.timeout_s
-        ending = None  # (status, reason) when the parent ended the worker
+    def _drive(self, pool: Pool, w: Worker, tags, record) -> None:
+        """One worker through its runs, each run's row as it ends, each run under the
+        wall-time limit; a worker that exits, hangs or is cancelled leaves its run in
+        flight (or, ending before one began, its next) one failed row."""
         neighbour = contextlib.ExitStack()  # the run in flight's, when it has contention
-        try:
-            while True:
-                if self.cancel.is_set():
-                    ending = ("killed", self.cancel_reason)
-                    break
-                remaining = deadline - self.clock()
-                if remaining <= 0:
-                    ending = ("timeout", f"exceeded the {self.timeout_s:g} s wall-time limit "
-                              f"per run (in phase {ctx['phase']}, after {ctx['iters']} "
-                              f"timed iterations)")
-                    break
-                try:
-                    ev = worker.events.get(timeout=min(remaining, self.poll_s))
-                except queue.Empty:
-                    continue
-                if ev is None:
-                    break
-                event = ev["event"]
-                if event == "ready":
-                    ctx["ready"] = ev
-                elif event == "started":
-                    in_flight = ev["run_id"]
-                    ctx.update(started_at=ev["started_at"], phase="load", iters=0,
-                               load_avg=load_avg(ctx["ready"]))
-                    deadline = self.clock() + self.timeout_s
-                    neighbour.enter_context(self.beside(specs[in_flight], tags))
-                elif event == "progress":
-                    ctx.update(phase=ev["phase"], iters=ev["iters"])
-                elif event in ("result", "failed"):
-                    neighbour.close()
-                    rid = ev["run_id"]
-                    record(self._record(rid, specs[rid], tags, ev, ctx, worker))
-                    done.add(rid)
-                    in_flight = None
-                    deadline = self.clock() + self.timeout_s
-                on_event({**ev, "spec": specs.get(ev.get("run_id"))})
-        except BaseException:
-            neighbour.close()
-            worker.kill()
-            worker.close()
-            raise
-        neighbour.close()
-        if ending is not None:
-            worker.kill()
-        rc = worker.close()
-        if ending is None and (in_flight is not None or len(done) < len(pending)):
-            status, reason, sig = worker.classify(rc)
-            if in_flight is None:
-                reason = f"worker failed during start-up: {reason}"
+
+        def on(w, ev):
+            if isinstance(ev, Started):
+                pool.renew(self.timeout_s)
+                neighbour.enter_context(self.beside(w.specs[ev.run_id], tags))
+            elif isinstance(ev, (Result, Failed)):
+                neighbour.close()
+                record(self._record(ev.run_id, w.specs[ev.run_id], tags, ev, w.ctx, w.handle))
+                pool.renew(self.timeout_s)
+        pool.renew(self.timeout_s)
+        with neighbour:
+            outcome = pool.drive(on, until=lambda: w.ended)
+        w.close(kill=outcome is not None)
+        rid = w.in_flight or next((rid for rid, _ in w.pending()), None)
+        if rid is None:
+            return
+        if outcome is not None:
+            status, reason = self.stopped(outcome, f"in phase {w.ctx.phase}, after "
+                                                   f"{w.ctx.iters} timed iterations")
+            sig = "SIGKILL"
         else:
-            status, reason = ending or (None, None)
-            sig = "SIGKILL" if ending else None
-        if status is not None:
-            rid = in_flight or next(rid for rid, _ in pending if rid not in done)
-            ev = {"event": "failed", "run_id": rid, "status": status, "reason": reason,
-                  "exit_code": rc, "signal": sig, "ended_at": time.time()}
-            record(self._record(rid, specs[rid], tags, ev, ctx, worker))
-            on_event({**ev, "spec": specs[rid]})
-            done.add(rid)
-        return done
+            status, reason, sig = w.exit()
+            if w.in_flight is None:
+                reason = f"worker failed during start-up: {reason}"
+        record(self._record(rid, w.specs[rid], tags, w.failed(rid, status, reason, sig),
+                            w.ctx, w.handle))
 
     def _run_replicas(self, rid, spec: RunSpec, tags, record, on_event, known_stats) -> None:
         """spec.replicas workers of one spec at once, each on intra_threads cores of its
-        own. Each loads, prepares and warms up, then says "armed"; when all have, the
+        own. Each loads, prepares and warms up, then says Armed; when all have, the
         executor releases them into one window (a start and an end on the machine's
         monotonic clock, awaited on a cluster node too). One record: every replica's
         samples (the per-request latency distribution), throughput summed over what fell
@@ -244,104 +215,46 @@ class Runner:
         fails the run, and the others are stopped."""
         n, t = spec.replicas, spec.intra_threads
         cores = self.executor.core_ids()  # a cluster node's: positions its host maps
-        run = {"run_id": rid, "spec": spec.to_dict(), "known_stats": known_stats(spec)}
-        merged: queue.Queue = queue.Queue()
-        workers = []
-        ctx = worker_ctx()
-        results, failure, armed, codes, used = {}, None, {}, {}, {}
-
-        neighbour = contextlib.ExitStack()
-        neighbour.enter_context(self.beside(spec, tags))
-        try:
+        order = RunOrder(rid, spec.to_dict(), known_stats(spec))
+        ctx = RunContext()  # the run's, shared: the first replica's Ready and start
+        with self._pool(on_event) as pool, contextlib.ExitStack() as neighbour:
+            job = _Replicas(rid, spec, release=lambda per_sample_ns: self.executor.release(
+                [w.handle for w in pool.workers], replica_window_s(spec.policy, per_sample_ns)))
+            neighbour.enter_context(self.beside(spec, tags))
             for i in range(n):
-                w = self.executor.start([run], spec, self.memory_cap_bytes,
-                                        cores=tuple(cores[i * t:(i + 1) * t]), sync="window")
-                workers.append(w)
-                merge(i, w, merged)
-            ended, deadline = set(), self.clock() + self.timeout_s
-            while len(ended) < n and failure is None:
-                if self.cancel.is_set():
-                    failure = {"status": "killed", "reason": self.cancel_reason}
-                    break
-                remaining = deadline - self.clock()
-                if remaining <= 0:
-                    failure = {"status": "timeout", "reason": (
-                        f"exceeded the {self.timeout_s:g} s wall-time limit per run (in "
-                        f"phase {ctx['phase']}, {len(armed)} of {n} replicas armed)")}
-                    break
-                try:
-                    i, ev = merged.get(timeout=min(remaining, self.poll_s))
-                except queue.Empty:
-                    continue
-                if ev is None:
-                    ended.add(i)
-                    codes[i] = workers[i].close()  # its stream ended: it has exited
-                    if i not in results:
-                        status, reason, sig = workers[i].classify(codes[i])
-                        failure = {"status": status, "signal": sig,
-                                   "reason": f"replica {i + 1} of {n}: {reason}"}
-                    continue
-                kind = ev["event"]
-                if kind == "ready":
-                    used[i] = (ev.get("machine") or {}).get("cores_used")
-                if kind == "ready" and not ctx["ready"]:
-                    ctx["ready"] = ev
-                elif kind == "started" and ctx["started_at"] is None:
-                    ctx.update(started_at=ev["started_at"], phase="load",
-                               load_avg=load_avg(ctx["ready"]))
-                elif kind == "progress":
-                    ctx.update(phase=ev["phase"], iters=ev["iters"])
-                elif kind == "armed":
-                    armed[i] = ev.get("per_sample_ns") or 0
-                    if len(armed) == n:  # every replica warm: one window for all
-                        self.executor.release(workers, replica_window_s(spec.policy,
-                                                                        max(armed.values())))
-                elif kind == "result":
-                    results[i] = ev
-                elif kind == "failed":  # the digest of a user's model travels with it
-                    failure = {k: ev.get(k) for k in ("status", "reason", "traceback",
-                                                      "model_sha256", "model_bytes")}
-                    failure["reason"] = f"replica {i + 1} of {n}: {ev['reason']}"
-                if kind in ("progress", "started"):
-                    on_event({**ev, "spec": spec})
-        except BaseException:
-            neighbour.close()
-            for w in workers:
-                w.kill()
-                w.close()
-            raise
-        neighbour.close()
-        for i, w in enumerate(workers):
-            if i in codes:
-                continue  # closed when its stream ended
-            if failure is not None:
-                w.kill()
-            w.close()
-        if ctx["ready"] and len(used) == n and all(used.values()):  # every replica's cores
-            ctx["ready"] = {**ctx["ready"], "machine": {**(ctx["ready"].get("machine") or {}),
-                                                        "cores_used": sum(used.values())}}
-        if failure is None and len(results) < n:
-            failure = {"status": "killed", "reason": f"{n - len(results)} of {n} replicas "
-                                                     "ended without a result"}
-        ev = ({"event": "failed", "run_id": rid, "ended_at": time.time(), **failure}
-              if failure is not None
-              else combine_replicas([results[i] for i in range(n)], spec.batch_size))
-        rec = self._record(rid, spec, tags, ev, ctx, workers[0])
-        record(rec)
-        on_event({**ev, "spec": spec})
+                pool.start(self.executor.start([order], spec, self.memory_cap_bytes,
+                                               cores=tuple(cores[i * t:(i + 1) * t]),
+                                               sync=WINDOW), [(rid, spec)], ctx)
+            pool.renew(self.timeout_s)
+            outcome = pool.drive(job.on, until=lambda: job.failure is not None
+                                 or all(w.ended for w in pool.workers))
+            if outcome is not None:
+                job.failure = Failed(rid, *self.stopped(
+                    outcome, f"in phase {ctx.phase}, {len(job.armed)} of {n} replicas armed"))
+            pool.close(kill=job.failure is not None)
+        ctx.ready = _with_every_replicas_cores(ctx.ready, pool.workers)
+        record(self._record(rid, spec, tags, job.ending(), ctx, pool.workers[0].handle))
 
-    def _record(self, run_id, spec: RunSpec, tags, ev, ctx, worker) -> RunRecord:
-        ready = ctx["ready"]
+    def stopped(self, outcome: str, where: str) -> tuple[str, str]:
+        """(status, reason) of a run the parent stopped: cancelled, or past its wall-time
+        limit (`where` it was then)."""
+        if outcome == "cancel":
+            return "killed", self.cancel_reason
+        return "timeout", f"exceeded the {self.timeout_s:g} s wall-time limit per run ({where})"
+
+    def _record(self, run_id, spec: RunSpec, tags, ev: Result | Failed, ctx: RunContext,
+                worker) -> RunRecord:
+        ready = ctx.ready
         # A cluster node's worker: the record names that node, its system and its checkout
         # (engine/run/node_host.py adds them to `ready`); its tagged shape unless the
         # caller named one. A node lost before `ready` is named by the executor.
-        node = ready.get("node") or {}
+        node = (ready.node if ready is not None else None) or {}
         if not node and getattr(worker, "node", None) is not None:
             node = {"node_id": worker.node.node_id, "hostname": worker.node.hostname,
                     "shape": worker.node.shape}
         base = base_fields(spec, run_id=run_id, tags=tags, ready=ready,
-                           started_at=ctx["started_at"], ended_at=ev.get("ended_at"),
-                           load_avg=ctx["load_avg"],
+                           started_at=ctx.started_at, ended_at=ev.ended_at,
+                           load_avg=ctx.load_avg,
                            memory_cap_bytes=node.get("memory_cap_bytes") or self.memory_cap_bytes,
                            timeout_s=self.timeout_s,
                            git_commit=node.get("git_commit") if node else git_commit(),
@@ -349,14 +262,58 @@ class Runner:
                                       if node else system_info()["system_id"]),
                            machine_shape=self.machine_shape or node.get("shape"),
                            node=node)
-        if ev["event"] == "failed":
-            tail = ev.get("traceback") or worker.stderr_tail()
-            return RunRecord(**base, status=ev["status"], reason=ev["reason"],
-                             exit_code=ev.get("exit_code"), signal=ev.get("signal"),
+        if isinstance(ev, Failed):
+            tail = ev.traceback or worker.stderr_tail()
+            return RunRecord(**base, status=ev.status, reason=ev.reason,
+                             exit_code=ev.exit_code, signal=ev.signal,
                              stderr_tail=tail[-STDERR_TAIL_BYTES:],
-                             model_sha256=ev.get("model_sha256"),
-                             model_bytes=ev.get("model_bytes"))
+                             model_sha256=ev.model_sha256, model_bytes=ev.model_bytes)
         return record_from_result(base, ev, spec)
+
+
+class _Replicas:
+    """What a replicated run gathers from its replicas' events (the Pool's handler): who is
+    armed, each one's result, the first failure; and the one ending they make."""
+
+    def __init__(self, rid: str, spec: RunSpec, release: Callable[[int], None]):
+        self.rid, self.spec, self.release = rid, spec, release
+        self.armed: dict[int, int] = {}  # worker index -> its sample's length
+        self.results: dict[int, InferenceResult] = {}
+        self.failure: Failed | None = None
+
+    def on(self, w: Worker, ev) -> None:
+        n = self.spec.replicas
+        label = f"replica {w.index + 1} of {n}"
+        if ev is None and w.index not in self.results:  # it exited without its result
+            status, reason, sig = w.exit()
+            self.failure = self.failure or Failed(self.rid, status, f"{label}: {reason}",
+                                                  signal=sig)
+        elif isinstance(ev, Armed):
+            self.armed[w.index] = ev.per_sample_ns or 0
+            if len(self.armed) == n:  # every replica warm: one window for all
+                self.release(max(self.armed.values()))
+        elif isinstance(ev, InferenceResult):
+            self.results[w.index] = ev
+        elif isinstance(ev, Failed):  # the digest of a user's model travels with it
+            self.failure = self.failure or replace(ev, reason=f"{label}: {ev.reason}")
+
+    def ending(self) -> Result | Failed:
+        n = self.spec.replicas
+        if self.failure is None and len(self.results) < n:
+            self.failure = Failed(self.rid, "killed", f"{n - len(self.results)} of {n} "
+                                                      "replicas ended without a result")
+        if self.failure is not None:
+            return replace(self.failure, ended_at=time.time())
+        return combine_replicas([self.results[i] for i in range(n)], self.spec.batch_size)
+
+
+def _with_every_replicas_cores(ready: Ready | None, workers: list[Worker]) -> Ready | None:
+    """The run's Ready with the cores of every replica: what Cost divides the summed
+    throughput by."""
+    used = [w.ready.machine.get("cores_used") if w.ready else None for w in workers]
+    if ready is None or not all(used):
+        return ready
+    return replace(ready, machine={**ready.machine, "cores_used": sum(used)})
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
@@ -372,24 +329,18 @@ def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
     return groups
 
 
-def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[dict], None],
+def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[Stats | Failed], None],
                       timeout_s: float = 1800.0, python: str = sys.executable) -> None:
     """Build each model in a worker (one per framework) and report params and FLOPs.
 
     Used by `python -m engine models` to fill the catalog; nothing is timed."""
     for group in worker_groups(specs):
-        runs = [{"run_id": new_id(), "spec": s.to_dict(), "known_stats": None} for s in group]
-        worker = LocalProcesses(python).start(runs, group[0], None, mode="stats")
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                ev = worker.events.get(timeout=max(0.001, deadline - time.monotonic()))
-                if ev is None:
-                    break
-                if ev["event"] in ("stats", "failed"):
-                    on_stats(ev)
-        except queue.Empty:
-            pass  # past the deadline: what was counted is kept
-        finally:
-            worker.kill()
-            worker.close()
+        runs = [(new_id(), s) for s in group]
+        handle = LocalProcesses(python).start([RunOrder(rid, s.to_dict()) for rid, s in runs],
+                                              group[0], None, mode="stats")
+        with Pool(clock=time.monotonic, poll_s=0.2, cancel=threading.Event()) as pool:
+            w = pool.start(handle, runs)
+            pool.renew(timeout_s)  # past it, what was counted is kept
+            pool.drive(lambda w, ev: isinstance(ev, (Stats, Failed)) and on_stats(ev),
+                       until=lambda: w.ended)
+            pool.close(kill=True)

@@ -22,19 +22,19 @@ dies leaves its run one row and its remaining runs to the sequential loop.
 from __future__ import annotations
 
 import contextlib
-import queue
 import shutil
 import tempfile
-import threading
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.analysis.compare import contender_name
-from engine.run.records import FLOP_FRAMEWORK, load_avg, new_id, worker_ctx
+from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, InferenceResult, Result,
+                                  RunNext, RunOrder, Stop, TimeBlock)
+from engine.run.drive import Pool, Timing, Worker
+from engine.run.records import FLOP_FRAMEWORK, new_id
 from engine.scenarios import scenario_of
 
-__all__ = ["TogetherPlan", "plan_together", "run_together", "merge", "worker_key",
-           "timing_line", "interleavable", "BLOCK_S", "MEMORY_SHARE", "WORKER_BYTES"]
+__all__ = ["TogetherPlan", "plan_together", "run_together", "worker_key", "timing_line",
+           "interleavable", "BLOCK_S", "MEMORY_SHARE", "WORKER_BYTES"]
 
 # A block's length: short against a neighbour's busy phase (seconds), long against the
 # handover (a pipe write and a wake-up, well under a millisecond) and a call of the slowest
@@ -48,13 +48,13 @@ WORKER_BYTES = {"torch": 1_500_000_000, "tensorflow": 2_000_000_000, "selftest":
 DEFAULT_WORKER_BYTES = 2_000_000_000
 
 
-def timing_line(ev: dict) -> str:
-    """How a round's contenders were timed, in words, from the runner's "timing" event."""
-    if ev["mode"] == "interleaved":
-        rest = f"; one after another: {ev['why']}" if ev.get("why") else ""
-        return (f"contenders timed alternately in blocks, {ev['workers']} workers warm at "
+def timing_line(timing: Timing) -> str:
+    """How a round's contenders were timed, in words, from the runner's Timing notice."""
+    if timing.mode == "interleaved":
+        rest = f"; one after another: {timing.why}" if timing.why else ""
+        return (f"contenders timed alternately in blocks, {timing.workers} workers warm at "
                 f"once{rest}")
-    return f"contenders timed one after another: {ev['why'] or 'nothing to interleave'}"
+    return f"contenders timed one after another: {timing.why or 'nothing to interleave'}"
 
 
 def interleavable(spec) -> str:
@@ -75,17 +75,6 @@ def worker_key(s) -> tuple:
         replica = (getattr(s, "extra", None) or {}).get("replica", 0)
     return (s.framework, s.intra_threads, s.inter_threads, s.device, replica,
             getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "")
-
-
-def merge(i: int, handle, merged: queue.Queue) -> None:
-    """Forward worker i's events into one queue, as (i, event), until its end (None)."""
-    def pump():
-        while True:
-            ev = handle.events.get()
-            merged.put((i, ev))
-            if ev is None:
-                return
-    threading.Thread(target=pump, daemon=True).start()
 
 
 def _row(s) -> tuple:
@@ -149,38 +138,30 @@ def plan_together(specs: list, *, available_bytes: int | None = None,
     return TogetherPlan(workers, tuple(phases)), left, "; ".join(why)
 
 
-class _Worker:
-    def __init__(self, handle, runs: list[tuple[str, object]]):
-        self.handle, self.runs = handle, runs
-        self.ctx = worker_ctx()
-        self.done: set[str] = set()
-        self.in_flight: str | None = None
-        self.ended = False
-        self.closed = False
-        self.code = None
-
-
 class _Phase:
-    """One contest's turn: who is armed, who met its policy, whose result came."""
+    """One contest's turn: who is armed, who timed its block, who met its policy, whose
+    result came."""
 
     def __init__(self, members: list[tuple[int, str]], names: dict, block_s: float):
         self.members = members  # (worker index, run id), first mover first
         self.names, self.block_s = names, block_s  # contender of each worker index
         self.armed: set[int] = set()
+        self.blocked: set[int] = set()  # timed the block it was last handed
         self.met: set[int] = set()
         self.blocks: dict[int, int] = {}
+        self.reported: set[int] = set()  # its result came
         self.out: set[int] = set()  # failed, or its worker ended
-        self.held: list[tuple[int, str, dict]] = []  # results whose rows wait for the phase
+        self.held: list[tuple[Worker, Result]] = []  # results whose rows wait for the phase
 
-    def annotate(self, i: int, ev: dict) -> dict:
-        """A result event with whom it was interleaved and in how many blocks (or, alone in
-        its phase, why)."""
+    def annotate(self, i: int, res: InferenceResult) -> InferenceResult:
+        """A result with whom it was interleaved and in how many blocks (or, alone in its
+        phase, why)."""
         others = [self.names[j] for j, _ in self.members if j != i]
         if not others:
-            return {**ev, "sequential": "no rival of its contest in another worker at its "
-                                        "turn: timed alone"}
-        return {**ev, "interleaved": {"with": others, "blocks": self.blocks.get(i, 0),
-                                      "block_s": self.block_s}}
+            return replace(res, sequential="no rival of its contest in another worker at "
+                                           "its turn: timed alone")
+        return replace(res, interleaved={"with": others, "blocks": self.blocks.get(i, 0),
+                                         "block_s": self.block_s})
 
 
 def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
@@ -188,213 +169,178 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
     """Run the plan's phases; every run ends in exactly one record (through `record`),
     except those of a worker that died, which are returned for the sequential loop (its run
     in flight has its row). Returns the specs left over."""
-    merged: queue.Queue = queue.Queue()
-    workers: list[_Worker] = []
-    specs: dict[str, object] = {}
-    left: list = []
+    return _Together(runner, tags, record, on_event, known_stats, block_s).run(plan)
 
-    def finish(i, rid, ev, phase=None):
-        """Run rid's row; a result in a phase is held until the phase ends (flush)."""
-        w = workers[i]
-        w.done.add(rid)
-        if w.in_flight == rid:
-            w.in_flight = None
-        if phase is not None:
-            phase.held.append((i, rid, ev))
-            return
-        rec = runner._record(rid, specs[rid], tags, ev, w.ctx, w.handle)
-        record(rec)
-        on_event({**ev, "spec": specs[rid]})
 
-    def flush(phase):
-        """The phase's results get their rows, the reference FLOP counter's framework first:
-        the others' GFLOP/s is computed on its count, stored with its row."""
-        held, phase.held = phase.held, []
-        for i, rid, ev in sorted(held, key=lambda h: specs[h[1]].framework != FLOP_FRAMEWORK):
-            finish(i, rid, ev)
+class _Together:
+    """The plan's workers in one Pool (engine.run.drive), driven phase by phase."""
 
-    def fail(i, rid, status, reason, sig=None, rc=None):
-        finish(i, rid, {"event": "failed", "run_id": rid, "status": status, "reason": reason,
-                        "exit_code": rc, "signal": sig, "ended_at": time.time()})
+    def __init__(self, runner, tags, record, on_event, known_stats, block_s):
+        self.runner, self.tags, self.record = runner, tags, record
+        self.known_stats, self.block_s = known_stats, block_s
+        self.pool = Pool(clock=runner.clock, poll_s=runner.poll_s, cancel=runner.cancel,
+                         on_event=on_event)
+        self.phase: _Phase | None = None
+        self.left: list = []  # specs for the sequential loop
+        self.traces: str | None = None
 
-    def ended(i):
-        """Worker i's stream ended: its run in flight (or its next) fails with the exit's
-        reason; the runs it had not begun go to the sequential loop."""
-        w = workers[i]
-        w.ended = True
-        w.code = w.handle.close()
-        w.closed = True
-        status, reason, sig = w.handle.classify(w.code)
-        pending = [(rid, s) for rid, s in w.runs if rid not in w.done]
-        if w.in_flight is not None:
-            fail(i, w.in_flight, status, reason, sig, w.code)
-        elif pending and not w.ctx["ready"]:
-            rid = pending[0][0]
-            fail(i, rid, status, f"worker failed during start-up: {reason}", sig, w.code)
-        left.extend(s for rid, s in w.runs if rid not in w.done)
+    def run(self, plan: TogetherPlan) -> list:
+        neighbour = contextlib.ExitStack()
+        try:
+            self._start(plan)
+            workers = self.pool.workers
+            cursor = [0] * len(workers)  # each worker's next run
+            for turn in plan.phases:
+                members = []
+                for i, _ in turn:
+                    rid = workers[i].runs[cursor[i]][0]
+                    cursor[i] += 1
+                    if not workers[i].ended:
+                        members.append((i, rid))
+                if self._run_phase(members, neighbour) == "cancel":
+                    return []
+            self.pool.close()  # a clean end: stdin's end lets each worker exit
+        finally:
+            neighbour.close()
+            if self.phase is not None:
+                self._flush()  # an exception mid-phase: what came still gets its row
+            self.pool.close(kill=True)
+            if self.traces:
+                shutil.rmtree(self.traces, ignore_errors=True)
+        for w in self.pool.workers:
+            if not w.ended:  # runs of a worker that ended cleanly but never began (none, or
+                self.left.extend(s for _, s in w.pending())  # a broken plan)
+        return self.left
 
-    def handle(i, ev, phase: _Phase | None, results: dict):
-        """One event of worker i: bookkeeping, rows for failures and results."""
-        if ev is None:
-            if not workers[i].ended:  # not already ended by a kill (stop_all)
-                ended(i)
-            if phase is not None:
-                phase.out.add(i)
-            return
-        w, event = workers[i], ev["event"]
-        if w.ended or ev.get("run_id") in w.done:  # what a killed worker had still queued
-            return
-        if event == "ready":
-            w.ctx["ready"] = ev
-        elif event == "started":
-            w.in_flight = ev["run_id"]
-            w.ctx.update(started_at=ev["started_at"], phase="load", iters=0,
-                         load_avg=load_avg(w.ctx["ready"]))
-        elif event == "progress":
-            w.ctx.update(phase=ev["phase"], iters=ev["iters"])
-        elif event == "armed" and phase is not None:
-            phase.armed.add(i)
-        elif event == "block" and phase is not None:
-            phase.blocks[i] = phase.blocks.get(i, 0) + 1
-            w.ctx.update(phase="measure", iters=ev["iters"])
-            if ev["met"] or ev["maxed"]:
-                phase.met.add(i)
-            results.setdefault("blocked", set()).add(i)
-        elif event == "result":  # done now (the worker may end right after it); its row
-            if phase is not None:  # comes when its phase ends (flush)
-                finish(i, ev["run_id"], phase.annotate(i, ev), phase)
-            else:
-                finish(i, ev["run_id"], ev)
-            results[i] = True
-        elif event == "failed":
-            finish(i, ev["run_id"], ev)
-            if phase is not None:
-                phase.out.add(i)
-        if event in ("started", "progress", "block"):
-            on_event({**ev, "spec": specs.get(ev.get("run_id"))})
+    def _start(self, plan: TogetherPlan) -> None:
+        runner = self.runner
+        for specs_of in plan.workers:
+            runs = [(new_id(), s) for s in specs_of]
+            orders = [RunOrder(rid, s.to_dict(), self.known_stats(s)) for rid, s in runs]
+            # A profiled run's pass comes after the phase's timed blocks (its result), and
+            # leaves its Chrome trace here for runner._record, as in the sequential loop.
+            if self.traces is None and any(s.profile_steps for s in specs_of):
+                self.traces = tempfile.mkdtemp(prefix="bench-traces-")
+            h = runner.executor.start(orders, specs_of[0], runner.memory_cap_bytes,
+                                      sync=BLOCKS, trace_dir=self.traces)
+            self.pool.start(h, runs)
 
-    def wait(phase, results, until, deadline) -> str | None:
-        """Drive events until until() holds; "timeout" or "cancel" when it cannot (the events
-        already queued are taken first: a result that arrived in time counts)."""
-        while not until():
-            if runner.cancel.is_set():
-                return "cancel"
-            remaining = deadline - runner.clock()
-            if remaining <= 0:
-                try:
-                    i, ev = merged.get_nowait()
-                except queue.Empty:
-                    return "timeout"
-                handle(i, ev, phase, results)
-                continue
-            try:
-                i, ev = merged.get(timeout=min(remaining, runner.poll_s))
-            except queue.Empty:
-                continue
-            handle(i, ev, phase, results)
+    def _run_phase(self, members: list[tuple[int, str]], neighbour) -> str | None:
+        """One contest: its contenders armed one after the other, timed in blocks in turn
+        until each met its policy, then stopped; their rows when the phase ends."""
+        runner, workers = self.runner, self.pool.workers
+        names = {i: contender_name(vars(workers[i].specs[rid])) for i, rid in members}
+        phase = self.phase = _Phase(members, names, self.block_s)
+        self.pool.renew(runner.timeout_s * max(len(members), 1))
+        neighbour.close()
+        if members:  # a contest beside a neighbour has it for the whole phase
+            neighbour.enter_context(runner.beside(workers[members[0][0]].specs[members[0][1]],
+                                                  self.tags))
+        outcome = self._arm(phase) or self._alternate(phase) or self._collect(phase)
+        neighbour.close()
+        self._flush()
+        if outcome is not None:
+            self._stop_all(outcome, *runner.stopped(
+                outcome, f"interleaved with {len(members) - 1} other contender(s)"))
+        return outcome
+
+    def _arm(self, phase: _Phase) -> str | None:
+        """One after the other: no contender's one-time costs are timed beside another's."""
+        for i, _ in phase.members:
+            self.pool.workers[i].handle.command(RunNext())
+            outcome = self._drive(lambda i=i: i in phase.armed or i in phase.out)
+            if outcome:
+                return outcome
         return None
 
-    def stop_all(phase, why: str, status: str, reason: str):
+    def _alternate(self, phase: _Phase) -> str | None:
+        """Blocks in turn, A B then B A (a linear drift falls on both alike), until every
+        armed contender met its policy."""
+        flip = False
+        while True:
+            active = [i for i, _ in phase.members if i in phase.armed and i not in phase.out]
+            if not active or all(i in phase.met for i in active):
+                return None
+            order = active[::-1] if flip else active
+            flip = not flip
+            for i in order:
+                if i in phase.out:
+                    continue
+                phase.blocked.discard(i)
+                self.pool.workers[i].handle.command(TimeBlock(self.block_s))
+                outcome = self._drive(lambda i=i: i in phase.blocked or i in phase.out)
+                if outcome:
+                    return outcome
+
+    def _collect(self, phase: _Phase) -> str | None:
+        finishing = [i for i, _ in phase.members if i in phase.armed and i not in phase.out]
+        for i in finishing:
+            self.pool.workers[i].handle.command(Stop())
+        return self._drive(lambda: all(i in phase.reported or i in phase.out
+                                       for i in finishing))
+
+    def _drive(self, until) -> str | None:
+        return self.pool.drive(self._on, until)
+
+    def _on(self, w: Worker, ev) -> None:
+        """One event of the phase's workers, after the pool's bookkeeping."""
+        phase, i = self.phase, w.index
+        if ev is None:
+            self._ended(w)
+            phase.out.add(i)
+        elif isinstance(ev, Armed):
+            phase.armed.add(i)
+        elif isinstance(ev, BlockTimed):
+            phase.blocks[i] = phase.blocks.get(i, 0) + 1
+            if ev.met or ev.maxed:
+                phase.met.add(i)
+            phase.blocked.add(i)
+        elif isinstance(ev, InferenceResult):  # done now (the worker may end right after
+            self._finish(w, phase.annotate(i, ev))  # it); its row when its phase ends
+            phase.reported.add(i)
+        elif isinstance(ev, Failed):
+            self._finish(w, ev)
+            phase.out.add(i)
+
+    def _finish(self, w: Worker, ev: Result | Failed) -> None:
+        """A run's row; a result's waits for its phase's end (_flush)."""
+        if isinstance(ev, Result) and self.phase is not None:
+            self.phase.held.append((w, ev))
+            return
+        self.record(self.runner._record(ev.run_id, w.specs[ev.run_id], self.tags, ev, w.ctx,
+                                        w.handle))
+
+    def _flush(self) -> None:
+        """The phase's results get their rows, the reference FLOP counter's framework first:
+        the others' GFLOP/s is computed on its count, stored with its row."""
+        held, self.phase.held = self.phase.held, []
+        for w, res in sorted(held, key=lambda h: h[0].specs[h[1].run_id].framework
+                             != FLOP_FRAMEWORK):
+            self.record(self.runner._record(res.run_id, w.specs[res.run_id], self.tags, res,
+                                            w.ctx, w.handle))
+
+    def _ended(self, w: Worker) -> None:
+        """w's stream ended: its run in flight (or, never ready, its next) fails with the
+        exit's reason; the runs it had not begun go to the sequential loop."""
+        status, reason, sig = w.exit()
+        if w.in_flight is not None:
+            self._finish(w, w.failed(w.in_flight, status, reason, sig))
+        elif w.pending() and w.ctx.ready is None:
+            rid = w.pending()[0][0]
+            self._finish(w, w.failed(rid, status, f"worker failed during start-up: {reason}",
+                                     sig))
+        self.left.extend(s for _, s in w.pending())
+
+    def _stop_all(self, why: str, status: str, reason: str) -> None:
         """The phase cannot finish: each of its contenders' workers is killed and its run
         gets its row (in flight, or told to start and not yet started); on a timeout, what
         those workers had not begun goes to the sequential loop."""
-        for i, rid in phase.members:
-            w = workers[i]
+        for i, rid in self.phase.members:
+            w = self.pool.workers[i]
             if w.ended:
                 continue
-            w.handle.kill()
-            w.code = w.handle.close()
-            w.closed = w.ended = True
+            w.stop()
             if rid not in w.done:
-                fail(i, rid, status, reason, "SIGKILL", w.code)
+                self._finish(w, w.failed(rid, status, reason, "SIGKILL"))
             if why == "timeout":
-                left.extend(s for r, s in w.runs if r not in w.done)
-
-    neighbour = contextlib.ExitStack()
-    traces = phase = None
-    try:
-        for specs_of in plan.workers:
-            runs = [(new_id(), s) for s in specs_of]
-            specs.update(runs)
-            payload = [{"run_id": rid, "spec": s.to_dict(), "known_stats": known_stats(s)}
-                       for rid, s in runs]
-            # A profiled run's pass comes after the phase's timed blocks (its result), and
-            # leaves its Chrome trace here for runner._record, as in the sequential loop.
-            if traces is None and any(s.profile_steps for s in specs_of):
-                traces = tempfile.mkdtemp(prefix="bench-traces-")
-            h = runner.executor.start(payload, specs_of[0], runner.memory_cap_bytes,
-                                      sync="blocks", trace_dir=traces)
-            workers.append(_Worker(h, runs))
-            merge(len(workers) - 1, h, merged)
-        cursor = [0] * len(workers)  # each worker's next run
-        for turn in plan.phases:
-            members = []
-            for i, _ in turn:
-                rid = workers[i].runs[cursor[i]][0]
-                cursor[i] += 1
-                if not workers[i].ended:
-                    members.append((i, rid))
-            names = {i: contender_name(vars(specs[rid])) for i, rid in members}
-            phase, results = _Phase(members, names, block_s), {}
-            deadline = runner.clock() + runner.timeout_s * max(len(members), 1)
-            outcome = None
-            neighbour.close()
-            if members:  # a contest beside a neighbour has it for the whole phase
-                neighbour.enter_context(runner.beside(specs[members[0][1]], tags))
-            for i, rid in members:  # one after the other: one-time costs apart
-                workers[i].handle.command("run")
-                outcome = wait(phase, results,
-                               lambda i=i: i in phase.armed or i in phase.out, deadline)
-                if outcome:
-                    break
-            flip = False
-            while outcome is None:
-                active = [i for i, _ in members if i in phase.armed and i not in phase.out]
-                if not active or all(i in phase.met for i in active):
-                    break
-                order = active[::-1] if flip else active
-                flip = not flip
-                for i in order:  # A B, then B A: a linear drift falls on both alike
-                    if i in phase.out:
-                        continue
-                    results.pop("blocked", None)
-                    workers[i].handle.command(f"block {block_s:g}")
-                    outcome = wait(phase, results, lambda i=i: i in results.get(
-                        "blocked", ()) or i in phase.out, deadline)
-                    if outcome:
-                        break
-            if outcome is None:
-                finishing = [i for i, _ in members if i in phase.armed and i not in phase.out]
-                for i in finishing:
-                    workers[i].handle.command("stop")
-                outcome = wait(phase, results,
-                               lambda: all(i in results or i in phase.out for i in finishing),
-                               deadline)
-            neighbour.close()
-            flush(phase)
-            if outcome == "cancel":
-                stop_all(phase, "cancel", "killed", runner.cancel_reason)
-                return []
-            if outcome == "timeout":
-                stop_all(phase, "timeout", "timeout",
-                         f"exceeded the {runner.timeout_s:g} s wall-time limit per run "
-                         f"(interleaved with {len(members) - 1} other contender(s))")
-        for w in workers:  # a clean end: stdin's end lets each worker exit
-            if not w.closed:
-                w.handle.close()
-                w.closed = True
-    finally:
-        neighbour.close()
-        if phase is not None:
-            flush(phase)  # an exception mid-phase: what came still gets its row
-        for w in workers:
-            if not w.closed:
-                w.handle.kill()
-                w.handle.close()
-                w.closed = True
-        if traces:
-            shutil.rmtree(traces, ignore_errors=True)
-    for w in workers:
-        if not w.ended:  # runs of a worker that ended cleanly but never began (none, or a
-            left.extend(s for rid, s in w.runs if rid not in w.done)  # broken plan)
-    return left
+                self.left.extend(s for _, s in w.pending())

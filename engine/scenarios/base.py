@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["Scenario"]
+from engine.core.protocol import Event, Progress, Result
+
+__all__ = ["Scenario", "phase_of"]
+
+
+def phase_of(ev: Event) -> str:
+    """Where a run in flight is, from the worker's latest event about it."""
+    return ev.phase if isinstance(ev, Progress) else "start"
 
 
 class Scenario:
@@ -53,11 +60,15 @@ class Scenario:
         failed ones included."""
         return {}
 
-    def result_extra(self, ev: dict) -> dict:
-        """What a successful run adds to `extra` from its worker's result event."""
+    def result_extra(self, res: Result) -> dict:
+        """What a successful run adds to `extra` from its worker's result."""
         return {}
 
-    def throughput(self, spec, ev: dict, samples_ns) -> float | None:
+    def result_columns(self, res: Result) -> dict:
+        """Record fields of its kind a successful run fills from its result (epochs)."""
+        return {}
+
+    def throughput(self, spec, res: Result, samples_ns) -> float | None:
         """Samples per second: samples processed over the total measured time (the
         inference-timing guide's definition), so stalls cost what they cost. A sample is one
         call's time (a block's over its calls), so this is batch size over the mean."""
@@ -68,14 +79,14 @@ class Scenario:
         """How many progress units a sweep of these specs takes (one round)."""
         return len(specs)
 
-    def progress_units(self, ev: dict) -> int | None:
-        """How many progress units a progress event reports done (None: not counted)."""
+    def progress_units(self, ev: Event) -> int | None:
+        """How many progress units a worker's event reports done (None: not counted)."""
         return None
 
-    def describe_event(self, spec, ev: dict) -> str:
+    def describe_event(self, spec, ev: Event) -> str:
         """One line for the CLI's progress bar while a run is in flight."""
         return (f"{spec.model} {spec.framework} ({spec.runtime}) b{spec.batch_size} "
-                f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
+                f"t{spec.intra_threads}: {phase_of(ev)}")
 
     def describe_record(self, rec) -> str:
         """One line for the CLI as each run is stored: what ran, how it ended, its figure

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.core.dataload import LoadSpec
-from engine.scenarios.base import Scenario
+from engine.core.protocol import Event, LoadResult
+from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["DataLoading", "DATA_LOADING"]
 
@@ -23,13 +24,13 @@ class DataLoading(Scenario):
         return {"count": spec.count, "decoder": spec.decoder, "normalize": spec.normalize,
                 "pipeline": spec.pipeline, "seed": spec.seed}
 
-    def result_extra(self, ev: dict) -> dict:
-        return {"check_error": ev.get("check_error"), "bytes_on_disk": ev.get("bytes_on_disk"),
-                "batches_per_sample": ev.get("batches_per_sample")}
+    def result_extra(self, res: LoadResult) -> dict:
+        return {"check_error": res.check_error, "bytes_on_disk": res.bytes_on_disk,
+                "batches_per_sample": res.batches_per_sample}
 
-    def describe_event(self, spec, ev: dict) -> str:
+    def describe_event(self, spec, ev: Event) -> str:
         return (f"{spec.fmt} {spec.runtime} b{spec.batch_size} w{spec.workers} "
-                f"t{spec.intra_threads}: {ev.get('phase', 'start')}")
+                f"t{spec.intra_threads}: {phase_of(ev)}")
 
     def run_label(self, rec) -> str:
         return f"{rec.model} {rec.runtime} b{rec.batch_size} w{rec.workers} t{rec.intra_threads}"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from engine.core.inference import RunSpec
 from engine.core.model_source import describe_inputs
-from engine.scenarios.base import Scenario
+from engine.core.protocol import Event, InferenceResult, Progress
+from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["Inference", "INFERENCE"]
 
@@ -35,34 +36,34 @@ class Inference(Scenario):
             extra["replica"] = spec.replica
         return extra
 
-    def result_extra(self, ev: dict) -> dict:
-        extra = {"model_reused": bool(ev.get("model_reused")),
-                 "output_rel_diff": ev.get("output_rel_diff"),
+    def result_extra(self, res: InferenceResult) -> dict:
+        extra = {"model_reused": bool(res.model_reused),
+                 "output_rel_diff": res.output_rel_diff,
                  # which call first_forward_s timed: always the first after preparation
-                 "first_forward_from": ev.get("first_forward_from")}
-        if ev.get("replica_throughputs"):  # each replica's own figure and the window's skew
-            extra.update(replica_throughputs=ev["replica_throughputs"],
-                         window_start_skew_ms=ev["window_start_skew_ms"],
-                         window_end_skew_ms=ev["window_end_skew_ms"])
-            if ev.get("window_skew_frac") is not None:  # the window every replica covered
-                extra.update(window_skew_frac=ev["window_skew_frac"], window_s=ev["window_s"])
-        if ev.get("interleaved"):  # timed alternately with a contest's other contenders
-            extra["interleaved"] = ev["interleaved"]
-        if ev.get("sequential"):  # timed alone, and why
-            extra["sequential"] = ev["sequential"]
+                 "first_forward_from": res.first_forward_from}
+        if res.replica_throughputs:  # each replica's own figure and the window's skew
+            extra.update(replica_throughputs=list(res.replica_throughputs),
+                         window_start_skew_ms=res.window_start_skew_ms,
+                         window_end_skew_ms=res.window_end_skew_ms)
+            if res.window_skew_frac is not None:  # the window every replica covered
+                extra.update(window_skew_frac=res.window_skew_frac, window_s=res.window_s)
+        if res.interleaved:  # timed alternately with a contest's other contenders
+            extra["interleaved"] = res.interleaved
+        if res.sequential:  # timed alone, and why
+            extra["sequential"] = res.sequential
         return extra
 
-    def throughput(self, spec, ev: dict, samples_ns) -> float | None:
+    def throughput(self, spec, res: InferenceResult, samples_ns) -> float | None:
         """Replicas serve at once: the machine's throughput is the sum of theirs over the
         window every replica covered; one worker: the base definition."""
-        if ev.get("replica_throughputs"):
-            return sum(ev["replica_throughputs"])
-        return super().throughput(spec, ev, samples_ns)
+        if res.replica_throughputs:
+            return sum(res.replica_throughputs)
+        return super().throughput(spec, res, samples_ns)
 
-    def describe_event(self, spec, ev: dict) -> str:
-        iters = f" {ev['iters']} it" if ev.get("iters") else ""
+    def describe_event(self, spec, ev: Event) -> str:
+        iters = f" {ev.iters} it" if isinstance(ev, Progress) and ev.iters else ""
         return (f"{spec.model} {spec.framework} b{spec.batch_size} t{spec.intra_threads}: "
-                f"{ev.get('phase', 'start')}{iters}")
+                f"{phase_of(ev)}{iters}")
 
     def figure(self, rec) -> str:
         return (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "

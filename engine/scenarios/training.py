@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.core.protocol import Event, Progress, TrainResult
 from engine.core.training import TrainSpec
 from engine.scenarios.base import Scenario
 
@@ -26,10 +27,13 @@ class Training(Scenario):
                 "seed": spec.seed, "warmup_steps": spec.warmup_steps,
                 "profile_steps": spec.profile_steps}
 
-    def result_extra(self, ev: dict) -> dict:
-        return {"data": ev.get("data_description"), "feed_sha256": ev.get("feed_sha256")}
+    def result_extra(self, res: TrainResult) -> dict:
+        return {"data": res.data_description, "feed_sha256": res.feed_sha256}
 
-    def throughput(self, spec, ev: dict, samples_ns) -> float | None:
+    def result_columns(self, res: TrainResult) -> dict:
+        return {"epochs": tuple(res.epochs), "step_losses": tuple(res.step_losses)}
+
+    def throughput(self, spec, res: TrainResult, samples_ns) -> float | None:
         # Over the measured steps only: the warm-up steps (the first one carries TensorFlow's
         # trace and every allocator's first touch) are reported apart, as warmup_s and
         # first_forward_s. Epoch wall times, data feeding included, stay in the epochs.
@@ -39,8 +43,8 @@ class Training(Scenario):
     def progress_total(self, specs: list) -> int:
         return sum(s.steps_in_epoch() * s.epochs for s in specs)
 
-    def progress_units(self, ev: dict) -> int | None:
-        return ev.get("iters") if ev["event"] == "progress" else None
+    def progress_units(self, ev: Event) -> int | None:
+        return ev.iters if isinstance(ev, Progress) else None
 
     def figure(self, rec) -> str | None:
         if rec.status not in ("ok", "invalid") or not rec.epochs:

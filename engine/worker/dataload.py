@@ -13,5 +13,5 @@ def run_group(runs, frame: Frame) -> None:
     frame.ready(versions(), {"threads": runs[0][1].intra_threads})
     for run_id, spec, _ in runs:
         progress = frame.progress(run_id)
-        frame.guarded(run_id, spec,
-                      lambda spec=spec, progress=progress: measure_loading(spec, progress))
+        frame.guarded(run_id, spec, lambda run_id=run_id, spec=spec, progress=progress:
+                      measure_loading(run_id, spec, progress))

@@ -1,5 +1,6 @@
 """The frame every run gets inside a worker, whatever its kind: started, memory cap and
 peak-RSS reset, then exactly one result or failed event; and the worker's ready event.
+Every message is engine.core.protocol's.
 
 Framework-free: the kind's body (engine/worker/inference.py, training.py, dataload.py)
 imports its framework itself.
@@ -12,38 +13,34 @@ import os
 import resource
 import time
 import traceback
+from dataclasses import replace
 from typing import Callable
 
+from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message, Progress,
+                                  Ready, Result, RunNext, Started, Stop, TimeBlock, decode)
 from engine.core.record import OOM_MARKERS
+from engine.worker.errors import WRONG_ANSWERS
 
-__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "parse_command"]
+__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command"]
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
               "KMP_AFFINITY", "KMP_BLOCKTIME", "TF_ENABLE_ONEDNN_OPTS", "OMP_WAIT_POLICY")
 
 
-def parse_command(line: str) -> tuple:
-    """A parent's command to a worker held at a gate: ("go", start_ns, end_ns) opens a
-    replica's window on the monotonic clock; ("run",) lets an interleaved worker start its
-    next run (load, prepare, warm up: never while another contender is timed); ("block",
-    seconds) times one interleaved block; ("stop",) ends interleaved timing. Anything else
-    is a broken parent."""
-    parts = line.split()
-    if parts[:1] == ["go"] and len(parts) == 3:
-        return ("go", int(parts[1]), int(parts[2]))
-    if parts[:1] == ["block"] and len(parts) == 2:
-        return ("block", float(parts[1]))
-    if parts == ["stop"]:
-        return ("stop",)
-    if parts == ["run"]:
-        return ("run",)
-    raise ValueError(f"not a worker command: {line!r}")
+def command(line: str | bytes, *expected: type):
+    """The parent's command to a worker held at a gate (engine.core.protocol), one of the
+    expected kinds; anything else is a broken parent."""
+    cmd = decode(line)
+    if not isinstance(cmd, expected):
+        raise ValueError(f"expected {' or '.join(e.kind for e in expected)} from the parent, "
+                         f"got {cmd.kind}")
+    return cmd
 
 
 class Gate:
     """Where a timed loop waits for its parent (engine.worker.measure's gate): a replica's
-    window, or an interleaved contender's blocks. Says "armed" when it first waits."""
+    window, or an interleaved contender's blocks. Says Armed when it first waits."""
 
     def __init__(self, frame: "Frame", run_id: str):
         self.mode, self.frame, self.run_id = frame.sync, frame, run_id
@@ -52,17 +49,15 @@ class Gate:
         self._elapsed_ns = 0  # timed over its blocks so far
         self.blocks: list = []  # (snapshot before, after) of each interleaved block
 
-    def _next(self, per_sample_ns: int) -> tuple:
+    def _next(self, per_sample_ns: int, *expected: type):
         if not self.armed:
-            self.frame.emit("armed", run_id=self.run_id, per_sample_ns=per_sample_ns)
+            self.frame.emit(Armed(self.run_id, per_sample_ns))
             self.armed = True
-        return parse_command(self.frame.commands.get())
+        return command(self.frame.commands.get(), *expected)
 
     def window(self, per_sample_ns: int) -> tuple[int, int]:
-        cmd = self._next(per_sample_ns)
-        if cmd[0] != "go":
-            raise ValueError(f"a replica expected go, got {cmd[0]}")
-        return cmd[1], cmd[2]
+        go = self._next(per_sample_ns, Go)
+        return go.start_ns, go.end_ns
 
     def sleep_until(self, ns: int) -> None:
         wait = ns - time.monotonic_ns()
@@ -70,13 +65,13 @@ class Gate:
             time.sleep(wait / 1e9)
 
     def next_block(self, per_sample_ns: int) -> float | None:
-        cmd = self._next(per_sample_ns)
-        if cmd[0] != "block":
+        cmd = self._next(per_sample_ns, TimeBlock, Stop)
+        if isinstance(cmd, Stop):
             return None
         from engine.worker.interference import snapshot
 
         self._opened = snapshot()
-        return cmd[1]
+        return cmd.seconds
 
     def report(self, iters: int, elapsed_ns: int, met: bool, maxed: bool) -> None:
         from engine.worker.interference import snapshot
@@ -84,8 +79,7 @@ class Gate:
         if elapsed_ns > self._elapsed_ns:  # a maxed contender's turn timed nothing of its own
             self.blocks.append((self._opened, snapshot()))
         self._elapsed_ns = elapsed_ns
-        self.frame.emit("block", run_id=self.run_id, iters=iters, elapsed_ns=elapsed_ns,
-                        met=met, maxed=maxed)
+        self.frame.emit(BlockTimed(self.run_id, iters, elapsed_ns, met, maxed))
 
     def interference(self) -> dict | None:
         """Steal and other processes' CPU over this contender's own blocks, or None."""
@@ -97,7 +91,7 @@ class Gate:
 def status_of(exc: BaseException) -> str:
     # A wrong answer (an output or a decoded batch that is not the reference's) or a
     # diverged training: invalid, never timed.
-    if type(exc).__name__ in ("OutputMismatch", "Diverged"):
+    if isinstance(exc, WRONG_ANSWERS):
         return "invalid"
     if isinstance(exc, MemoryError):
         return "oom"
@@ -148,7 +142,7 @@ class Frame:
     """What a kind's body needs from the worker: the event stream, the memory cap, the
     folder for profiler traces, and the per-run frame."""
 
-    def __init__(self, emit: Callable[..., None], *, cap: int | None, t0: float,
+    def __init__(self, emit: Callable[[Message], None], *, cap: int | None, t0: float,
                  trace_dir: str | None, mode: str = "bench", sync: str | None = None,
                  commands=None):
         self.emit, self.cap, self.t0, self.trace_dir, self.mode = emit, cap, t0, trace_dir, mode
@@ -163,53 +157,49 @@ class Frame:
     def ready(self, versions: dict, threads: dict) -> None:
         from engine.worker.machine import machine_facts
 
-        self.emit("ready", pid=os.getpid(), import_s=time.perf_counter() - self.t0,
-                  versions=versions, threads=threads, machine=machine_facts(),
-                  env={k: os.environ[k] for k in THREAD_ENV if k in os.environ})
+        self.emit(Ready(pid=os.getpid(), import_s=time.perf_counter() - self.t0,
+                        versions=versions, threads=threads, machine=machine_facts(),
+                        env={k: os.environ[k] for k in THREAD_ENV if k in os.environ}))
 
     def progress(self, run_id: str) -> Callable[[str, int], None]:
         """progress(phase, iters) for one run."""
-        return lambda phase, n: self.emit("progress", run_id=run_id, phase=phase, iters=n)
+        return lambda phase, n: self.emit(Progress(run_id, phase, n))
 
     def trace_path(self, run_id: str) -> str | None:
         return os.path.join(self.trace_dir, f"{run_id}.json") if self.trace_dir else None
 
-    def guarded(self, run_id: str, spec, body, *, on_failure=lambda: None,
-                failure_fields=dict) -> None:
+    def guarded(self, run_id: str, spec, body: Callable[[], Result], *,
+                on_failure=lambda: None, failure_fields=dict) -> None:
         """One run's frame, whatever its kind: started, memory cap and peak reset, then exactly
-        one result or failed event (with failure_fields(): what the run knew when it
-        failed, such as the digest of a user's model)."""
+        one result (body's, with the frame's fields) or Failed (with failure_fields(): what
+        the run knew when it failed, such as the digest of a user's model)."""
         emit = self.emit
-        if self.sync == "blocks":  # interleaved: start only when the parent says
-            cmd = parse_command(self.commands.get())
-            if cmd != ("run",):
-                raise ValueError(f"an interleaved worker expected run, got {cmd[0]}")
-        emit("started", run_id=run_id, started_at=time.time())
+        if self.sync == BLOCKS:  # interleaved: start only when the parent says
+            command(self.commands.get(), RunNext)
+        emit(Started(run_id, time.time()))
         try:
             per_run_peak = _reset_peak_rss()
             rss_before = (_proc_status_kb("VmRSS") or 0) * 1024
             # CUDA maps large virtual ranges for its own use: the cap applies to CPU runs.
             _limit_address_space(self.cap if spec.device == "cpu" else None)
-            fields = body()
+            result = body()
             peak_kb = _proc_status_kb("VmHWM")
             # The run's RSS at its start is one of its own samples: the high-water mark can
             # read below it when memory freed during the run went back to the system by
             # madvise (glibc's trim after a collection), which the kernel's mark never sees.
             peak = max(peak_kb * 1024, rss_before) if peak_kb else None
-            own_peak = fields.pop("own_peak_rss_bytes", None)
-            emit("result", run_id=run_id, ended_at=time.time(), rss_before_bytes=rss_before,
-                 peak_rss_bytes=own_peak or peak,
-                 peak_rss_method=("VmHWM of the LibTorch runner process" if own_peak else
-                                  "VmHWM, reset per run via /proc/self/clear_refs"
-                                  if per_run_peak else "VmHWM over the worker's lifetime"),
-                 **fields)
+            own_peak = result.peak_rss_bytes  # a process of the body's own did the work
+            method = ("VmHWM of the LibTorch runner process" if own_peak else
+                      "VmHWM, reset per run via /proc/self/clear_refs" if per_run_peak
+                      else "VmHWM over the worker's lifetime")
+            emit(replace(result, ended_at=time.time(), rss_before_bytes=rss_before,
+                         peak_rss_bytes=own_peak or peak, peak_rss_method=method))
         except BaseException as exc:  # every ending becomes one row; the parent decides
             reason = f"{type(exc).__name__}: {exc}"
             if getattr(spec, "user_model", None) is not None:  # one line, as the CLI prints it
                 reason = " ".join(reason.split())
-            emit("failed", run_id=run_id, ended_at=time.time(), status=status_of(exc),
-                 reason=reason[:2000], **failure_fields(),
-                 traceback=traceback.format_exc()[-4000:])
+            emit(Failed(run_id, status_of(exc), reason[:2000], ended_at=time.time(),
+                        traceback=traceback.format_exc()[-4000:], **failure_fields()))
             on_failure()
             gc.collect()
             if isinstance(exc, KeyboardInterrupt):

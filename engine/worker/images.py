@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from engine.core.dataload import BANDS, FORMATS, incompatibility
+from engine.worker.errors import OutputMismatch  # the one class the frame classifies
 
 __all__ = ["MEAN", "STD", "JPEG_MAE_BOUND", "OutputMismatch", "BatchSource", "source_image", "dataset_dir", "generate_dataset", "decode", "normalize_numpy",
            "normalize_torch", "make_batch_source", "expected_batch", "check_batch"]
@@ -46,10 +47,6 @@ STD = {"tiff": _RGB_STD + (0.25,), "png": _RGB_STD, "jpeg": _RGB_STD}
 # 1.97 with tf.io (its default IDCT is INTEGER_FAST); 224 px ~1.0. A BGR swap gives ~36.
 JPEG_MAE_BOUND = 4.0
 _LOSSLESS_BOUND = 1e-5
-
-
-class OutputMismatch(Exception):
-    """A pipeline produced a batch that does not match the ground truth."""
 
 
 def source_image(index: int, fmt: str, size: int, seed: int = 0) -> np.ndarray:

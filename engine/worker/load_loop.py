@@ -12,6 +12,7 @@ from engine.worker.images import check_batch, generate_dataset, make_batch_sourc
 from engine.worker.measure import time_loop
 from engine.core import LoadSpec
 from engine.core.paths import data_root
+from engine.core.protocol import LoadResult
 
 __all__ = ["measure_loading", "versions", "batches_per_sample"]
 
@@ -35,7 +36,8 @@ def batches_per_sample(spec: LoadSpec) -> int:
     return max(1, 2 * spec.workers)
 
 
-def measure_loading(spec: LoadSpec, progress: Callable[[str, int], None]) -> dict:
+def measure_loading(run_id: str, spec: LoadSpec,
+                    progress: Callable[[str, int], None]) -> LoadResult:
     progress("generate", 0)
     t = time.perf_counter()
     folder = generate_dataset(data_root(), spec.fmt, spec.count, spec.image_size, spec.seed)
@@ -69,11 +71,10 @@ def measure_loading(spec: LoadSpec, progress: Callable[[str, int], None]) -> dic
                          on_progress=lambda n, _ns: progress("measure", n))
     finally:
         source.close()
-    return dict(load_s=load_s, prepare_s=prepare_s, first_forward_s=first_s,
-                warmup_ns=[ns // per_sample for ns in loop.warmup_ns],
-                samples_ns=[ns // per_sample for ns in loop.samples_ns],
-                batches_per_sample=per_sample,
-                warmup_s=loop.warmup_wall_ns / 1e9, measured_s=loop.wall_ns / 1e9,
-                stop_reason=loop.stop_reason, gc_disabled=loop.gc_disabled, check_error=err,
-                bytes_on_disk=manifest.get("bytes"), params=None, params_trainable=None,
-                flops_per_sample=None, flops_method=None, device_peak_bytes=None)
+    return LoadResult(run_id, load_s=load_s, prepare_s=prepare_s, first_forward_s=first_s,
+                      warmup_ns=tuple(ns // per_sample for ns in loop.warmup_ns),
+                      samples_ns=tuple(ns // per_sample for ns in loop.samples_ns),
+                      batches_per_sample=per_sample,
+                      warmup_s=loop.warmup_wall_ns / 1e9, measured_s=loop.wall_ns / 1e9,
+                      stop_reason=loop.stop_reason, gc_disabled=loop.gc_disabled,
+                      check_error=err, bytes_on_disk=manifest.get("bytes"))

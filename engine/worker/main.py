@@ -1,43 +1,36 @@
 """Worker subprocess: runs one (framework, threads) group of specs and streams JSON lines.
 
 Started by the parent's executor as `python -m engine.worker` with the thread environment
-already set, so OMP/MKL read it when the framework is imported here. Reads one JSON payload
+already set, so OMP/MKL read it when the framework is imported here. Reads one Assign
 line on stdin and keeps stdin open: EOF means the parent is gone, and the worker exits
-rather than live on as an orphan. Never opens the database. A worker whose payload asks for
+rather than live on as an orphan. Never opens the database. A worker whose Assign asks for
 a `sync` (a replica's window, or interleaved blocks) reads the parent's commands from the
-same stdin, one line each (engine.worker.harness.parse_command).
+same stdin, one line each (engine.worker.harness.command).
 
-The payload's `kind` names the scenario (engine.scenarios), whose `worker_body` module runs
+The Assign's `scenario` names the kind (engine.scenarios), whose `worker_body` module runs
 the group: engine/worker/inference.py (a backend per runtime, timed by engine.worker.measure),
 training.py (a trainer per runtime, engine.worker.train_loop) or dataload.py
 (engine.worker.load_loop). Every run gets the same frame (engine.worker.harness), whatever
 its kind.
 
-Protocol (one JSON object per line on the original stdout; stray prints of libraries are
-sent to stderr so they cannot corrupt it):
-  ready    {pid, import_s, versions, threads, env}
-  started  {run_id}
-  progress {run_id, phase, iters}
-  armed    {run_id, per_sample_ns} (sync: warm, waiting for the parent's command)
-  block    {run_id, iters, elapsed_ns, met, maxed} (blocks: one block timed)
-  result   {run_id, ...timings, raw samples, params, flops, memory; train: epochs and
-            step losses; profiled: top operators, trace path}
-  failed   {run_id, status: error|oom|invalid, reason, traceback}
-  stats    {run_id, model, params, flops} (stats mode: the catalog's counts)
+Protocol: engine.core.protocol's messages, one JSON line each, on the original stdout
+(stray prints of libraries are sent to stderr so they cannot corrupt it): Ready, then per
+run Started, Progress, Armed and BlockTimed (at a gate), and exactly one result or Failed;
+Stats in the catalog's counting mode.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import queue
 import sys
 import threading
 import time
 
+from engine.core.protocol import Assign, Message, encode
 from engine.scenarios import SCENARIOS
-from engine.worker.harness import Frame
+from engine.worker.harness import Frame, command
 
 __all__ = ["main"]
 
@@ -45,7 +38,7 @@ __all__ = ["main"]
 def _exit_when_parent_gone(fd: int, commands: queue.Queue) -> None:
     # os.read on a raw descriptor, not sys.stdin.read(): a thread blocked in sys.stdin
     # holds its buffer lock, and a forked child (DataLoader workers) that closes stdin at
-    # start-up would wait on that lock forever. What the parent writes after the payload
+    # start-up would wait on that lock forever. What the parent writes after the Assign
     # are commands to a worker it holds at a gate (a window, a block, stop), a line each.
     pending = b""
     while data := os.read(fd, 65536):  # b"" at EOF: the parent closed the pipe or died
@@ -60,11 +53,11 @@ def main() -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
 
-    def emit(event: str, **fields) -> None:
-        proto.write(json.dumps({"event": event, **fields}) + "\n")
+    def emit(msg: Message) -> None:
+        proto.write(encode(msg) + "\n")
 
     with os.fdopen(os.dup(0), "rb", buffering=0) as first_line:  # unbuffered: no byte past
-        payload = json.loads(first_line.readline())                # the line is consumed
+        assign = command(first_line.readline(), Assign)           # the line is consumed
     watch_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe
@@ -75,15 +68,13 @@ def main() -> None:
 
     from engine.worker.backends import configure_threads
 
-    scenario = SCENARIOS[payload["kind"]]
-    runs = [(r["run_id"], scenario.spec_from_dict(r["spec"]), r.get("known_stats"))
-            for r in payload["runs"]]
+    scenario = SCENARIOS[assign.scenario]
+    runs = [(r.run_id, scenario.spec_from_dict(r.spec), r.known_stats) for r in assign.runs]
     if len({spec.framework for _, spec, _ in runs}) != 1:
         raise SystemExit("a worker runs one framework")  # the runner groups by framework
     first = runs[0][1]
     t0 = time.perf_counter()
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
-    frame = Frame(emit, cap=payload.get("memory_cap_bytes"), t0=t0,
-                  trace_dir=payload.get("trace_dir"), mode=payload.get("mode", "bench"),
-                  sync=payload.get("sync"), commands=commands)
+    frame = Frame(emit, cap=assign.memory_cap_bytes, t0=t0, trace_dir=assign.trace_dir,
+                  mode=assign.mode, sync=assign.sync, commands=commands)
     importlib.import_module(scenario.worker_body).run_group(runs, frame)

@@ -31,11 +31,11 @@ from typing import Callable
 
 from engine.core.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
                                 MeasurementPolicy)
+from engine.core.protocol import BLOCKS, WINDOW  # the gates a parent holds a loop with
 
 __all__ = ["LoopResult", "time_loop", "block_size", "STOP_POLICY_MET", "STOP_MAX_TIME",
            "STOP_MAX_ITERS", "BLOCK_TARGET_NS", "WINDOW", "BLOCKS"]
 
-WINDOW, BLOCKS = "window", "blocks"  # the gates a parent can hold a timed loop with
 
 # Calls faster than this are timed in blocks that last about this long.
 BLOCK_TARGET_NS = 1_000_000

@@ -62,8 +62,8 @@ def profile_pass(framework: str, step: Callable[[], Any], steps: int, trace_path
         import tempfile
         with tempfile.TemporaryDirectory(prefix="tfprof-") as logdir:  # the raw XSpace
             ops, per_step = profile_tf(step, steps, trace_path, logdir)
-    return {"profile_ops": [{"op": o.name, "device": o.device, "calls": o.calls,
-                             "self_ms": o.self_ms, "total_ms": o.total_ms} for o in ops],
+    return {"profile_ops": tuple({"op": o.name, "device": o.device, "calls": o.calls,
+                                  "self_ms": o.self_ms, "total_ms": o.total_ms} for o in ops),
             "profile_step_s": per_step, "trace_path": trace_path}
 
 

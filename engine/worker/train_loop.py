@@ -16,17 +16,15 @@ from typing import Callable
 import numpy as np
 
 from engine.worker.datasets import CLASSES, epoch_order, load_data
+from engine.worker.errors import Diverged
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
 from engine.core import TrainSpec
+from engine.core.protocol import TrainResult
 
 __all__ = ["run_training", "Diverged", "cross_entropy"]
 
 PROGRESS_EVERY_NS = 500_000_000
-
-
-class Diverged(Exception):
-    """The loss stopped being a number: the run is invalid, and says at which step."""
 
 
 def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
@@ -47,10 +45,10 @@ def evaluate(trainer, x: np.ndarray, y: np.ndarray, batch: int) -> tuple[float, 
     return loss / len(y), correct / len(y)
 
 
-def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], None],
-                 trace_path: str | None = None,
-                 clock: Callable[[], int] = time.perf_counter_ns) -> dict:
-    """Train, then (if asked) profile a few more steps apart. Returns the result fields."""
+def run_training(run_id: str, spec: TrainSpec, trainer, *,
+                 progress: Callable[[str, int], None], trace_path: str | None = None,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> TrainResult:
+    """Train, then (if asked) profile a few more steps apart."""
     t = clock()
     data = load_data(spec)
     x_train, x_test = trainer.prepare(data.x_train), trainer.prepare(data.x_test)
@@ -95,18 +93,16 @@ def run_training(spec: TrainSpec, trainer, *, progress: Callable[[str, int], Non
         profile = profile_pass(spec.framework, lambda: trainer.train_step(xb, yb),
                                spec.profile_steps, trace_path, cuda=spec.device == "cuda")
     stats = trainer.model_stats()
-    return dict(load_s=load_s, first_forward_s=step_ns[0] / 1e9,
-                warmup_ns=step_ns[:w], samples_ns=step_ns[w:],
-                warmup_s=sum(step_ns[:w]) / 1e9, measured_s=sum(step_ns[w:]) / 1e9,
-                stop_reason="steps", gc_disabled=gc_disabled, interference=window,
-                epochs=epochs,
-                step_losses=losses,
-                data_description=data.description, feed_sha256=feed.hexdigest(),
-                params=stats.params,
-                params_trainable=stats.params_trainable, flops_per_sample=None,
-                flops_method=stats.flops_method, device_peak_bytes=trainer.device_peak_bytes(),
-                own_peak_rss_bytes=own_peak, prepare_s=getattr(trainer, "prepare_s", None),
-                **profile)
+    return TrainResult(run_id, load_s=load_s, first_forward_s=step_ns[0] / 1e9,
+                       warmup_ns=tuple(step_ns[:w]), samples_ns=tuple(step_ns[w:]),
+                       warmup_s=sum(step_ns[:w]) / 1e9, measured_s=sum(step_ns[w:]) / 1e9,
+                       stop_reason="steps", gc_disabled=gc_disabled, interference=window,
+                       epochs=tuple(epochs), step_losses=tuple(losses),
+                       data_description=data.description, feed_sha256=feed.hexdigest(),
+                       params=stats.params, params_trainable=stats.params_trainable,
+                       flops_per_sample=None, flops_method=stats.flops_method,
+                       device_peak_bytes=trainer.device_peak_bytes(), peak_rss_bytes=own_peak,
+                       prepare_s=getattr(trainer, "prepare_s", None), **profile)
 
 
 def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, clock):

@@ -23,7 +23,7 @@ def run_group(runs, frame: Frame) -> None:
 
         def body(spec=spec, run_id=run_id, progress=progress, trainer=trainer):
             try:
-                return run_training(spec, trainer, progress=progress,
+                return run_training(run_id, spec, trainer, progress=progress,
                                     trace_path=frame.trace_path(run_id))
             finally:
                 trainer.unload()

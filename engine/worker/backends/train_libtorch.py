@@ -95,7 +95,7 @@ class Trainer:
         [{"wall_s", "loss_sum", "correct", "test_logits" (n_test x classes float32)}],
         "peak_rss_bytes": int (VmHWM of the C++ process)}.
         """
-        from engine.worker.train_loop import Diverged
+        from engine.worker.errors import Diverged
 
         if spec.device != "cpu":
             raise RuntimeError("the LibTorch trainer is built against libtorch_cpu: "

@@ -1,0 +1,353 @@
+"""The worker protocol: every message between the parent and a worker subprocess, typed.
+
+A worker (`python -m engine.worker`) reads one `Assign` line on stdin, then, when the parent
+holds it at a gate, one command a line (`Go`, `RunNext`, `TimeBlock`, `Stop`); it writes
+its events one a line on stdout (`Ready`, then per run `Started`, `Progress`, `Armed`,
+`BlockTimed`, exactly one result or `Failed`; `Stats` in the catalog's counting mode).
+Both sides import this module and nothing else of each other, and every line is written
+by `encode` and read by `decode`, here, so a field renamed on one side cannot go unread on
+the other.
+
+A line is one JSON object: {"v": PROTOCOL_VERSION, "kind": KIND, ...the message's fields}.
+A line of another version (a cluster node running another checkout), of an unknown kind
+or with fields its kind does not have decodes to a `ProtocolError` that says so; the
+parent ends that worker and its run becomes a failed row with that reason.
+
+Framework-free: the standard library and engine.core only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
+           "Assign", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started", "Progress",
+           "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
+           "Failed", "Stats", "MESSAGES", "WINDOW", "BLOCKS", "encode", "decode"]
+
+# Raised with any change to a message's fields or meaning: both sides must agree on it.
+PROTOCOL_VERSION = 1
+
+# The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
+# every replica of a run, or blocks handed to interleaved contenders in turn.
+WINDOW, BLOCKS = "window", "blocks"
+
+
+class ProtocolError(ValueError):
+    """A line that is not a message of this protocol version, in words."""
+
+
+@dataclass(frozen=True)
+class Message:
+    kind: ClassVar[str]  # its name on the wire; unique across both directions
+    version: ClassVar[int] = PROTOCOL_VERSION
+
+
+class Command(Message):
+    """Parent to worker."""
+
+
+class Event(Message):
+    """Worker to parent."""
+
+
+# ---------------------------------------------------------------- parent -> worker
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    """One run a worker is given: the spec as its scenario's to_dict() wrote it, and the
+    params and FLOPs the store already holds for its model (so the worker skips counting)."""
+
+    run_id: str
+    spec: dict
+    known_stats: dict | None = None
+
+
+@dataclass(frozen=True)
+class Assign(Command):
+    """The worker's first line: its runs, all of one scenario and one framework."""
+
+    kind = "assign"
+    scenario: str  # engine.scenarios' kind: which worker body runs the group
+    runs: tuple[RunOrder, ...]
+    memory_cap_bytes: int | None = None
+    mode: str = "bench"  # or "stats": only count params and FLOPs (the catalog)
+    trace_dir: str | None = None  # where profiled runs leave their Chrome traces
+    sync: str | None = None  # WINDOW (a replica) or BLOCKS (an interleaved contender)
+
+
+@dataclass(frozen=True)
+class Go(Command):
+    """A replica's window, on the machine's monotonic clock."""
+
+    kind = "go"
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class RunNext(Command):
+    """An interleaved worker may start its next run (load, prepare, warm up): never while
+    another contender is timed."""
+
+    kind = "run"
+
+
+@dataclass(frozen=True)
+class TimeBlock(Command):
+    """An interleaved contender times one block of this many seconds."""
+
+    kind = "time_block"
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Stop(Command):
+    """Interleaved timing is over: the contender ends its loop and reports its result."""
+
+    kind = "stop"
+
+
+# ---------------------------------------------------------------- worker -> parent
+
+
+@dataclass(frozen=True)
+class Ready(Event):
+    """The worker imported its framework: what a record says of the process and machine."""
+
+    kind = "ready"
+    pid: int
+    import_s: float
+    versions: dict
+    threads: dict  # the thread counts the framework reports, not the ones asked for
+    machine: dict  # engine.worker.machine.machine_facts: cores used, SMT, flags, governor
+    env: dict  # the thread environment it was started with
+    node: dict | None = None  # a cluster node's identity, added by its host (node_host)
+
+
+@dataclass(frozen=True)
+class Started(Event):
+    kind = "started"
+    run_id: str
+    started_at: float  # epoch seconds
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    kind = "progress"
+    run_id: str
+    phase: str  # load, prepare, first forward, warmup, measure, profile, epoch i/n, ...
+    iters: int
+
+
+@dataclass(frozen=True)
+class Armed(Event):
+    """Warm and waiting at its gate for the parent's command."""
+
+    kind = "armed"
+    run_id: str
+    per_sample_ns: int  # a sample's length from warm-up: what a replicas' window must fit
+
+
+@dataclass(frozen=True)
+class BlockTimed(Event):
+    """An interleaved contender timed one block."""
+
+    kind = "block"
+    run_id: str
+    iters: int
+    elapsed_ns: int  # timed over its blocks so far
+    met: bool  # its measurement policy is met
+    maxed: bool  # it hit max_iters or max_time: it times nothing more
+
+
+@dataclass(frozen=True)
+class Result(Event):
+    """A run that measured: what every kind reports. The parent derives statistics and the
+    verdict from the raw samples (engine.run.records). Subclasses add each kind's own."""
+
+    run_id: str
+    load_s: float | None
+    first_forward_s: float | None
+    warmup_ns: tuple[int, ...]
+    samples_ns: tuple[int, ...]  # per call: a block's time over block_calls
+    warmup_s: float
+    measured_s: float
+    stop_reason: str
+    params: int | None = None
+    params_trainable: int | None = None
+    flops_per_sample: int | None = None
+    flops_method: str | None = None
+    device_peak_bytes: int | None = None
+    prepare_s: float | None = None
+    gc_disabled: bool | None = None  # None: no Python loop timed it
+    block_calls: int = 1  # calls per timed sample
+    interference: dict | None = None  # engine.worker.interference over the measured window
+    # The frame's (engine.worker.harness): when it ended and the worker's memory. A body
+    # sets peak_rss_bytes only when a process of its own did the work (the LibTorch runner
+    # and trainer report theirs); the frame reads VmHWM otherwise.
+    ended_at: float | None = None
+    rss_before_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    peak_rss_method: str | None = None
+    # A profiled run's pass after the timed one (engine.worker.profiling)
+    profile_ops: tuple[dict, ...] = ()
+    profile_step_s: float | None = None
+    trace_path: str | None = None
+    # What exactly a user's model file was (engine.worker.user_models.source_digest)
+    model_sha256: str | None = None
+    model_bytes: int | None = None
+    # Set by the parent on a result it derived (replicas combined): what it saw of the run.
+    flags: tuple[str, ...] = ()  # reasons to read the figure as noisy
+    broken: str | None = None  # a rule broken: the run is invalid
+
+
+@dataclass(frozen=True)
+class InferenceResult(Result):
+    kind = "inference_result"
+    model_reused: bool | None = None  # the model built for an earlier batch size
+    output_rel_diff: float | None = None  # against the reference, from the output check
+    first_forward_from: str | None = None  # which call first_forward_s timed
+    sample_ends_ns: tuple[int, ...] | None = None  # a replica's: each sample's end
+    blocks: int = 0  # an interleaved contender's timed blocks
+    # Set by the parent: replicas combined over their common window (engine.run.replicas)
+    window_s: float | None = None
+    replica_throughputs: tuple[float, ...] | None = None
+    window_start_skew_ms: float | None = None
+    window_end_skew_ms: float | None = None
+    window_skew_frac: float | None = None
+    # Set by the parent: timed alternately with whom (engine.run.together), or alone and why
+    interleaved: dict | None = None
+    sequential: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainResult(Result):
+    kind = "train_result"
+    epochs: tuple[dict, ...] = ()  # per epoch: wall time, train and test loss and accuracy
+    step_losses: tuple[float, ...] = ()
+    data_description: str | None = None
+    feed_sha256: str | None = None  # the images, labels and orders fed, in order
+
+
+@dataclass(frozen=True)
+class LoadResult(Result):
+    kind = "load_result"
+    check_error: float | None = None  # the first batch against the ground truth
+    bytes_on_disk: int | None = None
+    batches_per_sample: int | None = None
+
+
+@dataclass(frozen=True)
+class Failed(Event):
+    """A run that ended without a result: the worker's word, or the parent's (an exit, a
+    timeout, a broken line), which alone sets exit_code and signal."""
+
+    kind = "failed"
+    run_id: str
+    status: str  # error, oom, invalid, timeout, killed (engine.core.record)
+    reason: str
+    ended_at: float | None = None
+    traceback: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    model_sha256: str | None = None  # a user's model: the bytes it failed on
+    model_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Stats(Event):
+    """The catalog's counts of one model (Assign.mode "stats"): nothing timed."""
+
+    kind = "stats"
+    run_id: str
+    model: str
+    framework: str
+    image_size: int
+    versions: dict
+    params: int | None
+    params_trainable: int | None
+    flops_per_sample: int | None
+    flops_method: str | None
+
+
+MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
+    Assign, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
+    InferenceResult, TrainResult, LoadResult, Failed, Stats)}
+_ENVELOPE = ("v", "kind")
+assert len(MESSAGES) == 15 and not any(  # a field named like the envelope would be lost
+    f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
+
+
+def encode(msg: Message) -> str:
+    """One JSON line (without its newline)."""
+    fields = {f.name: _plain(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
+    return json.dumps({"v": msg.version, "kind": msg.kind, **fields})
+
+
+def decode(line: str | bytes) -> Message:
+    """The message a line holds; ProtocolError, saying why, for anything else."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        raise ProtocolError(f"not a protocol line (not JSON): {_clip(line)}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"not a protocol line (not an object): {_clip(line)}")
+    version, kind = obj.pop("v", None), obj.pop("kind", None)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {version!r} where this side speaks "
+                            f"{PROTOCOL_VERSION}: parent and worker run different checkouts")
+    cls = MESSAGES.get(kind)
+    if cls is None:
+        raise ProtocolError(f"unknown message kind {kind!r} in protocol version "
+                            f"{PROTOCOL_VERSION} (known: {', '.join(MESSAGES)})")
+    hints = _hints(cls)
+    try:
+        return cls(**{k: _typed(hints.get(k), v) for k, v in obj.items()})
+    except TypeError as exc:  # a missing field, or one its kind does not have
+        raise ProtocolError(f"a {kind!r} message that does not fit version "
+                            f"{PROTOCOL_VERSION}: {exc}") from None
+
+
+def _plain(value):
+    """JSON's view of a field: nested dataclasses (an Assign's runs) as objects."""
+    if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+        return [dataclasses.asdict(v) for v in value]
+    return value
+
+
+_HINTS: dict[type, dict] = {}
+
+
+def _hints(cls) -> dict:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _typed(tp, value):
+    """A decoded JSON value as the field's type has it: arrays as tuples (of RunOrder where
+    the field says so), so a decoded message equals the one encoded."""
+    if value is None or tp is None:
+        return value
+    if isinstance(tp, types.UnionType):  # X | None
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _typed(inner[0], value) if len(inner) == 1 else value
+    if typing.get_origin(tp) is tuple and isinstance(value, list):
+        item = typing.get_args(tp)[0]
+        if dataclasses.is_dataclass(item):
+            return tuple(item(**v) for v in value)
+        return tuple(value)
+    return value
+
+
+def _clip(line) -> str:
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line)
+    text = text.strip()
+    return repr(text if len(text) <= 200 else text[:200] + "...")
