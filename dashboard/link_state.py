@@ -5,8 +5,10 @@ bar (and the "Link to this view" box) reopens the same view for someone else.
 Parsing and refusals are engine/present/links.py; this module only moves values between
 st.query_params, st.session_state and the page. Widgets keep their own keys: a value from
 the link is put in st.session_state[key] before the widget exists, only when the address
-differs from what this page last wrote (a link just opened), so a user's later change is
-never overwritten by the link.
+is none this page wrote in this session (a link just opened), so a user's later change is
+never overwritten by the link. Any address written, not only the last: a rerun can carry
+the address of the render before last when the browser has not yet shown the newest (a
+user typing fast), and applying that would undo what was just typed.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from engine.present.links import parse_choice, parse_choices, parse_integers, pa
 
 __all__ = ["PageLink"]
 
+# The addresses a page remembers writing, per session: far more than a rerun can lag.
+WRITTEN_KEPT = 64
+
 
 class PageLink:
     def __init__(self, page: str) -> None:
         self._slot = st.container()  # at the top of the page: notes and the link
         self._state = f"_link_{page}"
         incoming = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
-        self._apply = incoming != st.session_state.get(self._state)
+        self._apply = incoming not in st.session_state.get(self._state, [])
         self.notes: list[str] = []
         self._out: dict[str, str] = {}
         self._seeded: set[str] = set()
@@ -109,7 +114,10 @@ class PageLink:
                               "those stored when the link is opened.") -> None:
         """Write the selection to the address bar, show the notes on refused link values,
         and offer the link to copy (st.code has a copy button)."""
-        st.session_state[self._state] = dict(self._out)
+        written = st.session_state.setdefault(self._state, [])
+        if self._out not in written:
+            written.append(dict(self._out))
+            del written[:-WRITTEN_KEPT]
         if dict(st.query_params) != self._out:
             st.query_params.from_dict(self._out)
         for msg in self.notes:

@@ -92,6 +92,24 @@ def test_the_run_page_writes_what_differs_from_its_defaults_and_its_link_reopens
     assert dict(at.query_params) == {}
 
 
+def test_a_rerun_carrying_an_older_address_of_the_page_keeps_what_the_user_typed(
+        db_path, monkeypatch):
+    """A rerun can carry the address of the render before last (the browser had not yet
+    shown the newest when the user changed the next widget): that address is the page's
+    own, not a link opened, so the widgets keep what the user set since."""
+    at = opened_from_link(db_path, monkeypatch, {"model": "resnet18", "rounds": "5"})
+    older = dict(at.query_params)
+    at.number_input(key="rounds").set_value(4).run()
+    at.number_input(key="margin").set_value(3.0).run()
+    assert dict(at.query_params) == {**older, "rounds": "4", "margin": "3"}
+    at.query_params.clear()
+    at.query_params.update(older)  # the stale address: rounds=5, no margin
+    at.run()
+    assert (at.number_input(key="rounds").value, at.number_input(key="margin").value) == (
+        4, 3.0)
+    assert dict(at.query_params) == {**older, "rounds": "4", "margin": "3"}
+
+
 def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_path,
                                                                           monkeypatch):
     seed_sweep(db_path)
