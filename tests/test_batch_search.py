@@ -6,6 +6,7 @@ import pytest
 
 from engine.run.batch_search import batch_search
 from engine.cli import main
+from engine.present.outcome import search_outcome
 from store.db import open_db
 from tests.helpers import failed_record, ok_record, spec
 
@@ -54,6 +55,9 @@ def test_out_of_memory_then_bisection_finds_the_limit():
     assert res.stop_reason == ("out of memory at batch 128; the largest batch that fits lies "
                                "in [96, 104)")
     assert [p.status for p in res.probes].count("oom") == 3
+    # The search working as designed: its oom probes do not fail the command.
+    assert search_outcome([p.status for p in res.probes], res.best_batch) == (
+        0, "11 probes; none failed; 3 out of memory, as a search expects")
 
 
 def test_max_batch_ends_the_search():

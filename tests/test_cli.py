@@ -37,11 +37,11 @@ def test_selftest_sweep_through_the_cli_stores_each_run_and_prints_the_table(
     rc = main(["run", "--model", "identity", "fault_raise", "--framework", "selftest",
                "--batch", "1", "2", "--min-time", "0.05", "--min-iters", "5", "--warmup", "1",
                "--rounds", "1", "--db", str(db_path)])
-    assert rc == 0
+    assert rc == 1  # a sweep with a crashed run fails the CI step that ran it
     out = capsys.readouterr().out
     assert sum(l.startswith("stored ") for l in out.splitlines()) == 4
     assert "median latency per batch [ms], lower is better" in out
-    assert "4 runs stored in" in out
+    assert f"\n4 runs stored in {db_path}; 2 not ok: 2 error\n" in out
     assert "one round: differences are not tested for significance" in out
     with open_db(db_path) as con:
         runs = list_runs(con)
@@ -57,6 +57,7 @@ def test_stored_sweep_can_be_listed_and_compared_again(capsys, db_path, worker_e
                  "--seed", "11", "--no-table", "--db", str(db_path)]) == 0
     first = capsys.readouterr().out
     assert sum(l.startswith("stored ") for l in first.splitlines()) == 4
+    assert first.endswith(f"\n4 runs stored in {db_path}; all ok\n")
     assert "round 1: forward order" in first and "round 2: reversed order" in first
     assert main(["sweeps", "--db", str(db_path)]) == 0
     listing = capsys.readouterr().out.splitlines()

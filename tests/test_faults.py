@@ -89,3 +89,36 @@ def test_a_timed_run_records_that_the_garbage_collector_was_off(worker_env):
     spec = RunSpec("identity", "selftest", 1, 1, policy=POLICY).validate(cores=2)
     [rec] = Runner(timeout_s=30).run([spec], on_record=lambda r: None)
     assert rec.median_ms is not None and rec.extra["gc_disabled"] is True
+
+
+def test_the_cli_exits_1_and_names_each_status_that_is_not_ok(worker_env, db_path, capsys):
+    from engine.cli import main
+    rc = main(["run", "--model", "identity", "fault_raise", "fault_hang", "fault_alloc",
+               "fault_exit", "--framework", "selftest", "--min-time", "0.05", "--min-iters",
+               "5", "--warmup", "1", "--rounds", "1", "--timeout", "3", "--memory-cap-mb",
+               "256", "--no-table", "--db", str(db_path)])
+    assert rc == 1
+    assert capsys.readouterr().out.endswith(
+        f"\n5 runs stored in {db_path}; 4 not ok: 1 error, 1 timeout, 1 oom, 1 killed\n")
+    # An output check that fails is a run not ok either: invalid exits 1 alone.
+    rc = main(["run", "--model", "identity", "--framework", "selftest", "--runtime",
+               "mismatch", "--min-time", "0.05", "--min-iters", "5", "--warmup", "1",
+               "--rounds", "1", "--no-table", "--db", str(db_path)])
+    assert rc == 1
+    assert capsys.readouterr().out.endswith(
+        f"\n1 runs stored in {db_path}; 1 not ok: 1 invalid\n")
+
+
+def test_a_batch_search_fails_on_an_error_or_when_nothing_fits(worker_env, db_path, capsys):
+    from engine.cli import main
+    common = ["--framework", "selftest", "--max-batch", "4", "--min-time", "0.05",
+              "--min-iters", "5", "--db", str(db_path)]
+    assert main(["batch-search", "--model", "fault_raise", *common]) == 1
+    assert capsys.readouterr().out.endswith("\n1 probes; 1 failed: 1 error\n")
+    # Out of memory at the first batch: the search found no batch at all.
+    assert main(["batch-search", "--model", "fault_alloc", "--memory-cap-mb", "256",
+                 *common]) == 1
+    assert capsys.readouterr().out.endswith(
+        "\n1 probes; no batch fits: every probe ran out of memory\n")
+    assert main(["batch-search", "--model", "identity", *common]) == 0
+    assert capsys.readouterr().out.endswith("; none failed\n")

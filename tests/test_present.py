@@ -340,3 +340,27 @@ def test_compare_names_each_sweep_by_its_rounds():
     assert round_sweep_labels(sweeps, "all") == {
         None: "all", "0123456789abcdef": "sweep 01234567 · 2026-11-21 12:00 · 1 round · resnet18",
         "fedcba9876543210": "sweep fedcba98 · 2026-11-20 09:30 · 3 rounds · resnet18, vgg16"}
+
+
+def test_a_commands_not_ok_line_and_exit_status_name_each_status():
+    from engine.present.outcome import not_ok_text, runs_exit
+    sample = ["ok", "invalid", "ok", "error", "ok", "ok"]
+    assert not_ok_text(sample) == "2 not ok: 1 error, 1 invalid"
+    assert runs_exit(sample) == 1
+    assert not_ok_text(["oom", "killed", "timeout", "error", "killed"]) == \
+        "5 not ok: 1 error, 1 timeout, 1 oom, 2 killed"
+    assert (not_ok_text(["ok", "ok"]), runs_exit(["ok", "ok"])) == ("all ok", 0)
+
+
+def test_a_batch_search_fails_on_anything_but_the_oom_it_bisects_after():
+    from engine.present.outcome import search_outcome
+    # Doubling fitted 1..64, 128 ran out of memory, bisection 96 fitted, 112 and 104 did not.
+    probes = ["ok"] * 7 + ["oom", "ok", "oom", "oom"]
+    assert search_outcome(probes, 96) == (
+        0, "11 probes; none failed; 3 out of memory, as a search expects")
+    assert search_outcome(["ok", "ok"], 2) == (0, "2 probes; none failed")
+    assert search_outcome(["ok", "timeout"], 1) == (1, "2 probes; 1 failed: 1 timeout")
+    assert search_outcome(["ok", "killed", "oom"], 1) == (
+        1, "3 probes; 1 failed: 1 killed; 1 out of memory")
+    assert search_outcome(["oom"], None) == (
+        1, "1 probes; no batch fits: every probe ran out of memory")

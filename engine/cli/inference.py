@@ -19,6 +19,7 @@ from engine.core.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
                                 PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
                                 VERDICT_MARGIN_RANGE, float_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
+from engine.present.outcome import runs_exit, search_outcome
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -195,13 +196,14 @@ def cmd_run(args) -> int:
         def table(records):
             return compare_table(aggregate([vars(r) for r in records]),
                                  color=sys.stdout.isatty(), rule=verdict_rule(request.budget()))
-        run_and_summarize(request, specs, args, table=None if args.no_table else table,
-                          noun="runs", seed=args.seed, process_per_run=args.process_per_run,
-                          runner=cluster.runner if cluster else None)
+        records = run_and_summarize(
+            request, specs, args, table=None if args.no_table else table, noun="runs",
+            seed=args.seed, process_per_run=args.process_per_run,
+            runner=cluster.runner if cluster else None)
     finally:
         if cluster:
             cluster.close()
-    return 0
+    return runs_exit(r.status for r in records)
 
 
 def cmd_models(args) -> int:
@@ -303,7 +305,9 @@ def cmd_batch_search(args) -> int:
     if args.p99_ms is not None:
         print(f"largest batch with p99 <= {args.p99_ms:g} ms: {res.p99_batch or 'none probed'}")
     print(f"probes stored in {db} as sweep {sweep_id} (see Compare: throughput vs batch)")
-    return 0
+    code, line = search_outcome([r.status for r in res.probes], res.best_batch)
+    print(line)
+    return code
 
 
 def cmd_runtimes(args) -> int:

@@ -97,11 +97,13 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
 
 def run_and_summarize(request, specs, args, *, table, noun: str, **options) -> list:
     """run_with_progress, then the kind's summary table (table(records) -> text, or None to
-    skip it) and how many runs were stored and how many are not ok."""
+    skip it) and how many runs were stored and which are not ok, by status (the command's
+    exit status follows from the same records: engine.present.outcome.runs_exit)."""
+    from engine.present.outcome import not_ok_text
+
     records, db = run_with_progress(request, specs, args, **options)
     if table is not None:
         print()
         print(table(records))
-    failed = sum(r.status != "ok" for r in records)
-    print(f"\n{len(records)} {noun} stored in {db}; {failed} not ok")
+    print(f"\n{len(records)} {noun} stored in {db}; {not_ok_text(r.status for r in records)}")
     return records

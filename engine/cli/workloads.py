@@ -18,6 +18,7 @@ from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUN
                                 SYNTHETIC_RANGE, TRAIN_BATCH_RANGE, WARMUP_STEPS_RANGE,
                                 WORKERS_RANGE, logical_cores)
 from engine.core.policy import MeasurementPolicy
+from engine.present.outcome import runs_exit
 from engine.core.training import DATASETS, TRAIN_RUNTIMES
 from engine.run.requests import LoadRequest, TrainRequest
 
@@ -107,8 +108,8 @@ def cmd_train(args) -> int:
     specs, _ = request.expand()
     print(f"training {len(specs)} configurations on {specs[0].dataset}: "
           f"{specs[0].epochs} epochs of {specs[0].steps_in_epoch()} steps")
-    run_and_summarize(request, specs, args, table=train_table, noun="training runs")
-    return 0
+    records = run_and_summarize(request, specs, args, table=train_table, noun="training runs")
+    return runs_exit(r.status for r in records)
 
 
 def cmd_dataload(args) -> int:
@@ -134,7 +135,7 @@ def cmd_dataload(args) -> int:
                                 noun="data-loading runs")
     if not records:
         raise UserError("dataload: nothing ran", field="decoder")
-    return 0
+    return runs_exit(r.status for r in records)
 
 
 COMMANDS = {"train": cmd_train, "dataload": cmd_dataload}
