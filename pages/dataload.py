@@ -3,12 +3,13 @@
 import streamlit as st
 
 from engine.present.charts_workloads import load_bars
-from engine.present.frames import highlight_cells, load_grid
+from engine.present.frames import highlight_cells, load_grid, setting_choices
+from engine.present.links import encode_setting
 from engine.present.tables import sweep_labels
 from engine.scenarios import DATA_LOADING
 from dashboard.link_state import PageLink
 from dashboard.session import read
-from store.queries import load_failures, load_summary
+from store.queries import load_failures, load_summary, settings
 from store.runs import list_sweeps
 
 st.title("Data loading")
@@ -28,7 +29,16 @@ link.choice("sweep", "load_sweep", list(labels), encode=lambda s: s or "all", pr
 sweep_id = c1.selectbox("Runs", list(labels), format_func=labels.get, key="load_sweep",
                         **link.initial("load_sweep", index=1))
 link.put("sweep", sweep_id or "all")
-summary = read(load_summary, sweep_id)
+# Figures never blend machines or devices: with more than one setting, the user picks one.
+choices, setting_labels = setting_choices(read(settings, DATA_LOADING.kind, sweep_id))
+setting = choices[0] if choices else None
+if len(choices) > 1:
+    link.choice("setting", "load_setting", choices, encode=encode_setting)
+    setting = st.selectbox("Setting (device · machine)", choices,
+                           format_func=setting_labels.get, key="load_setting",
+                           help="runs on another device or machine are a different setting")
+    link.put("setting", setting, encode_setting)
+summary = read(load_summary, sweep_id, setting)
 failures = read(load_failures, sweep_id)
 if summary.empty:
     st.warning("No run of this selection succeeded; the failures are listed below.")
@@ -47,7 +57,9 @@ else:
     st.subheader(f"{fmt}: rows batch size by workers and threads; columns implementations")
     shown, best = load_grid(d, value)
     st.dataframe(highlight_cells(shown, best), hide_index=True, width="stretch")
-    st.caption("Median over rounds of each run's median; the best of each row is shaded; "
+    st.caption("ms per batch: median over rounds of each run's median; images/s: median "
+               "over rounds of each run's images over its total measured time (batches/s: "
+               "that over the batch size); the best of each row is shaded; "
                "– : not measured (the plain loop has no workers). "
                "With workers, a sample times a whole cycle of the workers (2 batches each) "
                "divided by its batch count. Every implementation's first batch was checked "

@@ -350,22 +350,28 @@ def inference_for_training(con, sweep_id: str | None,
          INFERENCE.kind]).df()
 
 
-def load_summary(con, sweep_id: str | None) -> pd.DataFrame:
-    """Data-loading configurations: the median over their ok runs (rounds) of each run's
-    p50 ms per batch, with images/s and batches/s derived from it."""
-    return con.execute(
-        "SELECT model AS format, runtime AS implementation, batch_size, workers, "
-        "intra_threads AS threads, image_size, count(*) AS runs, "
-        "median(median_ms) AS ms_per_batch, min(median_ms) AS min_ms, "
-        "max(median_ms) AS max_ms, median(iqr_ms) AS iqr_ms, "
-        "1000.0 / median(median_ms) AS batches_per_s, "
-        "batch_size * 1000.0 / median(median_ms) AS images_per_s, "
-        "count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs "
-        "FROM runs WHERE kind = ? AND status = 'ok' "
-        "AND (?::VARCHAR IS NULL OR sweep_id = ?) "
-        "GROUP BY model, runtime, batch_size, workers, intra_threads, image_size "
-        "ORDER BY format, workers, threads, batch_size, implementation",
-        [DATA_LOADING.kind, sweep_id, sweep_id]).df()
+_LOAD_SUMMARY = """
+SELECT model AS format, runtime AS implementation, batch_size, workers,
+       intra_threads AS threads, image_size, count(*) AS runs,
+       median(median_ms) AS ms_per_batch, min(median_ms) AS min_ms, max(median_ms) AS max_ms,
+       median(iqr_ms) AS iqr_ms, median(throughput) AS images_per_s,
+       median(throughput) / batch_size AS batches_per_s,
+       count(*) FILTER (WHERE validity = 'noisy') AS noisy_runs
+FROM runs
+WHERE kind = ? AND status = 'ok' AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {setting}
+GROUP BY model, runtime, batch_size, workers, intra_threads, image_size, device, precision,
+         inter_threads, system_id, coalesce(machine_shape, ''), coalesce(contention, 'none')
+ORDER BY format, workers, threads, batch_size, implementation
+""".format(setting=_setting_sql())
+
+
+def load_summary(con, sweep_id: str | None, setting: tuple | None = None) -> pd.DataFrame:
+    """Data-loading configurations of one setting (settings(); None: every setting, still
+    grouped by it, so two machines' runs never blend): the median over their ok runs
+    (rounds) of each run's p50 ms per batch, and of its throughput, images over the total
+    measured time (the stored `throughput`, as inference's), with batches/s from it."""
+    return con.execute(_LOAD_SUMMARY, [DATA_LOADING.kind, sweep_id, sweep_id,
+                                       *_setting_params(setting)]).df()
 
 
 def load_failures(con, sweep_id: str | None) -> pd.DataFrame:

@@ -122,6 +122,7 @@ def load_record(run_id, fmt, runtime, batch, workers, ms, status="ok"):
                      "only 3 of the required 30 iterations ran before max_time",
                      median_ms=ms, throughput=batch * 1000 / ms, validity="valid",
                      kind="dataload", workers=workers, dataset=f"{fmt}-64x64px-seed0",
+                     system_id=SYSTEM["system_id"],
                      round_no=1, started_at=datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc),
                      extra={"decoder": decoder, "normalize": normalize, "pipeline": pipeline},
                      samples_ns=(int(ms * 1e6),) * 5)

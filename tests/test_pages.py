@@ -464,6 +464,29 @@ def test_dataload_page_tabulates_batch_by_workers_against_implementations(db_pat
     at.radio(key="load_value").set_value("images_per_s").run()
     assert at.dataframe[0].value.values.tolist()[0] == [0, 1, 8, "4,000.00", "2,000.00",
                                                          "5,333.33"]
+    assert "load_setting" not in [b.key for b in at.selectbox]  # one machine: none to pick
+
+
+def test_dataload_page_never_blends_two_machines(db_path, monkeypatch):
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record
+    from tests.helpers import SYSTEM, load_record
+    seed_workloads(db_path)
+    other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
+    with open_db(db_path) as con:  # the same configuration, ten times faster elsewhere
+        save_record(con, replace(load_record("l-far", "png", "loop:opencv+numpy", 8, 0, 0.2),
+                                 system_id="sys-other"), other)
+    at = page("pages/dataload.py", db_path, monkeypatch)
+    box = at.selectbox(key="load_setting")
+    assert box.options == ["cpu · inter-op 1 · Test CPU @ 2 GHz on box (8 runs)",
+                           "cpu · inter-op 1 · Other CPU on cloud (1 runs)"]
+    assert at.dataframe[0].value.values.tolist()[0] == [0, 1, 8, "2.00", "4.00", "1.50"]
+    assert box.value == ("cpu", None, 1, "sys-test-0001", "", "none")
+    box.set_value(("cpu", None, 1, "sys-other", "", "none")).run()
+    assert not at.exception
+    assert at.dataframe[0].value.values.tolist() == [[0, 1, 8, "0.20"]]
 
 
 def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):

@@ -209,3 +209,31 @@ def test_the_run_pages_speed_estimate_is_taken_from_quiet_default_runs_only(db_p
         assert framework_gflops_per_thread(con, "torch") == 4.0
         shown = dict(zip(*results_table(con)[["run_id", "setting"]].T.values))
     assert shown == {"quiet": "", "busy": "steady neighbour", "passive": "OMP passive"}
+
+
+def test_data_loading_images_per_s_is_samples_over_measured_time_per_machine(db_path):
+    from dataclasses import replace
+
+    from engine.present.frames import setting_choices
+    from engine.scenarios import DATA_LOADING
+    from store.queries import load_summary, settings
+    from tests.helpers import load_record
+    other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
+    # Batch 8; here one batch of three stalls: median 2 ms, but 3 batches in 12 ms, so
+    # 2,000 images/s (batch over the median would say 4,000). There: 1 ms each, 8,000/s.
+    here = replace(load_record("l-here", "png", "loop:pillow+numpy", 8, 0, 2.0),
+                   samples_ns=(2_000_000, 2_000_000, 8_000_000), throughput=2000.0)
+    there = replace(load_record("l-there", "png", "loop:pillow+numpy", 8, 0, 1.0),
+                    samples_ns=(1_000_000,) * 3, throughput=8000.0, system_id="sys-other")
+    with open_db(db_path) as con:
+        save_record(con, here, SYSTEM)
+        save_record(con, there, other)
+        every = load_summary(con, None)
+        choices, _ = setting_choices(settings(con, DATA_LOADING.kind))
+        one = {c[3]: load_summary(con, None, c) for c in choices}
+    # Two machines: two rows, never one blended median.
+    assert sorted(zip(every.images_per_s, every.batches_per_s, every.ms_per_batch)) == [
+        (2000.0, 250.0, 2.0), (8000.0, 1000.0, 1.0)]
+    assert sorted(one) == ["sys-other", "sys-test-0001"]
+    assert one["sys-test-0001"].images_per_s.tolist() == [2000.0]
+    assert one["sys-other"].images_per_s.tolist() == [8000.0]

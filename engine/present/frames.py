@@ -63,14 +63,16 @@ def setting_choices(settings: pd.DataFrame) -> tuple[list[tuple], dict]:
         key = (r.device, r.precision, None if r.inter_threads != r.inter_threads
                else int(r.inter_threads), r.system_id, getattr(r, "machine_shape", "") or "",
                getattr(r, "contention", "none") or "none")
-        machine = r.cpu_model or "unknown CPU"
-        if r.hostname:
+        # A run stored without its machine (NULL system_id) joins no systems row: NaN.
+        machine = r.cpu_model if isinstance(r.cpu_model, str) else "unknown CPU"
+        if isinstance(r.hostname, str) and r.hostname:
             machine += f" on {r.hostname}"
         shape = getattr(r, "shape", None)
         if isinstance(shape, str) and shape:  # the price catalog's name for this machine
             machine = f"{shape} ({machine})"
         choices.append(key)
         beside = CONDITION_LABELS.get(key[5], "")
-        labels[key] = (f"{r.device} · {r.precision} · inter-op {key[2]} · {machine}"
+        precision = f"{r.precision} · " if isinstance(r.precision, str) else ""  # data loading
+        labels[key] = (f"{r.device} · {precision}inter-op {key[2]} · {machine}"
                        + (f" · {beside}" if beside else "") + f" ({r.runs} runs)")
     return choices, labels
