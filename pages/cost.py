@@ -11,7 +11,8 @@ from engine.analysis.cost_machines import (basis, contender_rows, figure, fleet_
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
 from engine.present.cost_text import (bars_captions, break_even_defaults, break_even_text,
                                       catalog_frame, claim_text, extras_caption, figure_caption,
-                                      not_measured_text, source_caption, versus_missing_text)
+                                      not_measured_text, source_caption, versus_frame,
+                                      versus_missing_text)
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
 from dashboard.session import read
@@ -161,14 +162,14 @@ with st.container():
 st.subheader("Machine vs machine: the shapes this was measured on")
 versus = machine_vs_machine(catalog, base, rate, hours=hours)
 if len(versus) >= 2:
-    st.dataframe(pd.DataFrame(versus), hide_index=True, key="versus", column_config={
+    st.dataframe(versus_frame(versus), hide_index=True, key="versus", column_config={
         "samples/s": st.column_config.NumberColumn(format="%.1f"),
-        "p99 ms": st.column_config.NumberColumn(format="%.2f"),
         "USD per 1 M": st.column_config.NumberColumn(format="$%.4f"),
         "USD/month": st.column_config.NumberColumn(f"USD/month at {rate:g}/s",
                                                    format="$%.2f")})
     st.caption("Each shape at the split that served it best, medians over its rounds on one "
-               "machine; no estimate here.")
+               "machine; no estimate here. A p99 from fewer than 100 samples is marked low "
+               "confidence (n: the fewest samples of its rounds).")
 else:
     st.info(versus_missing_text(versus, contender, batch), icon=":material/info:")
 

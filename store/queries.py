@@ -249,7 +249,8 @@ def machine_throughput(con, kind: str, setting: tuple | None,
     """What the Cost and Training pages price, for one device, precision and inter-op
     thread count (the setting's first three columns): per configuration, intra-op threads,
     replicas, catalog shape and machine (system), the median throughput and p99 over its ok
-    runs. Rows of the setting's own machine are marked `selected` (what estimates scale
+    runs (with p99_samples, the fewest samples any of those p99s came from). Rows of the
+    setting's own machine are marked `selected` (what estimates scale
     from); other machines' rows come only where runs name their catalog shape (what
     "measured on <shape>" shows). Grouped by shape and system (and the model file), so two
     machines' runs are never averaged into one figure."""
@@ -263,6 +264,8 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         "coalesce(r.replicas, 1) AS replicas, r.machine_shape, r.system_id, "
         f"{_THREADS_PER_CORE} AS threads_per_core, {_OF_SELECTED} AS selected, "
         "median(r.throughput) AS throughput, median(r.p99_ms) AS p99_ms, count(*) AS runs, "
+        # the fewest timed samples behind a run's p99: under P99_MIN_SAMPLES it is flagged
+        "min(r.iterations) AS p99_samples, "
         "max((r.extra->>'cores_used')::INTEGER) AS cores_used, "  # counted by the worker
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus, "
         "any_value(y.platform) AS platform, "

@@ -260,3 +260,13 @@ def test_contenders_on_one_machine_each_project_their_own_splits():
     assert [r["cost_per_million"] for r in out] == [pytest.approx(1e6 / 30 / 1000),
                                                      pytest.approx(1e6 / 18 / 1000)]
     assert {r["provider"] for r in out} == {"custom"}
+
+
+def test_machine_vs_machine_flags_a_p99_from_fewer_than_100_samples():
+    from engine.present.cost_text import versus_frame
+    rows = [{"machine": "OCI E4", "samples/s": 160.0, "p99 ms": 21.0, "p99 samples": 30},
+            {"machine": "AWS c6i", "samples/s": 236.0, "p99 ms": 41.25, "p99 samples": 100},
+            {"machine": "AWS old", "samples/s": 99.0, "p99 ms": None, "p99 samples": None}]
+    frame = versus_frame(rows)
+    assert list(frame.columns) == ["machine", "samples/s", "p99 ms"]
+    assert frame["p99 ms"].tolist() == ["21.00 (n=30, low conf.)", "41.25", ""]

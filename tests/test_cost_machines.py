@@ -97,6 +97,7 @@ def test_machine_vs_machine_sets_the_measured_shapes_side_by_side(stored):
     oci, aws = rows
     assert (oci["samples/s"], oci["p99 ms"], oci["configuration"], oci["machines"]) == (
         160.0, 21.0, "32 threads x 1 replica", 4)
+    assert oci["p99 samples"] == 3  # each round timed 3 samples (ok_record)
     assert oci["USD per 1 M"] == pytest.approx(E4.usd_per_hour / (160 * 3600) * 1e6)
     assert oci["USD/month"] == pytest.approx(E4.usd_per_hour * 730 * 4)
     assert (aws["samples/s"], aws["machines"]) == (236.0, 3)

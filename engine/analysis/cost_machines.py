@@ -76,6 +76,7 @@ class Split:
     shape: str | None = None
     system_id: str | None = None
     p99_ms: float | None = None
+    p99_samples: int | None = None  # the fewest timed samples behind a round's p99
     machine: str = ""  # the host's CPU model, for labels
     cores_used: int | None = None  # physical cores its workers were pinned to, counted
     arch: str | None = None  # the host's, from its systems row's platform (None: unknown)
@@ -135,6 +136,7 @@ def _split(r: dict) -> Split:
                  threads_per_core=int(tpc) if tpc else None,
                  shape=shape if isinstance(shape, str) and shape else None,
                  system_id=r.get("system_id"), p99_ms=_num(r.get("p99_ms")),
+                 p99_samples=int(n) if (n := _num(r.get("p99_samples"))) else None,
                  machine=r.get("cpu_model") if isinstance(r.get("cpu_model"), str) else "",
                  cores_used=int(c) if (c := _num(r.get("cores_used"))) else None,
                  arch=_arch(r.get("platform")))
@@ -166,6 +168,7 @@ class Figure:
     assumption: str  # "measured on <shape> (...)" or "estimate: ..."
     split: Split  # measured: the split on this shape; estimate: the source split scaled
     p99_ms: float | None  # measured only: an estimate says nothing about the tail
+    p99_samples: int | None = None  # how many samples it rests on (flagged under 100)
 
 
 def figure(b: Basis, m: Machine) -> Figure | None:
@@ -179,7 +182,7 @@ def figure(b: Basis, m: Machine) -> Figure | None:
         used = f", {s.cores:g} of {cores:g} cores" if s.cores < cores else ""
         return Figure(s.throughput, False,
                       f"measured on {m.shape} ({s.config}{used}; median of "
-                      f"{_plural(s.runs, 'run')})", s, s.p99_ms)
+                      f"{_plural(s.runs, 'run')})", s, s.p99_ms, s.p99_samples)
     s = b.best_source
     if s is None or m.arch != "x86_64" or s.arch not in (None, "x86_64"):
         return None  # per-core figures carry over between x86 machines only
@@ -246,6 +249,7 @@ def machine_vs_machine(catalog: list[Machine], b: Basis, request_rate: float, *,
                                    if f.split.cores < part else "")
         rows.append({"machine": m.label, "configuration": config,
                      "runs": f.split.runs, "samples/s": f.throughput, "p99 ms": f.p99_ms,
+                     "p99 samples": f.p99_samples,
                      "USD per 1 M": cost_per_million(m.usd_per_hour, f.throughput),
                      "machines": n,
                      "USD/month": monthly_cost(m.usd_per_hour, hours=hours, machines=n)})

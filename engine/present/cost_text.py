@@ -7,10 +7,11 @@ import pandas as pd
 
 from engine.analysis.cost import Machine, equivalents, monthly_cost
 from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure, threads_per_core
+from engine.present.tables import p99_text
 
 __all__ = ["claim_text", "catalog_frame", "source_caption", "figure_caption",
            "bars_captions", "extras_caption", "not_measured_text", "versus_missing_text",
-           "break_even_defaults", "break_even_text"]
+           "break_even_defaults", "break_even_text", "versus_frame"]
 
 CHANGES_SHOWN = 12  # break-even points listed; a long list says nothing more
 
@@ -119,3 +120,12 @@ def break_even_text(changes: list[tuple[float, str]], max_rate: float) -> str:
         return f"Up to {max_rate:g} samples/s the cheaper choice never changes."
     return "The cheaper choice changes at: " + "; ".join(
         f"{r:,.1f} samples/s → {who}" for r, who in changes[:CHANGES_SHOWN])
+
+
+def versus_frame(versus: list[dict]) -> pd.DataFrame:
+    """Machine vs machine (engine.analysis.cost_machines.machine_vs_machine rows) as the page
+    shows it: the p99 as text, flagged "(n=30, low conf.)" when it comes from fewer than
+    P99_MIN_SAMPLES samples, as Compare flags it; the sample count is in that flag."""
+    frame = pd.DataFrame(versus)
+    frame["p99 ms"] = [p99_text(p, n) for p, n in zip(frame["p99 ms"], frame.pop("p99 samples"))]
+    return frame
