@@ -73,7 +73,8 @@ last = final_epochs(epochs)
 cols = st.columns(min(len(last), 4))
 for col, (label, value, why) in zip(cols, accuracy_metrics(last, names)):
     col.metric(label, value, help=why)
-if gap := accuracy_gap_text(last):
+shown_bn = runs.set_index("run_id").bn_momentum.reindex(last.run_id)  # as the runs recorded
+if gap := accuracy_gap_text(last, shown_bn):
     st.caption(gap)
 
 c1, c2 = st.columns(2)

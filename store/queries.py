@@ -306,13 +306,16 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
 
 
 def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
-    """Training runs (of one sweep, or all), with their optimiser settings and last epoch."""
+    """Training runs (of one sweep, or all), with their optimiser settings (bn_momentum:
+    BatchNorm's, torch's convention, NaN for runs from before it was matched) and last
+    epoch."""
     return con.execute(
         "SELECT r.run_id, r.sweep_id, r.round_no, r.started_at, r.model, r.framework, "
         "r.runtime, r.batch_size, r.intra_threads, r.dataset, r.status, r.validity, "
         "coalesce(r.reason, '') AS reason, r.throughput, r.median_ms AS step_p50_ms, "
         "r.p90_ms AS step_p90_ms, r.peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
         "r.extra->>'lr' AS lr, r.extra->>'momentum' AS momentum, "
+        "(r.extra->>'bn_momentum')::DOUBLE AS bn_momentum, "
         "(r.extra->>'epochs')::INTEGER AS epochs, "
         "(r.extra->>'steps_per_epoch')::INTEGER AS steps_per_epoch, "
         "e.test_acc AS final_test_acc, e.test_loss AS final_test_loss, "

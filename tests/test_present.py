@@ -284,6 +284,16 @@ def test_the_training_pages_accuracy_gap_machines_and_cost_caption():
     assert accuracy_gap_text(last).startswith(
         "Test-accuracy gap between the runs shown: **10.0 points**. Initialisations differ")
     assert accuracy_gap_text(last[last.framework == "torch"]) is None
+    # Both runs recorded the BatchNorm momentum the trainers used (ResNet: torch's 0.1).
+    matched = pd.Series([0.1, 0.1], index=["k", "t"])
+    assert accuracy_gap_text(last, matched).endswith(
+        "(Kaiming in torchvision, Glorot or variance scaling in Keras); BatchNorm momentum "
+        "is matched: torchvision's 0.1 (Keras' 0.9) in both; other BatchNorm defaults "
+        "(epsilon) stay each framework's, so the curves can part even on identical data "
+        "and order.")
+    older = pd.Series([float("nan"), 0.1], index=["k", "t"])
+    assert "before its momentum was matched (Keras' 0.99 or 0.999" in \
+        accuracy_gap_text(last, older)
     assert measure_label(2, 12) == "Measure inference for the 2 configuration(s) without it " \
                                    "(12 runs)"
 

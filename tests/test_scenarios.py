@@ -58,7 +58,7 @@ def test_record_columns_and_extras_per_kind():
     assert INFERENCE.record_columns(run) == {"replicas": 1, "contention": "none", "wait_policy": ""}
     assert TRAINING.config_extra(train) == {
         "lr": 0.05, "momentum": 0.9, "optimizer": "sgd", "epochs": 2, "steps_per_epoch": 3,
-        "seed": 0, "warmup_steps": 5, "profile_steps": 0}
+        "seed": 0, "warmup_steps": 5, "profile_steps": 0, "bn_momentum": 0.1}
     assert DATA_LOADING.config_extra(load) == {
         "count": 64, "decoder": "pillow", "normalize": "numpy",
         "pipeline": "torch_dataloader", "seed": 0}

@@ -254,3 +254,40 @@ def test_training_epochs_steps_and_operators_survive_export_and_import(fmt, tmp_
     assert (added, skipped, kinds) == (2, 0, [("train",)])
     for a, b in zip(want, got):
         assert a.equals(b), (a, b)
+
+
+_BN_PROBE = """
+import json, torch, torchvision
+from engine.core import TrainSpec
+from engine.worker.backends.train_tf import Trainer
+out = {}
+for name in ("resnet18", "resnet50", "mobilenet_v3_small"):
+    tv = getattr(torchvision.models, name)(weights=None)
+    t = Trainer()
+    t.load(TrainSpec(name, "tensorflow", 8, 1).validate(cores=1), 10)
+    bns = [l for l in t.model._flatten_layers() if type(l).__name__ == "BatchNormalization"]
+    out[name] = [sorted({m.momentum for m in tv.modules()
+                         if isinstance(m, torch.nn.BatchNorm2d)}),
+                 sorted({round(l.momentum, 12) for l in bns}), len(bns) > 0]
+    t.unload()
+print(json.dumps(out))
+"""
+
+
+def test_keras_training_uses_torchvisions_batchnorm_momentum(worker_env):
+    """Keras' defaults (ResNet50 0.99, MobileNetV3 0.999) would track batch statistics ten
+    times slower than torchvision's (0.1, 0.01 in torch's terms): the TF trainer sets
+    1 - torch's on every BatchNormalization layer, and the catalog's figure is torch's own.
+    In a subprocess: TensorFlow and torch stay out of the test process."""
+    import json
+    import subprocess
+    import sys
+
+    from engine.core.catalog import CATALOG
+    out = subprocess.run([sys.executable, "-c", _BN_PROBE], capture_output=True, text=True,
+                         check=True, timeout=600).stdout
+    assert json.loads(out.splitlines()[-1]) == {
+        "resnet18": [[0.1], [0.9], True], "resnet50": [[0.1], [0.9], True],
+        "mobilenet_v3_small": [[0.01], [0.99], True]}
+    assert [CATALOG[m].torch_bn_momentum for m in ("resnet50", "mobilenet_v3_small")] == \
+        [0.1, 0.01]

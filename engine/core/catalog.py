@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
-           "DIAGNOSTIC_MODELS", "get_model", "model_label"]
+           "DIAGNOSTIC_MODELS", "get_model", "model_label", "keras_bn_momentum"]
 
 # Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
 # reference every other runtime's output is checked against before it is timed.
@@ -64,6 +64,11 @@ class ModelInfo:
     torch_builder: str  # attribute of torchvision.models
     keras_builder: str  # attribute of keras.applications, or "engine:<fn>" for our own
     note: str
+    # torchvision's BatchNorm momentum (torch's convention: the weight of a new batch's
+    # statistics; Keras' momentum is 1 minus it). Keras' own defaults are slower (ResNet50
+    # and EfficientNet 0.99, MobileNetV3 0.999 in Keras terms), so for training comparisons
+    # the TensorFlow trainer sets every BatchNormalization layer to this (keras_bn_momentum).
+    torch_bn_momentum: float = 0.1
 
 
 def _eff(i: int, size: int) -> ModelInfo:
@@ -89,10 +94,10 @@ CATALOG: dict[str, ModelInfo] = {
                   "it in the 3x3, so the two do slightly different work (see FLOPs)."),
         ModelInfo("mobilenet_v3_small", "MobileNetV3", 224, "mobilenet_v3_small",
                   "MobileNetV3Small",
-                  _MOBILE_NOTE),
+                  _MOBILE_NOTE, torch_bn_momentum=0.01),
         ModelInfo("mobilenet_v3_large", "MobileNetV3", 224, "mobilenet_v3_large",
                   "MobileNetV3Large",
-                  _MOBILE_NOTE),
+                  _MOBILE_NOTE, torch_bn_momentum=0.01),
     ]
 }
 
@@ -114,3 +119,9 @@ def model_label(model: str, size) -> str:
 
 def get_model(name: str) -> ModelInfo:
     return CATALOG[name]
+
+
+def keras_bn_momentum(name: str) -> float:
+    """The Keras BatchNormalization momentum equal to torchvision's for this model: Keras
+    keeps momentum x the old statistic, torch momentum x the new one."""
+    return round(1 - CATALOG[name].torch_bn_momentum, 12)

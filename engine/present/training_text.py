@@ -23,16 +23,25 @@ def accuracy_metrics(last: pd.DataFrame, names: dict) -> list[tuple[str, str, st
              f"epoch {r.epoch}; train accuracy {r.train_acc:.1%}") for r in last.itertuples()]
 
 
-def accuracy_gap_text(last: pd.DataFrame) -> str | None:
+def accuracy_gap_text(last: pd.DataFrame, bn_momentum: pd.Series | None = None) -> str | None:
     """The test-accuracy gap between the runs shown and why frameworks part; None for one
-    framework (no gap to explain)."""
+    framework (no gap to explain). bn_momentum: the shown runs' recorded BatchNorm momentum
+    (store.queries.train_runs; NaN where a run predates matching it)."""
     if last.framework.nunique() < 2:
         return None
     gap = last.test_acc.max() - last.test_acc.min()
+    recorded = set() if bn_momentum is None else set(bn_momentum.dropna())
+    if bn_momentum is not None and len(recorded) == 1 and not bn_momentum.isna().any():
+        (m,) = recorded
+        bn = (f"BatchNorm momentum is matched: torchvision's {m:g} (Keras' {1 - m:g}) in "
+              "both; other BatchNorm defaults (epsilon) stay each framework's")
+    else:
+        bn = ("so do BatchNorm defaults for runs recorded before its momentum was matched "
+              "(Keras' 0.99 or 0.999 against torchvision's 0.9 or 0.99, in Keras' terms)")
     return (f"Test-accuracy gap between the runs shown: **{gap * 100:.1f} points**. "
             "Initialisations differ by framework (Kaiming in torchvision, Glorot or variance "
-            "scaling in Keras) and so do BatchNorm defaults, so the curves can part even on "
-            "identical data and order.")
+            f"scaling in Keras); {bn}, so the curves can part even on identical data and "
+            "order.")
 
 
 def priced_machines(cpu: list[Machine], machine: Machine, on_shapes: set[str]) -> list[Machine]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.core.catalog import CATALOG
 from engine.core.protocol import Event, Progress, TrainResult
 from engine.core.training import TrainSpec
 from engine.scenarios.base import Scenario
@@ -25,7 +26,9 @@ class Training(Scenario):
         return {"lr": spec.lr, "momentum": spec.momentum, "optimizer": "sgd",
                 "epochs": spec.epochs, "steps_per_epoch": spec.steps_in_epoch(),
                 "seed": spec.seed, "warmup_steps": spec.warmup_steps,
-                "profile_steps": spec.profile_steps}
+                "profile_steps": spec.profile_steps,
+                # BatchNorm momentum in torch's convention, both frameworks (catalog.py)
+                "bn_momentum": CATALOG[spec.model].torch_bn_momentum}
 
     def result_extra(self, res: TrainResult) -> dict:
         return {"data": res.data_description, "feed_sha256": res.feed_sha256}

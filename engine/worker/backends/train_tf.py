@@ -10,6 +10,20 @@ import keras
 from engine.worker.backends.base import ModelStats
 from engine.worker.backends.tf_function import build_keras
 from engine.core import TrainSpec
+from engine.core.catalog import keras_bn_momentum
+
+
+def match_bn_momentum(model, name: str) -> float:
+    """Every BatchNormalization layer at torchvision's momentum for this model (Keras' own
+    default keeps 0.99 or 0.999 of the old statistic, torch 0.9 or 0.99), so the two
+    frameworks' accuracy curves differ by initialisation, not by how fast BatchNorm tracks
+    the batches. The layers read momentum when the train step is traced, which is after
+    this. Returns the Keras momentum set (the run records torch's: config_extra)."""
+    momentum = keras_bn_momentum(name)
+    for layer in model._flatten_layers():
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.momentum = momentum
+    return momentum
 
 
 class Trainer:
@@ -27,6 +41,7 @@ class Trainer:
     def load(self, spec: TrainSpec, classes: int) -> None:
         keras.utils.set_random_seed(spec.seed)
         model = self.model = build_keras(spec, classes)
+        match_bn_momentum(model, spec.model)
         # Keras' SGD (v = m*v - lr*g; w += v) equals torch's (b = m*b + g; w -= lr*b) at a
         # constant learning rate.
         opt = self.opt = keras.optimizers.SGD(learning_rate=spec.lr, momentum=spec.momentum)
