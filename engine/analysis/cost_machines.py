@@ -169,17 +169,28 @@ class Figure:
 
 
 def figure(b: Basis, m: Machine) -> Figure | None:
-    """The best split measured on m's shape; else the estimate from the selected machine's
-    throughput per physical core; None when neither exists, and for an unmeasured Arm shape
-    (the benchmark machine is x86: its per-core figure does not carry over to Arm)."""
+    """The best split measured on m's whole shape; else, when runs there used part of it,
+    the best of them scaled to the shape's cores (an estimate: a machine is paid for whole);
+    else the estimate from the selected machine's throughput per physical core; None when
+    neither exists, and for an unmeasured Arm shape (the benchmark machine is x86: its
+    per-core figure does not carry over to Arm)."""
     cores = physical_cores(m)
     on_shape = [s for s in b.measured if s.shape == m.shape]
-    if on_shape:
-        s = max(on_shape, key=_rank)
-        used = f", {s.cores:g} of {cores:g} cores" if s.cores < cores else ""
+    whole = [s for s in on_shape if s.cores >= cores]
+    if whole:
+        s = max(whole, key=_rank)
         return Figure(s.throughput, False,
-                      f"measured on {m.shape} ({s.config}{used}; median of "
+                      f"measured on {m.shape} ({s.config}; median of "
                       f"{_plural(s.runs, 'run')})", s, s.p99_ms)
+    if on_shape:
+        s = max(on_shape, key=lambda s: (s.throughput / s.cores, -s.cores, -s.replicas))
+        per_core = s.throughput / s.cores
+        return Figure(per_core * cores, True,
+                      f"estimate: measured on {m.shape} on {s.cores:g} of its {cores:g} "
+                      f"cores ({s.config}: {s.throughput:,.1f} samples/s, median of "
+                      f"{_plural(s.runs, 'run')}), scaled to the whole machine at "
+                      f"{per_core:,.1f} samples/s per core; assumes the other cores serve "
+                      "as many", s, None)
     s = b.best_source
     if s is None or m.arch != "x86_64" or s.arch not in (None, "x86_64"):
         return None  # per-core figures carry over between x86 machines only
@@ -234,16 +245,17 @@ def machine_vs_machine(catalog: list[Machine], b: Basis, request_rate: float, *,
                        hours: float = HOURS_PER_MONTH) -> list[dict]:
     """The catalog machines this contender was measured on, side by side, cheapest per
     1 M inferences first: the best split's throughput and p99, cost per 1 M, and the
-    monthly cost of serving request_rate samples/s. Never an estimate."""
+    monthly cost of serving request_rate samples/s. A shape measured on part of its cores
+    only is scaled to the whole machine, and its configuration says so."""
     rows = []
     for m in catalog:
         if m.shape not in b.shapes:
             continue
         f = figure(b, m)
         n = machines_needed(request_rate, f.throughput)
-        part = physical_cores(m)  # a split on part of the shape says so: it is not its best
-        config = f.split.config + (f" ({f.split.cores:g} of {part:g} cores)"
-                                   if f.split.cores < part else "")
+        part = physical_cores(m)  # a split on part of the shape says so: scaled, an estimate
+        config = f.split.config + (f" ({f.split.cores:g} of {part:g} cores; estimate "
+                                   "scaled to the whole machine)" if f.estimate else "")
         rows.append({"machine": m.label, "configuration": config,
                      "runs": f.split.runs, "samples/s": f.throughput, "p99 ms": f.p99_ms,
                      "USD per 1 M": cost_per_million(m.usd_per_hour, f.throughput),
