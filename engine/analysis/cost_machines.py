@@ -16,7 +16,6 @@ its vCPUs / its threads per core (threads_per_core). No framework import here.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from engine.analysis.cost import (HOURS_PER_MONTH, Machine, cost_per_million, cpu_shapes,
@@ -28,20 +27,13 @@ __all__ = ["threads_per_core", "physical_cores", "Split", "Basis", "Figure", "ba
 
 # How a user adds a measured machine: what the page says when fewer than two shapes have runs.
 MEASURE_HINT = "python -m engine run ... --machine-shape NAME"
-# AWS's 7th-generation AMD shapes (m7a, c7a, r7a, hpc7a) run SMT off: one vCPU per core.
-_AWS_NO_SMT = re.compile(r"^[a-z]+7a\.")
 
 
 def threads_per_core(m: Machine) -> int:
-    """Hardware threads per physical core of a catalog machine, derived from what its row
-    carries (the catalog has no SMT column): Arm shapes (Graviton, Ampere A1: Machine.arch)
-    run one thread per core, and so do AWS's 7th-generation AMD shapes; every other x86
-    cloud shape exposes both hardware threads of a core as two vCPUs (AWS, GCP and Azure
-    vCPUs; on OCI one OCPU is one core, two vCPUs). A machine priced by hand is taken as
-    x86 with SMT."""
-    if m.arch == "arm64" or (m.provider == "AWS" and _AWS_NO_SMT.match(m.shape)):
-        return 1
-    return 2
+    """Hardware threads per physical core of a catalog machine: its catalog row's column
+    (prices/instances.csv, imported prices; engine.analysis.cost fills it from the shape's
+    family only where a row does not carry it). A machine priced by hand is x86 with SMT."""
+    return m.threads_per_core
 
 
 def physical_cores(m: Machine) -> float:
