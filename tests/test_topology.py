@@ -7,7 +7,8 @@ import pytest
 
 from engine.analysis.cost import load_catalog
 from engine.analysis.cost_machines import basis, figure, machine_rows
-from engine.core.topology import cores_counted, split_whole_cores, whole_cores
+from engine.core.topology import (cores_counted, leave_one_core, split_whole_cores,
+                                  whole_cores)
 from engine.run import pinning
 from engine.run.runner import replicas_cores_used
 
@@ -106,3 +107,41 @@ def test_the_e5_worked_example_estimate_and_cost_from_counted_cores():
     assert after["assumption"] == ("estimate: 87.5 samples/s per core from Xeon (best split "
                                    "8 threads x 1 replica at 8 cores) scaled to 16 cores")
     assert figure(basis(_splits(counted)), E5).split.threads == 8
+
+
+@pytest.mark.parametrize("topology, ray", [(HALVES, (0, 8)), (ADJACENT, (0, 1))],
+                         ids=["i/i+8", "i/i+1"])
+def test_a_cluster_node_leaves_one_whole_core_to_rays_processes(topology, ray):
+    left, rest = leave_one_core(CPUS, topology)
+    assert left == ray and len(rest) == 14 and cores_counted(rest, topology) == 7
+    assert not set(left) & set(rest)
+    assert leave_one_core([0, 1], {0: (0, 0), 1: (0, 0)}) == ((), (0, 1))  # one core: kept
+
+
+def test_a_node_host_keeps_its_workers_off_the_core_left_to_ray():
+    import os
+
+    from engine.run.node_host import NodeHost
+
+    every = sorted(os.sched_getaffinity(0))
+    host = NodeHost("n1", None)
+    facts = host.facts()
+    if len(every) < 2:
+        assert facts["ray_cpus"] == [] and facts["cores"] == len(every)
+        return
+    assert facts["ray_cpus"] and facts["cores"] == len(every) - len(facts["ray_cpus"])
+    assert not set(facts["ray_cpus"]) & set(host.cores)
+
+
+def test_the_row_of_a_node_run_says_which_core_was_left_to_ray():
+    from engine.run.records import base_fields
+    from engine.core.inference import RunSpec
+
+    spec = RunSpec(model="identity", framework="selftest", batch_size=1, intra_threads=1)
+    common = dict(run_id="r", tags={}, ready=None, started_at=None, ended_at=None,
+                  load_avg=None, memory_cap_bytes=None, timeout_s=1.0, git_commit="g",
+                  system_id="s")
+    on_node = base_fields(spec, **common, node={"node_id": "n", "ray_cpus": [0, 8]})
+    assert on_node["extra"]["left_to_ray"] == ("1 core (CPU 0, 8) left to Ray's processes; "
+                                               "the run used the node's other cores")
+    assert "left_to_ray" not in base_fields(spec, **common)["extra"]

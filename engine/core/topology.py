@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["Topology", "read_topology", "core_of", "whole_cores", "cores_counted",
-           "split_whole_cores"]
+           "split_whole_cores", "leave_one_core", "cpus_for_workers"]
 
 Topology = dict  # logical CPU -> (package id, core id)
 
@@ -80,3 +80,20 @@ def split_whole_cores(cpus, topology: Topology, replicas: int, threads: int
             return None
     chosen = groups[len(groups) - replicas * per:]
     return [_take(chosen[i * per:(i + 1) * per], threads) for i in range(replicas)]
+
+
+def leave_one_core(cpus, topology: Topology) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the first whole core's CPUs, the others): on a cluster node Ray's own processes (its
+    raylet, object store, the host relaying the worker's lines) keep a core that no worker
+    is pinned to, so they never share the measured cores. A node of one core keeps it."""
+    groups = whole_cores(cpus, topology)
+    if len(groups) < 2:
+        return (), tuple(sorted(cpus))
+    return groups[0], tuple(c for g in groups[1:] for c in g)
+
+
+def cpus_for_workers(node_cpus: int) -> int:
+    """A cluster node's CPUs that a spec's threads x replicas must fit: all but the core left
+    to Ray's processes (counted as one CPU before the node's topology is known; where that
+    core has two hardware threads, both are kept from workers)."""
+    return node_cpus - 1 if node_cpus > 1 else node_cpus

@@ -31,6 +31,7 @@ from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.core.errors import UserError
+from engine.core.topology import cpus_for_workers
 
 __all__ = ["connect", "cluster_nodes", "place", "fleet_nodes", "Node", "RayExecutor",
            "RayWorker", "CONNECT_TIMEOUT_S", "parse_address"]
@@ -201,12 +202,13 @@ class RayExecutor:
         # set above them (--num-cpus, a cpuset), and replica slots index the real ones.
         try:
             facts = ray.get(self.host.facts.remote(), timeout=POLL_DEADLINE_S)
-            self.cores = min(node.cpus, facts["cores"])
+            # one of the node's cores is left to Ray's processes (engine/run/node_host.py)
+            self.cores = min(cpus_for_workers(node.cpus), facts["cores"])
             # The node's topology by position: replicas get whole cores of their own.
             self.topology = {i: tuple(pc) for i, pc in enumerate(facts.get("topology") or [])
                              if pc and i < self.cores}
         except Exception:  # noqa: BLE001 - a node gone already: its handles say so
-            self.cores, self.topology = node.cpus, {}
+            self.cores, self.topology = cpus_for_workers(node.cpus), {}
 
     def core_ids(self) -> list[int]:
         """Positions of the node's cores (its host maps them to core numbers)."""
