@@ -42,6 +42,9 @@ def test_a_pinned_worker_gets_one_thread_per_core_of_its_own_on_either_numbering
     assert len(worker) == 12 and cores_counted(worker, topology) == 6
     assert cores_counted(parent, topology) == 2
     assert pinning.plan(16, set(CPUS), topology) is None  # every CPU: nothing to keep apart
+    # the last CPU (where a contention run's neighbour goes) is one of the worker's
+    assert 15 in pinning.plan(1, set(CPUS), topology)[0]
+    assert 15 in pinning.replica_cores(CPUS, 2, 4, topology)[-1]
 
 
 def test_the_old_plan_took_the_last_cpus_whatever_the_topology():

@@ -58,9 +58,11 @@ def cores_counted(cpus, topology: Topology) -> int:
 
 def _take(cores: list[tuple[int, ...]], threads: int) -> tuple[int, ...]:
     """CPUs for `threads` threads on these whole cores: one per core when there are as
-    many cores as threads, else every hardware thread of each core."""
+    many cores as threads (each core's last hardware thread, so the machine's last CPU,
+    where a contention run's neighbour goes, is one of the last worker's), else every
+    hardware thread of each core."""
     if len(cores) >= threads:
-        return tuple(sorted(g[0] for g in cores[:threads]))
+        return tuple(sorted(g[-1] for g in cores[:threads]))
     return tuple(sorted(c for g in cores for c in g))
 
 
