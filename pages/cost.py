@@ -168,8 +168,9 @@ if len(versus) >= 2:
         "USD/month": st.column_config.NumberColumn(f"USD/month at {rate:g}/s",
                                                    format="$%.2f")})
     st.caption("Each shape at the split that served it best, medians over its rounds on one "
-               "machine; no estimate here. A p99 from fewer than 100 samples is marked low "
-               "confidence (n: the fewest samples of its rounds).")
+               "machine; a shape measured on part of its cores only is scaled to the whole "
+               "machine, and its configuration says it is an estimate. A p99 from fewer than "
+               "100 samples is marked low confidence (n: the fewest samples of its rounds).")
 else:
     st.info(versus_missing_text(versus, contender, batch), icon=":material/info:")
 

@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from engine.analysis.cost import Machine, UnitRate, load_catalog, load_unit_rates
+from engine.analysis.cost import (Machine, UnitRate, load_catalog, load_unit_rates,
+                                  machine_from_dict)
 
 __all__ = ["save_price_updates", "price_updates", "effective_catalog"]
 
@@ -31,7 +32,8 @@ def save_price_updates(con, rates: list[UnitRate], machines: list[Machine]) -> i
 def price_updates(con) -> tuple[list[UnitRate], list[Machine]]:
     rows = con.execute("SELECT kind, data FROM price_updates ORDER BY imported_at").fetchall()
     rates = [UnitRate(**json.loads(d)) for k, d in rows if k == "unit_rate"]
-    machines = [Machine(**json.loads(d)) for k, d in rows if k == "machine"]
+    # updates stored before arch and threads_per_core were columns: filled from the family
+    machines = [machine_from_dict(json.loads(d)) for k, d in rows if k == "machine"]
     return rates, machines
 
 

@@ -1,7 +1,7 @@
 """Cost formulas, the shipped catalog, and price-list imports."""
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -9,11 +9,11 @@ from engine.cli import main
 from engine.analysis.cost import (break_even_rates, cost_per_million, equivalents,
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
                          oci_flex_price, storage_egress, validate_catalog, vcpus_per_ocpu)
-from engine.analysis.cost_machines import basis, figure, training_rows
+from engine.analysis.cost_machines import basis, figure, physical_cores, training_rows
 from engine.core.errors import UserError
 from engine.analysis.price_import import parse_price_file
 from store.db import open_db
-from store.prices import effective_catalog, save_price_updates
+from store.prices import effective_catalog, price_updates, save_price_updates
 
 
 def test_formulas_exact():
@@ -270,3 +270,78 @@ def test_machine_vs_machine_flags_a_p99_from_fewer_than_100_samples():
     frame = versus_frame(rows)
     assert list(frame.columns) == ["machine", "samples/s", "p99 ms"]
     assert frame["p99 ms"].tolist() == ["21.00 (n=30, low conf.)", "41.25", ""]
+
+
+def _offer(*shapes):
+    """An AWS offer file with one Linux shared machine per (instanceType, vcpu, processor)."""
+    products, terms = {}, {}
+    for i, (shape, vcpu, processor) in enumerate(shapes):
+        sku = f"S{i}"
+        products[sku] = {"sku": sku, "productFamily": "Compute Instance", "attributes": {
+            "instanceType": shape, "vcpu": str(vcpu), "memory": "128 GiB",
+            "regionCode": "us-east-1", "operatingSystem": "Linux", "tenancy": "Shared",
+            "preInstalledSw": "NA", "physicalProcessor": processor,
+            "processorArchitecture": "64-bit"}}
+        terms[sku] = {f"{sku}.A": {"priceDimensions": {f"{sku}.A.B": {
+            "unit": "Hrs", "pricePerUnit": {"USD": "1.0"}}}}}
+    return {"version": "v", "publicationDate": "2026-11-01", "products": products,
+            "terms": {"OnDemand": terms}}
+
+
+def test_imported_graviton_and_amd_shapes_carry_their_arch_and_threads_per_core(
+        tmp_path, db_path, capsys):
+    # The processor named (m6gd), the family alone (c7gn with no processor), AWS AMD 7a
+    # (SMT off) and an Intel shape.
+    f = write(tmp_path, "aws.json", _offer(("m6gd.8xlarge", 32, "AWS Graviton2 Processor"),
+                                           ("c7gn.8xlarge", 32, ""),
+                                           ("m7a.8xlarge", 32, "AMD EPYC 9R14"),
+                                           ("m6i.2xlarge", 8, "Intel Xeon 8375C")))
+    _, _, machines = parse_price_file(f)
+    assert [(m.shape, m.arch, m.threads_per_core) for m in machines] == [
+        ("m6gd.8xlarge", "arm64", 1), ("c7gn.8xlarge", "arm64", 1),
+        ("m7a.8xlarge", "x86_64", 1), ("m6i.2xlarge", "x86_64", 2)]
+    assert main(["prices", "import", str(f), "--db", str(db_path)]) == 0
+    capsys.readouterr()
+    with open_db(db_path) as con:
+        catalog = {m.shape: m for m in effective_catalog(con)[0]}
+    # 32 vCPUs of Graviton are 32 cores; of Intel, 16
+    assert (physical_cores(catalog["m6gd.8xlarge"]), physical_cores(catalog["m6i.8xlarge"])) == (
+        32.0, 16.0)
+    assert main(["prices", "list", "--provider", "AWS", "--db", str(db_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["provider", "shape", "arch", "vCPUs", "threads/core", "GB",
+                                "USD/hour", "as", "of", "secondary"]
+    row = {ln.split()[1]: ln.split()[2:5] for ln in lines[2:] if ln.startswith("AWS")}
+    assert row["m6gd.8xlarge"] == ["arm64", "32", "1"]
+    assert row["c7gn.8xlarge"] == ["arm64", "32", "1"]
+    assert row["m6i.2xlarge"] == ["x86_64", "8", "2"]
+
+
+def test_catalog_rows_carry_arch_and_threads_per_core_and_older_rows_get_them(tmp_path,
+                                                                                db_path):
+    shipped = {m.shape: m for m in load_catalog()}
+    assert [(shipped[s].arch, shipped[s].threads_per_core) for s in (
+        "c6i.8xlarge", "c7g.8xlarge (Graviton3)", "VM.Standard.E5.Flex 16 OCPU/32 GB",
+        "VM.Standard.A1.Flex 16 OCPU/32 GB (Ampere Altra; 1 OCPU = 1 vCPU)")] == [
+        ("x86_64", 2), ("arm64", 1), ("x86_64", 2), ("arm64", 1)]
+    # A catalog file without the columns (GCP Arm: Tau T2A and Axion C4A; Tau T2D: AMD
+    # with one thread per core): its rows get them from the shape's family.
+    header = ("provider,region,shape,vcpus,ocpus,memory_gb,accelerator,accelerator_count,"
+              "usd_per_hour,pricing,ocpu_part,memory_part,price_basis,source,as_of,secondary\n")
+    body = "".join(f"GCP,us-central1,{s},32,,128,none,0,1.0,fixed,,,x,y,2026-11-01,yes\n"
+                   for s in ("t2a-standard-32", "c4a-standard-32", "t2d-standard-32",
+                             "n2-standard-32"))
+    f = tmp_path / "old.csv"
+    f.write_text(header + body)
+    assert [(m.shape, m.arch, m.threads_per_core) for m in load_catalog(f)] == [
+        ("t2a-standard-32", "arm64", 1), ("c4a-standard-32", "arm64", 1),
+        ("t2d-standard-32", "x86_64", 1), ("n2-standard-32", "x86_64", 2)]
+    # An update stored before the columns existed is read with them filled in.
+    old = {k: v for k, v in asdict(shipped["c7g.8xlarge (Graviton3)"]).items()
+           if k not in ("arch", "threads_per_core")}
+    with open_db(db_path) as con:
+        con.execute("INSERT INTO price_updates VALUES (?, ?, ?, ?, ?, now())",
+                    ["machine", "AWS|x|c7g", json.dumps({**old, "shape": "c7gn.4xlarge"}),
+                     "s", "2026-11-01"])
+        [m] = price_updates(con)[1]
+    assert (m.shape, m.arch, m.threads_per_core) == ("c7gn.4xlarge", "arm64", 1)

@@ -31,7 +31,8 @@ def test_physical_cores_follow_the_catalog_rows_threads_per_core():
         (2, 16.0), (2, 16.0), (1, 32.0), (1, 16.0)]
     assert physical_cores(custom_machine(1.0, 2)) == 1.0  # taken as x86 with SMT
     from dataclasses import replace
-    assert threads_per_core(replace(C6I, shape="m7a.8xlarge")) == 1  # AWS AMD: SMT off
+    # the row's column, whatever the name says (the name only fills a row without it)
+    assert threads_per_core(replace(C6I, shape="m7a.8xlarge", threads_per_core=1)) == 1
 
 
 def test_each_stored_split_is_its_own_rounds_median_per_machine(stored):
@@ -82,13 +83,44 @@ def test_an_unmeasured_shape_is_an_estimate_per_physical_core_from_the_best_spli
     assert figure(b, CATALOG["c7g.8xlarge (Graviton3)"]) is None  # x86 figures stay on x86
 
 
-def test_a_split_that_uses_part_of_the_shape_says_how_much():
+def test_a_split_that_uses_part_of_the_shape_is_scaled_to_it_as_an_estimate():
+    # 4 threads on SMT siblings: 2 of c6i.8xlarge's 16 cores; a machine is paid for whole
     rows = [{"threads": 4, "replicas": 1, "throughput": 40.0, "runs": 2,
              "threads_per_core": 2, "machine_shape": C6I.shape, "selected": False}]
     f = figure(basis(rows), C6I)
-    assert f.assumption == ("measured on c6i.8xlarge (4 threads x 1 replica, 2 of 16 cores; "
-                            "median of 2 runs)")
+    assert (f.throughput, f.estimate, f.p99_ms) == (320.0, True, None)
+    assert f.assumption == ("estimate: measured on c6i.8xlarge on 2 of its 16 cores (4 threads "
+                            "x 1 replica: 40.0 samples/s, median of 2 runs), scaled to the "
+                            "whole machine at 20.0 samples/s per core; assumes the other cores "
+                            "serve as many")
     assert figure(basis(rows), E5) is None  # no selected machine: nothing to estimate from
+
+
+def test_the_c6i_worked_example_is_priced_scaled_not_as_the_whole_machine():
+    # 2 threads pinned one per core (2 cores) at 100 samples/s: priced as the whole
+    # c6i.8xlarge ($1.36/h) that was $1.36 / (100 x 3,600) x 1e6 = $3.78 per 1 M; scaled to
+    # its 16 cores, 800/s: $1.36 / (800 x 3,600) x 1e6 = $0.47.
+    rows = [{"threads": 2, "replicas": 1, "throughput": 100.0, "runs": 3, "cores_used": 2,
+             "threads_per_core": 2, "machine_shape": C6I.shape, "selected": False}]
+    assert round(C6I.usd_per_hour / (100 * 3600) * 1e6, 2) == 3.78
+    [row] = machine_rows([C6I], basis(rows))
+    assert (row["throughput"], row["estimate"]) == (800.0, True)
+    assert round(row["cost_per_million"], 2) == 0.47
+    assert row["assumption"].startswith("estimate: measured on c6i.8xlarge on 2 of its 16 "
+                                        "cores (2 threads x 1 replica: 100.0 samples/s")
+    # A split that fills the shape is measured and wins over the scaled one, even if lower.
+    full = {**rows[0], "threads": 16, "replicas": 2, "throughput": 700.0, "cores_used": 16}
+    [row] = machine_rows([C6I], basis(rows + [full]))
+    assert (row["throughput"], row["estimate"], round(row["cost_per_million"], 2)) == (
+        700.0, False, 0.54)
+    versus = machine_vs_machine([C6I, E4], basis(rows + [
+        {**rows[0], "machine_shape": E4.shape, "throughput": 50.0}]), 800.0)
+    # cheapest per 1 M first: E4 at $0.448/h and 400/s ($0.31) before c6i ($0.47)
+    assert [(r["machine"], r["samples/s"], r["configuration"]) for r in versus] == [
+        (f"OCI {E4.shape}", 400.0, "2 threads x 1 replica (2 of 16 cores; estimate scaled to "
+                                   "the whole machine)"),
+        ("AWS c6i.8xlarge", 800.0, "2 threads x 1 replica (2 of 16 cores; estimate scaled to "
+                                   "the whole machine)")]
 
 
 def test_machine_vs_machine_sets_the_measured_shapes_side_by_side(stored):
@@ -138,8 +170,10 @@ def test_training_is_priced_from_a_shape_it_was_measured_on(db_path):
     out = {(r["contender"], r["shape"]): r for r in
            training_rows(rows.to_dict("records"), [C6I, E5])}
     c6i = out[("torch (eager)", C6I.shape)]
-    assert (c6i["throughput"], c6i["estimate"]) == (1000.0, False)
-    assert c6i["s_per_epoch"] == pytest.approx(128 / 1000)
+    # One thread on a host of 2 threads per core (no cores counted: half a core) used part
+    # of the shape: scaled to its 16 cores, 32 x 1000/s, an estimate (issue 26).
+    assert (c6i["throughput"], c6i["estimate"]) == (32000.0, True)
+    assert c6i["s_per_epoch"] == pytest.approx(128 / 32000)
     # The selected machine's torch run: 1 thread on a host with 2 threads per core is half
     # a core, so 16 cores are 32 of its 1-thread figure; TensorFlow has no c6i run.
     local = rows[rows.selected & (rows.contender == "torch (eager)")].throughput.iloc[0]

@@ -50,12 +50,20 @@ def test_a_fleet_sweep_runs_every_node_kind_with_rounds_interleaved(ray_cluster,
     assert f"on {SHAPE_A}: ok" in out and f"on {SHAPE_B}: ok" in out
 
 
-def test_a_placement_runs_only_on_its_node_with_replicas_on_its_cores(ray_cluster, db_path):
+def test_a_placement_runs_only_on_its_node_with_replicas_on_its_cores(ray_cluster, db_path,
+                                                                     capsys):
+    # Each node has 2 CPUs, one left to Ray's processes: 1 thread x 2 replicas does not fit
+    # the other one and is left out, said so; the row names the core left to Ray.
     assert main(["run", *QUICK, "--batch", "1", "--replicas", "1", "2", "--rounds", "1",
                  "--placement", f"shape={SHAPE_A}", "--address", ray_cluster.address,
                  "--db", str(db_path)]) == 0
+    assert "1 threads x 2 replicas = 2 > 1 cores" in capsys.readouterr().out
     rows = _rows(db_path)
-    assert [(r[0], r[3], r[5]) for r in rows] == [(SHAPE_A, "ok", 1), (SHAPE_A, "ok", 2)]
+    assert [(r[0], r[3], r[5]) for r in rows] == [(SHAPE_A, "ok", 1)]
+    with open_db(db_path) as con:
+        [(left,)] = con.execute("SELECT extra->>'left_to_ray' FROM runs").fetchall()
+    assert left.startswith("1 core (CPU ") and left.endswith(
+        ") left to Ray's processes; the run used the node's other cores")
 
 
 def test_the_comparison_never_blends_two_node_kinds(ray_cluster, db_path):
@@ -81,8 +89,9 @@ def test_the_comparison_never_blends_two_node_kinds(ray_cluster, db_path):
     (["--placement", "shape=m7i.4xlarge"], "placement",
      [f"shape:{SHAPE_A}", f"shape:{SHAPE_B}", "2 CPU"]),
     (["--placement", "gpu=1"], "placement", ["shape=NAME", "node=ID"]),
-    (["--fleet", "--threads", "2", "--replicas", "2"], "replicas",
-     ["2 replicas x 2 intra_threads = 4 threads", "at most 2"]),
+    # 2-CPU nodes, one left to Ray's processes: one CPU for threads x replicas
+    (["--fleet", "--threads", "1", "--replicas", "2"], "replicas",
+     ["replicas: 2 is out of range", "1..1"]),
     (["--fleet", "--profile", "3"], "profile_steps", ["stays on the node"]),
     (["--fleet", "--machine-shape", "c6i.4xlarge"], "machine_shape", ["shape:NAME"]),
 ])

@@ -89,8 +89,9 @@ def test_node_kinds_give_the_plans_cores_and_a_fleet_takes_one_node_per_kind():
     kinds = NodeKinds("head:6379", nodes)
     assert kinds.shapes == ("c6i.4xlarge", "m7g.2xlarge") and kinds.untagged == 1
     assert kinds.describe("c6i.4xlarge") == "c6i.4xlarge (2 nodes, 16 CPU)"
-    assert kinds.cores(("shape=c6i.4xlarge",)) == 16
-    assert kinds.cores(()) == 8  # the fleet: the smaller kind bounds every spec
+    # less the core each node leaves to Ray's processes
+    assert kinds.cores(("shape=c6i.4xlarge",)) == 15
+    assert kinds.cores(()) == 7  # the fleet: the smaller kind bounds every spec
     with pytest.raises(UserError, match="^placement: no live node satisfies shape=x"):
         kinds.cores(("shape=x",))
 
@@ -174,14 +175,17 @@ def test_the_run_page_offers_the_clusters_node_kinds(on_cluster, db_path, monkey
     kinds = at.multiselect(key="node_kinds")
     assert kinds.options == [f"{SHAPE_B} (1 node, 2 CPU)", f"{SHAPE_A} (1 node, 2 CPU)"]
     assert kinds.value == []  # none picked: the fleet
-    assert at.multiselect(key="threads").options == ["1", "2"]  # the nodes' CPUs
+    # the nodes' CPUs less the one each leaves to Ray's processes
+    assert at.multiselect(key="threads").options == ["1"]
+    # (the local default, 2 threads, is not an option here: the widget drops it)
+    at.multiselect(key="threads").set_value([1]).run()
     assert at.info[0].value.startswith(
         "**2 configurations × 3 rounds × 2 node kinds = 12 runs**")
     kinds.set_value([SHAPE_A]).run()
     assert at.info[0].value.startswith("**2 configurations × 3 rounds = 6 runs**")
     at.button(key="launch").click().run()
     req = fake.submitted[0]
-    assert (req.executor, req.placements, req.cores) == ("ray", (f"shape={SHAPE_A}",), 2)
+    assert (req.executor, req.placements, req.cores) == ("ray", (f"shape={SHAPE_A}",), 1)
     assert req.label() == f"efficientnet_b0 × torch, on {SHAPE_A}"
 
 
@@ -231,11 +235,11 @@ def test_a_fleet_job_runs_every_node_kind_and_counts_their_runs(on_cluster, db_p
 
 def test_a_cluster_job_whose_specs_outgrow_the_nodes_fails_with_the_reason(on_cluster,
                                                                             db_path):
-    jm = JobManager(db_path)  # queued for 4-CPU nodes; the nodes have 2
+    jm = JobManager(db_path)  # queued for 4-CPU nodes; the nodes have 2, 1 left to Ray
     view = jm.submit(_request(threads=(4,), rounds=1, max_rounds=1, executor="ray",
                               placements=(f"shape={SHAPE_A}",), cores=4))
     assert _finished(jm, view.job_id)
     job = jm.get(view.job_id)
     assert job.state == FAILED and job.error.startswith(
-        "UserError: intra_threads: 4 is out of range; allowed: integer 1..2")
+        "UserError: intra_threads: 4 is out of range; allowed: integer 1..1")
     assert not db_path.exists() or _rows(db_path) == []

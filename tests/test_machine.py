@@ -7,8 +7,8 @@ import pytest
 from engine.analysis.cost import load_catalog, resolve_shape
 from engine.cli import main
 from engine.core.errors import UserError
-from engine.worker.machine import (SPEED_FLAGS, parse_cpu_flags, parse_siblings,
-                                   physical_cores_of)
+from engine.worker.machine import (SPEED_FLAGS, core_ids_of, parse_cpu_flags,
+                                   parse_siblings, physical_cores_of)
 from store.db import open_db
 
 SAPPHIRE = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
@@ -42,6 +42,9 @@ def test_pinned_cpus_count_as_the_physical_cores_they_belong_to(tmp_path):
     assert physical_cores_of([0, 2], root) == 2  # same core id, other socket
     assert physical_cores_of(range(8), root) == 4
     assert physical_cores_of([9], root) is None  # /sys does not say
+    # named, so that replicas on siblings of one core count it once (engine/run/runner.py)
+    assert core_ids_of([0, 4, 1], root) == ["0:0", "0:1"]
+    assert core_ids_of([0, 9], root) is None
 
 
 def test_a_shape_is_matched_as_prices_list_prints_it_or_refused_with_the_closest():

@@ -315,7 +315,8 @@ def test_the_training_pages_accuracy_gap_machines_and_cost_caption():
         "(Test CPU) at 1 thread, 2 threads; an epoch here is 1,797 samples of this run's data "
         "set and image size, so USD per 1 M samples is the figure to scale to your own data "
         "set. Measured on their shape: c6i.8xlarge (16 threads x 1 replica). Hatched bars are "
-        "estimates for shapes with no run: 50.0 samples/s per core.")
+        "estimates (no run on the shape, or runs on part of it scaled to the whole machine): "
+        "50.0 samples/s per core.")
 
 
 # -- the System page's lines (engine/present/system_text.py) ----------------------------------

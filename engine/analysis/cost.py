@@ -27,6 +27,7 @@ from engine.core.paths import PRICES_DIR
 
 __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
            "monthly_cost", "machines_needed", "oci_flex_price", "vcpus_per_ocpu",
+           "infer_arch", "infer_threads_per_core", "machine_from_dict",
            "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents", "break_even_rates",
            "storage_egress", "cpu_shapes", "default_shape", "resolve_shape", "custom_machine",
            "oci_vs_aws"]
@@ -67,18 +68,45 @@ class Machine:
     source: str
     as_of: str
     secondary: bool  # GCP/Azure figures from secondary sources, as the research marks them
+    arch: str  # "x86_64" or "arm64": a figure measured on one does not carry over to the other
+    threads_per_core: int  # hardware threads per physical core its vCPUs count (1: no SMT)
     note: str = ""
 
     @property
     def label(self) -> str:
         return f"{self.provider} {self.shape}"
 
-    @property
-    def arch(self) -> str:
-        """Graviton and Ampere are Arm: a figure measured on x86 does not carry over."""
-        s = self.shape
-        return "arm64" if ("Graviton" in s or ".A1." in s or re.match(r"[a-z]\dg\.", s)) \
-            else "x86_64"
+
+
+# Where a price row does not say (an older catalog file, an import that names no processor,
+# a stored update from before these columns), its shape's family does: Arm families run one
+# thread per core, and so do AWS's 7th-generation AMD shapes (m7a, c7a, r7a, hpc7a) and
+# GCP's Tau T2D; every other x86 cloud shape exposes a core's two hardware threads as two
+# vCPUs (on OCI one OCPU is one core, two vCPUs).
+_ARM_SHAPE = re.compile(
+    r"Graviton|Ampere|Axion|\.A[12]\.|"                        # named, OCI Ampere A1/A2
+    r"^(?:[a-z]+\d+g[a-z]*|a1)\.|"                              # AWS: m6gd, c7gn, r8g, a1
+    r"^(?:t2a|c4a|n4a)-|"                                       # GCP Arm: Tau T2A, Axion
+    r"^Standard_[A-Z]+\d+[a-z]*p[a-z]*_v\d", re.IGNORECASE)     # Azure Cobalt/Ampere: D8ps_v5
+_ONE_THREAD_X86 = re.compile(r"^(?:[a-z]+7a\.|t2d-)")
+
+
+def infer_arch(provider: str, shape: str) -> str:
+    """x86_64 or arm64 from a shape's family, for a row that does not say."""
+    return "arm64" if _ARM_SHAPE.search(shape) else "x86_64"
+
+
+def infer_threads_per_core(provider: str, shape: str, arch: str) -> int:
+    """Hardware threads per core from a shape's family, for a row that does not say."""
+    return 1 if arch == "arm64" or _ONE_THREAD_X86.match(shape) else 2
+
+
+def machine_from_dict(d: dict) -> Machine:
+    """A Machine from a stored or parsed row, arch and threads per core filled from the
+    shape's family where the row does not carry them (updates stored before the columns)."""
+    arch = d.get("arch") or infer_arch(d["provider"], d["shape"])
+    tpc = d.get("threads_per_core") or infer_threads_per_core(d["provider"], d["shape"], arch)
+    return Machine(**{**d, "arch": arch, "threads_per_core": int(tpc)})
 
 
 def vcpus_per_ocpu(shape: str) -> int:
@@ -123,7 +151,11 @@ def load_catalog(path: Path | None = None, *, rates: dict[str, UnitRate] | None 
             usd_per_hour=float(r["usd_per_hour"]), pricing=r["pricing"],
             ocpu_part=r["ocpu_part"], memory_part=r["memory_part"],
             price_basis=r["price_basis"], source=r["source"], as_of=r["as_of"],
-            secondary=r["secondary"] == "yes", note=r.get("note", ""))
+            secondary=r["secondary"] == "yes", note=r.get("note", ""),
+            arch=r.get("arch") or infer_arch(r["provider"], r["shape"]),
+            threads_per_core=int(r.get("threads_per_core") or 0))
+        if not m.threads_per_core:
+            m = replace(m, threads_per_core=infer_threads_per_core(m.provider, m.shape, m.arch))
         if m.pricing == "oci_flex":
             o, g = rates.get(m.ocpu_part), rates.get(m.memory_part)
             if o is None or g is None:
@@ -275,7 +307,7 @@ def custom_machine(usd_per_hour: float, vcpus: int) -> Machine:
                    vcpus=int(vcpus), ocpus=None, memory_gb=0.0, accelerator="none",
                    accelerator_count=0, usd_per_hour=float(usd_per_hour), pricing="fixed",
                    ocpu_part="", memory_part="", price_basis="entered by you", source="you",
-                   as_of="", secondary=False)
+                   as_of="", secondary=False, arch="x86_64", threads_per_core=2)
 
 
 def oci_vs_aws(shapes: list[Machine], hours: float = HOURS_PER_MONTH) -> dict:

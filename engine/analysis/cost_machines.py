@@ -16,7 +16,6 @@ its vCPUs / its threads per core (threads_per_core). No framework import here.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from engine.analysis.cost import (HOURS_PER_MONTH, Machine, cost_per_million, cpu_shapes,
@@ -28,20 +27,13 @@ __all__ = ["threads_per_core", "physical_cores", "Split", "Basis", "Figure", "ba
 
 # How a user adds a measured machine: what the page says when fewer than two shapes have runs.
 MEASURE_HINT = "python -m engine run ... --machine-shape NAME"
-# AWS's 7th-generation AMD shapes (m7a, c7a, r7a, hpc7a) run SMT off: one vCPU per core.
-_AWS_NO_SMT = re.compile(r"^[a-z]+7a\.")
 
 
 def threads_per_core(m: Machine) -> int:
-    """Hardware threads per physical core of a catalog machine, derived from what its row
-    carries (the catalog has no SMT column): Arm shapes (Graviton, Ampere A1: Machine.arch)
-    run one thread per core, and so do AWS's 7th-generation AMD shapes; every other x86
-    cloud shape exposes both hardware threads of a core as two vCPUs (AWS, GCP and Azure
-    vCPUs; on OCI one OCPU is one core, two vCPUs). A machine priced by hand is taken as
-    x86 with SMT."""
-    if m.arch == "arm64" or (m.provider == "AWS" and _AWS_NO_SMT.match(m.shape)):
-        return 1
-    return 2
+    """Hardware threads per physical core of a catalog machine: its catalog row's column
+    (prices/instances.csv, imported prices; engine.analysis.cost fills it from the shape's
+    family only where a row does not carry it). A machine priced by hand is x86 with SMT."""
+    return m.threads_per_core
 
 
 def physical_cores(m: Machine) -> float:
@@ -172,17 +164,28 @@ class Figure:
 
 
 def figure(b: Basis, m: Machine) -> Figure | None:
-    """The best split measured on m's shape; else the estimate from the selected machine's
-    throughput per physical core; None when neither exists, and for an unmeasured Arm shape
-    (the benchmark machine is x86: its per-core figure does not carry over to Arm)."""
+    """The best split measured on m's whole shape; else, when runs there used part of it,
+    the best of them scaled to the shape's cores (an estimate: a machine is paid for whole);
+    else the estimate from the selected machine's throughput per physical core; None when
+    neither exists, and for an unmeasured Arm shape (the benchmark machine is x86: its
+    per-core figure does not carry over to Arm)."""
     cores = physical_cores(m)
     on_shape = [s for s in b.measured if s.shape == m.shape]
-    if on_shape:
-        s = max(on_shape, key=_rank)
-        used = f", {s.cores:g} of {cores:g} cores" if s.cores < cores else ""
+    whole = [s for s in on_shape if s.cores >= cores]
+    if whole:
+        s = max(whole, key=_rank)
         return Figure(s.throughput, False,
-                      f"measured on {m.shape} ({s.config}{used}; median of "
+                      f"measured on {m.shape} ({s.config}; median of "
                       f"{_plural(s.runs, 'run')})", s, s.p99_ms, s.p99_samples)
+    if on_shape:
+        s = max(on_shape, key=lambda s: (s.throughput / s.cores, -s.cores, -s.replicas))
+        per_core = s.throughput / s.cores
+        return Figure(per_core * cores, True,
+                      f"estimate: measured on {m.shape} on {s.cores:g} of its {cores:g} "
+                      f"cores ({s.config}: {s.throughput:,.1f} samples/s, median of "
+                      f"{_plural(s.runs, 'run')}), scaled to the whole machine at "
+                      f"{per_core:,.1f} samples/s per core; assumes the other cores serve "
+                      "as many", s, None, None)
     s = b.best_source
     if s is None or m.arch != "x86_64" or s.arch not in (None, "x86_64"):
         return None  # per-core figures carry over between x86 machines only
@@ -237,16 +240,17 @@ def machine_vs_machine(catalog: list[Machine], b: Basis, request_rate: float, *,
                        hours: float = HOURS_PER_MONTH) -> list[dict]:
     """The catalog machines this contender was measured on, side by side, cheapest per
     1 M inferences first: the best split's throughput and p99, cost per 1 M, and the
-    monthly cost of serving request_rate samples/s. Never an estimate."""
+    monthly cost of serving request_rate samples/s. A shape measured on part of its cores
+    only is scaled to the whole machine, and its configuration says so."""
     rows = []
     for m in catalog:
         if m.shape not in b.shapes:
             continue
         f = figure(b, m)
         n = machines_needed(request_rate, f.throughput)
-        part = physical_cores(m)  # a split on part of the shape says so: it is not its best
-        config = f.split.config + (f" ({f.split.cores:g} of {part:g} cores)"
-                                   if f.split.cores < part else "")
+        part = physical_cores(m)  # a split on part of the shape says so: scaled, an estimate
+        config = f.split.config + (f" ({f.split.cores:g} of {part:g} cores; estimate "
+                                   "scaled to the whole machine)" if f.estimate else "")
         rows.append({"machine": m.label, "configuration": config,
                      "runs": f.split.runs, "samples/s": f.throughput, "p99 ms": f.p99_ms,
                      "p99 samples": f.p99_samples,

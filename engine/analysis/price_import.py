@@ -6,7 +6,10 @@
 - AWS Price List offer file (AmazonEC2): products{sku: {productFamily, attributes{
   instanceType, vcpu, memory, regionCode, operatingSystem, tenancy, preInstalledSw, ...}}}
   and terms.OnDemand[sku][offer].priceDimensions[*].pricePerUnit.USD: one machine per
-  Linux, shared-tenancy, no-preinstalled-software instance type and region.
+  Linux, shared-tenancy, no-preinstalled-software instance type and region; its
+  architecture from physicalProcessor/processorArchitecture (Graviton, Arm), else from the
+  shape's family, and its threads per core from the family (the offer file has no such
+  attribute: 1 on Arm and on AWS's 7th-generation AMD shapes, else 2).
 Both keep the file's own source and date.
 """
 
@@ -17,7 +20,7 @@ import re
 from datetime import date
 from pathlib import Path
 
-from engine.analysis.cost import Machine, UnitRate
+from engine.analysis.cost import Machine, UnitRate, infer_arch, infer_threads_per_core
 from engine.core.errors import UserError
 
 __all__ = ["parse_price_file"]
@@ -117,6 +120,7 @@ def _parse_aws(path: Path, doc: dict, as_of: str | None) -> list[Machine]:
         if price <= 0:
             _fail(path, f"product {sku} ({a['instanceType']}) has price {price}")
         gpus = int(a.get("gpu") or 0) if str(a.get("gpu") or "0").isdigit() else 0
+        arch = _aws_arch(a)
         out.append(Machine(
             provider="AWS", region=a.get("regionCode") or a.get("location") or "?",
             shape=a["instanceType"], vcpus=vcpus, ocpus=None, memory_gb=mem,
@@ -124,7 +128,16 @@ def _parse_aws(path: Path, doc: dict, as_of: str | None) -> list[Machine]:
             accelerator_count=gpus, usd_per_hour=price, pricing="fixed", ocpu_part="",
             memory_part="", price_basis="on-demand Linux shared",
             source=f"AWS Price List offer {version} ({path.name})", as_of=when,
-            secondary=False))
+            secondary=False, arch=arch,
+            threads_per_core=infer_threads_per_core("AWS", a["instanceType"], arch)))
     if not out:
         _fail(path, "no Linux, shared-tenancy compute instance with an OnDemand price")
     return out
+
+
+def _aws_arch(a: dict) -> str:
+    """arm64 when the offer names a Graviton or Arm processor, else the shape's family."""
+    named = f"{a.get('physicalProcessor', '')} {a.get('processorArchitecture', '')}".lower()
+    if "graviton" in named or "arm" in named:
+        return "arm64"
+    return infer_arch("AWS", a["instanceType"])

@@ -58,11 +58,11 @@ def cmd_prices(args) -> int:
         print(f"{len(catalog)} machines, {len(rates)} unit rates: "
               f"{'ok' if not problems else f'{len(problems)} problems'}")
         return 1 if problems else 0
-    rows = [[m.provider, m.shape[:48], str(m.vcpus), f"{m.memory_gb:g}",
-             f"{m.usd_per_hour:.4f}", m.as_of, "yes" if m.secondary else ""]
+    rows = [[m.provider, m.shape[:48], m.arch, str(m.vcpus), str(m.threads_per_core),
+             f"{m.memory_gb:g}", f"{m.usd_per_hour:.4f}", m.as_of, "yes" if m.secondary else ""]
             for m in catalog if not args.provider or m.provider == args.provider]
-    print(format_table(["provider", "shape", "vCPUs", "GB", "USD/hour", "as of",
-                        "secondary"], rows))
+    print(format_table(["provider", "shape", "arch", "vCPUs", "threads/core", "GB",
+                        "USD/hour", "as of", "secondary"], rows))
     return 0
 
 

@@ -72,7 +72,8 @@ def bars_captions(table: list[dict]) -> list[str]:
     measured_on = [f"{r['shape']} ({r['config']})" for r in table if not r["estimate"]]
     out = []
     if notes:
-        out.append("Hatched bars are estimates for shapes with no run: "
+        out.append("Hatched bars are estimates (no run on the shape, or runs on part of it "
+                   "scaled to the whole machine): "
                    + notes[0].removeprefix("estimate: ")
                    + (" (and likewise for the other sizes)" if len(notes) > 1 else "")
                    + ". Cores: vCPUs / threads per core (2 on x86 cloud shapes, 1 on Arm; an "

@@ -74,6 +74,9 @@ def run_timings(run: dict) -> dict:
 
 def run_provenance(run: dict) -> dict:
     """The "Provenance" panel: the system, the machine facts, versions, threads, env."""
-    return {"system": run["system"], "machine": {k: run.get(k) for k in MACHINE_KEYS},
+    machine = {k: run.get(k) for k in MACHINE_KEYS}
+    if (run.get("extra") or {}).get("left_to_ray"):  # a cluster node's run
+        machine["left_to_ray"] = run["extra"]["left_to_ray"]
+    return {"system": run["system"], "machine": machine,
             "versions": run["versions"], "threads_effective": run["threads_effective"],
             "env": run["env"]}

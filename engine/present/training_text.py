@@ -73,5 +73,6 @@ def cost_caption(measured: pd.DataFrame, rows: list[dict]) -> str:
             "set and image size, so USD per 1 M samples is the figure to scale to your own "
             "data set. "
             + ("Measured on their shape: " + "; ".join(shown) + ". " if shown else "")
-            + ("Hatched bars are estimates for shapes with no run: "
+            + ("Hatched bars are estimates (no run on the shape, or runs on part of it "
+               "scaled to the whole machine): "
                + notes[0].removeprefix("estimate: ") + "." if notes else ""))

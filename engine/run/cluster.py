@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.errors import UserError
+from engine.core.topology import cpus_for_workers
 
 __all__ = ["ADDRESS_ENV", "cluster_address", "NodeKinds", "list_nodes", "job_runner",
            "plan_and_runner", "release"]
@@ -60,13 +61,14 @@ class NodeKinds:
 
     def cores(self, placements: tuple[str, ...]) -> int:
         """The fewest CPUs among the nodes these placements choose (none: one node of every
-        kind, a fleet): what each spec's threads x replicas must fit. UserError naming
-        `placement` when no live node answers one."""
+        kind, a fleet), less the core each leaves to Ray's processes: what each spec's
+        threads x replicas must fit. UserError naming `placement` when no live node answers
+        one."""
         from engine.run.ray_cluster import fleet_nodes, place
 
         nodes = list(self.nodes)
         chosen = [place(p, nodes) for p in placements] if placements else fleet_nodes(nodes)
-        return min(n.cpus for n in chosen)
+        return min(cpus_for_workers(n.cpus) for n in chosen)
 
 
 def list_nodes(address: str) -> NodeKinds:

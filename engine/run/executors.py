@@ -197,6 +197,10 @@ class LocalProcesses:
         worker moved it off its cores)."""
         return pinning.usable_cores()
 
+    def replica_cores(self, replicas: int, threads: int) -> list[tuple[int, ...]]:
+        """Each replica's CPUs: whole cores of its own on this machine's topology."""
+        return pinning.replica_cores(pinning.usable_cores(), replicas, threads)
+
     # Contenders of a contest can be timed alternately in blocks (engine/run/together.py).
     interleaves = True
 

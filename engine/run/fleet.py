@@ -17,6 +17,7 @@ from typing import Callable
 
 from engine.run.runner import Runner
 from engine.core.errors import UserError
+from engine.core.topology import cpus_for_workers
 
 __all__ = ["ClusterPlan", "cluster_plan", "FleetRunner", "ray_runner"]
 
@@ -28,8 +29,9 @@ class ClusterPlan:
 
     @property
     def cores(self) -> int:
-        """The fewest CPUs among the nodes: what a spec's threads x replicas must fit."""
-        return min(n.cpus for n in self.nodes)
+        """The fewest CPUs among the nodes, less the one left on each to Ray's processes
+        (engine/run/node_host.py): what a spec's threads x replicas must fit."""
+        return min(cpus_for_workers(n.cpus) for n in self.nodes)
 
 
 def cluster_plan(address: str | None, placements: list[str] | None, fleet: bool, *,

@@ -19,6 +19,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from engine.core.protocol import Go, ProtocolError, Ready, RunOrder, decode, encode
+from engine.core.topology import leave_one_core, read_topology
 from engine.run import pinning
 from engine.run.executors import WorkerProcess, thread_env, window_times
 
@@ -47,13 +48,22 @@ class NodeHost:
         # Read before any worker is pinned: pinning moves this process off the worker's
         # cores, and the systems row (its id hashes the usable cores) must not vary with
         # the first group's threads.
-        self.cores = sorted(os.sched_getaffinity(0))
+        every = sorted(os.sched_getaffinity(0))
+        self.topology = read_topology(every)
+        # One core left to Ray's processes; workers and replica slots use the others.
+        self.ray_cpus, cores = leave_one_core(every, self.topology)
+        self.cores = list(cores)
         self.system, self.commit = system_info(), git_commit()
 
     def facts(self) -> dict:
         return {"node_id": self.node_id, "hostname": socket.gethostname(),
                 "shape": self.shape, "system": self.system, "git_commit": self.commit,
-                "cores": len(self.cores), "memory_cap_bytes": self.memory_cap_bytes}
+                "cores": len(self.cores), "memory_cap_bytes": self.memory_cap_bytes,
+                "ray_cpus": list(self.ray_cpus),
+                # (package, core) per position in `cores`: the driver splits replicas
+                # into whole cores by position (None where /sys does not say)
+                "topology": [list(self.topology[c]) if c in self.topology else None
+                             for c in self.cores]}
 
     def start(self, key: str, runs: list[RunOrder], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
@@ -68,7 +78,9 @@ class NodeHost:
         if slots is not None:
             pins = (tuple(self.cores[i] for i in slots), tuple(self.cores))
         else:
-            pins = pinning.plan(intra, self.cores) if pin else None
+            pins = pinning.plan(intra, self.cores, self.topology) if pin else None
+            if pin and pins is None and self.ray_cpus:  # every core but Ray's: kept off it
+                pins = (tuple(self.cores), tuple(self.cores))
         self.memory_cap_bytes = memory_cap_bytes
         env = thread_env(SimpleNamespace(intra_threads=intra, inter_threads=inter))
         self.workers[key] = WorkerProcess(sys.executable, runs, env, memory_cap_bytes,

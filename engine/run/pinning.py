@@ -1,7 +1,9 @@
 """Pin a worker to cores of its own, and keep this process off them while it runs.
 
-When a worker uses fewer threads than the cores this process may use, its threads get the
-last `intra_threads` of those cores and every thread of this process (the CLI, or the
+When a worker uses fewer threads than the cores this process may use, its threads get
+whole physical cores of the last ones (engine/core/topology.py: one thread per core when
+there are cores enough, so N threads are N cores whichever way the machine numbers its
+hardware threads; both hardware threads of a core otherwise) and every thread of this process (the CLI, or the
 dashboard when a job runs from it: its server, its job thread) moves to the others until the
 worker ends. The worker's threads then never queue behind the parent's event loop or its
 pipe readers. With as many threads as cores there is nothing to keep apart: nothing is
@@ -16,8 +18,9 @@ import threading
 from contextlib import contextmanager
 
 from engine.core.policy import PARENT_CORES_ENV
+from engine.core.topology import read_topology, split_whole_cores, whole_cores
 
-__all__ = ["plan", "parent_off", "worker_env", "pin_child", "usable_cores"]
+__all__ = ["plan", "replica_cores", "parent_off", "worker_env", "pin_child", "usable_cores"]
 
 # Workers alive at once (a round's interleaved groups) each keep the parent off their cores:
 # the first to start moves it, the last to end moves it back, in whatever order they end.
@@ -33,12 +36,36 @@ def usable_cores() -> list[int]:
     return sorted(held if held is not None else os.sched_getaffinity(0))
 
 
-def plan(threads: int, allowed=None) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """(worker cores, parent cores), or None when the worker needs every core."""
+def plan(threads: int, allowed=None, topology=None
+         ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(worker CPUs, parent CPUs), or None when the worker needs every logical CPU. The
+    worker's CPUs lie on whole cores of its own (topology: logical CPU -> (package, core),
+    read from /sys when not given); the parent gets the other cores, or stays where it is
+    when the worker's threads take every core (one thread per core, pinned all the same)."""
     cores = sorted(allowed if allowed is not None else usable_cores())
     if threads >= len(cores):
         return None
-    return tuple(cores[-threads:]), tuple(cores[:-threads])
+    topology = read_topology(cores) if topology is None else topology
+    split = split_whole_cores(cores, topology, 1, threads)
+    if split is None:
+        return None
+    mine = split[0]
+    parent = tuple(c for g in whole_cores(cores, topology) if not set(g) & set(mine)
+                   for c in g)
+    return mine, parent or tuple(cores)
+
+
+def replica_cores(cpus, replicas: int, threads: int, topology=None) -> list[tuple[int, ...]]:
+    """Each replica's CPUs: whole cores of its own (engine/core/topology.py), so no two
+    replicas share a physical core; when whole cores cannot hold them (odd threads on
+    hardware threads), consecutive CPUs in core order, siblings together."""
+    cpus = sorted(cpus)
+    topology = read_topology(cpus) if topology is None else topology
+    split = split_whole_cores(cpus, topology, replicas, threads)
+    if split is not None:
+        return split
+    ordered = [c for g in whole_cores(cpus, topology) for c in g]
+    return [tuple(ordered[i * threads:(i + 1) * threads]) for i in range(replicas)]
 
 
 def worker_env(pins) -> dict:

@@ -25,11 +25,13 @@ import time
 from dataclasses import dataclass
 
 from engine.core.protocol import Command, RunOrder, encode
+from engine.run import pinning
 from engine.run.executors import classify_exit, read_line
 from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.core.errors import UserError
+from engine.core.topology import cpus_for_workers
 
 __all__ = ["connect", "cluster_nodes", "place", "fleet_nodes", "Node", "RayExecutor",
            "RayWorker", "CONNECT_TIMEOUT_S", "parse_address"]
@@ -199,14 +201,22 @@ class RayExecutor:
         # The cores the host may use, read before it pins anything: Ray's CPU count can be
         # set above them (--num-cpus, a cpuset), and replica slots index the real ones.
         try:
-            self.cores = min(node.cpus, ray.get(self.host.facts.remote(),
-                                                timeout=POLL_DEADLINE_S)["cores"])
+            facts = ray.get(self.host.facts.remote(), timeout=POLL_DEADLINE_S)
+            # one of the node's cores is left to Ray's processes (engine/run/node_host.py)
+            self.cores = min(cpus_for_workers(node.cpus), facts["cores"])
+            # The node's topology by position: replicas get whole cores of their own.
+            self.topology = {i: tuple(pc) for i, pc in enumerate(facts.get("topology") or [])
+                             if pc and i < self.cores}
         except Exception:  # noqa: BLE001 - a node gone already: its handles say so
-            self.cores = node.cpus
+            self.cores, self.topology = cpus_for_workers(node.cpus), {}
 
     def core_ids(self) -> list[int]:
         """Positions of the node's cores (its host maps them to core numbers)."""
         return list(range(self.cores))
+
+    def replica_cores(self, replicas: int, threads: int) -> list[tuple[int, ...]]:
+        """Each replica's positions: whole cores of its own on the node's topology."""
+        return pinning.replica_cores(self.core_ids(), replicas, threads, self.topology)
 
     # Blocks of interleaved contenders would each cross the network twice (a command and
     # its report): contests on a node run one contender after the other.

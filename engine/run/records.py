@@ -69,7 +69,7 @@ def base_fields(spec, *, run_id: str, tags: dict, ready: Ready | None, started_a
         started_at=_ts(started_at) or _now(), ended_at=_ts(ended_at),
         load_avg_1m=load_avg, memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
         git_commit=git_commit, system_id=system_id, kind=spec.kind,
-        extra={**config_extra(spec), **_cores_used(machine)},
+        extra={**config_extra(spec), **_cores_used(machine), **_left_to_ray(node)},
         machine_shape=machine_shape, node_id=(node or {}).get("node_id"),
         node_host=(node or {}).get("hostname"), node_system=(node or {}).get("system"),
         **_process_columns(ready),
@@ -83,6 +83,15 @@ def _process_columns(ready: Ready | None) -> dict:
         return dict(import_s=None, versions={}, threads_effective={}, env={})
     return dict(import_s=ready.import_s, versions=ready.versions,
                 threads_effective=ready.threads, env=ready.env)
+
+
+def _left_to_ray(node: dict | None) -> dict:
+    """A cluster node's run says which core its workers kept off for Ray's processes."""
+    cpus = (node or {}).get("ray_cpus")
+    if not cpus:
+        return {}
+    return {"left_to_ray": f"1 core (CPU {', '.join(map(str, cpus))}) left to Ray's "
+                           "processes; the run used the node's other cores"}
 
 
 def _cores_used(machine: dict) -> dict:

@@ -34,7 +34,7 @@ from engine.run.together import plan_together, run_together, worker_key
 from engine.run.machine import git_commit, system_info
 from engine.scenarios import scenario_of
 
-__all__ = ["Runner", "count_model_stats", "worker_groups"]
+__all__ = ["Runner", "count_model_stats", "worker_groups", "replicas_cores_used"]
 
 
 class Runner:
@@ -214,7 +214,8 @@ class Runner:
         inside the window every replica covered (combine_replicas). Any replica that fails
         fails the run, and the others are stopped."""
         n, t = spec.replicas, spec.intra_threads
-        cores = self.executor.core_ids()  # a cluster node's: positions its host maps
+        # Whole cores of their own per replica; a cluster node's as positions its host maps
+        per_replica = self.executor.replica_cores(n, t)
         order = RunOrder(rid, spec.to_dict(), known_stats(spec))
         ctx = RunContext()  # the run's, shared: the first replica's Ready and start
         with self._pool(on_event) as pool, contextlib.ExitStack() as neighbour:
@@ -223,7 +224,7 @@ class Runner:
             neighbour.enter_context(self.beside(spec, tags))
             for i in range(n):
                 pool.start(self.executor.start([order], spec, self.memory_cap_bytes,
-                                               cores=tuple(cores[i * t:(i + 1) * t]),
+                                               cores=per_replica[i],
                                                sync=WINDOW), [(rid, spec)], ctx)
             pool.renew(self.timeout_s)
             outcome = pool.drive(job.on, until=lambda: job.failure is not None
@@ -308,12 +309,23 @@ class _Replicas:
 
 
 def _with_every_replicas_cores(ready: Ready | None, workers: list[Worker]) -> Ready | None:
-    """The run's Ready with the cores of every replica: what Cost divides the summed
-    throughput by."""
-    used = [w.ready.machine.get("cores_used") if w.ready else None for w in workers]
-    if ready is None or not all(used):
+    """The run's Ready with the physical cores of every replica, each counted once (what
+    Cost divides the summed throughput by): replicas on hardware threads of one core share
+    it, and a sum would count it twice. Not known (left out) when a replica's worker did not
+    name its cores."""
+    if ready is None:
         return ready
-    return replace(ready, machine={**ready.machine, "cores_used": sum(used)})
+    return replace(ready, machine={**ready.machine,
+                                   "cores_used": replicas_cores_used(
+                                       [w.ready.machine if w.ready else {} for w in workers])})
+
+
+def replicas_cores_used(machines: list[dict]) -> int | None:
+    """Distinct physical cores over the replicas' machine facts (their core_ids)."""
+    ids = [m.get("core_ids") for m in machines]
+    if not ids or not all(ids):
+        return None
+    return len({c for i in ids for c in i})
 
 
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:

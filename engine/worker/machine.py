@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import os
 
+from engine.core.topology import core_of, read_topology
+
 __all__ = ["SPEED_FLAGS", "machine_facts", "parse_cpu_flags", "parse_siblings",
-           "physical_cores_of"]
+           "physical_cores_of", "core_ids_of"]
 
 # The flags whose presence changes which kernels oneDNN, MKL and XNNPACK pick.
 SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
@@ -64,18 +66,22 @@ def machine_facts() -> dict:
     return {"threads_per_core": per_core,
             "cpu_flags": ",".join(parse_cpu_flags(_read("/proc/cpuinfo") or "")),
             "governor": governor.strip() if governor else None,
-            "cores_used": physical_cores_of(cpus)}
+            "cores_used": physical_cores_of(cpus), "core_ids": core_ids_of(cpus)}
+
+
+def core_ids_of(cpus, root: str = "/sys/devices/system/cpu") -> list[str] | None:
+    """The physical cores ("package:core") the logical CPUs this worker may run on belong
+    to, so that replicas' cores are counted once however many of them ran there. None when
+    /sys does not say for every CPU."""
+    topology = read_topology(cpus, root)
+    if len(topology) < len(set(cpus)):
+        return None
+    return sorted({"%s:%s" % core_of(c, topology) for c in cpus})
 
 
 def physical_cores_of(cpus, root: str = "/sys/devices/system/cpu") -> int | None:
     """How many physical cores the logical CPUs this worker may run on belong to: 2 pinned
     threads on SMT siblings are 1 core, on two cores 2 (what Cost divides throughput by).
     None when /sys does not say."""
-    cores = set()
-    for c in cpus:
-        core = _read(f"{root}/cpu{c}/topology/core_id")
-        package = _read(f"{root}/cpu{c}/topology/physical_package_id")
-        if core is None:
-            return None
-        cores.add(((package or "0").strip(), core.strip()))
-    return len(cores) or None
+    ids = core_ids_of(cpus, root)
+    return len(ids) if ids else None
