@@ -9,6 +9,7 @@ import gc
 import time
 from dataclasses import dataclass
 
+from engine.core.errors import plain_text
 from engine.core.model_source import describe_inputs
 from engine.core.protocol import Failed, InferenceResult, Stats
 from engine.worker.backends import load_backend
@@ -200,7 +201,7 @@ def inputs_named(spec):
         if (spec.user_model is None or status_of(exc) != "error"
                 or isinstance(exc, ModelFileError)):
             raise
-        text = " ".join(str(exc).split())
+        text = " ".join(plain_text(str(exc)).split())
         if len(text) > 600:  # TorchScript puts its traceback first and the reason last
             text = f"{text[:150]} ... {text[-440:]}"
         raise ModelInputError(f"input: the model's first call on "
@@ -219,7 +220,7 @@ def _count_stats(backend, runs, emit) -> None:
                        params=st.params, params_trainable=st.params_trainable,
                        flops_per_sample=st.flops_per_sample, flops_method=st.flops_method))
         except Exception as exc:
-            emit(Failed(run_id, status_of(exc), f"{type(exc).__name__}: {exc}"[:2000]))
+            emit(Failed(run_id, status_of(exc), plain_text(f"{type(exc).__name__}: {exc}")[:2000]))
         finally:
             backend.unload()
             gc.collect()
