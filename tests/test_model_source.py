@@ -147,3 +147,70 @@ def test_names_of_user_models_are_plain_and_not_the_catalogs():
         with pytest.raises(UserError) as e:
             check_model_name(bad)
         assert e.value.field == "model_name" and message in str(e.value)
+
+
+def _program(tmp_path, fmt, trust):
+    if fmt == "savedmodel":
+        path = tmp_path / "exported"
+        path.mkdir(exist_ok=True)
+        (path / "saved_model.pb").write_bytes(b"p")  # never read here
+        inputs = (InputSpec("image", (1, 16, 16, 3)),)
+    else:
+        path = tmp_path / "net.pt"
+        path.write_bytes(b"x")
+        inputs = (InputSpec("input", (1, 3, 16, 16)),)
+    return ModelSource("net", fmt, inputs, path=str(path), trust_code=trust)
+
+
+@pytest.mark.parametrize("fmt, framework, what", [
+    ("torchscript", "torch", "net.pt is TorchScript, a program"),
+    ("savedmodel", "tensorflow", "exported is a SavedModel, a program"),
+])
+def test_a_file_whose_loading_runs_code_runs_only_when_the_user_says_so(tmp_path, fmt,
+                                                                         framework, what):
+    import json
+
+    from engine.core.inference import RunSpec, expand_sweep
+
+    with pytest.raises(UserError) as e:
+        expand_sweep(["net"], [framework], [1], [1], user_model=_program(tmp_path, fmt, False),
+                     cores=2)
+    assert e.value.field == "trust_model_code"
+    assert str(e.value) == (
+        f"trust_model_code: {what}: loading it runs code from the file; allowed: "
+        "--trust-model-code (on the Run page: \"runs code from this file\") when you trust "
+        "this file, or a format that loads without running code (.pt2, .onnx, .keras)")
+    (spec,) = expand_sweep(["net"], [framework], [1], [1],
+                           user_model=_program(tmp_path, fmt, True), cores=2)
+    assert spec.user_model.trust_code is True
+    # the trust travels with the spec (a job, a stored row) and is read back as given
+    back = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert back == spec and back.user_model.trust_code is True
+    d = spec.to_dict()
+    d["user_model"]["trust_code"] = "yes"  # only a JSON true turns it on
+    assert RunSpec.from_dict(d).user_model.trust_code is False
+    from engine.scenarios import scenario_of
+    assert scenario_of(spec).config_extra(spec) == {"trust_model_code": True}
+
+
+def test_files_that_load_without_running_code_need_no_trust(tmp_path):
+    from engine.core.model_source import check_trust
+
+    for fmt in ("pt2", "onnx", "keras"):
+        check_trust(_source(tmp_path, fmt))  # no refusal
+    check_trust(ModelSource("f", "factory", (), path=str(tmp_path), factory="m:f"))
+
+
+def test_stored_reasons_are_plain_text():
+    from engine.core.errors import plain_text
+
+    # Keras's message as a terminal shows it: bold codes around the layer's name
+    keras = ("ValueError: Input 0 of layer \x1b[1m\"functional\"\x1b[0m is incompatible with "
+             "the layer: expected shape=(None, 16, 16, 3), found shape=(1, 3, 16, 16)")
+    assert plain_text(keras) == ("ValueError: Input 0 of layer \"functional\" is incompatible "
+                                 "with the layer: expected shape=(None, 16, 16, 3), found "
+                                 "shape=(1, 3, 16, 16)")
+    assert plain_text("\x1b[31;1mred\x1b[m \x1b]8;;https://x\x07link\x1b]8;;\x1b\\ \x07bell") \
+        == "red link bell"
+    assert plain_text("tab\tand\nnewline stay; \x00nul \x7fdel go") == \
+        "tab\tand\nnewline stay; nul del go"
