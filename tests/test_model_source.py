@@ -214,3 +214,82 @@ def test_stored_reasons_are_plain_text():
         == "red link bell"
     assert plain_text("tab\tand\nnewline stay; \x00nul \x7fdel go") == \
         "tab\tand\nnewline stay; nul del go"
+
+
+def test_a_workers_failure_row_carries_its_reason_as_plain_text():
+    from engine.core.protocol import Failed
+    from engine.worker.harness import Frame
+    from tests.helpers import spec
+
+    events = []
+
+    def bold_keras_error():  # what Keras raises for a call on the wrong layout
+        raise ValueError("Exception encountered when calling Sequential.call().\n\n\x1b[1m"
+                         "Input 0 of layer 'dense' is incompatible with the layer\x1b[0m")
+
+    Frame(events.append, cap=None, t0=0.0, trace_dir=None).guarded("r1", spec(),
+                                                                   bold_keras_error)
+    [failed] = [e for e in events if isinstance(e, Failed)]
+    assert (failed.status, failed.reason) == (
+        "error", "ValueError: Exception encountered when calling Sequential.call().\n\n"
+                 "Input 0 of layer 'dense' is incompatible with the layer")
+
+
+def _zip(path, members: dict):
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, value in members.items():
+            z.writestr(name, json.dumps(value))
+    return str(path)
+
+
+def test_the_inputs_a_file_declares_are_read_as_data_and_a_mismatch_named(tmp_path):
+    """Crafted files: a .keras config with two inputs (in input_layers order, not the
+    layers'), a built Sequential without an InputLayer, a .pt2 program with a symbolic
+    batch; read from their JSON, nothing unpickled (worker side, no framework needed)."""
+    from engine.worker.declared import Declared, declared_inputs, declared_mismatch
+
+    layer = lambda name, shape, dtype: {  # noqa: E731
+        "class_name": "InputLayer", "name": name,
+        "config": {"name": name, "batch_shape": shape, "dtype": dtype}}
+    two = _zip(tmp_path / "two.keras", {"config.json": {"class_name": "Functional", "config": {
+        "layers": [layer("mask", [None, 8], "bool"), layer("ids", [None, 8], "int64")],
+        "input_layers": [["ids", 0, 0], ["mask", 0, 0]]}}})
+    built = _zip(tmp_path / "built.keras", {"config.json": {
+        "class_name": "Sequential", "config": {"layers": [{"class_name": "Dense"}]},
+        "build_config": {"input_shape": [None, 4]}}})
+    sym = {"as_expr": {"expr_str": "s0"}}
+    program = _zip(tmp_path / "p.pt2", {"p/models/model.json": {"graph_module": {
+        "signature": {"input_specs": [
+            {"parameter": {"arg": {"name": "w"}, "parameter_name": "fc.weight"}},
+            {"user_input": {"arg": {"as_tensor": {"name": "x"}}}}]},
+        "graph": {"tensor_values": {
+            "w": {"dtype": 7, "sizes": [{"as_int": 2}, {"as_int": 4}]},
+            "x": {"dtype": 7, "sizes": [sym, {"as_int": 4}]}}}}}})
+    src = lambda path, fmt, *inputs: ModelSource("m", fmt, inputs, path=path)  # noqa: E731
+    assert declared_inputs(src(two, "keras")) == (Declared("ids", (None, 8), "int64"),
+                                                   Declared("mask", (None, 8), "bool"))
+    assert declared_inputs(src(built, "keras")) == (Declared("input", (None, 4), None),)
+    assert declared_inputs(src(program, "pt2")) == (Declared("x", (None, 4), "float32"),)
+    # nothing readable (not a zip): no declaration, the loader then names what is wrong
+    (tmp_path / "junk.keras").write_bytes(b"junk")
+    assert declared_inputs(src(str(tmp_path / "junk.keras"), "keras")) is None
+    assert declared_inputs(src(str(tmp_path / "junk.keras"), "torchscript")) is None
+
+    ok = src(two, "keras", InputSpec("a", (1, 8), "int64"), InputSpec("b", (1, 8), "bool"))
+    assert declared_mismatch(ok, 16, declared_inputs(ok)) is None  # names are the user's
+    swapped = src(two, "keras", InputSpec("a", (1, 8), "bool"), InputSpec("b", (1, 8), "int64"))
+    assert declared_mismatch(swapped, 2, declared_inputs(swapped)) == (
+        "input: two.keras declares ids:?x8:int64 mask:?x8:bool; given a:2x8:bool b:2x8:int64 "
+        "at batch 2 (a is bool, ids takes int64; b is int64, mask takes bool); allowed: "
+        "--input ids:1x8:int64 --input mask:1x8:bool")
+    flat = src(program, "pt2", InputSpec("input", (1, 2, 2)))
+    assert declared_mismatch(flat, 1, declared_inputs(flat)) == (
+        "input: p.pt2 declares x:?x4:float32; given input:1x2x2:float32 at batch 1 (input has "
+        "3 dimensions, x 2); allowed: --input x:1x4:float32")
+    fixed = (Declared("x", (1, 4), "float32"),)  # a program exported for batch 1 only
+    assert declared_mismatch(src(program, "pt2", InputSpec("x", (1, 4))), 8, fixed) == (
+        "input: p.pt2 declares x:1x4:float32; given x:8x4:float32 at batch 8 (the batch axis "
+        "of x is 8, x takes 1); allowed: --input x:1x4:float32")

@@ -179,8 +179,12 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
            "--min-time", "0", "--min-iters", "3", "--no-table", "--db", str(db_path)]
     for args in (["--model-file", str(tmp_path / "evil.pt"), "--input-shape", "3,16,16",
                   "--trust-model-code"],  # trusted as TorchScript; a pickle, never run
-                 ["--model-file", str(files["keras_sequential"]), "--name", "keras_layout",
-                  "--input-shape", "3,16,16"],  # saved for 16x16x3: Keras bolds its reason
+                 ["--model-file", str(files["keras"]), "--name", "keras_layout",
+                  "--input-shape", "3,16,16"],  # the file declares image:?x16x16x3
+                 ["--model-file", str(files["keras_sequential"]), "--name", "keras_seq",
+                  "--input", "input:1x16x16x3:float32", "--input", "mask:1x16:bool"],
+                 ["--model-file", str(files["onnx"]), "--name", "onnx_dtype",
+                  "--input", "input:1x3x16x16:int64"],
                  ["--model-file", str(tmp_path / "fake.onnx"), "--input-shape", "3,16,16"],
                  ["--model-file", str(files["pt2"]), "--name", "wrong_shape",
                   "--input-shape", "4,16,16"],
@@ -197,8 +201,9 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
     assert [r[:3] for r in got] == [
         ("broken", "error", None), ("evil", "error", sha(tmp_path / "evil.pt")),
         ("fake", "error", sha(tmp_path / "fake.onnx")),
-        ("keras_layout", "error", sha(files["keras_sequential"])),
-        ("not_a_model", "error", None),
+        ("keras_layout", "error", sha(files["keras"])),
+        ("keras_seq", "error", sha(files["keras_sequential"])),
+        ("not_a_model", "error", None), ("onnx_dtype", "error", sha(files["onnx"])),
         ("wrong_fw", "error", None), ("wrong_shape", "error", sha(files["pt2"]))]
     reasons = {r[0]: r[3] for r in got}
     assert reasons["evil"].startswith("ModelFileError: model_file: evil.pt was refused: it "
@@ -206,19 +211,31 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
     assert not (tmp_path / "pwned").exists()  # the pickle's code never ran
     assert reasons["fake"].startswith("ModelFileError: model_file: fake.onnx is not a "
                                       "runnable ONNX model")
-    assert reasons["wrong_shape"].startswith(
-        "ModelInputError: input: the model's first call on input:1x4x16x16:float32 at "
-        "batch 1 failed: ")
+    # what the file declares is read in the worker and a mismatch named before anything is
+    # prepared or timed, with the value to give instead
+    assert reasons["wrong_shape"] == (
+        "ModelInputError: input: net.pt2 declares x:?x3x16x16:float32; given "
+        "input:1x4x16x16:float32 at batch 1 (dimension 1 of input is 4, x takes 3); allowed: "
+        "--input x:1x3x16x16:float32")
     assert reasons["broken"] == ("ModelFileError: model_factory: usermodels:broken raised "
                                  "ValueError: no weights here")
     assert reasons["not_a_model"] == ("ModelFileError: model_factory: usermodels:not_a_model "
                                       "returned int, not a torch.nn.Module or a Keras model")
     assert reasons["wrong_fw"].startswith("ModelFileError: model_factory: usermodels:image_net")
-    assert reasons["keras_layout"].startswith(
-        "ModelInputError: input: the model's first call on input:1x3x16x16:float32 at batch 1 "
-        "failed: ")
+    assert reasons["keras_layout"] == (
+        "ModelInputError: input: net.keras declares image:?x16x16x3:float32; given "
+        "input:1x3x16x16:float32 at batch 1 (dimension 1 of input is 3, image takes 16; "
+        "dimension 3 of input is 16, image takes 3); allowed: --input image:1x16x16x3:float32")
+    # a Sequential built for a shape declares the input layer Keras made for it
+    assert reasons["keras_seq"] == (
+        "ModelInputError: input: seq.keras declares input_layer:?x16x16x3:float32; given "
+        "input:1x16x16x3:float32 mask:1x16:bool at batch 1 (1 input(s) declared, 2 given); "
+        "allowed: --input input_layer:1x16x16x3:float32")
+    assert reasons["onnx_dtype"] == (
+        "ModelInputError: input: net.onnx declares input:?x3x16x16:float32; given "
+        "input:1x3x16x16:int64 at batch 1 (input is int64, input takes float32); allowed: "
+        "--input input:1x3x16x16:float32")
     assert all("\n" not in r for r in reasons.values())  # one line each
-    # plain text: no terminal escape codes (Keras writes this reason in bold: see
-    # tests/test_user_models.py, which checks it does)
-    assert "incompatible with the layer" in reasons["keras_layout"]
+    # plain text: no terminal escape codes (Keras writes a layer's error in bold:
+    # tests/test_user_models.py checks it does, test_model_source.py that the row has none)
     assert all("\x1b" not in r and r.isprintable() for r in reasons.values()), reasons

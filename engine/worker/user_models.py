@@ -407,3 +407,4 @@ def onnx_stats(source: ModelSource, inputs: tuple[InputSpec, ...]):
     method = _ONNX_FLOPS_METHOD + (f"; {unknown} op(s) of unknown shape not counted"
                                    if unknown else "")
     return ModelStats(int(params), None, int(flops), method)
+
