@@ -22,8 +22,8 @@ from dashboard.link_state import PageLink
 from engine.present.links import md_escape
 from engine.core.errors import UserError
 from engine.core.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
-                                      check_model_name, default_runtime, format_for_name,
-                                      parse_input, parse_input_shape)
+                                      CODE_FORMATS, check_model_name, default_runtime,
+                                      parse_input, parse_input_shape, upload_format_for_name)
 from store.models_dir import (list_models, models_dir, save_upload, size_text,
                               upload_cap_bytes)
 
@@ -33,8 +33,11 @@ __all__ = ["ModelForm", "model_form", "source_choice", "default_name", "parse_in
 SOURCES = {"catalog": "Catalog", "file": "Your model file"}  # link value -> label
 
 # The refused extensions are accepted by the widget on purpose: refused by the browser, a
-# .h5 file would only say "files are not allowed"; refused here, the user reads why.
-UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx", "keras", "h5", "hdf5", "pkl", "pickle"]
+# .h5 file would only say "files are not allowed"; refused here, the user reads why. Only
+# .pt2, .onnx and .keras are saved (they load without running code); a .pt/.pth is
+# TorchScript, a program, refused with the way to run one the user trusts.
+UPLOAD_TYPES = ["pt2", "onnx", "keras", "pt", "pth", "h5", "hdf5", "pkl", "pickle"]
+TRUST_LABEL = "runs code from this file"
 _LAYOUT = {"pt2": "3,224,224", "torchscript": "3,224,224", "onnx": "3,224,224",
            "keras": "224,224,3", "savedmodel": "224,224,3"}
 INPUT_HELP = (
@@ -111,8 +114,10 @@ def _upload(cap: int) -> None:
         "Upload a model file", type=UPLOAD_TYPES, key="um_upload",
         max_upload_size=max(1, math.ceil(cap / 2**20)),
         help=f"saved into the models folder under a name of the server's own, at most "
-             f"{size_text(cap)}; .pt2 (torch.export), .pt/.pth (TorchScript), .onnx, .keras. "
-             "A SavedModel folder: copy it into the models folder")
+             f"{size_text(cap)}; .pt2 (torch.export), .onnx, .keras: the formats that load "
+             "without running code. TorchScript (.pt/.pth) or a SavedModel folder is a "
+             "program: copy one you trust into the models folder and tick "
+             f"\"{TRUST_LABEL}\"")
     if up is None:
         return
     saved = st.session_state.setdefault("_um_saved", {})  # file_id -> (server name, bytes)
@@ -122,7 +127,7 @@ def _upload(cap: int) -> None:
         st.success(f"Saved {shown} as `{name}` ({size_text(size)}).")
         return
     try:
-        format_for_name(up.name)
+        upload_format_for_name(up.name)
     except UserError as exc:
         st.error(md_escape(str(exc)), icon=":material/error:")
         return
@@ -142,11 +147,35 @@ def _upload(cap: int) -> None:
         st.success(f"Saved {shown} as `{path.name}` ({size_text(up.size)}).")
 
 
-def model_form(*, can_write: bool, link: PageLink) -> ModelForm:
+def _trust(entry, may_trust: bool, form: ModelForm) -> bool:
+    """A TorchScript file or SavedModel runs code when loaded: the "runs code from this
+    file" box, per file, for a session on this machine that may write; never from a link
+    (the box is not part of it), never for a remote session, signed in or not."""
+    what = CODE_FORMATS[entry.format]
+    if not may_trust:
+        form.errors["trust_model_code"] = (
+            f"trust_model_code: {entry.file_name} is {what}: loading it runs code from the "
+            "file, which only a session on the server's own machine may allow; allowed: a "
+            ".pt2, .onnx or .keras file, or run this one from that machine (or the CLI with "
+            "--trust-model-code)")
+        return False
+    trusted = st.checkbox(TRUST_LABEL, key=f"um_trust_{entry.file_name}", value=False,
+                          help=f"this file is {what}: loading it runs code it carries, as "
+                               "your own Python would. Tick only for a file you trust")
+    if not trusted:
+        form.errors["trust_model_code"] = (
+            f"trust_model_code: {entry.file_name} is {what}: loading it runs code from the "
+            f"file; allowed: tick \"{TRUST_LABEL}\" when you trust it, or a .pt2, .onnx or "
+            ".keras file")
+    return trusted
+
+
+def model_form(*, can_write: bool, link: PageLink, may_trust: bool = False) -> ModelForm:
     """Draw the form (file, name, input, runtimes) and say what it chose. A link opened
     fills the file, name, input and runtimes (the name and input are checked like typed
     ones, runtimes matched against the format's own; a refused value is one of the link's
-    notes), and the form writes them back."""
+    notes), and the form writes them back. may_trust: the session may let a file's code run
+    (on this machine and may write); the box is never filled from a link."""
     form = ModelForm()
     if can_write:
         try:
@@ -171,6 +200,9 @@ def model_form(*, can_write: bool, link: PageLink) -> ModelForm:
     entry = entries[path]
     framework, runtimes = FORMAT_RUNTIMES[entry.format]
     st.caption(f"{entry.format} file: runs on {framework} ({', '.join(runtimes)})")
+    trusted = _trust(entry, may_trust and can_write, form) if entry.format in CODE_FORMATS \
+        else False
+    form.slots["trust_model_code"] = st.empty()
     if st.session_state.get("_um_name_for") != path or "um_name" not in st.session_state:
         # a new file: its own default name
         st.session_state["um_name"] = default_name(Path(entry.source_name).stem)
@@ -204,5 +236,6 @@ def model_form(*, can_write: bool, link: PageLink) -> ModelForm:
     except UserError as exc:
         form.errors[exc.field or "input"] = str(exc)
     if not form.errors:
-        form.source = ModelSource(name, entry.format, inputs, path=entry.path)
+        form.source = ModelSource(name, entry.format, inputs, path=entry.path,
+                                  trust_code=trusted)
     return form

@@ -100,9 +100,9 @@ def _catalog_models(link: PageLink, facts: dict, form: SweepForm) -> dict:
     return dict(models=tuple(models), frameworks=tuple(frameworks), runtimes=tuple(runtimes))
 
 
-def _file_model(link: PageLink, can_write: bool, form: SweepForm) -> dict:
+def _file_model(link: PageLink, can_write: bool, form: SweepForm, may_trust: bool) -> dict:
     """A user's model file: the framework follows from the file's format."""
-    chosen = model_form(can_write=can_write, link=link)
+    chosen = model_form(can_write=can_write, link=link, may_trust=may_trust)
     form.errors.update(chosen.errors)
     here = chosen.slots["model_file"]
     form.slots.update({"model": here, "framework": here, "runtime": here,
@@ -215,9 +215,11 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
                 profile_steps=int(profile), **parsed)
 
 
-def sweep_form(link: PageLink, where: Where, can_write: bool, facts: dict) -> SweepForm:
+def sweep_form(link: PageLink, where: Where, can_write: bool, facts: dict, *,
+               may_trust: bool = False) -> SweepForm:
     """Draw the form and say what it chose. where: the executor choice (its error is the
-    form's, shown under it); facts: model_facts() for the Models box's labels."""
+    form's, shown under it); facts: model_facts() for the Models box's labels; may_trust:
+    the session may let a model file's code run (model_form)."""
     where_slot = st.empty()  # under the executor choice
     form = SweepForm(slots={"address": where_slot, "placement": where_slot,
                             "executor": where_slot})
@@ -231,7 +233,7 @@ def sweep_form(link: PageLink, where: Where, can_write: bool, facts: dict) -> Sw
     fields: dict = {}
     left, right = st.columns(2)
     with left:
-        fields |= (_file_model(link, can_write, form) if from_file
+        fields |= (_file_model(link, can_write, form, may_trust) if from_file
                    else _catalog_models(link, facts, form))
         fields |= _batches_and_threads(link, where, form)
     with right:

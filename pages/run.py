@@ -24,7 +24,10 @@ if not WHO.can_write:
 st.title("Run a benchmark sweep")
 link = PageLink("run")  # a sweep can be shared as a link: ?model=...&batch=1,8&...
 where = executor_choice(WHO.can_write)  # only when the server names a Ray cluster
-form = sweep_form(link, where, WHO.can_write, model_facts(read(model_info)))
+# Letting a file's code run (TorchScript, SavedModel) is for a session on this machine only:
+# a remote session, even an admin's, never may.
+form = sweep_form(link, where, WHO.can_write, model_facts(read(model_info)),
+                  may_trust=WHO.can_write and not WHO.remote)
 sweep = plan(SweepRequest, form)
 form.show_errors(sweep.errors)
 link.finish("Link to this sweep", caption="Opens the Run page with this form filled in; "

@@ -2,7 +2,7 @@
 
 Data side only: this module stats and copies bytes and never opens a model (only a worker
 does). An upload is refused by its extension before a byte is written (model_source's
-rules), streamed in 1 MiB chunks to a hidden part file and counted against the cap, then
+rules: only the formats that load without running code, .pt2, .onnx and .keras), streamed in 1 MiB chunks to a hidden part file and counted against the cap, then
 renamed to a server-side name `<12 hex of a uuid4><ext>` with a sidecar `<name>.json`
 holding the uploaded name, its size and when it came. The uploaded name is display text
 only, never part of a path. On any failure nothing is left behind.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from engine.core.errors import UserError
-from engine.core.model_source import format_for_name
+from engine.core.model_source import format_for_name, upload_format_for_name
 from engine.core.paths import PROJECT_ROOT
 
 __all__ = ["ModelEntry", "models_dir", "upload_cap_bytes", "save_upload", "list_models",
@@ -87,9 +87,10 @@ def _cap_text(cap: int) -> str:
 
 def save_upload(fileobj: BinaryIO, original_name: str, cap_bytes: int | None = None) -> Path:
     """Copy an upload into the models folder under a server-side name; its path.
-    UserError (field model_file) for a refused or unknown extension (nothing written), an
+    UserError (field model_file) for a refused or unknown extension, or a format that runs
+    code when loaded (TorchScript: nothing written; a trusted one is copied in by hand), an
     empty upload, or one past the cap (the part file removed)."""
-    format_for_name(original_name)  # refuse by extension before writing anything
+    upload_format_for_name(original_name)  # refuse by extension before writing anything
     ext = Path(original_name).suffix.lower()
     cap = upload_cap_bytes() if cap_bytes is None else cap_bytes
     folder = models_dir()

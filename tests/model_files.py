@@ -67,6 +67,12 @@ out = keras.layers.Dense(5)(y)
 model = keras.Model(inp, out)
 model.save(f"{d}/net.keras")
 model.export(f"{d}/net_savedmodel", verbose=False)
+# The same layers as a Sequential built for 16x16x3: a call on another layout fails inside a
+# layer, and Keras writes that reason with the terminal's bold-text codes.
+seq = keras.Sequential([keras.layers.Conv2D(4, 3), keras.layers.GlobalAveragePooling2D(),
+                        keras.layers.Dense(5)])
+seq.build((None, 16, 16, 3))
+seq.save(f"{d}/seq.keras")
 '''
 
 # A factory module: the user's own code, imported only by a worker.
@@ -105,6 +111,7 @@ def make_model_files(folder: Path, keras: bool = True) -> dict[str, Path]:
            "onnx": folder / "net.onnx", "factory_dir": folder}
     if keras:
         out["keras"] = folder / "net.keras"
+        out["keras_sequential"] = folder / "seq.keras"
         out["savedmodel"] = folder / "net_savedmodel"
     return out
 

@@ -1,9 +1,11 @@
 """Benchmark your own model (issue #14), end to end in a real browser: real model files
-(torch.export .pt2, TorchScript .pt, ONNX, Keras v3) uploaded through the Run page's
-"Your model file" form into a temporary models folder, named, given their input, launched
-one sweep each (batch 1, 1 thread, 1 round), found in the database as ok runs with the
-file's format and SHA-256, and offered on Results, Compare and Cost. A legacy .h5 upload is
-refused with the reason and leaves the models folder as it was."""
+(torch.export .pt2, ONNX, Keras v3) uploaded through the Run page's "Your model file" form
+into a temporary models folder, named, given their input, launched one sweep each (batch 1,
+1 thread, 1 round); a TorchScript .pt, refused as an upload (it runs code when loaded),
+copied into the folder by hand and launched once "runs code from this file" is ticked; all
+found in the database as ok runs with the file's format and SHA-256, and offered on
+Results, Compare and Cost. A legacy .h5 upload is refused with the reason and leaves the
+models folder as it was."""
 
 import os
 import re
@@ -19,8 +21,8 @@ pytestmark = pytest.mark.slow
 QUERY = ("source=file&batch=1&threads=1&rounds=1&max_rounds=1&min_time=0.2&min_iters=10"
          "&warmup=2")
 # (format key of make_model_files, name given on the page, Input box)
-UPLOADS = [("pt2", "e2e_pt2", "3,16,16"), ("torchscript", "e2e_torchscript", "3,16,16"),
-           ("onnx", "e2e_onnx", "3,16,16"), ("keras", "e2e_keras", "16,16,3")]
+UPLOADS = [("pt2", "e2e_pt2", "3,16,16"), ("onnx", "e2e_onnx", "3,16,16"),
+           ("keras", "e2e_keras", "16,16,3")]
 
 
 def test_upload_name_and_launch_each_model_file_format(tmp_path):
@@ -40,6 +42,11 @@ def test_upload_name_and_launch_each_model_file_format(tmp_path):
         upload.set_input_files(h5)
         expect(page.get_by_text("model_file: .h5 files are refused: legacy HDF5 Keras files "
                                 "bypass safe_mode")).to_be_visible(timeout=30_000)
+        expect(page.get_by_role("button", name="Save to the models folder")).to_have_count(0)
+        assert not models.exists() or os.listdir(models) == []
+        upload.set_input_files(files["torchscript"])
+        expect(page.get_by_text("model_file: .pt files (TorchScript, a program) are not taken "
+                                "as uploads")).to_be_visible(timeout=30_000)
         expect(page.get_by_role("button", name="Save to the models folder")).to_have_count(0)
         assert not models.exists() or os.listdir(models) == []
 
@@ -62,6 +69,17 @@ def test_upload_name_and_launch_each_model_file_format(tmp_path):
             page.get_by_role("button", name="Launch").click()
             expect(page.get_by_text(re.compile(rf"Sweep job {job} (starts now|is queued)\.")
                                     )).to_be_visible(timeout=30_000)
+        # A TorchScript file the user trusts: copied in by hand, run once the box is ticked.
+        (models / "net.pt").write_bytes(files["torchscript"].read_bytes())
+        page.goto(f"{base}/?{QUERY}&model_file=net.pt&name=e2e_torchscript&input=3,16,16")
+        expect(page.get_by_text("trust_model_code: net.pt is TorchScript, a program")
+               ).to_be_visible(timeout=60_000)
+        page.get_by_text("runs code from this file", exact=True).click()
+        expect(page.get_by_text("1 configuration × 1 round = 1 run")).to_be_visible(
+            timeout=30_000)
+        page.get_by_role("button", name="Launch").click()
+        expect(page.get_by_text(re.compile(r"Sweep job 4 (starts now|is queued)\.")
+                                )).to_be_visible(timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "e2e-user-models-launched.png"), full_page=True)
         expect(page.get_by_text(re.compile(r"Job 4: done"))).to_be_visible(timeout=600_000)
         page.screenshot(path=str(ARTIFACTS / "e2e-user-models-done.png"), full_page=True)
@@ -79,7 +97,7 @@ def test_upload_name_and_launch_each_model_file_format(tmp_path):
                 "SELECT model, framework, runtime, status, coalesce(reason, ''), model_format, "
                 "model_sha256, model_bytes FROM runs ORDER BY model").fetchall()
     assert sorted(re.sub(r"^[0-9a-f]{12}", "", p) for p in saved) == sorted(
-        files[fmt].suffix for fmt, _, _ in UPLOADS)
+        [".pt2", ".onnx", ".keras", "net.pt"])
     assert [(r[0], r[1], r[2], r[3], r[5]) for r in rows] == [
         ("e2e_keras", "tensorflow", "tf_function", "ok", "keras"),
         ("e2e_onnx", "torch", "onnxruntime", "ok", "onnx"),
@@ -87,5 +105,5 @@ def test_upload_name_and_launch_each_model_file_format(tmp_path):
         ("e2e_torchscript", "torch", "torchscript", "ok", "torchscript")], rows
     for r in rows:
         assert re.fullmatch(r"[0-9a-f]{64}", r[6]), r
-    sizes = {fmt: files[fmt].stat().st_size for fmt, _, _ in UPLOADS}
+    sizes = {fmt: files[fmt].stat().st_size for fmt in ("pt2", "onnx", "keras", "torchscript")}
     assert sorted(r[7] for r in rows) == sorted(sizes.values())

@@ -147,3 +147,149 @@ def test_names_of_user_models_are_plain_and_not_the_catalogs():
         with pytest.raises(UserError) as e:
             check_model_name(bad)
         assert e.value.field == "model_name" and message in str(e.value)
+
+
+def _program(tmp_path, fmt, trust):
+    if fmt == "savedmodel":
+        path = tmp_path / "exported"
+        path.mkdir(exist_ok=True)
+        (path / "saved_model.pb").write_bytes(b"p")  # never read here
+        inputs = (InputSpec("image", (1, 16, 16, 3)),)
+    else:
+        path = tmp_path / "net.pt"
+        path.write_bytes(b"x")
+        inputs = (InputSpec("input", (1, 3, 16, 16)),)
+    return ModelSource("net", fmt, inputs, path=str(path), trust_code=trust)
+
+
+@pytest.mark.parametrize("fmt, framework, what", [
+    ("torchscript", "torch", "net.pt is TorchScript, a program"),
+    ("savedmodel", "tensorflow", "exported is a SavedModel, a program"),
+])
+def test_a_file_whose_loading_runs_code_runs_only_when_the_user_says_so(tmp_path, fmt,
+                                                                         framework, what):
+    import json
+
+    from engine.core.inference import RunSpec, expand_sweep
+
+    with pytest.raises(UserError) as e:
+        expand_sweep(["net"], [framework], [1], [1], user_model=_program(tmp_path, fmt, False),
+                     cores=2)
+    assert e.value.field == "trust_model_code"
+    assert str(e.value) == (
+        f"trust_model_code: {what}: loading it runs code from the file; allowed: "
+        "--trust-model-code (on the Run page: \"runs code from this file\") when you trust "
+        "this file, or a format that loads without running code (.pt2, .onnx, .keras)")
+    (spec,) = expand_sweep(["net"], [framework], [1], [1],
+                           user_model=_program(tmp_path, fmt, True), cores=2)
+    assert spec.user_model.trust_code is True
+    # the trust travels with the spec (a job, a stored row) and is read back as given
+    back = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert back == spec and back.user_model.trust_code is True
+    d = spec.to_dict()
+    d["user_model"]["trust_code"] = "yes"  # only a JSON true turns it on
+    assert RunSpec.from_dict(d).user_model.trust_code is False
+    from engine.scenarios import scenario_of
+    assert scenario_of(spec).config_extra(spec) == {"trust_model_code": True}
+
+
+def test_files_that_load_without_running_code_need_no_trust(tmp_path):
+    from engine.core.model_source import check_trust
+
+    for fmt in ("pt2", "onnx", "keras"):
+        check_trust(_source(tmp_path, fmt))  # no refusal
+    check_trust(ModelSource("f", "factory", (), path=str(tmp_path), factory="m:f"))
+
+
+def test_stored_reasons_are_plain_text():
+    from engine.core.errors import plain_text
+
+    # Keras's message as a terminal shows it: bold codes around the layer's name
+    keras = ("ValueError: Input 0 of layer \x1b[1m\"functional\"\x1b[0m is incompatible with "
+             "the layer: expected shape=(None, 16, 16, 3), found shape=(1, 3, 16, 16)")
+    assert plain_text(keras) == ("ValueError: Input 0 of layer \"functional\" is incompatible "
+                                 "with the layer: expected shape=(None, 16, 16, 3), found "
+                                 "shape=(1, 3, 16, 16)")
+    assert plain_text("\x1b[31;1mred\x1b[m \x1b]8;;https://x\x07link\x1b]8;;\x1b\\ \x07bell") \
+        == "red link bell"
+    assert plain_text("tab\tand\nnewline stay; \x00nul \x7fdel go") == \
+        "tab\tand\nnewline stay; nul del go"
+
+
+def test_a_workers_failure_row_carries_its_reason_as_plain_text():
+    from engine.core.protocol import Failed
+    from engine.worker.harness import Frame
+    from tests.helpers import spec
+
+    events = []
+
+    def bold_keras_error():  # what Keras raises for a call on the wrong layout
+        raise ValueError("Exception encountered when calling Sequential.call().\n\n\x1b[1m"
+                         "Input 0 of layer 'dense' is incompatible with the layer\x1b[0m")
+
+    Frame(events.append, cap=None, t0=0.0, trace_dir=None).guarded("r1", spec(),
+                                                                   bold_keras_error)
+    [failed] = [e for e in events if isinstance(e, Failed)]
+    assert (failed.status, failed.reason) == (
+        "error", "ValueError: Exception encountered when calling Sequential.call().\n\n"
+                 "Input 0 of layer 'dense' is incompatible with the layer")
+
+
+def _zip(path, members: dict):
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, value in members.items():
+            z.writestr(name, json.dumps(value))
+    return str(path)
+
+
+def test_the_inputs_a_file_declares_are_read_as_data_and_a_mismatch_named(tmp_path):
+    """Crafted files: a .keras config with two inputs (in input_layers order, not the
+    layers'), a built Sequential without an InputLayer, a .pt2 program with a symbolic
+    batch; read from their JSON, nothing unpickled (worker side, no framework needed)."""
+    from engine.worker.declared import Declared, declared_inputs, declared_mismatch
+
+    layer = lambda name, shape, dtype: {  # noqa: E731
+        "class_name": "InputLayer", "name": name,
+        "config": {"name": name, "batch_shape": shape, "dtype": dtype}}
+    two = _zip(tmp_path / "two.keras", {"config.json": {"class_name": "Functional", "config": {
+        "layers": [layer("mask", [None, 8], "bool"), layer("ids", [None, 8], "int64")],
+        "input_layers": [["ids", 0, 0], ["mask", 0, 0]]}}})
+    built = _zip(tmp_path / "built.keras", {"config.json": {
+        "class_name": "Sequential", "config": {"layers": [{"class_name": "Dense"}]},
+        "build_config": {"input_shape": [None, 4]}}})
+    sym = {"as_expr": {"expr_str": "s0"}}
+    program = _zip(tmp_path / "p.pt2", {"p/models/model.json": {"graph_module": {
+        "signature": {"input_specs": [
+            {"parameter": {"arg": {"name": "w"}, "parameter_name": "fc.weight"}},
+            {"user_input": {"arg": {"as_tensor": {"name": "x"}}}}]},
+        "graph": {"tensor_values": {
+            "w": {"dtype": 7, "sizes": [{"as_int": 2}, {"as_int": 4}]},
+            "x": {"dtype": 7, "sizes": [sym, {"as_int": 4}]}}}}}})
+    src = lambda path, fmt, *inputs: ModelSource("m", fmt, inputs, path=path)  # noqa: E731
+    assert declared_inputs(src(two, "keras")) == (Declared("ids", (None, 8), "int64"),
+                                                   Declared("mask", (None, 8), "bool"))
+    assert declared_inputs(src(built, "keras")) == (Declared("input", (None, 4), None),)
+    assert declared_inputs(src(program, "pt2")) == (Declared("x", (None, 4), "float32"),)
+    # nothing readable (not a zip): no declaration, the loader then names what is wrong
+    (tmp_path / "junk.keras").write_bytes(b"junk")
+    assert declared_inputs(src(str(tmp_path / "junk.keras"), "keras")) is None
+    assert declared_inputs(src(str(tmp_path / "junk.keras"), "torchscript")) is None
+
+    ok = src(two, "keras", InputSpec("a", (1, 8), "int64"), InputSpec("b", (1, 8), "bool"))
+    assert declared_mismatch(ok, 16, declared_inputs(ok)) is None  # names are the user's
+    swapped = src(two, "keras", InputSpec("a", (1, 8), "bool"), InputSpec("b", (1, 8), "int64"))
+    assert declared_mismatch(swapped, 2, declared_inputs(swapped)) == (
+        "input: two.keras declares ids:?x8:int64 mask:?x8:bool; given a:2x8:bool b:2x8:int64 "
+        "at batch 2 (a is bool, ids takes int64; b is int64, mask takes bool); allowed: "
+        "--input ids:1x8:int64 --input mask:1x8:bool")
+    flat = src(program, "pt2", InputSpec("input", (1, 2, 2)))
+    assert declared_mismatch(flat, 1, declared_inputs(flat)) == (
+        "input: p.pt2 declares x:?x4:float32; given input:1x2x2:float32 at batch 1 (input has "
+        "3 dimensions, x 2); allowed: --input x:1x4:float32")
+    fixed = (Declared("x", (1, 4), "float32"),)  # a program exported for batch 1 only
+    assert declared_mismatch(src(program, "pt2", InputSpec("x", (1, 4))), 8, fixed) == (
+        "input: p.pt2 declares x:1x4:float32; given x:8x4:float32 at batch 8 (the batch axis "
+        "of x is 8, x takes 1); allowed: --input x:1x4:float32")

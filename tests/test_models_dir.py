@@ -117,8 +117,14 @@ def test_the_cap_is_counted_across_chunks_and_named_in_mib(folder, monkeypatch):
     ("model.HDF5", "model_file: .hdf5 files are refused: legacy HDF5 Keras files bypass"),
     ("weights.pkl", "model_file: .pkl files are refused: a pickle runs code when it is read"),
     ("w.pickle", "model_file: .pickle files are refused: a pickle runs code when it is read"),
-    ("notes.txt", "model_file: extension '.txt' is not supported; allowed: .pt2, .pt, .pth, "
-                  ".onnx, .keras"),
+    ("notes.txt", "model_file: extension '.txt' is not supported; allowed: .pt2, .onnx, "
+                  ".keras"),
+    # TorchScript is a program: loading it runs code from the file, so no upload is one
+    ("net.pt", "model_file: .pt files (TorchScript, a program) are not taken as uploads: "
+               "loading one runs code from the file; allowed: .pt2, .onnx, .keras (they load "
+               "without running code). A TorchScript file you trust: copy it into the models "
+               "folder and tick \"runs code from this file\""),
+    ("net.PTH", "model_file: .pth files (TorchScript, a program) are not taken as uploads"),
     ("no_extension", "model_file: extension '(none)' is not supported"),
 ])
 def test_a_refused_extension_is_refused_before_anything_is_read_or_written(name, reason,
@@ -131,9 +137,9 @@ def test_a_refused_extension_is_refused_before_anything_is_read_or_written(name,
 
 def test_an_upload_that_breaks_or_is_empty_leaves_nothing(folder):
     with pytest.raises(OSError, match="connection reset"):
-        save_upload(BreaksAfter(), "net.pt", cap_bytes=10 * MIB)
+        save_upload(BreaksAfter(), "net.pt2", cap_bytes=10 * MIB)
     with pytest.raises(UserError, match="model_file: the upload is empty"):
-        save_upload(io.BytesIO(b""), "net.pt", cap_bytes=10)
+        save_upload(io.BytesIO(b""), "net.pt2", cap_bytes=10)
     assert os.listdir(folder) == []
 
 
@@ -143,8 +149,9 @@ def test_format_for_name_follows_detect_formats_extensions():
 
 
 def test_the_listing_shows_models_and_skips_everything_else(folder):
-    up = save_upload(io.BytesIO(b"u" * 3000), "resnet-ish.pt", cap_bytes=MIB)
+    up = save_upload(io.BytesIO(b"u" * 3000), "resnet-ish.pt2", cap_bytes=MIB)
     folder.joinpath("hand.onnx").write_bytes(b"o" * 10)
+    folder.joinpath("hand.pt").write_bytes(b"t" * 20)  # TorchScript, copied in by hand
     sm = folder / "exported"
     (sm / "variables").mkdir(parents=True)
     (sm / "saved_model.pb").write_bytes(b"p" * 100)
@@ -155,13 +162,15 @@ def test_the_listing_shows_models_and_skips_everything_else(folder):
     bad = folder / "broken.keras"
     bad.write_bytes(b"k")
     folder.joinpath("broken.keras.json").write_text("{not json")
-    for age, p in enumerate((up, folder / "hand.onnx", sm, bad)):  # newest first
-        os.utime(p, (1_700_000_000 - age, 1_700_000_000 - age))
+    for age, p in enumerate((up, folder / "hand.onnx", folder / "hand.pt", sm, bad)):
+        os.utime(p, (1_700_000_000 - age, 1_700_000_000 - age))  # newest first
     assert list_models() == [
-        ModelEntry(str(up), "torchscript", 3000,
-                   f"resnet-ish.pt ({up.name}) · 2.9 KiB", "resnet-ish.pt"),
+        ModelEntry(str(up), "pt2", 3000,
+                   f"resnet-ish.pt2 ({up.name}) · 2.9 KiB", "resnet-ish.pt2"),
         ModelEntry(str(folder.resolve() / "hand.onnx"), "onnx", 10, "hand.onnx · 10 bytes",
                    "hand.onnx"),
+        ModelEntry(str(folder.resolve() / "hand.pt"), "torchscript", 20, "hand.pt · 20 bytes",
+                   "hand.pt"),
         ModelEntry(str(sm.resolve()), "savedmodel", 124, "exported · 124 bytes", "exported"),
         ModelEntry(str(bad.resolve()), "keras", 1, "broken.keras · 1 bytes", "broken.keras"),
     ]

@@ -153,3 +153,52 @@ def test_a_link_seeds_the_name_input_and_runtimes_and_names_a_runtime_the_format
     at.run()
     assert not at.error and not at.exception
     assert at.info[0].value.startswith("**2 configurations × 3 rounds = 6 runs**")
+
+
+TRUST_REFUSED = ("trust_model_code: hand.pt is TorchScript, a program: loading it runs code "
+                 "from the file; allowed: tick \"runs code from this file\" when you trust it, "
+                 "or a .pt2, .onnx or .keras file")
+
+
+def test_a_torchscript_file_runs_only_once_its_code_is_allowed_and_a_link_cannot_allow_it(
+        models, fake, db_path, monkeypatch):
+    folder, _, _ = models
+    hand = folder / "hand.pt"
+    hand.write_bytes(b"torchscript bytes")  # copied in by hand: uploads take no .pt
+    at = page("pages/run.py", db_path, monkeypatch,
+              query={"source": "file", "model_file": hand.name, "input": "3,16,16",
+                     "trust_model_code": "1", "um_trust_hand.pt": "true"})
+    box = at.checkbox(key="um_trust_hand.pt")
+    assert box.label == "runs code from this file" and box.value is False  # never linked
+    assert [e.value for e in at.error] == [TRUST_REFUSED]
+    assert at.button(key="launch").disabled is True
+    at.multiselect(key="batch_presets").set_value([1])
+    at.multiselect(key="threads").set_value([1])
+    box.check().run()
+    assert not at.error and not at.exception
+    assert "trust" not in at.query_params and "um_trust_hand.pt" not in at.query_params
+    at.button(key="launch").click().run()
+    [req] = fake.submitted
+    assert req.user_model == ModelSource("hand", "torchscript",
+                                         (InputSpec("input", (1, 3, 16, 16)),),
+                                         path=str(hand.resolve()), trust_code=True)
+    assert [s.user_model.trust_code for s in req.specs()] == [True]
+
+
+def test_a_remote_session_never_lets_a_files_code_run_even_an_admins(models, db_path,
+                                                                     monkeypatch):
+    folder, _, _ = models
+    (folder / "hand.pt").write_bytes(b"torchscript bytes")
+    admin = decide(env={}, settings={"admins": ["a@example.com"]}, auth_configured=True,
+                   ip_address="10.0.0.7", headers={}, email="a@example.com")
+    assert admin.can_write and admin.remote
+    monkeypatch.setattr("dashboard.session.access", lambda: admin)
+    at = page("pages/run.py", db_path, monkeypatch,
+              query={"source": "file", "model_file": "hand.pt", "input": "3,16,16"})
+    assert not [c for c in at.checkbox if c.key.startswith("um_trust")]
+    assert [e.value for e in at.error] == [
+        "trust_model_code: hand.pt is TorchScript, a program: loading it runs code from the "
+        "file, which only a session on the server's own machine may allow; allowed: a .pt2, "
+        ".onnx or .keras file, or run this one from that machine (or the CLI with "
+        "--trust-model-code)"]
+    assert at.button(key="launch").disabled is True

@@ -45,13 +45,14 @@ def test_each_file_format_runs_on_its_runtimes_and_names_what_it_measured(
     for args in (["--model-file", str(files["pt2"]), "--input-shape", "3,16,16",
                   "--runtime", "eager", "compile", "onnxruntime"],
                  ["--model-file", str(files["torchscript"]), "--name", "net_ts",
-                  "--input-shape", "3,16,16", "--runtime", "torchscript", "libtorch"],
+                  "--input-shape", "3,16,16", "--runtime", "torchscript", "libtorch",
+                  "--trust-model-code"],
                  ["--model-file", str(files["onnx"]), "--name", "net_onnx",
                   "--input", "input:1x3x16x16:float32"],
                  ["--model-file", str(files["keras"]), "--name", "net_keras",
                   "--input-shape", "16,16,3", "--runtime", "keras", "tf_function", "xla"],
                  ["--model-file", str(files["savedmodel"]), "--name", "net_sm",
-                  "--input-shape", "16,16,3"]):
+                  "--input-shape", "16,16,3", "--trust-model-code"]):
         assert main(["run", *args, *QUICK, "--db", str(db_path)]) == 0
     got = rows(db_path)
     assert [(r[0], r[1], r[2], r[3]) for r in got] == [
@@ -80,6 +81,11 @@ def test_each_file_format_runs_on_its_runtimes_and_names_what_it_measured(
             assert flops > TORCH_FLOPS
         assert inputs == ("input:1x16x16x3:float32" if fmt in ("keras", "savedmodel")
                           else "input:1x3x16x16:float32")
+    # the user's word that a file's code may run is stored with each of its rows
+    trusted = rows(db_path, "SELECT DISTINCT model, json_extract(extra, '$.trust_model_code') "
+                            "FROM runs ORDER BY model")
+    assert trusted == [("net", None), ("net_keras", None), ("net_onnx", None),
+                       ("net_sm", "true"), ("net_ts", "true")]
 
 
 def test_a_factory_runs_on_every_torch_runtime_and_a_token_model_on_int64(
@@ -131,6 +137,19 @@ def test_refusals_before_anything_runs_name_the_field(files, db_path, capsys):
          "error: model: --model names catalog models"),
         (["--model-file", str(files["pt2"].with_suffix(".h5")), "--input-shape", "3,16,16"],
          "error: model_file: net.h5 is refused: legacy HDF5 Keras files bypass safe_mode"),
+        # a program: loading it runs code from the file, so only with the user's word
+        (["--model-file", str(files["torchscript"]), "--input-shape", "3,16,16"],
+         "error: trust_model_code: net.pt is TorchScript, a program: loading it runs code "
+         "from the file; allowed: --trust-model-code (on the Run page: \"runs code from this "
+         "file\") when you trust this file, or a format that loads without running code "
+         "(.pt2, .onnx, .keras)"),
+        (["--model-file", str(files["torchscript"]), "--input-shape", "3,16,16", "--runtime",
+          "libtorch"], "error: trust_model_code: net.pt is TorchScript, a program"),
+        (["--model-file", str(files["savedmodel"]), "--input-shape", "16,16,3"],
+         "error: trust_model_code: net_savedmodel is a SavedModel, a program"),
+        (["--model", "resnet18", "--trust-model-code"],
+         "error: model_file: --input-shape, --input, --name and --trust-model-code describe "
+         "your own model"),
     ]
     files["pt2"].with_suffix(".h5").write_bytes(b"\x89HDF")
     for args, start in cases:
@@ -158,7 +177,14 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
     monkeypatch.chdir(files["factory_dir"])
     one = ["--batch", "1", "--threads", "1", "--rounds", "1", "--max-rounds", "1",
            "--min-time", "0", "--min-iters", "3", "--no-table", "--db", str(db_path)]
-    for args in (["--model-file", str(tmp_path / "evil.pt"), "--input-shape", "3,16,16"],
+    for args in (["--model-file", str(tmp_path / "evil.pt"), "--input-shape", "3,16,16",
+                  "--trust-model-code"],  # trusted as TorchScript; a pickle, never run
+                 ["--model-file", str(files["keras"]), "--name", "keras_layout",
+                  "--input-shape", "3,16,16"],  # the file declares image:?x16x16x3
+                 ["--model-file", str(files["keras_sequential"]), "--name", "keras_seq",
+                  "--input", "input:1x16x16x3:float32", "--input", "mask:1x16:bool"],
+                 ["--model-file", str(files["onnx"]), "--name", "onnx_dtype",
+                  "--input", "input:1x3x16x16:int64"],
                  ["--model-file", str(tmp_path / "fake.onnx"), "--input-shape", "3,16,16"],
                  ["--model-file", str(files["pt2"]), "--name", "wrong_shape",
                   "--input-shape", "4,16,16"],
@@ -174,7 +200,10 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
     # factory that fails to build one has no module digest to give
     assert [r[:3] for r in got] == [
         ("broken", "error", None), ("evil", "error", sha(tmp_path / "evil.pt")),
-        ("fake", "error", sha(tmp_path / "fake.onnx")), ("not_a_model", "error", None),
+        ("fake", "error", sha(tmp_path / "fake.onnx")),
+        ("keras_layout", "error", sha(files["keras"])),
+        ("keras_seq", "error", sha(files["keras_sequential"])),
+        ("not_a_model", "error", None), ("onnx_dtype", "error", sha(files["onnx"])),
         ("wrong_fw", "error", None), ("wrong_shape", "error", sha(files["pt2"]))]
     reasons = {r[0]: r[3] for r in got}
     assert reasons["evil"].startswith("ModelFileError: model_file: evil.pt was refused: it "
@@ -182,12 +211,31 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
     assert not (tmp_path / "pwned").exists()  # the pickle's code never ran
     assert reasons["fake"].startswith("ModelFileError: model_file: fake.onnx is not a "
                                       "runnable ONNX model")
-    assert reasons["wrong_shape"].startswith(
-        "ModelInputError: input: the model's first call on input:1x4x16x16:float32 at "
-        "batch 1 failed: ")
+    # what the file declares is read in the worker and a mismatch named before anything is
+    # prepared or timed, with the value to give instead
+    assert reasons["wrong_shape"] == (
+        "ModelInputError: input: net.pt2 declares x:?x3x16x16:float32; given "
+        "input:1x4x16x16:float32 at batch 1 (dimension 1 of input is 4, x takes 3); allowed: "
+        "--input x:1x3x16x16:float32")
     assert reasons["broken"] == ("ModelFileError: model_factory: usermodels:broken raised "
                                  "ValueError: no weights here")
     assert reasons["not_a_model"] == ("ModelFileError: model_factory: usermodels:not_a_model "
                                       "returned int, not a torch.nn.Module or a Keras model")
     assert reasons["wrong_fw"].startswith("ModelFileError: model_factory: usermodels:image_net")
+    assert reasons["keras_layout"] == (
+        "ModelInputError: input: net.keras declares image:?x16x16x3:float32; given "
+        "input:1x3x16x16:float32 at batch 1 (dimension 1 of input is 3, image takes 16; "
+        "dimension 3 of input is 16, image takes 3); allowed: --input image:1x16x16x3:float32")
+    # a Sequential built for a shape declares the input layer Keras made for it
+    assert reasons["keras_seq"] == (
+        "ModelInputError: input: seq.keras declares input_layer:?x16x16x3:float32; given "
+        "input:1x16x16x3:float32 mask:1x16:bool at batch 1 (1 input(s) declared, 2 given); "
+        "allowed: --input input_layer:1x16x16x3:float32")
+    assert reasons["onnx_dtype"] == (
+        "ModelInputError: input: net.onnx declares input:?x3x16x16:float32; given "
+        "input:1x3x16x16:int64 at batch 1 (input is int64, input takes float32); allowed: "
+        "--input input:1x3x16x16:float32")
     assert all("\n" not in r for r in reasons.values())  # one line each
+    # plain text: no terminal escape codes (Keras writes a layer's error in bold:
+    # tests/test_user_models.py checks it does, test_model_source.py that the row has none)
+    assert all("\x1b" not in r and r.isprintable() for r in reasons.values()), reasons

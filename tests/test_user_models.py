@@ -60,12 +60,17 @@ for variant, target in (("sample", "sample_inputs/model.pt"), ("weight", "weight
                 data = json.dumps(config).encode()
             z.writestr(member, data)
 
-def src(name, fmt, inputs=(InputSpec("input", (1, 3, 16, 16)),)):
-    return ModelSource(name, fmt, inputs, path=f"{d}/{name}")
+def src(name, fmt, inputs=(InputSpec("input", (1, 3, 16, 16)),), trust=True):
+    return ModelSource(name, fmt, inputs, path=f"{d}/{name}", trust_code=trust)
 
 for name, fmt in (("m.pt2", "pt2"), ("m.pt", "torchscript")):
     m = load_torch(src(name, fmt))
     out[name] = float((m(x) - ref).abs().max())
+try:  # TorchScript is a program: never loaded unless the user trusts the file
+    load_torch(src("m.pt", "torchscript", trust=False))
+    out["untrusted"] = "loaded"
+except ModelFileError as e:
+    out["untrusted"] = str(e)
 sess = onnx_session(src("m.onnx", "onnx"), 1)
 out["m.onnx"] = float(abs(sess.run(None, {"input": x.numpy()})[0] - ref.detach().numpy()).max())
 for name, fmt in (("weights.pt", "torchscript"), ("evil.pt", "torchscript"),
@@ -96,6 +101,10 @@ def worker_side(script: str, folder) -> dict:
 def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path):
     out = worker_side(SCRIPT, tmp_path)
     assert out["m.pt2"] == 0.0 and out["m.pt"] < 1e-6 and out["m.onnx"] < 1e-5
+    assert out["untrusted"] == (
+        "trust_model_code: m.pt is TorchScript, a program: loading it runs code from the file, "
+        "and it was not marked trusted; allowed: --trust-model-code (on the Run page: \"runs "
+        "code from this file\")")
     assert out["weights.pt"].startswith("model_file: weights.pt holds OrderedDict (weights), not a "
                                         "model")
     assert out["evil.pt"].startswith("model_file: evil.pt was refused: it is not TorchScript")
@@ -126,7 +135,8 @@ model.save(f"{d}/m.keras")
 lam = keras.Model(inp, keras.layers.Lambda(lambda t: t * 2)(inp))
 lam.save(f"{d}/lambda.keras")
 model.export(f"{d}/saved", verbose=False)
-src = lambda name, fmt: ModelSource(name, fmt, (InputSpec("x", (1, 4)),), path=f"{d}/{name}")
+src = lambda name, fmt, trust=True: ModelSource(name, fmt, (InputSpec("x", (1, 4)),),
+                                               path=f"{d}/{name}", trust_code=trust)
 out["keras"] = float(abs(load_keras(src("m.keras", "keras"))(x).numpy() - ref).max())
 try:
     load_keras(src("lambda.keras", "keras"))
@@ -136,6 +146,17 @@ except ModelFileError as e:
 sig = load_savedmodel(src("saved", "savedmodel"))
 (val,) = sig(**{list(sig.structured_input_signature[1])[0]: x}).values()
 out["saved"] = float(abs(val.numpy() - ref).max())
+seq = keras.Sequential([keras.layers.Dense(2)])
+seq.build((None, 4))
+try:  # a call on the wrong shape fails inside a layer: Keras bolds the reason
+    seq(np.ones((1, 5), "float32"))
+except ValueError as e:
+    out["bold"] = "\x1b[1m" in str(e)
+try:  # a SavedModel's graph functions are code: never loaded unless the user trusts it
+    load_savedmodel(src("saved", "savedmodel", trust=False))
+    out["untrusted"] = "loaded"
+except ModelFileError as e:
+    out["untrusted"] = str(e)
 with open(f"{d}/userfactories.py", "w") as f:
     f.write("import torch\n"
             "def tokens():\n"
@@ -166,6 +187,11 @@ print(json.dumps(out))
 def test_keras_files_savedmodels_and_factories_load_in_the_worker_only(tmp_path):
     out = worker_side(KERAS_SCRIPT, tmp_path)
     assert out["keras"] == 0.0 and out["saved"] < 1e-6
+    # what engine.core.errors.plain_text strips from stored reasons (test_user_model_cli)
+    assert out["bold"] is True
+    assert out["untrusted"].startswith("trust_model_code: saved is a SavedModel, a program: "
+                                       "loading it runs code from the file, and it was not "
+                                       "marked trusted")
     assert out["lambda"].startswith("model_file: lambda.keras was not loaded: ")
     assert "safe_mode refuses Lambda layers" in out["lambda"]
     assert out["tokens"] == ["torch", "Sequential"]
@@ -176,3 +202,77 @@ def test_keras_files_savedmodels_and_factories_load_in_the_worker_only(tmp_path)
                              "torch.nn.Module or a Keras model")
     assert out["missing"].startswith("model_factory: no_such_module:f could not be imported "
                                      "(ModuleNotFoundError: ")
+
+
+# The .pt2 guard on the pinned torch: the crafted archives of SCRIPT loaded by torch itself
+# (no guard) do run their pickles, which is what the guard is for; and the private module it
+# patches is where the guard expects it.
+UNGUARDED = r'''
+import json, os, sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+d = sys.argv[1]
+out = {}
+for name in ("evil_sample.pt2", "evil_weight.pt2"):
+    try:
+        torch.export.load(f"{d}/{name}")
+    except Exception as e:  # the Evil object is not a tensor: torch may fail after unpickling
+        pass
+    out[name] = os.path.exists(f"{d}/pwned")
+    if out[name]:
+        os.remove(f"{d}/pwned")
+print(json.dumps(out))
+'''
+
+HOOK = r'''
+import json, pickle
+from engine.worker.user_models import PT2_HOOK, pt2_hook
+module = pt2_hook()  # raises if the hook moved
+name, calls = PT2_HOOK
+print(json.dumps({"name": module.__name__, "pickle": module.pickle is pickle,
+                  "torch": __import__("torch").__version__}))
+'''
+
+
+def test_the_pt2_guard_stops_crafted_archives_that_torch_alone_would_run_and_fails_closed(
+        tmp_path):
+    out = worker_side(SCRIPT, tmp_path)  # makes the archives; the guard refuses both
+    assert out["pwned"] is False
+    unguarded = worker_side(UNGUARDED, tmp_path)
+    # torch.export.load on its own unpickles a sample input and a use_pickle weight with
+    # weights_only=False: each crafted archive creates its file. Should a torch upgrade stop
+    # that, this says the guard's test no longer proves anything, not that all is well.
+    assert unguarded == {"evil_sample.pt2": True, "evil_weight.pt2": True}
+    hook = worker_side(HOOK, tmp_path)
+    assert hook["name"] == "torch.export.pt2_archive._package" and hook["pickle"] is True
+    assert hook["torch"].startswith("2.")
+    # and a torch where the hook moved or reads pickles another way: every .pt2 is refused
+    out = worker_side(MISSING_HOOK, tmp_path)
+    assert out["torch.export.pt2_archive._no_such_module"].startswith(
+        "model_file: m.pt2 was refused: the .pt2 guard's hook "
+        "torch.export.pt2_archive._no_such_module is missing in this torch (")
+    assert out["torch.export.pt2_archive._package"] == (
+        "model_file: m.pt2 was refused: the .pt2 guard's hook "
+        "torch.export.pt2_archive._package changed in this torch (no call to no_such_call); no .pt2 "
+        "file is opened unguarded")
+
+
+MISSING_HOOK = r'''
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+import engine.worker.user_models as um
+from engine.core.model_source import InputSpec, ModelSource
+d = sys.argv[1]
+out = {}
+for hook in (("torch.export.pt2_archive._no_such_module", ("torch.load(",)),
+             ("torch.export.pt2_archive._package", ("torch.load(", "no_such_call(")),):
+    um.PT2_HOOK = hook
+    try:
+        um.load_program(ModelSource("m", "pt2", (InputSpec("input", (1, 3, 16, 16)),),
+                                    path=f"{d}/m.pt2"))
+        out[hook[0]] = "loaded"
+    except um.ModelFileError as e:
+        out[hook[0]] = str(e)
+print(json.dumps(out))
+'''
+

@@ -148,6 +148,10 @@ def user_model_options(p) -> None:
     g.add_argument("--input", action="append", metavar="NAME:DIMS[:DTYPE]",
                    help="one input, batch axis first written as 1, e.g. "
                         "input_ids:1x128:int64 (repeat for several inputs)")
+    g.add_argument("--trust-model-code", action="store_true",
+                   help="run a TorchScript (.pt/.pth) file or a SavedModel folder: loading "
+                        "one runs code from the file, so give this only for a file you trust "
+                        "(.pt2, .onnx and .keras load without running code and need none)")
     g.add_argument("--name", metavar="NAME",
                    help="the name results show for your model (default: the file's stem or "
                         "the function's name)")
@@ -160,14 +164,16 @@ def user_model(args, catalog_models):
     import re
 
     from engine.core.errors import UserError
-    from engine.core.model_source import (ModelSource, check_model_name, detect_format,
-                                          parse_factory, parse_input, parse_input_shape)
+    from engine.core.model_source import (CODE_FORMATS, ModelSource, check_model_name,
+                                          detect_format, parse_factory, parse_input,
+                                          parse_input_shape)
 
     file, factory = args.model_file, args.model_factory
     if not file and not factory:
-        if args.input_shape or args.input or args.name:
-            raise UserError("model_file: --input-shape, --input and --name describe your own "
-                            "model; allowed: with --model-file or --model-factory",
+        if args.input_shape or args.input or args.name or args.trust_model_code:
+            raise UserError("model_file: --input-shape, --input, --name and "
+                            "--trust-model-code describe your own model; allowed: with "
+                            "--model-file or --model-factory",
                             field="model_file")
         if not catalog_models:
             raise UserError("model: none given; allowed: --model NAME..., --model-file PATH "
@@ -196,4 +202,5 @@ def user_model(args, catalog_models):
         path = os.path.abspath(file)
         default = os.path.basename(path.rstrip(os.sep)).split(".")[0]
     name = check_model_name(args.name or re.sub(r"[^A-Za-z0-9_.-]", "_", default)[:64])
-    return ModelSource(name, fmt, inputs, path=path, factory=factory or None)
+    return ModelSource(name, fmt, inputs, path=path, factory=factory or None,
+                       trust_code=bool(args.trust_model_code) and fmt in CODE_FORMATS)

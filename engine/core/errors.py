@@ -5,7 +5,22 @@ Everything a person can fix (a bad field, a busy database, a missing file) is ra
 without a traceback; anything else is a bug and keeps its traceback.
 """
 
-__all__ = ["UserError"]
+import re
+
+__all__ = ["UserError", "plain_text"]
+
+# A terminal's escape sequences: CSI (colours, bold: ESC [ 1 m), OSC (titles, links: ESC ] ...
+# BEL or ESC \), and two-character escapes; then any other control character but tab/newline.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
+                      r"|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain_text(text: str) -> str:
+    """text without a terminal's escape codes or other control characters: a stored reason
+    is read on a page, in a table and in a file, never only on a terminal (Keras writes its
+    errors with bold-text codes)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
 class UserError(Exception):

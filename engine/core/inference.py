@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
 from engine.core.errors import UserError
 from engine.core.model_source import (ModelSource, check_model_name, check_runtime,
+                                      check_trust,
                                       default_runtime, describe_inputs, detect_format,
                                       source_from_dict)
 from engine.core.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
@@ -227,6 +228,7 @@ class RunSpec:
                 raise UserError(f"framework: a {src.format} model runs in {src.framework}, "
                                 f"not {self.framework}; allowed: {src.framework}",
                                 field="framework")
+            check_trust(src)  # TorchScript and SavedModel run code: only when the user says
         if not src.inputs:
             raise UserError("input: none given; allowed: --input-shape C,H,W or one or more "
                             "--input NAME:DIMS[:DTYPE]", field="input")

@@ -5,8 +5,16 @@ This module decides everything that can be decided without opening the model: th
 from the path (a stat, never a read: only a worker opens a user's model file), the inputs
 from their description, and the runtimes the format allows, with the reason for every
 refusal. Loading, hashing (SHA-256, in the worker) and the safety rules of each loader
-(torch.jit.load, torch.load(weights_only=True), Keras safe_mode, ONNX Runtime without
+(torch.export.load with no pickle able to run code, Keras safe_mode, ONNX Runtime without
 custom-op libraries) belong to the worker side.
+
+Code in the file (issue 26): a TorchScript file and a SavedModel are programs, and loading
+one runs code the file carries (PyTorch's security policy: treat TorchScript as code from
+an unknown source). They run only when the local user says so: `trust_code` on the source,
+set by `--trust-model-code` on the CLI or the Run page's "runs code from this file" (a
+session on this machine that may write; never from a link). It is part of the spec, so a
+result records it and nothing else can turn it on. Uploads take only the formats that load
+without running code (UPLOAD_EXTENSIONS).
 
 Inputs: `--input-shape C,H,W` is one float32 image input; `--input NAME:DIMS:DTYPE` (e.g.
 `input_ids:1x128:int64`) names one input of any model, repeatable. DIMS start with the batch
@@ -26,7 +34,8 @@ from engine.core.errors import UserError
 __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "detect_format",
            "parse_input", "parse_input_shape", "parse_factory", "check_runtime",
            "MAX_ELEMENTS", "MAX_DIMS", "check_model_name", "default_runtime", "describe_inputs",
-           "source_from_dict", "format_for_name"]
+           "source_from_dict", "format_for_name", "CODE_FORMATS", "check_trust",
+           "UPLOAD_EXTENSIONS", "upload_format_for_name"]
 
 # format -> (framework, runtimes it can run on). A factory is the user's own code: every
 # runtime of the framework its model belongs to (decided in the worker, by what it returns).
@@ -58,6 +67,13 @@ _REFUSED_EXTENSIONS = {
             "TorchScript (.pt), ONNX or .keras instead",
     ".pickle": "a pickle runs code when it is read; save .pt2, .pt, .onnx or .keras instead",
 }
+# Formats whose loading runs code the file carries: a TorchScript program (torch.jit.load and
+# the LibTorch runner execute it) and a SavedModel (tf.saved_model.load restores its graph
+# functions). What they are, for a refusal.
+CODE_FORMATS = {"torchscript": "TorchScript, a program", "savedmodel": "a SavedModel, a program"}
+# What an upload may be: the formats that load without running code (a .pt2 program through
+# the guarded loader, ONNX without custom ops, .keras with safe_mode).
+UPLOAD_EXTENSIONS = {ext: fmt for ext, fmt in _EXTENSIONS.items() if fmt not in CODE_FORMATS}
 DTYPES = ("float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool")
 MAX_DIMS = 8
 MAX_ELEMENTS = 2**28  # per batch: 1 GiB of float32, past what a CPU benchmark should feed
@@ -85,6 +101,9 @@ class ModelSource:
     inputs: tuple[InputSpec, ...]
     path: str | None = None  # a file or folder, for every format but factory
     factory: str | None = None  # "package.module:function", for format factory
+    # The local user said this file's code may run (--trust-model-code, or "runs code from
+    # this file" on the Run page): needed by the CODE_FORMATS, recorded with every result.
+    trust_code: bool = False
 
     @property
     def framework(self) -> str | None:
@@ -222,7 +241,8 @@ def source_from_dict(d: dict | None) -> ModelSource | None:
         return None
     inputs = tuple(InputSpec(i["name"], tuple(i["dims"]), i.get("dtype", "float32"))
                    for i in d["inputs"])
-    return ModelSource(d["name"], d["format"], inputs, d.get("path"), d.get("factory"))
+    return ModelSource(d["name"], d["format"], inputs, d.get("path"), d.get("factory"),
+                       trust_code=d.get("trust_code") is True)
 
 
 def format_for_name(name: str) -> str:
@@ -238,3 +258,33 @@ def format_for_name(name: str) -> str:
                         f"allowed: {', '.join(_EXTENSIONS)}", field="model_file")
     return _EXTENSIONS[ext]
 
+
+
+def check_trust(src: ModelSource) -> None:
+    """Refuse, before anything runs, a model whose loading runs code from its file unless
+    the local user said so. UserError (field trust_model_code) naming the flag."""
+    if src.format in CODE_FORMATS and not src.trust_code:
+        name = Path(src.path or "").name or src.name
+        raise UserError(f"trust_model_code: {name} is {CODE_FORMATS[src.format]}: loading "
+                        "it runs code from the file; allowed: --trust-model-code (on the Run "
+                        "page: \"runs code from this file\") when you trust this file, or a "
+                        "format that loads without running code "
+                        f"({', '.join(UPLOAD_EXTENSIONS)})", field="trust_model_code")
+
+
+def upload_format_for_name(name: str) -> str:
+    """The format of an upload by its name, before any byte is written: format_for_name's
+    rules, and only the formats that load without running code (UserError, field
+    model_file, naming the formats allowed)."""
+    ext = Path(name).suffix.lower()
+    if ext not in _EXTENSIONS and ext not in _REFUSED_EXTENSIONS:
+        raise UserError(f"model_file: extension {ext or '(none)'!r} is not supported; "
+                        f"allowed: {', '.join(UPLOAD_EXTENSIONS)}", field="model_file")
+    fmt = format_for_name(name)
+    if fmt in CODE_FORMATS:
+        raise UserError(f"model_file: {ext} files ({CODE_FORMATS[fmt]}) "
+                        "are not taken as uploads: loading one runs code from the file; "
+                        f"allowed: {', '.join(UPLOAD_EXTENSIONS)} (they load without running "
+                        "code). A TorchScript file you trust: copy it into the models folder "
+                        "and tick \"runs code from this file\"", field="model_file")
+    return fmt

@@ -21,6 +21,7 @@ import zlib
 from dataclasses import replace
 from typing import Callable
 
+from engine.core.errors import plain_text
 from engine.core.inference import RunSpec
 from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, Ready, Result,
                                   RunOrder, Started, Stats)
@@ -265,7 +266,7 @@ class Runner:
                            node=node)
         if isinstance(ev, Failed):
             tail = ev.traceback or worker.stderr_tail()
-            return RunRecord(**base, status=ev.status, reason=ev.reason,
+            return RunRecord(**base, status=ev.status, reason=plain_text(ev.reason),
                              exit_code=ev.exit_code, signal=ev.signal,
                              stderr_tail=tail[-STDERR_TAIL_BYTES:],
                              model_sha256=ev.model_sha256, model_bytes=ev.model_bytes)

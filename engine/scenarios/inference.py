@@ -34,6 +34,8 @@ class Inference(Scenario):
         extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
         if spec.replica:
             extra["replica"] = spec.replica
+        if spec.user_model is not None and spec.user_model.trust_code:
+            extra["trust_model_code"] = True  # the user let this file's code run
         return extra
 
     def result_extra(self, res: InferenceResult) -> dict:

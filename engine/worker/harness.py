@@ -16,6 +16,7 @@ import traceback
 from dataclasses import replace
 from typing import Callable
 
+from engine.core.errors import plain_text
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message, Progress,
                                   Ready, Result, RunNext, Started, Stop, TimeBlock, decode)
 from engine.core.record import OOM_MARKERS
@@ -195,7 +196,7 @@ class Frame:
             emit(replace(result, ended_at=time.time(), rss_before_bytes=rss_before,
                          peak_rss_bytes=own_peak or peak, peak_rss_method=method))
         except BaseException as exc:  # every ending becomes one row; the parent decides
-            reason = f"{type(exc).__name__}: {exc}"
+            reason = plain_text(f"{type(exc).__name__}: {exc}")
             if getattr(spec, "user_model", None) is not None:  # one line, as the CLI prints it
                 reason = " ".join(reason.split())
             emit(Failed(run_id, status_of(exc), reason[:2000], ended_at=time.time(),

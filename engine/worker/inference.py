@@ -9,6 +9,7 @@ import gc
 import time
 from dataclasses import dataclass
 
+from engine.core.errors import plain_text
 from engine.core.model_source import describe_inputs
 from engine.core.protocol import Failed, InferenceResult, Stats
 from engine.worker.backends import load_backend
@@ -17,6 +18,7 @@ from engine.worker.harness import Frame, status_of
 from engine.worker.interference import interference, snapshot
 from engine.worker.measure import WINDOW, LoopResult, time_loop
 from engine.worker.profiling import profile_pass
+from engine.worker.declared import declared_inputs, declared_mismatch
 from engine.worker.user_models import ModelFileError, source_digest
 
 __all__ = ["run_group"]
@@ -49,6 +51,7 @@ class _Models:
         self.load_s: float | None = None
         self.digest: tuple = (None, None)  # (sha256, bytes) of a user's model
         self.counted: dict = {}  # (model, size, user model) -> ModelStats
+        self.declared: dict = {}  # user model -> the inputs its file declares (or None)
 
     def ensure(self, spec, progress) -> bool:
         """The spec's model built; True when the last run's was reused.
@@ -90,6 +93,18 @@ class _Models:
             self.counted[key] = self.backend.model_stats(spec, count_flops=True)
         return self.counted[key]
 
+    def check_declared(self, spec) -> None:
+        """A user's inputs that do not fit what the file declares are named here, before
+        anything is prepared or timed (ModelInputError: one failure row)."""
+        src = spec.user_model
+        if src is None:
+            return
+        if src not in self.declared:
+            self.declared[src] = declared_inputs(src)
+        why = declared_mismatch(src, spec.batch_size, self.declared[src])
+        if why:
+            raise ModelInputError(why)
+
     def digest_fields(self, spec) -> dict:
         if spec.user_model is None:
             return {}
@@ -119,6 +134,7 @@ def _run(frame: Frame, models: _Models, run_id: str, spec, known) -> InferenceRe
     """One run: its model built or reused, prepared for this shape and checked, timed."""
     progress = frame.progress(run_id)
     reused = models.ensure(spec, progress)
+    models.check_declared(spec)
     progress("prepare", 0)  # every run, reused or not: this shape's trace/compile and check
     backend = models.backend
     with inputs_named(spec):
@@ -200,7 +216,7 @@ def inputs_named(spec):
         if (spec.user_model is None or status_of(exc) != "error"
                 or isinstance(exc, ModelFileError)):
             raise
-        text = " ".join(str(exc).split())
+        text = " ".join(plain_text(str(exc)).split())
         if len(text) > 600:  # TorchScript puts its traceback first and the reason last
             text = f"{text[:150]} ... {text[-440:]}"
         raise ModelInputError(f"input: the model's first call on "
@@ -219,7 +235,7 @@ def _count_stats(backend, runs, emit) -> None:
                        params=st.params, params_trainable=st.params_trainable,
                        flops_per_sample=st.flops_per_sample, flops_method=st.flops_method))
         except Exception as exc:
-            emit(Failed(run_id, status_of(exc), f"{type(exc).__name__}: {exc}"[:2000]))
+            emit(Failed(run_id, status_of(exc), plain_text(f"{type(exc).__name__}: {exc}")[:2000]))
         finally:
             backend.unload()
             gc.collect()

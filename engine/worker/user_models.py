@@ -1,15 +1,23 @@
 """Opening a user's model file, in the worker only (issue #14): the torch backends call
-`torch_model`, the TensorFlow ones `tf_model`, every backend feeds `arrays`. Each loader
-is the safe one for its format:
+`torch_model`, the TensorFlow ones `tf_model`, every backend feeds `arrays`. Three formats
+load without running code from the file:
 
 - torch.export program (.pt2): torch.export.load, run as its module (`.module()`), with
-  every unpickling inside it held to torch.load(weights_only=True) (load_program);
-- TorchScript (.pt/.pth): torch.jit.load. A .pt/.pth that is not TorchScript is a
-  `torch.save` pickle: read only through torch.load(weights_only=True), which refuses any
-  object whose unpickling would run code, and which yields weights, never a model (refused
-  with what to save instead);
+  every unpickling inside it held to torch.load(weights_only=True) and the archive reader's
+  pickle.loads refused (load_program; the private hook it patches is checked, and a torch
+  without it refuses every .pt2 rather than load one unguarded);
 - ONNX: an ONNX Runtime session on the CPU execution provider with no custom-op library;
-- Keras (.keras): keras.saving.load_model(safe_mode=True): a Lambda layer's code is refused;
+- Keras (.keras): keras.saving.load_model(safe_mode=True): a Lambda layer's code is refused.
+
+Two are programs, and loading them runs code the file carries; they load only when the
+source says the user trusts it (ModelSource.trust_code, from --trust-model-code or the Run
+page's "runs code from this file"; RunSpec.validate refuses before this, and this refuses
+again for a spec that came another way):
+
+- TorchScript (.pt/.pth): torch.jit.load (and the LibTorch C++ runner, given the file as
+  it is). A .pt/.pth that is not TorchScript is a `torch.save` pickle: read only through
+  torch.load(weights_only=True), which refuses any object whose unpickling would run code,
+  and which yields weights, never a model (refused with what to save instead);
 - SavedModel folder: tf.saved_model.load, called through its serving signature;
 - a factory (module:function): the user's own code, imported and called here, in the worker,
   never in the dashboard; what it returns must be a torch.nn.Module or a Keras model.
@@ -25,12 +33,13 @@ import hashlib
 import os
 import pickle
 
-from engine.core.model_source import InputSpec, ModelSource
+from engine.core.errors import plain_text
+from engine.core.model_source import CODE_FORMATS, InputSpec, ModelSource
 
 __all__ = ["ModelFileError", "file_digest", "source_digest", "load_torch", "load_program",
            "onnx_session",
            "arrays", "load_keras", "load_savedmodel", "load_factory", "torch_model",
-           "tf_model", "onnx_stats"]
+           "tf_model", "onnx_stats", "require_trust", "PT2_HOOK"]
 
 
 class ModelFileError(Exception):
@@ -49,12 +58,21 @@ def file_digest(path: str) -> tuple[str, int]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    text = " ".join(plain_text(str(exc)).split())
     return f"{type(exc).__name__}: {text[:300]}"
 
 
+def require_trust(source: ModelSource) -> None:
+    """Refuse a format whose loading runs code unless the user said this file may."""
+    if source.format in CODE_FORMATS and not source.trust_code:
+        raise ModelFileError(f"trust_model_code: {os.path.basename(source.path or '')} is "
+                             f"{CODE_FORMATS[source.format]}: loading it runs code from the "
+                             "file, and it was not marked trusted; allowed: --trust-model-code "
+                             "(on the Run page: \"runs code from this file\")")
+
+
 def load_torch(source: ModelSource):
-    """The torch.nn.Module (or ScriptModule) a .pt2 or TorchScript file holds."""
+    """The torch.nn.Module (or ScriptModule) a .pt2 or (trusted) TorchScript file holds."""
     import torch
 
     path = source.path
@@ -62,6 +80,7 @@ def load_torch(source: ModelSource):
         return load_program(source).module()
     if source.format != "torchscript":
         raise ModelFileError(f"model_file: format {source.format} is not a torch module file")
+    require_trust(source)
     try:
         return torch.jit.load(path, map_location="cpu")
     except Exception as jit_exc:  # noqa: BLE001 - maybe a torch.save pickle: see below
@@ -82,6 +101,34 @@ def load_torch(source: ModelSource):
         "(.pt2) or torch.jit.save (.pt), or pass --model-factory module:function")
 
 
+# The private module whose pickle the guard replaces, and what it must call for the guard to
+# hold (torch.load through the torch module, pickle.loads through its own global): checked on
+# every load, so a torch that moved or renamed them refuses .pt2 files instead of loading one
+# unguarded (tests/test_user_models.py checks the pinned torch still has them).
+PT2_HOOK = ("torch.export.pt2_archive._package", ("torch.load(", "pickle.loads("))
+
+
+def pt2_hook():
+    """The archive reader module the .pt2 guard patches; ModelFileError if it is not there
+    or no longer reads pickles the way the guard intercepts."""
+    import importlib
+    import inspect
+
+    name, calls = PT2_HOOK
+    try:
+        module = importlib.import_module(name)
+        text = inspect.getsource(module)
+    except (ImportError, OSError, TypeError) as exc:
+        raise ModelFileError(f"the .pt2 guard's hook {name} is missing in this torch "
+                             f"({_one_line(exc)}); no .pt2 file is opened unguarded") from None
+    missing = [f"no call to {c.rstrip('(')}" for c in calls if c not in text]
+    if getattr(module, "pickle", None) is not pickle or missing:
+        raise ModelFileError(f"the .pt2 guard's hook {name} changed in this torch ("
+                             f"{', '.join(missing) or 'no pickle global'}); no .pt2 file is "
+                             "opened unguarded")
+    return module
+
+
 @contextlib.contextmanager
 def _no_code_from_pickles():
     """While a .pt2 archive is read: torch.export.load unpickles pickled weights and
@@ -90,8 +137,8 @@ def _no_code_from_pickles():
     which runs code a crafted file carries. Here every torch.load is weights_only=True
     (tensors and plain containers only) and pickle.loads in the archive reader refuses."""
     import torch
-    from torch.export.pt2_archive import _package
 
+    _package = pt2_hook()
     real_load = torch.load
 
     def weights_only_load(*args, **kwargs):
@@ -189,6 +236,7 @@ def load_savedmodel(source: ModelSource):
     """A TensorFlow SavedModel folder's serving signature (a concrete function)."""
     import tensorflow as tf
 
+    require_trust(source)
     try:
         loaded = tf.saved_model.load(source.path)
         return _Signature(loaded, loaded.signatures["serving_default"])
@@ -359,3 +407,4 @@ def onnx_stats(source: ModelSource, inputs: tuple[InputSpec, ...]):
     method = _ONNX_FLOPS_METHOD + (f"; {unknown} op(s) of unknown shape not counted"
                                    if unknown else "")
     return ModelStats(int(params), None, int(flops), method)
+
