@@ -72,7 +72,7 @@ def test_two_replicas_time_one_window_and_store_one_row(db_path, worker_env):
 
 def test_a_failing_or_hanging_replica_fails_the_run_in_one_row(db_path, worker_env):
     assert main(["run", *QUICK, "--model", "fault_raise", "fault_hang", "--threads", "1",
-                 "--replicas", "2", "--timeout", "3", "--db", str(db_path)]) == 0
+                 "--replicas", "2", "--timeout", "3", "--db", str(db_path)]) == 1  # not ok
     with open_db(db_path) as con:
         rows = con.execute("SELECT model, replicas, status, reason FROM runs "
                            "ORDER BY model").fetchall()
