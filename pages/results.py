@@ -51,7 +51,8 @@ event = st.dataframe(
     hide_index=True, width="stretch", height=380,
     column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
                   "image_size", "round", "setting", "status", "validity", "p50_ms", "p90_ms",
-                  "p99_ms", "p99_confidence", "throughput", "peak_rss_mib", "reason"],
+                  "p99_ms", "p99_confidence", "throughput", "peak_rss_mib", "model_peak_mib",
+                  "reason"],
     column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),
@@ -67,7 +68,15 @@ event = st.dataframe(
             "p99 confidence", help="low: from fewer than 100 samples, p99 is one of the two "
                                    "or three largest samples"),
         "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
-        "peak_rss_mib": st.column_config.NumberColumn("peak RSS [MiB]", format="%.0f"),
+        "peak_rss_mib": st.column_config.NumberColumn(
+            "process peak [MiB]", format="%.0f",
+            help="the peak resident set of the process that ran the model: the worker with "
+                 "Python, the framework and the reference; the LibTorch runner alone"),
+        "model_peak_mib": st.column_config.NumberColumn(
+            "added by the model [MiB]", format="%.1f",
+            help="that peak less the same process's resident set before the model was built "
+                 "(framework loaded) and less the eager reference kept for the output check: "
+                 "comparable across runtimes"),
     })
 rows = list(event.selection.rows) if event is not None else []
 chosen = table.iloc[rows] if rows else table

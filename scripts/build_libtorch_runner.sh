@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CXX=${CXX:-g++}
+PYTHON=${PYTHON:-.venv/bin/python}  # the interpreter whose torch wheel is linked against
 if ! command -v "$CXX" >/dev/null 2>&1; then
   echo "note: no C++ compiler ($CXX); the libtorch runtime is unavailable until one is installed" >&2
   exit 0
@@ -23,7 +24,7 @@ build() {  # build SRC OUT WHAT
     return 0
   fi
   if [ -z "$TORCH_DIR" ]; then
-    TORCH_DIR=$(.venv/bin/python -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('torch').origin))")
+    TORCH_DIR=$("$PYTHON" -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('torch').origin))")
   fi
   mkdir -p "$(dirname "$out")"
   echo "building the LibTorch C++ $what (about 30 s)..."

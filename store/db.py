@@ -183,9 +183,18 @@ def m010_contention(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} VARCHAR")
 
 
+def m011_model_memory(con) -> None:
+    """What an inference run's model adds to memory, beside the process peak (issue 26): the
+    peak less the resident set before the model was built (framework imported) and less the
+    eager reference kept apart for the output check; with both raw figures. NULL on older
+    runs and on training and data-loading runs, which measure no baseline."""
+    for column in ("model_peak_bytes", "model_baseline_bytes", "reference_bytes"):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} BIGINT")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
-              m008_cluster_nodes, m009_sweep_rule, m010_contention]
+              m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory]
 
 
 def _migrate(con) -> None:

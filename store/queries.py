@@ -105,6 +105,7 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
         "median_ms AS p50_ms, p90_ms, p99_ms, CASE WHEN p99_ms IS NOT NULL AND iterations < ? THEN "
         "'low: ' || iterations || ' samples' ELSE '' END AS p99_confidence, "
         "throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
+        "model_peak_bytes / 1048576.0 AS model_peak_mib, "
         "coalesce(reason, '') AS reason, sweep_id FROM runs "
         "WHERE (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], model)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], framework)) "

@@ -193,7 +193,7 @@ def list_runs(con, *, limit: int = 50, sweep_id: str | None = None,
         "SELECT run_id, sweep_id, started_at, kind, model, framework, runtime, batch_size, "
         "intra_threads, inter_threads, workers, dataset, image_size, device, status, reason, validity, "
         "validity_reason, iterations, median_ms, p90_ms, p99_ms, iqr_ms, throughput, "
-        "gflops_per_s, peak_rss_bytes, params, flops_per_sample FROM runs "
+        "gflops_per_s, peak_rss_bytes, model_peak_bytes, params, flops_per_sample FROM runs "
         "WHERE (? IS NULL OR sweep_id = ?) AND (? IS NULL OR status = ?) "
         "ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?",
         [sweep_id, sweep_id, status, status, limit]).df()

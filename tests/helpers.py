@@ -44,7 +44,8 @@ def ok_record(run_id="r-ok", samples=(2_010_000, 1_990_000, 2_000_000), minute=0
                           params_trainable=11_689_512, flops_per_sample=1_000_000_000,
                           flops_method="FlopCounterMode", rss_before_bytes=100 * 2**20,
                           peak_rss_bytes=300 * 2**20, peak_rss_method="VmHWM",
-                          device_peak_bytes=None)
+                          device_peak_bytes=None, model_baseline_bytes=240 * 2**20,
+                          reference_bytes=10 * 2**20, model_peak_bytes=50 * 2**20)
     return record_from_result(base_fields(s, run_id, minute), res, s)
 
 

@@ -108,7 +108,8 @@ def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
         rows = con.execute(
             "SELECT runtime, status, iterations, prepare_s, "
             "CAST(extra->>'$.output_rel_diff' AS DOUBLE), params, first_forward_s, "
-            "extra->>'$.first_forward_from' FROM runs "
+            "extra->>'$.first_forward_from', peak_rss_bytes, model_baseline_bytes, "
+            "reference_bytes, model_peak_bytes, peak_rss_method FROM runs "
             "ORDER BY framework DESC, runtime").fetchall()
     by = {r[0]: r[:6] for r in rows}
     # first_forward_s is the first call after preparation for every runtime: shape-generic
@@ -135,6 +136,19 @@ def test_every_runtime_runs_after_its_output_check(db_path, worker_env, capsys):
         assert by[rt][3] == 0.0 and by[rt][4] == 0.0
     for rt in ("torchscript", "compile", "onnxruntime", "libtorch", "tf_function", "xla"):
         assert by[rt][3] > 0.0, rt
+    # Memory like for like: what the model adds over the resident set its process had before
+    # the model (framework imported; the LibTorch runner's own with libtorch loaded), less
+    # the eager reference a runtime keeps beside a model of its own (its fp32 parameters and
+    # buffers: 4 bytes a parameter plus BatchNorm statistics), beside the process peak.
+    mem = {r[0]: r[8:] for r in rows}
+    for rt, (peak, baseline, reference, added, method) in mem.items():
+        assert 0 < baseline < peak and 0 < added < peak, (rt, peak, baseline, added)
+        assert added == peak - baseline - reference, rt
+        apart = rt in ("channels_last", "torchscript", "onnxruntime")
+        assert (TORCH_PARAMS * 4 <= reference < TORCH_PARAMS * 4 + 2**20 if apart
+                else reference == 0), (rt, reference)
+    assert mem["libtorch"][4] == "VmHWM of the LibTorch runner process"
+    assert mem["libtorch"][0] < mem["eager"][0]  # the runner alone, without Python's
 
 
 def test_libtorch_without_a_built_runner_is_an_error_row_that_says_what_to_do(

@@ -167,6 +167,10 @@ def test_results_page_lists_every_run_and_filters(seeded, monkeypatch):
     at = page("pages/results.py", seeded, monkeypatch)
     df = at.dataframe[0].value
     assert len(df) == 17 and sorted(set(df.status)) == ["ok", "oom"]
+    # the process's peak, and what the model added over that process before it
+    ok, oom = df[df.status == "ok"].iloc[0], df[df.status == "oom"].iloc[0]
+    assert (ok.peak_rss_mib, ok.model_peak_mib) == (300.0, 50.0)
+    assert oom.peak_rss_mib != oom.peak_rss_mib and oom.model_peak_mib != oom.model_peak_mib
     at.multiselect(key="f_status").set_value(["oom"]).run()
     df = at.dataframe[0].value
     assert df.run_id.tolist() == ["tf-oom"] and df.reason.tolist() == ["ValueError: boom"]

@@ -254,7 +254,9 @@ NULL_WHEN_FAILED = NULL_WHEN_OK | {
     "iterations", "load_s", "max_ms", "mean_ms", "measured_s", "median_ms", "min_ms",
     "p90_ms", "p95_ms", "p99_ms", "params", "params_trainable", "peak_rss_bytes",
     "peak_rss_method", "prepare_s", "rss_before_bytes", "std_ms", "stop_reason",
-    "throughput", "validity", "warmup_s"}
+    "throughput", "validity", "warmup_s",
+    # protocol 2: what the model adds, measured by an inference run that measured
+    "model_peak_bytes", "model_baseline_bytes", "reference_bytes"}
 EXTRA_WHEN_OK = ["block_calls", "cores_used", "first_forward_from", "gc_disabled",
                  "gflops_basis", "interference", "model_reused", "output_rel_diff"]
 
@@ -281,6 +283,11 @@ def test_a_real_workers_runs_are_stored_with_the_columns_they_had(worker_env, db
     assert nulls(failed) == NULL_WHEN_FAILED
     assert sorted(json.loads(ok["extra"])) == EXTRA_WHEN_OK
     assert sorted(json.loads(failed["extra"])) == ["cores_used"]
+    # the worker's resident set before the model, and what the run added over it (the
+    # selftest model keeps no reference apart)
+    assert ok["reference_bytes"] == 0
+    assert 20 * 2**20 < ok["model_baseline_bytes"] < ok["peak_rss_bytes"]
+    assert 0 <= ok["model_peak_bytes"] == ok["peak_rss_bytes"] - ok["model_baseline_bytes"]
     assert (ok["kind"], ok["framework"], ok["runtime"], ok["stop_reason"]) == (
         "inference", "selftest", "python", "policy met")
     assert (ok["params"], ok["flops_method"], ok["replicas"], ok["contention"]) == (

@@ -24,7 +24,8 @@ EXPECTED_RUN_COLUMNS = [
     "system_id", "versions", "threads_effective", "env", "source", "extra", "round_no",
     "prepare_s", "kind", "dataset", "workers", "model_format", "model_origin", "model_inputs",
     "model_sha256", "model_bytes", "machine_shape", "threads_per_core", "cpu_flags",
-    "governor", "replicas", "node_id", "node_host", "contention", "wait_policy"]
+    "governor", "replicas", "node_id", "node_host", "contention", "wait_policy",
+    "model_peak_bytes", "model_baseline_bytes", "reference_bytes"]
 
 
 def columns(con, table):
@@ -39,7 +40,7 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m004_prepare_time", "m005_training_dataload_profiles",
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
-                                       "m010_contention"]
+                                       "m010_contention", "m011_model_memory"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -63,7 +64,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(10,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(11,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

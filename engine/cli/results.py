@@ -65,10 +65,12 @@ def cmd_runs(args) -> int:
              f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
              r.validity or "", f(r.median_ms, ".3f"), p99_text(r.p99_ms, r.iterations),
              f(r.throughput, ",.1f"), f(r.peak_rss_bytes, ",.0f", 2**20),
-             (r.reason or "")[:60]] for r in df.itertuples()]
+             f(r.model_peak_bytes, ",.1f", 2**20), (r.reason or "")[:60]]
+            for r in df.itertuples()]
+    # the process's peak, and what the model added over that process before it (issue 26)
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
                         "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
-                        "peak MiB", "reason"], rows))
+                        "process peak MiB", "model MiB", "reason"], rows))
     return 0
 
 

@@ -31,7 +31,8 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
            "Failed", "Stats", "MESSAGES", "WINDOW", "BLOCKS", "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
-PROTOCOL_VERSION = 1
+# 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
+PROTOCOL_VERSION = 2
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -196,6 +197,15 @@ class Result(Event):
     rss_before_bytes: int | None = None
     peak_rss_bytes: int | None = None
     peak_rss_method: str | None = None
+    # The memory the model adds over a baseline measured the same way in the same process
+    # (issue 26): the body sets the resident set before the model was built (framework
+    # imported, the last model freed; the LibTorch runner's own with libtorch loaded, before
+    # its input and model) and the bytes of the eager reference a runtime keeps for its
+    # output check beside a model that does not share them (counted apart); the frame sets
+    # the peak less both. None where a body measures no baseline (training, data loading).
+    model_baseline_bytes: int | None = None
+    reference_bytes: int | None = None
+    model_peak_bytes: int | None = None
     # A profiled run's pass after the timed one (engine.worker.profiling)
     profile_ops: tuple[dict, ...] = ()
     profile_step_s: float | None = None

@@ -76,6 +76,11 @@ class RunRecord:
     peak_rss_bytes: int | None = None
     peak_rss_method: str | None = None
     device_peak_bytes: int | None = None
+    # inference: the peak less the resident set before the model was built and less the
+    # eager reference kept apart for the output check (engine.core.protocol.Result)
+    model_peak_bytes: int | None = None
+    model_baseline_bytes: int | None = None
+    reference_bytes: int | None = None
     memory_cap_bytes: int | None = None
     timeout_s: float | None = None
     load_avg_1m: float | None = None

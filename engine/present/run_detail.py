@@ -12,7 +12,8 @@ __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_c
 
 STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
 TIMING_KEYS = ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
-               "stop_reason", "peak_rss_bytes", "peak_rss_method", "params",
+               "stop_reason", "peak_rss_bytes", "peak_rss_method", "model_peak_bytes",
+               "model_baseline_bytes", "reference_bytes", "params",
                "params_trainable", "flops_per_sample", "flops_method", "gflops_per_s",
                "load_avg_1m", "git_commit")
 MACHINE_KEYS = ("machine_shape", "threads_per_core", "cpu_flags", "governor", "node_id",

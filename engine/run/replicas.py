@@ -65,6 +65,10 @@ def combine_replicas(results: list[InferenceResult], batch_size: int) -> Inferen
     if all(p is not None for p in peaks):
         combined.update(peak_rss_bytes=sum(peaks), peak_rss_method=(
             f"sum over {len(results)} replicas of {first.peak_rss_method}"))
+    for name in ("model_peak_bytes", "model_baseline_bytes", "reference_bytes"):
+        values = [getattr(r, name) for r in results]
+        if all(v is not None for v in values):
+            combined[name] = sum(values)
     return replace(first, **combined)
 
 

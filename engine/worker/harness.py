@@ -8,6 +8,7 @@ imports its framework itself.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import resource
@@ -22,7 +23,7 @@ from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message
 from engine.core.record import OOM_MARKERS
 from engine.worker.errors import WRONG_ANSWERS
 
-__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command"]
+__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command", "resident_bytes"]
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
@@ -111,6 +112,26 @@ def _proc_status_kb(key: str) -> int | None:
     return None
 
 
+def resident_bytes() -> int | None:
+    """This process's resident set now (VmRSS), after handing freed heap back to the system
+    (glibc's malloc_trim) so a model freed before it is not counted: the baseline a model's
+    memory is measured from."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+    kb = _proc_status_kb("VmRSS")
+    return kb * 1024 if kb is not None else None
+
+
+def _model_peak(peak: int | None, result: Result) -> int | None:
+    """The peak less the baseline the body measured (and less the reference it keeps apart),
+    never below 0: a run whose peak stayed under its baseline added nothing seen."""
+    if peak is None or result.model_baseline_bytes is None:
+        return None
+    return max(0, peak - result.model_baseline_bytes - (result.reference_bytes or 0))
+
+
 def _reset_peak_rss() -> bool:
     """Reset VmHWM so the peak read after a run is that run's own (Linux >= 4.0)."""
     try:
@@ -194,7 +215,8 @@ class Frame:
                       "VmHWM, reset per run via /proc/self/clear_refs" if per_run_peak
                       else "VmHWM over the worker's lifetime")
             emit(replace(result, ended_at=time.time(), rss_before_bytes=rss_before,
-                         peak_rss_bytes=own_peak or peak, peak_rss_method=method))
+                         peak_rss_bytes=own_peak or peak, peak_rss_method=method,
+                         model_peak_bytes=_model_peak(own_peak or peak, result)))
         except BaseException as exc:  # every ending becomes one row; the parent decides
             reason = plain_text(f"{type(exc).__name__}: {exc}")
             if getattr(spec, "user_model", None) is not None:  # one line, as the CLI prints it

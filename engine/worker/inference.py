@@ -14,7 +14,7 @@ from engine.core.model_source import describe_inputs
 from engine.core.protocol import Failed, InferenceResult, Stats
 from engine.worker.backends import load_backend
 from engine.worker.backends.base import ModelStats
-from engine.worker.harness import Frame, status_of
+from engine.worker.harness import Frame, resident_bytes, status_of
 from engine.worker.interference import interference, snapshot
 from engine.worker.measure import WINDOW, LoopResult, time_loop
 from engine.worker.profiling import profile_pass
@@ -41,14 +41,15 @@ def run_group(runs, frame: Frame) -> None:
 
 class _Models:
     """What a worker keeps from one run to the next: a backend per runtime, the model it
-    built last (with its build time and, for a user's model, the digest of its bytes) and
-    the FLOP counts it made."""
+    built last (with its build time, the resident set before it was built and, for a user's
+    model, the digest of its bytes) and the FLOP counts it made."""
 
     def __init__(self, first):
         self.backends = {first.runtime: load_backend(first.framework, first.runtime)}
         self.backend = self.backends[first.runtime]
         self.key = None  # what the model built is keyed on (_model_key)
         self.load_s: float | None = None
+        self.baseline: int | None = None  # resident bytes before the model was built
         self.digest: tuple = (None, None)  # (sha256, bytes) of a user's model
         self.counted: dict = {}  # (model, size, user model) -> ModelStats
         self.declared: dict = {}  # user model -> the inputs its file declares (or None)
@@ -68,6 +69,9 @@ class _Models:
         if spec.runtime not in self.backends:
             self.backends[spec.runtime] = load_backend(spec.framework, spec.runtime)
         self.backend = self.backends[spec.runtime]
+        # The framework imported, the last model freed: what this model's memory adds to,
+        # kept for the batch sizes that reuse it.
+        self.baseline = resident_bytes()
         progress("load", 0)
         src = spec.user_model
         # what exactly is loaded, by content: a file hashed before its load is timed, a
@@ -154,6 +158,9 @@ def _run(frame: Frame, models: _Models, run_id: str, spec, known) -> InferenceRe
         params_trainable=stats.params_trainable, flops_per_sample=stats.flops_per_sample,
         flops_method=stats.flops_method,
         peak_rss_bytes=getattr(backend, "peak_rss_bytes", None),  # the C++ runner's own
+        # the C++ runner's own baseline, else this process's before the model was built
+        model_baseline_bytes=getattr(backend, "baseline_rss_bytes", None) or models.baseline,
+        reference_bytes=backend.reference_bytes() if hasattr(backend, "reference_bytes") else 0,
         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
         sample_ends_ns=tuple(loop.sample_ends_ns) if loop.sample_ends_ns else None,

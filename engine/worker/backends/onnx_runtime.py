@@ -30,6 +30,7 @@ def _options() -> ort.SessionOptions:
 class Backend(torch_eager.Backend):
     is_reference = False
     reference_name = "eager"
+    holds_own_weights = True  # the session's: the eager model kept is the reference alone
 
     def load(self, spec: RunSpec) -> None:
         if spec.device != "cpu":

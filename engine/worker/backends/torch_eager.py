@@ -94,6 +94,7 @@ class Backend:
     reference_name = "eager fp32"
     is_reference = True  # eager fp32 is checked against nothing; subclasses set False
     converts_in_place = False
+    holds_own_weights = False  # the runtime runs a copy its module does not show (ONNX)
 
     def __init__(self):
         self.model = None
@@ -211,10 +212,31 @@ class Backend:
             return int(torch.cuda.max_memory_allocated())
         return None
 
+    def reference_bytes(self) -> int:
+        """The bytes of the eager reference's parameters and buffers that this runtime keeps
+        for its output check and its own model does not share (a copy cast or laid out
+        apart, a frozen graph, an ONNX session's own weights): counted apart from what the
+        model adds. 0 for eager fp32, which is its own reference, and torch.compile, which
+        wraps the reference's module."""
+        if self.is_reference or self.reference is None:
+            return 0
+        own = (_storages(self.model) if isinstance(self.model, torch.nn.Module)
+               and not self.holds_own_weights else {})
+        return sum(n for ptr, n in _storages(self.reference).items() if ptr not in own)
+
     def unload(self) -> None:
         self.model = self.reference = None
         if self.device is not None and self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def _storages(module: torch.nn.Module) -> dict[int, int]:
+    """A module's parameter and buffer storages: address -> bytes, each counted once."""
+    out = {}
+    for t in (*module.parameters(), *module.buffers()):
+        storage = t.untyped_storage()
+        out[storage.data_ptr()] = storage.nbytes()
+    return out
 
 
 def _calibrate_batchnorm(model, spec: RunSpec, device) -> None:

@@ -33,6 +33,7 @@ RUNNER = Path(os.environ.get("LIBTORCH_RUNNER",
 class Backend(torch_eager.Backend):
     is_reference = False
     peak_rss_bytes = None  # the C++ process's own peak, reported by the runner
+    baseline_rss_bytes = None  # and its resident set with libtorch loaded, before the model
 
     def load(self, spec: RunSpec) -> None:
         if spec.device != "cpu":
@@ -63,6 +64,11 @@ class Backend(torch_eager.Backend):
     def prepare(self, spec: RunSpec) -> None:
         """Nothing here: measure() checks the runner's first output on this run's input."""
 
+    def reference_bytes(self) -> int:
+        """The eager reference lives in this worker, not in the runner whose memory is
+        measured: nothing of it to count apart."""
+        return 0
+
     def measure(self, spec: RunSpec, on_progress) -> tuple[float, LoopResult]:
         """Run the C++ runner; returns (first_forward_s, the loop's samples)."""
         p = spec.policy
@@ -75,7 +81,8 @@ class Backend(torch_eager.Backend):
         args = [str(RUNNER), self.model_path, path_in,
                 *map(str, x.shape), str(spec.intra_threads), str(spec.inter_threads),
                 str(p.warmup_iters), repr(p.warmup_max_s), repr(p.min_time_s),
-                str(p.min_iters), repr(p.max_time_s), str(p.max_iters)]
+                str(p.min_iters), repr(p.max_time_s), str(p.max_iters),
+                _rows_arg(rows)]
         # stderr to a file, read at the end: a pipe read only after stdout closes would let a
         # chatty runner block on a full pipe (~64 KiB) and end as a timeout.
         err_file = tempfile.TemporaryFile(mode="w+")
@@ -84,10 +91,8 @@ class Backend(torch_eager.Backend):
         try:
             for line in proc.stdout:
                 ev = json.loads(line)
-                if ev["event"] == "output":
-                    got = np.asarray(ev["values"], dtype=np.float64).reshape(ev["shape"])
-                    got = got.reshape(got.shape[0], -1) if got.ndim > 2 else got
-                    self.output_rel_diff = check_close(reference, got[rows],
+                if ev["event"] == "output":  # only the rows compared (ROWS)
+                    self.output_rel_diff = check_close(reference, _output_rows(ev),
                                                        "eager (Python)")
                 elif ev["event"] == "progress":
                     on_progress(ev["iters"], 0)
@@ -106,6 +111,7 @@ class Backend(torch_eager.Backend):
             raise RuntimeError(f"libtorch_runner exited with code {proc.returncode}: "
                                f"{err.strip()[-1500:]}")
         self.peak_rss_bytes = result["peak_rss_kb"] * 1024
+        self.baseline_rss_bytes = result["baseline_rss_kb"] * 1024
         loop = LoopResult(tuple(result["warmup_ns"]), tuple(result["samples_ns"]),
                           result["warmup_wall_ns"], result["wall_ns"], result["stop_reason"])
         return result["first_forward_ns"] / 1e9, loop
@@ -118,3 +124,16 @@ class Backend(torch_eager.Backend):
             self.tmp.cleanup()
             self.tmp = None
         super().unload()
+
+
+def _rows_arg(rows) -> str:
+    """The runner's ROWS argument: the sample indices compared ("0,255"), or "all"."""
+    return "all" if isinstance(rows, slice) else ",".join(map(str, rows))
+
+
+def _output_rows(ev: dict) -> np.ndarray:
+    """The runner's output event as a row per sample it sent. A model whose output has
+    fewer rows than the rows asked for sends fewer: the check then says the shapes differ."""
+    got = np.asarray(ev["values"], dtype=np.float64)
+    width = ev["shape"][1]
+    return got.reshape(-1, width) if width else got.reshape(len(ev["rows"]), 0)

@@ -1,11 +1,15 @@
 // LibTorch C++ runner: loads a TorchScript file and measures it with the same policy as the
 // Python harness (warm-up by count and time, then timed iterations until BOTH a minimum time
 // and a minimum count are met, capped by max time and max count), one steady_clock sample
-// per iteration. Prints JSON lines on stdout: "output" (the first forward's result, for the
-// parity check), "progress", then "result" with the raw samples.
+// per iteration. Prints JSON lines on stdout: "output" (the first forward's rows the parent
+// compares, ROWS: comma-separated sample indices or "all"; at batch 256 every row was 3 MB of
+// text parsed on the pinned cores for 2 rows compared), "progress", then "result" with the
+// raw samples, the peak resident set and the baseline it is measured from (the resident set
+// with libtorch loaded and threads set, before the input and the model: what the Python
+// worker measures before it builds a model).
 //
 // usage: libtorch_runner MODEL.pt INPUT.bin B C H W INTRA INTER WARMUP_ITERS WARMUP_MAX_S
-//                        MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS
+//                        MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS ROWS
 #include <torch/script.h>
 #include <ATen/Parallel.h>
 
@@ -23,6 +27,7 @@ namespace {
 using bench::Clock;
 using bench::ns_since;
 using bench::peak_rss_kb;
+using bench::rss_kb;
 
 
 void print_list(const std::vector<int64_t>& v) {
@@ -32,12 +37,31 @@ void print_list(const std::vector<int64_t>& v) {
 }
 
 
+// "all" -> every row of a batch of b; "0,255" -> those rows (each in [0, b), else empty)
+std::vector<int64_t> parse_rows(const std::string& arg, int64_t b) {
+  std::vector<int64_t> rows;
+  if (arg == "all") {
+    for (int64_t i = 0; i < b; ++i) rows.push_back(i);
+    return rows;
+  }
+  size_t start = 0;
+  while (start <= arg.size()) {
+    const size_t end = arg.find(',', start);
+    const int64_t r = std::stoll(arg.substr(start, end - start));
+    if (r < 0 || r >= b) return {};
+    rows.push_back(r);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 15) {
+  if (argc != 16) {
     std::cerr << "usage: libtorch_runner MODEL.pt INPUT.bin B C H W INTRA INTER WARMUP_ITERS "
-                 "WARMUP_MAX_S MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS\n";
+                 "WARMUP_MAX_S MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS ROWS\n";
     return 2;
   }
   const std::string model_path = argv[1], input_path = argv[2];
@@ -51,6 +75,12 @@ int main(int argc, char** argv) {
   const int64_t min_iters = std::stoll(argv[12]);
   const int64_t max_ns = static_cast<int64_t>(std::stod(argv[13]) * 1e9);
   const int64_t max_iters = std::stoll(argv[14]);
+  const std::vector<int64_t> rows = parse_rows(argv[15], b);
+  if (rows.empty()) {
+    std::cerr << "ROWS must be \"all\" or sample indices below " << b << ", got " << argv[15] << "\n";
+    return 2;
+  }
+  const long baseline_kb = rss_kb();  // libtorch loaded, threads set; no input, no model
 
   std::vector<float> buf(static_cast<size_t>(b * c * h * w));
   std::ifstream in(input_path, std::ios::binary);
@@ -67,10 +97,20 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   at::Tensor out = module.forward(inputs).toTensor().contiguous();
   const int64_t first_ns = ns_since(t0, Clock::now());
-  std::cout << "{\"event\":\"output\",\"shape\":[" << out.size(0) << "," << out.numel() / out.size(0)
-            << "],\"values\":[";
+  const int64_t width = out.numel() / out.size(0);
+  std::cout << "{\"event\":\"output\",\"shape\":[" << out.size(0) << "," << width
+            << "],\"rows\":";
+  print_list(rows);
+  std::cout << ",\"values\":[";
   const float* p = out.data_ptr<float>();
-  for (int64_t i = 0; i < out.numel(); ++i) std::cout << (i ? "," : "") << p[i];
+  bool first = true;
+  for (int64_t r : rows) {
+    if (r >= out.size(0)) break;  // a model that changed the batch: the shape says so
+    for (int64_t i = r * width; i < (r + 1) * width; ++i) {
+      std::cout << (first ? "" : ",") << p[i];
+      first = false;
+    }
+  }
   std::cout << "]}" << std::endl;
 
   std::vector<int64_t> warm, samples;
@@ -106,6 +146,7 @@ int main(int argc, char** argv) {
   std::cout << "{\"event\":\"result\",\"first_forward_ns\":" << first_ns
             << ",\"warmup_wall_ns\":" << warm_wall << ",\"wall_ns\":" << elapsed
             << ",\"stop_reason\":\"" << reason << "\",\"peak_rss_kb\":" << peak_rss_kb()
+            << ",\"baseline_rss_kb\":" << baseline_kb
             << ",\"threads\":" << at::get_num_threads() << ",\"warmup_ns\":";
   print_list(warm);
   std::cout << ",\"samples_ns\":";
