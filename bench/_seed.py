@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from engine.core import MeasurementPolicy, RunSpec
+from engine.core.protocol import InferenceResult
 from engine.core.record import RunRecord
 from engine.run.records import record_from_result
 
@@ -49,13 +50,14 @@ def ok_record(run_id: str, samples: tuple[int, ...], minute: int = 0, **spec) ->
     """A successful run with these raw samples (ns); spec: RunSpec fields (model, framework,
     batch_size, intra_threads, ...)."""
     s = _spec(**spec)
-    ev = {"samples_ns": list(samples), "warmup_ns": [9_000_000, 5_000_000],
-          "measured_s": 0.006, "stop_reason": "policy met", "load_s": 0.5,
-          "first_forward_s": 0.02, "warmup_s": 0.014, "params": 11_689_512,
-          "params_trainable": 11_689_512, "flops_per_sample": 1_000_000_000,
-          "flops_method": "FlopCounterMode", "rss_before_bytes": 100 * 2**20,
-          "peak_rss_bytes": 300 * 2**20, "peak_rss_method": "VmHWM", "device_peak_bytes": None}
-    return record_from_result(_fields(s, run_id, minute), ev, s)
+    res = InferenceResult(run_id, samples_ns=tuple(samples), warmup_ns=(9_000_000, 5_000_000),
+                          measured_s=0.006, stop_reason="policy met", load_s=0.5,
+                          first_forward_s=0.02, warmup_s=0.014, params=11_689_512,
+                          params_trainable=11_689_512, flops_per_sample=1_000_000_000,
+                          flops_method="FlopCounterMode", rss_before_bytes=100 * 2**20,
+                          peak_rss_bytes=300 * 2**20, peak_rss_method="VmHWM",
+                          device_peak_bytes=None)
+    return record_from_result(_fields(s, run_id, minute), res, s)
 
 
 def seed_sweep(db_path, sweep_id: str = "sweep-seeded") -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from dashboard.offered import offered
 from engine.present.links import md_escape
 from engine.run.cluster import NodeKinds, cluster_address, list_nodes
 from engine.core.errors import UserError
@@ -54,6 +55,7 @@ def executor_choice(can_write: bool) -> Where:
     if not address or not can_write:
         return Where()
     executor = st.radio("Run on", list(EXECUTOR_LABELS), key="executor", horizontal=True,
+                        **offered("executor", "executor", EXECUTOR_LABELS),
                         format_func=lambda e: md_escape(EXECUTOR_LABELS[e].format(
                             address=address)),
                         help="the cluster's nodes run the same workers as this machine; "
@@ -65,6 +67,7 @@ def executor_choice(can_write: bool) -> Where:
         return Where("ray", error=kinds.error, field="address")
     shapes = st.multiselect(
         "Node kinds", list(kinds.shapes), key="node_kinds", format_func=kinds.describe,
+        **offered("node_kinds", "node_kinds", kinds.shapes),
         placeholder="all: one node of every kind at once (a fleet sweep)",
         help="the shapes of the cluster's live nodes (each node's shape:NAME resource); "
              "several: the sweep on each, rounds interleaved across them")

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from dashboard.offered import MAX_VALUE_LEN, offered
 from engine.core.catalog import CATALOG, RUNTIMES
 from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.errors import UserError
@@ -93,11 +94,14 @@ def batch_search_form(image_size: int | None) -> JobForm:
                "raising throughput by more than the margin, then bisects towards the memory "
                "limit. Every probe is a stored run.")
     b1, b2, b3, b4 = st.columns(4)
-    model = b1.selectbox("Model", list(CATALOG), key="bs_model")
-    runtime = b2.selectbox("Runtime", [f"{f}/{r}" for f in FRAMEWORKS for r in RUNTIMES[f]],
-                           key="bs_runtime")
+    model = b1.selectbox("Model", list(CATALOG), key="bs_model",
+                         **offered("bs_model", "model", CATALOG))
+    runtimes = [f"{f}/{r}" for f in FRAMEWORKS for r in RUNTIMES[f]]
+    runtime = b2.selectbox("Runtime", runtimes, key="bs_runtime",
+                           **offered("bs_runtime", "runtime", runtimes))
     threads = b3.selectbox("Threads", list(range(1, cores + 1)), index=cores - 1,
-                           key="bs_threads")
+                           key="bs_threads", **offered("bs_threads", "threads",
+                                                       range(1, cores + 1)))
     p99 = b4.number_input("p99 bound (ms, 0 = none)", key="bs_p99", min_value=0.0, value=0.0,
                           step=10.0)
     b5, b6, b7 = st.columns(3)
@@ -122,19 +126,26 @@ def training_form() -> JobForm:
     st.caption("SGD on the same images in the same order in every framework; each step "
                "timed, each epoch scored on the test split. Results on the Training page.")
     t1, t2, t3, t4 = st.columns(4)
-    models = t1.multiselect("Models", list(CATALOG), default=["resnet18"], key="tr_models")
+    models = t1.multiselect("Models", list(CATALOG), default=["resnet18"], key="tr_models",
+                            **offered("tr_models", "model", CATALOG))
     frameworks = t2.multiselect("Frameworks", FRAMEWORKS, default=FRAMEWORKS,
-                                key="tr_frameworks")
-    batch = t3.text_input("Batch sizes", "32", key="tr_batch")
+                                key="tr_frameworks",
+                                **offered("tr_frameworks", "framework", FRAMEWORKS))
+    batch = t3.text_input("Batch sizes", "32", key="tr_batch",
+                          **offered("tr_batch", "batch_size", max_len=MAX_VALUE_LEN))
     threads = t4.multiselect("Threads", list(range(1, cores + 1)), default=[cores],
-                             key="tr_threads")
+                             key="tr_threads",
+                             **offered("tr_threads", "threads", range(1, cores + 1)))
+    train_runtimes = [r for f in FRAMEWORKS for r in TRAIN_RUNTIMES[f]]
     runtimes = st.multiselect(
-        "Training runtimes", [r for f in FRAMEWORKS for r in TRAIN_RUNTIMES[f]],
+        "Training runtimes", train_runtimes,
+        **offered("tr_runtimes", "runtime", train_runtimes),
         default=[TRAIN_RUNTIMES[f][0] for f in FRAMEWORKS], key="tr_runtimes",
         help="torch: eager, or libtorch (the same model scripted and trained in C++); "
              "tensorflow: tf_function")
     t5, t6, t7, t8, t9, t10 = st.columns(6)
     dataset = t5.selectbox("Data set", list(DATASETS), key="tr_dataset",
+                           **offered("tr_dataset", "dataset", DATASETS),
                            help="; ".join(f"{k}: {v}" for k, v in DATASETS.items()))
     epochs = t6.number_input("Epochs", key="tr_epochs", min_value=EPOCH_RANGE[0],
                              max_value=EPOCH_RANGE[1], value=1)
@@ -164,21 +175,27 @@ def data_loading_form() -> JobForm:
                "ground truth before timing. Results on the Data loading page.")
     d1, d2, d3, d4 = st.columns(4)
     formats = d1.multiselect("Formats", list(FORMATS), default=["png"], key="dl_formats",
+                             **offered("dl_formats", "format", FORMATS),
                              help="; ".join(f"{k}: {v}" for k, v in FORMATS.items()))
     decoders = d2.multiselect("Decoders", list(DECODERS), default=["pillow", "opencv"],
-                              key="dl_decoders")
+                              key="dl_decoders", **offered("dl_decoders", "decoder", DECODERS))
     normalizers = d3.multiselect("Normalise with", list(NORMALIZERS),
-                                 default=["numpy", "torch"], key="dl_normalizers")
+                                 default=["numpy", "torch"], key="dl_normalizers",
+                                 **offered("dl_normalizers", "normalizer", NORMALIZERS))
     pipelines = d4.multiselect("Pipelines", list(PIPELINES), default=["loop"],
                                key="dl_pipelines",
+                               **offered("dl_pipelines", "pipeline", PIPELINES),
                                help="; ".join(f"{k}: {v}" for k, v in PIPELINES.items()))
     d5, d6, d7, d8, d9 = st.columns(5)
-    batch = d5.text_input("Batch sizes", "8, 32", key="dl_batch")
+    batch = d5.text_input("Batch sizes", "8, 32", key="dl_batch",
+                          **offered("dl_batch", "batch_size", max_len=MAX_VALUE_LEN))
     workers = d6.text_input("Workers", "0", key="dl_workers",
+                            **offered("dl_workers", "workers", max_len=MAX_VALUE_LEN),
                             help="parallel workers of torch_dataloader / tf_data; the plain "
                                  "loop always runs at 0")
     threads = d7.multiselect("Threads", list(range(1, cores + 1)), default=[1],
-                             key="dl_threads")
+                             key="dl_threads",
+                             **offered("dl_threads", "threads", range(1, cores + 1)))
     count = d8.number_input("Images", key="dl_count", min_value=LOAD_COUNT_RANGE[0],
                             max_value=LOAD_COUNT_RANGE[1], value=256)
     size = d9.number_input("Image size [px]", key="dl_size", min_value=LOAD_SIZE_RANGE[0],

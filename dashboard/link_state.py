@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from dashboard.offered import MAX_VALUE_LEN, offered, stop_if_refused
 from engine.present.links import parse_choice, parse_choices, parse_integers, parse_number
 
 __all__ = ["PageLink"]
@@ -28,6 +29,7 @@ WRITTEN_KEPT = 64
 
 class PageLink:
     def __init__(self, page: str) -> None:
+        stop_if_refused()  # a crafted widget value of this rerun: named, nothing drawn
         self._slot = st.container()  # at the top of the page: notes and the link
         self._state = f"_link_{page}"
         incoming = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
@@ -35,6 +37,7 @@ class PageLink:
         self.notes: list[str] = []
         self._out: dict[str, str] = {}
         self._seeded: set[str] = set()
+        self._offers: dict[str, dict] = {}  # widget key -> its check (dashboard.offered)
 
     def _incoming(self, param: str) -> str | None:
         raw = st.query_params.get_all(param)
@@ -59,19 +62,22 @@ class PageLink:
 
     def initial(self, key: str, **default: Any) -> dict[str, Any]:
         """The widget's own default (value=..., index=..., default=...) as keyword arguments,
-        none when the link set the widget (Streamlit refuses both)."""
-        return {} if self.seeded(key) else default
+        none when the link set the widget (Streamlit refuses both); with the check of a value
+        the page did not offer when choice(), choices() or text() named the widget."""
+        return {**({} if self.seeded(key) else default), **self._offers.get(key, {})}
 
     def choice(self, param: str, key: str, options: list, encode: Callable[[Any], str] = str,
                prefix_ok: bool = False) -> None:
         # Boxed: an option may itself be None (?sweep=all: every stored run).
         table = {encode(o): (o,) for o in options}
+        self._offers[key] = offered(key, param, options, table)
         self._seed(param, lambda raw: parse_choice(param, raw, table, prefix_ok),
                    lambda boxed: {key: boxed[0]})
 
     def choices(self, param: str, key: str, options: list,
                 encode: Callable[[Any], str] = str, prefix_ok: bool = False) -> None:
         table = {encode(o): o for o in options}
+        self._offers[key] = offered(key, param, options, table)
         self._seed(param, lambda raw: parse_choices(param, raw, table, prefix_ok),
                    lambda values: {key: values})
 
@@ -92,7 +98,9 @@ class PageLink:
 
     def text(self, param: str, key: str, max_len: int | None = None) -> None:
         """Free text for a text box, as given (at most max_len characters): the page checks
-        it like typed text, so a bad one is the form's error, not a note."""
+        it like typed text, so a bad one is the form's error, not a note. Typed text longer
+        than MAX_VALUE_LEN is refused as not offered."""
+        self._offers[key] = offered(key, param, max_len=max_len or MAX_VALUE_LEN)
         self._seed(param, lambda raw: (raw[:max_len] if raw else None, None),
                    lambda value: {key: value})
 

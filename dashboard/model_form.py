@@ -72,7 +72,7 @@ def source_choice(link: PageLink) -> bool:
     by_label = {label: value for value, label in SOURCES.items()}
     link.choice("source", "model_source", list(SOURCES.values()), encode=by_label.get)
     label = st.radio("Models from", list(SOURCES.values()), key="model_source",
-                     horizontal=True)
+                     horizontal=True, **link.initial("model_source"))
     link.put("source", by_label[label], default="catalog")
     return label == SOURCES["file"]
 
@@ -194,7 +194,7 @@ def model_form(*, can_write: bool, link: PageLink, may_trust: bool = False) -> M
             f"model_file: no model file in {models_dir()} yet; allowed: upload one above, "
             "or copy a .pt2, .pt, .pth, .onnx or .keras file or a SavedModel folder there")
         return form
-    path = st.selectbox("Model file", list(entries), key="um_file",
+    path = st.selectbox("Model file", list(entries), key="um_file", **link.initial("um_file"),
                         format_func=lambda p: entries[p].label,
                         help="the models folder's files, newest first")
     entry = entries[path]
@@ -210,15 +210,17 @@ def model_form(*, can_write: bool, link: PageLink, may_trust: bool = False) -> M
     link.text("name", "um_name", max_len=64)
     link.text("input", "um_input", max_len=2000)
     link.choices("runtime", f"um_runtimes_{entry.format}", list(runtimes))
-    name = st.text_input("Name", key="um_name", max_chars=64,
+    name = st.text_input("Name", key="um_name", max_chars=64, **link.initial("um_name"),
                          help="shown on every page as this model's name: 1 to 64 letters, "
                               "digits, _ . - (a catalog model's name is taken)")
     form.slots["model_name"] = st.empty()
     text = st.text_area("Input", key="um_input", height=80, max_chars=2000,
+                        **link.initial("um_input"),
                         placeholder=_LAYOUT[entry.format], help=INPUT_HELP)
     form.slots["input"] = form.slots["input_shape"] = st.empty()
     chosen = st.multiselect(
         "Runtimes", list(runtimes), key=f"um_runtimes_{entry.format}",
+        **link.initial(f"um_runtimes_{entry.format}"),
         placeholder=f"the format's default ({default_runtime(entry.format, framework)})",
         help="the runtimes this file's format can run on; one per configuration")
     form.slots["runtime"] = st.empty()

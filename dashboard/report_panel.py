@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard.offered import offered
 from dashboard.session import busy, database
 from engine.core.errors import UserError
 from engine.present.report import REPORT_FORMATS, build_report
@@ -21,6 +22,7 @@ def report_section(sweep_id: str) -> None:
     the download button. A busy database file is said and retried, never raised."""
     r1, r2, r3 = st.columns([2, 1, 1])
     fmt = r1.radio("Report", list(REPORT_FORMATS), horizontal=True, key="report_format",
+                   **offered("report_format", "report_format", REPORT_FORMATS),
                    format_func=FORMAT_LABELS.get)
     if r2.button("Prepare report", key="prepare_report"):
         try:

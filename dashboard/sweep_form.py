@@ -19,6 +19,7 @@ import streamlit as st
 from dashboard.cluster_form import Where
 from dashboard.link_state import PageLink
 from dashboard.model_form import model_form, source_choice
+from dashboard.offered import MAX_VALUE_LEN, offered
 from dashboard.session import busy, database
 from engine.core.budget import default_max_rounds
 from engine.core.catalog import CATALOG
@@ -113,8 +114,10 @@ def _file_model(link: PageLink, can_write: bool, form: SweepForm, may_trust: boo
 
 def _batches_and_threads(link: PageLink, where: Where, form: SweepForm) -> dict:
     presets = st.multiselect("Batch sizes", BATCH_PRESETS, key="batch_presets",
+                             **offered("batch_presets", "batch_size", BATCH_PRESETS),
                              **link.initial("batch_presets", default=DEFAULT_BATCHES))
     more = st.text_input("More batch sizes", key="batch_free", placeholder="e.g. 3, 48",
+                         **offered("batch_free", "batch_size", max_len=MAX_VALUE_LEN),
                          help=f"comma-separated integers {BATCH_RANGE[0]}..{BATCH_RANGE[1]}",
                          **link.initial("batch_free", value=""))
     form.slots["batch_size"] = st.empty()
@@ -129,11 +132,13 @@ def _batches_and_threads(link: PageLink, where: Where, form: SweepForm) -> dict:
     default = default_threads(logical_cores(), cores)
     link.integers("threads", 1, cores, lambda values: {"threads": values})
     threads = st.multiselect("Intra-op threads", list(range(1, cores + 1)), key="threads",
+                             **offered("threads", "threads", range(1, cores + 1)),
                              help=f"1..{cores} ({cores_are})",
                              **link.initial("threads", default=default))
     link.integers("replicas", 1, cores, lambda values: {"replicas": values})
     replicas = st.multiselect(
         "Replicas", list(range(1, cores + 1)), key="replicas",
+        **offered("replicas", "replicas", range(1, cores + 1)),
         help=f"R identical workers per configuration, each with its threads on cores of its "
              f"own, timed over one window (the throughput of R streams at once); threads x "
              f"replicas must fit {cores} cores ({cores_are}), other splits are left out",
@@ -148,6 +153,7 @@ def _batches_and_threads(link: PageLink, where: Where, form: SweepForm) -> dict:
 
 def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
     precision = st.selectbox("Precision", list(PRECISIONS), key="precision",
+                             **offered("precision", "precision", PRECISIONS),
                              help="bf16 runs on torch eager, channels_last, torchscript and "
                                   "compile; other runtimes are refused with the reason")
     image_text = ""

@@ -48,7 +48,7 @@ if not models:
 choices, setting_labels = setting_choices(read(settings, INFERENCE.kind, sweep_id))
 link.choice("setting", "setting", choices, encode=encode_setting)
 setting = st.selectbox("Setting (device · precision · inter-op threads · machine)", choices,
-                       format_func=setting_labels.get, key="setting",
+                       format_func=setting_labels.get, key="setting", **link.initial("setting"),
                        help="figures never blend settings: runs on another device, precision, "
                             "inter-op thread count or machine are a different setting")
 summary = read(config_summary, models, sweep_id, setting)
@@ -62,8 +62,10 @@ link.choice("batch", "batch", batches_all)
 link.choice("band", "band", ["p10-p90", "IQR (p25-p75)"], encode=lambda b: b.split(" ")[0])
 threads = k1.selectbox("Threads (for the batch charts)", threads_all, key="threads",
                        **link.initial("threads", index=len(threads_all) - 1))
-batch = k2.selectbox("Batch size (for threads and distributions)", batches_all, key="batch")
-band = k3.radio("Latency band", ["p10-p90", "IQR (p25-p75)"], horizontal=True, key="band")
+batch = k2.selectbox("Batch size (for threads and distributions)", batches_all, key="batch",
+                     **link.initial("batch"))
+band = k3.radio("Latency band", ["p10-p90", "IQR (p25-p75)"], horizontal=True, key="band",
+                **link.initial("band"))
 link.put("setting", setting, encode_setting)
 link.put("threads", threads)
 link.put("batch", batch)
@@ -124,7 +126,8 @@ fig, eff = scaling_vs_threads(summary, batch)
 g3.plotly_chart(fig, key="scaling")
 with g4:
     link.choice("dist", "dist_kind", ["box", "violin"])
-    shape = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind")
+    shape = st.radio("Distribution", ["box", "violin"], horizontal=True, key="dist_kind",
+                     **link.initial("dist_kind"))
     link.put("dist", shape)
     samples = read(config_samples, models, int(batch), int(threads), sweep_id,
                    setting=setting)
@@ -145,7 +148,7 @@ if len(contenders) >= 2:
     link.choice("heat_model", "heat_model", models)
     a = h1.selectbox("A", contenders, key="heat_a", **link.initial("heat_a", index=0))
     b = h2.selectbox("B", contenders, key="heat_b", **link.initial("heat_b", index=1))
-    m = h3.selectbox("Model", models, key="heat_model")
+    m = h3.selectbox("Model", models, key="heat_model", **link.initial("heat_model"))
     link.put("a", a)
     link.put("b", b)
     link.put("heat_model", m)

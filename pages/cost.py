@@ -14,6 +14,7 @@ from engine.present.cost_text import (bars_captions, break_even_defaults, break_
                                       not_measured_text, source_caption, versus_frame,
                                       versus_missing_text)
 from dashboard.link_state import PageLink
+from dashboard.offered import offered
 from engine.present.links import encode_setting
 from dashboard.session import read
 from store.prices import effective_catalog
@@ -28,6 +29,7 @@ choices, setting_labels = setting_choices(read(settings, INFERENCE.kind))
 link.choice("setting", "setting", choices, encode=encode_setting)
 setting = st.selectbox("Measured setting (device · precision · inter-op threads · machine)",
                        choices, format_func=setting_labels.get, key="setting",
+                           **link.initial("setting"),
                        help="throughput is priced from one setting at a time: runs on another "
                             "device, precision, inter-op thread count or machine are never "
                             "averaged in; machines whose runs name their catalog shape are "
@@ -67,20 +69,23 @@ if measured.empty:
 st.subheader("Your workload")
 c1, c2, c3 = st.columns(3)
 link.choice("model", "model", sorted(measured.model.unique()))
-model = c1.selectbox("Model", sorted(measured.model.unique()), key="model")
+model = c1.selectbox("Model", sorted(measured.model.unique()), key="model",
+                     **link.initial("model"))
 m_rows = measured[measured.model == model]
 sizes = sorted(int(x) for x in m_rows.image_size.dropna().unique())
 if len(sizes) > 1:  # one figure never takes its best from another input size
-    size = c1.selectbox("Image size (px)", sizes, key="image_size")
+    size = c1.selectbox("Image size (px)", sizes, key="image_size",
+                        **offered("image_size", "image_size", sizes))
     m_rows = m_rows[m_rows.image_size == size]
 link.choice("fw", "contender", sorted(m_rows.contender.unique()))
 contender = c2.selectbox("Framework (runtime)", sorted(m_rows.contender.unique()),
-                         key="contender",
+                         key="contender", **link.initial("contender"),
                          help="each machine is priced at the split (threads x replicas) that "
                               "served this contender best there")
 c_rows = m_rows[m_rows.contender == contender]
 link.choice("batch", "batch", sorted(c_rows.batch_size.unique()))
-batch = c3.selectbox("Batch size", sorted(c_rows.batch_size.unique()), key="batch")
+batch = c3.selectbox("Batch size", sorted(c_rows.batch_size.unique()), key="batch",
+                     **link.initial("batch"))
 link.put("model", model)
 link.put("fw", contender)
 link.put("batch", batch)
@@ -93,7 +98,8 @@ shapes = priced_shapes(catalog, set(base.shapes))
 MODES = ["Pick a shape from the catalog", "Enter a price"]
 link.choice("machine", "machine_mode", MODES,
             encode=lambda m: "price" if m == MODES[1] else "shape")
-mode = st.radio("Machine", MODES, horizontal=True, key="machine_mode")
+mode = st.radio("Machine", MODES, horizontal=True, key="machine_mode",
+                **link.initial("machine_mode"))
 if mode == "Enter a price":
     p1, p2 = st.columns(2)
     link.number("price", "custom_price", 0.0001, 1e6)

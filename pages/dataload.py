@@ -36,6 +36,7 @@ if len(choices) > 1:
     link.choice("setting", "load_setting", choices, encode=encode_setting)
     setting = st.selectbox("Setting (device · machine)", choices,
                            format_func=setting_labels.get, key="load_setting",
+                               **link.initial("load_setting"),
                            help="runs on another device or machine are a different setting")
     link.put("setting", setting, encode_setting)
 summary = read(load_summary, sweep_id, setting)
@@ -46,9 +47,10 @@ else:
     formats = sorted(summary.format.unique())
     link.choice("format", "load_format", formats)
     link.choice("show", "load_value", ["ms_per_batch", "images_per_s", "batches_per_s"])
-    fmt = c2.radio("Format", formats, horizontal=True, key="load_format")
+    fmt = c2.radio("Format", formats, horizontal=True, key="load_format",
+                   **link.initial("load_format"))
     value = st.radio("Show", ["ms_per_batch", "images_per_s", "batches_per_s"],
-                     horizontal=True, key="load_value",
+                     horizontal=True, key="load_value", **link.initial("load_value"),
                      format_func={"ms_per_batch": "ms per batch", "images_per_s": "images/s",
                                   "batches_per_s": "batches/s"}.get)
     link.put("format", fmt)

@@ -75,7 +75,7 @@ st.caption("What `python -m engine compare --baseline ... --candidate ...` would
 st.subheader("One configuration over time")
 choices = {c.config.label: c.config for c in cmp.changes if c.config.replica is None}
 link.choice("config", "config", list(choices))
-label = st.selectbox("Configuration", list(choices), key="config")
+label = st.selectbox("Configuration", list(choices), key="config", **link.initial("config"))
 link.put("config", label)
 link.finish()
 if label is None:

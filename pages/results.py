@@ -34,12 +34,16 @@ for param, key, name in (("kind", "f_kind", "kind"), ("model", "f_model", "model
                          ("framework", "f_framework", "framework"),
                          ("status", "f_status", "status")):
     link.choices(param, key, options[name])
-kinds = c0.multiselect("Kind", options["kind"], key="f_kind", placeholder="all",
+kinds = c0.multiselect("Kind", options["kind"], key="f_kind",
+                       **link.initial("f_kind"), placeholder="all",
                        help="inference, train or dataload")
-models = c1.multiselect("Model / format", options["model"], key="f_model", placeholder="all")
+models = c1.multiselect("Model / format", options["model"], key="f_model",
+                        **link.initial("f_model"), placeholder="all")
 frameworks = c2.multiselect("Framework", options["framework"], key="f_framework",
+                            **link.initial("f_framework"),
                             placeholder="all")
-statuses = c3.multiselect("Status", options["status"], key="f_status", placeholder="all")
+statuses = c3.multiselect("Status", options["status"], key="f_status",
+                          **link.initial("f_status"), placeholder="all")
 for param, value in (("kind", kinds), ("model", models), ("framework", frameworks),
                      ("status", statuses)):
     link.put(param, value)

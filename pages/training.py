@@ -96,7 +96,7 @@ choices, setting_labels = setting_choices(read(settings, TRAINING.kind, sweep_id
 link.choice("setting", "train_setting", choices, encode=encode_setting)
 setting = st.selectbox("Setting for latency and cost (device · precision · inter-op threads "
                        "· machine)", choices, format_func=setting_labels.get,
-                       key="train_setting",
+                       key="train_setting", **link.initial("train_setting"),
                        help="one setting at a time: runs on another device, precision, "
                             "inter-op thread count or machine are never averaged in"
                        ) if choices else None

@@ -1,7 +1,9 @@
 """End to end in a real browser: streamlit run app.py on a free loopback port against a
 temporary database; Playwright drives Debian's chromium to launch a tiny sweep of both
-frameworks from the Run page, wait for it, and find the chart on Compare. Screenshots are
-saved under test-artifacts/."""
+frameworks from the Run page, wait for it, and find the chart on Compare; and rewrite the
+browser's own rerun messages on the websocket (a crafted client) to check that a value the
+page does not offer gets its message and launches nothing. Screenshots are saved under
+test-artifacts/."""
 
 import contextlib
 import os
@@ -208,3 +210,83 @@ def test_launch_data_loading_from_the_run_page_and_see_its_table(server):
         ("loop:opencv+numpy", 8), ("loop:opencv+torch", 8), ("loop:pillow+numpy", 8),
         ("loop:pillow+torch", 8)]
     assert [s for _, _, s in rows] == ["ok"] * 4, rows  # noisy, perhaps, but never dropped
+
+
+def crafting(replace: dict):
+    """A websocket route that rewrites the browser's rerun messages on their way to the
+    server while replace["armed"]: each widget whose id ends with -KEY gets the values in
+    replace["values"][KEY] (a multiselect's list), as a client sending its own BackMsg
+    would. replace["sent"] counts the rewritten messages."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    def route(ws):
+        server = ws.connect_to_server()  # the server's messages reach the page untouched
+
+        def up(message):
+            if replace["armed"] and isinstance(message, bytes):
+                msg = BackMsg()
+                msg.ParseFromString(message)
+                if msg.WhichOneof("type") == "rerun_script":
+                    for w in msg.rerun_script.widget_states.widgets:
+                        for key, values in replace["values"].items():
+                            if w.id.endswith(f"-{key}"):
+                                w.string_array_value.data[:] = values
+                                replace["sent"] += 1
+                    message = msg.SerializeToString()
+            server.send(message)
+
+        ws.on_message(up)
+
+    return route
+
+
+def test_a_crafted_websocket_message_gets_the_page_message_and_launches_nothing(server):
+    """Launch pressed in the browser while its rerun message names a framework the page
+    does not offer (Streamlit would drop it silently and queue the rest): the page names
+    the field and what is allowed, no exception, no job, no row."""
+    from playwright.sync_api import expect
+
+    base, db = server
+    replace = {"armed": False, "sent": 0, "values": {"frameworks": ["torch", "jax"]}}
+    with browser_page("crafted") as page:
+        page.route_web_socket(re.compile(r"/_stcore/stream"), crafting(replace))
+        page.goto(f"{base}/?{QUERY}")
+        expect(page.get_by_text("2 configurations × 2 rounds = 4 runs")).to_be_visible(
+            timeout=60_000)
+        replace["armed"] = True
+        page.get_by_role("button", name="Launch").click()
+        expect(page.get_by_text("framework: 'jax' is not offered; allowed: one of torch, "
+                                "tensorflow")).to_be_visible(timeout=30_000)
+        replace["armed"] = False
+        assert replace["sent"] >= 1
+        page.screenshot(path=str(ARTIFACTS / "e2e-crafted.png"), full_page=True)
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        expect(page.get_by_text(re.compile(r"Sweep job \d"))).to_have_count(0)
+    with open_db(db) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_a_crafted_model_name_on_compare_gets_the_page_message(server):
+    """A read page: a model the page does not offer, sent with the browser's next rerun,
+    is named with what is allowed; the next honest message draws the page again."""
+    from playwright.sync_api import expect
+
+    from tests.helpers import seed_sweep
+
+    base, db = server
+    seed_sweep(db)
+    replace = {"armed": False, "sent": 0, "values": {"models": ["../../etc/passwd"]}}
+    with browser_page("crafted-compare") as page:
+        page.route_web_socket(re.compile(r"/_stcore/stream"), crafting(replace))
+        page.goto(f"{base}/compare")
+        expect(page.get_by_text("Comparison table")).to_be_visible(timeout=60_000)
+        replace["armed"] = True
+        page.get_by_text("violin", exact=True).click()  # any change sends a rerun
+        expect(page.get_by_text("models: '../../etc/passwd' is not offered; allowed: one "
+                                "of mobilenet")).to_be_visible(timeout=30_000)
+        replace["armed"] = False
+        assert replace["sent"] >= 1
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        page.reload()
+        expect(page.get_by_text("Comparison table")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("is not offered")).to_have_count(0)

@@ -174,3 +174,17 @@ def test_a_link_value_cannot_put_a_link_on_our_page(db_path, monkeypatch):
                    {"rounds": "[Sign in](https://evil.example)"})
     (msg,) = [w.value for w in at.warning if w.value.startswith("link: ")]
     assert msg.startswith("link: rounds='\\[Sign in\\]\\(https\\://evil.example\\)' is not")
+
+
+def test_a_widget_value_the_page_did_not_offer_is_named_with_what_is_allowed():
+    from engine.present.links import not_offered
+    assert not_offered("threads", [1, 2], (1, 2, 3)) is None
+    assert not_offered("threads", [1, "999"], (1, 2), ("1", "2")) == (
+        "threads: '999' is not offered; allowed: one of 1, 2")
+    assert not_offered("model", "x" * 300, ("resnet18",), ("resnet18",)) == (
+        "model: '" + "x" * 37 + "...' is not offered; allowed: one of resnet18")
+    assert not_offered("batch_size", "9," * 150, None, max_len=200) == (
+        "batch_size: 300 characters is too long; allowed: at most 200 characters")
+    assert not_offered("sweep", None, (None, "s1"), ("all", "s1")) is None  # ?sweep=all
+    assert not_offered("model", "m_1", (), ()) == (
+        "model: 'm\\_1' is not offered; allowed: nothing here yet")

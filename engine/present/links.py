@@ -16,7 +16,8 @@ import math
 from typing import Any, Iterable
 
 __all__ = ["MAX_VALUE_LEN", "looks_like_path", "parse_choice", "parse_choices",
-           "parse_number", "parse_integers", "encode_setting", "note", "md_escape"]
+           "parse_number", "parse_integers", "encode_setting", "note", "md_escape",
+           "not_offered"]
 
 MAX_VALUE_LEN = 200
 _PATH_MARKS = ("/", "\\", "..", "\x00")
@@ -47,6 +48,23 @@ def _allowed_list(options: Iterable[str], limit: int = 8) -> str:
         return "nothing here yet"
     more = f" (and {len(names) - limit} more)" if len(names) > limit else ""
     return "one of " + ", ".join(names[:limit]) + more
+
+
+def not_offered(field: str, value: Any, options: tuple | None, names: Iterable[str] = (),
+                max_len: int | None = None) -> str | None:
+    """A widget value the page did not offer (a crafted rerun message: Streamlit passes a
+    choice it does not know through as the raw string, and a text box any length): the
+    message naming the field and what is allowed, or None. value: one value or a list;
+    options: the values offered (None: any); names: their spellings for the message."""
+    for v in value if isinstance(value, list) else [value]:
+        if max_len is not None and isinstance(v, str) and len(v) > max_len:
+            return (f"{field}: {len(v)} characters is too long; allowed: at most {max_len} "
+                    "characters")
+        if options is not None and v not in options:
+            shown = str(v) if len(str(v)) <= 40 else str(v)[:37] + "..."
+            return (f"{field}: {md_escape(repr(shown))} is not offered; allowed: "
+                    f"{md_escape(_allowed_list(names))}")
+    return None
 
 
 def _refused(field: str, raw: str, allowed: str, action: str = "ignored") -> str | None:
