@@ -194,7 +194,7 @@ def test_bad_models_leave_exactly_one_failure_row_each(files, db_path, worker_en
                   "--input-shape", "3,16,16"],
                  ["--model-factory", "usermodels:image_net", "--framework", "tensorflow",
                   "--name", "wrong_fw", "--input-shape", "3,16,16"]):
-        assert main(["run", *args, *one]) == 0
+        assert main(["run", *args, *one]) == 1  # each run fails: not ok
     got = rows(db_path, "SELECT model, status, model_sha256, reason FROM runs ORDER BY model")
     # a file is hashed before it is loaded: its failure row names the bytes it failed on; a
     # factory that fails to build one has no module digest to give
