@@ -112,3 +112,72 @@ def test_a_p99_bound_raises_min_iters_so_that_p99_is_measured():
     r = ScriptedRunner(lambda b: 1.0)
     batch_search(spec(), runner=r, on_record=lambda rec: None, max_batch=2)
     assert {s.policy.min_iters for s in r.specs} == {spec().policy.min_iters}
+
+
+def test_fits_mode_doubles_and_bisects_on_memory_alone():
+    # Throughput flat from batch 2 on: the throughput mode would stop there; fits goes on.
+    r = ScriptedRunner(lambda b: float(b), oom_from=100)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, mode="fits")
+    assert r.batches == [1, 2, 4, 8, 16, 32, 64, 128, 96, 112, 104]
+    assert res.largest_fit == 96 and res.mode == "fits"
+    assert res.stop_reason == ("out of memory at batch 128; the largest batch that fits lies "
+                               "in [96, 104)")
+    assert search_outcome([p.status for p in res.probes], res.largest_fit) == (
+        0, "11 probes; none failed; 3 out of memory, as a search expects")
+
+
+def test_fits_mode_probes_max_batch_itself_and_does_not_measure_noise_again():
+    class Noisy(ScriptedRunner):
+        def run(self, specs, *, on_record, sweep_id=None, on_event=None, known_stats=None):
+            [rec] = super().run(specs, on_record=lambda r: None, sweep_id=sweep_id)
+            rec = replace(rec, validity="noisy", validity_reason="IQR/median 40% above 10%")
+            on_record(rec)
+            return [rec]
+
+    r = Noisy(lambda b: float(b))
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, mode="fits", max_batch=20)
+    assert r.batches == [1, 2, 4, 8, 16, 20]  # the last doubling clamped to the cap
+    assert res.largest_fit == 20
+    assert res.stop_reason == "reached the largest batch allowed (20): every batch probed fits"
+
+
+def test_fits_mode_nothing_fits_and_a_bad_mode_is_refused():
+    r = ScriptedRunner(lambda b: 1.0, oom_from=1)
+    res = batch_search(spec(), runner=r, on_record=lambda rec: None, mode="fits")
+    assert r.batches == [1] and res.largest_fit is None
+    assert search_outcome([p.status for p in res.probes], res.largest_fit)[0] == 1
+    from engine.core.errors import UserError
+    with pytest.raises(UserError, match="mode: 'fastest' is not supported"):
+        batch_search(spec(), runner=r, on_record=lambda rec: None, mode="fastest")
+
+
+def test_cli_fits_mode_reports_the_largest_batch_that_fits(db_path, worker_env, capsys):
+    common = ["--framework", "selftest", "--mode", "fits", "--max-batch", "6",
+              "--min-time", "0.05", "--min-iters", "5", "--db", str(db_path)]
+    assert main(["batch-search", "--model", "identity", *common]) == 0
+    out = capsys.readouterr().out
+    assert "largest batch that fits: 6\n" in out and "throughput-optimal" not in out
+    assert "stopped: reached the largest batch allowed (6): every batch probed fits" in out
+    assert out.endswith("\n4 probes; none failed\n")
+    assert main(["batch-search", "--model", "fault_alloc", "--memory-cap-mb", "256",
+                 *common]) == 1
+    assert capsys.readouterr().out.endswith(
+        "\n1 probes; no batch fits: every probe ran out of memory\n")
+
+
+def test_a_search_request_carries_its_mode(db_path):
+    from engine.core.errors import UserError
+    from engine.run.batch_search import BatchSearchRequest
+
+    req = BatchSearchRequest(model="resnet18", framework="torch", runtime=None, threads=1,
+                             image_size=64, max_batch=8, mode="fits")
+    why = []
+    text = req.run([], db=db_path, runner=ScriptedRunner(lambda b: float(b), oom_from=6),
+                   seed=0, on_start=lambda sid: None, on_stored=lambda rec: None,
+                   on_event=lambda ev, n: None, on_stop=why.append)
+    # 1, 2, 4 fit, 8 does not; bisection: 6 (oom), 5 fits
+    assert text == ("largest batch that fits 5; stopped: out of memory at batch 8; the "
+                    "largest batch that fits lies in [5, 6)")
+    assert why == ["out of memory at batch 8; the largest batch that fits lies in [5, 6)"]
+    with pytest.raises(UserError, match="mode: 'fastest' is not supported"):
+        replace(req, mode="fastest")._expand()

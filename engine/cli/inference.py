@@ -9,7 +9,7 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
                              memory_cap_option, sweep_options, user_model,
                              user_model_options, executor_options, cluster_runner)
 from engine.cli.progress import run_and_summarize
-from engine.run.batch_search import DEFAULT_MARGIN
+from engine.run.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
 from engine.run.requests import SweepRequest, local_runner
 from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.core.errors import UserError
@@ -116,8 +116,12 @@ def add_parsers(sub) -> None:
 
     sub.add_parser("runtimes", help="the runtimes of each framework and what they support")
 
-    bs = sub.add_parser("batch-search", help="find the throughput-optimal batch size "
-                                             "(doubling, then bisecting after out-of-memory)")
+    bs = sub.add_parser("batch-search", help="find the throughput-optimal batch size, or the "
+                                             "largest that fits (doubling, then bisecting "
+                                             "after out-of-memory)")
+    bs.add_argument("--mode", choices=MODES, default=THROUGHPUT,
+                    help="throughput (default): the throughput-optimal batch; fits: the "
+                         "largest batch that fits in memory, no throughput rule")
     bs.add_argument("--model")
     bs.add_argument("--framework", default=None, help="torch (default) or tensorflow; your "
                                                       "model file: its format's")
@@ -293,19 +297,23 @@ def cmd_batch_search(args) -> int:
     sweep_id, res = stored_batch_search(
         base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
         on_start=started, on_stored=stored, start=args.start, max_batch=args.max_batch,
-        margin=args.margin, p99_bound_ms=args.p99_ms)
+        margin=args.margin, p99_bound_ms=args.p99_ms, mode=args.mode)
     rows = [[str(r.batch_size), r.status, f"{r.throughput:,.1f}" if r.throughput else "",
              f"{r.median_ms:.2f}" if r.median_ms else "", p99_text(r.p99_ms, r.iterations),
-             "*" if r.batch_size == res.best_batch else ""] for r in res.probes]
+             "*" if r.batch_size == (res.largest_fit if args.mode == FITS else res.best_batch)
+             else ""] for r in res.probes]
     print()
-    print(format_table(["batch", "status", "samples/s", "p50 ms", "p99 ms", "best"], rows))
+    print(format_table(["batch", "status", "samples/s", "p50 ms", "p99 ms",
+                        "largest fit" if args.mode == FITS else "best"], rows))
     print(f"\nstopped: {res.stop_reason}")
-    if res.best_batch:
+    if args.mode == FITS and res.largest_fit:
+        print(f"largest batch that fits: {res.largest_fit}")
+    elif res.best_batch:
         print(f"throughput-optimal batch: {res.best_batch} ({res.best_throughput:,.1f} samples/s)")
     if args.p99_ms is not None:
         print(f"largest batch with p99 <= {args.p99_ms:g} ms: {res.p99_batch or 'none probed'}")
     print(f"probes stored in {db} as sweep {sweep_id} (see Compare: throughput vs batch)")
-    code, line = search_outcome([r.status for r in res.probes], res.best_batch)
+    code, line = search_outcome([r.status for r in res.probes], res.largest_fit)
     print(line)
     return code
 

@@ -1,4 +1,4 @@
-"""Find the throughput-optimal batch size: grow the batch, then bisect.
+"""Find the throughput-optimal batch size, or the largest batch that fits: grow, then bisect.
 
 Doubling from `start` until a probe runs out of memory (the runner's cap), fails, reaches
 `max_batch`, or no longer improves throughput by more than `margin` over the best so far.
@@ -6,6 +6,10 @@ After an out-of-memory stop, bisection between the largest batch that fitted and
 that did not finds the memory limit more closely (at most `bisect_probes` more probes).
 Every probe is a normal run, stored and linked to the search's sweep. The result names the
 throughput-optimal batch and, given a bound, the largest batch whose p99 stays under it.
+
+Mode "fits" asks only the memory question: doubling (the last step clamped to `max_batch`)
+until a probe runs out of memory, fails or reaches `max_batch`, then the same bisection; no
+throughput rule stops it, and a noisy probe is not measured again (it fitted either way).
 """
 
 from __future__ import annotations
@@ -18,16 +22,20 @@ from engine.run.requests import Request
 from engine.run.requests import SweepRequest
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.core.inference import RunSpec
-from engine.core.limits import BATCH_RANGE, MARGIN_RANGE, float_range
+from engine.core.limits import BATCH_RANGE, MARGIN_RANGE, choice, float_range
 from engine.core.policy import MeasurementPolicy
 from engine.core.record import RunRecord
 
 __all__ = ["SearchResult", "batch_search", "stored_batch_search", "DEFAULT_MARGIN",
-           "BatchSearchRequest"]
+           "BatchSearchRequest", "MODES", "THROUGHPUT", "FITS"]
 
 # A doubling that buys under 5 % more throughput is within this machine's run-to-run
 # noise for one round (see a sweep's measurement noise): not worth the latency it costs.
 DEFAULT_MARGIN = 0.05
+
+# What a search answers: the throughput-optimal batch, or the largest batch that fits.
+THROUGHPUT, FITS = "throughput", "fits"
+MODES = (THROUGHPUT, FITS)
 
 
 @dataclass(frozen=True)
@@ -37,14 +45,17 @@ class SearchResult:
     best_throughput: float | None
     p99_batch: int | None  # largest probed batch whose p99 is within the bound
     stop_reason: str
+    largest_fit: int | None = None  # largest batch probed ok (None: nothing fitted)
+    mode: str = THROUGHPUT
 
 
 def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecord], None],
                  sweep_id: str | None = None, start: int = 1, max_batch: int = BATCH_RANGE[1],
                  margin: float = DEFAULT_MARGIN, p99_bound_ms: float | None = None,
                  bisect_probes: int = 3, on_event: Callable[[dict], None] | None = None,
-                 known_stats=None) -> SearchResult:
+                 known_stats=None, mode: str = THROUGHPUT) -> SearchResult:
     """on_event and known_stats are passed to every probe's Runner.run."""
+    choice("mode", mode, MODES)
     probes: list[RunRecord] = []
 
     noisy: list[int] = []
@@ -64,7 +75,7 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
                                on_record=on_record, sweep_id=sweep_id, on_event=on_event,
                                known_stats=known_stats)
             probes.append(rec)
-            if not (rec.status == "ok" and rec.validity == "noisy"):
+            if mode == FITS or not (rec.status == "ok" and rec.validity == "noisy"):
                 return rec
         noisy.append(batch)
         return rec
@@ -83,6 +94,14 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
             reason = f"batch {batch} ended {rec.status}: {rec.reason[:120]}"
             break
         fitted = batch
+        if mode == FITS:
+            if best is None or rec.throughput > best.throughput:
+                best = rec
+            if batch >= max_batch:
+                reason = f"reached the largest batch allowed ({max_batch}): every batch probed fits"
+                break
+            batch = min(batch * 2, max_batch)
+            continue
         if best is not None and rec.throughput <= best.throughput * (1 + margin):
             if rec.throughput > best.throughput:
                 best = rec
@@ -94,6 +113,7 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
             reason = f"reached the largest batch allowed ({max_batch})"
             break
         batch *= 2
+    largest_fit = fitted
     if failed_at is not None and fitted is not None:
         lo, hi = fitted, failed_at
         for _ in range(bisect_probes):
@@ -107,6 +127,7 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
                     best = rec
             else:
                 hi = mid
+        largest_fit = lo
         reason += f"; the largest batch that fits lies in [{lo}, {hi})"
     if noisy:
         reason += (f"; batch {', '.join(map(str, noisy))} stayed noisy after a second "
@@ -117,7 +138,7 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
         within = [r.batch_size for r in probes if ok(r) and r.p99_ms <= p99_bound_ms]
         p99_batch = max(within) if within else None
     return SearchResult(tuple(probes), best.batch_size if best else None,
-                        best.throughput if best else None, p99_batch, reason)
+                        best.throughput if best else None, p99_batch, reason, largest_fit, mode)
 
 
 def stored_batch_search(base: RunSpec, *, db, runner: Runner, command: str,
@@ -152,6 +173,7 @@ class BatchSearchRequest(Request):
     max_batch: int = BATCH_RANGE[1]
     margin: float = DEFAULT_MARGIN
     p99_bound_ms: float | None = None
+    mode: str = THROUGHPUT  # or FITS: the largest batch that fits, no throughput rule
     policy: MeasurementPolicy = field(default_factory=lambda: MeasurementPolicy(
         warmup_iters=3, min_time_s=1.0, min_iters=10))
     timeout_s: float = 600.0
@@ -175,6 +197,7 @@ class BatchSearchRequest(Request):
     def _expand(self):
         base = self.base()
         float_range("margin", self.margin, *MARGIN_RANGE)
+        choice("mode", self.mode, MODES)
         # The most probes it can take: doublings up to max_batch, plus 3 bisections.
         n = max(1, (self.max_batch // max(self.start, 1)).bit_length()) + 3
         return [base] * n, []
@@ -200,9 +223,14 @@ class BatchSearchRequest(Request):
             self.base(), db=db, runner=runner,
             command=command or f"dashboard batch-search {self.model} {self.framework}",
             on_start=on_start, on_stored=stored, start=self.start, max_batch=self.max_batch,
-            margin=self.margin, p99_bound_ms=self.p99_bound_ms, on_event=probe_event)
-        summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
-                   if res.best_batch else "no batch size succeeded")
+            margin=self.margin, p99_bound_ms=self.p99_bound_ms, on_event=probe_event,
+            mode=self.mode)
+        if self.mode == FITS:
+            summary = (f"largest batch that fits {res.largest_fit}" if res.largest_fit
+                       else "no batch size succeeded")
+        else:
+            summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
+                       if res.best_batch else "no batch size succeeded")
         if self.p99_bound_ms is not None:
             summary += (f"; largest batch with p99 <= {self.p99_bound_ms:g} ms: "
                         f"{res.p99_batch}")
