@@ -92,7 +92,7 @@ def test_a_batch_search_runs_as_a_job_and_reports_its_conclusion(db_path, worker
                              threads=1, max_batch=4, margin=0.0, p99_bound_ms=1000.0,
                              policy=FAST)
     view = jm.submit(req)
-    assert view.total == 6  # at most: 1, 2, 4 and three bisection probes
+    assert view.total == 15  # at most: pairs (1, 2), (2, 4) in 3 rounds each, 3 bisections
     assert jm.wait(lambda m: m.get(view.job_id).state in (DONE, "failed"), 120)
     done = jm.get(view.job_id)
     assert done.state == DONE, done.error

@@ -1,9 +1,13 @@
 """Find the throughput-optimal batch size, or the largest batch that fits: grow, then bisect.
 
 Doubling from `start` until a probe runs out of memory (the runner's cap), fails, reaches
-`max_batch`, or no longer improves throughput by more than `margin` over the best so far.
-After an out-of-memory stop, bisection between the largest batch that fitted and the one
-that did not finds the memory limit more closely (at most `bisect_probes` more probes).
+`max_batch`, or doubling no longer pays. Each doubling (b, 2b) is judged on 2-3 paired
+rounds probed in alternating order (b 2b, 2b b, b 2b), with the sweeps' sequential interval
+on the paired log ratios (engine/analysis/sequential.py): the doubling goes on when 2b is
+faster by more than `margin`, stops when the interval says it is not; still undecided after
+the last round, the median of the paired ratios decides and the conclusion says so. After an out-of-memory stop, bisection between the largest batch that fitted and the one
+that did not finds the memory limit more closely (at most `bisect_probes` more probes); a
+bisection probe is measured once, and is the best if its one figure beats the best's.
 Every probe is a normal run, stored and linked to the search's sweep. The result names the
 throughput-optimal batch and, given a bound, the largest batch whose p99 stays under it.
 
@@ -14,12 +18,14 @@ throughput rule stops it, and a noisy probe is not measured again (it fitted eit
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from engine.run.runner import Runner
 from engine.run.requests import Request
 from engine.run.requests import SweepRequest
+from engine.analysis.sequential import LookPlan, VerdictRule, compare_rounds
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.core.inference import RunSpec
 from engine.core.limits import BATCH_RANGE, MARGIN_RANGE, choice, float_range
@@ -32,6 +38,10 @@ __all__ = ["SearchResult", "batch_search", "stored_batch_search", "DEFAULT_MARGI
 # A doubling that buys under 5 % more throughput is within this machine's run-to-run
 # noise for one round (see a sweep's measurement noise): not worth the latency it costs.
 DEFAULT_MARGIN = 0.05
+# Each doubling (b, 2b) is decided on paired rounds probed in alternating order (b 2b, 2b b,
+# b 2b): two processes here differ by up to 40 %, so one probe each would decide on noise.
+# The first look is after 2 rounds, the last after this many.
+PAIRED_ROUNDS = 3
 
 # What a search answers: the throughput-optimal batch, or the largest batch that fits.
 THROUGHPUT, FITS = "throughput", "fits"
@@ -83,36 +93,85 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
     def ok(rec):
         return rec.status == "ok" and rec.throughput is not None
 
-    best: RunRecord | None = None
+    best: tuple[int, float] | None = None  # (batch, its throughput)
     batch, fitted, failed_at, reason = start, None, None, ""
-    while True:
-        rec = probe(batch)
+    undecided: list[int] = []
+
+    def ended(rec) -> str:
+        nonlocal failed_at
         if rec.status == "oom":
-            failed_at, reason = batch, f"out of memory at batch {batch}"
-            break
-        if not ok(rec):  # error, timeout, killed: no figure to go on
-            reason = f"batch {batch} ended {rec.status}: {rec.reason[:120]}"
-            break
-        fitted = batch
-        if mode == FITS:
-            if best is None or rec.throughput > best.throughput:
-                best = rec
+            failed_at = rec.batch_size
+            return f"out of memory at batch {rec.batch_size}"
+        # error, timeout, killed: no figure to go on
+        return f"batch {rec.batch_size} ended {rec.status}: {rec.reason[:120]}"
+
+    if mode == FITS:
+        while True:
+            rec = probe(batch)
+            if not ok(rec):
+                reason = ended(rec)
+                break
+            fitted = batch
+            if best is None or rec.throughput > best[1]:
+                best = (batch, rec.throughput)
             if batch >= max_batch:
                 reason = f"reached the largest batch allowed ({max_batch}): every batch probed fits"
                 break
             batch = min(batch * 2, max_batch)
-            continue
-        if best is not None and rec.throughput <= best.throughput * (1 + margin):
-            if rec.throughput > best.throughput:
-                best = rec
+    else:
+        rule = VerdictRule(margin, LookPlan(2, PAIRED_ROUNDS))
+        while True:
+            if batch * 2 > max_batch:
+                if fitted is None:  # the start alone: nothing to pair it with
+                    rec = probe(batch)
+                    if not ok(rec):
+                        reason = ended(rec)
+                        break
+                    fitted, best = batch, (batch, rec.throughput)
+                reason = f"reached the largest batch allowed ({max_batch})"
+                break
+            small, large = batch, 2 * batch
+            thr: dict[int, dict[int, float]] = {small: {}, large: {}}
+            bad, cmp = None, None
+            for r in range(1, PAIRED_ROUNDS + 1):
+                for b in ((small, large) if r % 2 else (large, small)):  # b 2b, 2b b, b 2b
+                    rec = probe(b)
+                    if not ok(rec):
+                        bad = rec
+                        break
+                    thr[b][r] = rec.throughput
+                if bad is not None:
+                    break
+                if r >= 2:
+                    # speedup of 2b over b: latency per sample is 1 / throughput
+                    cmp = compare_rounds({k: 1 / v for k, v in thr[large].items()},
+                                         {k: 1 / v for k, v in thr[small].items()}, rule)
+                    if cmp.ci_low > 1 + margin or cmp.ci_high <= 1 + margin:
+                        break
+            if bad is not None:
+                if thr[small]:
+                    best = (small, statistics.median(thr[small].values()))
+                    fitted = small
+                reason = ended(bad)
+                break
+            fitted = large
+            ratio = cmp.speedup
+            if not (cmp.ci_low > 1 + margin or cmp.ci_high <= 1 + margin):
+                # Undecided within the rounds allowed: one wild round must not decide it,
+                # so the median of the paired ratios does, and the conclusion says so.
+                undecided.append(large)
+                ratio = statistics.median(thr[large][k] / thr[small][k] for k in thr[small])
+            if ratio > 1 + margin:
+                best = (large, statistics.median(thr[large].values()))
+                batch = large
+                continue
+            faster = large if ratio > 1 else small
+            best = (faster, statistics.median(thr[faster].values()))
             reason = (f"throughput stopped improving by more than {margin:.0%} at batch "
-                      f"{batch}")
+                      f"{large}: {large} vs {small} {cmp.speedup:.3f}x, 95 % sequential "
+                      f"interval {cmp.ci_low:.3f}-{cmp.ci_high:.3f} over {cmp.rounds} paired "
+                      "rounds")
             break
-        best = rec
-        if batch * 2 > max_batch:
-            reason = f"reached the largest batch allowed ({max_batch})"
-            break
-        batch *= 2
     largest_fit = fitted
     if failed_at is not None and fitted is not None:
         lo, hi = fitted, failed_at
@@ -123,22 +182,30 @@ def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecor
             rec = probe(mid)
             if ok(rec):
                 lo = mid
-                if rec.throughput > best.throughput:
-                    best = rec
+                if rec.throughput > best[1]:  # a single probe: see the module's note
+                    best = (mid, rec.throughput)
             else:
                 hi = mid
         largest_fit = lo
         reason += f"; the largest batch that fits lies in [{lo}, {hi})"
     if noisy:
-        reason += (f"; batch {', '.join(map(str, noisy))} stayed noisy after a second "
+        reason += (f"; batch {', '.join(map(str, dict.fromkeys(noisy)))} stayed noisy after a second "
                    "measurement: treat those figures with care")
+    if undecided:
+        reason += (f"; batch {', '.join(map(str, undecided))} undecided after "
+                   f"{PAIRED_ROUNDS} paired rounds: judged on the median of its paired ratios")
     reason += raised
     p99_batch = None
     if p99_bound_ms is not None:
-        within = [r.batch_size for r in probes if ok(r) and r.p99_ms <= p99_bound_ms]
+        p99s: dict[int, list[float]] = {}
+        for r in probes:
+            if ok(r):
+                p99s.setdefault(r.batch_size, []).append(r.p99_ms)
+        # a batch measured in several rounds counts only if every one of them is within
+        within = [b for b, v in p99s.items() if max(v) <= p99_bound_ms]
         p99_batch = max(within) if within else None
-    return SearchResult(tuple(probes), best.batch_size if best else None,
-                        best.throughput if best else None, p99_batch, reason, largest_fit, mode)
+    return SearchResult(tuple(probes), best[0] if best else None,
+                        best[1] if best else None, p99_batch, reason, largest_fit, mode)
 
 
 def stored_batch_search(base: RunSpec, *, db, runner: Runner, command: str,
@@ -198,8 +265,11 @@ class BatchSearchRequest(Request):
         base = self.base()
         float_range("margin", self.margin, *MARGIN_RANGE)
         choice("mode", self.mode, MODES)
-        # The most probes it can take: doublings up to max_batch, plus 3 bisections.
-        n = max(1, (self.max_batch // max(self.start, 1)).bit_length()) + 3
+        # The most probes it can take (a noisy probe measured again aside): doublings up to
+        # max_batch (paired rounds of two probes each in throughput mode, the last one
+        # clamped to max_batch in fits mode), plus 3 bisections.
+        steps = max(1, (self.max_batch // max(self.start, 1)).bit_length())
+        n = (steps + 1 if self.mode == FITS else max(1, 2 * PAIRED_ROUNDS * (steps - 1))) + 3
         return [base] * n, []
 
     def same_work(self, other) -> bool:
