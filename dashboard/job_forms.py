@@ -23,7 +23,7 @@ from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, LOAD_COUNT_RANGE, LOAD
 from engine.core.paths import data_root
 from engine.core.training import DATASETS, TRAIN_RUNTIMES
 from engine.present.run_form import FRAMEWORKS, launched
-from engine.run.batch_search import DEFAULT_MARGIN
+from engine.run.batch_search import DEFAULT_MARGIN, FITS, MODES
 
 __all__ = ["JobForm", "Plan", "plan", "Launcher", "batch_search_form", "training_form",
            "data_loading_form"]
@@ -91,8 +91,9 @@ def batch_search_form(image_size: int | None) -> JobForm:
     """BatchSearchRequest's fields; image_size: the sweep form's (None: native)."""
     cores = logical_cores()
     st.caption("Doubles the batch until a probe runs out of memory (the cap), fails, or stops "
-               "raising throughput by more than the margin, then bisects towards the memory "
-               "limit. Every probe is a stored run.")
+               "raising throughput by more than the margin (each doubling judged on 2-3 "
+               "paired rounds), then bisects towards the memory limit. \"fits\" asks only "
+               "for the largest batch that fits. Every probe is a stored run.")
     b1, b2, b3, b4 = st.columns(4)
     model = b1.selectbox("Model", list(CATALOG), key="bs_model",
                          **offered("bs_model", "model", CATALOG))
@@ -104,7 +105,7 @@ def batch_search_form(image_size: int | None) -> JobForm:
                                                        range(1, cores + 1)))
     p99 = b4.number_input("p99 bound (ms, 0 = none)", key="bs_p99", min_value=0.0, value=0.0,
                           step=10.0)
-    b5, b6, b7 = st.columns(3)
+    b5, b6, b7, b8 = st.columns(4)
     margin = b5.number_input("Margin", key="bs_margin", min_value=MARGIN_RANGE[0],
                              max_value=MARGIN_RANGE[1], value=DEFAULT_MARGIN, step=0.01,
                              help="a doubling must raise throughput by more than this to "
@@ -113,8 +114,12 @@ def batch_search_form(image_size: int | None) -> JobForm:
                               max_value=BATCH_RANGE[1], value=256)
     cap = b7.number_input("Memory cap (MB, 0 = 75 % of RAM)", key="bs_cap", min_value=0,
                           value=0, step=512)
+    mode = b8.selectbox("Find", list(MODES), key="bs_mode",
+                        format_func=lambda m: ("largest batch that fits" if m == FITS
+                                               else "throughput-optimal batch"),
+                        **offered("bs_mode", "mode", MODES))
     framework, runtime = runtime.split("/")
-    return JobForm(dict(model=model, framework=framework, runtime=runtime,
+    return JobForm(dict(model=model, framework=framework, runtime=runtime, mode=mode,
                         threads=int(threads), image_size=image_size, margin=float(margin),
                         max_batch=int(largest), p99_bound_ms=float(p99) or None,
                         memory_cap_bytes=int(cap) * 2**20 if cap else None))

@@ -116,6 +116,7 @@ RUN_CASES = [
     # the other forms of the page, each with its own button pressed
     ("selectbox", "bs_model", dict(string_value="vgg"), "model", "bs_launch"),
     ("selectbox", "bs_runtime", dict(string_value="torch/../x"), "runtime", "bs_launch"),
+    ("selectbox", "bs_mode", dict(string_value="fastest"), "mode", "bs_launch"),
     ("multiselect", "tr_frameworks", dict(string_array_value=["jax"]), "framework",
      "tr_launch"),
     ("text_input", "tr_batch", dict(string_value=LONG), "batch_size", "tr_launch"),

@@ -378,8 +378,13 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
     [req] = fake.submitted
     assert isinstance(req, BatchSearchRequest)
     assert (req.model, req.framework, req.runtime, req.threads, req.p99_bound_ms,
-            req.max_batch, req.margin) == ("resnet18", "torch", "onnxruntime", 1, 50.0, 64, 0.05)
+            req.max_batch, req.margin, req.mode) == ("resnet18", "torch", "onnxruntime", 1,
+                                                     50.0, 64, 0.05, "throughput")
     assert at.success[0].value == "Search job 1 starts now."
+    at.selectbox(key="bs_mode").set_value("fits")
+    at.run()
+    at.button(key="bs_launch").click().run()
+    assert not at.exception and fake.submitted[-1].mode == "fits"
 
 
 def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, monkeypatch):
