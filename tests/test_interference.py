@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from engine.core.limits import logical_cores
 from engine.run import pinning
 from engine.worker.interference import Snapshot, interference
 
@@ -45,7 +46,9 @@ def test_the_parent_keeps_off_the_workers_cores_while_it_runs_and_returns_after(
     pins = pinning.plan(1, allowed=set(cores))
     with pinning.parent_off(pins):
         assert os.sched_getaffinity(0) == set(pins[1])
-    assert os.sched_getaffinity(0) == before
+        # a form drawn meanwhile still offers the machine's cores, not the parent's share
+        assert logical_cores() == len(before)
+    assert os.sched_getaffinity(0) == before and logical_cores() == len(before)
 
 
 def test_a_real_run_records_its_window_its_pinning_and_its_blocks(db_path, capsys):

@@ -65,8 +65,18 @@ THRESHOLD_RANGE = (0.01, 1.0)
 FAIL_ABOVE_RANGE = (1.0, 100.0)
 
 
+# The cores this process had before engine/run/pinning.parent_off kept every thread of it
+# off a timed worker's cores (None: not held). While a run is timed the parent's own mask is
+# narrowed, and a form drawn meanwhile must still offer the machine's cores, not what the
+# parent is lent for the moment.
+PROCESS_CORES: dict[str, set | None] = {"held": None}
+
+
 def logical_cores() -> int:
-    """Cores this process may run on (the affinity mask, which containers narrow)."""
+    """Cores this process may run on (the affinity mask, which containers narrow), as it
+    was before a timed run kept the process off its worker's cores."""
+    if PROCESS_CORES["held"]:
+        return len(PROCESS_CORES["held"])
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

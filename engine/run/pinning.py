@@ -17,6 +17,7 @@ import os
 import threading
 from contextlib import contextmanager
 
+from engine.core.limits import PROCESS_CORES
 from engine.core.policy import PARENT_CORES_ENV
 from engine.core.topology import read_topology, split_whole_cores, whole_cores
 
@@ -110,6 +111,7 @@ def parent_off(pins):
     with _LOCK:
         if not _HELD["parent_cores"]:
             _HELD["everything"] = os.sched_getaffinity(0)
+            PROCESS_CORES["held"] = set(_HELD["everything"])
         _HELD["parent_cores"].append(set(pins[1]))
         _apply(set.intersection(*_HELD["parent_cores"]) or set(pins[1]))
     try:
@@ -126,3 +128,4 @@ def parent_off(pins):
                     except OSError:
                         pass
                 _HELD["saved"].clear()
+                PROCESS_CORES["held"] = None
