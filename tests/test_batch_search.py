@@ -82,7 +82,9 @@ def test_real_search_stores_every_probe_in_one_sweep(db_path, worker_env, capsys
     with open_db(db_path) as con:
         rows = con.execute("SELECT r.batch_size, r.status, s.command FROM runs r JOIN sweeps s "
                            "USING (sweep_id) ORDER BY r.started_at").fetchall()
+        imports = con.execute("SELECT DISTINCT import_s FROM runs").fetchall()
     batches = [b for b, _, _ in rows]
+    assert len(imports) == 1  # every probe in one held worker: torch imported once
     # One doubling, (1, 2), in 2 or 3 paired rounds of alternating order; a probe ruined by
     # interference is measured a second time, so a batch may appear twice in a row.
     assert list(dict.fromkeys(batches)) == [1, 2] and 4 <= len(batches) <= 12

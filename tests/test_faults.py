@@ -43,11 +43,13 @@ def test_four_faults_four_statuses_and_no_orphans(worker_env):
     assert by["fault_hang"].reason == ("exceeded the 3 s wall-time limit per run (in phase "
                                        "first forward, after 0 timed iterations)")
     assert by["fault_hang"].signal == "SIGKILL"
-    assert by["fault_alloc"].reason.startswith("MemoryError")
+    # held by the kernel (a memory cgroup) where the machine allows one, else the watchdog
+    assert by["fault_alloc"].reason.startswith("over its memory cap: ")
     assert by["fault_exit"].signal == "SIGKILL" and by["fault_exit"].exit_code == -9
     assert all(r.sweep_id == "s-faults" and r.median_ms is None for r in records[1:5])
-    # The hang and the exit each end their worker: three workers ran; all are gone.
-    assert len(pids) == 3
+    # The hang, the allocation (ended at its cap) and the exit each end their worker: four
+    # workers ran; all are gone.
+    assert len(pids) == 4
     assert not [p for p in pids if psutil.pid_exists(p)
                 and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
 
@@ -122,3 +124,60 @@ def test_a_batch_search_fails_on_an_error_or_when_nothing_fits(worker_env, db_pa
         "\n1 probes; no batch fits: every probe ran out of memory\n")
     assert main(["batch-search", "--model", "identity", *common]) == 0
     assert capsys.readouterr().out.endswith("; none failed\n")
+
+
+@pytest.mark.parametrize("held_by", ["cgroup", "watchdog"])
+def test_a_run_past_its_resident_cap_is_one_oom_row_saying_what_held_it(worker_env, held_by):
+    """The cap is on resident memory the run adds, held by the kernel in a memory cgroup of
+    the worker's own where the machine allows one, else by the worker's RSS watchdog; the
+    row says which, and the next run gets a fresh worker."""
+    from engine.run.cgroups import make_worker_cgroup
+    from engine.run.executors import LocalProcesses
+
+    if held_by == "cgroup":
+        probe = make_worker_cgroup()
+        if probe is None:
+            pytest.skip("this machine lets no memory cgroup be made: the watchdog case runs")
+        probe.remove()
+    runner = Runner(timeout_s=30.0, memory_cap_bytes=256 * 2**20,
+                    executor=LocalProcesses(memory_cgroups=held_by == "cgroup"))
+    records = runner.run([selftest("fault_alloc"), selftest("identity")],
+                         on_record=lambda r: None)
+    assert [r.status for r in records] == ["oom", "ok"]
+    reason = records[0].reason
+    assert reason.startswith("over its memory cap: ")
+    if held_by == "cgroup":
+        assert "the kernel's OOM killer ended the worker at its memory cgroup's limit" in reason
+        assert records[0].signal == "SIGKILL"
+    else:
+        assert "RSS watchdog, read every 50 ms" in reason and "the cap is 256 MiB" in reason
+        over = float(reason.split(" MiB over the ")[0].split(", ")[-1].replace(",", ""))
+        assert 256 < over < 256 + 4 * 64  # caught within a few of its 64 MiB steps
+
+
+def test_the_cap_marker_in_a_stderr_tail_makes_the_run_oom():
+    status, reason, sig = classify_exit(
+        -9, "Traceback...\nmemory cap: resident memory 700 MiB, 300 MiB over ...\n")
+    assert (status, sig) == ("oom", "SIGKILL")
+    assert reason == "over its memory cap: resident memory 700 MiB, 300 MiB over ..."
+
+
+def test_a_held_worker_serves_runs_given_one_at_a_time_and_is_replaced_when_it_dies(
+        worker_env):
+    """A batch search's probes: each run given after the last one ended, all in one warm
+    worker, until a run ends that worker; the next run gets a fresh one."""
+    pids = []
+
+    def on_event(notice):
+        if isinstance(notice, WorkerEvent) and isinstance(notice.event, Ready):
+            pids.append(notice.event.pid)
+    runner = Runner(timeout_s=30.0, memory_cap_bytes=256 * 2**20)
+    with runner.held() as held:
+        statuses = [r.status for m in ("identity", "identity", "fault_exit", "identity")
+                    for r in held.run([selftest(m)], on_record=lambda r: None,
+                                      on_event=on_event)]
+        assert statuses == ["ok", "ok", "killed", "ok"]
+        assert held.started == 2 and len(set(pids)) == 2
+        alive = pids[-1]
+        assert psutil.pid_exists(alive)
+    assert not psutil.pid_exists(alive)  # closing let it go, and it was reaped

@@ -16,7 +16,7 @@ import pytest
 
 from engine.core import MeasurementPolicy, RunSpec
 from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
-                                  Failed, Go, InferenceResult, LoadResult, Progress,
+                                  Failed, Go, InferenceResult, LoadResult, More, Progress,
                                   ProtocolError, Ready, RunNext, RunOrder, Started, Stats,
                                   Stop, TimeBlock, TrainResult, decode, encode)
 from engine.run.runner import Runner
@@ -38,7 +38,9 @@ _RESULT = dict(load_s=0.5, first_forward_s=0.02, warmup_ns=(9_000_000, 5_000_000
 EVERY_MESSAGE = [
     Assign(scenario="inference", runs=(RunOrder("r1", {"model": "identity"}, None),
                                        RunOrder("r2", {"model": "x"}, {"params": 1})),
-           memory_cap_bytes=2**30, mode="stats", trace_dir="/tmp/tr", sync="blocks"),
+           memory_cap_bytes=2**30, mode="stats", trace_dir="/tmp/tr", sync="blocks",
+           held=True, cgroup="/sys/fs/cgroup/memory/bench-worker-1"),
+    More((RunOrder("r3", {"model": "identity", "batch_size": 4}, {"params": 2}),)),
     Go(1_000, 2_000), RunNext(), TimeBlock(0.25), Stop(),
     Ready(pid=42, import_s=1.5, versions={"torch": "2.1"}, threads={"torch_intra_op": 1},
           machine={"cores_used": 2, "cpu_flags": ["avx2"]}, env={"OMP_NUM_THREADS": "1"},

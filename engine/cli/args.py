@@ -123,7 +123,7 @@ def cluster_runner(args) -> ClusterRun | None:
 def memory_cap_option(p) -> None:
     p.add_argument("--memory-cap-mb", type=int_arg("memory_cap_mb", MEMORY_CAP_MB_MIN),
                    default=None,
-                   help="address space one run may add to its worker (default: 75%% of RAM)")
+                   help="resident memory one run may add to what its worker holds (default: 75%% of RAM; a memory cgroup where the machine allows, else an RSS watchdog)")
 
 
 def memory_cap(args) -> int:

@@ -53,7 +53,7 @@ LOAD_COUNT_RANGE = (8, 100_000)
 LOAD_SIZE_RANGE = (16, 4096)
 WORKERS_RANGE = (0, 64)
 SEED_RANGE = (0, 2**31 - 1)
-# Below 64 MiB of added address space not even a framework's import fits.
+# Below 64 MiB of added resident memory not even a first call of a framework fits.
 MEMORY_CAP_MB_MIN = 64
 # The throughput gain a batch-size doubling must bring for the search to go on.
 MARGIN_RANGE = (0.0, 1.0)

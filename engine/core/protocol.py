@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
-           "Assign", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started", "Progress",
+           "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started", "Progress",
            "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
            "Failed", "Stats", "MESSAGES", "WINDOW", "BLOCKS", "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
-PROTOCOL_VERSION = 2
+# 3: a held worker (Assign.held, More) and a resident-memory cap (Assign.cgroup).
+PROTOCOL_VERSION = 3
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -81,6 +82,21 @@ class Assign(Command):
     mode: str = "bench"  # or "stats": only count params and FLOPs (the catalog)
     trace_dir: str | None = None  # where profiled runs leave their Chrome traces
     sync: str | None = None  # WINDOW (a replica) or BLOCKS (an interleaved contender)
+    # held: after its runs the worker waits, warm, for More (a search's next probe), until
+    # the parent closes its stdin
+    held: bool = False
+    # The memory cgroup the parent made for this worker alone (engine/run/cgroups.py): the
+    # kernel holds each run to memory_cap_bytes of resident memory over what the worker
+    # held when the run began. None: the worker's own watchdog does (engine/worker/memcap.py).
+    cgroup: str | None = None
+
+
+@dataclass(frozen=True)
+class More(Command):
+    """A held worker's next runs (same scenario and framework as its Assign's)."""
+
+    kind = "more"
+    runs: tuple[RunOrder, ...]
 
 
 @dataclass(frozen=True)
@@ -288,10 +304,10 @@ class Stats(Event):
 
 
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
-    Assign, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
+    Assign, More, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
     InferenceResult, TrainResult, LoadResult, Failed, Stats)}
 _ENVELOPE = ("v", "kind")
-assert len(MESSAGES) == 15 and not any(  # a field named like the envelope would be lost
+assert len(MESSAGES) == 16 and not any(  # a field named like the envelope would be lost
     f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-__all__ = ["RunRecord", "STATUSES", "OOM_MARKERS"]
+__all__ = ["RunRecord", "STATUSES", "OOM_MARKERS", "MEMORY_CAP_MARKER"]
 
 STATUSES = ("ok", "error", "timeout", "oom", "killed", "invalid")
 # Lower-case phrases by which torch, TensorFlow, NumPy and the C++ runtime report running
@@ -13,6 +13,9 @@ STATUSES = ("ok", "error", "timeout", "oom", "killed", "invalid")
 OOM_MARKERS = ("std::bad_alloc", "memoryerror", "cannot allocate memory",
                "can't allocate memory", "out of memory", "resourceexhausted",
                "oom when allocating")
+# A line of a worker's stderr saying its memory cap ended it, and why (engine/worker/memcap.py
+# writes it for its watchdog, engine/run/executors.py for the kernel's cgroup OOM kill).
+MEMORY_CAP_MARKER = "memory cap: "
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ throughput rule stops it, and a noisy probe is not measured again (it fitted eit
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -60,11 +61,21 @@ class SearchResult:
 
 
 def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecord], None],
-                 sweep_id: str | None = None, start: int = 1, max_batch: int = BATCH_RANGE[1],
-                 margin: float = DEFAULT_MARGIN, p99_bound_ms: float | None = None,
-                 bisect_probes: int = 3, on_event: Callable[[dict], None] | None = None,
-                 known_stats=None, mode: str = THROUGHPUT) -> SearchResult:
-    """on_event and known_stats are passed to every probe's Runner.run."""
+                 **search) -> SearchResult:
+    """Every probe in one worker, held warm between probes (Runner.held): the framework is
+    imported once, and probes compared with each other were timed in one process. A probe
+    that kills its worker (out of memory) gets a fresh one for the rest. Keyword arguments:
+    _search's; on_event and known_stats are passed to every probe's run."""
+    holder = runner.held() if hasattr(runner, "held") else contextlib.nullcontext(runner)
+    with holder as via:
+        return _search(base, runner=via, on_record=on_record, **search)
+
+
+def _search(base: RunSpec, *, runner, on_record: Callable[[RunRecord], None],
+            sweep_id: str | None = None, start: int = 1, max_batch: int = BATCH_RANGE[1],
+            margin: float = DEFAULT_MARGIN, p99_bound_ms: float | None = None,
+            bisect_probes: int = 3, on_event: Callable[[dict], None] | None = None,
+            known_stats=None, mode: str = THROUGHPUT) -> SearchResult:
     choice("mode", mode, MODES)
     probes: list[RunRecord] = []
 

@@ -24,9 +24,10 @@ import time
 from engine.core.protocol import (Assign, Command, Go, Message, ProtocolError, RunOrder, decode,
                                   encode)
 from engine.run import pinning
+from engine.run.cgroups import make_worker_cgroup
 from engine.scenarios import scenario_of
 from engine.core.paths import PROJECT_ROOT
-from engine.core.record import OOM_MARKERS
+from engine.core.record import MEMORY_CAP_MARKER, OOM_MARKERS
 
 __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "window_times",
            "read_line", "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
@@ -55,8 +56,13 @@ def read_line(line: str | bytes) -> Message | ProtocolError:
 def classify_exit(returncode: int | None, stderr_tail: str) -> tuple[str, str, str | None]:
     """(status, reason, signal name) for a worker that ended without reporting its run."""
     oom = any(m in stderr_tail.lower() for m in OOM_MARKERS)
+    name = (signal.Signals(-returncode).name
+            if returncode is not None and returncode < 0 else None)
+    capped = [line[len(MEMORY_CAP_MARKER):] for line in stderr_tail.splitlines()
+              if line.startswith(MEMORY_CAP_MARKER)]
+    if capped:  # its memory cap ended it (the watchdog's word, or the cgroup's kill)
+        return "oom", f"over its memory cap: {capped[-1]}", name
     if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name
         if oom:
             return "oom", f"worker ran out of memory and died from {name}", name
         if -returncode == signal.SIGKILL:
@@ -95,14 +101,20 @@ class WorkerProcess:
 
     def __init__(self, python: str, runs: list[RunOrder], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
-                 pins=None, sync: str | None = None, relay: bool = False):
+                 pins=None, sync: str | None = None, relay: bool = False,
+                 held: bool = False, cgroup: bool = True):
         self.relay = relay
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins, pinning.usable_cores())
+        # a memory cgroup of its own where the machine allows one: the kernel holds the cap
+        self.cgroup = make_worker_cgroup() if memory_cap_bytes and cgroup else None
+        self._oom_note: str | None = None
 
         def preexec():
             _set_parent_death_signal()
             pin_child()
+            if self.cgroup is not None:
+                self.cgroup.join()
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
@@ -120,7 +132,8 @@ class WorkerProcess:
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._err_thread.start()
         assign = Assign(scenario=kind, runs=tuple(runs), memory_cap_bytes=memory_cap_bytes,
-                        mode=mode, trace_dir=trace_dir, sync=sync)
+                        mode=mode, trace_dir=trace_dir, sync=sync, held=held,
+                        cgroup=self.cgroup.path if self.cgroup else None)
         try:
             self.proc.stdin.write((encode(assign) + "\n").encode())
             self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
@@ -158,7 +171,23 @@ class WorkerProcess:
         self._err_thread.join(timeout=5)
         with self._lock:
             data = b"".join(self.stderr)[-STDERR_TAIL_BYTES:]
-        return data.decode("utf-8", "replace")
+        return data.decode("utf-8", "replace") + self._cgroup_note()
+
+    def _cgroup_note(self) -> str:
+        """A line saying the kernel ended the worker at its cgroup's limit, if it did: put
+        where every reader of the tail (this parent's classification, a cluster node's
+        driver) sees it. Read from the group while it lasts, kept once it is removed."""
+        if self.cgroup is None:
+            return ""
+        if self._oom_note is not None:
+            return self._oom_note
+        if not self.cgroup.oom_kills():
+            return ""
+        limit = self.cgroup.limit_bytes()
+        return (f"\n{MEMORY_CAP_MARKER}the kernel's OOM killer ended the worker at its "
+                "memory cgroup's limit" + (f" of {limit / 2**20:,.0f} MiB" if limit else "")
+                + " (what the worker held when the run began, plus the run's cap; "
+                f"{'memory.max' if self.cgroup.v2 else 'memory.limit_in_bytes'})\n")
 
     def classify(self, returncode: int | None) -> tuple[str, str, str | None]:
         """(status, reason, signal) for this worker ending without reporting its run."""
@@ -182,15 +211,21 @@ class WorkerProcess:
             return self.proc.wait()
         finally:
             self._parent_off.__exit__(None, None, None)
+            if self.cgroup is not None:
+                self._oom_note = self._cgroup_note()  # kept: the group is about to go
+                self.cgroup.remove()
 
 
 class LocalProcesses:
     """Each worker group in a fresh subprocess of this machine, in its own session (so a
     kill reaches its children), killed with its parent (PDEATHSIG and stdin EOF)."""
 
-    def __init__(self, python: str = sys.executable, pin: bool = True):
+    def __init__(self, python: str = sys.executable, pin: bool = True,
+                 memory_cgroups: bool = True):
         self.python = python
         self.pin = pin  # pin a worker with fewer threads than cores (engine/run/pinning.py)
+        # False: the worker's watchdog holds the memory cap even where a cgroup could
+        self.memory_cgroups = memory_cgroups
 
     def core_ids(self) -> list[int]:
         """The cores replicas are split over: those this process may use (before any
@@ -203,6 +238,8 @@ class LocalProcesses:
 
     # Contenders of a contest can be timed alternately in blocks (engine/run/together.py).
     interleaves = True
+    # A worker can be held warm for runs given later (Runner.held: a batch search's probes).
+    holds = True
 
     def release(self, handles, window_s: float) -> None:
         """Open one timed window for these replicas, on this machine's monotonic clock."""
@@ -212,14 +249,14 @@ class LocalProcesses:
 
     def start(self, runs: list[RunOrder], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
-              sync: str | None = None) -> WorkerProcess:
+              sync: str | None = None, held: bool = False) -> WorkerProcess:
         """cores: a replica's own cores (the runner splits them); sync: "window" (a replica,
         which waits for its window) or "blocks" (an interleaved contender, which times the
-        blocks it is told to)."""
+        blocks it is told to); held: after these runs it waits, warm, for More."""
         pin = self.pin and mode == "bench" and scenario_of(first_spec).pinnable
         pins = pinning.plan(first_spec.intra_threads) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
             pins = (tuple(cores), tuple(pinning.usable_cores()))
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
                              kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins,
-                             sync=sync)
+                             sync=sync, held=held, cgroup=self.memory_cgroups)

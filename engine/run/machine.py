@@ -89,6 +89,6 @@ def system_info() -> dict:
 
 
 def default_memory_cap() -> int:
-    """The address space a run may add to its worker when none is given: 75 % of this
+    """The resident memory a run may add to its worker when none is given: 75 % of this
     machine's memory (a cluster node computes its own, engine/run/node_host.py)."""
     return int(psutil.virtual_memory().total * 0.75)

@@ -23,8 +23,8 @@ from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.inference import RunSpec
-from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, Ready, Result,
-                                  RunOrder, Started, Stats)
+from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, More, Ready,
+                                  Result, RunOrder, Started, Stats)
 from engine.core.record import RunRecord
 from engine.run.drive import Pool, RunContext, Timing, Worker
 from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
@@ -35,7 +35,7 @@ from engine.run.together import plan_together, run_together, worker_key
 from engine.run.machine import git_commit, system_info
 from engine.scenarios import scenario_of
 
-__all__ = ["Runner", "count_model_stats", "worker_groups", "replicas_cores_used"]
+__all__ = ["Runner", "HeldWorker", "count_model_stats", "worker_groups", "replicas_cores_used"]
 
 
 class Runner:
@@ -77,20 +77,7 @@ class Runner:
         known_stats = known_stats or (lambda spec: None)
         records: list[RunRecord] = []
         timing = {"why": ""}  # why the rest runs one group after another
-
-        def record(r: RunRecord):
-            if r.peak_rss_bytes:
-                key = worker_key(r)
-                self._peaks[key] = max(self._peaks.get(key) or 0, r.peak_rss_bytes)
-            if timing["why"] and not (r.extra or {}).get("interleaved") \
-                    and not (r.extra or {}).get("sequential"):
-                r = replace(r, extra={**(r.extra or {}), "sequential": timing["why"]})
-            if (r.contention or "none") != "none":  # where our neighbour ran, and how
-                r = replace(r, extra={**(r.extra or {}), "neighbour": {
-                    "core": self.neighbour_core(), "mode": r.contention}})
-            records.append(r)
-            on_record(r)
-
+        record = self._keeper(records, on_record, timing)
         tags = {"sweep_id": sweep_id, "round_no": round_no}  # copied onto every record
         if any(getattr(s, "contention", "none") != "none" for s in specs):
             with Neighbour(self.neighbour_core(), "steady"):
@@ -111,6 +98,28 @@ class Runner:
             if self.cancel.is_set():
                 break
         return records
+
+    def _keeper(self, records: list, on_record, timing: dict) -> Callable[[RunRecord], None]:
+        """What every ended run goes through: its worker's peak kept (for planning
+        interleaved rounds), how it was timed and beside which neighbour said on it, then
+        on_record."""
+        def record(r: RunRecord):
+            if r.peak_rss_bytes:
+                key = worker_key(r)
+                self._peaks[key] = max(self._peaks.get(key) or 0, r.peak_rss_bytes)
+            if timing["why"] and not (r.extra or {}).get("interleaved") \
+                    and not (r.extra or {}).get("sequential"):
+                r = replace(r, extra={**(r.extra or {}), "sequential": timing["why"]})
+            if (r.contention or "none") != "none":  # where our neighbour ran, and how
+                r = replace(r, extra={**(r.extra or {}), "neighbour": {
+                    "core": self.neighbour_core(), "mode": r.contention}})
+            records.append(r)
+            on_record(r)
+        return record
+
+    def held(self) -> "HeldWorker":
+        """A worker kept warm across calls: `with runner.held() as h: h.run([spec], ...)`."""
+        return HeldWorker(self)
 
     def _together(self, specs, tags, record, on_event, known_stats, timing) -> list:
         """Time what interleaves (engine/run/together.py); return the specs left for one
@@ -174,10 +183,12 @@ class Runner:
         """The last of the cores a worker may use: one of every worker's own."""
         return self.executor.core_ids()[-1]
 
-    def _drive(self, pool: Pool, w: Worker, tags, record) -> None:
+    def _drive(self, pool: Pool, w: Worker, tags, record,
+               done: Callable[[], bool] = lambda: False) -> None:
         """One worker through its runs, each run's row as it ends, each run under the
         wall-time limit; a worker that exits, hangs or is cancelled leaves its run in
-        flight (or, ending before one began, its next) one failed row."""
+        flight (or, ending before one began, its next) one failed row. done(): the runs
+        asked for have ended and the worker stays, held for more (HeldWorker)."""
         neighbour = contextlib.ExitStack()  # the run in flight's, when it has contention
 
         def on(w, ev):
@@ -190,7 +201,9 @@ class Runner:
                 pool.renew(self.timeout_s)
         pool.renew(self.timeout_s)
         with neighbour:
-            outcome = pool.drive(on, until=lambda: w.ended)
+            outcome = pool.drive(on, until=lambda: w.ended or done())
+        if outcome is None and not w.ended:
+            return  # held: the worker waits, warm, for its next runs
         w.close(kill=outcome is not None)
         rid = w.in_flight or next((rid for rid, _ in w.pending()), None)
         if rid is None:
@@ -271,6 +284,73 @@ class Runner:
                              stderr_tail=tail[-STDERR_TAIL_BYTES:],
                              model_sha256=ev.model_sha256, model_bytes=ev.model_bytes)
         return record_from_result(base, ev, spec)
+
+
+class HeldWorker:
+    """One worker kept warm across run() calls, for runs decided one after another (a batch
+    search's probes): the framework is imported once and every run is timed in one process
+    (two processes here differ by up to 40 %, so a process per probe would put that between
+    probes). A call it cannot serve from the held worker (several specs, replicas, a
+    profiled run, process_per_run, an executor that cannot hold a worker) runs as
+    Runner.run would; a spec of another worker group, or a worker that ended (an oom or
+    timed-out probe), gets a fresh worker, held from then on. Closing it lets the worker go."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.pool: Pool | None = None
+        self.w: Worker | None = None
+        self.key: tuple | None = None
+        self.started = 0  # workers started: what a caller can say of its search
+
+    def __enter__(self) -> "HeldWorker":
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        self.close(kill=exc_type is not None)
+
+    def close(self, *, kill: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.close(kill=kill)
+        self.pool = self.w = self.key = None
+
+    def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
+            on_event: Callable[[object], None] | None = None, sweep_id: str | None = None,
+            round_no: int | None = None,
+            known_stats: Callable[[RunSpec], dict | None] | None = None) -> list[RunRecord]:
+        r = self.runner
+        if (len(specs) != 1 or getattr(specs[0], "replicas", 1) > 1 or r.process_per_run
+                or getattr(specs[0], "profile_steps", 0)
+                or not getattr(r.executor, "holds", False)):
+            return r.run(specs, on_record=on_record, on_event=on_event, sweep_id=sweep_id,
+                         round_no=round_no, known_stats=known_stats)
+        [spec] = specs
+        if r.cancel.is_set():
+            return []
+        records: list[RunRecord] = []
+        record = r._keeper(records, on_record, {"why": ""})
+        tags = {"sweep_id": sweep_id, "round_no": round_no}
+        rid = new_id()
+        order = RunOrder(rid, spec.to_dict(), (known_stats or (lambda s: None))(spec))
+        if self.w is not None and (self.w.ended or self.w.closed
+                                   or self.key != worker_key(spec)):
+            self.close()
+        if self.w is None:
+            self.pool = r._pool()
+            handle = r.executor.start([order], spec, r.memory_cap_bytes, held=True)
+            self.w, self.key = self.pool.start(handle, [(rid, spec)]), worker_key(spec)
+            self.started += 1
+        else:
+            self.w.runs.append((rid, spec))
+            self.w.specs[rid] = spec
+            self.w.handle.command(More((order,)))
+        self.pool.on_event = on_event or (lambda e: None)
+        w = self.w
+        try:
+            r._drive(self.pool, w, tags, record, done=lambda: rid in w.done)
+        except BaseException:
+            self.close(kill=True)
+            raise
+        return records
 
 
 class _Replicas:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
-import resource
 import time
 import traceback
 from dataclasses import replace
@@ -22,6 +21,7 @@ from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message
                                   Ready, Result, RunNext, Started, Stop, TimeBlock, decode)
 from engine.core.record import OOM_MARKERS
 from engine.worker.errors import WRONG_ANSWERS
+from engine.worker.memcap import ResidentCap
 
 __all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command", "resident_bytes"]
 
@@ -142,32 +142,16 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _limit_address_space(cap_bytes: int | None) -> None:
-    """Let this run add at most cap_bytes of address space: beyond it allocations fail
-    (MemoryError, bad_alloc) and the run ends as oom instead of swapping the machine."""
-    if not cap_bytes:
-        return
-    size_kb = _proc_status_kb("VmSize") or 0
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    soft = size_kb * 1024 + cap_bytes
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-def _lift_address_limit() -> None:
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-
-
 class Frame:
     """What a kind's body needs from the worker: the event stream, the memory cap, the
     folder for profiler traces, and the per-run frame."""
 
     def __init__(self, emit: Callable[[Message], None], *, cap: int | None, t0: float,
                  trace_dir: str | None, mode: str = "bench", sync: str | None = None,
-                 commands=None):
+                 commands=None, cgroup: str | None = None):
         self.emit, self.cap, self.t0, self.trace_dir, self.mode = emit, cap, t0, trace_dir, mode
+        # each run's cap on the resident memory it adds (engine/worker/memcap.py)
+        self.resident_cap = ResidentCap(cap, cgroup)
         # "window" (a replica) or "blocks" (interleaved): the parent's commands decide when
         # this worker times, read from `commands` (a queue of lines)
         self.sync, self.commands = sync, commands
@@ -202,9 +186,10 @@ class Frame:
         try:
             per_run_peak = _reset_peak_rss()
             rss_before = (_proc_status_kb("VmRSS") or 0) * 1024
-            # CUDA maps large virtual ranges for its own use: the cap applies to CPU runs.
-            _limit_address_space(self.cap if spec.device == "cpu" else None)
-            result = body()
+            # The cap holds what the run adds to host memory (a CUDA run's device memory is
+            # the device's business: it reports its own out-of-memory).
+            with self.resident_cap.run():
+                result = body()
             peak_kb = _proc_status_kb("VmHWM")
             # The run's RSS at its start is one of its own samples: the high-water mark can
             # read below it when memory freed during the run went back to the system by
@@ -227,5 +212,3 @@ class Frame:
             gc.collect()
             if isinstance(exc, KeyboardInterrupt):
                 raise
-        finally:
-            _lift_address_limit()

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from engine.core.protocol import Assign, Message, encode
+from engine.core.protocol import Assign, Message, More, encode
 from engine.scenarios import SCENARIOS
 from engine.worker.harness import Frame, command
 
@@ -47,6 +47,27 @@ def _exit_when_parent_gone(fd: int, commands: queue.Queue) -> None:
             if line.strip():
                 commands.put(line.decode())
     os._exit(0)
+
+
+class _Held(list):
+    """A held worker's runs: the Assign's, then each More's as the parent sends it. The
+    body iterates them as it would a list; the iteration waits, warm, for the next More,
+    and the worker ends when the parent closes its stdin (_exit_when_parent_gone)."""
+
+    def __init__(self, runs, commands: queue.Queue, scenario):
+        super().__init__(runs)
+        self.commands, self.scenario = commands, scenario
+
+    def __iter__(self):
+        i = 0
+        while True:
+            if i == len(self):
+                more = command(self.commands.get(), More)
+                self.extend((r.run_id, self.scenario.spec_from_dict(r.spec), r.known_stats)
+                            for r in more.runs)
+                continue
+            yield self[i]
+            i += 1
 
 
 def main() -> None:
@@ -76,5 +97,7 @@ def main() -> None:
     t0 = time.perf_counter()
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
     frame = Frame(emit, cap=assign.memory_cap_bytes, t0=t0, trace_dir=assign.trace_dir,
-                  mode=assign.mode, sync=assign.sync, commands=commands)
+                  mode=assign.mode, sync=assign.sync, commands=commands, cgroup=assign.cgroup)
+    if assign.held:
+        runs = _Held(runs, commands, scenario)
     importlib.import_module(scenario.worker_body).run_group(runs, frame)
