@@ -50,11 +50,11 @@ def _rss_kb(pid: int | str) -> int:
 
 
 def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
-        text = _read(f"/proc/{pid}/task/{tid}/children")
-        out += [int(c) for c in (text or "").split()]
-    return out
+    # The children its main thread started (the LibTorch runner, DataLoader workers): a
+    # framework's thread pools start none, and reading every thread's list (dozens under
+    # TensorFlow) twenty times a second would cost the run's own cores.
+    text = _read(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in (text or "").split()]
 
 
 def tree_rss_bytes(pid: int | None = None) -> int:
