@@ -23,7 +23,8 @@ from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.inference import RunSpec
-from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, Ready, Result,
+from engine.core.model_source import DECLARING_FORMATS, ModelSource, fill_inputs
+from engine.core.protocol import (WINDOW, Armed, DeclaredInputs, Failed, InferenceResult, Ready, Result,
                                   RunOrder, Started, Stats)
 from engine.core.record import RunRecord
 from engine.run.drive import Pool, RunContext, Timing, Worker
@@ -35,7 +36,8 @@ from engine.run.together import plan_together, run_together, worker_key
 from engine.run.machine import git_commit, system_info
 from engine.scenarios import scenario_of
 
-__all__ = ["Runner", "count_model_stats", "worker_groups", "replicas_cores_used"]
+__all__ = ["Runner", "count_model_stats", "read_declared", "model_inputs", "worker_groups",
+           "replicas_cores_used"]
 
 
 class Runner:
@@ -357,3 +359,37 @@ def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[Stats | Faile
             pool.drive(lambda w, ev: isinstance(ev, (Stats, Failed)) and on_stats(ev),
                        until=lambda: w.ended)
             pool.close(kill=True)
+
+
+def read_declared(source: ModelSource, *, timeout_s: float = 120.0,
+                  python: str = sys.executable) -> DeclaredInputs:
+    """What a user's model file declares about its inputs, read by a worker started for it
+    alone (the parent never opens the file; the worker imports no framework and runs
+    nothing of it). Its inputs are None where the format declares none read, the file's
+    description could not be read, or the worker gave no answer (why says which)."""
+    spec = RunSpec(source.name, source.framework or "torch", 1, 1, user_model=source)
+    rid = new_id()
+    handle = LocalProcesses(python).start([RunOrder(rid, spec.to_dict())], spec, None,
+                                          mode="declared")
+    got: list = []
+    with Pool(clock=time.monotonic, poll_s=0.2, cancel=threading.Event()) as pool:
+        w = pool.start(handle, [(rid, spec)])
+        pool.renew(timeout_s)
+        pool.drive(lambda w, ev: isinstance(ev, (DeclaredInputs, Failed)) and got.append(ev),
+                   until=lambda: bool(got) or w.ended)
+        pool.close(kill=True)
+    if got and isinstance(got[0], DeclaredInputs):
+        return got[0]
+    why = got[0].reason if got else "the worker reading it ended without an answer"
+    return DeclaredInputs(rid, None, why)
+
+
+def model_inputs(source: ModelSource, batch_sizes, given: str | None = None, *,
+                 timeout_s: float = 120.0) -> ModelSource:
+    """The user's model with its inputs, before anything is launched: what the file declares
+    (read by read_declared, for the formats that declare) fills them when none were given and
+    checks them when some were (engine.core.model_source.fill_inputs); UserError naming the
+    field otherwise."""
+    declared = (read_declared(source, timeout_s=timeout_s).inputs
+                if source.format in DECLARING_FORMATS and source.path else None)
+    return fill_inputs(source, declared, batch_sizes, given)
