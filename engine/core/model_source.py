@@ -355,7 +355,7 @@ def fill_inputs(src: ModelSource, declared: tuple[DeclaredInput, ...] | None,
     file fixes must be every batch size. declared: what a worker read (None: the format
     declares nothing read, or it could not be read). given: the user's text, for messages.
     UserError (field input or batch_size) naming what the file declares and what is allowed."""
-    what = Path(src.path or "").name or src.name
+    what = (src.factory if src.format == "factory" else Path(src.path or "").name) or src.name
     if not declared:
         if src.inputs:
             return src
