@@ -12,6 +12,7 @@ through the page's PageLink: a link names a file by its server-side name only
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,14 +22,16 @@ import streamlit as st
 from dashboard.link_state import PageLink
 from engine.present.links import md_escape
 from engine.core.errors import UserError
-from engine.core.model_source import (FORMAT_RUNTIMES, InputSpec, ModelSource,
-                                      CODE_FORMATS, check_model_name, default_runtime,
+from engine.core.model_source import (DECLARING_FORMATS, FORMAT_RUNTIMES, InputSpec,
+                                      ModelSource, CODE_FORMATS, DeclaredInput,
+                                      check_model_name, declared_text, default_runtime,
                                       parse_input, parse_input_shape, upload_format_for_name)
+from engine.run.runner import read_declared
 from store.models_dir import (list_models, models_dir, save_upload, size_text,
                               upload_cap_bytes)
 
 __all__ = ["ModelForm", "model_form", "source_choice", "default_name", "parse_inputs",
-           "UPLOAD_TYPES", "SOURCES"]
+           "declared_for", "UPLOAD_TYPES", "SOURCES"]
 
 SOURCES = {"catalog": "Catalog", "file": "Your model file"}  # link value -> label
 
@@ -44,7 +47,9 @@ INPUT_HELP = (
     "Either `C,H,W`: one float32 image input, dims in the model's own layout (torch files "
     "C,H,W such as 3,224,224; Keras H,W,C such as 224,224,3), no batch axis. Or one "
     "`NAME:DIMS[:DTYPE]` per line, e.g. `input_ids:1x128:int64`: the batch axis first, "
-    "written as 1 (each batch size of the sweep replaces it); DTYPE defaults to float32.")
+    "written as 1 (each batch size of the sweep replaces it); DTYPE defaults to float32. "
+    "A .keras, .pt2 or .onnx file declares its inputs: leave this empty to use them; what "
+    "you type is checked against them before anything runs.")
 
 
 @dataclass
@@ -54,6 +59,10 @@ class ModelForm:
 
     source: ModelSource | None = None
     runtimes: list[str] = field(default_factory=list)
+    # what the file declares about its inputs (None: nothing read); the sweep form fills or
+    # checks the source's inputs with it once the batch sizes are known (fill_inputs)
+    declared: tuple[DeclaredInput, ...] | None = None
+    input_text: str = ""
     errors: dict[str, str] = field(default_factory=dict)
     slots: dict = field(default_factory=dict)
 
@@ -87,10 +96,12 @@ def default_name(stem: str) -> str:
         return f"my_{name}"[:64]
 
 
-def parse_inputs(text: str) -> tuple[InputSpec, ...]:
+def parse_inputs(text: str, optional: bool = False) -> tuple[InputSpec, ...]:
     """The Input box: one `C,H,W` line, or NAME:DIMS[:DTYPE] lines (UserError naming the
-    field)."""
+    field). optional: the file declares its inputs, so an empty box means those."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines and optional:
+        return ()
     if not lines:
         raise UserError("input: required; allowed: C,H,W (e.g. 3,224,224) or one "
                         "NAME:DIMS[:DTYPE] per line (e.g. input_ids:1x128:int64)",
@@ -145,6 +156,25 @@ def _upload(cap: int) -> None:
         saved[up.file_id] = (path.name, path.stat().st_size)
         st.session_state["um_file"] = str(path)
         st.success(f"Saved {shown} as `{path.name}` ({size_text(up.size)}).")
+
+
+@st.cache_data(ttl=3600, max_entries=256, show_spinner="reading the inputs the file declares")
+def _declared(path: str, fmt: str, mtime_ns: int, size: int) -> tuple | None:
+    """What a models-folder file declares about its inputs, read by a worker (this process
+    never opens the file); cached per file version (its stat: mtime and size)."""
+    got = read_declared(ModelSource("declared", fmt, (), path=path))
+    return got.inputs
+
+
+def declared_for(entry) -> tuple[DeclaredInput, ...] | None:
+    """The inputs the chosen file declares, for the formats that declare them."""
+    if entry.format not in DECLARING_FORMATS:
+        return None
+    try:
+        st_ = os.stat(entry.path)
+    except OSError:
+        return None
+    return _declared(entry.path, entry.format, st_.st_mtime_ns, st_.st_size)
 
 
 def _trust(entry, may_trust: bool, form: ModelForm) -> bool:
@@ -207,6 +237,13 @@ def model_form(*, can_write: bool, link: PageLink, may_trust: bool = False) -> M
         # a new file: its own default name
         st.session_state["um_name"] = default_name(Path(entry.source_name).stem)
         st.session_state["_um_name_for"] = path
+    form.declared = declared_for(entry)
+    if form.declared:
+        st.caption(f"the file declares {md_escape(declared_text(form.declared))}: leave "
+                   "Input empty to use it")
+    elif entry.format not in DECLARING_FORMATS:
+        st.caption(f"a {entry.format} file declares no inputs we read: describe them in "
+                   "Input")
     link.text("name", "um_name", max_len=64)
     link.text("input", "um_input", max_len=2000)
     link.choices("runtime", f"um_runtimes_{entry.format}", list(runtimes))
@@ -216,7 +253,8 @@ def model_form(*, can_write: bool, link: PageLink, may_trust: bool = False) -> M
     form.slots["model_name"] = st.empty()
     text = st.text_area("Input", key="um_input", height=80, max_chars=2000,
                         **link.initial("um_input"),
-                        placeholder=_LAYOUT[entry.format], help=INPUT_HELP)
+                        placeholder=("as the file declares" if form.declared
+                                     else _LAYOUT[entry.format]), help=INPUT_HELP)
     form.slots["input"] = form.slots["input_shape"] = st.empty()
     chosen = st.multiselect(
         "Runtimes", list(runtimes), key=f"um_runtimes_{entry.format}",
@@ -234,7 +272,8 @@ def model_form(*, can_write: bool, link: PageLink, may_trust: bool = False) -> M
     except UserError as exc:
         form.errors["model_name"] = str(exc)
     try:
-        inputs = parse_inputs(text or "")
+        inputs = parse_inputs(text or "", optional=bool(form.declared))
+        form.input_text = " ".join((text or "").split())
     except UserError as exc:
         form.errors[exc.field or "input"] = str(exc)
     if not form.errors:

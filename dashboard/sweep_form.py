@@ -25,6 +25,7 @@ from engine.core.budget import default_max_rounds
 from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
 from engine.core.inference import PRECISIONS
+from engine.core.model_source import fill_inputs
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN,
                                 IMAGE_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
                                 VERDICT_MARGIN_RANGE, logical_cores)
@@ -60,6 +61,7 @@ class SweepForm:
     errors: dict[str, str] = field(default_factory=dict)
     slots: dict = field(default_factory=dict)
     image_size: int | None = None  # the batch search measures at the same size
+    model: object = None  # a user's model file: dashboard.model_form.ModelForm
 
     def show_errors(self, errors: dict[str, str]) -> None:
         """Each error under its own field; one of the whole sweep under the policy."""
@@ -108,8 +110,22 @@ def _file_model(link: PageLink, can_write: bool, form: SweepForm, may_trust: boo
     here = chosen.slots["model_file"]
     form.slots.update({"model": here, "framework": here, "runtime": here,
                        "profile_steps": here, **chosen.slots})
+    form.model = chosen
     return dict(models=tuple(chosen.models), frameworks=tuple(chosen.frameworks),
                 runtimes=tuple(chosen.runtimes), user_model=chosen.source)
+
+
+def _declared_inputs(fields: dict, form: "SweepForm") -> None:
+    """A user's model's inputs from what its file declares (none typed), or the typed ones
+    checked against it, for the batch sizes chosen: refused here, before any launch."""
+    src, chosen = fields.get("user_model"), form.model
+    if src is None or chosen is None or not fields.get("batch_sizes"):
+        return
+    try:
+        fields["user_model"] = fill_inputs(src, chosen.declared, fields["batch_sizes"],
+                                           chosen.input_text or None)
+    except UserError as exc:
+        form.errors[exc.field or "input"] = str(exc)
 
 
 def _batches_and_threads(link: PageLink, where: Where, form: SweepForm) -> dict:
@@ -244,6 +260,8 @@ def sweep_form(link: PageLink, where: Where, can_write: bool, facts: dict, *,
         fields |= _batches_and_threads(link, where, form)
     with right:
         fields |= _policy(link, from_file, form)
+    if from_file:
+        _declared_inputs(fields, form)
     if not form.errors:
         form.fields |= fields | dict(executor=where.executor, placements=where.placements,
                                      cores=where.cores)

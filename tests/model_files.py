@@ -2,7 +2,7 @@
 process, like the dashboard, never imports a framework): a torch.export program (.pt2) with
 a dynamic batch axis, a TorchScript file, an ONNX file, a Keras v3 file, a SavedModel folder,
 and a factory module (an image net and a token-ids net). Every image model takes 3x16x16
-(Keras: 16x16x3)."""
+(Keras: 16x16x3) but net64.keras, the Keras net saved for 64x64x3."""
 
 from __future__ import annotations
 
@@ -73,6 +73,10 @@ seq = keras.Sequential([keras.layers.Conv2D(4, 3), keras.layers.GlobalAveragePoo
                         keras.layers.Dense(5)])
 seq.build((None, 16, 16, 3))
 seq.save(f"{d}/seq.keras")
+# The image net saved for 64x64x3: a file that declares its input (issue 26 part 8)
+inp = keras.Input((64, 64, 3), name="image")
+y = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(4, 3)(inp))
+keras.Model(inp, keras.layers.Dense(5)(y)).save(f"{d}/net64.keras")
 '''
 
 # A factory module: the user's own code, imported only by a worker.
@@ -112,6 +116,7 @@ def make_model_files(folder: Path, keras: bool = True) -> dict[str, Path]:
     if keras:
         out["keras"] = folder / "net.keras"
         out["keras_sequential"] = folder / "seq.keras"
+        out["keras64"] = folder / "net64.keras"
         out["savedmodel"] = folder / "net_savedmodel"
     return out
 

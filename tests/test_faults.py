@@ -7,6 +7,7 @@ import pytest
 from engine.core.protocol import Ready
 from engine.run.drive import WorkerEvent
 from engine.run.executors import classify_exit
+from engine.run.held import HeldWorker
 from engine.run.runner import Runner
 from engine.core import MeasurementPolicy, RunSpec
 
@@ -172,7 +173,7 @@ def test_a_held_worker_serves_runs_given_one_at_a_time_and_is_replaced_when_it_d
         if isinstance(notice, WorkerEvent) and isinstance(notice.event, Ready):
             pids.append(notice.event.pid)
     runner = Runner(timeout_s=30.0, memory_cap_bytes=256 * 2**20)
-    with runner.held() as held:
+    with HeldWorker(runner) as held:
         statuses = [r.status for m in ("identity", "identity", "fault_exit", "identity")
                     for r in held.run([selftest(m)], on_record=lambda r: None,
                                       on_event=on_event)]

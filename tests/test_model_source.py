@@ -293,3 +293,53 @@ def test_the_inputs_a_file_declares_are_read_as_data_and_a_mismatch_named(tmp_pa
     assert declared_mismatch(src(program, "pt2", InputSpec("x", (1, 4))), 8, fixed) == (
         "input: p.pt2 declares x:1x4:float32; given x:8x4:float32 at batch 8 (the batch axis "
         "of x is 8, x takes 1); allowed: --input x:1x4:float32")
+
+
+def test_the_parent_fills_inputs_from_a_declaration_and_names_what_does_not_fit():
+    """fill_inputs (issue 26 part 8): what a worker read of a file fills the inputs none
+    were given for (the open batch axis written 1, each batch size replacing it), checks
+    given ones, and names a fixed batch axis other batch sizes cannot take; a format that
+    declares nothing needs them given. Pure: the declaration here is written by hand."""
+    from engine.core.model_source import DeclaredInput, declared_text, fill_inputs
+
+    keras = ModelSource("k", "keras", (), path="/m/net64.keras")
+    nhwc = (DeclaredInput("image", (None, 64, 64, 3), "float32"),)
+    assert declared_text(nhwc) == "1x64x64x3 float32 (NHWC)"
+    assert fill_inputs(keras, nhwc, (1, 4)).inputs == (InputSpec("image", (1, 64, 64, 3)),)
+    given = ModelSource("k", "keras", (parse_input_shape("64,64,3"),), path="/m/net64.keras")
+    assert fill_inputs(given, nhwc, (1, 4)) == given  # it fits: the user's value stands
+    with pytest.raises(UserError) as e:
+        fill_inputs(ModelSource("k", "keras", (parse_input_shape("3,64,64"),),
+                                path="/m/net64.keras"), nhwc, (1,), "3,64,64")
+    assert (e.value.field, str(e.value)) == ("input", (
+        "input: the file declares 1x64x64x3 float32 (NHWC); given 3,64,64 (dimension 1 of "
+        "input is 3, the file's 64; dimension 3 of input is 64, the file's 3); allowed: leave "
+        "the input out (the file's is used) or --input image:1x64x64x3:float32"))
+    # a program exported for batch 2 only: another batch size is named, with the one allowed
+    fixed = (DeclaredInput("x", (2, 3, 8, 8), "float32"),)
+    pt2 = ModelSource("p", "pt2", (), path="/m/p.pt2")
+    assert fill_inputs(pt2, fixed, (2,)).inputs == (InputSpec("x", (1, 3, 8, 8)),)
+    with pytest.raises(UserError) as e:
+        fill_inputs(pt2, fixed, (1, 2, 4))
+    assert (e.value.field, str(e.value)) == ("batch_size", (
+        "batch_size: the file fixes the batch dimension of x at 2 (it declares 2x3x8x8 "
+        "float32 (NCHW)), so batch 1, 4 cannot run; allowed: --batch 2"))
+    # two inputs, one with a length the file leaves open: it must be given
+    tokens = (DeclaredInput("ids", (None, None), "int64"), DeclaredInput("mask", (None, 8), "bool"))
+    onnx = ModelSource("o", "onnx", (), path="/m/t.onnx")
+    with pytest.raises(UserError, match=r"^input: t.onnx declares ids:\?x\?:int64 \(its "
+                                         r"dimensions after the batch axis left open\)"):
+        fill_inputs(onnx, tokens, (1,))
+    ok = ModelSource("o", "onnx", (parse_input("ids:1x128:int64"), parse_input("mask:1x8:bool")),
+                     path="/m/t.onnx")
+    assert fill_inputs(ok, tokens, (1, 8)) == ok  # an open dimension takes what is given
+    # nothing declared (TorchScript), or a declaring format whose file could not be read
+    for fmt, says in (("torchscript", "a TorchScript file, which declares no inputs we read"),
+                      ("onnx", "an ONNX file whose declared inputs could not be read")):
+        with pytest.raises(UserError) as e:
+            fill_inputs(ModelSource("t", fmt, (), path=f"/m/t.{fmt}"), None, (1,))
+        assert str(e.value) == (
+            f"input: required for t.{fmt}, {says}; allowed: --input-shape C,H,W or one or "
+            "more --input NAME:DIMS[:DTYPE] (on the Run page: the Input box)")
+    given_ts = ModelSource("t", "torchscript", (parse_input_shape("3,8,8"),), path="/m/t.pt")
+    assert fill_inputs(given_ts, None, (1,)) == given_ts

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from engine.core import MeasurementPolicy, RunSpec
+from engine.core.model_source import DeclaredInput
 from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
-                                  Failed, Go, InferenceResult, LoadResult, More, Progress,
+                                  DeclaredInputs, Failed, Go, InferenceResult, LoadResult, More,
+                                  Progress,
                                   ProtocolError, Ready, RunNext, RunOrder, Started, Stats,
                                   Stop, TimeBlock, TrainResult, decode, encode)
 from engine.run.runner import Runner
@@ -60,6 +62,8 @@ EVERY_MESSAGE = [
            exit_code=-9, signal="SIGKILL", model_sha256="ab", model_bytes=3),
     Stats("r1", model="resnet18", framework="torch", image_size=224, versions={"torch": "2"},
           params=1, params_trainable=1, flops_per_sample=2, flops_method="counter"),
+    DeclaredInputs("r1", (DeclaredInput("image", (None, 64, 64, 3), "float32"),
+                          DeclaredInput("mask", (8,), None)), why="read"),
 ]
 
 

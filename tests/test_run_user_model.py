@@ -202,3 +202,60 @@ def test_a_remote_session_never_lets_a_files_code_run_even_an_admins(models, db_
         ".onnx or .keras file, or run this one from that machine (or the CLI with "
         "--trust-model-code)"]
     assert at.button(key="launch").disabled is True
+
+
+def _keras_declaring(batch_shape) -> bytes:
+    """A .keras file's description alone (its config.json): what the worker reads of what
+    the file declares; the page never opens it and nothing here runs it."""
+    import json
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("config.json", json.dumps({"class_name": "Functional", "config": {
+            "layers": [{"class_name": "InputLayer", "name": "image", "config": {
+                "name": "image", "batch_shape": batch_shape, "dtype": "float32"}}],
+            "input_layers": [["image", 0, 0]]}}))
+    return buf.getvalue()
+
+
+def test_a_file_that_declares_its_input_needs_none_typed_and_a_typed_one_must_fit(
+        models, fake, db_path, monkeypatch, worker_env):
+    """Issue 26 part 8 on the Run page: a worker reads what the chosen file declares (this
+    process never opens it); the form says it, the Input box may stay empty, and a typed
+    input that does not fit is named before any launch."""
+    net = save_upload(io.BytesIO(_keras_declaring([None, 64, 64, 3])), "net64.keras",
+                      cap_bytes=10_000)
+    at = page("pages/run.py", db_path, monkeypatch,
+              query={"source": "file", "model_file": net.name})
+    assert ("the file declares 1x64x64x3 float32 \\(NHWC\\): leave Input empty to use it"
+            in [c.value for c in at.caption])
+    assert not at.error
+    at.multiselect(key="batch_presets").set_value([1, 8])
+    at.multiselect(key="threads").set_value([1])
+    at.number_input(key="rounds").set_value(1)
+    at.number_input(key="max_rounds").set_value(1)
+    at.text_area(key="um_input").set_value("3,64,64")
+    at.run()
+    assert [e.value for e in at.error] == [
+        "input: the file declares 1x64x64x3 float32 (NHWC); given 3,64,64 (dimension 1 of "
+        "input is 3, the file's 64; dimension 3 of input is 64, the file's 3); allowed: leave "
+        "the input out (the file's is used) or --input image:1x64x64x3:float32"]
+    assert at.button(key="launch").disabled is True
+    at.text_area(key="um_input").set_value("")
+    at.run()
+    assert not at.error and not at.exception
+    at.button(key="launch").click().run()
+    [req] = fake.submitted
+    assert (req.frameworks, req.batch_sizes) == (("tensorflow",), (1, 8))
+    assert req.user_model == ModelSource("net64", "keras", (InputSpec("image", (1, 64, 64, 3)),),
+                                         path=str(net))
+    # a file saved for batch 1 only: batch 8 is named before any launch
+    one = save_upload(io.BytesIO(_keras_declaring([1, 64, 64, 3])), "one.keras",
+                      cap_bytes=10_000)
+    at.run()  # the folder is listed again
+    at.selectbox(key="um_file").set_value(str(one))
+    at.run()
+    assert [e.value for e in at.error] == [
+        "batch_size: the file fixes the batch dimension of image at 1 (it declares 1x64x64x3 "
+        "float32 (NHWC)), so batch 8 cannot run; allowed: --batch 1"]

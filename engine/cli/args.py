@@ -144,7 +144,9 @@ def user_model_options(p) -> None:
                         "give --framework torch or tensorflow")
     g.add_argument("--input-shape", metavar="C,H,W",
                    help="one float32 input, the dimensions after the batch axis in the "
-                        "model's own layout (torch C,H,W; Keras H,W,C)")
+                        "model's own layout (torch C,H,W; Keras H,W,C). A .keras, .pt2 or "
+                        ".onnx file declares its inputs: leave this and --input out to use "
+                        "them; a value given is checked against them")
     g.add_argument("--input", action="append", metavar="NAME:DIMS[:DTYPE]",
                    help="one input, batch axis first written as 1, e.g. "
                         "input_ids:1x128:int64 (repeat for several inputs)")
@@ -157,9 +159,12 @@ def user_model_options(p) -> None:
                         "the function's name)")
 
 
-def user_model(args, catalog_models):
+def user_model(args, catalog_models, batch_sizes=(1,)):
     """The ModelSource the options describe, or None when --model names catalog models.
-    UserError naming the field for anything missing, conflicting or malformed."""
+    Its inputs are the ones given or, none given, the ones a .keras, .pt2 or .onnx file
+    declares (a worker reads them; batch_sizes: those the file's batch axis must take).
+    UserError naming the field for anything missing, conflicting or malformed, or for
+    inputs that do not fit what the file declares."""
     import os
     import re
 
@@ -185,11 +190,12 @@ def user_model(args, catalog_models):
     if catalog_models:
         raise UserError("model: --model names catalog models; allowed: --model, or your own "
                         "model with --model-file/--model-factory, not both", field="model")
-    if bool(args.input_shape) == bool(args.input):
+    if args.input_shape and args.input:
         raise UserError("input: describe the model's input with --input-shape C,H,W or one "
                         "or more --input NAME:DIMS[:DTYPE] (one of the two)", field="input")
+    # none: a .keras, .pt2 or .onnx file's declared inputs (model_inputs, below)
     inputs = ((parse_input_shape(args.input_shape),) if args.input_shape
-              else tuple(parse_input(t) for t in args.input))
+              else tuple(parse_input(t) for t in args.input or ()))
     if len({i.name for i in inputs}) != len(inputs):
         raise UserError("input: two inputs share a name; allowed: distinct names",
                         field="input")
@@ -202,5 +208,10 @@ def user_model(args, catalog_models):
         path = os.path.abspath(file)
         default = os.path.basename(path.rstrip(os.sep)).split(".")[0]
     name = check_model_name(args.name or re.sub(r"[^A-Za-z0-9_.-]", "_", default)[:64])
-    return ModelSource(name, fmt, inputs, path=path, factory=factory or None,
-                       trust_code=bool(args.trust_model_code) and fmt in CODE_FORMATS)
+    src = ModelSource(name, fmt, inputs, path=path, factory=factory or None,
+                      trust_code=bool(args.trust_model_code) and fmt in CODE_FORMATS)
+    # What the file declares (read by a worker) fills the inputs or checks the ones given,
+    # before anything is launched: a mismatch is an error here, not a failed row.
+    from engine.run.runner import model_inputs
+    given = args.input_shape or " ".join(args.input or ()) or None
+    return model_inputs(src, batch_sizes, given)

@@ -164,7 +164,7 @@ def sweep_request(args) -> SweepRequest:
     policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
                                min_time_s=args.min_time, min_iters=args.min_iters,
                                max_time_s=args.max_time)
-    src = user_model(args, args.model)
+    src = user_model(args, args.model, args.batch)
     return SweepRequest(
         models=tuple([src.name] if src else args.model),
         frameworks=tuple(_frameworks(args.framework, src, ["torch", "tensorflow"])),
@@ -274,7 +274,7 @@ def cmd_batch_search(args) -> int:
     from store.db import resolve_db_path
 
     float_range("margin", args.margin, *MARGIN_RANGE)
-    src = user_model(args, [args.model] if args.model else [])
+    src = user_model(args, [args.model] if args.model else [], (args.start,))
     (framework,) = _frameworks([args.framework] if args.framework else None, src, ["torch"])
     base = RunSpec(src.name if src else args.model, framework, args.start, args.threads,
                    image_size=args.image_size, precision=args.precision, runtime=args.runtime,

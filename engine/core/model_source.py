@@ -16,7 +16,10 @@ session on this machine that may write; never from a link). It is part of the sp
 result records it and nothing else can turn it on. Uploads take only the formats that load
 without running code (UPLOAD_EXTENSIONS).
 
-Inputs: `--input-shape C,H,W` is one float32 image input; `--input NAME:DIMS:DTYPE` (e.g.
+Inputs: a .keras, .pt2 or .onnx file declares its own (DECLARING_FORMATS; a worker reads
+them as data, engine/worker/declared.py): when none is given they are taken from the file,
+and a given one is checked against them before anything runs (fill_inputs). Otherwise
+`--input-shape C,H,W` is one float32 image input; `--input NAME:DIMS:DTYPE` (e.g.
 `input_ids:1x128:int64`) names one input of any model, repeatable. DIMS start with the batch
 axis, which the sweep's `--batch` replaces (write 1 there): the same description then serves
 every batch size.
@@ -35,7 +38,8 @@ __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "
            "parse_input", "parse_input_shape", "parse_factory", "check_runtime",
            "MAX_ELEMENTS", "MAX_DIMS", "check_model_name", "default_runtime", "describe_inputs",
            "source_from_dict", "format_for_name", "CODE_FORMATS", "check_trust",
-           "UPLOAD_EXTENSIONS", "upload_format_for_name"]
+           "UPLOAD_EXTENSIONS", "upload_format_for_name", "DECLARING_FORMATS",
+           "DeclaredInput", "declared_text", "fill_inputs"]
 
 # format -> (framework, runtimes it can run on). A factory is the user's own code: every
 # runtime of the framework its model belongs to (decided in the worker, by what it returns).
@@ -288,3 +292,122 @@ def upload_format_for_name(name: str) -> str:
                         "code). A TorchScript file you trust: copy it into the models folder "
                         "and tick \"runs code from this file\"", field="model_file")
     return fmt
+
+
+# Formats whose files declare their inputs, read as data in a worker (engine/worker/declared.py)
+DECLARING_FORMATS = ("pt2", "onnx", "keras")
+_FORMAT_WORDS = {"pt2": "a torch.export program", "onnx": "an ONNX file",
+                 "keras": "a Keras file", "torchscript": "a TorchScript file",
+                 "savedmodel": "a SavedModel", "factory": "a factory's model"}
+
+
+@dataclass(frozen=True)
+class DeclaredInput:
+    """One input a model file declares: dims with the batch axis first, None where the file
+    leaves a dimension open (a dynamic batch); dtype None where the file does not say."""
+
+    name: str
+    dims: tuple
+    dtype: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "dims", tuple(self.dims))  # a list, decoded from JSON
+
+    def text(self) -> str:
+        """name:DIMSxDIMS:dtype, '?' where open."""
+        dims = "x".join("?" if d is None else str(d) for d in self.dims)
+        return f"{self.name}:{dims}:{self.dtype or '?'}"
+
+
+def _layout(dims: tuple) -> str:
+    """NCHW or NHWC for an image-like 4-dimensional input, by where its few channels sit."""
+    if len(dims) != 4 or None in dims[1:]:
+        return ""
+    first, last = dims[1] in (1, 3, 4), dims[3] in (1, 3, 4)
+    return " (NHWC)" if last and not first else " (NCHW)" if first and not last else ""
+
+
+def declared_text(declared: tuple[DeclaredInput, ...]) -> str:
+    """What a file declares, as the user reads it: '1x64x64x3 float32 (NHWC)' (an open
+    batch axis written 1, as --input takes it; another open dimension '?'); several inputs
+    each by name."""
+    def one(d: DeclaredInput) -> str:
+        dims = "x".join("1" if i == 0 and v is None else "?" if v is None else str(v)
+                        for i, v in enumerate(d.dims))
+        return f"{dims} {d.dtype or 'float32'}{_layout(d.dims)}"
+    if len(declared) == 1:
+        return one(declared[0])
+    return ", ".join(f"{d.name} {one(d)}" for d in declared)
+
+
+def _as_given(d: DeclaredInput) -> str:
+    """The flag that gives this declared input."""
+    if d.name == "input" and (d.dtype or "float32") == "float32":
+        return f"--input-shape {','.join(map(str, d.dims[1:]))}"
+    return f"--input {d.name}:{'x'.join(map(str, (1, *d.dims[1:])))}:{d.dtype or 'float32'}"
+
+
+def fill_inputs(src: ModelSource, declared: tuple[DeclaredInput, ...] | None,
+                batch_sizes, given: str | None = None) -> ModelSource:
+    """The source with its inputs: the ones given, checked against what the file declares
+    (count, rank, every fixed dimension after the batch axis, dtype), or, none given, the
+    declared ones (the batch axis written 1: each batch size replaces it). A batch axis the
+    file fixes must be every batch size. declared: what a worker read (None: the format
+    declares nothing read, or it could not be read). given: the user's text, for messages.
+    UserError (field input or batch_size) naming what the file declares and what is allowed."""
+    what = (src.factory if src.format == "factory" else Path(src.path or "").name) or src.name
+    if not declared:
+        if src.inputs:
+            return src
+        why = (f"{_FORMAT_WORDS.get(src.format, src.format)}, which declares no inputs we read"
+               if src.format not in DECLARING_FORMATS else
+               f"{_FORMAT_WORDS[src.format]} whose declared inputs could not be read")
+        raise UserError(f"input: required for {what}, {why}; allowed: --input-shape C,H,W "
+                        "or one or more --input NAME:DIMS[:DTYPE] (on the Run page: the "
+                        "Input box)", field="input")
+    shown = declared_text(declared)
+    if src.inputs:
+        problems = []
+        if len(declared) != len(src.inputs):
+            problems.append(f"{len(src.inputs)} input(s) given, {len(declared)} declared")
+        for d, g in zip(declared, src.inputs):
+            if len(d.dims) != len(g.dims):
+                problems.append(f"{g.name} has {len(g.dims)} dimensions with the batch "
+                                f"axis, the file's {d.name} {len(d.dims)}")
+                continue
+            for axis, (want, got) in enumerate(zip(d.dims, g.dims)):
+                if axis and want is not None and want != got:
+                    problems.append(f"dimension {axis} of {g.name} is {got}, the file's {want}")
+            if d.dtype is not None and d.dtype != g.dtype:
+                problems.append(f"{g.name} is {g.dtype}, the file's {d.dtype}")
+        if problems:
+            fits = all(d.dims and None not in d.dims[1:] for d in declared)
+            allowed = "leave the input out (the file's is used)" + (
+                " or " + " ".join(_as_given(d) for d in declared) if fits else "")
+            raise UserError(f"input: the file declares {shown}; given "
+                            f"{given or describe_inputs(src.inputs)} ({'; '.join(problems)}); "
+                            f"allowed: {allowed}", field="input")
+        inputs = src.inputs
+    else:
+        for d in declared:
+            if not d.dims or None in d.dims[1:] or not _NAME.match(d.name):
+                why = ("a scalar" if not d.dims else "its dimensions after the batch axis "
+                       "left open" if None in d.dims[1:] else "a name we do not take")
+                raise UserError(f"input: {what} declares {d.text()} ({why}); allowed: give "
+                                "every input with --input NAME:DIMS[:DTYPE]", field="input")
+            if d.dtype is not None and d.dtype not in DTYPES:
+                raise UserError(f"input: {what} declares {d.name} as {d.dtype}; allowed: "
+                                f"inputs of {', '.join(DTYPES)}, given with --input",
+                                field="input")
+        inputs = tuple(InputSpec(d.name, (1, *d.dims[1:]), d.dtype or "float32")
+                       for d in declared)
+    for d in declared:
+        fixed = d.dims[0] if d.dims else None
+        other = [b for b in dict.fromkeys(batch_sizes) if b != fixed]
+        if fixed is not None and other:
+            raise UserError(f"batch_size: the file fixes the batch dimension of {d.name} at "
+                            f"{fixed} (it declares {shown}), so batch "
+                            f"{', '.join(map(str, other))} cannot run; allowed: --batch "
+                            f"{fixed}", field="batch_size")
+    return src if inputs == src.inputs else ModelSource(
+        src.name, src.format, inputs, src.path, src.factory, trust_code=src.trust_code)

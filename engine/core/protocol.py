@@ -3,7 +3,8 @@
 A worker (`python -m engine.worker`) reads one `Assign` line on stdin, then, when the parent
 holds it at a gate, one command a line (`Go`, `RunNext`, `TimeBlock`, `Stop`); it writes
 its events one a line on stdout (`Ready`, then per run `Started`, `Progress`, `Armed`,
-`BlockTimed`, exactly one result or `Failed`; `Stats` in the catalog's counting mode).
+`BlockTimed`, exactly one result or `Failed`; `Stats` in the catalog's counting mode,
+`DeclaredInputs` when it is only asked what a user's model file declares).
 Both sides import this module and nothing else of each other, and every line is written
 by `encode` and read by `decode`, here, so a field renamed on one side cannot go unread on
 the other.
@@ -25,14 +26,18 @@ import typing
 from dataclasses import dataclass
 from typing import ClassVar
 
+from engine.core.model_source import DeclaredInput
+
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
-           "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started", "Progress",
+           "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
+           "Progress",
            "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
-           "Failed", "Stats", "MESSAGES", "WINDOW", "BLOCKS", "encode", "decode"]
+           "Failed", "Stats", "DeclaredInputs", "MESSAGES", "WINDOW", "BLOCKS", "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
-# 3: a held worker (Assign.held, More) and a resident-memory cap (Assign.cgroup).
+# 3: a held worker (Assign.held, More), a resident-memory cap (Assign.cgroup), and
+#    DeclaredInputs, the reply to an Assign of mode "declared" (issue 26 parts 4 and 8).
 PROTOCOL_VERSION = 3
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
@@ -79,7 +84,9 @@ class Assign(Command):
     scenario: str  # engine.scenarios' kind: which worker body runs the group
     runs: tuple[RunOrder, ...]
     memory_cap_bytes: int | None = None
-    mode: str = "bench"  # or "stats": only count params and FLOPs (the catalog)
+    # or "stats": only count params and FLOPs (the catalog); or "declared": only read what
+    # each run's user model file declares about its inputs (nothing loaded, no framework)
+    mode: str = "bench"
     trace_dir: str | None = None  # where profiled runs leave their Chrome traces
     sync: str | None = None  # WINDOW (a replica) or BLOCKS (an interleaved contender)
     # held: after its runs the worker waits, warm, for More (a search's next probe), until
@@ -303,11 +310,23 @@ class Stats(Event):
     flops_method: str | None
 
 
+@dataclass(frozen=True)
+class DeclaredInputs(Event):
+    """What a user's model file declares about its inputs (Assign.mode "declared"), read as
+    data: nothing loaded, no framework imported. inputs None: its format declares none that
+    is read, or the file's description could not be read (why says so)."""
+
+    kind = "declared_inputs"
+    run_id: str
+    inputs: tuple[DeclaredInput, ...] | None
+    why: str | None = None
+
+
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
     Assign, More, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
-    InferenceResult, TrainResult, LoadResult, Failed, Stats)}
+    InferenceResult, TrainResult, LoadResult, Failed, Stats, DeclaredInputs)}
 _ENVELOPE = ("v", "kind")
-assert len(MESSAGES) == 16 and not any(  # a field named like the envelope would be lost
+assert len(MESSAGES) == 17 and not any(  # a field named like the envelope would be lost
     f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
 
 

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from engine.run.held import HeldWorker
 from engine.run.runner import Runner
 from engine.run.requests import Request
 from engine.run.requests import SweepRequest
@@ -62,11 +63,11 @@ class SearchResult:
 
 def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecord], None],
                  **search) -> SearchResult:
-    """Every probe in one worker, held warm between probes (Runner.held): the framework is
+    """Every probe in one worker, held warm between probes (engine/run/held.py): the framework is
     imported once, and probes compared with each other were timed in one process. A probe
     that kills its worker (out of memory) gets a fresh one for the rest. Keyword arguments:
     _search's; on_event and known_stats are passed to every probe's run."""
-    holder = runner.held() if hasattr(runner, "held") else contextlib.nullcontext(runner)
+    holder = HeldWorker(runner) if isinstance(runner, Runner) else contextlib.nullcontext(runner)
     with holder as via:
         return _search(base, runner=via, on_record=on_record, **search)
 

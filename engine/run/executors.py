@@ -238,7 +238,8 @@ class LocalProcesses:
 
     # Contenders of a contest can be timed alternately in blocks (engine/run/together.py).
     interleaves = True
-    # A worker can be held warm for runs given later (Runner.held: a batch search's probes).
+    # A worker can be held warm for runs given later (engine/run/held.py: a batch search's
+    # probes).
     holds = True
 
     def release(self, handles, window_s: float) -> None:

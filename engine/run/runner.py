@@ -23,7 +23,8 @@ from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.inference import RunSpec
-from engine.core.protocol import (WINDOW, Armed, Failed, InferenceResult, More, Ready,
+from engine.core.model_source import DECLARING_FORMATS, ModelSource, fill_inputs
+from engine.core.protocol import (WINDOW, Armed, DeclaredInputs, Failed, InferenceResult, Ready,
                                   Result, RunOrder, Started, Stats)
 from engine.core.record import RunRecord
 from engine.run.drive import Pool, RunContext, Timing, Worker
@@ -35,7 +36,8 @@ from engine.run.together import plan_together, run_together, worker_key
 from engine.run.machine import git_commit, system_info
 from engine.scenarios import scenario_of
 
-__all__ = ["Runner", "HeldWorker", "count_model_stats", "worker_groups", "replicas_cores_used"]
+__all__ = ["Runner", "count_model_stats", "read_declared", "model_inputs",
+           "worker_groups", "replicas_cores_used"]
 
 
 class Runner:
@@ -116,10 +118,6 @@ class Runner:
             records.append(r)
             on_record(r)
         return record
-
-    def held(self) -> "HeldWorker":
-        """A worker kept warm across calls: `with runner.held() as h: h.run([spec], ...)`."""
-        return HeldWorker(self)
 
     def _together(self, specs, tags, record, on_event, known_stats, timing) -> list:
         """Time what interleaves (engine/run/together.py); return the specs left for one
@@ -286,73 +284,6 @@ class Runner:
         return record_from_result(base, ev, spec)
 
 
-class HeldWorker:
-    """One worker kept warm across run() calls, for runs decided one after another (a batch
-    search's probes): the framework is imported once and every run is timed in one process
-    (two processes here differ by up to 40 %, so a process per probe would put that between
-    probes). A call it cannot serve from the held worker (several specs, replicas, a
-    profiled run, process_per_run, an executor that cannot hold a worker) runs as
-    Runner.run would; a spec of another worker group, or a worker that ended (an oom or
-    timed-out probe), gets a fresh worker, held from then on. Closing it lets the worker go."""
-
-    def __init__(self, runner: Runner):
-        self.runner = runner
-        self.pool: Pool | None = None
-        self.w: Worker | None = None
-        self.key: tuple | None = None
-        self.started = 0  # workers started: what a caller can say of its search
-
-    def __enter__(self) -> "HeldWorker":
-        return self
-
-    def __exit__(self, exc_type, *_) -> None:
-        self.close(kill=exc_type is not None)
-
-    def close(self, *, kill: bool = False) -> None:
-        if self.pool is not None:
-            self.pool.close(kill=kill)
-        self.pool = self.w = self.key = None
-
-    def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
-            on_event: Callable[[object], None] | None = None, sweep_id: str | None = None,
-            round_no: int | None = None,
-            known_stats: Callable[[RunSpec], dict | None] | None = None) -> list[RunRecord]:
-        r = self.runner
-        if (len(specs) != 1 or getattr(specs[0], "replicas", 1) > 1 or r.process_per_run
-                or getattr(specs[0], "profile_steps", 0)
-                or not getattr(r.executor, "holds", False)):
-            return r.run(specs, on_record=on_record, on_event=on_event, sweep_id=sweep_id,
-                         round_no=round_no, known_stats=known_stats)
-        [spec] = specs
-        if r.cancel.is_set():
-            return []
-        records: list[RunRecord] = []
-        record = r._keeper(records, on_record, {"why": ""})
-        tags = {"sweep_id": sweep_id, "round_no": round_no}
-        rid = new_id()
-        order = RunOrder(rid, spec.to_dict(), (known_stats or (lambda s: None))(spec))
-        if self.w is not None and (self.w.ended or self.w.closed
-                                   or self.key != worker_key(spec)):
-            self.close()
-        if self.w is None:
-            self.pool = r._pool()
-            handle = r.executor.start([order], spec, r.memory_cap_bytes, held=True)
-            self.w, self.key = self.pool.start(handle, [(rid, spec)]), worker_key(spec)
-            self.started += 1
-        else:
-            self.w.runs.append((rid, spec))
-            self.w.specs[rid] = spec
-            self.w.handle.command(More((order,)))
-        self.pool.on_event = on_event or (lambda e: None)
-        w = self.w
-        try:
-            r._drive(self.pool, w, tags, record, done=lambda: rid in w.done)
-        except BaseException:
-            self.close(kill=True)
-            raise
-        return records
-
-
 class _Replicas:
     """What a replicated run gathers from its replicas' events (the Pool's handler): who is
     armed, each one's result, the first failure; and the one ending they make."""
@@ -437,3 +368,37 @@ def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[Stats | Faile
             pool.drive(lambda w, ev: isinstance(ev, (Stats, Failed)) and on_stats(ev),
                        until=lambda: w.ended)
             pool.close(kill=True)
+
+
+def read_declared(source: ModelSource, *, timeout_s: float = 120.0,
+                  python: str = sys.executable) -> DeclaredInputs:
+    """What a user's model file declares about its inputs, read by a worker started for it
+    alone (the parent never opens the file; the worker imports no framework and runs
+    nothing of it). Its inputs are None where the format declares none read, the file's
+    description could not be read, or the worker gave no answer (why says which)."""
+    spec = RunSpec(source.name, source.framework or "torch", 1, 1, user_model=source)
+    rid = new_id()
+    handle = LocalProcesses(python).start([RunOrder(rid, spec.to_dict())], spec, None,
+                                          mode="declared")
+    got: list = []
+    with Pool(clock=time.monotonic, poll_s=0.2, cancel=threading.Event()) as pool:
+        w = pool.start(handle, [(rid, spec)])
+        pool.renew(timeout_s)
+        pool.drive(lambda w, ev: isinstance(ev, (DeclaredInputs, Failed)) and got.append(ev),
+                   until=lambda: bool(got) or w.ended)
+        pool.close(kill=True)
+    if got and isinstance(got[0], DeclaredInputs):
+        return got[0]
+    why = got[0].reason if got else "the worker reading it ended without an answer"
+    return DeclaredInputs(rid, None, why)
+
+
+def model_inputs(source: ModelSource, batch_sizes, given: str | None = None, *,
+                 timeout_s: float = 120.0) -> ModelSource:
+    """The user's model with its inputs, before anything is launched: what the file declares
+    (read by read_declared, for the formats that declare) fills them when none were given and
+    checks them when some were (engine.core.model_source.fill_inputs); UserError naming the
+    field otherwise."""
+    declared = (read_declared(source, timeout_s=timeout_s).inputs
+                if source.format in DECLARING_FORMATS and source.path else None)
+    return fill_inputs(source, declared, batch_sizes, given)

@@ -3,27 +3,21 @@ as data (JSON or protobuf; nothing unpickled, no code run) from a .keras file's 
 a .pt2 archive's serialized program, an .onnx graph's inputs. A dimension the file leaves
 open (a dynamic batch) is None; a dtype it does not say is None. TorchScript, SavedModel and
 factories declare nothing read here. The worker checks the inputs given against it before
-anything is prepared or timed (engine/worker/inference.py)."""
+anything is prepared or timed (engine/worker/inference.py), and a worker started only to
+read it (Assign mode "declared", engine/worker/main.py) replies with DeclaredInputs, so the
+parent can fill or check the inputs before it launches anything (engine.run.runner.
+read_declared)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from engine.core.model_source import ModelSource
+from engine.core.errors import plain_text
+from engine.core.model_source import DeclaredInput as Declared
+from engine.core.model_source import ModelSource, source_from_dict
+from engine.core.protocol import DeclaredInputs
 
-__all__ = ["Declared", "declared_inputs", "declared_mismatch"]
-
-
-@dataclass(frozen=True)
-class Declared:
-    name: str
-    dims: tuple  # int, or None where the file leaves the dimension open
-    dtype: str | None
-
-    def text(self) -> str:
-        dims = "x".join("?" if d is None else str(d) for d in self.dims)
-        return f"{self.name}:{dims}:{self.dtype or '?'}"
+__all__ = ["Declared", "declared_inputs", "declared_mismatch", "reply_declared"]
 
 
 # torch's serialized ScalarType and ONNX's TensorProto element types, for the DTYPES we feed
@@ -100,16 +94,30 @@ def _onnx_declared(path: str) -> tuple[Declared, ...] | None:
 _READERS = {"keras": _keras_declared, "pt2": _pt2_declared, "onnx": _onnx_declared}
 
 
+def _read(source: ModelSource) -> tuple[tuple[Declared, ...] | None, str | None]:
+    """(the inputs the file declares or None, why None)."""
+    reader = _READERS.get(source.format)
+    if reader is None:
+        return None, f"a {source.format} model declares no inputs read here"
+    try:
+        got = reader(source.path)
+    except Exception as exc:  # noqa: BLE001 - a file the loader will refuse with its own reason
+        return None, plain_text(f"{type(exc).__name__}: {exc}")[:500]
+    return got, None if got is not None else "the file names no input"
+
+
 def declared_inputs(source: ModelSource) -> tuple[Declared, ...] | None:
     """The inputs the file declares, or None when its format declares none we read, or its
     description cannot be read (the framework's own load then says what is wrong)."""
-    reader = _READERS.get(source.format)
-    if reader is None:
-        return None
-    try:
-        return reader(source.path)
-    except Exception:  # noqa: BLE001 - a file the loader will refuse with its own reason
-        return None
+    return _read(source)[0]
+
+
+def reply_declared(runs, emit) -> None:
+    """Assign mode "declared": one DeclaredInputs per run order, read from its spec's user
+    model; no framework is imported and nothing of the file is run."""
+    for order in runs:
+        inputs, why = _read(source_from_dict(order.spec.get("user_model")))
+        emit(DeclaredInputs(order.run_id, inputs, why))
 
 
 def declared_mismatch(source: ModelSource, batch: int,

@@ -16,7 +16,8 @@ its kind.
 Protocol: engine.core.protocol's messages, one JSON line each, on the original stdout
 (stray prints of libraries are sent to stderr so they cannot corrupt it): Ready, then per
 run Started, Progress, Armed and BlockTimed (at a gate), and exactly one result or Failed;
-Stats in the catalog's counting mode.
+Stats in the catalog's counting mode; DeclaredInputs only, in the "declared" mode (what a
+user's model file declares about its inputs: no framework imported, nothing run).
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def main() -> None:
     commands: queue.Queue = queue.Queue()
     threading.Thread(target=_exit_when_parent_gone, args=(watch_fd, commands),
                      daemon=True).start()
+
+    if assign.mode == "declared":  # only what a user's file declares: read as data
+        from engine.worker.declared import reply_declared
+        reply_declared(assign.runs, emit)
+        return
 
     from engine.worker.backends import configure_threads
 
