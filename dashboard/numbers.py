@@ -49,3 +49,10 @@ class Numbers:
             self.errors.setdefault(field, refused)
             return default
         return int(value) if integer else float(value)
+
+    def stop_if_refused(self) -> None:
+        """On a page without a form (nothing to disable): a refused number is named and the
+        page draws nothing after it, rather than figures for a value nobody asked for."""
+        if self.errors:
+            st.error(next(iter(self.errors.values())), icon=":material/block:")
+            st.stop()
