@@ -17,7 +17,8 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "DEFAULT_VERDICT_MARGIN", "VERDICT_MARGIN_RANGE",
            "STEPS_RANGE", "SYNTHETIC_RANGE", "WARMUP_STEPS_RANGE",
            "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
-           "MEMORY_CAP_MB_MIN", "MEMORY_CAP_MB_RANGE", "P99_BOUND_MS_RANGE", "MARGIN_RANGE", "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
+           "MEMORY_CAP_MB_MIN", "MEMORY_CAP_MB_RANGE", "P99_BOUND_MS_RANGE", "MARGIN_RANGE",
+           "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
            "logical_cores", "int_range", "float_range",
            "choice", "parse_int_list", "unique", "require_values"]
 
