@@ -13,12 +13,14 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from dashboard.numbers import Numbers
 from dashboard.offered import MAX_VALUE_LEN, offered
 from engine.core.catalog import CATALOG, RUNTIMES
 from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.errors import UserError
 from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
-                                MARGIN_RANGE, PROFILE_RANGE, TRAIN_BATCH_RANGE, WORKERS_RANGE,
+                                MARGIN_RANGE, MEMORY_CAP_MB_RANGE, P99_BOUND_MS_RANGE,
+                                PROFILE_RANGE, STEPS_RANGE, TRAIN_BATCH_RANGE, WORKERS_RANGE,
                                 logical_cores, parse_int_list)
 from engine.core.paths import data_root
 from engine.core.training import DATASETS, TRAIN_RUNTIMES
@@ -103,21 +105,22 @@ def batch_search_form(image_size: int | None) -> JobForm:
     threads = b3.selectbox("Threads", list(range(1, cores + 1)), index=cores - 1,
                            key="bs_threads", **offered("bs_threads", "threads",
                                                        range(1, cores + 1)))
-    p99 = b4.number_input("p99 bound (ms, 0 = none)", key="bs_p99", min_value=0.0, value=0.0,
-                          step=10.0)
+    number = Numbers({})
+    p99 = number(b4, "p99 bound (ms, 0 = none)", "bs_p99", "p99_bound_ms",
+                 *P99_BOUND_MS_RANGE, default=0.0, step=10.0)
     b5, b6, b7, b8 = st.columns(4)
-    margin = b5.number_input("Margin", key="bs_margin", min_value=MARGIN_RANGE[0],
-                             max_value=MARGIN_RANGE[1], value=DEFAULT_MARGIN, step=0.01,
-                             help="a doubling must raise throughput by more than this to "
-                                  "continue")
-    largest = b6.number_input("Largest batch", key="bs_max", min_value=BATCH_RANGE[0],
-                              max_value=BATCH_RANGE[1], value=256)
-    cap = b7.number_input("Memory cap (MB, 0 = 75 % of RAM)", key="bs_cap", min_value=0,
-                          value=0, step=512)
+    margin = number(b5, "Margin", "bs_margin", "margin", *MARGIN_RANGE, default=DEFAULT_MARGIN,
+                    help="a doubling must raise throughput by more than this to continue")
+    largest = number(b6, "Largest batch", "bs_max", "max_batch", *BATCH_RANGE, default=256,
+                     integer=True)
+    cap = number(b7, "Memory cap (MB, 0 = 75 % of RAM)", "bs_cap", "memory_cap_mb",
+                 *MEMORY_CAP_MB_RANGE, default=0, integer=True, step=512)
     mode = b8.selectbox("Find", list(MODES), key="bs_mode",
                         format_func=lambda m: ("largest batch that fits" if m == FITS
                                                else "throughput-optimal batch"),
                         **offered("bs_mode", "mode", MODES))
+    if number.errors:
+        return JobForm(errors=number.errors)
     framework, runtime = runtime.split("/")
     return JobForm(dict(model=model, framework=framework, runtime=runtime, mode=mode,
                         threads=int(threads), image_size=image_size, margin=float(margin),
@@ -152,19 +155,22 @@ def training_form() -> JobForm:
     dataset = t5.selectbox("Data set", list(DATASETS), key="tr_dataset",
                            **offered("tr_dataset", "dataset", DATASETS),
                            help="; ".join(f"{k}: {v}" for k, v in DATASETS.items()))
-    epochs = t6.number_input("Epochs", key="tr_epochs", min_value=EPOCH_RANGE[0],
-                             max_value=EPOCH_RANGE[1], value=1)
-    steps = t7.number_input("Steps per epoch (0 = all)", key="tr_steps", min_value=0, value=0)
-    lr = t8.number_input("Learning rate", key="tr_lr", min_value=0.0, max_value=10.0,
-                         value=0.01, step=0.005, format="%.4f")
-    momentum = t9.number_input("Momentum", key="tr_momentum", min_value=0.0, max_value=0.999,
-                               value=0.9, step=0.05)
-    profile = t10.number_input("Profile steps", key="tr_profile", min_value=0,
-                               max_value=PROFILE_RANGE[1], value=0)
+    number = Numbers({})
+    epochs = number(t6, "Epochs", "tr_epochs", "epochs", *EPOCH_RANGE, default=1, integer=True)
+    steps = number(t7, "Steps per epoch (0 = all)", "tr_steps", "steps_per_epoch", 0,
+                   STEPS_RANGE[1], default=0, integer=True)
+    lr = number(t8, "Learning rate", "tr_lr", "lr", 0.0, 10.0, default=0.01, step=0.005,
+                format="%.4f")
+    momentum = number(t9, "Momentum", "tr_momentum", "momentum", 0.0, 0.999, default=0.9,
+                      step=0.05)
+    profile = number(t10, "Profile steps", "tr_profile", "profile_steps", *PROFILE_RANGE,
+                     default=0, integer=True)
     try:
         batches = parse_int_list(batch, "batch_size", *TRAIN_BATCH_RANGE)
     except UserError as exc:
-        return JobForm(errors={"batch_size": str(exc)})
+        number.errors.setdefault("batch_size", str(exc))
+    if number.errors:
+        return JobForm(errors=number.errors)
     return JobForm(dict(models=tuple(models), frameworks=tuple(frameworks),
                         batch_sizes=tuple(batches), threads=tuple(sorted(threads)),
                         epochs=int(epochs), steps_per_epoch=int(steps) or None, dataset=dataset,
@@ -201,15 +207,18 @@ def data_loading_form() -> JobForm:
     threads = d7.multiselect("Threads", list(range(1, cores + 1)), default=[1],
                              key="dl_threads",
                              **offered("dl_threads", "threads", range(1, cores + 1)))
-    count = d8.number_input("Images", key="dl_count", min_value=LOAD_COUNT_RANGE[0],
-                            max_value=LOAD_COUNT_RANGE[1], value=256)
-    size = d9.number_input("Image size [px]", key="dl_size", min_value=LOAD_SIZE_RANGE[0],
-                           max_value=LOAD_SIZE_RANGE[1], value=256)
+    number = Numbers({})
+    count = number(d8, "Images", "dl_count", "count", *LOAD_COUNT_RANGE, default=256,
+                   integer=True)
+    size = number(d9, "Image size [px]", "dl_size", "image_size", *LOAD_SIZE_RANGE,
+                  default=256, integer=True)
     try:
         batches = parse_int_list(batch, "batch_size", *BATCH_RANGE)
         worker_counts = parse_int_list(workers, "workers", *WORKERS_RANGE)
     except UserError as exc:
-        return JobForm(errors={exc.field or "batch_size": str(exc)})
+        number.errors.setdefault(exc.field or "batch_size", str(exc))
+    if number.errors:
+        return JobForm(errors=number.errors)
     return JobForm(dict(formats=tuple(formats), decoders=tuple(decoders),
                         normalizers=tuple(normalizers), pipelines=tuple(pipelines),
                         batch_sizes=tuple(batches), workers=tuple(worker_counts),

@@ -2,8 +2,9 @@
 
 The browser offers only a page's options, but a session can send any value in its rerun
 message. Streamlit resets a choice it does not know to the widget's default once the widget
-is drawn, and a number outside min..max to its default, silently: a crafted Launch pressed in
-the same message would still queue what remained. A text box without max_chars takes any
+is drawn, and a number outside min..max to its default, silently (the number boxes check
+their own range: dashboard/numbers.py): a crafted Launch pressed in the same message would
+still queue what remained. A text box without max_chars takes any
 length. So each checked widget carries an on_change callback, which Streamlit calls with the
 new value before the page runs: a value the page did not offer is remembered, and the page
 stops at its top (stop_if_refused, from PageLink) with a message naming the field and what is

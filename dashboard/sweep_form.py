@@ -19,6 +19,7 @@ import streamlit as st
 from dashboard.cluster_form import Where
 from dashboard.link_state import PageLink
 from dashboard.model_form import model_form, source_choice
+from dashboard.numbers import Numbers
 from dashboard.offered import MAX_VALUE_LEN, offered
 from dashboard.session import busy, database
 from engine.core.budget import default_max_rounds
@@ -69,11 +70,13 @@ class SweepForm:
             self.slots.get(name, self.slots["policy"]).error(message, icon=":material/error:")
 
 
-def _number(link: PageLink, col, label: str, param: str, **widget):
-    """A number box a link can fill (?rounds=5); a refused value names the default used."""
+def _number(link: PageLink, form: SweepForm, col, label: str, param: str, **widget):
+    """A number box a link can fill (?rounds=5); a refused link value names the default
+    used, a refused box value (dashboard/numbers.py) is the form's error under the policy."""
     key, lo, hi, integer, default = NUMBERS[param]
     link.number(param, key, lo, hi, integer=integer, default=default)
-    value = col.number_input(label, key=key, **link.initial(key, value=default), **widget)
+    value = Numbers(form.errors)(col, label, key, param, lo, hi, default=default,
+                                 integer=integer, **widget)
     link.put(param, value, lambda v: f"{v:g}", default=default)
     return value
 
@@ -181,18 +184,16 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
             **link.initial("image_size", value=""))
     form.slots["image_size"] = form.slots["precision"] = st.empty()
     c1, c2, c3 = st.columns(3)
-    min_time = _number(link, c1, "Min time (s)", "min_time", min_value=0.0, step=0.5)
-    min_iters = _number(link, c2, "Min iterations", "min_iters", min_value=1, step=5)
-    warmup = _number(link, c3, "Warm-up iterations", "warmup", min_value=0, step=1)
+    min_time = _number(link, form, c1, "Min time (s)", "min_time", step=0.5)
+    min_iters = _number(link, form, c2, "Min iterations", "min_iters", step=5)
+    warmup = _number(link, form, c3, "Warm-up iterations", "warmup", step=1)
     r1, r2, r3 = st.columns(3)
-    rounds = _number(link, r1, "Rounds", "rounds", min_value=ROUNDS_RANGE[0],
-                     max_value=ROUNDS_RANGE[1],
+    rounds = _number(link, form, r1, "Rounds", "rounds",
                      help="the minimum: each round runs the whole sweep in fresh processes, "
                           "in alternating order; comparisons pair rounds and test "
                           "significance across them")
     max_rounds = _number(
-        link, r2, "Max rounds", "max_rounds", min_value=ROUNDS_RANGE[0],
-        max_value=ROUNDS_RANGE[1],
+        link, form, r2, "Max rounds", "max_rounds",
         help="rounds until decided: a contest still undecided after the minimum gets more "
              "rounds, for its configurations only, up to this many (equal to Rounds: none)")
     link.text("time_budget", "time_budget")
@@ -201,8 +202,7 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
                                      "many seconds", **link.initial("time_budget", value=""))
     v1, v2 = st.columns([1, 2])
     margin_pct = _number(
-        link, v1, "Verdict margin (%)", "margin", min_value=MARGIN_PCT[0],
-        max_value=MARGIN_PCT[1], step=0.5,
+        link, form, v1, "Verdict margin (%)", "margin", step=0.5,
         help="a winner is named only when the 95 % sequential interval clears ± this; a "
              "contest whose interval lies inside it stops early as equivalent")
     link.choice("contention", "contention", [True, False], encode=lambda on: "1" if on else "0")
@@ -213,8 +213,7 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
              "policy: each a setting of its own; Compare shows each contender's slowdown and "
              "whether the verdict changes. Each configuration runs 3 times per round, torch's "
              "3 more with passive waits", **link.initial("contention", value=False))
-    profile = _number(link, st, "Profile iterations (0 = off)", "profile", min_value=0,
-                      max_value=PROFILE_RANGE[1],
+    profile = _number(link, form, st, "Profile iterations (0 = off)", "profile",
                       help="after each timed pass, profile this many more iterations "
                            "(torch.profiler / TF profiler) in a separate pass; top operators "
                            "and the Chrome trace appear on Results")

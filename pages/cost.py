@@ -14,6 +14,7 @@ from engine.present.cost_text import (bars_captions, break_even_defaults, break_
                                       not_measured_text, source_caption, versus_frame,
                                       versus_missing_text)
 from dashboard.link_state import PageLink
+from dashboard.numbers import Numbers
 from dashboard.offered import offered
 from engine.present.links import encode_setting
 from dashboard.session import read
@@ -40,9 +41,11 @@ by_label = {m.label: m for m in catalog}
 
 link.put("setting", setting, encode_setting)
 link.number("hours", "hours", 1.0, 744.0)
-hours = st.number_input("Hours per month", key="hours", min_value=1.0, max_value=744.0,
-                        **link.initial("hours", value=float(HOURS_PER_MONTH)),
-                        help="730 = 8,760 hours / 12, the providers' own convention")
+number = Numbers({})  # its own range checks: Streamlit would put the default in place
+hours = number(st, "Hours per month", "hours", "hours", 1.0, 744.0,
+               default=float(HOURS_PER_MONTH),
+               help="730 = 8,760 hours / 12, the providers' own convention")
+number.stop_if_refused()
 
 st.subheader("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU AWS machines, "
              "per month")
@@ -104,11 +107,11 @@ if mode == "Enter a price":
     p1, p2 = st.columns(2)
     link.number("price", "custom_price", 0.0001, 1e6)
     link.number("vcpus", "custom_vcpus", 1, 1024, integer=True)
-    price = p1.number_input("USD per hour", key="custom_price", min_value=0.0001,
-                            format="%.4f", **link.initial("custom_price", value=1.0))
-    vcpus = p2.number_input("vCPUs", key="custom_vcpus", min_value=1, max_value=1024,
-                            help="priced as an x86 machine with SMT: vCPUs / 2 physical cores",
-                            **link.initial("custom_vcpus", value=16))
+    price = number(p1, "USD per hour", "custom_price", "price", 0.0001, 1e6, default=1.0,
+                   format="%.4f")
+    vcpus = number(p2, "vCPUs", "custom_vcpus", "vcpus", 1, 1024, default=16, integer=True,
+                   help="priced as an x86 machine with SMT: vCPUs / 2 physical cores")
+    number.stop_if_refused()
     machine = custom_machine(price, vcpus)
     link.put("machine", "price")
     link.put("price", price, lambda v: f"{v:g}")
@@ -149,8 +152,9 @@ g1.plotly_chart(cost_bars(fw_rows, "cost_per_million",
 with g2:
     st.markdown("**Serving a target rate**")
     link.number("rate", "rate", 0.1, 1e9)
-    rate = st.number_input("Target request rate (samples/s)", key="rate", min_value=0.1,
-                           step=10.0, **link.initial("rate", value=100.0))
+    rate = number(st, "Target request rate (samples/s)", "rate", "rate", 0.1, 1e9, step=10.0,
+                  default=100.0)
+    number.stop_if_refused()
     link.put("rate", rate, lambda v: f"{v:g}")
     s1, s2 = st.columns(2)
     storage = s1.number_input("Block storage (GB)", key="storage", min_value=0.0, value=0.0)

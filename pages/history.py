@@ -12,6 +12,7 @@ from engine.analysis.trend import history_points
 from engine.present.history import (gate_line, history_chart, rule_text, set_label,
                                     style_verdicts, verdict_frame)
 from dashboard.link_state import PageLink
+from dashboard.numbers import Numbers
 from engine.core.limits import THRESHOLD_RANGE
 from dashboard.session import read
 from store.history import config_history, result_sets, selection_runs
@@ -41,10 +42,11 @@ link.choices("candidate", "candidate", ids, prefix_ok=True)
 candidate = c2.multiselect("Candidate sweeps", ids, format_func=labels.get, key="candidate",
                            **link.initial("candidate", default=ids[:1]))
 link.number("threshold", "threshold", lo, hi)
-threshold_pct = c3.number_input(
-    "Threshold [%]", min_value=lo, max_value=hi, step=1.0, key="threshold",
-    help="a change within ± this is no change (asv's default is 10 %)",
-    **link.initial("threshold", value=100 * DEFAULT_THRESHOLD))
+number = Numbers({})  # its own range check: Streamlit would put 10 in place of a bad one
+threshold_pct = number(c3, "Threshold [%]", "threshold", "threshold", lo, hi, step=1.0,
+                       default=100 * DEFAULT_THRESHOLD,
+                       help="a change within ± this is no change (asv's default is 10 %)")
+number.stop_if_refused()
 link.put("baseline", baseline)
 link.put("candidate", candidate)
 link.put("threshold", threshold_pct, lambda v: f"{v:g}")

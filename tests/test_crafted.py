@@ -90,15 +90,44 @@ def test_a_value_the_page_did_not_offer_gets_its_message(name, kind, key, value,
     assert not at.exception and errors(at) == []
 
 
-def test_numbers_outside_the_bounds_fall_back_to_the_default(db_path, monkeypatch):
-    """Streamlit itself resets a number outside min..max to the widget's default."""
+READ_NUMBER_CASES = [
+    ("pages/cost.py", "hours", dict(double_value=1e9), "hours: 1000000000 is not allowed; "
+                                                       "allowed: number 1..744"),
+    ("pages/cost.py", "hours", dict(double_value=float("nan")),
+     "hours: an empty or non-finite value is not allowed; allowed: number 1..744"),
+    ("pages/cost.py", "rate", dict(double_value=0.0), "rate: 0 is not allowed; allowed: "
+                                                      "number 0.1..1000000000"),
+    ("pages/history.py", "threshold", dict(double_value=-5.0),
+     "threshold: -5 is not allowed; allowed: number 1..100"),
+    ("pages/history.py", "threshold", dict(double_value=float("inf")),
+     "threshold: an empty or non-finite value is not allowed; allowed: number 1..100"),
+]
+
+
+@pytest.mark.parametrize("name, key, value, message", READ_NUMBER_CASES,
+                         ids=[f"{c[1]}-{next(iter(c[2].values()))}" for c in READ_NUMBER_CASES])
+def test_a_number_outside_its_range_is_named_not_replaced(name, key, value, message, db_path,
+                                                          monkeypatch):
+    """Streamlit itself would reset a number outside min..max (or NaN) to the widget's
+    default, silently: these boxes check their range themselves (dashboard/numbers.py)."""
+    seed_sweep(db_path)
+    at = page(name, db_path, monkeypatch)
+    crafted(at, "number_input", key, **value)
+    assert not at.exception, [e.value for e in at.exception]
+    assert errors(at) == [message]
+    at.number_input(key=key).set_value(10.0).run()  # the user's next honest message
+    assert not at.exception and errors(at) == []
+
+
+def test_a_nan_in_the_cost_pages_integer_box_is_named(db_path, monkeypatch):
+    """An integer st.number_input would raise on it (int(nan)) before the page runs."""
     seed_sweep(db_path)
     at = page("pages/cost.py", db_path, monkeypatch)
-    crafted(at, "number_input", "hours", double_value=1e9)
-    assert not at.exception and at.number_input(key="hours").value == 730.0
-    at = page("pages/history.py", db_path, monkeypatch)
-    crafted(at, "number_input", "threshold", double_value=-5.0)
-    assert not at.exception and at.number_input(key="threshold").value == 10.0
+    at.radio(key="machine_mode").set_value("Enter a price").run()
+    crafted(at, "number_input", "custom_vcpus", double_value=float("nan"))
+    assert not at.exception, [e.value for e in at.exception]
+    assert errors(at) == ["vcpus: an empty or non-finite value is not allowed; allowed: "
+                          "integer 1..1024"]
 
 
 RUN_CASES = [
@@ -153,3 +182,97 @@ def test_a_crafted_press_of_a_disabled_launch_button_queues_nothing(db_path, mon
     assert fake.submitted == [] and not at.success
     assert [e.value for e in at.error] == ["model: pick at least one value"]
     assert at.button(key="launch").disabled is True
+
+
+NAN, INF = float("nan"), float("inf")
+# Every number box of the Run page's forms: (key, field, its launch button, a value outside
+# its range, the allowed range as the message spells it, a value inside it).
+NUMBER_CASES = [
+    ("min_time", "min_time", "launch", -1.0, "number 0..3600", 1.0),
+    ("min_iters", "min_iters", "launch", 100_001.0, "integer 1..100000", 10),
+    ("warmup", "warmup", "launch", -1.0, "integer 0..10000", 2),
+    ("rounds", "rounds", "launch", 1000.0, "integer 1..100", 4),
+    ("max_rounds", "max_rounds", "launch", 0.0, "integer 1..100", 8),
+    ("margin", "margin", "launch", 51.0, "number 0..50", 3.0),
+    ("profile", "profile", "launch", 51.0, "integer 0..50", 0),
+    ("bs_p99", "p99_bound_ms", "bs_launch", -5.0, "number 0..3600000", 0.0),
+    ("bs_margin", "margin", "bs_launch", 1.5, "number 0..1", 0.05),
+    ("bs_max", "max_batch", "bs_launch", 5000.0, "integer 1..4096", 128),
+    ("bs_cap", "memory_cap_mb", "bs_launch", -512.0, "integer 0..1048576", 0),
+    ("tr_epochs", "epochs", "tr_launch", 1001.0, "integer 1..1000", 2),
+    ("tr_steps", "steps_per_epoch", "tr_launch", 1e300, "integer 0..1000000", 0),
+    ("tr_lr", "lr", "tr_launch", 11.0, "number 0..10", 0.1),
+    ("tr_momentum", "momentum", "tr_launch", 1.0, "number 0..0.999", 0.5),
+    ("tr_profile", "profile_steps", "tr_launch", 51.0, "integer 0..50", 0),
+    ("dl_count", "count", "dl_launch", 7.0, "integer 8..100000", 64),
+    ("dl_size", "image_size", "dl_launch", 4097.0, "integer 16..4096", 64),
+]
+
+
+def _crafted_number(db_path, monkeypatch, key, button, **value):
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    crafted(at, "number_input", key, click=button, **value)  # pressed in the same message
+    assert not at.exception, [e.value for e in at.exception]
+    return at, fake
+
+
+@pytest.mark.parametrize("key, field, button, value, allowed, ok", NUMBER_CASES,
+                         ids=[c[0] for c in NUMBER_CASES])
+@pytest.mark.parametrize("sent", ["outside", "nan"])
+def test_the_run_page_launches_nothing_for_a_number_outside_its_range(
+        key, field, button, value, allowed, ok, sent, db_path, monkeypatch):
+    """Streamlit would put the box's default in place of the number (see above) and the press
+    would launch with it; the form refuses instead, naming the field and the range."""
+    at, fake = _crafted_number(db_path, monkeypatch, key, button,
+                               double_value=NAN if sent == "nan" else value)
+    shown = ("an empty or non-finite value" if sent == "nan"
+             else f"{value:g}" if value > 1e15 else f"{value:.10g}")
+    assert errors(at) == [f"{field}: {shown} is not allowed; allowed: {allowed}"]
+    assert fake.submitted == [] and not at.success
+    assert at.button(key=button).disabled is True
+    # The user's next honest message, the box set inside its range, launches again.
+    at.number_input(key=key).set_value(ok).run()
+    assert not at.exception and errors(at) == []
+    at.button(key=button).click().run()
+    assert len(fake.submitted) == 1 and at.success
+
+
+@pytest.mark.parametrize("key, button, value", [
+    ("rounds", "launch", dict(double_value=INF)),
+    ("margin", "launch", dict(double_value=-INF)),
+    ("rounds", "launch", dict(double_value=2.5)),       # a fraction in an integer box
+    ("bs_max", "bs_launch", dict(int_value=2**40)),
+    ("tr_epochs", "tr_launch", dict(int_value=-3)),
+])
+def test_infinite_fractional_and_huge_numbers_launch_nothing(key, button, value, db_path,
+                                                             monkeypatch):
+    at, fake = _crafted_number(db_path, monkeypatch, key, button, **value)
+    (msg,) = errors(at)
+    assert " is not allowed; allowed: " in msg and len(msg) < 200, msg
+    assert fake.submitted == [] and not at.success
+
+
+@pytest.mark.parametrize("key, button, value, field, expected", [
+    ("rounds", "launch", dict(double_value=5.0), "rounds", 5),
+    ("dl_count", "dl_launch", dict(int_value=64), "count", 64),
+])
+def test_a_number_in_range_sent_with_the_press_is_launched(key, button, value, field,
+                                                          expected, db_path, monkeypatch):
+    """The control: the crafted message does carry the number to the form."""
+    at, fake = _crafted_number(db_path, monkeypatch, key, button, **value)
+    assert errors(at) == [] and [getattr(r, field) for r in fake.submitted] == [expected]
+
+
+def test_an_emptied_number_box_is_named_and_refused(db_path, monkeypatch):
+    """The boxes have no Streamlit default: an honest user who empties one is told so."""
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.number_input(key="tr_epochs").set_value(None).run()
+    assert errors(at) == ["epochs: an empty or non-finite value is not allowed; allowed: "
+                          "integer 1..1000"]
+    assert at.button(key="tr_launch").disabled is True
+    at.number_input(key="tr_epochs").set_value(2).run()
+    assert errors(at) == [] and at.button(key="tr_launch").disabled is False

@@ -17,7 +17,8 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "DEFAULT_VERDICT_MARGIN", "VERDICT_MARGIN_RANGE",
            "STEPS_RANGE", "SYNTHETIC_RANGE", "WARMUP_STEPS_RANGE",
            "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
-           "MEMORY_CAP_MB_MIN", "MARGIN_RANGE", "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
+           "MEMORY_CAP_MB_MIN", "MEMORY_CAP_MB_RANGE", "P99_BOUND_MS_RANGE", "MARGIN_RANGE",
+           "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
            "logical_cores", "int_range", "float_range",
            "choice", "parse_int_list", "unique", "require_values"]
 
@@ -55,6 +56,11 @@ WORKERS_RANGE = (0, 64)
 SEED_RANGE = (0, 2**31 - 1)
 # Below 64 MiB of added resident memory not even a first call of a framework fits.
 MEMORY_CAP_MB_MIN = 64
+# The batch search's memory cap as the Run page asks for it (0: 75 % of RAM): up to 1 TiB,
+# more than any machine this runs on has.
+MEMORY_CAP_MB_RANGE = (0, 1_048_576)
+# The batch search's p99 bound (0: none): an hour per batch is no latency bound any more.
+P99_BOUND_MS_RANGE = (0.0, 3_600_000.0)
 # The throughput gain a batch-size doubling must bring for the search to go on.
 MARGIN_RANGE = (0.0, 1.0)
 # A regression check's threshold (a fraction of the baseline's latency; asv's default is

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 __all__ = ["MAX_VALUE_LEN", "looks_like_path", "parse_choice", "parse_choices",
            "parse_number", "parse_integers", "encode_setting", "note", "md_escape",
-           "not_offered"]
+           "not_offered", "number_allowed", "number_refused"]
 
 MAX_VALUE_LEN = 200
 _PATH_MARKS = ("/", "\\", "..", "\x00")
@@ -64,6 +64,30 @@ def not_offered(field: str, value: Any, options: tuple | None, names: Iterable[s
             shown = str(v) if len(str(v)) <= 40 else str(v)[:37] + "..."
             return (f"{field}: {md_escape(repr(shown))} is not offered; allowed: "
                     f"{md_escape(_allowed_list(names))}")
+    return None
+
+
+def _spell(x: float) -> str:
+    """3.0 -> '3', 1048576 -> '1048576', 0.005 -> '0.005', 1e300 -> '1e+300'."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def number_allowed(lo: float, hi: float, integer: bool = False) -> str:
+    """'integer 1..100', 'number 0..50': what a number box allows, as its messages say."""
+    return f"{'integer' if integer else 'number'} {_spell(lo)}..{_spell(hi)}"
+
+
+def number_refused(field: str, value: float | None, lo: float, hi: float,
+                   integer: bool = False) -> str | None:
+    """A number box's value outside lo..hi, or a fraction where an integer is asked for: the
+    message naming the field and the range, or None. value None: the box was emptied, or
+    Streamlit put its (None) default in place of a non-finite number (NaN, inf) a crafted
+    rerun message sent (dashboard/numbers.py)."""
+    allowed = number_allowed(lo, hi, integer)
+    if value is None or isinstance(value, bool) or not math.isfinite(value):
+        return f"{field}: an empty or non-finite value is not allowed; allowed: {allowed}"
+    if not lo <= value <= hi or (integer and not float(value).is_integer()):
+        return f"{field}: {_spell(value)} is not allowed; allowed: {allowed}"
     return None
 
 

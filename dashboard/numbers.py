@@ -1,0 +1,58 @@
+"""Number boxes whose range the page checks itself.
+
+Streamlit's number_input replaces a value outside its min_value..max_value, and a NaN or
+infinite one, with the widget's default, silently (NumberInputSerde.deserialize): a crafted
+rerun message with an out-of-range number and a Launch press would queue the default. And an
+integer box turns a crafted NaN into int(nan), which raises inside Streamlit before the page
+runs. So these boxes have no Streamlit bounds and are float boxes (integers shown with
+"%.0f"), their Streamlit default is None (the form's default is put in st.session_state
+before the box first exists), and the form checks the value (engine/present/links.py's
+number_refused): a number outside the range, a fraction where an integer is asked for, an
+emptied box, or a non-finite number (which Streamlit turns into that None) is the form's
+error naming the field and the range, so the form refuses and its launch button is drawn
+disabled, which makes Streamlit drop a press sent in the same message. The range stays in the
+box's help for honest users, and the browser's stepper works as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from engine.present.links import number_allowed, number_refused
+
+__all__ = ["Numbers"]
+
+
+class Numbers:
+    """A form's number boxes; errors: the refusals by field (the form's own dict, so that a
+    refused number refuses the form)."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+
+    def __call__(self, where: Any, label: str, key: str, field: str, lo: float, hi: float, *,
+                 default: float, integer: bool = False, step: float | None = None,
+                 help: str | None = None, **widget: Any) -> float | int:
+        """Draw the box in `where` (st or a column); its value (an int when integer), or
+        `default` when refused (the refusal is in errors[field])."""
+        if key not in st.session_state:  # first draw, and no link filled it
+            st.session_state[key] = default
+        allowed = "allowed: " + number_allowed(lo, hi, integer)
+        value = where.number_input(
+            label, key=key, value=None, step=float(step or (1 if integer else 0.01)),
+            help=f"{help}; {allowed}" if help else allowed,
+            **({"format": "%.0f"} if integer else {}), **widget)
+        refused = number_refused(field, value, lo, hi, integer)
+        if refused:
+            self.errors.setdefault(field, refused)
+            return default
+        return int(value) if integer else float(value)
+
+    def stop_if_refused(self) -> None:
+        """On a page without a form (nothing to disable): a refused number is named and the
+        page draws nothing after it, rather than figures for a value nobody asked for."""
+        if self.errors:
+            st.error(next(iter(self.errors.values())), icon=":material/block:")
+            st.stop()
