@@ -95,7 +95,10 @@ def batch_search_form(image_size: int | None) -> JobForm:
     st.caption("Doubles the batch until a probe runs out of memory (the cap), fails, or stops "
                "raising throughput by more than the margin (each doubling judged on 2-3 "
                "paired rounds), then bisects towards the memory limit. \"fits\" asks only "
-               "for the largest batch that fits. Every probe is a stored run.")
+               "for the largest batch that fits. Every probe is a stored run, all in one "
+               "worker kept warm between probes. The cap is the resident memory a probe may "
+               "add to its worker: held by the kernel (a memory cgroup) where this machine "
+               "allows one, else by a watchdog.")
     b1, b2, b3, b4 = st.columns(4)
     model = b1.selectbox("Model", list(CATALOG), key="bs_model",
                          **offered("bs_model", "model", CATALOG))
