@@ -74,8 +74,10 @@ class Serving(Scenario):
             if key in figures:
                 return figures[key]
         qps = figures.get("qps_with_loadgen_overhead")
-        per_query = figures.get("samples_per_query") or 1
-        return qps * per_query if qps is not None else None
+        if qps is not None:
+            return qps * (figures.get("samples_per_query") or 1)
+        # MultiStream reports latency alone: its samples over the queries' own time
+        return super().throughput(spec, res, samples_ns)
 
     def finish_record(self, rec, res: ServeResult):
         """LoadGen's verdict is the run's: INVALID makes the row `invalid` with the failed
@@ -122,6 +124,8 @@ class Serving(Scenario):
                          f"at target {figures.get('target_qps', 0):,.1f} QPS")
         elif scenario == "offline":
             parts.append(f"{figures.get('samples_per_s', 0):,.1f} samples/s")
+        elif scenario == "multi-stream":  # LoadGen reports its latency, no QPS
+            parts.append(f"{s.get('samples_per_query')} samples a query")
         else:
             parts.append(f"{figures.get('qps_with_loadgen_overhead', 0):,.1f} QPS "
                          f"({figures.get('qps_without_loadgen_overhead', 0):,.1f} w/o "
