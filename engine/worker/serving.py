@@ -96,8 +96,9 @@ def _serve(frame: Frame, models: _Models, run_id: str, spec, known) -> ServeResu
             log.log_output.outdir = out
             log.log_output.copy_summary_to_stdout = False
             log.enable_trace = False
-            server = _Batcher(lg, steps, spec) if spec.scenario in ("server", "offline") else None
-            answer = _Stream(lg, steps) if server is None else server
+            server = (_Batcher(lg, steps, spec, backend.context)
+                      if spec.scenario in ("server", "offline") else None)
+            answer = _Stream(lg, steps, backend.context) if server is None else server
             sut_handle = lg.ConstructSUT(answer.issue, lambda: None)
             qsl = lg.ConstructQSL(spec.samples, spec.samples, lambda s: None, lambda s: None)
             progress("serve", 0)
@@ -175,10 +176,12 @@ def _read(folder: str, name: str) -> str:
 
 class _Stream:
     """SingleStream and MultiStream: LoadGen waits for each query before it issues the next,
-    so the query is answered inside its IssueQuery call: one model call of its samples."""
+    so the query is answered inside its IssueQuery call: one model call of its samples.
+    The backend's context (torch's inference mode) is thread-local, and the call runs on
+    LoadGen's thread: it is entered around each call (about a microsecond)."""
 
-    def __init__(self, lg, steps: dict):
-        self.lg, self.steps = lg, steps
+    def __init__(self, lg, steps: dict, context):
+        self.lg, self.steps, self.context = lg, steps, context
         self.latencies: list[int] = []
         self.queries = self.calls = 0
         self.error: BaseException | None = None
@@ -187,7 +190,8 @@ class _Stream:
         t0 = time.perf_counter_ns()
         lg = self.lg
         try:
-            self.steps[len(qs)]()
+            with self.context():
+                self.steps[len(qs)]()
         except BaseException as exc:  # noqa: BLE001 - re-raised after LoadGen's test ends
             self.error = self.error or exc
         responses = [lg.QuerySampleResponse(q.id, 0, 0) for q in qs]
@@ -203,8 +207,8 @@ class _Batcher:
     dynamic batcher; 0: whatever is queued), calls the model once, and completes them.
     A sample's latency runs from its query's IssueQuery call to its completion."""
 
-    def __init__(self, lg, steps: dict, spec):
-        self.lg, self.steps = lg, steps
+    def __init__(self, lg, steps: dict, spec, context):
+        self.lg, self.steps, self.context = lg, steps, context
         self.max_batch = spec.batch_size
         self.max_wait_ns = int(spec.max_wait_ms * 1e6)
         self.queue: collections.deque = collections.deque()  # (issued ns, sample id)
@@ -247,6 +251,10 @@ class _Batcher:
             return [self.queue.popleft() for _ in range(n)]
 
     def _loop(self) -> None:
+        with self.context():  # thread-local (torch's inference mode): this thread's own
+            self._serve()
+
+    def _serve(self) -> None:
         lg = self.lg
         while (batch := self._take()) is not None:
             try:
