@@ -192,9 +192,28 @@ def m011_model_memory(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} BIGINT")
 
 
+def m012_serving(con) -> None:
+    """A serving run (issue 27: one MLPerf LoadGen test) keeps LoadGen's word beside its
+    row: the scenario, VALID/INVALID, each failed rule as its summary names it, its
+    recommendations, the early-stopping percentile estimates, its latency percentiles and
+    figures; and its summary and detail logs, gzipped, to download later. Every query's
+    latency goes to `samples` like any run's. Only runs whose test ran have these rows."""
+    con.execute("""
+        CREATE TABLE serving_results (
+            run_id VARCHAR PRIMARY KEY, scenario VARCHAR NOT NULL, result VARCHAR,
+            failed_rules JSON NOT NULL, recommendations JSON NOT NULL,
+            early_stopping JSON NOT NULL, percentiles_ns JSON NOT NULL, figures JSON NOT NULL,
+            query_count BIGINT, samples_per_query BIGINT, summary JSON NOT NULL)""")
+    con.execute("""
+        CREATE TABLE loadgen_logs (
+            run_id VARCHAR NOT NULL, name VARCHAR NOT NULL, bytes BIGINT NOT NULL,
+            format VARCHAR NOT NULL, data BLOB NOT NULL, PRIMARY KEY (run_id, name))""")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
-              m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory]
+              m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory,
+              m012_serving]
 
 
 def _migrate(con) -> None:

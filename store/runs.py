@@ -15,12 +15,13 @@ from engine.core.record import RunRecord
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
            "save_record", "save_sweep", "sweep_rule", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
            "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
+           "serving_result", "loadgen_log", "LOG_FORMAT",
            "SYSTEM_COLUMNS"]
 
 _JSON_FIELDS = ("versions", "threads_effective", "env", "extra")
 # RunRecord fields kept in tables of their own, not in `runs`
 _SAMPLE_FIELDS = ("warmup_ns", "samples_ns", "epochs", "step_losses", "profile_ops", "trace_gz",
-                  "node_system")
+                  "node_system", "serving", "loadgen_logs")
 EPOCH_COLUMNS = ["epoch", "steps", "samples", "wall_s", "samples_per_s", "train_loss",
                  "train_acc", "test_loss", "test_acc", "eval_s"]
 PROFILE_COLUMNS = ["op", "device", "calls", "self_ms", "total_ms"]
@@ -111,10 +112,48 @@ def _save_extras(con, record: RunRecord) -> None:
         con.execute(f"INSERT INTO profile_ops (run_id, rank, {', '.join(PROFILE_COLUMNS)}) "
                     f"VALUES (?, ?, {', '.join('?' * len(PROFILE_COLUMNS))})",
                     [record.run_id, rank] + [op.get(c) for c in PROFILE_COLUMNS])
+    _save_serving(con, record)
     if record.trace_gz:
         con.execute("INSERT INTO profile_traces VALUES (?, ?, ?, ?)",
                     [record.run_id, "chrome-trace-json-gzip", len(record.trace_gz),
                      record.trace_gz])
+
+
+LOG_FORMAT = "text-gzip"
+
+
+def _save_serving(con, record: RunRecord) -> None:
+    """A serving run's LoadGen summary (parsed) and logs, in the run's transaction."""
+    s = record.serving
+    if s is not None:
+        con.execute("INSERT INTO serving_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [record.run_id, (record.extra or {}).get("scenario", ""), s.get("result"),
+                     json.dumps(s.get("failed_rules", [])),
+                     json.dumps(s.get("recommendations", [])),
+                     json.dumps(s.get("early_stopping", {})),
+                     json.dumps(s.get("percentiles_ns", {})), json.dumps(s.get("figures", {})),
+                     s.get("query_count"), s.get("samples_per_query"), json.dumps(s)])
+    for name, size, data in record.loadgen_logs:
+        con.execute("INSERT INTO loadgen_logs VALUES (?, ?, ?, ?, ?)",
+                    [record.run_id, name, size, LOG_FORMAT, data])
+
+
+def serving_result(con, run_id: str) -> dict | None:
+    """A serving run's LoadGen summary as parse_summary read it (with query_count and
+    samples_per_query), or None when its test never ran."""
+    rows = con.execute("SELECT summary FROM serving_results WHERE run_id = ?",
+                       [run_id]).fetchall()
+    return json.loads(rows[0][0]) if rows else None
+
+
+def loadgen_log(con, run_id: str, name: str) -> str | None:
+    """One of a serving run's LoadGen logs (mlperf_log_summary.txt, mlperf_log_detail.txt)
+    as text, or None."""
+    import gzip
+
+    rows = con.execute("SELECT data FROM loadgen_logs WHERE run_id = ? AND name = ?",
+                       [run_id, name]).fetchall()
+    return gzip.decompress(bytes(rows[0][0])).decode() if rows else None
 
 
 def train_epochs(con, run_ids: list[str]) -> pd.DataFrame:

@@ -31,7 +31,7 @@ MAX_LINES = 450
 MAX_PAGE_LINES = 250
 # A run kind's name compared or filtered by value: Python's `kind == "train"`,
 # `r["kind"] == "inference"`, SQL's `kind = 'dataload'`.
-RUN_KINDS = ("inference", "train", "dataload")
+RUN_KINDS = ("inference", "train", "dataload", "serve")
 KIND_LITERAL = re.compile(r"""kind['"]?\]?\s*(==|!=|=|IN)\s*\(?\s*['"](%s)['"]"""
                           % "|".join(RUN_KINDS))
 KIND_HOMES = ("engine/scenarios/", "engine/core/", "store/db.py")

@@ -18,8 +18,8 @@ from engine.core import MeasurementPolicy, RunSpec
 from engine.core.model_source import DeclaredInput
 from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
                                   DeclaredInputs, Failed, Go, InferenceResult, LoadResult, More,
-                                  Progress,
-                                  ProtocolError, Ready, RunNext, RunOrder, Started, Stats,
+                                  Progress, ProtocolError, Ready, RunNext, RunOrder, ServeResult,
+                                  Started, Stats,
                                   Stop, TimeBlock, TrainResult, decode, encode)
 from engine.run.runner import Runner
 from tests.conftest import ROOT
@@ -58,6 +58,9 @@ EVERY_MESSAGE = [
     TrainResult("r1", **_RESULT, epochs=({"epoch": 1, "test_acc": 0.5},),
                 step_losses=(2.3, 2.1), data_description="digits", feed_sha256="cd"),
     LoadResult("r1", **_RESULT, check_error=0.5, bytes_on_disk=1024, batches_per_sample=2),
+    ServeResult("r1", **_RESULT, summary_log="Result is : VALID", detail_log=":::MLLOG {}",
+                loadgen_version="6.0.17", expected_latency_ns=5_000, queries=9,
+                model_calls=4),
     Failed("r1", "error", "ValueError: boom", ended_at=1.5, traceback="Traceback ...",
            exit_code=-9, signal="SIGKILL", model_sha256="ab", model_bytes=3),
     Stats("r1", model="resnet18", framework="torch", image_size=224, versions={"torch": "2"},

@@ -7,10 +7,11 @@ from dataclasses import replace
 import pytest
 
 from engine.run.batch_search import BatchSearchRequest
-from engine.run.requests import LoadRequest, SweepRequest, TrainRequest
-from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, TRAINING, scenario_of
+from engine.run.requests import LoadRequest, ServeRequest, SweepRequest, TrainRequest
+from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
 from engine.core import LoadSpec, RunSpec, TrainSpec
 from engine.core.errors import UserError
+from engine.core.serving import ServeSpec
 from engine.core.protocol import InferenceResult, Progress, Started, TrainResult
 from tests.conftest import ROOT
 from tests.helpers import failed_record, ok_record
@@ -18,11 +19,11 @@ from tests.helpers import failed_record, ok_record
 
 def test_every_spec_type_has_exactly_one_scenario():
     assert {k: s.spec_type for k, s in SCENARIOS.items()} == {
-        "inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec}
+        "inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec, "serve": ServeSpec}
     for kind, s in SCENARIOS.items():
         assert s.kind == kind == s.spec_type.kind
-    assert (SweepRequest.scenario, TrainRequest.scenario, LoadRequest.scenario) == (
-        INFERENCE, TRAINING, DATA_LOADING)
+    assert (SweepRequest.scenario, TrainRequest.scenario, LoadRequest.scenario,
+            ServeRequest.scenario) == (INFERENCE, TRAINING, DATA_LOADING, SERVING)
     assert BatchSearchRequest.scenario is INFERENCE  # its probes are inference runs
 
 

@@ -3,6 +3,7 @@ argument helpers of engine/cli/args.py:
 
 - engine/cli/inference.py: run, batch-search, runtimes, models
 - engine/cli/workloads.py: train, dataload
+- engine/cli/serving.py: serve (MLPerf LoadGen scenarios)
 - engine/cli/results.py: runs, sweeps, compare, export, import
 - engine/cli/prices.py: prices list|check|import
 - engine/cli/report.py: report (one sweep as offline HTML or Markdown)
@@ -17,12 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli import history, inference, prices, report, results, workloads
+from engine.cli import history, inference, prices, report, results, serving, workloads
 from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser"]
 
-_FAMILIES = (inference, results, prices, workloads, report, history)
+_FAMILIES = (inference, results, prices, workloads, serving, report, history)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 
 

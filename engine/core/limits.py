@@ -19,7 +19,9 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
            "MEMORY_CAP_MB_MIN", "MEMORY_CAP_MB_RANGE", "P99_BOUND_MS_RANGE", "MARGIN_RANGE",
            "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
-           "logical_cores", "int_range", "float_range",
+           "SERVE_BATCH_RANGE", "SERVE_QPS_RANGE", "SERVE_BOUND_MS_RANGE",
+           "SERVE_DURATION_RANGE", "SERVE_QUERIES_RANGE", "SERVE_WAIT_MS_RANGE",
+           "SERVE_SAMPLES_RANGE", "logical_cores", "int_range", "float_range",
            "choice", "parse_int_list", "unique", "require_values"]
 
 BATCH_RANGE = (1, 4096)
@@ -69,6 +71,20 @@ THRESHOLD_RANGE = (0.01, 1.0)
 # The latency ratio (candidate / baseline) a regression gate fails above: over 1 (a ratio
 # of 1 is no change) and at most 100x.
 FAIL_ABOVE_RANGE = (1.0, 100.0)
+
+# Serving (LoadGen): the largest batch the dynamic batcher or Offline may make (every size
+# up to it is warmed before the test, so a compiling runtime pays each once); a target
+# QPS above zero and at most ten million (LoadGen pre-generates a query per arrival); a
+# latency bound from 1 us to 10 min; a test's minimum duration up to a day (the official
+# preset is 600 s) and query count; the batcher's longest wait; the samples LoadGen's
+# query sample library keeps in memory (MLPerf's small-model counts are 64 to 1024).
+SERVE_BATCH_RANGE = (1, 256)
+SERVE_QPS_RANGE = (0.001, 10_000_000.0)
+SERVE_BOUND_MS_RANGE = (0.001, 600_000.0)
+SERVE_DURATION_RANGE = (0.01, 86_400.0)
+SERVE_QUERIES_RANGE = (1, 100_000_000)
+SERVE_WAIT_MS_RANGE = (0.0, 10_000.0)
+SERVE_SAMPLES_RANGE = (1, 1024)
 
 
 # The cores this process had before engine/run/pinning.parent_off kept every thread of it

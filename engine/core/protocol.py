@@ -32,13 +32,15 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
            "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
            "Progress",
            "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
-           "Failed", "Stats", "DeclaredInputs", "MESSAGES", "WINDOW", "BLOCKS", "encode", "decode"]
+           "ServeResult", "Failed", "Stats", "DeclaredInputs", "MESSAGES", "WINDOW", "BLOCKS",
+           "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
 # 3: a held worker (Assign.held, More), a resident-memory cap (Assign.cgroup), and
 #    DeclaredInputs, the reply to an Assign of mode "declared" (issue 26 parts 4 and 8).
-PROTOCOL_VERSION = 3
+# 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
+PROTOCOL_VERSION = 4
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -278,6 +280,22 @@ class LoadResult(Result):
 
 
 @dataclass(frozen=True)
+class ServeResult(Result):
+    """A serving run: one LoadGen test. samples_ns holds every query's latency as the SUT
+    saw it (IssueQuery's call to just before QuerySamplesComplete; Offline's one query: each
+    sample's), since LoadGen's logs give percentiles, not a per-query list; LoadGen's own
+    figures and verdict are in its logs, which the parent parses and stores."""
+
+    kind = "serve_result"
+    summary_log: str = ""  # mlperf_log_summary.txt
+    detail_log: str = ""  # mlperf_log_detail.txt
+    loadgen_version: str | None = None
+    expected_latency_ns: int | None = None  # the warm call LoadGen's schedule was sized on
+    queries: int = 0  # IssueQuery calls the SUT answered
+    model_calls: int = 0  # batches the SUT ran (Server's batcher, Offline's chunks)
+
+
+@dataclass(frozen=True)
 class Failed(Event):
     """A run that ended without a result: the worker's word, or the parent's (an exit, a
     timeout, a broken line), which alone sets exit_code and signal."""
@@ -324,9 +342,9 @@ class DeclaredInputs(Event):
 
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
     Assign, More, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
-    InferenceResult, TrainResult, LoadResult, Failed, Stats, DeclaredInputs)}
+    InferenceResult, TrainResult, LoadResult, ServeResult, Failed, Stats, DeclaredInputs)}
 _ENVELOPE = ("v", "kind")
-assert len(MESSAGES) == 17 and not any(  # a field named like the envelope would be lost
+assert len(MESSAGES) == 18 and not any(  # a field named like the envelope would be lost
     f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
 
 

@@ -95,7 +95,7 @@ class RunRecord:
     source: str = "engine"
     round_no: int | None = None  # which round of its sweep (1-based); None for imports
     extra: dict = field(default_factory=dict)
-    kind: str = "inference"  # inference | train | dataload
+    kind: str = "inference"  # inference | train | dataload | serve
     dataset: str | None = None  # train: digits | synthetic; dataload: the generated set
     workers: int | None = None  # dataload: the pipeline's parallel workers
     # A user's model (issue #14): its format, where it came from (file path or
@@ -130,3 +130,7 @@ class RunRecord:
     profile_ops: tuple = ()  # profiled runs: top operators by self time (dicts)
     trace_gz: bytes | None = None  # profiled runs: the gzipped Chrome trace
     node_system: dict | None = None  # a node's systems row (None: this machine's)
+    # serve (issue 27): LoadGen's summary as engine.core.serving.parse_summary reads it, and
+    # its logs as (file name, bytes, gzipped bytes)
+    serving: dict | None = None
+    loadgen_logs: tuple = ()

@@ -135,7 +135,7 @@ def record_from_result(base: dict, res: Result, spec) -> RunRecord:
     if res.profile_step_s is not None:
         extra["profile_step_ms"] = res.profile_step_s * 1e3
         extra["profile_steps"] = spec.profile_steps
-    return RunRecord(
+    return scenario.finish_record(RunRecord(
         **base, status="invalid" if validity == "invalid" else "ok",
         reason=why if validity == "invalid" else "", validity=validity, validity_reason=why,
         stop_reason=res.stop_reason, load_s=res.load_s,
@@ -154,7 +154,7 @@ def record_from_result(base: dict, res: Result, spec) -> RunRecord:
         model_sha256=res.model_sha256, model_bytes=res.model_bytes,
         warmup_ns=tuple(int(x) for x in res.warmup_ns), samples_ns=samples,
         profile_ops=tuple(res.profile_ops), trace_gz=trace_gz,
-        **scenario.result_columns(res))
+        **scenario.result_columns(res)), res)
 
 
 def one_flop_count(rec: RunRecord, reference_flops: int | None) -> RunRecord:

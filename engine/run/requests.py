@@ -15,17 +15,20 @@ from engine.core.budget import RoundBudget, default_max_rounds
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.core.dataload import expand_load
 from engine.core.errors import UserError
-from engine.core.inference import (check_contention_here, expand_sweep, left_out_splits,
-                                   with_contention)
+from engine.core.inference import (RunSpec, check_contention_here, expand_sweep,
+                                   left_out_splits, with_contention)
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
+from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
+                                 MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec)
 from engine.core.training import expand_train
 from engine.run.runner import Runner
-from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING, Scenario
+from engine.scenarios import DATA_LOADING, INFERENCE, SERVING, TRAINING, Scenario
 
-__all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "local_runner",
+__all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "ServeRequest",
+           "local_runner",
            "EXECUTORS"]
 
 
@@ -283,3 +286,75 @@ class LoadRequest(Request):
     def label(self) -> str:
         return (f"{', '.join(self.formats)} × {', '.join(self.decoders)} × "
                 f"{', '.join(self.pipelines)}")
+
+
+# A serving run's wall-time limit beyond its LoadGen test's minimum duration: the model's
+# load, the warm-up of every batch size and LoadGen's drain of late queries.
+SERVE_TIMEOUT_MARGIN_S = 600.0
+
+
+@dataclass(frozen=True)
+class ServeRequest(Request):
+    """Serving runs (engine.core.serving.ServeSpec): one LoadGen test per scenario, each a
+    stored row, against one model and runtime."""
+
+    scenario = SERVING
+
+    scenarios: tuple[str, ...]
+    model: str
+    framework: str
+    runtime: str | None = None
+    threads: int = 1
+    inter_threads: int = 1
+    image_size: int | None = None
+    precision: str = "fp32"
+    device: str = "cpu"
+    weight_policy: str = "bn_calibrated"
+    user_model: ModelSource | None = None
+    max_batch: int = 1  # Server's dynamic batcher and Offline's calls
+    target_qps: float | None = None
+    bound_ms: float | None = None
+    max_wait_ms: float = 0.0
+    min_duration_s: float | None = None  # None: LoadGen's 10 s, or the official 600 s
+    min_query_count: int = DEFAULT_MIN_QUERIES
+    official: bool = False
+    samples: int = DEFAULT_SAMPLES
+    replicas: int = 1
+    loadgen_seed: int = 0
+    rounds: int = 1
+    seed: int | None = None
+    timeout_s: float | None = None  # None: the test's duration plus SERVE_TIMEOUT_MARGIN_S
+    memory_cap_bytes: int | None = None
+
+    def duration_s(self) -> float:
+        if self.min_duration_s is not None:
+            return self.min_duration_s
+        return OFFICIAL_MIN_DURATION_S if self.official else DEFAULT_MIN_DURATION_S
+
+    def _expand(self):
+        require_values(scenario=self.scenarios)
+        specs = []
+        for name in self.scenarios:
+            batch = (1 if name == "single-stream" else MULTI_STREAM_SAMPLES
+                     if name == "multi-stream" else self.max_batch)
+            sut = RunSpec(self.model, self.framework, batch, self.threads,
+                          inter_threads=self.inter_threads, precision=self.precision,
+                          image_size=self.image_size, device=self.device,
+                          weight_policy=self.weight_policy, runtime=self.runtime,
+                          user_model=self.user_model)
+            specs.append(ServeSpec(
+                sut, name, min_duration_s=self.duration_s(),
+                min_query_count=self.min_query_count,
+                target_qps=self.target_qps if name in ("server", "offline") else None,
+                bound_ms=self.bound_ms if name in ("server", "single-stream") else None,
+                max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
+                seed=self.loadgen_seed, official=self.official).validate())
+        return specs, []
+
+    def runner(self, *, db, shape: str | None = None, **options) -> Runner:
+        timeout = self.timeout_s or self.duration_s() + SERVE_TIMEOUT_MARGIN_S
+        return local_runner(timeout_s=timeout, memory_cap_bytes=self.memory_cap_bytes,
+                            db=db, shape=shape, **options)
+
+    def label(self) -> str:
+        return f"serve {', '.join(self.scenarios)}: {self.model} {self.framework}"

@@ -10,11 +10,14 @@ from __future__ import annotations
 from engine.scenarios.base import Scenario
 from engine.scenarios.dataload import DATA_LOADING
 from engine.scenarios.inference import INFERENCE
+from engine.scenarios.serving import SERVING
 from engine.scenarios.training import TRAINING
 
-__all__ = ["SCENARIOS", "scenario_of", "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING"]
+__all__ = ["SCENARIOS", "scenario_of", "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING",
+           "SERVING"]
 
-SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (INFERENCE, TRAINING, DATA_LOADING)}
+SCENARIOS: dict[str, Scenario] = {s.kind: s for s in (INFERENCE, TRAINING, DATA_LOADING,
+                                                      SERVING)}
 
 
 def scenario_of(spec) -> Scenario:

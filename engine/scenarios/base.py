@@ -68,6 +68,11 @@ class Scenario:
         """Record fields of its kind a successful run fills from its result (epochs)."""
         return {}
 
+    def finish_record(self, rec, res: Result):
+        """The record of a successful run, as its kind judges it (serving: LoadGen's
+        verdict); the others keep the verdict derived from the raw samples."""
+        return rec
+
     def throughput(self, spec, res: Result, samples_ns) -> float | None:
         """Samples per second: samples processed over the total measured time (the
         inference-timing guide's definition), so stalls cost what they cost. A sample is one

@@ -1,0 +1,239 @@
+"""What to run for serving: a frozen `ServeSpec` (one MLPerf LoadGen test against a warm
+system under test) and the reading of LoadGen's summary log.
+
+A serving run is one LoadGen test in PerformanceOnly mode, in a worker subprocess,
+against a model built the way inference builds it (`sut`, a RunSpec: catalog model or a
+user's file, any runtime; its batch_size is the largest batch the SUT calls the model
+with). LoadGen owns the arrival schedule, the timing and the verdict; the SUT only
+answers (engine/worker/serving.py).
+
+Framework-free: LoadGen is imported only in the worker; the summary is parsed here so the
+parent derives a run's figures from the log it stores.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+
+from engine.core.errors import UserError
+from engine.core.inference import RunSpec
+from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
+                                SERVE_QPS_RANGE, SERVE_QUERIES_RANGE, SERVE_SAMPLES_RANGE,
+                                SERVE_WAIT_MS_RANGE, SEED_RANGE, choice, float_range,
+                                int_range)
+from engine.core.model_source import source_from_dict
+from engine.core.policy import MeasurementPolicy
+
+__all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAMPLES",
+           "DEFAULT_MIN_DURATION_S", "DEFAULT_MIN_QUERIES", "OFFICIAL_MIN_DURATION_S",
+           "DEFAULT_SERVER_BOUND_MS", "DEFAULT_SAMPLES", "parse_summary", "detail_value",
+           "SCENARIO_PERCENTILE"]
+
+# Our names (the CLI's) -> LoadGen's TestScenario names.
+LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream",
+                    "server": "Server", "offline": "Offline"}
+SERVE_SCENARIOS = tuple(LOADGEN_SCENARIO)
+# The latency percentile each scenario is judged on (LoadGen's defaults).
+SCENARIO_PERCENTILE = {"single-stream": 90.0, "multi-stream": 99.0, "server": 99.0,
+                       "offline": None}
+# MLPerf's MultiStream query: 8 samples, answered by one model call of batch 8.
+MULTI_STREAM_SAMPLES = 8
+# LoadGen's own defaults are ours; "official" is MLPerf's 600 s (a submission's minimum).
+DEFAULT_MIN_DURATION_S = 10.0
+DEFAULT_MIN_QUERIES = 100
+OFFICIAL_MIN_DURATION_S = 600.0
+DEFAULT_SERVER_BOUND_MS = 100.0  # LoadGen's server_target_latency_ns default
+DEFAULT_SAMPLES = 64  # performance_sample_count: generated inputs kept in memory
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """One LoadGen test. The record's common columns (model, runtime, threads, ...) are the
+    SUT's; batch_size is the largest batch the model is called with (SingleStream 1,
+    MultiStream 8, Server and Offline the batcher's max batch)."""
+
+    sut: RunSpec
+    scenario: str
+    min_duration_s: float = DEFAULT_MIN_DURATION_S
+    min_query_count: int = DEFAULT_MIN_QUERIES
+    target_qps: float | None = None  # Server: the Poisson arrival rate; Offline: expected
+    bound_ms: float | None = None  # Server: p99 bound (LoadGen's); SingleStream: reported
+    max_wait_ms: float = 0.0  # Server's batcher: the oldest query waits at most this long
+    samples: int = DEFAULT_SAMPLES  # LoadGen's performance_sample_count
+    replicas: int = 1
+    seed: int = 0  # LoadGen's qsl, sample-index and schedule seeds
+    official: bool = False  # the run was asked for with the official preset
+    kind = "serve"  # class constant, not a field: the runs table's `kind`
+    profile_steps = 0
+
+    # The record's common columns are the system under test's.
+    model = property(lambda self: self.sut.model)
+    framework = property(lambda self: self.sut.framework)
+    runtime = property(lambda self: self.sut.runtime)
+    batch_size = property(lambda self: self.sut.batch_size)
+    intra_threads = property(lambda self: self.sut.intra_threads)
+    inter_threads = property(lambda self: self.sut.inter_threads)
+    precision = property(lambda self: self.sut.precision)
+    image_size = property(lambda self: self.sut.image_size)
+    device = property(lambda self: self.sut.device)
+    weight_policy = property(lambda self: self.sut.weight_policy)
+    user_model = property(lambda self: self.sut.user_model)
+
+    @property
+    def policy(self) -> MeasurementPolicy:
+        """The common columns' policy: LoadGen's minimum duration and query count."""
+        return MeasurementPolicy(warmup_iters=self.sut.policy.warmup_iters,
+                                 min_time_s=self.min_duration_s,
+                                 min_iters=self.min_query_count,
+                                 max_time_s=max(self.min_duration_s, 0.001))
+
+    @property
+    def server_target_latency_ns(self) -> int:
+        return int(round((self.bound_ms or DEFAULT_SERVER_BOUND_MS) * 1e6))
+
+    def key(self) -> tuple:
+        return (*self.sut.key(), self.scenario, self.target_qps, self.bound_ms,
+                self.max_wait_ms, self.replicas)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ServeSpec":
+        d = dict(d)
+        sut = dict(d["sut"])
+        sut["policy"] = MeasurementPolicy(**sut.get("policy", {}))
+        sut["user_model"] = source_from_dict(sut.get("user_model"))
+        d["sut"] = RunSpec(**sut)
+        return cls(**d)
+
+    def validate(self, cores: int | None = None) -> "ServeSpec":
+        """Return the spec with the SUT's defaults resolved, or UserError naming the field
+        and the allowed range."""
+        choice("scenario", self.scenario, SERVE_SCENARIOS)
+        float_range("min_duration_s", self.min_duration_s, *SERVE_DURATION_RANGE)
+        int_range("min_query_count", self.min_query_count, *SERVE_QUERIES_RANGE)
+        if self.target_qps is not None:
+            float_range("target_qps", self.target_qps, *SERVE_QPS_RANGE)
+        elif self.scenario == "server":
+            raise UserError(f"target_qps: the server scenario needs a target QPS (its Poisson "
+                            f"arrival rate); allowed: number {SERVE_QPS_RANGE[0]:g}.."
+                            f"{SERVE_QPS_RANGE[1]:g}", field="target_qps")
+        if self.bound_ms is not None:
+            float_range("bound_ms", self.bound_ms, *SERVE_BOUND_MS_RANGE)
+        float_range("max_wait_ms", self.max_wait_ms, *SERVE_WAIT_MS_RANGE)
+        int_range("samples", self.samples, *SERVE_SAMPLES_RANGE)
+        int_range("seed", self.seed, *SEED_RANGE)
+        int_range("max_batch", self.sut.batch_size, *SERVE_BATCH_RANGE)
+        if self.scenario in ("single-stream", "multi-stream"):
+            want = 1 if self.scenario == "single-stream" else MULTI_STREAM_SAMPLES
+            if self.sut.batch_size != want:
+                raise UserError(f"max_batch: {self.scenario} calls the model with {want} "
+                                f"sample(s) a query; allowed: {want} (the batcher's max batch "
+                                "is for server and offline)", field="max_batch")
+        if self.replicas != 1:
+            raise UserError(f"replicas: {self.replicas} replicas behind one queue are not "
+                            "built yet (issue 27, a later part); allowed: 1",
+                            field="replicas")
+        if self.sut.profile_steps or self.sut.replicas != 1:
+            raise UserError("sut: a serving run's model is profiled and replicated by the "
+                            "serving run itself; allowed: profile_steps 0, replicas 1",
+                            field="sut")
+        return replace(self, sut=self.sut.validate(cores))
+
+
+# -- LoadGen's summary log (mlperf_log_summary.txt), as it prints it -------------------------
+
+_RULE = re.compile(r"^\s+(.+?) satisfied\s*:\s*(\S+)\s*$")
+_ESTIMATE = re.compile(r"Early stopping ([\d.]+)th percentile estimate\s*:\s*(\d+)")
+_PERCENTILE = re.compile(r"^([\d.]+) percentile latency \(ns\)\s*:\s*(\d+)")
+_FIGURES = {
+    "Completed samples per second": "completed_samples_per_s",
+    "Scheduled samples per second": "scheduled_samples_per_s",
+    "Samples per second": "samples_per_s",
+    "QPS w/ loadgen overhead": "qps_with_loadgen_overhead",
+    "QPS w/o loadgen overhead": "qps_without_loadgen_overhead",
+    "Min latency (ns)": "min_latency_ns", "Max latency (ns)": "max_latency_ns",
+    "Mean latency (ns)": "mean_latency_ns", "target_qps": "target_qps",
+    "target_latency (ns)": "target_latency_ns", "min_duration (ms)": "min_duration_ms",
+    "min_query_count": "min_query_count", "samples_per_query": "samples_per_query",
+    "performance_sample_count": "performance_sample_count",
+}
+
+
+def _number(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_summary(text: str) -> dict:
+    """What LoadGen's summary says: its scenario, result (VALID/INVALID), every rule with
+    its outcome (and the failed ones' names as printed: "Min duration", "Performance
+    constraints", "Early stopping"), its recommendations, the early-stopping percentile
+    estimates and the latency percentiles (ns, keyed "90", "99.9": JSON keeps them) and the
+    headline figures."""
+    out: dict = {"result": None, "rules": {}, "failed_rules": [], "recommendations": [],
+                 "early_stopping": {}, "percentiles_ns": {}, "figures": {},
+                 "early_stopping_lines": []}
+    section = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Recommendations:"):
+            section = "recommendations"
+            continue
+        if stripped.startswith("Early Stopping Result:"):
+            section = "early"
+            continue
+        if stripped.startswith("====="):
+            section = None
+            continue
+        if section == "recommendations" and stripped.startswith("*"):
+            out["recommendations"].append(stripped.lstrip("* ").strip())
+            continue
+        if section == "early" and stripped:
+            out["early_stopping_lines"].append(stripped.lstrip("* ").strip())
+            m = _ESTIMATE.search(stripped)
+            if m:
+                out["early_stopping"][f"{float(m.group(1)):g}"] = int(m.group(2))
+            continue
+        rule = _RULE.match(line)
+        if rule:
+            ok = rule.group(2).lower() == "yes"
+            out["rules"][rule.group(1).strip()] = ok
+            if not ok:
+                out["failed_rules"].append(rule.group(1).strip())
+            continue
+        key, sep, value = (part.strip() for part in line.partition(":"))
+        if not sep:
+            continue
+        if key == "Result is":
+            out["result"] = value
+        elif key == "Scenario":
+            out["scenario"] = value
+        elif _PERCENTILE.match(stripped):
+            m = _PERCENTILE.match(stripped)
+            out["percentiles_ns"][f"{float(m.group(1)):g}"] = int(m.group(2))
+        elif key in _FIGURES and _number(value) is not None:
+            out["figures"][_FIGURES[key]] = _number(value)
+        elif key.endswith("percentile latency (ns)") and _number(value) is not None:
+            out["figures"]["scenario_latency_ns"] = _number(value)  # the judged percentile
+    return out
+
+
+_DETAIL = re.compile(r'"key": "([a-z_]+)", "value": ("[^"]*"|[^,]+)')
+
+
+def detail_value(text: str, key: str):
+    """One value of LoadGen's detail log (its :::MLLOG lines): result_query_count,
+    generated_samples_per_query, ...; None when absent."""
+    for k, v in _DETAIL.findall(text):
+        if k == key:
+            v = v.strip()
+            if v.startswith('"'):
+                return v.strip('"')
+            return int(float(v)) if _number(v) is not None and float(v).is_integer() \
+                else _number(v)
+    return None

@@ -1,0 +1,273 @@
+"""The serving body of a worker: one MLPerf LoadGen test per run against a warm system under
+test (SUT), built the way inference builds it (engine.worker.inference's _Models: a
+backend per runtime, catalog model or a user's file).
+
+LoadGen owns the arrival schedule, the clock and the verdict; the SUT only answers. The
+dispatch stays lean: SingleStream and MultiStream answer inside LoadGen's IssueQuery call
+(LoadGen waits for each query before the next), Server and Offline queue each sample and
+one batcher thread calls the model on up to max_batch of them, as Triton's dynamic
+batcher does: a batch leaves when it is full or when its oldest sample has waited
+max_wait_ms. The query sample library holds `samples` generated inputs in memory; the
+backends' generated inputs for each batch size stand in for the samples LoadGen picks
+(loading a sample is a no-op), so a query costs LoadGen's callback, one model call and
+QuerySamplesComplete. Every query's latency is recorded by the SUT (engine/scenarios/
+serving.py, LATENCY_SOURCE): LoadGen's logs give percentiles, not a per-query list.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import replace
+
+from engine.core.protocol import ServeResult
+from engine.core.serving import LOADGEN_SCENARIO, MULTI_STREAM_SAMPLES
+from engine.worker.harness import Frame
+from engine.worker.inference import _Models, inputs_named
+
+__all__ = ["run_group", "batch_sizes", "EXPECTED_LATENCY_FLOOR_NS"]
+
+# LoadGen pre-generates min_duration / expected latency queries (SingleStream,
+# MultiStream). A model call of a few hundred ns (the selftest identity) would make that
+# tens of millions; a query also costs LoadGen's own work and our callback, microseconds,
+# so an expectation under this floor only pre-generates queries that are never issued.
+EXPECTED_LATENCY_FLOOR_NS = 5_000
+# Warm-up calls of every batch size the SUT may make, before the test: the first call of
+# a shape (allocators, a compiling runtime's trace) never lands in LoadGen's figures.
+WARM_CALLS = 3
+# Offline's one query holds expected QPS x min duration samples: a run faster than the
+# warm-up's estimate (caches warmer, no first-call costs) ends before the minimum duration,
+# INVALID. MLPerf's advice is to overstate it; twice the estimate only lengthens the test.
+OFFLINE_QPS_MARGIN = 2.0
+
+
+def run_group(runs, frame: Frame) -> None:
+    models = _Models(runs[0][1].sut)
+    frame.ready({**models.backend.versions(), "mlperf_loadgen": _loadgen_version()},
+                models.backend.effective_threads())
+    for run_id, spec, known in runs:
+        frame.guarded(run_id, spec,
+                      lambda run_id=run_id, spec=spec, known=known:
+                      _serve(frame, models, run_id, spec, known),
+                      on_failure=models.forget,
+                      failure_fields=lambda spec=spec: models.digest_fields(spec.sut))
+
+
+def _loadgen_version() -> str:
+    return importlib.metadata.version("mlcommons-loadgen")
+
+
+def batch_sizes(spec) -> list[int]:
+    """Every batch the SUT may call the model with in this scenario."""
+    if spec.scenario == "single-stream":
+        return [1]
+    if spec.scenario == "multi-stream":
+        return [MULTI_STREAM_SAMPLES]
+    return list(range(1, spec.batch_size + 1))
+
+
+def _serve(frame: Frame, models: _Models, run_id: str, spec, known) -> ServeResult:
+    import mlperf_loadgen as lg
+
+    progress = frame.progress(run_id)
+    sut = spec.sut
+    models.ensure(sut, progress)
+    models.check_declared(sut)
+    progress("prepare", 0)
+    backend = models.backend
+    with inputs_named(sut):
+        backend.prepare(sut)
+    stats = models.stats(sut, known)
+    with backend.context():
+        steps = {n: backend.make_step(replace(sut, batch_size=n)) for n in batch_sizes(spec)}
+        progress("warmup", 0)
+        t = time.perf_counter()
+        with inputs_named(sut):
+            steps[max(steps)]()
+        first_s = time.perf_counter() - t
+        warm = _warm(steps, spec)
+        expected_ns = max(EXPECTED_LATENCY_FLOOR_NS, int(statistics.median(warm)))
+        settings = _settings(lg, spec, expected_ns)
+        out = tempfile.mkdtemp(prefix="bench-loadgen-")
+        try:
+            log = lg.LogSettings()
+            log.log_output.outdir = out
+            log.log_output.copy_summary_to_stdout = False
+            log.enable_trace = False
+            server = (_Batcher(lg, steps, spec, backend.context)
+                      if spec.scenario in ("server", "offline") else None)
+            answer = _Stream(lg, steps, backend.context) if server is None else server
+            sut_handle = lg.ConstructSUT(answer.issue, lambda: None)
+            qsl = lg.ConstructQSL(spec.samples, spec.samples, lambda s: None, lambda s: None)
+            progress("serve", 0)
+            t = time.perf_counter()
+            try:
+                lg.StartTestWithLogSettings(sut_handle, qsl, settings, log)
+            finally:
+                if server is not None:
+                    server.stop()
+                lg.DestroyQSL(qsl)
+                lg.DestroySUT(sut_handle)
+            measured_s = time.perf_counter() - t
+            if answer.error is not None:  # the model failed inside LoadGen's test
+                raise answer.error
+            summary = _read(out, "mlperf_log_summary.txt")
+            detail = _read(out, "mlperf_log_detail.txt")
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+    return ServeResult(
+        run_id, load_s=models.load_s, first_forward_s=first_s, warmup_ns=tuple(warm),
+        samples_ns=tuple(answer.latencies), warmup_s=sum(warm) / 1e9, measured_s=measured_s,
+        stop_reason="LoadGen's test ended", params=stats.params,
+        params_trainable=stats.params_trainable, flops_per_sample=stats.flops_per_sample,
+        flops_method=stats.flops_method, prepare_s=backend.prepare_s,
+        model_baseline_bytes=models.baseline,
+        reference_bytes=backend.reference_bytes() if hasattr(backend, "reference_bytes") else 0,
+        device_peak_bytes=backend.device_peak_bytes(), summary_log=summary, detail_log=detail,
+        loadgen_version=_loadgen_version(), expected_latency_ns=expected_ns,
+        queries=answer.queries, model_calls=answer.calls, **models.digest_fields(sut))
+
+
+def _warm(steps: dict, spec) -> list[int]:
+    """Each size's first calls, then the scenario's own call timed (the batch a query
+    makes: 1 for Server's single arrivals, max batch for Offline), which sizes LoadGen's
+    schedule."""
+    for step in steps.values():
+        for _ in range(WARM_CALLS):
+            step()
+    size = 1 if spec.scenario == "server" else max(steps)
+    step, times = steps[size], []
+    deadline = time.perf_counter() + spec.sut.policy.warmup_max_s
+    for _ in range(max(1, spec.sut.policy.warmup_iters)):
+        t = time.perf_counter_ns()
+        step()
+        times.append(time.perf_counter_ns() - t)
+        if time.perf_counter() > deadline:
+            break
+    return times
+
+
+def _settings(lg, spec, expected_ns: int):
+    ts = lg.TestSettings()
+    ts.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[spec.scenario])
+    ts.mode = lg.TestMode.PerformanceOnly
+    ts.min_duration_ms = int(round(spec.min_duration_s * 1000))
+    ts.min_query_count = spec.min_query_count
+    ts.qsl_rng_seed = ts.sample_index_rng_seed = ts.schedule_rng_seed = spec.seed
+    ts.single_stream_expected_latency_ns = expected_ns
+    ts.multi_stream_expected_latency_ns = expected_ns
+    if spec.scenario == "server":
+        ts.server_target_qps = spec.target_qps
+        ts.server_target_latency_ns = spec.server_target_latency_ns
+    # Offline: the QPS the user expects, else what a warm max batch did
+    ts.offline_expected_qps = (spec.target_qps
+                               or OFFLINE_QPS_MARGIN * spec.batch_size * 1e9 / expected_ns)
+    return ts
+
+
+def _read(folder: str, name: str) -> str:
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+class _Stream:
+    """SingleStream and MultiStream: LoadGen waits for each query before it issues the next,
+    so the query is answered inside its IssueQuery call: one model call of its samples.
+    The backend's context (torch's inference mode) is thread-local, and the call runs on
+    LoadGen's thread: it is entered around each call (about a microsecond)."""
+
+    def __init__(self, lg, steps: dict, context):
+        self.lg, self.steps, self.context = lg, steps, context
+        self.latencies: list[int] = []
+        self.queries = self.calls = 0
+        self.error: BaseException | None = None
+
+    def issue(self, qs) -> None:
+        t0 = time.perf_counter_ns()
+        lg = self.lg
+        try:
+            with self.context():
+                self.steps[len(qs)]()
+        except BaseException as exc:  # noqa: BLE001 - re-raised after LoadGen's test ends
+            self.error = self.error or exc
+        responses = [lg.QuerySampleResponse(q.id, 0, 0) for q in qs]
+        self.latencies.append(time.perf_counter_ns() - t0)
+        self.queries += 1
+        self.calls += 1
+        lg.QuerySamplesComplete(responses)
+
+
+class _Batcher:
+    """Server and Offline: IssueQuery queues its samples; one thread takes up to max_batch
+    of them when the batch is full or its oldest sample has waited max_wait_ms (Triton's
+    dynamic batcher; 0: whatever is queued), calls the model once, and completes them.
+    A sample's latency runs from its query's IssueQuery call to its completion."""
+
+    def __init__(self, lg, steps: dict, spec, context):
+        self.lg, self.steps, self.context = lg, steps, context
+        self.max_batch = spec.batch_size
+        self.max_wait_ns = int(spec.max_wait_ms * 1e6)
+        self.queue: collections.deque = collections.deque()  # (issued ns, sample id)
+        self.cv = threading.Condition()
+        self.latencies: list[int] = []
+        self.queries = self.calls = 0
+        self.error: BaseException | None = None
+        self.running = True
+        self.thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+        self.thread.start()
+
+    def issue(self, qs) -> None:
+        t0 = time.perf_counter_ns()
+        with self.cv:
+            self.queue.extend((t0, q.id) for q in qs)
+            self.queries += 1
+            self.cv.notify()
+
+    def stop(self) -> None:
+        with self.cv:
+            self.running = False
+            self.cv.notify()
+        self.thread.join()
+
+    def _take(self) -> list | None:
+        """The next batch, waiting as the batcher's rule says; None when stopped."""
+        with self.cv:
+            while self.running and not self.queue:
+                self.cv.wait()
+            if not self.queue:
+                return None
+            if self.max_wait_ns and len(self.queue) < self.max_batch:
+                deadline = self.queue[0][0] + self.max_wait_ns
+                while self.running and len(self.queue) < self.max_batch:
+                    left = deadline - time.perf_counter_ns()
+                    if left <= 0:
+                        break
+                    self.cv.wait(left / 1e9)
+            n = min(self.max_batch, len(self.queue))
+            return [self.queue.popleft() for _ in range(n)]
+
+    def _loop(self) -> None:
+        with self.context():  # thread-local (torch's inference mode): this thread's own
+            self._serve()
+
+    def _serve(self) -> None:
+        lg = self.lg
+        while (batch := self._take()) is not None:
+            try:
+                self.steps[len(batch)]()
+            except BaseException as exc:  # noqa: BLE001 - re-raised after the test
+                self.error = self.error or exc
+            responses = [lg.QuerySampleResponse(sid, 0, 0) for _, sid in batch]
+            done = time.perf_counter_ns()
+            self.latencies.extend(done - t0 for t0, _ in batch)
+            self.calls += 1
+            lg.QuerySamplesComplete(responses)
