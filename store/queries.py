@@ -10,7 +10,7 @@ from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING
 
 __all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
-           "config_samples", "overview", "latest_latency", "framework_gflops_per_thread",
+           "config_samples", "overview", "latest_latency", "closed_loop_best", "framework_gflops_per_thread",
            "flops_for", "machine_throughput", "runtime_costs",
            "train_runs", "load_summary",
            "settings", "SETTING_COLUMNS",
@@ -218,6 +218,20 @@ def latest_latency(con, spec) -> float | None:
          spec.batch_size,
          spec.intra_threads, spec.image_size, spec.contention, spec.wait_policy]).fetchall()
     return rows[0][0] / 1000 if rows else None
+
+
+def closed_loop_best(con, spec, max_batch: int) -> float | None:
+    """Samples/s: the best ok closed-loop inference run of this SUT's configuration (model,
+    framework, runtime, precision, image size, threads; batch up to max_batch, one replica,
+    no neighbour), the estimate a max-QPS search starts from; None when there is none."""
+    rows = con.execute(
+        "SELECT max(throughput) FROM runs WHERE status = 'ok' AND kind = ? "
+        "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
+        "AND batch_size <= ? AND intra_threads = ? AND image_size IS NOT DISTINCT FROM ? "
+        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = 1",
+        [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
+         max_batch, spec.intra_threads, spec.image_size]).fetchall()
+    return rows[0][0] if rows and rows[0][0] else None
 
 
 def framework_gflops_per_thread(con, framework: str) -> float | None:

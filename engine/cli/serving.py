@@ -17,8 +17,13 @@ from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
                                  OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS)
-from engine.present.outcome import runs_exit
+from engine.core.errors import UserError
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BOUND_MS_RANGE,
+                                SERVE_QPS_RANGE, SERVE_RATE_RANGE, float_range)
+from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
+from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, MISSED
 from engine.run.requests import ServeRequest
+from engine.scenarios import SERVING
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -77,14 +82,30 @@ def add_parsers(sub) -> None:
                         f"(default {DEFAULT_SAMPLES})")
     s.add_argument("--loadgen-seed", type=int_arg("loadgen_seed", *SEED_RANGE), default=0,
                    help="LoadGen's qsl, sample-index and schedule seeds (default 0)")
+    m = s.add_argument_group("the max QPS under a bound (server)")
+    m.add_argument("--find-max-qps", action="store_true",
+                   help="with --scenario server and --bound-ms: the highest target QPS whose "
+                        "LoadGen run is VALID (double, then bisect; every probe stored under "
+                        "one sweep), then its cost. Starts at --target-qps, else the store's "
+                        "closed-loop figure, else an Offline run's samples/s")
+    m.add_argument("--qps-precision", type=float_arg("qps_precision"),
+                   default=DEFAULT_QPS_PRECISION, metavar="F",
+                   help=f"stop when the bracket [VALID, missed) is within this fraction of "
+                        f"its VALID end, {QPS_PRECISION_RANGE[0]:g}..{QPS_PRECISION_RANGE[1]:g}"
+                        f" (default {DEFAULT_QPS_PRECISION:g}; --precision is the model's "
+                        "numeric precision)")
+    m.add_argument("--max-probes", type=int_arg("max_probes", *QPS_PROBES_RANGE),
+                   default=DEFAULT_QPS_PROBES, metavar="N",
+                   help=f"LoadGen tests the search may run (default {DEFAULT_QPS_PROBES})")
+    m.add_argument("--target-rps", type=float_arg("target_rps"), default=None, metavar="N",
+                   help="the monthly bill for serving N requests/s within the bound, on "
+                        "--machine-shape (whole machines x hourly price x 730 h)")
     sweep_options(s, timeout=0.0, rounds=1, rounds_help="tests of each scenario (default 1)")
 
 
 def serve_request(args) -> ServeRequest:
     src = user_model(args, args.model)
     if src is None and len(args.model) != 1:
-        from engine.core.errors import UserError
-
         raise UserError(f"model: serve runs one model; got {len(args.model)}; allowed: one "
                         "--model NAME", field="model")
     framework = args.framework or (src.framework if src and src.framework else "torch")
@@ -102,10 +123,110 @@ def serve_request(args) -> ServeRequest:
 
 
 def cmd_serve(args) -> int:
+    if args.find_max_qps:
+        return cmd_find_max_qps(args)
+    for name in ("target_rps",):
+        if getattr(args, name) is not None:
+            raise UserError(f"{name}: prices a max-QPS search; allowed: with --find-max-qps",
+                            field=name)
     request = serve_request(args)
     specs, _ = request.expand()  # every value checked before a worker starts
     records = run_and_summarize(request, specs, args, table=None, noun="serving runs")
     return runs_exit(r.status for r in records)
+
+
+def _check_search(args) -> None:
+    """Everything a max-QPS search needs, refused before anything runs."""
+    if list(args.scenario) != ["server"]:
+        raise UserError(f"scenario: --find-max-qps searches LoadGen's Server target QPS; "
+                        f"got {' '.join(args.scenario)}; allowed: server", field="scenario")
+    if args.bound_ms is None:
+        raise UserError(f"bound_ms: --find-max-qps searches under a p99 bound; allowed: "
+                        f"--bound-ms number {SERVE_BOUND_MS_RANGE[0]:g}.."
+                        f"{SERVE_BOUND_MS_RANGE[1]:g}", field="bound_ms")
+    float_range("bound_ms", args.bound_ms, *SERVE_BOUND_MS_RANGE)
+    float_range("qps_precision", args.qps_precision, *QPS_PRECISION_RANGE)
+    if args.target_rps is not None:
+        float_range("target_rps", args.target_rps, *SERVE_RATE_RANGE)
+    if args.rounds != 1:
+        raise UserError("rounds: a search is one pass; allowed: 1", field="rounds")
+
+
+def cmd_find_max_qps(args) -> int:
+    """The max-QPS search on this machine, its probes, the max and bracket, and the cost at
+    the bound on --machine-shape (else the catalog's default shape, an estimate)."""
+    import platform
+    from dataclasses import replace
+
+    from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
+    from engine.analysis.serving_cost import serving_cost, serving_split
+    from engine.present.serving_text import cost_lines, probe_table
+    from engine.run.max_qps import loadgen_p99_ms, stored_max_qps_search
+    from store.db import open_db, resolve_db_path
+    from store.prices import effective_catalog
+    from store.queries import closed_loop_best
+
+    _check_search(args)
+    request = serve_request(args)
+    # the first probe's target stands in until the estimate is known (validated here)
+    [base], _ = replace(request, target_qps=args.target_qps or SERVE_QPS_RANGE[0]).expand()
+    db = resolve_db_path(args.db)
+    runner = request.runner(db=db, shape=args.machine_shape)  # the shape checked here
+    closed = None
+    if args.target_qps is None and db.exists():
+        with open_db(db, read_only=True) as con:
+            closed = closed_loop_best(con, base.sut, base.batch_size)
+
+    def started(sweep_id):
+        print(f"max-QPS search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
+              f"{base.intra_threads} threads, max batch {base.batch_size}, p99 bound "
+              f"{args.bound_ms:g} ms, precision {args.qps_precision:.1%} -> {db}", flush=True)
+
+    def stored(rec):
+        print(f"stored {rec.run_id} {SERVING.describe_record(rec)}", flush=True)
+
+    sweep_id, res, offline, _ = stored_max_qps_search(
+        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
+        start_qps=args.target_qps, closed_loop=closed, precision=args.qps_precision,
+        max_probes=args.max_probes, on_start=started, on_stored=stored,
+        on_estimate=lambda q, why: print(f"estimate {q:,.1f} QPS ({why})", flush=True))
+    if res.probes:
+        print()
+        print(probe_table(res, loadgen_p99_ms))
+    print(f"\n{res.summary(args.bound_ms)}\nstopped: {res.stop_reason}")
+    print(f"probes stored in {db} as sweep {sweep_id}")
+    if res.best is not None:
+        if db.exists():
+            with open_db(db, read_only=True) as con:
+                catalog, _ = effective_catalog(con)
+        else:
+            catalog = load_catalog()
+        shape = runner.machine_shape
+        machine = next((m for m in catalog if m.shape == shape), None)
+        if machine is None:
+            shapes = cpu_shapes(catalog)
+            machine = shapes[default_shape(shapes)]
+        rec = res.best
+        arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64",
+                "arm64": "arm64"}.get(platform.machine().lower())
+
+        def split(rate):
+            return serving_split(rate, threads=rec.intra_threads or 1,
+                                 threads_per_core=rec.threads_per_core,
+                                 cores_used=(rec.extra or {}).get("cores_used"),
+                                 shape=rec.machine_shape, arch=arch)
+        flat = (offline.throughput if offline is not None and offline.status == "ok"
+                else closed)
+        per_query = (rec.serving or {}).get("samples_per_query") or 1  # Server: 1
+        cost = serving_cost(machine, split(res.max_qps * per_query),
+                            split(flat) if flat else None, target_rps=args.target_rps)
+        print()
+        print("\n".join(cost_lines(cost, args.bound_ms)) if cost is not None else
+              f"not priced on {machine.label}: a figure from this machine does not carry "
+              "over to it")
+    statuses = [rec.status for _, rec in res.probes]
+    failed = [s for s in statuses if s not in ("ok", *MISSED)]
+    return EXIT_OK if res.max_qps is not None and not failed else EXIT_NOT_OK
 
 
 COMMANDS = {"serve": cmd_serve}

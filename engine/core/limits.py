@@ -21,7 +21,8 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
            "SERVE_BATCH_RANGE", "SERVE_QPS_RANGE", "SERVE_BOUND_MS_RANGE",
            "SERVE_DURATION_RANGE", "SERVE_QUERIES_RANGE", "SERVE_WAIT_MS_RANGE",
-           "SERVE_SAMPLES_RANGE", "logical_cores", "int_range", "float_range",
+           "SERVE_SAMPLES_RANGE", "QPS_PRECISION_RANGE", "QPS_PROBES_RANGE",
+           "SERVE_RATE_RANGE", "logical_cores", "int_range", "float_range",
            "choice", "parse_int_list", "unique", "require_values"]
 
 BATCH_RANGE = (1, 4096)
@@ -85,6 +86,14 @@ SERVE_DURATION_RANGE = (0.01, 86_400.0)
 SERVE_QUERIES_RANGE = (1, 100_000_000)
 SERVE_WAIT_MS_RANGE = (0.0, 10_000.0)
 SERVE_SAMPLES_RANGE = (1, 1024)
+# The max-QPS search (engine/run/max_qps.py) bisects until its bracket [VALID, INVALID) is
+# this close, as a fraction of the VALID end: 0.5 % is finer than two LoadGen runs of one
+# target agree here, and a bracket wider than 50 % says little. Its probes: at least the
+# first one and one more; each is a whole LoadGen test, so a search stops at 40.
+QPS_PRECISION_RANGE = (0.005, 0.5)
+QPS_PROBES_RANGE = (2, 40)
+# The request rate a monthly bill is sized for, in requests (samples) per second.
+SERVE_RATE_RANGE = (0.001, 1e9)
 
 
 # The cores this process had before engine/run/pinning.parent_off kept every thread of it

@@ -1,0 +1,170 @@
+"""The highest Server target QPS whose LoadGen run is VALID under a latency bound (issue 27,
+part 2).
+
+Start from an estimate (a target given, the closed-loop figure the store already has for
+the model's configuration, or an Offline run's samples/s), double while VALID (halve while
+not), then bisect between the last VALID and the first missed target until the bracket is
+within `precision` of its VALID end. Each probe is one LoadGen Server test (its early
+stopping on, as LoadGen always judges Server) stored under the search's sweep, as a batch
+search stores its probes. The stop rule is stated once, in `find_max_qps`, a pure function
+of the probes' answers: the CLI and the tests drive the same code.
+
+A probe that timed out or ran out of memory did not serve its rate: it counts as a miss,
+and the conclusion says so. Any other failure (the model raised, the worker was killed)
+says nothing about the bound: the search stops there with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_QPS_RANGE,
+                                float_range, int_range)
+from engine.core.record import RunRecord
+
+__all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
+           "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms"]
+
+DEFAULT_QPS_PRECISION = 0.05
+# Doubling from an estimate within 1/8..8x of the answer takes 3-4 probes, bisecting to
+# 5 % 4-5 more: 16 leaves room for an estimate far off without running for hours.
+DEFAULT_QPS_PROBES = 16
+# Statuses that mean the rate was not served (LoadGen's INVALID; a test that never drained
+# its backlog within the deadline; a backlog that outgrew the memory cap).
+MISSED = ("invalid", "timeout", "oom")
+
+
+@dataclass(frozen=True)
+class QpsSearch:
+    probes: tuple[tuple[float, RunRecord], ...]  # (target QPS, its run) in probe order
+    max_qps: float | None  # the highest target that was VALID; None: none was
+    best: RunRecord | None  # that probe's run
+    bracket: tuple[float | None, float | None]  # [highest VALID, lowest missed)
+    stop_reason: str
+    missed_by_failure: tuple[float, ...] = ()  # targets that timed out / ran out of memory
+
+    def summary(self, bound_ms: float) -> str:
+        """'max 212 QPS at p99 41 ms under 50 ms; bracket [212, 223) after 7 probes'."""
+        n = len(self.probes)
+        lo, hi = self.bracket
+        bracket = f"[{_q(lo) if lo else '-'}, {_q(hi) if hi else '-'})"
+        if self.max_qps is None:
+            return (f"no target QPS met the p99 bound of {bound_ms:g} ms; bracket {bracket} "
+                    f"after {n} probe{'s' * (n != 1)}")
+        p99 = loadgen_p99_ms(self.best)
+        at = f" at p99 {p99:,.3g} ms" if p99 is not None else ""
+        return (f"max {_q(self.max_qps)} QPS{at} under {bound_ms:g} ms; bracket {bracket} "
+                f"after {n} probe{'s' * (n != 1)}")
+
+
+def _q(qps: float) -> str:
+    return f"{qps:,.1f}" if qps < 100 else f"{qps:,.0f}"
+
+
+def loadgen_p99_ms(rec: RunRecord | None) -> float | None:
+    """The p99 latency LoadGen judged (its summary's), else the SUT's own p99."""
+    if rec is None:
+        return None
+    ns = ((rec.serving or {}).get("percentiles_ns") or {}).get("99")
+    return ns / 1e6 if ns is not None else rec.p99_ms
+
+
+def find_max_qps(probe: Callable[[float], RunRecord], *, start_qps: float,
+                 precision: float = DEFAULT_QPS_PRECISION,
+                 max_probes: int = DEFAULT_QPS_PROBES,
+                 qps_range: tuple[float, float] = SERVE_QPS_RANGE) -> QpsSearch:
+    """probe(target QPS) -> its run (status ok: LoadGen VALID). Pure but for what probe
+    does; the stop rule in one place:
+    - within precision: highest VALID lo and lowest missed hi with hi - lo <= precision x lo;
+    - the probe limit reached (the bracket so far is reported);
+    - VALID at the largest target allowed, or missed at the smallest;
+    - a probe failed for a reason that is not the load (error, killed)."""
+    float_range("precision", precision, *QPS_PRECISION_RANGE)
+    int_range("max_probes", max_probes, *QPS_PROBES_RANGE)
+    float_range("start_qps", start_qps, *qps_range)
+    q_min, q_max = qps_range
+    probes: list[tuple[float, RunRecord]] = []
+    by_failure: list[float] = []
+    lo = hi = None
+    best = None
+    q, reason = start_qps, ""
+    while True:
+        if len(probes) >= max_probes:
+            reason = f"probe limit ({max_probes}) reached before the bracket was within " \
+                     f"{precision:.1%}"
+            break
+        rec = probe(q)
+        probes.append((q, rec))
+        if rec.status == "ok":
+            lo, best = q, rec
+        elif rec.status in MISSED:
+            hi = q
+            if rec.status != "invalid":
+                by_failure.append(q)
+        else:
+            reason = (f"the probe at {_q(q)} QPS ended {rec.status}: {rec.reason[:120]}; "
+                      "a failure that is not the load's says nothing about the bound")
+            break
+        if hi is None:  # VALID so far: double
+            if q >= q_max:
+                reason = f"still VALID at the largest target allowed ({q_max:g} QPS)"
+                break
+            q = min(2 * q, q_max)
+        elif lo is None:  # missed so far: halve
+            if q <= q_min:
+                reason = f"missed the bound even at the smallest target allowed ({q_min:g} QPS)"
+                break
+            q = max(q / 2, q_min)
+        elif hi - lo <= precision * lo:
+            reason = (f"bracket [{_q(lo)}, {_q(hi)}) within {precision:.1%} of its VALID end")
+            break
+        else:
+            q = (lo + hi) / 2
+    if by_failure:
+        reason += ("; " + ", ".join(_q(x) for x in by_failure) + " QPS timed out or ran out "
+                   "of memory: counted as missing the bound")
+    return QpsSearch(tuple(probes), lo, best, (lo, hi), reason, tuple(by_failure))
+
+
+def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | None,
+                          closed_loop: float | None = None,
+                          precision: float = DEFAULT_QPS_PRECISION,
+                          max_probes: int = DEFAULT_QPS_PROBES,
+                          on_start: Callable[[str], None] = lambda sweep_id: None,
+                          on_stored: Callable[[RunRecord], None] = lambda rec: None,
+                          on_estimate: Callable[[float, str], None] = lambda q, why: None,
+                          on_event=None) -> tuple[str, QpsSearch, RunRecord | None, str]:
+    """find_max_qps on real LoadGen Server tests, every run stored under one sweep.
+    base: the Server ServeSpec (validated; its target_qps is replaced per probe). The
+    estimate: start_qps when given, else closed_loop (the store's figure), else an Offline
+    run of the same SUT, stored in the sweep too. Returns (sweep_id, search, the Offline run
+    or None, where the estimate came from); a failed Offline run leaves an empty search."""
+    from engine.run.sweep import open_sweep
+
+    sweep = open_sweep(db, command=command, on_stored=on_stored)
+    on_start(sweep.sweep_id)
+
+    def run(spec) -> RunRecord:
+        [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
+                           on_event=on_event, known_stats=sweep.known_stats)
+        return rec
+
+    offline = None
+    if start_qps is not None:
+        why = "the target given"
+    elif closed_loop:
+        start_qps, why = closed_loop, "the store's closed-loop figure for this configuration"
+    else:
+        offline = run(replace(base, scenario="offline", target_qps=None,
+                              bound_ms=None).validate())
+        if offline.status != "ok" or not offline.throughput:
+            return sweep.sweep_id, QpsSearch((), None, None, (None, None), (
+                f"the Offline run that gives the estimate ended {offline.status}: "
+                f"{offline.reason[:120]}")), offline, ""
+        start_qps, why = offline.throughput, "the Offline run's samples/s"
+    start_qps = min(max(start_qps, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])
+    on_estimate(start_qps, why)
+    res = find_max_qps(lambda q: run(replace(base, target_qps=q).validate()),
+                       start_qps=start_qps, precision=precision, max_probes=max_probes)
+    return sweep.sweep_id, res, offline, why

@@ -1,0 +1,231 @@
+"""The max QPS under a bound (issue 27, part 2) and its cost (part 4): the search's stop rule
+driven by a scripted runner (fixed answers, exact probe sequence and bracket), the cost
+formulas on fixed figures and a fixed catalog (to the cent), bad input refused before
+anything runs, and one small real search with the selftest identity model. Nothing here
+times or sleeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pytest
+
+from engine.analysis.cost import Machine
+from engine.analysis.serving_cost import serving_cost, serving_split
+from engine.cli import main
+from engine.core.errors import UserError
+from engine.run.max_qps import find_max_qps
+
+
+@dataclass
+class Rec:  # what the search reads of a probe's run
+    status: str
+    reason: str = ""
+    serving: dict = field(default_factory=dict)
+    p99_ms: float | None = None
+
+
+def scripted(valid_below: float, failures: dict | None = None):
+    """A runner whose LoadGen is VALID below `valid_below` QPS; failures: {qps: status}."""
+    asked = []
+
+    def probe(q):
+        asked.append(q)
+        if failures and q in failures:
+            return Rec(failures[q], reason=f"{failures[q]} at {q}")
+        ok = q < valid_below
+        return Rec("ok" if ok else "invalid",
+                   serving={"percentiles_ns": {"99": int(q * 1000)}} if ok else {})
+    return probe, asked
+
+
+def test_doubles_while_valid_then_bisects_to_the_precision():
+    probe, asked = scripted(230)
+    res = find_max_qps(probe, start_qps=100, precision=0.05)
+    assert asked == [100, 200, 400, 300, 250, 225, 237.5, 231.25]
+    assert (res.max_qps, res.bracket) == (225, (225, 231.25))
+    assert res.best.status == "ok"
+    assert res.stop_reason == "bracket [225, 231) within 5.0% of its VALID end"
+    assert res.summary(50) == ("max 225 QPS at p99 0.225 ms under 50 ms; bracket [225, 231) "
+                               "after 8 probes")
+
+
+def test_halves_from_an_estimate_above_the_answer():
+    probe, asked = scripted(230)
+    res = find_max_qps(probe, start_qps=1000, precision=0.05)
+    assert asked == [1000, 500, 250, 125, 187.5, 218.75, 234.375, 226.5625]
+    assert res.bracket == (226.5625, 234.375) and res.max_qps == 226.5625
+
+
+def test_a_finer_precision_takes_more_probes_and_a_narrower_bracket():
+    probe, asked = scripted(230)
+    res = find_max_qps(probe, start_qps=100, precision=0.01)
+    lo, hi = res.bracket
+    assert lo < 230 <= hi and hi - lo <= 0.01 * lo
+    assert len(asked) == 10
+
+
+def test_a_timed_out_probe_counts_as_a_miss_and_the_search_goes_on():
+    probe, asked = scripted(230, failures={400: "timeout"})
+    res = find_max_qps(probe, start_qps=100)
+    assert asked == [100, 200, 400, 300, 250, 225, 237.5, 231.25]
+    assert res.missed_by_failure == (400,)
+    assert res.stop_reason.endswith("; 400 QPS timed out or ran out of memory: counted as "
+                                    "missing the bound")
+
+
+def test_an_error_stops_the_search_with_its_reason_and_the_bracket_so_far():
+    probe, asked = scripted(230, failures={300: "error"})
+    res = find_max_qps(probe, start_qps=100)
+    assert asked == [100, 200, 400, 300]
+    assert (res.max_qps, res.bracket) == (200, (200, 400))
+    assert res.stop_reason.startswith("the probe at 300 QPS ended error: error at 300.0;")
+
+
+def test_the_probe_limit_stops_it_with_the_bracket_so_far():
+    probe, asked = scripted(230)
+    res = find_max_qps(probe, start_qps=100, max_probes=4)
+    assert asked == [100, 200, 400, 300]
+    assert res.bracket == (200, 300)
+    assert res.stop_reason.startswith("probe limit (4) reached")
+
+
+def test_the_ends_of_the_allowed_range_stop_it():
+    probe, asked = scripted(1e9)
+    res = find_max_qps(probe, start_qps=2, qps_range=(1, 8))
+    assert asked == [2, 4, 8] and res.bracket == (8, None)
+    assert res.stop_reason == "still VALID at the largest target allowed (8 QPS)"
+    probe, asked = scripted(0.5)
+    res = find_max_qps(probe, start_qps=4, qps_range=(1, 8))
+    assert asked == [4, 2, 1] and res.max_qps is None and res.bracket == (None, 1)
+    assert res.summary(50).startswith("no target QPS met the p99 bound of 50 ms")
+
+
+@pytest.mark.parametrize("kw, field, allowed", [
+    ({"precision": 0.0}, "precision", "0.005..0.5"),
+    ({"precision": 0.9}, "precision", "0.005..0.5"),
+    ({"max_probes": 1}, "max_probes", "2..40"),
+])
+def test_the_search_refuses_settings_outside_their_range(kw, field, allowed):
+    probe, asked = scripted(230)
+    with pytest.raises(UserError, match=f"^{field}:.*{allowed}"):
+        find_max_qps(probe, start_qps=100, **kw)
+    assert asked == []
+
+
+# -- cost at the bound: fixed figures, a fixed catalog -------------------------------------
+
+def _machine(shape, vcpus, usd, tpc=2, arch="x86_64"):
+    return Machine(provider="AWS", region="r", shape=shape, vcpus=vcpus, ocpus=None,
+                   memory_gb=16, accelerator="none", accelerator_count=0, usd_per_hour=usd,
+                   pricing="fixed", ocpu_part="", memory_part="", price_basis="test",
+                   source="test", as_of="2026-01-01", secondary=False, arch=arch,
+                   threads_per_core=tpc)
+
+
+FOUR = _machine("t.4core", 8, 0.40)  # 4 physical cores
+ARM = _machine("t.arm", 4, 0.10, tpc=1, arch="arm64")
+
+
+def _split(rate, threads, shape="t.4core"):
+    return serving_split(rate, threads=threads, threads_per_core=2, cores_used=threads,
+                         shape=shape)
+
+
+def test_a_configuration_on_part_of_the_shape_is_scaled_to_it_and_labelled():
+    c = serving_cost(FOUR, _split(212, 2), _split(500, 2), target_rps=1000)
+    assert c.at_bound.estimate and c.at_bound.throughput == 424
+    assert "on 2 of its 4 cores" in c.at_bound.assumption
+    assert round(c.per_million_at_bound, 2) == 0.26  # 0.40 / (424 x 3600) x 1e6
+    assert round(c.per_million_flat_out, 2) == 0.11  # 0.40 / (1000 x 3600) x 1e6
+    assert (c.machines, round(c.monthly, 2)) == (3, 876.00)  # ceil(1000/424) x 0.40 x 730
+    assert (c.machines_flat_out, round(c.monthly_flat_out, 2)) == (1, 292.00)
+
+
+def test_a_configuration_filling_the_shape_is_measured_there():
+    c = serving_cost(FOUR, _split(900, 4), None, target_rps=2700)
+    assert not c.at_bound.estimate and c.at_bound.throughput == 900
+    assert c.at_bound.assumption.startswith("measured on t.4core")
+    assert round(c.per_million_at_bound, 4) == 0.1235  # 0.40 / (900 x 3600) x 1e6
+    assert (c.machines, round(c.monthly, 2)) == (3, 876.00)
+    assert c.flat_out is None and c.machines_flat_out is None
+
+
+def test_another_shape_is_an_estimate_per_core_and_arm_is_not_priced():
+    other = _machine("t.8core", 16, 0.80)
+    c = serving_cost(other, _split(212, 2), target_rps=100)
+    assert c.at_bound.estimate and c.at_bound.throughput == 848  # 106 per core x 8
+    assert round(c.per_million_at_bound, 2) == 0.26 and c.machines == 1
+    assert round(c.monthly, 2) == 584.00
+    assert serving_cost(ARM, _split(212, 2)) is None
+
+
+def test_bad_cost_input_names_its_field():
+    with pytest.raises(UserError, match="^target_rps:.*0.001..1e"):
+        serving_cost(FOUR, _split(212, 2), target_rps=0)
+    with pytest.raises(UserError, match="^throughput:"):
+        _split(0, 2)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+IDENTITY = ["--model", "identity", "--framework", "selftest"]
+SEARCH = ["serve", "--scenario", "server", *IDENTITY, "--find-max-qps"]
+
+
+@pytest.mark.parametrize("args, field, allowed", [
+    (["--bound-ms", "0"], "bound_ms", "0.001..600000"),
+    (["--bound-ms", "-5"], "bound_ms", "0.001..600000"),
+    ([], "bound_ms", "0.001..600000"),
+    (["--bound-ms", "50", "--qps-precision", "0.9"], "qps_precision", "0.005..0.5"),
+    (["--bound-ms", "50", "--qps-precision", "0"], "qps_precision", "0.005..0.5"),
+    (["--bound-ms", "50", "--target-rps", "0"], "target_rps", "0.001..1e+09"),
+    (["--bound-ms", "50", "--machine-shape", "m9.huge"], "machine_shape",
+     "allowed: a shape as `python -m engine prices list` prints it"),
+])
+def test_bad_search_input_is_refused_before_anything_runs(db_path, capsys, args, field,
+                                                          allowed):
+    assert main([*SEARCH, *args, "--db", str(db_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}:") and allowed in err, err
+    assert not db_path.exists()
+
+
+def test_the_search_runs_server_only_and_target_rps_needs_it(db_path, capsys):
+    assert main(["serve", "--scenario", "offline", *IDENTITY, "--find-max-qps",
+                 "--bound-ms", "5", "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: scenario:")
+    assert main(["serve", "--scenario", "offline", *IDENTITY, "--target-rps", "5",
+                 "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: target_rps:")
+    assert not db_path.exists()
+
+
+def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
+        db_path, worker_env, capsys):
+    code = main([*SEARCH, "--bound-ms", "50", "--target-qps", "500", "--max-probes", "3",
+                 "--min-duration", "0.2", "--min-queries", "50", "--max-batch", "4",
+                 "--machine-shape", "c6i.4xlarge", "--target-rps", "100000",
+                 "--db", str(db_path)])
+    out = capsys.readouterr().out
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT r.sweep_id, r.status, r.extra->>'scenario', "
+            "CAST(r.extra->>'target_qps' AS DOUBLE), s.result FROM runs r "
+            "JOIN serving_results s USING (run_id) ORDER BY r.started_at").fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 3 and len({r[0] for r in rows}) == 1  # one sweep
+    assert [r[2] for r in rows] == ["server"] * 3
+    assert [r[3] for r in rows][:2] == [500.0, 1000.0]  # the estimate given, then doubled
+    for _, status, _, _, result in rows:
+        assert status == ("ok" if result == "VALID" else "invalid")
+    assert rows[0][1] == "ok", out  # identity at 500 QPS: part 1 holds it VALID at 3000
+    assert "estimate 500.0 QPS (the target given)" in out
+    assert "after 3 probes" in out and "stopped: " in out
+    assert "cost on AWS c6i.4xlarge ($0.6800/h" in out
+    assert "per 1 M inferences [estimate:" in out  # 1 thread on part of the shape
+    assert "100,000 requests/s within the bound:" in out
+    assert code == 0
