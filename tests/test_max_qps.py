@@ -204,7 +204,7 @@ def test_the_search_runs_server_only_and_target_rps_needs_it(db_path, capsys):
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
         db_path, worker_env, capsys):
-    code = main([*SEARCH, "--bound-ms", "50", "--target-qps", "500", "--max-probes", "3",
+    code = main([*SEARCH, "--bound-ms", "50", "--target-qps", "2000", "--max-probes", "3",
                  "--min-duration", "0.2", "--min-queries", "50", "--max-batch", "4",
                  "--machine-shape", "c6i.4xlarge", "--target-rps", "100000",
                  "--db", str(db_path)])
@@ -219,11 +219,13 @@ def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
         con.close()
     assert len(rows) == 3 and len({r[0] for r in rows}) == 1  # one sweep
     assert [r[2] for r in rows] == ["server"] * 3
-    assert [r[3] for r in rows][:2] == [500.0, 1000.0]  # the estimate given, then doubled
     for _, status, _, _, result in rows:
         assert status == ("ok" if result == "VALID" else "invalid")
-    assert rows[0][1] == "ok", out  # identity at 500 QPS: part 1 holds it VALID at 3000
-    assert "estimate 500.0 QPS (the target given)" in out
+    # identity at 2000 QPS: part 1 holds it VALID at 3000; then doubled
+    assert rows[0][1] == "ok", out
+    assert [r[3] for r in rows][:2] == [2000.0, 4000.0]
+    assert "estimate 2,000.0 QPS (the target given)" in out
+    assert "min queries raised to 459 so that LoadGen's early stopping can judge p99" in out
     assert "after 3 probes" in out and "stopped: " in out
     assert "cost on AWS c6i.4xlarge ($0.6800/h" in out
     assert "per 1 M inferences [estimate:" in out  # 1 thread on part of the shape

@@ -16,6 +16,7 @@ says nothing about the bound: the search stops there with the reason.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -24,12 +25,19 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_QPS
 from engine.core.record import RunRecord
 
 __all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
-           "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms"]
+           "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms",
+           "EARLY_STOPPING_MIN_QUERIES"]
 
 DEFAULT_QPS_PRECISION = 0.05
 # Doubling from an estimate within 1/8..8x of the answer takes 3-4 probes, bisecting to
 # 5 % 4-5 more: 16 leaves room for an estimate far off without running for hours.
 DEFAULT_QPS_PROBES = 16
+# LoadGen's early stopping judges a Server test's p99 only after enough queries: with none
+# over the bound it needs n with 0.99^n <= 0.01 (its 99 % confidence), n = 459 (its
+# summary: "Processed 93 queries. Would need to run at least 366 more"). A probe with fewer
+# would be INVALID at any rate, and halving the target would only shorten it further, so
+# every probe runs at least these many.
+EARLY_STOPPING_MIN_QUERIES = math.ceil(math.log(0.01) / math.log(0.99))
 # Statuses that mean the rate was not served (LoadGen's INVALID; a test that never drained
 # its backlog within the deadline; a backlog that outgrew the memory cap).
 MISSED = ("invalid", "timeout", "oom")
@@ -142,6 +150,11 @@ def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | 
     or None, where the estimate came from); a failed Offline run leaves an empty search."""
     from engine.run.sweep import open_sweep
 
+    raised = ""
+    if base.min_query_count < EARLY_STOPPING_MIN_QUERIES:
+        base = replace(base, min_query_count=EARLY_STOPPING_MIN_QUERIES)
+        raised = (f"; min queries raised to {EARLY_STOPPING_MIN_QUERIES} so that LoadGen's "
+                  "early stopping can judge p99")
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
 
@@ -167,4 +180,5 @@ def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | 
     on_estimate(start_qps, why)
     res = find_max_qps(lambda q: run(replace(base, target_qps=q).validate()),
                        start_qps=start_qps, precision=precision, max_probes=max_probes)
-    return sweep.sweep_id, res, offline, why
+    return (sweep.sweep_id, replace(res, stop_reason=res.stop_reason + raised), offline,
+            why)
