@@ -28,7 +28,8 @@ def probe_table(search, p99_ms) -> str:
 
 
 def _usd(x: float) -> str:
-    return f"${x:,.2f}" if x >= 0.1 else f"${x:,.4f}"
+    """Cents for a bill, three significant digits for a small cost per 1 M."""
+    return f"${x:,.2f}" if x >= 1 else f"${x:.3g}"
 
 
 def cost_lines(c: ServingCost, bound_ms: float) -> list[str]:
