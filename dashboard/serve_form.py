@@ -77,7 +77,7 @@ def _catalog(link: PageLink, errors: dict) -> dict:
     runtime = c2.selectbox("Runtime", runtimes, key="sv_runtime",
                            **link.initial("sv_runtime"))
     link.text("image_size", "sv_image_size", max_len=8)
-    text = c3.text_input("Image size (px)", key="sv_image_size",
+    text = c3.text_input("Image size (px)", key="sv_image_size", max_chars=8,
                          **link.initial("sv_image_size", value=""),
                          placeholder="the model's own", help="blank: the model's native size")
     link.put("model", model, default=SERVE_MODELS[0])

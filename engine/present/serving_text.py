@@ -98,8 +98,9 @@ def failed_rule_reasons(row) -> list[str]:
     for rule in s.get("failed_rules", []):
         if rule == "Min duration":
             why = (f"the test ran shorter than its minimum duration "
-                   f"({(row.min_duration_s or 0):g} s): LoadGen issued too few queries to "
-                   "fill it (a target QPS too low for Offline, or the run was cut short)")
+                   f"({(row.min_duration_s or 0):g} s)"
+                   + (": the one query was sized on too low a target QPS"
+                      if row.scenario == "offline" else ""))
         elif rule == "Min queries":
             why = f"fewer queries than its minimum ({row.min_query_count})"
         elif rule == "Performance constraints":
@@ -112,11 +113,11 @@ def failed_rule_reasons(row) -> list[str]:
             why = ("too few queries within the bound for LoadGen to claim the percentile "
                    "with confidence")
             if s.get("early_stopping_lines"):
-                why += " (" + "; ".join(s["early_stopping_lines"]) + ")"
+                why += " (" + "; ".join(x.rstrip(".") for x in s["early_stopping_lines"]) + ")"
         else:
             why = "not satisfied"
         lines.append(f"**{rule}** not satisfied: {why}.")
-    lines += [f"LoadGen recommends: {r}" for r in s.get("recommendations", [])]
+    lines += [f"LoadGen recommends: {r.rstrip('.')}." for r in s.get("recommendations", [])]
     return lines
 
 
