@@ -206,3 +206,12 @@ def test_the_plan_says_what_a_single_stream_test_will_run():
     assert text == ("**LoadGen SingleStream test** of identity (selftest, python), 1 thread(s); "
                     "p90 reported against 5 ms; at least 10 s and 100 queries, plus the "
                     "model's load and warm-up.")
+
+
+def test_a_users_model_file_is_picked_as_on_the_run_page(db_path, monkeypatch, tmp_path, fake):
+    monkeypatch.setenv("BENCH_MODELS_DIR", str(tmp_path / "models"))
+    at = page(DEPLOY, db_path, monkeypatch)
+    at.radio(key="model_source").set_value("Your model file").run()
+    (msg,) = [e.value for e in at.error]
+    assert msg.startswith("model_file: no model file in ") and "allowed: upload one" in msg
+    assert at.button(key="sv_launch").disabled is True and fake.submitted == []
