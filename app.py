@@ -29,6 +29,8 @@ def run() -> None:
                 url_path="training"),
         st.Page("pages/dataload.py", title="Data loading", icon=":material/photo_library:",
                 url_path="dataload"),
+        st.Page("pages/deploy.py", title="Deploy", icon=":material/rocket_launch:",
+                url_path="deploy"),
         st.Page("pages/cost.py", title="Cost", icon=":material/payments:", url_path="cost"),
         st.Page("pages/system.py", title="System", icon=":material/memory:",
                 url_path="system"),

@@ -14,13 +14,19 @@ import streamlit as st
 from engine.present.charts import search_probes
 from engine.present.tables import sentence
 from engine.run.batch_search import BatchSearchRequest
+from engine.run.requests import ServeRequest
 
-__all__ = ["jobs_section", "POLL_S"]
+__all__ = ["jobs_section", "POLL_S", "IDLE"]
 
 POLL_S = 2.0
 FINISHED_SHOWN = 5  # finished jobs listed under the panel
 RUN_COLUMNS = ["round", "model", "framework", "runtime", "batch_size", "threads", "status",
                "p50_ms", "reason"]
+# A serving test's figures: LoadGen's throughput and the tail it is judged on.
+SERVE_COLUMNS = ["round", "scenario", "model", "framework", "runtime", "batch_size", "threads",
+                 "status", "throughput", "p99_ms", "reason"]
+IDLE = ("No sweep running. Pick models and frameworks above and press Launch; results then "
+        "appear on the Results and Compare pages.")
 
 
 def _active(manager, can_write: bool) -> None:
@@ -35,7 +41,8 @@ def _active(manager, can_write: bool) -> None:
     cur = active.current
     if cur:
         where = f"probe {cur['round']}" if is_search else f"round {cur['round']}"
-        st.markdown(f"In flight: **{where} · "
+        scenario = f"{cur['scenario']} · " if cur.get("scenario") else ""
+        st.markdown(f"In flight: **{where} · {scenario}"
                     f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
                     f"{cur['threads']} threads** — {cur['phase']}"
                     + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
@@ -47,8 +54,9 @@ def _active(manager, can_write: bool) -> None:
         # a cluster job's runs name the node kind that ran them (a fleet's interleave)
         machine = (["machine_shape"] if any(f.get("machine_shape") and f.get("node_id")
                                             for f in active.finished) else [])
-        st.dataframe(list(reversed(active.finished)), hide_index=True,
-                     column_order=RUN_COLUMNS[:6] + machine + RUN_COLUMNS[6:])
+        columns = (SERVE_COLUMNS if isinstance(active.request, ServeRequest)
+                   else RUN_COLUMNS[:6] + machine + RUN_COLUMNS[6:])
+        st.dataframe(list(reversed(active.finished)), hide_index=True, column_order=columns)
 
 
 def _panel(manager, can_write: bool, polling: bool) -> None:
@@ -70,12 +78,11 @@ def _polling_panel(manager, can_write: bool) -> None:
     _panel(manager, can_write, polling=True)
 
 
-def _history(manager, busy: bool) -> None:
+def _history(manager, busy: bool, idle: str) -> None:
     history = manager.history()
     if not history:
         if not busy:
-            st.caption("No sweep running. Pick models and frameworks above and press Launch; "
-                       "results then appear on the Results and Compare pages.")
+            st.caption(idle)
         return
     st.subheader("Finished jobs")
     for job in history[:FINISHED_SHOWN]:
@@ -91,12 +98,13 @@ def _history(manager, busy: bool) -> None:
                         key=f"search_{latest.job_id}")
 
 
-def jobs_section(manager, can_write: bool) -> None:
-    """The panel (polling while a job is queued or running), then the finished jobs. The
-    Cancel buttons render only for a session that may write (the queue refuses the rest)."""
+def jobs_section(manager, can_write: bool, idle: str = IDLE) -> None:
+    """The panel (polling while a job is queued or running), then the finished jobs (idle:
+    what to say when there is none). The Cancel buttons render only for a session that may
+    write (the queue refuses the rest)."""
     busy = manager.active() is not None or bool(manager.queued())
     if busy:
         _polling_panel(manager, can_write)
     else:
         _panel(manager, can_write, polling=False)
-    _history(manager, busy=manager.active() is not None or bool(manager.queued()))
+    _history(manager, busy=manager.active() is not None or bool(manager.queued()), idle=idle)

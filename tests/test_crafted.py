@@ -276,3 +276,82 @@ def test_an_emptied_number_box_is_named_and_refused(db_path, monkeypatch):
     assert at.button(key="tr_launch").disabled is True
     at.number_input(key="tr_epochs").set_value(2).run()
     assert errors(at) == [] and at.button(key="tr_launch").disabled is False
+
+
+# The Deploy page (a serving test, issue 27): every choice and number box of its form, sent
+# with its Launch pressed in the same message; and its read-side choices over stored tests.
+DEPLOY_CASES = [
+    ("selectbox", "sv_model", dict(string_value="vgg"), "model"),
+    ("selectbox", "sv_runtime", dict(string_value="torch/../x"), "runtime"),
+    ("selectbox", "sv_threads", dict(string_value="999"), "threads"),
+    ("radio", "sv_scenario", dict(string_value="burst"), "scenario"),
+    ("radio", "sv_duration", dict(string_value="forever"), "duration"),
+    ("radio", "model_source", dict(string_value="a URL"), "source"),
+    ("text_input", "sv_image_size", dict(string_value=LONG), "image_size"),
+]
+
+
+@pytest.mark.parametrize("kind, key, value, field", DEPLOY_CASES,
+                         ids=[c[1] for c in DEPLOY_CASES])
+def test_the_deploy_page_launches_nothing_for_a_value_it_did_not_offer(kind, key, value, field,
+                                                                       db_path, monkeypatch):
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    at = page("pages/deploy.py", db_path, monkeypatch)
+    crafted(at, kind, key, click="sv_launch", **value)
+    assert not at.exception, [e.value for e in at.exception]
+    (msg,) = errors(at)
+    assert msg.startswith(f"{field}: ") and " allowed: " in msg and len(msg) < 1000, msg
+    assert fake.submitted == [] and not at.success
+    at.run()  # the next message draws the form again (a text box keeps what it holds)
+    assert not at.exception and all(e.startswith(f"{field}: ") for e in errors(at))
+    assert fake.submitted == []
+
+
+DEPLOY_NUMBERS = [  # (scenario, key, field, outside, allowed, inside)
+    ("single-stream", "sv_bound", "bound_ms", 0.0, "number 0.001..600000", 5.0),
+    ("server", "sv_qps", "target_qps", -3.0, "number 0.001..10000000", 50.0),
+    ("server", "sv_max_batch", "max_batch", 257.0, "integer 1..256", 4),
+    ("server", "sv_max_wait", "max_wait_ms", 1e5, "number 0..10000", 1.0),
+    ("single-stream", "sv_min_queries", "min_query_count", 0.0, "integer 1..100000000", 10),
+]
+
+
+@pytest.mark.parametrize("scenario, key, field, value, allowed, ok", DEPLOY_NUMBERS,
+                         ids=[c[1] for c in DEPLOY_NUMBERS])
+@pytest.mark.parametrize("sent", ["outside", "nan"])
+def test_the_deploy_page_launches_nothing_for_a_number_outside_its_range(
+        scenario, key, field, value, allowed, ok, sent, db_path, monkeypatch):
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    at = page("pages/deploy.py", db_path, monkeypatch)
+    at.radio(key="sv_scenario").set_value(scenario).run()
+    crafted(at, "number_input", key, click="sv_launch",
+            double_value=NAN if sent == "nan" else value)
+    assert not at.exception, [e.value for e in at.exception]
+    shown = "an empty or non-finite value" if sent == "nan" else f"{value:.10g}"
+    assert errors(at) == [f"{field}: {shown} is not allowed; allowed: {allowed}"]
+    assert fake.submitted == [] and not at.success
+    assert at.button(key="sv_launch").disabled is True
+    at.number_input(key=key).set_value(ok).run()
+    assert not at.exception and errors(at) == []
+    at.button(key="sv_launch").click().run()
+    assert len(fake.submitted) == 1 and at.success
+
+
+@pytest.mark.parametrize("kind, key, value, field", [
+    ("selectbox", "sv_run", dict(string_value="../../etc/passwd"), "run"),
+    ("radio", "sv_report_format", dict(string_value="pdf"), "report_format"),
+])
+def test_the_deploy_pages_read_side_refuses_a_value_it_did_not_offer(kind, key, value, field,
+                                                                     db_path, monkeypatch):
+    from tests.serving_seed import seed_serving
+
+    seed_serving(db_path)
+    at = page("pages/deploy.py", db_path, monkeypatch)
+    crafted(at, kind, key, **value)
+    assert not at.exception, [e.value for e in at.exception]
+    (msg,) = errors(at)
+    assert msg.startswith(f"{field}: ") and " is not offered; allowed: " in msg, msg
+    at.run()
+    assert not at.exception and [e.value for e in at.error if "INVALID" not in e.value] == []

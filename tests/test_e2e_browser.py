@@ -290,3 +290,34 @@ def test_a_crafted_model_name_on_compare_gets_the_page_message(server):
         page.reload()
         expect(page.get_by_text("Comparison table")).to_be_visible(timeout=60_000)
         expect(page.get_by_text("is not offered")).to_have_count(0)
+
+
+DEPLOY_QUERY = ("model=identity&threads=1&scenario=single-stream&bound_ms=5&duration=custom"
+                "&min_duration_s=0.3&min_queries=50")
+
+
+def test_launch_a_serving_test_from_the_deploy_page_and_see_it_valid(server):
+    """The Deploy page (issue 27 part 5): a short SingleStream LoadGen test of the selftest
+    identity model, opened from a link, launched, followed and read back VALID with its
+    chart and logs."""
+    from playwright.sync_api import expect
+
+    base, db = server
+    with browser_page("deploy") as page:
+        page.goto(f"{base}/deploy?{DEPLOY_QUERY}")
+        expect(page.get_by_text("LoadGen SingleStream test of identity")).to_be_visible(
+            timeout=60_000)
+        page.get_by_role("button", name="Launch test").click()
+        expect(page.get_by_text("Serving test job 1 starts now.")).to_be_visible(
+            timeout=30_000)
+        expect(page.get_by_text(re.compile(r"Job 1: done"))).to_be_visible(timeout=300_000)
+        expect(page.get_by_text("LoadGen: VALID - every rule of the test is satisfied.")
+               ).to_be_visible(timeout=60_000)
+        expect(page.locator(".js-plotly-plot")).to_have_count(1, timeout=60_000)
+        expect(page.get_by_role("button", name=re.compile("Download the summary log"))
+               ).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "e2e-deploy.png"), full_page=True)
+    with open_db(db) as con:
+        rows = con.execute("SELECT r.status, s.result, r.extra->>'scenario' FROM runs r "
+                           "JOIN serving_results s USING (run_id)").fetchall()
+    assert rows == [("ok", "VALID", "single-stream")]

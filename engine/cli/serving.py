@@ -160,7 +160,7 @@ def cmd_find_max_qps(args) -> int:
 
     from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
     from engine.analysis.serving_cost import serving_cost, serving_split
-    from engine.present.serving_text import cost_lines, probe_table
+    from engine.present.max_qps_text import cost_lines, probe_table
     from engine.run.max_qps import loadgen_p99_ms, stored_max_qps_search
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog

@@ -47,7 +47,7 @@ class JobView:
     total: int
     done: int
     sweep_id: str | None
-    current: dict | None  # model, framework, batch_size, threads, round, phase, iters
+    current: dict | None  # model, framework, batch_size, threads, round, phase, iters, scenario
     finished: tuple[dict, ...]  # per finished run: model, framework, batch, ..., status, p50
     error: str
     queued_at: float
@@ -203,7 +203,8 @@ class JobManager:
                     "status": rec.status, "p50_ms": rec.median_ms, "p99_ms": rec.p99_ms,
                     "throughput": rec.throughput, "reason": rec.reason,
                     "machine_shape": rec.machine_shape,
-                    "node_id": rec.node_id})
+                    "node_id": rec.node_id,
+                    "scenario": (rec.extra or {}).get("scenario")})  # a serving test's
                 self._lock.notify_all()
 
         def on_event(notice, round_no):
@@ -215,6 +216,8 @@ class JobManager:
                 elif notice.spec is not None and isinstance(notice.event, (Started, Progress)):
                     ev, spec = notice.event, notice.spec
                     job.current = {"model": spec.model, "framework": spec.framework,
+                                   # a serving test's scenario (single-stream, server, ...)
+                                   "scenario": getattr(spec, "scenario", None),
                                    "batch_size": spec.batch_size,
                                    "threads": spec.intra_threads, "round": round_no,
                                    "phase": phase_of(ev),

@@ -1,0 +1,59 @@
+"""What the CLI says after a max-QPS search: its probes as a table and the cost at the bound
+(engine.analysis.serving_cost's figures) in sentences. Pure: no store, no Streamlit."""
+
+from __future__ import annotations
+
+from engine.analysis.serving_cost import ServingCost
+from engine.present.tables import format_table
+
+__all__ = ["probe_table", "cost_lines"]
+
+
+def probe_table(search, p99_ms) -> str:
+    """One row per probe: its target, status, LoadGen's verdict and failed rules, completed
+    samples/s and LoadGen's p99; the max marked. p99_ms(rec) -> ms or None."""
+    rows = []
+    for q, rec in search.probes:
+        s = rec.serving or {}
+        figures = s.get("figures") or {}
+        done = figures.get("completed_samples_per_s")
+        p99 = p99_ms(rec)
+        rows.append([f"{q:,.1f}", rec.status, s.get("result") or "",
+                     ", ".join(r.lower() for r in s.get("failed_rules") or ()),
+                     f"{done:,.1f}" if done else "", f"{p99:,.3f}" if p99 is not None else "",
+                     "*" if search.max_qps is not None and q == search.max_qps
+                     and rec is search.best else ""])
+    return format_table(["target QPS", "status", "LoadGen", "failed rules",
+                         "completed samples/s", "p99 ms", "max"], rows)
+
+
+def _usd(x: float) -> str:
+    """Cents for a bill, three significant digits for a small cost per 1 M."""
+    return f"${x:,.2f}" if x >= 1 else f"${x:.3g}"
+
+
+def cost_lines(c: ServingCost, bound_ms: float) -> list[str]:
+    m = c.machine
+    lines = [f"cost on {m.label} (${m.usd_per_hour:,.4f}/h, {m.as_of}, whole machines):",
+             f"  within p99 {bound_ms:g} ms: {c.at_bound.throughput:,.1f} samples/s a machine "
+             f"-> {_usd(c.per_million_at_bound)} per 1 M inferences"
+             f" [{'estimate' if c.at_bound.estimate else 'measured'}: "
+             f"{c.at_bound.assumption.removeprefix('estimate: ')}]"]
+    if c.flat_out is not None:
+        lines.append(f"  flat out (no bound): {c.flat_out.throughput:,.1f} samples/s -> "
+                     f"{_usd(c.per_million_flat_out)} per 1 M "
+                     f"[{'estimate' if c.flat_out.estimate else 'measured'}: "
+                     f"{c.flat_out.assumption.removeprefix('estimate: ')}]; the bound costs "
+                     f"{c.per_million_at_bound / c.per_million_flat_out:,.2f}x")
+    else:
+        lines.append("  flat out: no figure (no Offline run in this search and no closed-loop "
+                     "run of this configuration in the store)")
+    if c.target_rps:
+        lines.append(f"  {c.target_rps:,.6g} requests/s within the bound: {c.machines} "
+                     f"machine{'s' * (c.machines != 1)} x ${m.usd_per_hour:,.4f}/h x "
+                     f"{c.hours:g} h = {_usd(c.monthly)} a month")
+        if c.machines_flat_out is not None:
+            lines.append(f"  (flat out, ignoring the bound: {c.machines_flat_out} machine"
+                         f"{'s' * (c.machines_flat_out != 1)}, {_usd(c.monthly_flat_out)} a "
+                         "month)")
+    return lines

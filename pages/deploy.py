@@ -1,0 +1,69 @@
+"""Deploy: run an MLPerf LoadGen test of a model (SingleStream, MultiStream, Server,
+Offline) through the job queue, watch it, and read stored tests: LoadGen's verdict and why,
+the figures, every query's latency, the logs."""
+
+import streamlit as st
+
+from dashboard.job_forms import Launcher, plan
+from dashboard.job_panel import jobs_section
+from dashboard.link_state import PageLink
+from dashboard.report_panel import report_section
+from dashboard.serve_form import serve_form
+from dashboard.serving_view import run_detail, run_picker, runs_table
+from dashboard.session import access, job_manager, read
+from engine.present.serving_report import build_serving_report
+from engine.present.serving_text import serve_plan
+from engine.run.requests import ServeRequest
+from store.serving import serving_runs
+
+WHO = access()
+st.title("Deploy: serving tests (MLPerf LoadGen)")
+link = PageLink("deploy")
+
+if WHO.viewer:  # results only: no form, no launch
+    st.info(WHO.why_read_only(), icon=":material/visibility:")
+else:
+    if not WHO.can_write:
+        st.warning(WHO.why_read_only(), icon=":material/lock:")
+    with st.expander("Run a serving test", expanded=True):
+        st.caption("One LoadGen test (PerformanceOnly) against the warm model in a worker "
+                   "process: LoadGen owns the arrival schedule, the timing and the verdict; "
+                   "the model only answers. The result lands below and on the Results page.")
+        # Letting a file's code run is for a session on this machine only, as on Run.
+        form = serve_form(link, can_write=WHO.can_write,
+                          may_trust=WHO.can_write and not WHO.remote)
+        test = plan(ServeRequest, form)
+        if test.errors:
+            for message in test.errors.values():
+                st.error(message, icon=":material/error:")
+        else:
+            st.info(serve_plan(test.request, test.specs), icon=":material/schedule:")
+        launcher = Launcher(job_manager(), WHO.can_write)
+        launcher.button("Launch test", "sv_launch", test, "Serving test", bool(test.errors),
+                        type="primary")
+    jobs_section(launcher.manager, WHO.can_write,
+                 idle="No test running. Fill in the form above and press Launch test; the "
+                      "result then appears below.")
+
+# Issue 27's later parts go here, each a section of its own over the same stored tests:
+# the max-QPS search (the highest target QPS still VALID at the bound), the autotuner
+# (threads, max batch and max wait against the bound) and the cost at the bound.
+
+st.header("Stored serving tests")
+runs = read(serving_runs)
+if runs.empty:
+    link.finish()
+    st.info("No serving tests stored yet. Launch one above, or in a terminal: `python -m "
+            "engine serve --scenario server --model resnet18 --target-qps 50 --bound-ms 15`; "
+            "every test, failed ones included, lands here.", icon=":material/info:")
+    st.stop()
+runs_table(runs)
+row = run_picker(link, runs)
+run_detail(row)
+st.subheader("Report")
+st.caption("Every test of this one's launch (its sweep), for someone without the "
+           "dashboard: verdicts and reasons, figures, percentiles and the summary logs.")
+report_section(row.sweep_id, build=build_serving_report, prefix="sv_")
+link.finish("Link to this view", caption="Opens the Deploy page with this form filled in and "
+                                         "this test shown; nothing runs until Launch is "
+                                         "pressed.")

@@ -1,0 +1,44 @@
+"""Named queries for serving runs (MLPerf LoadGen tests, issue 27): the Deploy page's list
+of stored tests and what one test kept (LoadGen's parsed summary, its logs' names and sizes).
+The logs themselves and the summary of one run are store.runs' (loadgen_log,
+serving_result)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from engine.scenarios import SERVING
+
+__all__ = ["serving_runs", "loadgen_log_sizes"]
+
+
+def serving_runs(con, sweep_id: str | None = None) -> pd.DataFrame:
+    """Serving runs (of one sweep, or all), newest first: the SUT's columns, what the test
+    was asked for (scenario, bound, target QPS, max wait, minimum duration, preset), its
+    status and reason, and LoadGen's parsed summary (a dict; None where the test never ran,
+    a failed run)."""
+    df = con.execute(
+        "SELECT r.run_id, r.sweep_id, r.started_at, r.model, r.framework, r.runtime, "
+        "r.batch_size, r.intra_threads, r.image_size, r.status, "
+        "coalesce(r.reason, '') AS reason, r.throughput, r.median_ms, r.p90_ms, r.p99_ms, "
+        "r.iterations, r.extra->>'scenario' AS scenario, "
+        "(r.extra->>'bound_ms')::DOUBLE AS bound_ms, "
+        "(r.extra->>'target_qps')::DOUBLE AS target_qps, "
+        "(r.extra->>'max_wait_ms')::DOUBLE AS max_wait_ms, "
+        "(r.extra->>'min_duration_s')::DOUBLE AS min_duration_s, "
+        "(r.extra->>'min_query_count')::BIGINT AS min_query_count, "
+        "coalesce(r.extra->>'preset', '') AS preset, s.result, s.summary "
+        "FROM runs r LEFT JOIN serving_results s USING (run_id) "
+        "WHERE r.kind = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
+        "ORDER BY r.started_at DESC, r.run_id",
+        [SERVING.kind, sweep_id, sweep_id]).df()
+    df["summary"] = [json.loads(s) if isinstance(s, str) else None for s in df["summary"]]
+    return df
+
+
+def loadgen_log_sizes(con, run_id: str) -> dict[str, int]:
+    """The LoadGen logs a run kept: name -> size in bytes (uncompressed)."""
+    return dict(con.execute("SELECT name, bytes FROM loadgen_logs WHERE run_id = ? "
+                            "ORDER BY name DESC", [run_id]).fetchall())
