@@ -231,7 +231,9 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
             winner = x
     d = _value(objective, default_conf)
     w = _value(objective, winner) if winner is not None else None
-    gain = _gain(objective, w, d) * 100 if w is not None and d else None
+    gain = None
+    if w is not None and d:  # % more QPS, or % cheaper
+        gain = (w / d - 1) * 100 if objective == "qps" else (1 - w / d) * 100
     measured = confirmed + ([default_conf] if default_conf not in confirmed else [])
     front = pareto_front([x for x in measured if x.qps is not None],
                          key=lambda x: (x.p99_ms, -x.qps, x.cost))
