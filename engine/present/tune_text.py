@@ -60,6 +60,15 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
                 for x in t.front]
         lines += [format_table(["configuration", "max QPS", "p99 ms", "$ per 1 M", ""], rows),
                   ""]
+    pruned = {c for c, _ in t.pruned}
+    confirmed = {x.candidate for x in t.confirmed}
+    rows = [[c.label(), f"{f.throughput:,.1f}" if f.throughput else "",
+             f"{f.p99_ms:,.3g}" if f.p99_ms is not None else "",
+             f.status if f.source == "measured" else f"stored {f.run_id[:8]}",
+             "pruned" if c in pruned else "confirmed" if c in confirmed else "unconfirmed"]
+            for c, f in t.closed]
+    lines += ["closed-loop probes (each at its max batch):",
+              format_table(["configuration", "samples/s", "p99 ms", "run", "then"], rows), ""]
     lines.append("confirmed with the max-QPS search:")
     for x in t.confirmed:
         lines.append(f"  {x.candidate.label()}: " + (
