@@ -166,6 +166,7 @@ TUNE = ["tune", "--model", "identity", "--framework", "selftest"]
     (["--bound-ms", "50", "--margin", "2"], "margin", "0..1"),
     (["--bound-ms", "50", "--replicas", "2"], "replicas", "allowed: 1"),
     (["--bound-ms", "50", "--runtime", "onnxruntime"], "runtime", "allowed: selftest:"),
+    (["--bound-ms", "50", "--framework", "jax"], "framework", "allowed: torch, tensorflow"),
 ])
 def test_bad_tune_input_is_refused_before_anything_runs(db_path, capsys, args, field,
                                                         allowed):

@@ -13,7 +13,8 @@ from engine.core.errors import UserError
 from engine.core.inference import runtimes_for
 from engine.core.limits import (IMAGE_RANGE, QPS_PRECISION_RANGE, QPS_PROBES_RANGE,
                                 SEED_RANGE, SERVE_BATCH_RANGE, SERVE_QPS_RANGE,
-                                SERVE_SAMPLES_RANGE, float_range, logical_cores)
+                                SERVE_SAMPLES_RANGE, choice, float_range,
+                                logical_cores)
 from engine.core.serving import DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK
 
@@ -92,6 +93,8 @@ def candidates(args) -> list:
     if set(args.replicas) != {1}:
         raise UserError(f"replicas: serving runs one replica behind a queue; got "
                         f"{' '.join(map(str, args.replicas))}; allowed: 1", field="replicas")
+    for fw in args.framework:
+        choice("framework", fw, tuple(FRAMEWORKS))
     threads = args.threads or sorted({1, logical_cores()})
     per_fw = runtimes_for(list(dict.fromkeys(args.framework)), args.runtime)
     return [Candidate(fw, rt, p, b, t, w) for fw, rts in per_fw.items() for rt in rts
@@ -107,7 +110,7 @@ def cmd_tune(args) -> int:
     from engine.core.policy import MeasurementPolicy
     from engine.present.tune_text import tune_lines
     from engine.run.autotune import Candidate, check_tune, stored_autotune
-    from engine.run.requests import local_runner
+    from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, local_runner
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog, machine_shape
 
@@ -144,7 +147,7 @@ def cmd_tune(args) -> int:
             cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch))
         return cost.per_million_at_bound if cost is not None else None
 
-    runner = local_runner(timeout_s=max(120.0, 10 * args.min_duration),
+    runner = local_runner(timeout_s=args.min_duration + SERVE_TIMEOUT_MARGIN_S,
                           memory_cap_bytes=memory_cap(args), db=db, shape=shape)
     policy = MeasurementPolicy(min_time_s=args.probe_s, max_time_s=max(10 * args.probe_s, 5),
                                warmup_max_s=min(1.0, args.probe_s))
