@@ -111,6 +111,7 @@ def cmd_tune(args) -> int:
     from engine.present.tune_text import tune_lines
     from engine.run.autotune import Candidate, check_tune, stored_autotune
     from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, local_runner
+    from engine.scenarios import scenario_of
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog, machine_shape
 
@@ -167,9 +168,8 @@ def cmd_tune(args) -> int:
         on_start=lambda sid: print(f"tune {sid}: {args.model}, p99 under {args.bound_ms:g} "
                                    f"ms, objective {args.objective}; {space} -> {db}",
                                    flush=True),
-        on_stored=lambda rec: print(f"stored {rec.run_id} {rec.kind} {rec.framework} "
-                                    f"{rec.runtime} b{rec.batch_size} t{rec.intra_threads}: "
-                                    f"{rec.status}", flush=True))
+        on_stored=lambda rec: print(f"stored {rec.run_id} "
+                                    f"{scenario_of(rec).describe_record(rec)}", flush=True))
     print()
     print("\n".join(tune_lines(t, shape=shape, space=space)))
     print(f"every probe stored in {db} as sweep {sweep_id}")
