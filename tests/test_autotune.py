@@ -127,6 +127,16 @@ def test_every_candidate_pruned_leaves_no_winner_but_the_default_measured():
     assert recommendation(t, None) == "no configuration met the p99 bound of 50 ms"
 
 
+def test_a_default_already_over_the_bound_closed_loop_is_not_searched():
+    closed = {**CLOSED, DEFAULT: ("ok", 33, 399)}
+    t, probed, searched = run("qps", closed=closed)
+    assert probed[-1] == DEFAULT and DEFAULT not in [c for c, _ in searched]
+    assert t.default.search is None and t.gain_pct is None and t.winner.candidate == F
+    assert tune_lines(t, shape=None, space="")[1] == (
+        "default (torch eager fp32, max batch 1, 4 threads): closed-loop p99 399 ms at batch "
+        "1, already over the 50 ms bound: no Server test could meet it")
+
+
 def test_the_report_says_the_recommendation_default_front_constraints_and_pruned():
     t, _, _ = run("qps")
     lines = tune_lines(t, shape=None, space="8 candidates")

@@ -36,6 +36,10 @@ def recommendation(t, shape: str | None) -> str:
 def _default_line(t, shape: str | None) -> str:
     d = t.default
     head = f"default ({d.candidate.label()}): "
+    if d.search is None and d.closed.status == "ok":
+        return head + (f"closed-loop p99 {d.closed.p99_ms:,.3g} ms at batch "
+                       f"{d.candidate.max_batch}, already over the {t.bound_ms:g} ms bound: "
+                       "no Server test could meet it")
     if d.search is None:
         return head + f"its closed-loop probe ended {d.closed.status}: {d.closed.reason[:120]}"
     if d.qps is None:
