@@ -10,7 +10,7 @@ from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING
 
 __all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
-           "config_samples", "overview", "latest_latency", "closed_loop_best", "framework_gflops_per_thread",
+           "config_samples", "overview", "latest_latency", "closed_loop_best", "closed_loop_known", "framework_gflops_per_thread",
            "flops_for", "machine_throughput", "runtime_costs",
            "train_runs", "load_summary",
            "settings", "SETTING_COLUMNS",
@@ -232,6 +232,29 @@ def closed_loop_best(con, spec, max_batch: int) -> float | None:
         [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
          max_batch, spec.intra_threads, spec.image_size]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
+
+
+def closed_loop_known(con, spec, system_id: str) -> dict | None:
+    """The latest ok closed-loop inference run of exactly this configuration (model,
+    framework, runtime, precision, image size, batch, threads; one replica, no neighbour, a
+    catalog model) on this machine (system_id): what an autotuner's probe would measure
+    again. A dict of its run_id, throughput, p99_ms, threads_per_core, cores_used and
+    machine_shape; None when there is none."""
+    rows = con.execute(
+        "SELECT run_id, throughput, p99_ms, threads_per_core, "
+        "TRY_CAST(extra->>'cores_used' AS INTEGER), machine_shape FROM runs "
+        "WHERE status = 'ok' AND kind = ? AND model = ? AND framework = ? AND runtime = ? "
+        "AND precision = ? AND batch_size = ? AND intra_threads = ? "
+        "AND image_size IS NOT DISTINCT FROM ? AND system_id = ? AND throughput > 0 "
+        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = 1 "
+        "ORDER BY started_at DESC LIMIT 1",
+        [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
+         spec.batch_size, spec.intra_threads, spec.image_size, system_id]).fetchall()
+    if not rows:
+        return None
+    keys = ("run_id", "throughput", "p99_ms", "threads_per_core", "cores_used",
+            "machine_shape")
+    return dict(zip(keys, rows[0]))
 
 
 def framework_gflops_per_thread(con, framework: str) -> float | None:

@@ -4,6 +4,7 @@ argument helpers of engine/cli/args.py:
 - engine/cli/inference.py: run, batch-search, runtimes, models
 - engine/cli/workloads.py: train, dataload
 - engine/cli/serving.py: serve (MLPerf LoadGen scenarios)
+- engine/cli/tune.py: tune (the serving configuration under a p99 bound)
 - engine/cli/results.py: runs, sweeps, compare, export, import
 - engine/cli/prices.py: prices list|check|import
 - engine/cli/report.py: report (one sweep as offline HTML or Markdown)
@@ -18,12 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli import history, inference, prices, report, results, serving, workloads
+from engine.cli import (history, inference, prices, report, results, serving, tune,
+                        workloads)
 from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser"]
 
-_FAMILIES = (inference, results, prices, workloads, serving, report, history)
+_FAMILIES = (inference, results, prices, workloads, serving, tune, report, history)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 
 

@@ -1,0 +1,93 @@
+"""What `python -m engine tune` says: the recommendation in one sentence with its figures,
+the default and the winner's gain over it, the Pareto front as a table, the constraints,
+and every pruned candidate with why. Pure: a Tuning (engine.run.autotune's, read by its
+fields) in, lines out."""
+
+from __future__ import annotations
+
+from engine.present.tables import format_table
+
+__all__ = ["recommendation", "tune_lines"]
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.2f}" if x >= 1 else f"${x:.3g}"
+
+
+def _qps(q: float) -> str:
+    return f"{q:,.1f}" if q < 100 else f"{q:,.0f}"
+
+
+def _figures(c, bound_ms: float, shape: str | None) -> str:
+    p99 = f" at p99 {c.p99_ms:,.3g} ms" if c.p99_ms is not None else ""
+    cost = f", {_usd(c.cost)} per 1 M on {shape}" if c.cost is not None and shape else ""
+    return f"{_qps(c.qps)} QPS{p99} under {bound_ms:g} ms{cost}"
+
+
+def recommendation(t, shape: str | None) -> str:
+    """'torch onnxruntime fp32, max batch 4, 2 threads: 212 QPS at p99 41 ms under 50 ms,
+    $0.11 per 1 M on c6i.4xlarge'."""
+    if t.winner is None:
+        return (f"no configuration met the p99 bound of {t.bound_ms:g} ms"
+                + ("" if shape or t.objective == "qps" else " on a priced shape"))
+    return f"{t.winner.candidate.label()}: {_figures(t.winner, t.bound_ms, shape)}"
+
+
+def _default_line(t, shape: str | None) -> str:
+    d = t.default
+    head = f"default ({d.candidate.label()}): "
+    if d.search is None and d.closed.status == "ok":
+        return head + (f"closed-loop p99 {d.closed.p99_ms:,.3g} ms at batch "
+                       f"{d.candidate.max_batch}, already over the {t.bound_ms:g} ms bound: "
+                       "no Server test could meet it")
+    if d.search is None:
+        return head + f"its closed-loop probe ended {d.closed.status}: {d.closed.reason[:120]}"
+    if d.qps is None:
+        return head + f"no target QPS met the p99 bound of {t.bound_ms:g} ms"
+    line = head + _figures(d, t.bound_ms, shape)
+    if t.gain_pct is not None:
+        what = "more QPS" if t.objective == "qps" else "cheaper per 1 M"
+        line += f"; the winner is {t.gain_pct:,.1f}% {what}"
+    return line
+
+
+def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
+    """The whole report. space: the search space in words (the CLI's lists)."""
+    lines = [f"recommendation: {recommendation(t, shape)}", _default_line(t, shape), ""]
+    if t.front:
+        lines.append("Pareto front (p99 low, QPS high, cost low; none beats these on all "
+                     "three):")
+        rows = [[x.candidate.label(), _qps(x.qps),
+                 f"{x.p99_ms:,.3f}" if x.p99_ms is not None else "",
+                 _usd(x.cost) if x.cost is not None else "",
+                 "winner" if x is t.winner else "default" if x is t.default else ""]
+                for x in t.front]
+        lines += [format_table(["configuration", "max QPS", "p99 ms", "$ per 1 M", ""], rows),
+                  ""]
+    pruned = {c for c, _ in t.pruned}
+    confirmed = {x.candidate for x in t.confirmed}
+    rows = [[c.label(), f"{f.throughput:,.1f}" if f.throughput else "",
+             f"{f.p99_ms:,.3g}" if f.p99_ms is not None else "",
+             f.status if f.source == "measured" else f"stored {f.run_id[:8]}",
+             "pruned" if c in pruned else "confirmed" if c in confirmed else "unconfirmed"]
+            for c, f in t.closed]
+    lines += ["closed-loop probes (each at its max batch):",
+              format_table(["configuration", "samples/s", "p99 ms", "run", "then"], rows), ""]
+    lines.append("confirmed with the max-QPS search:")
+    for x in t.confirmed:
+        lines.append(f"  {x.candidate.label()}: " + (
+            _figures(x, t.bound_ms, shape) if x.qps is not None else
+            f"no target met the bound ({x.search.stop_reason})" if x.search is not None
+            else f"closed-loop probe ended {x.closed.status}"))
+    lines.append(f"stopped: {t.stop_reason}")
+    lines += ["", "constraints: " + "; ".join([
+        f"Server p99 under {t.bound_ms:g} ms",
+        "objective: " + ("most QPS" if t.objective == "qps" else
+                         f"least cost per 1 M on {shape}"),
+        f"margin {t.margin:.1%}", space])]
+    if t.pruned:
+        lines.append(f"pruned ({len(t.pruned)}):")
+        lines += [f"  {c.label()}: {why}" for c, why in t.pruned]
+    else:
+        lines.append("pruned: none")
+    return lines

@@ -1,0 +1,308 @@
+"""The autotuner (issue 27, part 3): for one model, a p99 bound and an objective (the most
+Server QPS, or the least cost per 1 M inferences on a shape), the serving configuration
+(runtime x precision x max batch x max wait x threads) to deploy.
+
+The search, as Triton's Model Analyzer states one: candidates, a measurement per
+candidate, a stop rule in one place (`autotune`, a pure function of its probes' answers):
+
+1. prune on cheap closed-loop figures (a short inference run per candidate, or what the
+   store already holds for that configuration on this machine): a candidate whose probe
+   failed, whose closed-loop p99 at its batch already exceeds the bound, or whose figure
+   (samples/s, or cost per 1 M flat out) is worse than the best candidate's by more than
+   PRUNE_FACTOR is pruned with that reason;
+2. confirm the survivors, best first, with the max-QPS search (engine/run/max_qps.py):
+   at least the top TOP_N;
+3. go on to the next survivor only while the last STOP_STEPS confirmations gained at least
+   `margin` on the best so far.
+
+The default configuration (the reference runtime, batch 1, every thread) is confirmed too,
+so the report can say how much better the winner is. `stored_autotune` drives it on real
+runs, every probe stored under one sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from engine.analysis.pareto import pareto_front
+from engine.core.errors import UserError
+from engine.core.limits import (MARGIN_RANGE, SERVE_BOUND_MS_RANGE, SERVE_QPS_RANGE, choice,
+                                float_range)
+from engine.run.max_qps import QpsSearch, loadgen_p99_ms
+
+__all__ = ["Candidate", "ClosedFigure", "Confirmed", "Tuning", "autotune", "check_tune",
+           "OBJECTIVES", "TOP_N", "PRUNE_FACTOR", "STOP_STEPS", "DEFAULT_TUNE_MARGIN"]
+
+OBJECTIVES = ("qps", "cost")
+# Closed-loop figures of two processes here differ by up to 40 % run to run (see
+# batch_search.PAIRED_ROUNDS): only a candidate worse than the best by more than 2x is
+# surely worse under load too, so only that is pruned without a Server test.
+PRUNE_FACTOR = 2.0
+# The max-QPS search costs 5-9 LoadGen tests a candidate: the top 3 closed-loop figures
+# are confirmed, since the closed-loop order can change under Poisson arrivals.
+TOP_N = 3
+# More only while the search still pays: the last 2 confirmations each gained under the
+# margin on the best so far, and it stops.
+STOP_STEPS = 2
+DEFAULT_TUNE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Candidate:
+    framework: str
+    runtime: str
+    precision: str
+    max_batch: int
+    threads: int
+    max_wait_ms: float = 0.0
+
+    def label(self) -> str:
+        """'torch onnxruntime fp32, max batch 4, 2 threads'."""
+        wait = f", max wait {self.max_wait_ms:g} ms" if self.max_wait_ms else ""
+        return (f"{self.framework} {self.runtime} {self.precision}, max batch "
+                f"{self.max_batch}{wait}, {self.threads} thread{'s' * (self.threads != 1)}")
+
+
+@dataclass(frozen=True)
+class ClosedFigure:
+    """What the tuner reads of a run: a closed-loop probe's, or a Server test's."""
+    status: str
+    throughput: float | None = None  # samples/s
+    p99_ms: float | None = None  # one call at the batch, closed loop
+    reason: str = ""
+    source: str = "measured"  # or "stored": the store already had it
+    run_id: str = ""
+    threads_per_core: int | None = None
+    cores_used: int | None = None
+    shape: str | None = None
+
+    @classmethod
+    def of(cls, rec, source: str = "measured") -> "ClosedFigure":
+        return cls(rec.status, rec.throughput, rec.p99_ms, rec.reason or "", source,
+                   getattr(rec, "run_id", ""), getattr(rec, "threads_per_core", None),
+                   (getattr(rec, "extra", None) or {}).get("cores_used"),
+                   getattr(rec, "machine_shape", None))
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    candidate: Candidate
+    closed: ClosedFigure
+    search: QpsSearch | None  # None: its closed-loop probe failed or was over the bound
+    cost: float | None = None  # USD per 1 M inferences at the max QPS; None: not priced
+
+    @property
+    def qps(self) -> float | None:
+        return self.search.max_qps if self.search is not None else None
+
+    @property
+    def p99_ms(self) -> float | None:
+        return loadgen_p99_ms(self.search.best) if self.search is not None else None
+
+
+@dataclass(frozen=True)
+class Tuning:
+    objective: str
+    bound_ms: float
+    margin: float
+    closed: tuple[tuple[Candidate, ClosedFigure], ...]  # every candidate, probe order
+    pruned: tuple[tuple[Candidate, str], ...]  # (candidate, why)
+    confirmed: tuple[Confirmed, ...]  # confirmation order
+    default: Confirmed
+    winner: Confirmed | None
+    stop_reason: str
+    front: tuple[Confirmed, ...]  # Pareto: p99 low, QPS high, cost low
+    gain_pct: float | None  # winner over default: % more QPS, or % cheaper
+
+    def value(self, c: Confirmed) -> float | None:
+        return _value(self.objective, c)
+
+
+def _value(objective: str, c: Confirmed) -> float | None:
+    return c.qps if objective == "qps" else (c.cost if c.qps is not None else None)
+
+
+def _better(objective: str, a: float, b: float) -> bool:
+    return a > b if objective == "qps" else a < b
+
+
+def _gain(objective: str, new: float, old: float) -> float:
+    """The fraction new improves on old: more QPS, or cheaper."""
+    return new / old - 1 if objective == "qps" else old / new - 1
+
+
+def check_tune(*, bound_ms, objective: str, margin: float, shape: str | None) -> None:
+    """Everything refused before anything runs, each naming its field and range."""
+    if bound_ms is None or not bound_ms > 0:
+        raise UserError(f"bound_ms: {bound_ms!r} must be a p99 bound in ms; allowed: "
+                        f"{SERVE_BOUND_MS_RANGE[0]:g}..{SERVE_BOUND_MS_RANGE[1]:g}",
+                        field="bound_ms")
+    float_range("bound_ms", bound_ms, *SERVE_BOUND_MS_RANGE)
+    choice("objective", objective, OBJECTIVES)
+    float_range("margin", margin, *MARGIN_RANGE)
+    if objective == "cost" and not shape:
+        raise UserError("machine_shape: the cost objective prices a shape; allowed: "
+                        "--machine-shape NAME as `python -m engine prices list` prints it",
+                        field="machine_shape")
+
+
+def _prune(closed, bound_ms, objective, price):
+    """(survivors best first as (candidate, figure, score), pruned as (candidate, why))."""
+    pruned, scored = [], []
+    for c, f in closed:
+        if f.status != "ok" or not f.throughput:
+            pruned.append((c, f"closed-loop probe ended {f.status}: {f.reason[:120]}"))
+        elif f.p99_ms is not None and f.p99_ms > bound_ms:
+            pruned.append((c, f"closed-loop p99 {f.p99_ms:,.3g} ms at batch {c.max_batch} "
+                              f"already over the {bound_ms:g} ms bound"))
+        elif objective == "cost" and (cost := price(c, f, f.throughput)) is None:
+            pruned.append((c, "not priced on the shape: its figure does not carry over"))
+        else:
+            scored.append((c, f, f.throughput if objective == "qps" else cost))
+    if not scored:
+        return [], pruned
+    best_c, _, best = (max if objective == "qps" else min)(scored, key=lambda x: x[2])
+    survivors = []
+    for c, f, s in scored:
+        worse = best / s if objective == "qps" else s / best
+        if worse > PRUNE_FACTOR:
+            what = (f"closed-loop {s:,.1f} samples/s" if objective == "qps" else
+                    f"flat-out ${s:.3g} per 1 M")
+            pruned.append((c, f"{what} is {worse:,.2f}x worse than the best candidate's "
+                              f"({best_c.label()}); pruned beyond {PRUNE_FACTOR:g}x"))
+        else:
+            survivors.append((c, f, s))
+    survivors.sort(key=lambda x: -x[2] if objective == "qps" else x[2])
+    return survivors, pruned
+
+
+def autotune(candidates: list[Candidate], *, default: Candidate,
+             closed_probe: Callable[[Candidate], ClosedFigure],
+             qps_search: Callable[[Candidate, float], QpsSearch],
+             price: Callable[[Candidate, ClosedFigure, float], float | None],
+             bound_ms: float, objective: str, margin: float = DEFAULT_TUNE_MARGIN,
+             top_n: int = TOP_N) -> Tuning:
+    """closed_probe(c) -> its closed-loop figure; qps_search(c, start samples/s) -> its
+    max-QPS search; price(c, figure, samples/s) -> USD per 1 M on the shape, or None. Pure
+    but for what those do; the prune rule in _prune, the stop rule here."""
+    closed = [(c, closed_probe(c)) for c in candidates]
+    survivors, pruned = _prune(closed, bound_ms, objective, price)
+
+    def confirm(c: Candidate, f: ClosedFigure) -> Confirmed:
+        # only the default can come here failed or over the bound (a candidate would be
+        # pruned): a Server test cannot do better than closed loop, and halving towards a
+        # rate it might meet runs ever longer tests (459 queries at 4 QPS: 2 minutes)
+        if f.status != "ok" or not f.throughput or (f.p99_ms or 0) > bound_ms:
+            return Confirmed(c, f, None)
+        res = qps_search(c, f.throughput)
+        cost = None
+        if res.max_qps is not None:
+            best = ClosedFigure.of(res.best)
+            cost = price(c, replace(best, shape=best.shape or f.shape), res.max_qps)
+        return Confirmed(c, f, res, cost)
+
+    confirmed: list[Confirmed] = []
+    gains: list[float] = []
+    best_value = None
+    reason = (f"every candidate that survived pruning confirmed ({len(survivors)})"
+              if survivors else "every candidate was pruned")
+    for i, (c, f, _) in enumerate(survivors):
+        last = gains[-STOP_STEPS:]
+        if i >= top_n and len(last) == STOP_STEPS and all(g < margin for g in last):
+            reason = (f"the last {STOP_STEPS} confirmations gained under {margin:.1%} ("
+                      + ", ".join(f"{g:.1%}" for g in last) + f"); {len(survivors) - i} "
+                      "survivor(s) left unconfirmed")
+            break
+        conf = confirm(c, f)
+        confirmed.append(conf)
+        v = _value(objective, conf)
+        if v is not None and (best_value is None or _better(objective, v, best_value)):
+            if best_value is not None:
+                gains.append(_gain(objective, v, best_value))
+            best_value = v
+        elif best_value is not None:
+            gains.append(0.0)
+    default_conf = next((x for x in confirmed if x.candidate == default), None)
+    if default_conf is None:
+        f = next((f for c, f in closed if c == default), None) or closed_probe(default)
+        default_conf = confirm(default, f)
+    ranked = [x for x in confirmed if _value(objective, x) is not None]
+    winner = None
+    for x in ranked:
+        if winner is None or _better(objective, _value(objective, x), _value(objective, winner)):
+            winner = x
+    d = _value(objective, default_conf)
+    w = _value(objective, winner) if winner is not None else None
+    gain = None
+    if w is not None and d:  # % more QPS, or % cheaper
+        gain = (w / d - 1) * 100 if objective == "qps" else (1 - w / d) * 100
+    measured = confirmed + ([default_conf] if default_conf not in confirmed else [])
+    front = pareto_front([x for x in measured if x.qps is not None],
+                         key=lambda x: (x.p99_ms, -x.qps, x.cost))
+    return Tuning(objective, bound_ms, margin, tuple(closed), tuple(pruned),
+                  tuple(confirmed), default_conf, winner, reason, tuple(front), gain)
+
+
+def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: str,
+                    image_size: int | None, bound_ms: float, objective: str, margin: float,
+                    db, runner, command: str, probe_policy, serve: dict, price,
+                    max_probes: int, precision: float, start_qps: float | None = None,
+                    on_start: Callable[[str], None] = lambda sweep_id: None,
+                    on_stored: Callable = lambda rec: None) -> tuple[str, Tuning]:
+    """autotune on real runs on this machine, every probe stored under one sweep: a closed-
+    loop probe is an inference run with probe_policy (skipped when the store already holds
+    that configuration on this machine), a confirmation is stored_max_qps_search's probes
+    (LoadGen Server tests with serve's settings: min_duration_s, min_query_count, samples,
+    seed), starting at start_qps when given, else at the candidate's closed-loop samples/s
+    (far above what a Server SUT answers for a model of microseconds). Every spec is
+    validated before the sweep opens."""
+    from engine.core.inference import RunSpec
+    from engine.core.serving import ServeSpec
+    from engine.run.machine import system_info
+    from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps
+    from engine.run.sweep import open_sweep
+    from store.db import open_db
+    from store.queries import closed_loop_known
+
+    def sut(c: Candidate, policy=None) -> RunSpec:
+        return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
+                       image_size=image_size, runtime=c.runtime,
+                       **({"policy": policy} if policy else {})).validate()
+
+    def server(c: Candidate, q: float) -> ServeSpec:
+        return ServeSpec(sut(c), "server", min_duration_s=serve["min_duration_s"],
+                         min_query_count=max(serve["min_query_count"],
+                                             EARLY_STOPPING_MIN_QUERIES),
+                         target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
+                         samples=serve["samples"], seed=serve["seed"]).validate()
+
+    for c in [*candidates, default]:  # every value refused before anything runs
+        sut(c, probe_policy), server(c, 1.0)
+    sweep = open_sweep(db, command=command, on_stored=on_stored)
+    on_start(sweep.sweep_id)
+    system_id = system_info()["system_id"]
+
+    def run(spec):
+        [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
+                           known_stats=sweep.known_stats)
+        return rec
+
+    def closed_probe(c: Candidate) -> ClosedFigure:
+        spec = sut(c, probe_policy)
+        with open_db(db, read_only=True) as con:
+            known = closed_loop_known(con, spec, system_id)
+        if known is not None:
+            return ClosedFigure("ok", known["throughput"], known["p99_ms"], "", "stored",
+                                known["run_id"], known["threads_per_core"],
+                                known["cores_used"], known["machine_shape"])
+        return ClosedFigure.of(run(spec))
+
+    def qps_search(c: Candidate, start: float) -> QpsSearch:
+        start = min(max(start_qps or start, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])
+        return find_max_qps(lambda q: run(server(c, q)), start_qps=start,
+                            precision=precision, max_probes=max_probes)
+
+    return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
+                                    qps_search=qps_search, price=price, bound_ms=bound_ms,
+                                    objective=objective, margin=margin)

@@ -1,0 +1,223 @@
+"""The autotuner (issue 27, part 3): the search driven by scripted probes (fixed closed-loop
+figures and fixed max-QPS answers: the exact pruned set and reasons, the confirmations,
+the stop, the winner, the Pareto front and the gain over the default), the Pareto rule on
+its own, bad input refused before anything runs, and one tiny real tune with the selftest
+identity model. Nothing here times or sleeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pytest
+
+from engine.analysis.pareto import dominates, pareto_front
+from engine.cli import main
+from engine.core.limits import logical_cores
+from engine.present.tune_text import recommendation, tune_lines
+from engine.run.autotune import Candidate, ClosedFigure, autotune
+from engine.run.max_qps import QpsSearch
+
+
+@dataclass
+class Rec:  # what the tuner reads of a Server probe's run
+    status: str
+    p99_ms: float | None = None
+    throughput: float | None = None
+    reason: str = ""
+    serving: dict = field(default_factory=dict)
+
+
+def C(runtime, batch, threads):
+    return Candidate("torch", runtime, "fp32", batch, threads)
+
+
+A, B, CC = C("eager", 1, 1), C("onnxruntime", 4, 2), C("onnxruntime", 8, 2)
+D, E, F = C("torchscript", 4, 2), C("compile", 4, 2), C("eager", 4, 2)
+G, H = C("channels_last", 2, 1), C("libtorch", 2, 2)
+DEFAULT = C("eager", 1, 4)
+CANDIDATES = [A, B, CC, D, E, F, G, H]
+# closed loop: (status, samples/s, p99 ms of one call at the batch)
+CLOSED = {A: ("ok", 100, 10), B: ("ok", 400, 20), CC: ("ok", 500, 60), D: ("ok", 350, 15),
+          E: ("error", None, None), F: ("ok", 300, 25), G: ("ok", 200, 5), H: ("ok", 260, 8),
+          DEFAULT: ("ok", 150, 9)}
+# the max-QPS search: (max QPS, LoadGen's p99 ms there)
+SERVER = {A: (95, 11), B: (380, 40), D: (390, 30), F: (392, 45), G: (200, 4), H: (395, 20),
+          DEFAULT: (140, 12)}
+
+
+def run(objective, *, candidates=CANDIDATES, closed=CLOSED, price=None, margin=0.05):
+    probed, searched = [], []
+
+    def closed_probe(c):
+        probed.append(c)
+        status, tp, p99 = closed[c]
+        return ClosedFigure(status, tp, p99, reason="boom" if status != "ok" else "")
+
+    def qps_search(c, start):
+        searched.append((c, start))
+        q, p99 = SERVER[c]
+        rec = Rec("ok", p99_ms=p99)
+        return QpsSearch(((q, rec),), q, rec, (q, None), "scripted")
+
+    t = autotune(candidates, default=DEFAULT, closed_probe=closed_probe,
+                 qps_search=qps_search, bound_ms=50, objective=objective, margin=margin,
+                 price=price or (lambda c, f, rate: None))
+    return t, probed, searched
+
+
+def per_core(c, fig, rate):  # a scripted price: $100 a core-hour-ish, per 1 M
+    return c.threads * 100 / rate
+
+
+def test_prunes_each_with_its_reason_then_confirms_the_top_three_and_stops():
+    t, probed, searched = run("qps")
+    assert probed == [*CANDIDATES, DEFAULT]  # the default is probed once, after
+    assert [(c, why) for c, why in t.pruned] == [
+        (CC, "closed-loop p99 60 ms at batch 8 already over the 50 ms bound"),
+        (E, "closed-loop probe ended error: boom"),
+        (A, "closed-loop 100.0 samples/s is 4.00x worse than the best candidate's (torch "
+            "onnxruntime fp32, max batch 4, 2 threads); pruned beyond 2x")]
+    # survivors best first: B 400, D 350, F 300, H 260, G 200 (G is exactly 2x: kept)
+    assert [c for c, _ in searched] == [B, D, F, DEFAULT]
+    assert [s for _, s in searched] == [400, 350, 300, 150]  # each from its closed loop
+    assert [x.candidate for x in t.confirmed] == [B, D, F]
+    assert t.stop_reason == ("the last 2 confirmations gained under 5.0% (2.6%, 0.5%); "
+                             "2 survivor(s) left unconfirmed")
+    assert t.winner.candidate == F and t.winner.qps == 392
+    assert t.gain_pct == pytest.approx((392 / 140 - 1) * 100)  # 180 %
+    # D beats B on both; F has the most QPS; the default the lowest p99
+    assert [x.candidate for x in t.front] == [D, F, DEFAULT]
+
+
+def test_a_confirmation_that_still_pays_goes_on_past_the_top_three():
+    t, _, searched = run("qps", margin=0.005)  # D's 2.6 % pays, F's 0.5 % does too
+    assert [c for c, _ in searched] == [B, D, F, H, G, DEFAULT]
+    assert t.stop_reason == "every candidate that survived pruning confirmed (5)"
+    assert t.winner.candidate == H and t.winner.qps == 395
+
+
+def test_the_cost_objective_ranks_and_prunes_on_cost_per_million():
+    t, _, searched = run("cost", price=per_core)
+    # flat-out cost: B and G 0.5, D 0.571, F 0.667, H 0.769, A 1.0 (2.0x the best: kept)
+    assert [(c, why) for c, why in t.pruned] == [
+        (CC, "closed-loop p99 60 ms at batch 8 already over the 50 ms bound"),
+        (E, "closed-loop probe ended error: boom")]
+    # B 0.526, G 0.5 (gains 5.3 %), D 0.513 and F 0.510 gain nothing: stop
+    assert [c for c, _ in searched] == [B, G, D, F, DEFAULT]
+    assert t.stop_reason == ("the last 2 confirmations gained under 5.0% (0.0%, 0.0%); "
+                             "2 survivor(s) left unconfirmed")
+    assert t.winner.candidate == G and t.winner.cost == pytest.approx(0.5)
+    assert t.default.cost == pytest.approx(400 / 140)
+    assert t.gain_pct == pytest.approx((1 - 0.5 / (400 / 140)) * 100)  # 82.5 % cheaper
+    # G the cheapest and the lowest p99, D a lower p99 than F, F the most QPS; D beats B
+    # on all three, G beats the default
+    assert [x.candidate for x in t.front] == [G, D, F]
+    assert recommendation(t, "c6i.4xlarge") == (
+        "torch channels_last fp32, max batch 2, 1 thread: 200 QPS at p99 4 ms under 50 ms, "
+        "$0.5 per 1 M on c6i.4xlarge")
+
+
+def test_every_candidate_pruned_leaves_no_winner_but_the_default_measured():
+    t, _, searched = run("qps", candidates=[CC, E])
+    assert [c for c, _ in t.pruned] == [CC, E]
+    assert t.confirmed == () and t.winner is None and t.gain_pct is None
+    assert t.stop_reason == "every candidate was pruned"
+    assert [c for c, _ in searched] == [DEFAULT] and t.default.qps == 140
+    assert recommendation(t, None) == "no configuration met the p99 bound of 50 ms"
+
+
+def test_a_default_already_over_the_bound_closed_loop_is_not_searched():
+    closed = {**CLOSED, DEFAULT: ("ok", 33, 399)}
+    t, probed, searched = run("qps", closed=closed)
+    assert probed[-1] == DEFAULT and DEFAULT not in [c for c, _ in searched]
+    assert t.default.search is None and t.gain_pct is None and t.winner.candidate == F
+    assert tune_lines(t, shape=None, space="")[1] == (
+        "default (torch eager fp32, max batch 1, 4 threads): closed-loop p99 399 ms at batch "
+        "1, already over the 50 ms bound: no Server test could meet it")
+
+
+def test_the_report_says_the_recommendation_default_front_constraints_and_pruned():
+    t, _, _ = run("qps")
+    lines = tune_lines(t, shape=None, space="8 candidates")
+    assert lines[0] == ("recommendation: torch eager fp32, max batch 4, 2 threads: 392 QPS "
+                        "at p99 45 ms under 50 ms")
+    assert lines[1] == ("default (torch eager fp32, max batch 1, 4 threads): 140 QPS at p99 "
+                        "12 ms under 50 ms; the winner is 180.0% more QPS")
+    text = "\n".join(lines)
+    assert "constraints: Server p99 under 50 ms; objective: most QPS; margin 5.0%; " \
+           "8 candidates" in text
+    assert "pruned (3):\n  torch onnxruntime fp32, max batch 8, 2 threads: closed-loop p99 " \
+           "60 ms at batch 8 already over the 50 ms bound\n" in text
+
+
+def test_the_pareto_rule():
+    assert dominates((1, -5), (2, -4)) and not dominates((1, -5), (1, -5))
+    assert not dominates((1, -3), (2, -4))
+    assert dominates((1, -5, None), (2, -4, 0.1))  # an unknown cost is left out
+    pts = [(3, -10), (1, -5), (2, -10), (1, -4)]
+    assert pareto_front(pts, key=lambda p: p) == [(1, -5), (2, -10)]
+
+
+# -- the command ---------------------------------------------------------------------------
+
+TUNE = ["tune", "--model", "identity", "--framework", "selftest"]
+
+
+@pytest.mark.parametrize("args, field, allowed", [
+    (["--bound-ms", "0"], "bound_ms", "0.001..600000"),
+    (["--bound-ms", "-5"], "bound_ms", "0.001..600000"),
+    ([], "bound_ms", "0.001..600000"),
+    (["--bound-ms", "50", "--objective", "speed"], "objective", "allowed: qps, cost"),
+    (["--bound-ms", "50", "--objective", "cost"], "machine_shape",
+     "allowed: --machine-shape NAME"),
+    (["--bound-ms", "50", "--machine-shape", "m9.huge"], "machine_shape",
+     "allowed: a shape as `python -m engine prices list` prints it"),
+    (["--bound-ms", "50", "--margin", "2"], "margin", "0..1"),
+    (["--bound-ms", "50", "--replicas", "2"], "replicas", "allowed: 1"),
+    (["--bound-ms", "50", "--runtime", "onnxruntime"], "runtime", "allowed: selftest:"),
+    (["--bound-ms", "50", "--framework", "jax"], "framework", "allowed: torch, tensorflow"),
+])
+def test_bad_tune_input_is_refused_before_anything_runs(db_path, capsys, args, field,
+                                                        allowed):
+    assert main([*TUNE, *args, "--db", str(db_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}:") and allowed in err, err
+    assert not db_path.exists()
+
+
+def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
+        db_path, worker_env, capsys):
+    argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
+            "--probe-s", "0.05", "--min-duration", "0.2", "--min-queries", "50",
+            "--max-probes", "2", "--start-qps", "1000", "--machine-shape", "c6i.4xlarge",
+            "--db", str(db_path)]
+    code = main(argv)
+    out = capsys.readouterr().out
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        rows = con.execute("SELECT sweep_id, kind, status, batch_size, intra_threads "
+                           "FROM runs ORDER BY started_at").fetchall()
+    finally:
+        con.close()
+    assert len({r[0] for r in rows}) == 1, rows  # one sweep
+    closed = [r for r in rows if r[1] == "inference"]
+    served = [r for r in rows if r[1] != "inference"]
+    # two candidates and the default (batch 1, every thread), each probed once
+    assert sorted((r[3], r[4]) for r in closed) == sorted({(1, 1), (4, 1),
+                                                           (1, logical_cores())})
+    assert [r[2] for r in closed] == ["ok"] * len(closed)
+    assert served and {r[2] for r in served} <= {"ok", "invalid"}
+    assert "recommendation: selftest python fp32, max batch " in out, out
+    assert "per 1 M on c6i.4xlarge" in out and "constraints: Server p99 under 50 ms" in out
+    assert code == 0
+    # again: the closed-loop figures come from the store, only Server tests run
+    assert main(argv) == 0
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        again = con.execute("SELECT kind FROM runs WHERE sweep_id != ?",
+                            [rows[0][0]]).fetchall()
+    finally:
+        con.close()
+    assert again and all(k != "inference" for (k,) in again)
+
