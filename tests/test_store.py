@@ -40,7 +40,7 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m004_prepare_time", "m005_training_dataload_profiles",
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
-                                       "m010_contention", "m011_model_memory"]
+                                       "m010_contention", "m011_model_memory", "m012_serving"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -56,6 +56,10 @@ def test_migrations_on_empty_database_create_exact_columns():
     assert columns(con, "sweeps") == ["sweep_id", "created_at", "rounds", "seed",
                                       "configurations", "plan", "command", "min_rounds",
                                       "max_rounds", "margin", "alpha"]
+    assert columns(con, "serving_results") == [
+        "run_id", "scenario", "result", "failed_rules", "recommendations", "early_stopping",
+        "percentiles_ns", "figures", "query_count", "samples_per_query", "summary"]
+    assert columns(con, "loadgen_logs") == ["run_id", "name", "bytes", "format", "data"]
     assert columns(con, "model_info") == [
         "model", "framework", "image_size", "framework_version", "params",
         "params_trainable", "flops_per_sample", "flops_method", "measured_at"]
@@ -64,7 +68,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(11,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(12,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):
