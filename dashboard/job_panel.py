@@ -16,7 +16,7 @@ from engine.present.tables import sentence
 from engine.run.batch_search import BatchSearchRequest
 from engine.run.requests import ServeRequest
 
-__all__ = ["jobs_section", "POLL_S", "IDLE"]
+__all__ = ["jobs_section", "in_flight_text", "POLL_S", "IDLE"]
 
 POLL_S = 2.0
 FINISHED_SHOWN = 5  # finished jobs listed under the panel
@@ -38,14 +38,8 @@ def _active(manager, can_write: bool) -> None:
     st.progress(active.done / max(active.total, 1),
                 text=f"{active.done} of {active.total} runs finished" if not is_search
                 else f"{active.done} probes so far (at most {active.total})")
-    cur = active.current
-    if cur:
-        where = f"probe {cur['round']}" if is_search else f"round {cur['round']}"
-        scenario = f"{cur['scenario']} · " if cur.get("scenario") else ""
-        st.markdown(f"In flight: **{where} · {scenario}"
-                    f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
-                    f"{cur['threads']} threads** — {cur['phase']}"
-                    + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
+    if active.current:
+        st.markdown(in_flight_text(active.current, is_search))
     if active.timing:
         st.caption(sentence(active.timing))
     if can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):
@@ -57,6 +51,17 @@ def _active(manager, can_write: bool) -> None:
         columns = (SERVE_COLUMNS if isinstance(active.request, ServeRequest)
                    else RUN_COLUMNS[:6] + machine + RUN_COLUMNS[6:])
         st.dataframe(list(reversed(active.finished)), hide_index=True, column_order=columns)
+
+
+def in_flight_text(cur: dict, is_search: bool = False) -> str:
+    """The run in flight as the panel says it; a serving test's phase carries its live
+    figures ("serve: 1,234 queries, 412 QPS, p99 so far 23.1 ms", scenarios.base.phase_of)."""
+    where = f"probe {cur['round']}" if is_search else f"round {cur['round']}"
+    scenario = f"{cur['scenario']} · " if cur.get("scenario") else ""
+    return (f"In flight: **{where} · {scenario}"
+            f"{cur['model']} · {cur['framework']} · batch {cur['batch_size']} · "
+            f"{cur['threads']} threads** — {cur['phase']}"
+            + (f", {cur['iters']} timed iterations" if cur["iters"] else ""))
 
 
 def _panel(manager, can_write: bool, polling: bool) -> None:

@@ -40,7 +40,8 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 3: a held worker (Assign.held, More), a resident-memory cap (Assign.cgroup), and
 #    DeclaredInputs, the reply to an Assign of mode "declared" (issue 26 parts 4 and 8).
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
-PROTOCOL_VERSION = 4
+# 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
+PROTOCOL_VERSION = 5
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -170,6 +171,16 @@ class Progress(Event):
     run_id: str
     phase: str  # load, prepare, first forward, warmup, measure, profile, epoch i/n, ...
     iters: int
+    # A serving test's live figures, every ~1 s of LoadGen's test (engine/worker/serving.py);
+    # None for every other progress: what completed so far (unit "query"; Offline's one
+    # query: "sample"), its rate since the test began, and the scenario's tail percentile
+    # (p90 SingleStream, else p99; None for Offline) of the SUT's own latencies so far
+    # (engine.core.serving.LatencyHistogram: within 4.4 %).
+    completed: int | None = None
+    per_s: float | None = None
+    unit: str | None = None
+    tail_pct: float | None = None
+    tail_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ parent derives a run's figures from the log it stores.
 
 from __future__ import annotations
 
+import collections
+import math
 import re
 from dataclasses import asdict, dataclass, replace
 
@@ -28,7 +30,9 @@ from engine.core.policy import MeasurementPolicy
 __all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAMPLES",
            "DEFAULT_MIN_DURATION_S", "DEFAULT_MIN_QUERIES", "OFFICIAL_MIN_DURATION_S",
            "DEFAULT_SERVER_BOUND_MS", "DEFAULT_SAMPLES", "parse_summary", "detail_value",
-           "SCENARIO_PERCENTILE"]
+           "SCENARIO_PERCENTILE", "EARLY_STOPPING_MIN_QUERIES", "default_min_queries",
+           "early_stopping_note", "LIVE_PROGRESS_S", "LatencyHistogram", "live_text",
+           "CLOSED_LOOP_HEADROOM", "check_reachable"]
 
 # Our names (the CLI's) -> LoadGen's TestScenario names.
 LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream",
@@ -45,6 +49,39 @@ DEFAULT_MIN_QUERIES = 100
 OFFICIAL_MIN_DURATION_S = 600.0
 DEFAULT_SERVER_BOUND_MS = 100.0  # LoadGen's server_target_latency_ns default
 DEFAULT_SAMPLES = 64  # performance_sample_count: generated inputs kept in memory
+# The fewest queries LoadGen's early stopping judges a scenario's percentile on (99 %
+# confidence, none over the bound), as LoadGen 6.0.17 prints them in its summary:
+# SingleStream's p90 "Need to process at least 64 queries for early stopping", MultiStream's
+# p99 662, Server's p99 "Processed 10 queries. Would need to run at least 449 more" (459).
+# Fewer makes the test INVALID at any rate; Offline has no early stopping.
+EARLY_STOPPING_MIN_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459}
+# How often the worker reports a test's live figures (engine/worker/serving.py).
+LIVE_PROGRESS_S = 1.0
+# A Server target above this many times the closed loop's samples/s on this machine is
+# refused: a closed loop (no queueing, the best batch) is the most a SUT serves, and a
+# target ten times over it only fills memory with a backlog until the timeout.
+CLOSED_LOOP_HEADROOM = 10.0
+
+
+def default_min_queries(scenario: str) -> int:
+    """A test's minimum query count when the user names none: LoadGen's default, raised to
+    what early stopping needs for Server (a Server test under 459 queries is INVALID at any
+    rate). The streams keep LoadGen's 100: MultiStream's 662 would make a test minutes long
+    at a slow model, and its INVALID verdict says why."""
+    if scenario == "server":
+        return max(DEFAULT_MIN_QUERIES, EARLY_STOPPING_MIN_QUERIES["server"])
+    return DEFAULT_MIN_QUERIES
+
+
+def early_stopping_note(scenario: str, min_query_count: int) -> str | None:
+    """Why a minimum query count under early stopping's may make the test INVALID (the run
+    keeps the user's value); None when it is enough, or the scenario has none."""
+    need = EARLY_STOPPING_MIN_QUERIES.get(scenario)
+    if need is None or min_query_count >= need:
+        return None
+    pct = SCENARIO_PERCENTILE[scenario]
+    return (f"min queries {min_query_count}: LoadGen's early stopping cannot judge p{pct:g} "
+            f"under {need} queries (a test that runs fewer is INVALID at any rate)")
 
 
 @dataclass(frozen=True)
@@ -141,6 +178,71 @@ class ServeSpec:
                             "serving run itself; allowed: profile_steps 0, replicas 1",
                             field="sut")
         return replace(self, sut=self.sut.validate(cores))
+
+
+def check_reachable(target_qps: float | None, closed_loop: float | None) -> None:
+    """UserError naming target_qps when it is over CLOSED_LOOP_HEADROOM times the closed
+    loop's samples/s of the same configuration on this machine (the store's, None: no such
+    run, nothing to judge by)."""
+    if target_qps is None or not closed_loop:
+        return
+    most = CLOSED_LOOP_HEADROOM * closed_loop
+    if target_qps > most:
+        raise UserError(f"target_qps: {_rate(target_qps)} QPS cannot be reached: the closed "
+                        f"loop of this configuration on this machine did {_rate(closed_loop)} "
+                        f"samples/s; allowed: up to {CLOSED_LOOP_HEADROOM:g}x the closed "
+                        f"loop's {_rate(closed_loop)} samples/s, i.e. {_rate(most)}",
+                        field="target_qps")
+
+
+# -- a test's live figures (the worker's Progress every LIVE_PROGRESS_S) --------------------
+
+class LatencyHistogram:
+    """Latencies in log-spaced buckets (BUCKETS_PER_OCTAVE a doubling, each about 4.4 %
+    wide): adding n latencies costs O(n) and a percentile O(buckets), whatever the count so
+    far, so a report every second stays cheap in a test of millions of queries. A
+    percentile is its bucket's upper edge: at most one bucket (4.4 %) over the exact one."""
+
+    BUCKETS_PER_OCTAVE = 16
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+        self.n = 0
+
+    def add(self, values_ns) -> None:
+        k = self.BUCKETS_PER_OCTAVE
+        self.counts.update(int(math.log2(max(v, 1)) * k) for v in values_ns)
+        self.n = sum(self.counts.values())
+
+    def percentile_ns(self, pct: float) -> float | None:
+        if not self.n:
+            return None
+        rank, seen = math.ceil(pct / 100 * self.n), 0
+        for bucket in sorted(self.counts):
+            seen += self.counts[bucket]
+            if seen >= rank:
+                return 2 ** ((bucket + 1) / self.BUCKETS_PER_OCTAVE)
+        return None  # not reached: the last bucket holds rank n
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3f}"
+
+
+def live_text(phase: str, completed: int, per_s: float | None, unit: str = "query",
+              tail_pct: float | None = None, tail_ms: float | None = None) -> str:
+    """'serve: 1,234 queries, 412 QPS, p99 so far 23.1 ms' (Offline: samples, samples/s)."""
+    noun = {"query": "queries", "sample": "samples"}.get(unit, unit + "s")
+    parts = [f"{phase}: {completed:,} {noun if completed != 1 else unit}"]
+    if per_s is not None:
+        parts.append(f"{_rate(per_s)} {'QPS' if unit == 'query' else noun + '/s'}")
+    if tail_pct is not None and tail_ms is not None:
+        parts.append(f"p{tail_pct:g} so far {_ms(tail_ms)} ms")
+    return ", ".join(parts)
 
 
 # -- LoadGen's summary log (mlperf_log_summary.txt), as it prints it -------------------------

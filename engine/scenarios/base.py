@@ -16,13 +16,19 @@ from __future__ import annotations
 from typing import ClassVar
 
 from engine.core.protocol import Event, Progress, Result
+from engine.core.serving import live_text
 
 __all__ = ["Scenario", "phase_of"]
 
 
 def phase_of(ev: Event) -> str:
     """Where a run in flight is, from the worker's latest event about it."""
-    return ev.phase if isinstance(ev, Progress) else "start"
+    if not isinstance(ev, Progress):
+        return "start"
+    if ev.completed is None:
+        return ev.phase
+    return live_text(ev.phase, ev.completed, ev.per_s, ev.unit or "query", ev.tail_pct,
+                     ev.tail_ms)
 
 
 class Scenario:

@@ -12,6 +12,9 @@ backends' generated inputs for each batch size stand in for the samples LoadGen 
 (loading a sample is a no-op), so a query costs LoadGen's callback, one model call and
 QuerySamplesComplete. Every query's latency is recorded by the SUT (engine/scenarios/
 serving.py, LATENCY_SOURCE): LoadGen's logs give percentiles, not a per-query list.
+During the test a thread of its own (_Live, not LoadGen's query path) reports every
+LIVE_PROGRESS_S what completed so far, its rate and the scenario's tail percentile of
+those latencies, read from the list the dispatch already appends to.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import threading
 import time
 from dataclasses import replace
 
-from engine.core.protocol import ServeResult
-from engine.core.serving import LOADGEN_SCENARIO, MULTI_STREAM_SAMPLES
+from engine.core.protocol import Progress, ServeResult
+from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, MULTI_STREAM_SAMPLES,
+                                 SCENARIO_PERCENTILE, LatencyHistogram)
 from engine.worker.harness import Frame
 from engine.worker.inference import _Models, inputs_named
 
@@ -45,6 +49,9 @@ WARM_CALLS = 3
 # warm-up's estimate (caches warmer, no first-call costs) ends before the minimum duration,
 # INVALID. MLPerf's advice is to overstate it; twice the estimate only lengthens the test.
 OFFLINE_QPS_MARGIN = 2.0
+# $BENCH_LIVE_PROGRESS_S: the live report's interval in seconds (tests shorten it to see
+# several reports in a sub-second test); LIVE_PROGRESS_S otherwise.
+LIVE_INTERVAL_ENV = "BENCH_LIVE_PROGRESS_S"
 
 
 def run_group(runs, frame: Frame) -> None:
@@ -106,10 +113,13 @@ def _serve(frame: Frame, models: _Models, run_id: str, spec, known) -> ServeResu
             sut_handle = lg.ConstructSUT(answer.issue, lambda: None)
             qsl = lg.ConstructQSL(spec.samples, spec.samples, lambda s: None, lambda s: None)
             progress("serve", 0)
+            live = _Live(answer, spec, lambda **figures: frame.emit(
+                Progress(run_id, "serve", 0, **figures)))
             t = time.perf_counter()
             try:
                 lg.StartTestWithLogSettings(sut_handle, qsl, settings, log)
             finally:
+                live.stop()
                 if server is not None:
                     server.stop()
                 lg.DestroyQSL(qsl)
@@ -177,6 +187,45 @@ def _read(folder: str, name: str) -> str:
         return ""
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read()
+
+
+class _Live:
+    """The test's live figures from a thread of its own, every LIVE_PROGRESS_S and once as
+    it ends: the latencies completed so far (the dispatch's own list, read by length and a
+    slice of the new ones: nothing is added to LoadGen's query path), their rate since the
+    test began and the scenario's tail percentile (LatencyHistogram: each report costs the
+    new latencies, not all of them)."""
+
+    def __init__(self, answer, spec, report):
+        self.answer, self.report = answer, report
+        self.pct = SCENARIO_PERCENTILE.get(spec.scenario)
+        self.unit = "sample" if spec.scenario == "offline" else "query"
+        self.histogram, self.seen = LatencyHistogram(), 0
+        self.interval = float(os.environ.get(LIVE_INTERVAL_ENV) or LIVE_PROGRESS_S)
+        self.done = threading.Event()
+        self.t0 = time.perf_counter()
+        self.thread = threading.Thread(target=self._loop, name="live", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+        self._report()
+
+    def _loop(self) -> None:
+        while not self.done.wait(self.interval):
+            self._report()
+
+    def _report(self) -> None:
+        latencies = self.answer.latencies
+        n = len(latencies)
+        self.histogram.add(latencies[self.seen:n])
+        self.seen = n
+        elapsed = time.perf_counter() - self.t0
+        tail = self.histogram.percentile_ns(self.pct) if self.pct is not None else None
+        self.report(completed=n, per_s=n / elapsed if elapsed > 0 else None, unit=self.unit,
+                    tail_pct=self.pct if tail is not None else None,
+                    tail_ms=tail / 1e6 if tail is not None else None)
 
 
 class _Stream:
