@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.job_forms import JobForm
+from dashboard.job_forms import JobForm, Plan
 from dashboard.link_state import PageLink
 from dashboard.model_form import model_form, source_choice
 from dashboard.numbers import Numbers
+from dashboard.session import read
 from engine.core.catalog import CATALOG, RUNTIMES
 from engine.core.errors import UserError
 from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
@@ -27,11 +28,14 @@ from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_D
 from engine.core.model_source import fill_inputs
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS)
+                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, check_reachable,
+                                 default_min_queries)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
+from engine.run.machine import system_info
+from store.queries import serve_closed_loop
 
-__all__ = ["serve_form", "SERVE_MODELS", "DURATIONS"]
+__all__ = ["serve_form", "refuse_unreachable", "SERVE_MODELS", "DURATIONS"]
 
 # The catalog, and the selftest identity: a test of the harness and LoadGen themselves.
 SELFTEST_MODEL = "identity"
@@ -55,8 +59,10 @@ def _runtimes(model: str) -> list[str]:
     return [f"{f}/{r}" for f in frameworks for r in RUNTIMES[f] if r != "mismatch"]
 
 
-def _number(link: PageLink, numbers: Numbers, where, label: str, param: str, **widget):
-    key, field, (lo, hi), integer, default = NUMBERS[param]
+def _number(link: PageLink, numbers: Numbers, where, label: str, param: str,
+            default=None, **widget):
+    key, field, (lo, hi), integer, fixed = NUMBERS[param]
+    default = fixed if default is None else default
     link.number(param, key, lo, hi, integer=integer, default=default)
     value = numbers(where, label, key, field, lo, hi, default=default, integer=integer,
                     **widget)
@@ -103,6 +109,18 @@ def _file(link: PageLink, can_write: bool, may_trust: bool, errors: dict) -> tup
         return {}, chosen
     return dict(model=src.name, framework=src.framework, user_model=src,
                 runtime=chosen.runtimes[0] if chosen.runtimes else None), chosen
+
+
+def _min_queries_default(scenario: str) -> int:
+    """The scenario's default minimum queries (engine.core.serving.default_min_queries:
+    Server's 459, early stopping's), carried over a change of scenario while the box still
+    holds the previous scenario's default; a value the user typed stays."""
+    previous = st.session_state.get("sv_min_queries_for")
+    if (previous is not None and previous != scenario
+            and st.session_state.get("sv_min_queries") == default_min_queries(previous)):
+        st.session_state["sv_min_queries"] = default_min_queries(scenario)
+    st.session_state["sv_min_queries_for"] = scenario
+    return default_min_queries(scenario)
 
 
 def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
@@ -156,7 +174,8 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
     duration = None
     if preset == "custom":
         duration = _number(link, numbers, d2, "Min duration (s)", "min_duration_s")
-    queries = _number(link, numbers, d3, "Min queries", "min_queries")
+    queries = _number(link, numbers, d3, "Min queries", "min_queries",
+                      default=_min_queries_default(scenario))
     if chosen is not None and fields.get("user_model") is not None:
         try:
             fields["user_model"] = fill_inputs(fields["user_model"], chosen.declared, [batch],
@@ -171,3 +190,19 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
         bound_ms=None if bound is None else float(bound), max_wait_ms=float(wait),
         min_duration_s=None if duration is None else float(duration),
         official=preset == "official", min_query_count=int(queries)))
+
+
+def refuse_unreachable(test: Plan) -> Plan:
+    """A Server target over 10x the stored closed loop of its SUT on this machine is the
+    form's error under target_qps (engine.core.serving.check_reachable, as the CLI)."""
+    if test.errors or not test.specs or test.specs[0].scenario != "server":
+        return test
+    spec = test.specs[0]
+    closed = read(serve_closed_loop, spec.model, spec.framework, spec.runtime,
+                  spec.precision, spec.intra_threads, spec.image_size, spec.batch_size,
+                  system_info()["system_id"])
+    try:
+        check_reachable(spec.target_qps, closed)
+    except UserError as exc:
+        return Plan(test.request, errors={exc.field or "target_qps": str(exc)})
+    return test

@@ -8,13 +8,15 @@ from dashboard.job_forms import Launcher, plan
 from dashboard.job_panel import jobs_section
 from dashboard.link_state import PageLink
 from dashboard.report_panel import report_section
-from dashboard.serve_form import serve_form
+from dashboard.serve_form import refuse_unreachable, serve_form
 from dashboard.serving_view import run_detail, run_picker, runs_table
 from dashboard.session import access, job_manager, read
 from engine.present.serving_report import build_serving_report
 from engine.present.serving_text import serve_plan
 from engine.run.requests import ServeRequest
 from store.serving import serving_runs
+
+
 
 WHO = access()
 st.title("Deploy: serving tests (MLPerf LoadGen)")
@@ -32,7 +34,7 @@ else:
         # Letting a file's code run is for a session on this machine only, as on Run.
         form = serve_form(link, can_write=WHO.can_write,
                           may_trust=WHO.can_write and not WHO.remote)
-        test = plan(ServeRequest, form)
+        test = refuse_unreachable(plan(ServeRequest, form))
         if test.errors:
             for message in test.errors.values():
                 st.error(message, icon=":material/error:")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import types
 
 import pandas as pd
 
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING
 
-__all__ = ["data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
+__all__ = ["serve_closed_loop", "data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "closed_loop_best", "closed_loop_known", "framework_gflops_per_thread",
            "flops_for", "machine_throughput", "runtime_costs",
            "train_runs", "load_summary",
@@ -220,18 +221,31 @@ def latest_latency(con, spec) -> float | None:
     return rows[0][0] / 1000 if rows else None
 
 
-def closed_loop_best(con, spec, max_batch: int) -> float | None:
+def closed_loop_best(con, spec, max_batch: int, system_id: str | None = None) -> float | None:
     """Samples/s: the best ok closed-loop inference run of this SUT's configuration (model,
     framework, runtime, precision, image size, threads; batch up to max_batch, one replica,
-    no neighbour), the estimate a max-QPS search starts from; None when there is none."""
+    no neighbour; on the machine system_id names, None: any), the estimate a max-QPS search
+    starts from; None when there is none."""
     rows = con.execute(
         "SELECT max(throughput) FROM runs WHERE status = 'ok' AND kind = ? "
         "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
         "AND batch_size <= ? AND intra_threads = ? AND image_size IS NOT DISTINCT FROM ? "
-        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = 1",
+        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = 1 "
+        "AND (? IS NULL OR system_id = ?)",
         [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
-         max_batch, spec.intra_threads, spec.image_size]).fetchall()
+         max_batch, spec.intra_threads, spec.image_size, system_id, system_id]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
+
+
+def serve_closed_loop(con, model: str, framework: str, runtime: str, precision: str,
+                      threads: int, image_size: int | None, max_batch: int,
+                      system_id: str) -> float | None:
+    """closed_loop_best of a Server test's SUT on this machine, by plain values (the
+    dashboard's cached reads take hashable arguments)."""
+    sut = types.SimpleNamespace(model=model, framework=framework, runtime=runtime,
+                                precision=precision, intra_threads=threads,
+                                image_size=image_size)
+    return closed_loop_best(con, sut, max_batch, system_id=system_id)
 
 
 def closed_loop_known(con, spec, system_id: str) -> dict | None:

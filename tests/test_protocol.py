@@ -47,7 +47,10 @@ EVERY_MESSAGE = [
     Ready(pid=42, import_s=1.5, versions={"torch": "2.1"}, threads={"torch_intra_op": 1},
           machine={"cores_used": 2, "cpu_flags": ["avx2"]}, env={"OMP_NUM_THREADS": "1"},
           node={"node_id": "n1", "hostname": "h"}),
-    Started("r1", 1_700_000_000.25), Progress("r1", "measure", 12), Armed("r1", 123_456),
+    Started("r1", 1_700_000_000.25),
+    Progress("r1", "serve", 0, completed=1234, per_s=412.5, unit="query", tail_pct=99.0,
+             tail_ms=23.1),  # a serving test's live figures (protocol 5)
+    Armed("r1", 123_456),
     BlockTimed("r1", iters=5, elapsed_ns=250_000_000, met=True, maxed=False),
     InferenceResult("r1", **_RESULT, model_reused=True, output_rel_diff=1e-6,
                     first_forward_from="a timed call", sample_ends_ns=(5, 6), blocks=2,

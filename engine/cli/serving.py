@@ -16,7 +16,8 @@ from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, logical_cores)
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS)
+                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, default_min_queries,
+                                 check_reachable, early_stopping_note)
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BOUND_MS_RANGE,
                                 SERVE_QPS_RANGE, SERVE_RATE_RANGE, float_range)
@@ -55,8 +56,10 @@ def add_parsers(sub) -> None:
                    metavar="S", help=f"LoadGen's minimum test duration (default "
                                      f"{DEFAULT_MIN_DURATION_S:g} s, LoadGen's; "
                                      f"--official: {OFFICIAL_MIN_DURATION_S:g} s)")
-    s.add_argument("--min-queries", type=int, default=DEFAULT_MIN_QUERIES, metavar="N",
-                   help=f"LoadGen's minimum query count (default {DEFAULT_MIN_QUERIES})")
+    s.add_argument("--min-queries", type=int, default=None, metavar="N",
+                   help=f"LoadGen's minimum query count (default {DEFAULT_MIN_QUERIES}; "
+                        f"server {default_min_queries('server')}, the fewest its early "
+                        "stopping judges p99 on)")
     s.add_argument("--official", action="store_true",
                    help=f"MLPerf's official duration, {OFFICIAL_MIN_DURATION_S:g} s "
                         "(--min-duration still wins)")
@@ -131,8 +134,32 @@ def cmd_serve(args) -> int:
                             field=name)
     request = serve_request(args)
     specs, _ = request.expand()  # every value checked before a worker starts
+    _refuse_unreachable(specs, args.db)
+    for spec in specs:
+        note = early_stopping_note(spec.scenario, spec.min_query_count)
+        if note:
+            print(f"note: {spec.scenario}: {note}", flush=True)
     records = run_and_summarize(request, specs, args, table=None, noun="serving runs")
     return runs_exit(r.status for r in records)
+
+
+def _refuse_unreachable(specs, db_arg) -> None:
+    """A Server target over 10x the store's closed loop of its SUT on this machine is
+    refused before anything runs (engine.core.serving.check_reachable, as the Deploy page)."""
+    servers = [s for s in specs if s.scenario == "server"]
+    if not servers:
+        return
+    from engine.run.machine import system_info
+    from store.db import open_db, resolve_db_path
+    from store.queries import closed_loop_best
+
+    db = resolve_db_path(db_arg)
+    if not db.exists():
+        return
+    with open_db(db, read_only=True) as con:
+        for spec in servers:
+            check_reachable(spec.target_qps, closed_loop_best(
+                con, spec.sut, spec.batch_size, system_id=system_info()["system_id"]))
 
 
 def _check_search(args) -> None:

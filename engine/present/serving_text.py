@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.core.serving import LOADGEN_SCENARIO, SCENARIO_PERCENTILE
+from engine.core.serving import LOADGEN_SCENARIO, SCENARIO_PERCENTILE, early_stopping_note
 
 __all__ = ["SCENARIO_HELP", "scenario_label", "serve_plan", "run_label", "verdict_text",
            "failed_rule_reasons", "headline", "percentile_table", "latency_distribution",
@@ -50,7 +50,8 @@ def serve_plan(request, specs: list) -> str:
     preset = " (MLPerf's official minimum)" if spec.official else ""
     parts.append(f"at least {spec.min_duration_s:g} s{preset} and {spec.min_query_count} "
                  "queries, plus the model's load and warm-up")
-    return "; ".join(parts) + "."
+    note = early_stopping_note(spec.scenario, spec.min_query_count)
+    return "; ".join(parts) + "." + (f" Note: {note}." if note else "")
 
 
 def run_label(row) -> str:

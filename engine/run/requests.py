@@ -21,7 +21,7 @@ from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_R
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
+from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, default_min_queries,
                                  MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec)
 from engine.core.training import expand_train
 from engine.run.runner import Runner
@@ -316,7 +316,7 @@ class ServeRequest(Request):
     bound_ms: float | None = None
     max_wait_ms: float = 0.0
     min_duration_s: float | None = None  # None: LoadGen's 10 s, or the official 600 s
-    min_query_count: int = DEFAULT_MIN_QUERIES
+    min_query_count: int | None = None  # None: the scenario's (default_min_queries)
     official: bool = False
     samples: int = DEFAULT_SAMPLES
     replicas: int = 1
@@ -344,7 +344,8 @@ class ServeRequest(Request):
                           user_model=self.user_model)
             specs.append(ServeSpec(
                 sut, name, min_duration_s=self.duration_s(),
-                min_query_count=self.min_query_count,
+                min_query_count=(default_min_queries(name) if self.min_query_count is None
+                                 else self.min_query_count),
                 target_qps=self.target_qps if name in ("server", "offline") else None,
                 bound_ms=self.bound_ms if name in ("server", "single-stream") else None,
                 max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,

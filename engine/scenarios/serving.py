@@ -8,7 +8,8 @@ from dataclasses import replace
 
 from engine.core.model_source import describe_inputs
 from engine.core.protocol import Event, ServeResult
-from engine.core.serving import SCENARIO_PERCENTILE, ServeSpec, detail_value, parse_summary
+from engine.core.serving import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
+                                 early_stopping_note, parse_summary)
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["Serving", "SERVING", "LATENCY_SOURCE"]
@@ -90,6 +91,12 @@ class Serving(Scenario):
             why += " (" + ", ".join(r.lower() for r in s["failed_rules"]) + " not satisfied)"
         if s.get("recommendations"):
             why += ": " + " ".join(s["recommendations"])
+        extra = rec.extra or {}
+        note = (early_stopping_note(extra.get("scenario", ""), extra["min_query_count"])
+                if "Early stopping" in s.get("failed_rules", ())
+                and extra.get("min_query_count") is not None else None)
+        if note:  # the user asked for fewer queries than early stopping judges on
+            why += f"; {note}"
         return replace(rec, status="invalid", reason=why, validity="invalid",
                        validity_reason=why)
 
