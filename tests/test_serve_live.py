@@ -97,8 +97,11 @@ def test_the_histogram_s_percentile_is_within_a_bucket_of_the_exact_one():
 # -- 2. Server's minimum query count ---------------------------------------------------------
 
 def test_a_server_test_asks_for_459_queries_unless_the_user_names_fewer():
+    from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
+
     assert EARLY_STOPPING_MIN_QUERIES == {"single-stream": 64, "multi-stream": 662,
                                           "server": 459}
+    assert SEARCH_MIN == EARLY_STOPPING_MIN_QUERIES["server"]  # the max-QPS search's floor
     req = ServeRequest(scenarios=("server", "single-stream"), **IDENTITY, target_qps=50.0,
                        bound_ms=15.0)
     server, single = req.expand()[0]
