@@ -51,11 +51,9 @@ def request_fields(command: str | None) -> dict:
 
 def stored_probe(row) -> StoredProbe:
     """A row of store.serving.search_probes as the search reads a probe."""
-    qps = row.target_qps if row.target_qps == row.target_qps else 0.0
-    return StoredProbe(float(qps or 0.0), row.status, row.reason or "",
-                       None if row.p99_ms != row.p99_ms else row.p99_ms, row.summary,
-                       row.run_id, None if row.throughput != row.throughput
-                       else row.throughput, _int(row.threads_per_core),
+    return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
+                       _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
+                       _int(row.threads_per_core),
                        row.machine_shape, _int(row.cores_used))
 
 
@@ -221,7 +219,7 @@ def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
     rows = list(probes)
 
     def same(c: Candidate, r) -> bool:
-        wait = r.max_wait_ms if r.max_wait_ms == r.max_wait_ms else 0.0
+        wait = _none(r.max_wait_ms)
         return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads) == (
             c.framework, c.runtime, c.precision, c.max_batch, c.threads) and (
             r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
@@ -229,7 +227,8 @@ def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
     def closed_probe(c: Candidate) -> ClosedFigure:
         for r in rows:
             if r.kind == INFERENCE.kind and same(c, r):
-                return ClosedFigure(r.status, r.throughput, r.p99_ms, r.reason, "measured",
+                return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
+                                    r.reason, "measured",
                                     r.run_id, _int(r.threads_per_core), _int(r.cores_used),
                                     r.machine_shape)
         return known(c) or ClosedFigure("missing", reason="no closed-loop figure stored")
@@ -243,5 +242,14 @@ def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
                     objective=fields["objective"], margin=fields["margin"])
 
 
+def _none(x):
+    """None for a missing value as a DataFrame row holds one (None, NaN, pandas' NA)."""
+    try:
+        return None if x is None or bool(x != x) else x
+    except TypeError:  # pandas.NA: its comparison is NA, whose truth is ambiguous
+        return None
+
+
 def _int(x):
-    return None if x is None or x != x else int(x)
+    x = _none(x)
+    return None if x is None else int(x)
