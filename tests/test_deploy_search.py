@@ -274,3 +274,32 @@ def test_the_pareto_builder_returns_the_front_with_winner_default_and_cost():
     assert list(front.x) == [60.0, 100.0, 150.0] and list(front.y) == [2.0, 3.0, 6.0]
     assert list(front.text) == ["default", "", "winner"]
     assert front.marker.colorbar.title.text == "USD per 1 M (c6i.xlarge)"
+
+
+def test_crafted_tune_threads_are_refused_and_nothing_launches(db_path, monkeypatch, fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    crafted(at, "multiselect", "sv_tune_threads", click="sv_tune_launch",
+            string_array_value=["999"])
+    assert not at.exception, [e.value for e in at.exception]
+    (msg,) = errors(at)
+    assert msg.startswith("threads: ") and " allowed: " in msg, msg
+    assert fake.submitted == []
+
+
+def test_the_stored_search_pickers_and_the_rate_box_refuse_what_they_did_not_offer(
+        db_path, monkeypatch):
+    seed_max_qps(db_path)
+    seed_tuning(db_path)
+    for kind, key, value, field in (
+            ("selectbox", "sv_maxqps_sweep", dict(string_value="../../etc/passwd"), "sweep"),
+            ("selectbox", "sv_tune_sweep", dict(string_value="x" * 5000), "sweep")):
+        at = page(DEPLOY, db_path, monkeypatch)
+        crafted(at, kind, key, **value)
+        assert not at.exception, [e.value for e in at.exception]
+        assert [e for e in errors(at) if "INVALID" not in e and field in e][0].startswith(
+            f"{field}: ")
+    at = page(DEPLOY, db_path, monkeypatch)
+    crafted(at, "number_input", "sv_target_rps", double_value=-1.0)
+    assert not at.exception
+    assert "target_rps: -1 is not allowed; allowed: number 0.001..1000000000" in errors(at)
+    assert frame(at, "USD a month")["USD a month"].isna().all()  # no bill for a refused rate
