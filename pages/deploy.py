@@ -8,6 +8,8 @@ from dashboard.job_forms import Launcher, plan
 from dashboard.job_panel import jobs_section
 from dashboard.link_state import PageLink
 from dashboard.report_panel import report_section
+from dashboard.search_panel import (max_qps_launch, max_qps_results, shape_choice,
+                                    tune_launch, tune_results)
 from dashboard.serve_form import refuse_unreachable, serve_form
 from dashboard.serving_view import run_detail, run_picker, runs_table
 from dashboard.session import access, job_manager, read
@@ -47,9 +49,17 @@ else:
                  idle="No test running. Fill in the form above and press Launch test; the "
                       "result then appears below.")
 
-# Issue 27's later parts go here, each a section of its own over the same stored tests:
-# the max-QPS search (the highest target QPS still VALID at the bound), the autotuner
-# (threads, max batch and max wait against the bound) and the cost at the bound.
+st.header("Max QPS under the bound, and the tuner")
+machine = shape_choice()
+if not WHO.viewer:
+    with st.expander("Find the max QPS under the bound (the form's Server configuration)"):
+        max_qps_launch(form, launcher)
+    with st.expander("Tune: the configuration with the most QPS or the least cost"):
+        tune_launch(form, launcher, machine)
+st.subheader("Stored max-QPS searches")
+max_qps_results(machine)
+st.subheader("Stored tunings")
+tune_results()
 
 st.header("Stored serving tests")
 runs = read(serving_runs)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from engine.scenarios import SERVING
 
-__all__ = ["serving_runs", "loadgen_log_sizes"]
+__all__ = ["serving_runs", "loadgen_log_sizes", "search_sweeps", "search_probes"]
 
 
 def serving_runs(con, sweep_id: str | None = None) -> pd.DataFrame:
@@ -42,3 +42,32 @@ def loadgen_log_sizes(con, run_id: str) -> dict[str, int]:
     """The LoadGen logs a run kept: name -> size in bytes (uncompressed)."""
     return dict(con.execute("SELECT name, bytes FROM loadgen_logs WHERE run_id = ? "
                             "ORDER BY name DESC", [run_id]).fetchall())
+
+
+def search_sweeps(con, command_prefix: str) -> pd.DataFrame:
+    """The sweeps a dashboard search stored (its command starts with command_prefix, such
+    as engine.run.serving_jobs.MAX_QPS_COMMAND), newest first, with their command and
+    how many runs each holds."""
+    return con.execute(
+        "SELECT s.sweep_id, s.created_at, s.command, count(r.run_id) AS runs "
+        "FROM sweeps s LEFT JOIN runs r USING (sweep_id) "
+        "WHERE starts_with(coalesce(s.command, ''), ?) "
+        "GROUP BY s.sweep_id, s.created_at, s.command "
+        "ORDER BY s.created_at DESC, s.sweep_id", [command_prefix]).df()
+
+
+def search_probes(con, sweep_id: str) -> pd.DataFrame:
+    """Every run of one search's sweep in the order it ran (oldest first), of any kind (an
+    Offline estimate, closed-loop probes, Server tests), with what pricing it needs: the
+    threads per core, the cores its worker was pinned to and the shape it ran on."""
+    df = con.execute(
+        "SELECT r.run_id, r.kind, r.started_at, r.framework, r.runtime, r.precision, "
+        "r.batch_size, r.intra_threads, r.status, coalesce(r.reason, '') AS reason, "
+        "r.throughput, r.p99_ms, r.threads_per_core, r.machine_shape, "
+        "(r.extra->>'cores_used')::BIGINT AS cores_used, r.extra->>'scenario' AS scenario, "
+        "(r.extra->>'target_qps')::DOUBLE AS target_qps, "
+        "(r.extra->>'max_wait_ms')::DOUBLE AS max_wait_ms, s.summary "
+        "FROM runs r LEFT JOIN serving_results s USING (run_id) "
+        "WHERE r.sweep_id = ? ORDER BY r.started_at, r.run_id", [sweep_id]).df()
+    df["summary"] = [json.loads(s) if isinstance(s, str) else None for s in df["summary"]]
+    return df

@@ -26,7 +26,7 @@ from engine.core.record import RunRecord
 
 __all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
            "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms",
-           "EARLY_STOPPING_MIN_QUERIES"]
+           "EARLY_STOPPING_MIN_QUERIES", "StoredProbe", "replay_max_qps"]
 
 DEFAULT_QPS_PRECISION = 0.05
 # Doubling from an estimate within 1/8..8x of the answer takes 3-4 probes, bisecting to
@@ -182,3 +182,49 @@ def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | 
                        start_qps=start_qps, precision=precision, max_probes=max_probes)
     return (sweep.sweep_id, replace(res, stop_reason=res.stop_reason + raised), offline,
             why)
+
+
+@dataclass(frozen=True)
+class StoredProbe:
+    """What the search reads of a stored probe (store.serving.search_probes' row): the
+    fields of a RunRecord that find_max_qps and loadgen_p99_ms look at."""
+    target_qps: float
+    status: str
+    reason: str = ""
+    p99_ms: float | None = None
+    serving: dict | None = None
+    run_id: str = ""
+    throughput: float | None = None
+    threads_per_core: int | None = None
+    machine_shape: str | None = None
+    cores_used: int | None = None
+
+    @property
+    def extra(self) -> dict:  # as a RunRecord keeps it (ClosedFigure.of reads it)
+        return {"cores_used": self.cores_used}
+
+
+CUT_SHORT = "cut short"
+
+
+def replay_max_qps(probes, *, precision: float = DEFAULT_QPS_PRECISION,
+                   max_probes: int = DEFAULT_QPS_PROBES) -> QpsSearch:
+    """The search as it ran, from its stored probes in order (a pure function of their
+    answers): the same max, bracket and stop reason the job printed, for any reader of the
+    store. A search that stopped early (cancelled, its worker gone) says so."""
+    probes = list(probes)
+    if not probes:
+        return QpsSearch((), None, None, (None, None), "no probe stored")
+    answers = iter(probes)
+
+    def probe(q: float):
+        return next(answers, None) or StoredProbe(q, CUT_SHORT, "no further probe stored")
+
+    res = find_max_qps(probe, start_qps=min(max(probes[0].target_qps, SERVE_QPS_RANGE[0]),
+                                            SERVE_QPS_RANGE[1]),
+                       precision=precision, max_probes=max_probes)
+    if res.probes and res.probes[-1][1].status == CUT_SHORT:
+        res = replace(res, probes=res.probes[:-1], stop_reason=(
+            f"stopped after {len(res.probes) - 1} probes with no further probe stored "
+            "(cancelled, or still running)"))
+    return res

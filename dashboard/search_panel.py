@@ -1,0 +1,213 @@
+"""The Deploy page's searches (issue 27): "Find the max QPS under the bound" for the form's
+Server configuration and "Tune" (the autotuner), each launched as one job
+(engine.run.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches found, read
+back from the store by replaying the search over its stored probes (so viewer mode shows
+them too): the max, its p99, the bracket, the probes, the stop reason and the cost at the
+bound on a catalog shape; the tuner's recommendation, gain, Pareto front, constraints and
+pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
+the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.job_forms import JobForm, Launcher, plan
+from dashboard.numbers import Numbers
+from dashboard.offered import offered
+from dashboard.session import read
+from engine.analysis.cost import cpu_shapes, default_shape
+from engine.analysis.serving_cost import serving_cost, serving_split
+from engine.core.limits import SERVE_RATE_RANGE, logical_cores
+from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
+                                        pruned_frame)
+from engine.present.tune_text import recommendation
+from engine.run.autotune import OBJECTIVES
+from engine.run.max_qps import loadgen_p99_ms, replay_max_qps
+from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
+                                     TuneRequest, replay_tune, request_fields, stored_probe,
+                                     tune_price)
+from engine.scenarios import SERVING
+from store.prices import effective_catalog
+from store.serving import search_probes, search_sweeps
+
+__all__ = ["shape_choice", "max_qps_launch", "max_qps_results", "tune_launch",
+           "tune_results", "BATCH_CHOICES"]
+
+BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
+OBJECTIVE_LABELS = {"qps": "most QPS", "cost": "least cost per 1 M on the shape"}
+
+
+def shape_choice():
+    """The catalog's x86 CPU shapes, as the Cost page lists them: the Machine chosen."""
+    catalog, _ = read(effective_catalog)
+    shapes = cpu_shapes(catalog)
+    labels = [m.label for m in shapes]
+    label = st.selectbox("Machine shape (price catalog)", labels, key="sv_shape",
+                         index=default_shape(shapes), **offered("sv_shape", "machine_shape",
+                                                                labels),
+                         help="what the cost at the bound and the tuner's cost objective "
+                              "price; a shape the search did not run on is an estimate")
+    return next(m for m in shapes if m.label == label)
+
+
+NOT_SERVER = "scenario: the search runs Server tests; allowed: Server (pick it above)"
+
+
+def _server_only(form: JobForm) -> JobForm:
+    if not form.errors and form.fields.get("scenarios") != ("server",):
+        return JobForm(errors={"scenario": NOT_SERVER})
+    return form
+
+
+def _show(job, form: JobForm, caption: str) -> None:
+    """The search's own refusals (the form's are shown above it, once)."""
+    if job.errors.get("scenario") == NOT_SERVER:
+        st.info(NOT_SERVER, icon=":material/info:")
+    elif form.errors:
+        st.caption("Fix the form above first: " + next(iter(form.errors.values())))
+    else:
+        for message in job.errors.values():
+            st.error(message, icon=":material/error:")
+    if not job.errors:
+        st.caption(caption)
+
+
+def max_qps_launch(form: JobForm, launcher: Launcher) -> None:
+    job = plan(MaxQpsRequest, _server_only(form))
+    _show(job, form, "An Offline run of this configuration gives the estimate and the flat-out "
+               "figure; then the target doubles while VALID and is bisected to 5 %, each "
+               "probe a stored LoadGen Server test of at least 459 queries.")
+    launcher.button("Find the max QPS under the bound", "sv_maxqps_launch", job,
+                    "Max-QPS search", bool(job.errors))
+
+
+def _sweep_picker(prefix: str, key: str, what: str):
+    sweeps = read(search_sweeps, prefix)
+    if sweeps.empty:
+        st.info(f"No {what} stored yet.", icon=":material/info:")
+        return None
+    labels = {r.sweep_id: f"{r.created_at:%Y-%m-%d %H:%M} · "
+                          f"{request_fields(r.command).get('model', '?')} · {r.runs} runs"
+              for r in sweeps.itertuples()}
+    ids = list(labels)
+    sid = st.selectbox(what.capitalize(), ids, key=key, format_func=labels.get,
+                       **offered(key, "sweep", ids))
+    return sid, request_fields(sweeps[sweeps.sweep_id == sid].command.iloc[0])
+
+
+def max_qps_results(machine) -> None:
+    picked = _sweep_picker(MAX_QPS_COMMAND, "sv_maxqps_sweep", "max-QPS search")
+    if picked is None:
+        return
+    sid, fields = picked
+    bound = fields.get("bound_ms") or 0.0
+    rows = read(search_probes, sid)
+    serving = rows[rows.kind == SERVING.kind]
+    server = serving[serving.scenario == "server"]
+    offline = serving[(serving.scenario == "offline") & (serving.status == "ok")]
+    res = replay_max_qps([stored_probe(r) for r in server.itertuples()])
+    p99 = loadgen_p99_ms(res.best)
+    lo, hi = res.bracket
+    c = st.columns(4)
+    c[0].metric("max QPS", f"{res.max_qps:,.1f}" if res.max_qps else "none VALID")
+    c[1].metric("p99 at the max", f"{p99:,.3f} ms" if p99 is not None else "-",
+                help=f"the p99 LoadGen judged against the {bound:g} ms bound")
+    c[2].metric("bracket", f"[{lo or 0:,.1f}, {hi:,.1f})" if hi else f"[{lo or 0:,.1f}, -)",
+                help="highest VALID target, lowest missed one")
+    c[3].metric("probes", len(res.probes))
+    st.caption(f"{res.summary(bound)}. Stopped: {res.stop_reason}.")
+    st.dataframe(probe_frame(res, loadgen_p99_ms), hide_index=True, key="sv_maxqps_probes")
+    if res.best is None:
+        return
+    numbers = Numbers(errors := {})
+    rate = numbers(st, "Target request rate (requests/s)", "sv_target_rps", "target_rps",
+                   *SERVE_RATE_RANGE, default=100.0, help="the monthly bill serves this rate")
+    for message in errors.values():
+        st.error(message, icon=":material/error:")
+    best = next(server[server.run_id == res.best.run_id].itertuples())
+
+    def split(r):
+        return serving_split(r, threads=int(best.intra_threads or 1),
+                             threads_per_core=res.best.threads_per_core,
+                             cores_used=res.best.cores_used, shape=best.machine_shape)
+    flat = offline.throughput.iloc[0] if not offline.empty else None
+    per_query = (res.best.serving or {}).get("samples_per_query") or 1
+    cost = serving_cost(machine, split(res.max_qps * per_query),
+                        split(flat) if flat else None,
+                        target_rps=None if errors else rate)
+    if cost is None:
+        st.warning(f"Not priced on {machine.label}: a figure from this machine does not "
+                   "carry over to it.")
+        return
+    st.dataframe(cost_frame(cost, bound), hide_index=True, key="sv_maxqps_cost",
+                 column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f"),
+                                "USD a month": st.column_config.NumberColumn(format="$%.2f")})
+    est = "; ".join(f"{n}: estimate" for n, f in (("within the bound", cost.at_bound),
+                                                   ("flat out", cost.flat_out))
+                    if f is not None and f.estimate)
+    st.caption(f"On {machine.label} at ${machine.usd_per_hour:,.4f}/h ({machine.as_of}), "
+               f"whole machines, {cost.hours:g} h a month. "
+               + (f"{est}: scaled from this machine's cores, as the basis column says."
+                  if est else "Measured on this shape."))
+
+
+def tune_launch(form: JobForm, launcher: Launcher, machine) -> None:
+    cores = logical_cores()
+    t1, t2, t3 = st.columns([1, 2, 2])
+    objective = t1.radio("Objective", list(OBJECTIVES), key="sv_tune_objective",
+                         format_func=OBJECTIVE_LABELS.get,
+                         **offered("sv_tune_objective", "objective", OBJECTIVES))
+    batches = t2.multiselect("Max batches", BATCH_CHOICES, default=[1, 2, 4, 8],
+                             key="sv_tune_batches",
+                             **offered("sv_tune_batches", "batches", BATCH_CHOICES))
+    threads = t3.multiselect("Threads", list(range(1, cores + 1)),
+                             default=sorted({1, cores}), key="sv_tune_threads",
+                             **offered("sv_tune_threads", "threads", range(1, cores + 1)))
+    given, form = form, _server_only(form)
+    if not form.errors and form.fields.get("user_model") is not None:
+        form = JobForm(errors={"model": "model: the tuner searches a catalog model; allowed: "
+                                        "one of the catalog's (pick Catalog above)"})
+    if not form.errors and not threads:
+        form = JobForm(errors={"threads": f"threads: pick at least one; allowed: 1..{cores}"})
+    if not form.errors:
+        form = JobForm(dict(form.fields, objective=objective, batches=tuple(batches),
+                            thread_choices=tuple(threads), machine_shape=machine.shape))
+    job = plan(TuneRequest, form)
+    _show(job, given, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
+               "over 2x worse than the best); the best survivors and the default get a "
+               "max-QPS search each (2 s Server tests).")
+    launcher.button("Tune", "sv_tune_launch", job, "Tuning", bool(job.errors))
+
+
+def tune_results() -> None:
+    picked = _sweep_picker(TUNE_COMMAND, "sv_tune_sweep", "tuning")
+    if picked is None:
+        return
+    sid, fields = picked
+    if not fields.get("candidates"):
+        st.warning("This tuning's sweep does not say what it searched.")
+        return
+    shape = fields.get("machine_shape")
+    catalog, _ = read(effective_catalog)
+    t = replay_tune(fields, list(read(search_probes, sid).itertuples()),
+                    tune_price(None, shape, catalog))
+    shown = shape if t.objective == "cost" else None
+    (st.success if t.winner is not None else st.error)(
+        f"Recommendation: {recommendation(t, shape)}")
+    if t.gain_pct is not None:
+        st.metric("gain over the default", f"{t.gain_pct:+,.1f} %",
+                  help=f"default: {t.default.candidate.label()}; "
+                       + ("more QPS" if t.objective == "qps" else "cheaper per 1 M"))
+    if t.front:
+        st.plotly_chart(pareto_figure(t, shape=shape), key="sv_tune_chart")
+        st.dataframe(front_frame(t), hide_index=True, key="sv_tune_front")
+    st.caption("Constraints: " + "; ".join([
+        f"Server p99 under {t.bound_ms:g} ms",
+        "objective: " + ("most QPS" if t.objective == "qps" else
+                         f"least cost per 1 M on {shown}"),
+        f"margin {t.margin:.1%}", f"{len(t.closed)} candidates", f"stopped: {t.stop_reason}"]))
+    if t.pruned:
+        st.markdown(f"**Pruned ({len(t.pruned)})**")
+        st.dataframe(pruned_frame(t), hide_index=True, key="sv_tune_pruned")
+    else:
+        st.caption("Pruned: none.")

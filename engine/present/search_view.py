@@ -1,0 +1,98 @@
+"""What the Deploy page shows of its searches (issue 27): the max-QPS search's probes as a
+table and its cost at the bound as rows labelled measured or estimate, and the autotuner's
+Pareto front as a table and a chart (p99 against QPS, cost as colour). Pure: searches and
+figures in (engine.run.max_qps's QpsSearch, engine.run.autotune's Tuning,
+engine.analysis.serving_cost's ServingCost), DataFrames and figures out."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+__all__ = ["probe_frame", "cost_frame", "front_points", "front_frame", "pareto_figure",
+           "pruned_frame"]
+
+
+def probe_frame(search, p99_ms) -> pd.DataFrame:
+    """One row per probe, in probe order: target, status, LoadGen's verdict and failed rules,
+    completed samples/s, the p99 LoadGen judged, and the max marked."""
+    rows = []
+    for q, rec in search.probes:
+        s = rec.serving or {}
+        rows.append({"target QPS": q, "status": rec.status, "LoadGen": s.get("result") or "",
+                     "failed rules": ", ".join(r.lower() for r in s.get("failed_rules") or ()),
+                     "completed samples/s": (s.get("figures") or {}).get(
+                         "completed_samples_per_s"),
+                     "p99 ms": p99_ms(rec),
+                     "max": "max" if search.best is not None and rec is search.best else ""})
+    return pd.DataFrame(rows, columns=["target QPS", "status", "LoadGen", "failed rules",
+                                       "completed samples/s", "p99 ms", "max"])
+
+
+def _basis(fig) -> str:
+    return ("estimate: " + fig.assumption.removeprefix("estimate: ") if fig.estimate
+            else "measured")
+
+
+def cost_frame(c, bound_ms: float) -> pd.DataFrame:
+    """Within the bound and flat out: samples/s a machine, USD per 1 M, and for the target
+    rate the machines and the monthly bill; each row says measured or estimate and why."""
+    rows = [{"": f"within p99 {bound_ms:g} ms", "samples/s a machine": c.at_bound.throughput,
+             "USD per 1 M": c.per_million_at_bound, "machines": c.machines,
+             "USD a month": c.monthly, "basis": _basis(c.at_bound)}]
+    if c.flat_out is not None:
+        rows.append({"": "flat out (no bound)", "samples/s a machine": c.flat_out.throughput,
+                     "USD per 1 M": c.per_million_flat_out, "machines": c.machines_flat_out,
+                     "USD a month": c.monthly_flat_out, "basis": _basis(c.flat_out)})
+    return pd.DataFrame(rows)
+
+
+def front_points(t) -> list[tuple[str, float, float | None, float | None, str]]:
+    """The Pareto front as (configuration, max QPS, p99 ms, USD per 1 M or None, role), role
+    'winner', 'default' or ''."""
+    return [(x.candidate.label(), x.qps, x.p99_ms, x.cost,
+             "winner" if x is t.winner else "default" if x is t.default else "")
+            for x in t.front]
+
+
+def front_frame(t) -> pd.DataFrame:
+    return pd.DataFrame(front_points(t), columns=["configuration", "max QPS", "p99 ms",
+                                                  "USD per 1 M", "role"])
+
+
+def pruned_frame(t) -> pd.DataFrame:
+    return pd.DataFrame([(c.label(), why) for c, why in t.pruned],
+                        columns=["configuration", "why pruned"])
+
+
+def pareto_figure(t, *, shape: str | None = None) -> go.Figure:
+    """Every confirmed configuration's p99 against its max QPS (grey), the front over them
+    (a line, cost as colour where priced), the winner and the default named, the bound
+    drawn."""
+    fig = go.Figure()
+    measured = [x for x in (*t.confirmed, t.default) if x.qps is not None]
+    fig.add_trace(go.Scatter(x=[x.qps for x in measured], y=[x.p99_ms for x in measured],
+                             mode="markers", name="confirmed", marker={"color": "lightgrey",
+                                                                       "size": 9},
+                             text=[x.candidate.label() for x in measured],
+                             hovertemplate="%{text}<br>%{x:,.1f} QPS, p99 %{y:.3f} ms"
+                                           "<extra></extra>"))
+    pts = sorted(front_points(t), key=lambda p: p[1])
+    costs = [p[3] for p in pts]
+    priced = all(c is not None for c in costs) and bool(costs)
+    marker = {"size": 13}
+    if priced:
+        marker.update(color=costs, colorscale="Viridis", showscale=True,
+                      colorbar={"title": f"USD per 1 M{f' ({shape})' if shape else ''}"})
+    fig.add_trace(go.Scatter(x=[p[1] for p in pts], y=[p[2] for p in pts],
+                             mode="lines+markers+text", name="Pareto front", marker=marker,
+                             text=[p[4] for p in pts], textposition="top center",
+                             customdata=[p[0] for p in pts],
+                             hovertemplate="%{customdata}<br>%{x:,.1f} QPS, p99 %{y:.3f} ms"
+                                           "<extra></extra>"))
+    fig.add_hline(y=t.bound_ms, line_dash="dash", annotation_text=f"bound {t.bound_ms:g} ms")
+    fig.update_layout(title="Pareto front: p99 low, QPS high" + (", cost low" if priced
+                                                                 else ""),
+                      xaxis_title="max QPS under the bound", yaxis_title="p99 [ms]",
+                      height=420, margin={"t": 50, "b": 40})
+    return fig

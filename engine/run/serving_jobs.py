@@ -1,0 +1,255 @@
+"""The Deploy page's searches as dashboard jobs (issue 27): the max-QPS search of one Server
+configuration and the autotuner, each a request in the style of BatchSearchRequest that
+wraps the stored search the CLI runs (engine/run/max_qps.py's stored_max_qps_search,
+engine/run/autotune.py's stored_autotune), so there is one search, not a second one.
+
+A job's sweep carries its request in its command (MAX_QPS_COMMAND or TUNE_COMMAND, then the
+request's fields as JSON), so what it found is read back from the store by replaying the
+pure search over the stored probes (`replay_max_qps`, `replay_tune`): any reader of the
+database, viewer mode included, sees the same conclusion the job printed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from engine.core.catalog import REFERENCE_RUNTIME
+from engine.core.errors import UserError
+from engine.core.limits import SERVE_BATCH_RANGE, logical_cores
+from engine.core.policy import MeasurementPolicy
+from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
+                                 autotune, check_tune)
+from engine.run.max_qps import (DEFAULT_QPS_PROBES, EARLY_STOPPING_MIN_QUERIES, StoredProbe, replay_max_qps,
+                                stored_max_qps_search)
+from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, ServeRequest, local_runner
+from engine.scenarios import INFERENCE, SERVING
+
+__all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
+           "request_fields", "stored_probe", "replay_tune", "TUNE_TEST_S", "TUNE_PROBE_S"]
+
+MAX_QPS_COMMAND = "dashboard max-qps"
+TUNE_COMMAND = "dashboard tune"
+# As `python -m engine tune`: a closed-loop probe only ranks (1 s), a Server test of the
+# search runs 2 s (and at least EARLY_STOPPING_MIN_QUERIES queries all the same).
+TUNE_PROBE_S = 1.0
+TUNE_TEST_S = 2.0
+
+
+def request_fields(command: str | None) -> dict:
+    """The request fields a search's sweep command carries ({} for any other command)."""
+    for prefix in (MAX_QPS_COMMAND, TUNE_COMMAND):
+        if command and command.startswith(prefix + " {"):
+            try:
+                fields = json.loads(command[len(prefix) + 1:])
+            except ValueError:
+                return {}
+            return fields if isinstance(fields, dict) else {}
+    return {}
+
+
+def stored_probe(row) -> StoredProbe:
+    """A row of store.serving.search_probes as the search reads a probe."""
+    return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
+                       _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
+                       _int(row.threads_per_core),
+                       row.machine_shape, _int(row.cores_used))
+
+
+@dataclass(frozen=True)
+class MaxQpsRequest(ServeRequest):
+    """The highest Server target QPS still VALID under the bound, for the Deploy form's
+    Server configuration: an Offline run of the same SUT gives the estimate (and the
+    flat-out figure the cost compares with), then doubling and bisection, each probe a
+    stored LoadGen Server test."""
+
+    def _expand(self):
+        if self.bound_ms is None:
+            raise UserError("bound_ms: the search needs a p99 bound; allowed: "
+                            "0.001..600000 ms", field="bound_ms")
+        [base], _ = ServeRequest._expand(replace(
+            self, scenarios=("server",), target_qps=self.target_qps or 1.0,
+            min_query_count=max(self.min_query_count, EARLY_STOPPING_MIN_QUERIES)))
+        return [base] * (DEFAULT_QPS_PROBES + 1), []  # the most runs: Offline + the probes
+
+    def command(self) -> str:
+        return f"{MAX_QPS_COMMAND} " + json.dumps({
+            "model": self.model, "framework": self.framework, "runtime": self.runtime,
+            "threads": self.threads, "max_batch": self.max_batch, "bound_ms": self.bound_ms,
+            "max_wait_ms": self.max_wait_ms})
+
+    def label(self) -> str:
+        return f"max-QPS search {self.model} {self.framework}, p99 under {self.bound_ms:g} ms"
+
+    def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
+            on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
+            command: str | None = None) -> str:
+        count = [1]
+
+        def event(ev):  # progress names the probe
+            on_event(ev, count[0])
+
+        def stored(rec):
+            count[0] += 1
+            on_stored(rec)
+        base = replace(specs[0], target_qps=self.target_qps or 1.0).validate()
+        _, res, _, _ = stored_max_qps_search(
+            base, db=db, runner=runner, command=self.command(), start_qps=None,
+            on_start=on_start, on_stored=stored, on_event=event)
+        on_stop(res.stop_reason)
+        return f"{res.summary(self.bound_ms)}; stopped: {res.stop_reason}"
+
+
+@dataclass(frozen=True)
+class TuneRequest(ServeRequest):
+    """The autotuner for the Deploy form's model: its runtime x max batch x threads (max
+    wait the form's) under the bound, for the most QPS or the least cost per 1 M on a
+    shape; the default (the reference runtime, batch 1, every thread) confirmed too."""
+
+    objective: str = "qps"
+    batches: tuple[int, ...] = (1, 2, 4, 8)
+    thread_choices: tuple[int, ...] = ()  # empty: 1 and every logical core
+    machine_shape: str | None = None
+    margin: float = DEFAULT_TUNE_MARGIN
+
+    def candidates(self) -> list[Candidate]:
+        threads = self.thread_choices or tuple(sorted({1, logical_cores()}))
+        if not self.batches:
+            raise UserError(f"batches: pick at least one max batch; allowed: "
+                            f"{SERVE_BATCH_RANGE[0]}..{SERVE_BATCH_RANGE[1]}", field="batches")
+        return [Candidate(self.framework, self.runtime or REFERENCE_RUNTIME[self.framework],
+                          self.precision, b, t, self.max_wait_ms)
+                for t in dict.fromkeys(threads) for b in dict.fromkeys(self.batches)]
+
+    def default(self) -> Candidate:
+        return Candidate(self.framework, REFERENCE_RUNTIME.get(self.framework, self.framework),
+                         self.precision, 1, logical_cores())
+
+    def _expand(self):
+        check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
+                   shape=self.machine_shape)
+        specs = []
+        for c in [*self.candidates(), self.default()]:
+            [spec], _ = ServeRequest._expand(replace(
+                self, scenarios=("server",), runtime=c.runtime, max_batch=c.max_batch,
+                threads=c.threads, target_qps=1.0, min_duration_s=TUNE_TEST_S,
+                min_query_count=max(self.min_query_count, EARLY_STOPPING_MIN_QUERIES)))
+            specs.append(spec)
+        return specs, []
+
+    def runner(self, *, db, shape: str | None = None, **options):
+        return local_runner(timeout_s=TUNE_TEST_S + SERVE_TIMEOUT_MARGIN_S,
+                            memory_cap_bytes=self.memory_cap_bytes, db=db,
+                            shape=shape or self.machine_shape, **options)
+
+    def command(self) -> str:
+        return f"{TUNE_COMMAND} " + json.dumps({
+            "model": self.model, "objective": self.objective, "bound_ms": self.bound_ms,
+            "margin": self.margin, "machine_shape": self.machine_shape,
+            "candidates": [_cand_json(c) for c in self.candidates()],
+            "default": _cand_json(self.default())})
+
+    def label(self) -> str:
+        return f"tune {self.model} {self.framework}: {self.objective}, p99 under " \
+               f"{self.bound_ms:g} ms"
+
+    def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
+            on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
+            command: str | None = None) -> str:
+        from engine.present.tune_text import recommendation
+
+        price = tune_price(db, self.machine_shape)
+        _, t = stored_autotune_job(self, db=db, runner=runner, on_start=on_start,
+                                   on_stored=on_stored, price=price)
+        on_stop(t.stop_reason)
+        gain = f"; {t.gain_pct:,.1f}% over the default" if t.gain_pct is not None else ""
+        return f"{recommendation(t, self.machine_shape)}{gain}; stopped: {t.stop_reason}"
+
+
+def _cand_json(c: Candidate) -> list:
+    return [c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.max_wait_ms]
+
+
+def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, price):
+    from engine.run.autotune import stored_autotune
+
+    policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
+                               warmup_max_s=TUNE_PROBE_S)
+    return stored_autotune(
+        req.candidates(), default=req.default(), model=req.model, image_size=req.image_size,
+        bound_ms=req.bound_ms, objective=req.objective, margin=req.margin, db=db,
+        runner=runner, command=req.command(), probe_policy=policy, price=price,
+        max_probes=16, precision=0.05,
+        serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req.min_query_count,
+               "samples": req.samples, "seed": req.loadgen_seed},
+        on_start=on_start, on_stored=on_stored)
+
+
+def tune_price(db, shape: str | None, catalog=None):
+    """price(candidate, figure, samples/s) -> USD per 1 M on the shape (None: not priced),
+    engine.analysis.serving_cost's rule, as `python -m engine tune` prices."""
+    from engine.analysis.serving_cost import serving_cost, serving_split
+
+    if shape and catalog is None:
+        from store.db import open_db
+        from store.prices import effective_catalog
+
+        with open_db(db, read_only=True) as con:
+            catalog, _ = effective_catalog(con)
+    machine = next((m for m in catalog or () if m.shape == shape), None)
+
+    def price(c: Candidate, fig: ClosedFigure, rate: float):
+        if machine is None:
+            return None
+        cost = serving_cost(machine, serving_split(
+            rate, threads=c.threads, threads_per_core=fig.threads_per_core,
+            cores_used=fig.cores_used, shape=fig.shape or shape))
+        return cost.per_million_at_bound if cost is not None else None
+    return price
+
+
+def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
+    """The tuning as it ran, from its sweep's stored runs in order (store.serving.
+    search_probes' rows): each candidate's closed-loop figure is its inference run in the
+    sweep (else known(c), the store's figure the tuner used instead), each confirmation the
+    max-QPS search replayed over that candidate's Server tests. fields: the sweep command's
+    (request_fields)."""
+    cands = [Candidate(*c) for c in fields["candidates"]]
+    rows = list(probes)
+
+    def same(c: Candidate, r) -> bool:
+        wait = _none(r.max_wait_ms)
+        return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads) == (
+            c.framework, c.runtime, c.precision, c.max_batch, c.threads) and (
+            r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
+
+    def closed_probe(c: Candidate) -> ClosedFigure:
+        for r in rows:
+            if r.kind == INFERENCE.kind and same(c, r):
+                return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
+                                    r.reason, "measured",
+                                    r.run_id, _int(r.threads_per_core), _int(r.cores_used),
+                                    r.machine_shape)
+        return known(c) or ClosedFigure("missing", reason="no closed-loop figure stored")
+
+    def qps_search(c: Candidate, start: float):
+        return replay_max_qps([stored_probe(r) for r in rows
+                               if r.kind == SERVING.kind and same(c, r)])
+
+    return autotune(cands, default=Candidate(*fields["default"]), closed_probe=closed_probe,
+                    qps_search=qps_search, price=price, bound_ms=fields["bound_ms"],
+                    objective=fields["objective"], margin=fields["margin"])
+
+
+def _none(x):
+    """None for a missing value as a DataFrame row holds one (None, NaN, pandas' NA)."""
+    try:
+        return None if x is None or bool(x != x) else x
+    except TypeError:  # pandas.NA: its comparison is NA, whose truth is ambiguous
+        return None
+
+
+def _int(x):
+    x = _none(x)
+    return None if x is None else int(x)

@@ -1,0 +1,305 @@
+"""The Deploy page's searches (issue 27): "Find the max QPS under the bound" and "Tune",
+launched through a fake job queue (exactly one request of the right type with the chosen
+fields), refused with the field and its range, and what stored searches found, seeded
+through the store as their jobs store them and read back by replaying the search; the
+Pareto builder's points."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from engine.core import RunSpec
+from engine.core.serving import ServeSpec
+from engine.present.search_view import front_points, pareto_figure, probe_frame
+from engine.run.autotune import Candidate, ClosedFigure, autotune
+from engine.run.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
+from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
+                                     TuneRequest)
+from tests.helpers import SYSTEM, failed_record, ok_record
+from tests.serving_seed import serve_record
+from tests.test_crafted import crafted, errors
+from tests.test_deploy import DEPLOY
+from tests.test_pages import FakeManager, page
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    manager = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    return manager
+
+
+def server_summary(valid: bool, qps: float, p99_ms: float) -> str:
+    yes = "Yes" if valid else "NO"
+    return f"""================================================
+MLPerf Results Summary
+================================================
+SUT name : PySUT
+Scenario : Server
+Mode     : PerformanceOnly
+Completed samples per second    : {qps:.2f}
+Result is : {"VALID" if valid else "INVALID"}
+  Performance constraints satisfied : {yes}
+  Min duration satisfied : Yes
+  Min queries satisfied : Yes
+  Early stopping satisfied: {yes}
+
+================================================
+Additional Stats
+================================================
+Scheduled samples per second : {qps:.2f}
+Min latency (ns)                : 1000000
+Max latency (ns)                : {int(p99_ms * 1.2e6)}
+Mean latency (ns)               : 2000000
+50.00 percentile latency (ns)   : 2000000
+90.00 percentile latency (ns)   : {int(p99_ms * 0.9e6)}
+99.00 percentile latency (ns)   : {int(p99_ms * 1e6)}
+
+================================================
+Test Parameters Used
+================================================
+target_qps : {qps:g}
+target_latency (ns): 15000000
+min_duration (ms): 2000
+min_query_count : 459
+"""
+
+
+MAX_QPS_PROBES = [(100.0, True), (200.0, False), (150.0, True), (175.0, False),
+                  (162.5, True), (168.75, True)]  # -> max 168.75, bracket [168.75, 175)
+DEFAULT_PROBES = [(100.0, True), (200.0, False), (150.0, False), (125.0, False),
+                  (112.5, False), (106.25, True), (109.375, True)]  # -> max 109.375
+
+
+def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute):
+    from store.runs import save_record
+
+    for i, (q, valid) in enumerate(probes):
+        s = ServeSpec(RunSpec("resnet18", "torch", batch, threads, image_size=64), "server",
+                      target_qps=q, bound_ms=15.0, min_duration_s=2.0, min_query_count=459)
+        rec = serve_record(f"{prefix}-{i}", s, server_summary(valid, q, p99_ms if valid
+                                                              else 40.0),
+                           [2_000_000] * 50, minute=minute + i)
+        save_record(con, replace(rec, sweep_id=sweep_id, round_no=1, threads_per_core=2,
+                                 extra={**rec.extra, "cores_used": threads}), SYSTEM)
+
+
+def seed_max_qps(db_path, sweep_id="sweep-maxqps"):
+    from store.db import open_db
+    from store.runs import save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, sweep_id, rounds=1, seed=1, plan=[], configurations=1,
+                   command=MAX_QPS_COMMAND + " " + json.dumps(
+                       {"model": "resnet18", "framework": "torch", "bound_ms": 15.0,
+                        "max_batch": 4, "threads": 2}))
+        _probes(con, sweep_id, MAX_QPS_PROBES, batch=4, threads=2, p99_ms=12.0,
+                prefix="mq", minute=0)
+
+
+def seed_tuning(db_path, sweep_id="sweep-tune"):
+    """Candidates b1/1 thread (confirmed, the winner) and b4/1 thread (its closed-loop probe
+    failed: pruned); the default b1/2 threads confirmed too."""
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, sweep_id, rounds=1, seed=1, plan=[], configurations=3,
+                   command=TUNE_COMMAND + " " + json.dumps({
+                       "model": "resnet18", "objective": "qps", "bound_ms": 15.0,
+                       "margin": 0.05, "machine_shape": None,
+                       "candidates": [["torch", "eager", "fp32", 1, 1, 0.0],
+                                      ["torch", "eager", "fp32", 4, 1, 0.0]],
+                       "default": ["torch", "eager", "fp32", 1, 2, 0.0]}))
+        for rec in (ok_record("cl-b1t1", minute=0),
+                    replace(failed_record("cl-b4t1", minute=1), batch_size=4),
+                    ok_record("cl-b1t2", minute=2, intra_threads=2)):
+            save_record(con, replace(rec, sweep_id=sweep_id, round_no=1), SYSTEM)
+        _probes(con, sweep_id, MAX_QPS_PROBES, batch=1, threads=1, p99_ms=12.0,
+                prefix="tw", minute=10)
+        _probes(con, sweep_id, DEFAULT_PROBES, batch=1, threads=2, p99_ms=5.0,
+                prefix="td", minute=30)
+
+
+def frame(at, column):
+    """The table holding this column (AppTest finds a dataframe by index, not by key)."""
+    (df,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return df
+
+
+def _server(at):
+    at.radio(key="sv_scenario").set_value("server").run()
+    at.number_input(key="sv_bound").set_value(20.0).run()
+    at.number_input(key="sv_max_batch").set_value(4).run()
+    return at
+
+
+def test_find_max_qps_launches_one_search_of_the_forms_server_configuration(
+        db_path, monkeypatch, fake):
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert at.button(key="sv_maxqps_launch").disabled  # SingleStream: nothing to search
+    assert any(i.value.startswith("scenario: the search runs Server tests") for i in at.info)
+    _server(at).button(key="sv_maxqps_launch").click().run()
+    assert not at.exception
+    (req,) = fake.submitted
+    assert type(req) is MaxQpsRequest
+    assert (req.scenarios, req.bound_ms, req.max_batch, req.model) == (
+        ("server",), 20.0, 4, "efficientnet_b0")
+    assert req.command().startswith(MAX_QPS_COMMAND + " {")
+
+
+def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_shape(
+        db_path, monkeypatch, fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    at.radio(key="sv_tune_objective").set_value("cost").run()
+    at.multiselect(key="sv_tune_batches").set_value([1, 4]).run()
+    at.multiselect(key="sv_tune_threads").set_value([1]).run()
+    at.button(key="sv_tune_launch").click().run()
+    assert not at.exception
+    (req,) = fake.submitted
+    assert type(req) is TuneRequest
+    assert (req.objective, req.batches, req.thread_choices, req.bound_ms) == (
+        "cost", (1, 4), (1,), 20.0)
+    assert req.machine_shape and req.machine_shape in at.selectbox(key="sv_shape").value
+    assert [c.max_batch for c in req.candidates()] == [1, 4]
+
+
+def test_bad_tune_input_names_the_field_and_its_range_and_launches_nothing(
+        db_path, monkeypatch, fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    at.multiselect(key="sv_tune_threads").set_value([]).run()
+    assert any(e.startswith("threads: pick at least one; allowed: 1..") for e in errors(at))
+    assert at.button(key="sv_tune_launch").disabled
+    at.multiselect(key="sv_tune_threads").set_value([1]).run()
+    at.multiselect(key="sv_tune_batches").set_value([]).run()
+    assert "batches: pick at least one max batch; allowed: 1..256" in errors(at)
+    assert at.button(key="sv_tune_launch").disabled and fake.submitted == []
+
+
+def test_a_bad_form_number_refuses_both_searches_and_is_named_once(db_path, monkeypatch, fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    at.number_input(key="sv_bound").set_value(0.0).run()
+    assert [e for e in errors(at) if e.startswith("bound_ms:")] == [
+        "bound_ms: 0 is not allowed; allowed: number 0.001..600000"]
+    assert at.button(key="sv_maxqps_launch").disabled and at.button(key="sv_tune_launch").disabled
+
+
+def test_a_stored_max_qps_search_shows_its_max_p99_bracket_probes_and_cost(db_path,
+                                                                           monkeypatch):
+    seed_max_qps(db_path)
+    at = page(DEPLOY, db_path, monkeypatch)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["max QPS"] == "168.8" and metrics["p99 at the max"] == "12.000 ms"
+    assert metrics["bracket"] == "[168.8, 175.0)" and metrics["probes"] == "6"
+    assert any("Stopped: bracket [169, 175) within 5.0% of its VALID end" in c.value
+               for c in at.caption)
+    probes = frame(at, "target QPS")
+    assert probes["target QPS"].tolist() == [q for q, _ in MAX_QPS_PROBES]
+    assert probes["max"].tolist() == [""] * 5 + ["max"]
+    cost = frame(at, "USD per 1 M")
+    assert cost[""].tolist() == ["within p99 15 ms"]  # no Offline run: no flat-out figure
+    assert cost.basis.iloc[0].startswith("estimate")
+    assert cost.machines.iloc[0] >= 1 and cost["USD a month"].iloc[0] > 0
+    assert any("estimate" in c.value for c in at.caption)
+
+
+def test_a_stored_tuning_shows_the_recommendation_gain_front_constraints_and_pruned(
+        db_path, monkeypatch):
+    seed_tuning(db_path)
+    monkeypatch.setenv("BENCH_VIEWER", "1")  # viewer mode: stored results, no launch
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert not [b for b in at.button if b.key in ("sv_maxqps_launch", "sv_tune_launch")]
+    assert [s.value for s in at.success][0:1] == [  # then the stored test's verdict
+        "Recommendation: torch eager fp32, max batch 1, 1 thread: 169 QPS at p99 12 ms "
+        "under 15 ms"]
+    assert {m.label: m.value for m in at.metric}["gain over the default"] == "+54.3 %"
+    front = frame(at, "role")
+    assert front["max QPS"].tolist() == [168.75, 109.375]
+    assert front.role.tolist() == ["winner", "default"]
+    pruned = frame(at, "why pruned")
+    assert pruned.configuration.tolist() == ["torch eager fp32, max batch 4, 1 thread"]
+    assert pruned["why pruned"].iloc[0].startswith("closed-loop probe ended error")
+    assert any(c.value.startswith("Constraints: Server p99 under 15 ms; objective: most QPS")
+               for c in at.caption)
+    (chart,) = [c for c in at.get("plotly_chart") if c.key == "sv_tune_chart"]
+    assert "Pareto front" in chart.proto.spec
+
+
+def test_a_crafted_objective_or_shape_is_refused_and_nothing_launches(db_path, monkeypatch,
+                                                                     fake):
+    for kind, key, value, field in (
+            ("radio", "sv_tune_objective", dict(string_value="latency"), "objective"),
+            ("selectbox", "sv_shape", dict(string_value="../x"), "machine_shape"),
+            ("multiselect", "sv_tune_batches", dict(string_array_value=["999"]), "batches")):
+        at = _server(page(DEPLOY, db_path, monkeypatch))
+        crafted(at, kind, key, click="sv_tune_launch", **value)
+        assert not at.exception, [e.value for e in at.exception]
+        (msg,) = errors(at)
+        assert msg.startswith(f"{field}: ") and " allowed: " in msg, msg
+        assert fake.submitted == []
+
+
+def test_replay_gives_the_search_as_it_ran_and_says_when_it_was_cut_short():
+    probes = [StoredProbe(q, "ok" if v else "invalid", p99_ms=3.0) for q, v in MAX_QPS_PROBES]
+    res = replay_max_qps(probes)
+    assert (res.max_qps, res.bracket, len(res.probes)) == (168.75, (168.75, 175.0), 6)
+    assert res.stop_reason.startswith("bracket [169, 175) within 5.0%")
+    cut = replay_max_qps(probes[:3])
+    assert cut.max_qps == 150.0 and len(cut.probes) == 3
+    assert cut.stop_reason.startswith("stopped after 3 probes with no further probe stored")
+    assert probe_frame(res, loadgen_p99_ms)["max"].tolist() == [""] * 5 + ["max"]
+
+
+def test_the_pareto_builder_returns_the_front_with_winner_default_and_cost():
+    cands = [Candidate("torch", "eager", "fp32", b, 1) for b in (1, 2, 4)]
+    default = Candidate("torch", "eager", "fp32", 1, 4)
+    qps = {1: 100.0, 2: 150.0, 4: 140.0}  # b4: fewer QPS at a higher p99: dominated
+    p99 = {1: 3.0, 2: 6.0, 4: 9.0}
+
+    def search(c, start):
+        q = 60.0 if c == default else qps[c.max_batch]
+        best = StoredProbe(q, "ok", p99_ms=2.0 if c == default else p99[c.max_batch])
+        return QpsSearch(((q, best),), q, best, (q, None), "scripted")
+
+    t = autotune(cands, default=default,
+                 closed_probe=lambda c: ClosedFigure("ok", 100.0, 1.0),
+                 qps_search=search, price=lambda c, f, rate: 10.0 / rate,
+                 bound_ms=15.0, objective="qps")
+    points = front_points(t)
+    assert [(p[1], p[2], round(p[3], 4), p[4]) for p in points] == [
+        (100.0, 3.0, 0.1, ""), (150.0, 6.0, 0.0667, "winner"), (60.0, 2.0, 0.1667, "default")]
+    fig = pareto_figure(t, shape="c6i.xlarge")
+    front = fig.data[1]
+    assert list(front.x) == [60.0, 100.0, 150.0] and list(front.y) == [2.0, 3.0, 6.0]
+    assert list(front.text) == ["default", "", "winner"]
+    assert front.marker.colorbar.title.text == "USD per 1 M (c6i.xlarge)"
+
+
+def test_crafted_tune_threads_are_refused_and_nothing_launches(db_path, monkeypatch, fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    crafted(at, "multiselect", "sv_tune_threads", click="sv_tune_launch",
+            string_array_value=["999"])
+    assert not at.exception, [e.value for e in at.exception]
+    (msg,) = errors(at)
+    assert msg.startswith("threads: ") and " allowed: " in msg, msg
+    assert fake.submitted == []
+
+
+def test_the_stored_search_pickers_and_the_rate_box_refuse_what_they_did_not_offer(
+        db_path, monkeypatch):
+    seed_max_qps(db_path)
+    seed_tuning(db_path)
+    for kind, key, value, field in (
+            ("selectbox", "sv_maxqps_sweep", dict(string_value="../../etc/passwd"), "sweep"),
+            ("selectbox", "sv_tune_sweep", dict(string_value="x" * 5000), "sweep")):
+        at = page(DEPLOY, db_path, monkeypatch)
+        crafted(at, kind, key, **value)
+        assert not at.exception, [e.value for e in at.exception]
+        assert [e for e in errors(at) if "INVALID" not in e and field in e][0].startswith(
+            f"{field}: ")
+    at = page(DEPLOY, db_path, monkeypatch)
+    crafted(at, "number_input", "sv_target_rps", double_value=-1.0)
+    assert not at.exception
+    assert "target_rps: -1 is not allowed; allowed: number 0.001..1000000000" in errors(at)
+    assert frame(at, "USD a month")["USD a month"].isna().all()  # no bill for a refused rate
