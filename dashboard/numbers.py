@@ -37,14 +37,21 @@ class Numbers:
                  help: str | None = None, **widget: Any) -> float | int:
         """Draw the box in `where` (st or a column); its value (an int when integer), or
         `default` when refused (the refusal is in errors[field])."""
-        if key not in st.session_state:  # first draw, and no link filled it
-            st.session_state[key] = default
+        # The box's value is put in session state on every run, not only the first: a box
+        # whose value came from session state carries it in the element the browser draws,
+        # so a box the browser drew afresh (after an interrupted rerun dropped it) shows
+        # its value; with the Streamlit default of None it came back empty, and the form
+        # refused an empty box the user never emptied (seen in the upload test under load).
+        # An empty value (emptied, or a crafted NaN or inf, which Streamlit turns into
+        # None) is refused in this run, and the box shows the default again.
+        before = st.session_state.get(key, default) if key in st.session_state else default
+        st.session_state[key] = default if before is None else before
         allowed = "allowed: " + number_allowed(lo, hi, integer)
         value = where.number_input(
             label, key=key, value=None, step=float(step or (1 if integer else 0.01)),
             help=f"{help}; {allowed}" if help else allowed,
             **({"format": "%.0f"} if integer else {}), **widget)
-        refused = number_refused(field, value, lo, hi, integer)
+        refused = number_refused(field, None if before is None else value, lo, hi, integer)
         if refused:
             self.errors.setdefault(field, refused)
             return default
