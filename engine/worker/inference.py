@@ -21,11 +21,11 @@ from engine.worker.profiling import profile_pass
 from engine.worker.declared import declared_inputs, declared_mismatch
 from engine.worker.user_models import ModelFileError, source_digest
 
-__all__ = ["run_group"]
+__all__ = ["run_group", "Models", "inputs_named"]
 
 
 def run_group(runs, frame: Frame) -> None:
-    models = _Models(runs[0][1])
+    models = Models(runs[0][1])
     frame.ready(models.backend.versions(), models.backend.effective_threads())
     if frame.mode == "stats":
         _count_stats(models.backend, runs, frame.emit)
@@ -39,7 +39,7 @@ def run_group(runs, frame: Frame) -> None:
                       failure_fields=lambda spec=spec: models.digest_fields(spec))
 
 
-class _Models:
+class Models:
     """What a worker keeps from one run to the next: a backend per runtime, the model it
     built last (with its build time, the resident set before it was built and, for a user's
     model, the digest of its bytes) and the FLOP counts it made."""
@@ -134,7 +134,7 @@ class _Timed:
     profile: dict  # a profiled run's fields (profile_pass), else empty
 
 
-def _run(frame: Frame, models: _Models, run_id: str, spec, known) -> InferenceResult:
+def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceResult:
     """One run: its model built or reused, prepared for this shape and checked, timed."""
     progress = frame.progress(run_id)
     reused = models.ensure(spec, progress)

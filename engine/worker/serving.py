@@ -1,5 +1,5 @@
 """The serving body of a worker: one MLPerf LoadGen test per run against a warm system under
-test (SUT), built the way inference builds it (engine.worker.inference's _Models: a
+test (SUT), built the way inference builds it (engine.worker.inference's Models: a
 backend per runtime, catalog model or a user's file).
 
 LoadGen owns the arrival schedule, the clock and the verdict; the SUT only answers. The
@@ -33,7 +33,7 @@ from engine.core.protocol import Progress, ServeResult
 from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, MULTI_STREAM_SAMPLES,
                                  SCENARIO_PERCENTILE, LatencyHistogram)
 from engine.worker.harness import Frame
-from engine.worker.inference import _Models, inputs_named
+from engine.worker.inference import Models, inputs_named
 
 __all__ = ["run_group", "batch_sizes", "EXPECTED_LATENCY_FLOOR_NS"]
 
@@ -55,7 +55,7 @@ LIVE_INTERVAL_ENV = "BENCH_LIVE_PROGRESS_S"
 
 
 def run_group(runs, frame: Frame) -> None:
-    models = _Models(runs[0][1].sut)
+    models = Models(runs[0][1].sut)
     frame.ready({**models.backend.versions(), "mlperf_loadgen": _loadgen_version()},
                 models.backend.effective_threads())
     for run_id, spec, known in runs:
@@ -79,7 +79,7 @@ def batch_sizes(spec) -> list[int]:
     return list(range(1, spec.batch_size + 1))
 
 
-def _serve(frame: Frame, models: _Models, run_id: str, spec, known) -> ServeResult:
+def _serve(frame: Frame, models: Models, run_id: str, spec, known) -> ServeResult:
     import mlperf_loadgen as lg
 
     progress = frame.progress(run_id)
