@@ -24,8 +24,8 @@ from engine.present.tune_text import recommendation
 from engine.run.autotune import OBJECTIVES
 from engine.run.max_qps import loadgen_p99_ms, replay_max_qps
 from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
-                                     TuneRequest, replay_tune, request_fields, stored_probe,
-                                     tune_price)
+                                     TuneRequest, replay_tune, request_fields, search_limits,
+                                     stored_probe, tune_price)
 from engine.scenarios import SERVING
 from store.prices import effective_catalog
 from store.serving import search_probes, search_sweeps
@@ -105,7 +105,8 @@ def max_qps_results(machine) -> None:
     serving = rows[rows.kind == SERVING.kind]
     server = serving[serving.scenario == "server"]
     offline = serving[(serving.scenario == "offline") & (serving.status == "ok")]
-    res = replay_max_qps([stored_probe(r) for r in server.itertuples()])
+    res = replay_max_qps([stored_probe(r) for r in server.itertuples()],
+                         **search_limits(fields))
     p99 = loadgen_p99_ms(res.best)
     lo, hi = res.bracket
     c = st.columns(4)

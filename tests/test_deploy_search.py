@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from engine.core import RunSpec
+from engine.core.errors import UserError
 from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
 from engine.run.autotune import Candidate, ClosedFigure, autotune
@@ -303,3 +304,49 @@ def test_the_stored_search_pickers_and_the_rate_box_refuse_what_they_did_not_off
     assert not at.exception
     assert "target_rps: -1 is not allowed; allowed: number 0.001..1000000000" in errors(at)
     assert frame(at, "USD a month")["USD a month"].isna().all()  # no bill for a refused rate
+
+
+def test_both_searches_carry_their_precision_and_probe_limit_into_the_sweep_command():
+    form = dict(scenarios=("server",), model="resnet18", framework="torch", bound_ms=15.0,
+                max_batch=4)
+    req = MaxQpsRequest(**form, qps_precision=0.1, max_probes=5)
+    assert len(req.specs()) == 6  # the most runs: the Offline estimate and 5 probes
+    recorded = json.loads(req.command().removeprefix(MAX_QPS_COMMAND + " "))
+    assert (recorded["qps_precision"], recorded["max_probes"]) == (0.1, 5)
+    tune = json.loads(TuneRequest(**form, max_probes=3).command().removeprefix(
+        TUNE_COMMAND + " "))
+    assert (tune["qps_precision"], tune["max_probes"]) == (0.05, 3)
+    for kind in (MaxQpsRequest, TuneRequest):
+        with pytest.raises(UserError) as exc:
+            kind(**form, qps_precision=0.9).specs()
+        assert str(exc.value) == "qps_precision: 0.9 is out of range; allowed: number 0.005..0.5"
+        with pytest.raises(UserError) as exc:
+            kind(**form, max_probes=41).specs()
+        assert str(exc.value) == "max_probes: 41 is out of range; allowed: integer 2..40"
+
+
+def test_a_stored_search_replays_with_the_precision_and_limit_it_ran_with(db_path,
+                                                                          monkeypatch):
+    """Five probes: at 10 % the bracket [162.5, 175) is narrow enough, at the default 5 % the
+    search would have gone on; with a limit of 3 the third probe is the last."""
+    from store.db import open_db
+    from store.runs import save_sweep
+
+    with open_db(db_path) as con:
+        for sid, limits, probes in (("sweep-wide", {"qps_precision": 0.1}, 5),
+                                    ("sweep-short", {"max_probes": 3}, 3)):
+            save_sweep(con, sid, rounds=1, seed=1, plan=[], configurations=1,
+                       command=MAX_QPS_COMMAND + " " + json.dumps(
+                           {"model": "resnet18", "bound_ms": 15.0, **limits}))
+            _probes(con, sid, MAX_QPS_PROBES[:probes], batch=4, threads=2, p99_ms=12.0,
+                    prefix=sid, minute=10 * probes)
+    at = page(DEPLOY, db_path, monkeypatch)
+    at.selectbox(key="sv_maxqps_sweep").set_value("sweep-wide").run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["max QPS"], metrics["bracket"], metrics["probes"]) == (
+        "162.5", "[162.5, 175.0)", "5")
+    assert any("Stopped: bracket [162, 175) within 10.0% of its VALID end" in c.value
+               for c in at.caption)
+    at.selectbox(key="sv_maxqps_sweep").set_value("sweep-short").run()
+    assert any("Stopped: probe limit (3) reached before the bracket was within 5.0%" in c.value
+               for c in at.caption)

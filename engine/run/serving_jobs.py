@@ -17,17 +17,20 @@ from typing import Callable
 
 from engine.core.catalog import REFERENCE_RUNTIME
 from engine.core.errors import UserError
-from engine.core.limits import SERVE_BATCH_RANGE, logical_cores
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
+                                float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
                                  autotune, check_tune)
-from engine.run.max_qps import (DEFAULT_QPS_PROBES, EARLY_STOPPING_MIN_QUERIES, StoredProbe, replay_max_qps,
+from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+                                EARLY_STOPPING_MIN_QUERIES, StoredProbe, replay_max_qps,
                                 stored_max_qps_search)
 from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, ServeRequest, local_runner
 from engine.scenarios import INFERENCE, SERVING
 
 __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
-           "request_fields", "stored_probe", "replay_tune", "TUNE_TEST_S", "TUNE_PROBE_S"]
+           "request_fields", "search_limits", "stored_probe", "replay_tune", "TUNE_TEST_S",
+           "TUNE_PROBE_S"]
 
 MAX_QPS_COMMAND = "dashboard max-qps"
 TUNE_COMMAND = "dashboard tune"
@@ -49,6 +52,13 @@ def request_fields(command: str | None) -> dict:
     return {}
 
 
+def search_limits(fields: dict) -> dict:
+    """The bracket precision and probe limit a search's sweep command records, as
+    replay_max_qps takes them; a sweep stored before they were recorded ran the defaults."""
+    return {"precision": fields.get("qps_precision", DEFAULT_QPS_PRECISION),
+            "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES)}
+
+
 def stored_probe(row) -> StoredProbe:
     """A row of store.serving.search_probes as the search reads a probe."""
     return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
@@ -58,7 +68,29 @@ def stored_probe(row) -> StoredProbe:
 
 
 @dataclass(frozen=True)
-class MaxQpsRequest(ServeRequest):
+class _Search(ServeRequest):
+    """What both searches share: the max-QPS search's bracket precision and probe limit
+    (each of the tuner's confirmations is one such search), checked before anything runs
+    and recorded in the sweep's command so that the replay stops where the search did."""
+
+    qps_precision: float = DEFAULT_QPS_PRECISION
+    max_probes: int = DEFAULT_QPS_PROBES
+
+    def _check_limits(self) -> None:
+        float_range("qps_precision", self.qps_precision, *QPS_PRECISION_RANGE)
+        int_range("max_probes", self.max_probes, *QPS_PROBES_RANGE)
+
+    def _limits(self) -> dict:
+        return {"qps_precision": self.qps_precision, "max_probes": self.max_probes}
+
+    def _min_queries(self) -> int:
+        """Every probe runs at least early stopping's minimum (None: the scenario's default,
+        no more than it)."""
+        return max(self.min_query_count or 0, EARLY_STOPPING_MIN_QUERIES)
+
+
+@dataclass(frozen=True)
+class MaxQpsRequest(_Search):
     """The highest Server target QPS still VALID under the bound, for the Deploy form's
     Server configuration: an Offline run of the same SUT gives the estimate (and the
     flat-out figure the cost compares with), then doubling and bisection, each probe a
@@ -68,16 +100,17 @@ class MaxQpsRequest(ServeRequest):
         if self.bound_ms is None:
             raise UserError("bound_ms: the search needs a p99 bound; allowed: "
                             "0.001..600000 ms", field="bound_ms")
+        self._check_limits()
         [base], _ = ServeRequest._expand(replace(
             self, scenarios=("server",), target_qps=self.target_qps or 1.0,
-            min_query_count=max(self.min_query_count, EARLY_STOPPING_MIN_QUERIES)))
-        return [base] * (DEFAULT_QPS_PROBES + 1), []  # the most runs: Offline + the probes
+            min_query_count=self._min_queries()))
+        return [base] * (self.max_probes + 1), []  # the most runs: Offline + the probes
 
     def command(self) -> str:
         return f"{MAX_QPS_COMMAND} " + json.dumps({
             "model": self.model, "framework": self.framework, "runtime": self.runtime,
             "threads": self.threads, "max_batch": self.max_batch, "bound_ms": self.bound_ms,
-            "max_wait_ms": self.max_wait_ms})
+            "max_wait_ms": self.max_wait_ms, **self._limits()})
 
     def label(self) -> str:
         return f"max-QPS search {self.model} {self.framework}, p99 under {self.bound_ms:g} ms"
@@ -96,13 +129,14 @@ class MaxQpsRequest(ServeRequest):
         base = replace(specs[0], target_qps=self.target_qps or 1.0).validate()
         _, res, _, _ = stored_max_qps_search(
             base, db=db, runner=runner, command=self.command(), start_qps=None,
+            precision=self.qps_precision, max_probes=self.max_probes,
             on_start=on_start, on_stored=stored, on_event=event)
         on_stop(res.stop_reason)
         return f"{res.summary(self.bound_ms)}; stopped: {res.stop_reason}"
 
 
 @dataclass(frozen=True)
-class TuneRequest(ServeRequest):
+class TuneRequest(_Search):
     """The autotuner for the Deploy form's model: its runtime x max batch x threads (max
     wait the form's) under the bound, for the most QPS or the least cost per 1 M on a
     shape; the default (the reference runtime, batch 1, every thread) confirmed too."""
@@ -129,12 +163,13 @@ class TuneRequest(ServeRequest):
     def _expand(self):
         check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
                    shape=self.machine_shape)
+        self._check_limits()
         specs = []
         for c in [*self.candidates(), self.default()]:
             [spec], _ = ServeRequest._expand(replace(
                 self, scenarios=("server",), runtime=c.runtime, max_batch=c.max_batch,
                 threads=c.threads, target_qps=1.0, min_duration_s=TUNE_TEST_S,
-                min_query_count=max(self.min_query_count, EARLY_STOPPING_MIN_QUERIES)))
+                min_query_count=self._min_queries()))
             specs.append(spec)
         return specs, []
 
@@ -148,7 +183,7 @@ class TuneRequest(ServeRequest):
             "model": self.model, "objective": self.objective, "bound_ms": self.bound_ms,
             "margin": self.margin, "machine_shape": self.machine_shape,
             "candidates": [_cand_json(c) for c in self.candidates()],
-            "default": _cand_json(self.default())})
+            "default": _cand_json(self.default()), **self._limits()})
 
     def label(self) -> str:
         return f"tune {self.model} {self.framework}: {self.objective}, p99 under " \
@@ -180,8 +215,8 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
         req.candidates(), default=req.default(), model=req.model, image_size=req.image_size,
         bound_ms=req.bound_ms, objective=req.objective, margin=req.margin, db=db,
         runner=runner, command=req.command(), probe_policy=policy, price=price,
-        max_probes=16, precision=0.05,
-        serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req.min_query_count,
+        max_probes=req.max_probes, precision=req.qps_precision,
+        serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req._min_queries(),
                "samples": req.samples, "seed": req.loadgen_seed},
         on_start=on_start, on_stored=on_stored)
 
@@ -235,7 +270,8 @@ def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
 
     def qps_search(c: Candidate, start: float):
         return replay_max_qps([stored_probe(r) for r in rows
-                               if r.kind == SERVING.kind and same(c, r)])
+                               if r.kind == SERVING.kind and same(c, r)],
+                              **search_limits(fields))
 
     return autotune(cands, default=Candidate(*fields["default"]), closed_probe=closed_probe,
                     qps_search=qps_search, price=price, bound_ms=fields["bound_ms"],
