@@ -57,6 +57,18 @@ class Numbers:
             return default
         return int(value) if integer else float(value)
 
+    def linked(self, link: Any, param: str, where: Any, label: str, key: str, field: str,
+               lo: float, hi: float, *, default: float, integer: bool = False,
+               **widget: Any) -> float | int:
+        """A box of the page's link (dashboard.link_state.PageLink): ?param= seeds it when
+        a link is opened (a refused value is a note naming param and the range, and the
+        box shows `default`), and its value is written back when it differs from default."""
+        link.number(param, key, lo, hi, integer=integer, default=default)
+        value = self(where, label, key, field, lo, hi, default=default, integer=integer,
+                     **widget)
+        link.put(param, value, lambda v: f"{v:g}", default=default)
+        return value
+
     def stop_if_refused(self) -> None:
         """On a page without a form (nothing to disable): a refused number is named and the
         page draws nothing after it, rather than figures for a value nobody asked for."""

@@ -62,12 +62,8 @@ def _runtimes(model: str) -> list[str]:
 def _number(link: PageLink, numbers: Numbers, where, label: str, param: str,
             default=None, **widget):
     key, field, (lo, hi), integer, fixed = NUMBERS[param]
-    default = fixed if default is None else default
-    link.number(param, key, lo, hi, integer=integer, default=default)
-    value = numbers(where, label, key, field, lo, hi, default=default, integer=integer,
-                    **widget)
-    link.put(param, value, lambda v: f"{v:g}", default=default)
-    return value
+    return numbers.linked(link, param, where, label, key, field, lo, hi, integer=integer,
+                          default=fixed if default is None else default, **widget)
 
 
 def _catalog(link: PageLink, errors: dict) -> dict:

@@ -150,8 +150,7 @@ def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
     """A number in lo..hi; action says what the page does instead (e.g. "using 3")."""
     if raw is None or raw == "":
         return None, None
-    kind = "integer" if integer else "number"
-    allowed = f"{kind} {lo:g}..{hi:g}"
+    allowed = number_allowed(lo, hi, integer)  # spelled as the box's own refusal spells it
     bad = _refused(field, raw, allowed, action)
     if bad:
         return None, bad
