@@ -45,9 +45,7 @@ else:
         launcher = Launcher(job_manager(), WHO.can_write)
         launcher.button("Launch test", "sv_launch", test, "Serving test", bool(test.errors),
                         type="primary")
-    jobs_section(launcher.manager, WHO.can_write,
-                 idle="No test running. Fill in the form above and press Launch test; the "
-                      "result then appears below.")
+    panel = st.container()  # the job panel, filled once every launch button below has run
 
 st.header("Max QPS under the bound, and the tuner")
 machine = shape_choice()
@@ -56,6 +54,10 @@ if not WHO.viewer:
         max_qps_launch(form, launcher)
     with st.expander("Tune: the configuration with the most QPS or the least cost"):
         tune_launch(form, launcher, machine)
+    with panel:  # drawn after the searches' buttons: a job launched there shows in this run
+        jobs_section(launcher.manager, WHO.can_write,
+                     idle="No test running. Fill in the form above and press Launch test; "
+                          "the result then appears below.")
 st.subheader("Stored max-QPS searches")
 max_qps_results(machine)
 st.subheader("Stored tunings")

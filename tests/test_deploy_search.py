@@ -31,6 +31,22 @@ def fake(monkeypatch):
     return manager
 
 
+class QueueingManager(FakeManager):
+    """A job queue that keeps what it was given: the panel lists it as waiting."""
+
+    def _view(self, job_id, request):
+        from engine.run.jobs import JobView
+        return JobView(job_id, request, "queued", 17, 0, None, None, (), "", 0.0, None, None,
+                       ())
+
+    def submit(self, request):
+        self.submitted.append(request)
+        return self._view(len(self.submitted), request)
+
+    def queued(self):
+        return [self._view(i, r) for i, r in enumerate(self.submitted, 1)]
+
+
 def server_summary(valid: bool, qps: float, p99_ms: float) -> str:
     yes = "Yes" if valid else "NO"
     return f"""================================================
@@ -350,3 +366,31 @@ def test_a_stored_search_replays_with_the_precision_and_limit_it_ran_with(db_pat
     at.selectbox(key="sv_maxqps_sweep").set_value("sweep-short").run()
     assert any("Stopped: probe limit (3) reached before the bracket was within 5.0%" in c.value
                for c in at.caption)
+
+
+def _in_order(node, kinds=("header", "subheader", "markdown")):
+    """(type, text) of the page's headers and texts, in the order the page shows them."""
+    found = [(node.type, node.value)] if getattr(node, "type", None) in kinds else []
+    for child in (getattr(node, "children", None) or {}).values():
+        found += _in_order(child, kinds)
+    return found
+
+
+@pytest.mark.parametrize("button, label", [
+    ("sv_maxqps_launch", "max-QPS search efficientnet_b0 torch, p99 under 20 ms"),
+    ("sv_tune_launch", "tune efficientnet_b0 torch: qps, p99 under 20 ms")])
+def test_a_search_launched_below_the_panel_shows_in_it_in_the_same_run(button, label, db_path,
+                                                                        monkeypatch):
+    """The panel sits under the form, above the searches: it is drawn after their buttons,
+    so the job they queued is listed in the run the button was pressed in, once."""
+    manager = QueueingManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    at.button(key=button).click().run()
+    assert not at.exception and len(manager.submitted) == 1
+    shown = _in_order(at.main)
+    waiting = ("markdown", f"Job 1: {label}, 17 runs — waiting")
+    assert [t for t in shown if t == ("subheader", "Queue")] == [("subheader", "Queue")]
+    assert shown.index(("subheader", "Queue")) + 1 == shown.index(waiting)
+    assert shown.index(waiting) < shown.index(("header", "Max QPS under the bound, and the "
+                                                         "tuner"))
