@@ -67,17 +67,20 @@ class PageLink:
         return {**({} if self.seeded(key) else default), **self._offers.get(key, {})}
 
     def choice(self, param: str, key: str, options: list, encode: Callable[[Any], str] = str,
-               prefix_ok: bool = False) -> None:
+               prefix_ok: bool = False, field: str | None = None) -> None:
+        """field: what a value the page did not offer is refused as, when the widget's field
+        is not the link's parameter (two sweep pickers on one page, both `sweep`)."""
         # Boxed: an option may itself be None (?sweep=all: every stored run).
         table = {encode(o): (o,) for o in options}
-        self._offers[key] = offered(key, param, options, table)
+        self._offers[key] = offered(key, field or param, options, table)
         self._seed(param, lambda raw: parse_choice(param, raw, table, prefix_ok),
                    lambda boxed: {key: boxed[0]})
 
     def choices(self, param: str, key: str, options: list,
-                encode: Callable[[Any], str] = str, prefix_ok: bool = False) -> None:
+                encode: Callable[[Any], str] = str, prefix_ok: bool = False,
+                field: str | None = None) -> None:
         table = {encode(o): o for o in options}
-        self._offers[key] = offered(key, param, options, table)
+        self._offers[key] = offered(key, field or param, options, table)
         self._seed(param, lambda raw: parse_choices(param, raw, table, prefix_ok),
                    lambda values: {key: values})
 

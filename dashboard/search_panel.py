@@ -5,15 +5,21 @@ back from the store by replaying the search over its stored probes (so viewer mo
 them too): the max, its p99, the bracket, the probes, the stop reason and the cost at the
 bound on a catalog shape; the tuner's recommendation, gain, Pareto front, constraints and
 pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
-the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's."""
+the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
+
+Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
+?objective=, ?batches=, ?tune_threads=, ?search= and ?tuning= (a sweep id or a unique prefix
+of one) and ?target_rps= seed them when a link is opened, a
+refused value is a note naming the parameter and what is allowed, and each is written back
+when it differs from its default."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard.job_forms import JobForm, Launcher, plan
+from dashboard.link_state import PageLink
 from dashboard.numbers import Numbers
-from dashboard.offered import offered
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
 from engine.analysis.serving_cost import serving_cost, serving_split
@@ -34,19 +40,24 @@ __all__ = ["shape_choice", "max_qps_launch", "max_qps_results", "tune_launch",
            "tune_results", "BATCH_CHOICES"]
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
+DEFAULT_BATCHES = [1, 2, 4, 8]
 OBJECTIVE_LABELS = {"qps": "most QPS", "cost": "least cost per 1 M on the shape"}
+DEFAULT_TARGET_RPS = 100.0
 
 
-def shape_choice():
-    """The catalog's x86 CPU shapes, as the Cost page lists them: the Machine chosen."""
+def shape_choice(link: PageLink):
+    """The catalog's x86 CPU shapes, as the Cost page lists them (and links them, by
+    label): the Machine chosen."""
     catalog, _ = read(effective_catalog)
     shapes = cpu_shapes(catalog)
     labels = [m.label for m in shapes]
+    first = default_shape(shapes)
+    link.choice("shape", "sv_shape", labels, field="machine_shape")
     label = st.selectbox("Machine shape (price catalog)", labels, key="sv_shape",
-                         index=default_shape(shapes), **offered("sv_shape", "machine_shape",
-                                                                labels),
+                         **link.initial("sv_shape", index=first),
                          help="what the cost at the bound and the tuner's cost objective "
                               "price; a shape the search did not run on is an estimate")
+    link.put("shape", label, default=labels[first])
     return next(m for m in shapes if m.label == label)
 
 
@@ -59,12 +70,12 @@ def _server_only(form: JobForm) -> JobForm:
     return form
 
 
-def _show(job, form: JobForm, caption: str) -> None:
+def _show(job, above: dict, caption: str) -> None:
     """The search's own refusals (the form's are shown above it, once)."""
     if job.errors.get("scenario") == NOT_SERVER:
         st.info(NOT_SERVER, icon=":material/info:")
-    elif form.errors:
-        st.caption("Fix the form above first: " + next(iter(form.errors.values())))
+    elif above:
+        st.caption("Fix the value above first: " + next(iter(above.values())))
     else:
         for message in job.errors.values():
             st.error(message, icon=":material/error:")
@@ -74,14 +85,17 @@ def _show(job, form: JobForm, caption: str) -> None:
 
 def max_qps_launch(form: JobForm, launcher: Launcher) -> None:
     job = plan(MaxQpsRequest, _server_only(form))
-    _show(job, form, "An Offline run of this configuration gives the estimate and the flat-out "
-               "figure; then the target doubles while VALID and is bisected to 5 %, each "
-               "probe a stored LoadGen Server test of at least 459 queries.")
+    _show(job, form.errors, "An Offline run of this configuration gives the estimate and the "
+                            "flat-out figure; then the target doubles while VALID and is "
+                            "bisected to 5 %, each probe a stored LoadGen Server test of at "
+                            "least 459 queries.")
     launcher.button("Find the max QPS under the bound", "sv_maxqps_launch", job,
                     "Max-QPS search", bool(job.errors))
 
 
-def _sweep_picker(prefix: str, key: str, what: str):
+def _sweep_picker(link: PageLink, param: str, prefix: str, key: str, what: str):
+    """The stored search shown (newest first; ?param= a sweep id or a unique prefix of
+    one): its sweep id and the request fields its command recorded."""
     sweeps = read(search_sweeps, prefix)
     if sweeps.empty:
         st.info(f"No {what} stored yet.", icon=":material/info:")
@@ -90,13 +104,16 @@ def _sweep_picker(prefix: str, key: str, what: str):
                           f"{request_fields(r.command).get('model', '?')} · {r.runs} runs"
               for r in sweeps.itertuples()}
     ids = list(labels)
+    link.choice(param, key, ids, prefix_ok=True, field="sweep")
     sid = st.selectbox(what.capitalize(), ids, key=key, format_func=labels.get,
-                       **offered(key, "sweep", ids))
+                       **link.initial(key))
+    link.put(param, sid, default=ids[0])
     return sid, request_fields(sweeps[sweeps.sweep_id == sid].command.iloc[0])
 
 
-def max_qps_results(machine) -> None:
-    picked = _sweep_picker(MAX_QPS_COMMAND, "sv_maxqps_sweep", "max-QPS search")
+def max_qps_results(machine, link: PageLink) -> None:
+    picked = _sweep_picker(link, "search", MAX_QPS_COMMAND, "sv_maxqps_sweep",
+                           "max-QPS search")
     if picked is None:
         return
     sid, fields = picked
@@ -121,8 +138,9 @@ def max_qps_results(machine) -> None:
     if res.best is None:
         return
     numbers = Numbers(errors := {})
-    rate = numbers(st, "Target request rate (requests/s)", "sv_target_rps", "target_rps",
-                   *SERVE_RATE_RANGE, default=100.0, help="the monthly bill serves this rate")
+    rate = numbers.linked(link, "target_rps", st, "Target request rate (requests/s)",
+                          "sv_target_rps", "target_rps", *SERVE_RATE_RANGE,
+                          default=DEFAULT_TARGET_RPS, help="the monthly bill serves this rate")
     for message in errors.values():
         st.error(message, icon=":material/error:")
     best = next(server[server.run_id == res.best.run_id].itertuples())
@@ -152,36 +170,42 @@ def max_qps_results(machine) -> None:
                   if est else "Measured on this shape."))
 
 
-def tune_launch(form: JobForm, launcher: Launcher, machine) -> None:
+def tune_launch(form: JobForm, launcher: Launcher, machine, link: PageLink) -> None:
     cores = logical_cores()
     t1, t2, t3 = st.columns([1, 2, 2])
+    link.choice("objective", "sv_tune_objective", list(OBJECTIVES))
     objective = t1.radio("Objective", list(OBJECTIVES), key="sv_tune_objective",
-                         format_func=OBJECTIVE_LABELS.get,
-                         **offered("sv_tune_objective", "objective", OBJECTIVES))
-    batches = t2.multiselect("Max batches", BATCH_CHOICES, default=[1, 2, 4, 8],
-                             key="sv_tune_batches",
-                             **offered("sv_tune_batches", "batches", BATCH_CHOICES))
-    threads = t3.multiselect("Threads", list(range(1, cores + 1)),
-                             default=sorted({1, cores}), key="sv_tune_threads",
-                             **offered("sv_tune_threads", "threads", range(1, cores + 1)))
-    given, form = form, _server_only(form)
-    if not form.errors and form.fields.get("user_model") is not None:
-        form = JobForm(errors={"model": "model: the tuner searches a catalog model; allowed: "
+                         format_func=OBJECTIVE_LABELS.get, **link.initial("sv_tune_objective"))
+    link.put("objective", objective, default=OBJECTIVES[0])
+    link.choices("batches", "sv_tune_batches", BATCH_CHOICES)
+    batches = t2.multiselect("Max batches", BATCH_CHOICES, key="sv_tune_batches",
+                             **link.initial("sv_tune_batches", default=DEFAULT_BATCHES))
+    link.put("batches", batches, default=DEFAULT_BATCHES)
+    options, default_threads = list(range(1, cores + 1)), sorted({1, cores})
+    # ?threads= is the form's (the model's threads): the tuner's choices are its own.
+    link.choices("tune_threads", "sv_tune_threads", options, field="threads")
+    threads = t3.multiselect("Threads", options, key="sv_tune_threads",
+                             **link.initial("sv_tune_threads", default=default_threads))
+    link.put("tune_threads", threads, default=default_threads)
+    above = form.errors
+    tune = _server_only(form)
+    if not tune.errors and tune.fields.get("user_model") is not None:
+        tune = JobForm(errors={"model": "model: the tuner searches a catalog model; allowed: "
                                         "one of the catalog's (pick Catalog above)"})
-    if not form.errors and not threads:
-        form = JobForm(errors={"threads": f"threads: pick at least one; allowed: 1..{cores}"})
-    if not form.errors:
-        form = JobForm(dict(form.fields, objective=objective, batches=tuple(batches),
+    if not tune.errors and not threads:
+        tune = JobForm(errors={"threads": f"threads: pick at least one; allowed: 1..{cores}"})
+    if not tune.errors:
+        tune = JobForm(dict(tune.fields, objective=objective, batches=tuple(batches),
                             thread_choices=tuple(threads), machine_shape=machine.shape))
-    job = plan(TuneRequest, form)
-    _show(job, given, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
-               "over 2x worse than the best); the best survivors and the default get a "
-               "max-QPS search each (2 s Server tests).")
+    job = plan(TuneRequest, tune)
+    _show(job, above, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
+                      "over 2x worse than the best); the best survivors and the default get a "
+                      "max-QPS search each (2 s Server tests).")
     launcher.button("Tune", "sv_tune_launch", job, "Tuning", bool(job.errors))
 
 
-def tune_results() -> None:
-    picked = _sweep_picker(TUNE_COMMAND, "sv_tune_sweep", "tuning")
+def tune_results(link: PageLink) -> None:
+    picked = _sweep_picker(link, "tuning", TUNE_COMMAND, "sv_tune_sweep", "tuning")
     if picked is None:
         return
     sid, fields = picked

@@ -48,20 +48,20 @@ else:
     panel = st.container()  # the job panel, filled once every launch button below has run
 
 st.header("Max QPS under the bound, and the tuner")
-machine = shape_choice()
+machine = shape_choice(link)
 if not WHO.viewer:
     with st.expander("Find the max QPS under the bound (the form's Server configuration)"):
         max_qps_launch(form, launcher)
     with st.expander("Tune: the configuration with the most QPS or the least cost"):
-        tune_launch(form, launcher, machine)
+        tune_launch(form, launcher, machine, link)
     with panel:  # drawn after the searches' buttons: a job launched there shows in this run
         jobs_section(launcher.manager, WHO.can_write,
                      idle="No test running. Fill in the form above and press Launch test; "
                           "the result then appears below.")
 st.subheader("Stored max-QPS searches")
-max_qps_results(machine)
+max_qps_results(machine, link)
 st.subheader("Stored tunings")
-tune_results()
+tune_results(link)
 
 st.header("Stored serving tests")
 runs = read(serving_runs)

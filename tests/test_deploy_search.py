@@ -11,6 +11,7 @@ import pytest
 
 from engine.core import RunSpec
 from engine.core.errors import UserError
+from engine.core.limits import logical_cores
 from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
 from engine.run.autotune import Candidate, ClosedFigure, autotune
@@ -112,7 +113,7 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps"):
                        {"model": "resnet18", "framework": "torch", "bound_ms": 15.0,
                         "max_batch": 4, "threads": 2}))
         _probes(con, sweep_id, MAX_QPS_PROBES, batch=4, threads=2, p99_ms=12.0,
-                prefix="mq", minute=0)
+                prefix=sweep_id, minute=0)
 
 
 def seed_tuning(db_path, sweep_id="sweep-tune"):
@@ -394,3 +395,73 @@ def test_a_search_launched_below_the_panel_shows_in_it_in_the_same_run(button, l
     assert shown.index(("subheader", "Queue")) + 1 == shown.index(waiting)
     assert shown.index(waiting) < shown.index(("header", "Max QPS under the bound, and the "
                                                          "tuner"))
+
+
+def _written(at):
+    """The page's address but the stored test shown (?run=, always written)."""
+    return {k: v for k, v in at.query_params.items() if k != "run"}
+
+
+def _search_widgets(at):
+    return (at.selectbox(key="sv_shape").value, at.radio(key="sv_tune_objective").value,
+            at.multiselect(key="sv_tune_batches").value,
+            at.multiselect(key="sv_tune_threads").value,
+            at.selectbox(key="sv_maxqps_sweep").value, at.selectbox(key="sv_tune_sweep").value,
+            at.number_input(key="sv_target_rps").value)
+
+
+def test_a_link_sets_the_search_and_tune_widgets_and_the_page_writes_them_back(db_path,
+                                                                              monkeypatch):
+    seed_max_qps(db_path, "sweep-maxqps-older")
+    seed_max_qps(db_path, "sweep-maxqps-newer")
+    seed_tuning(db_path)
+    at = page(DEPLOY, db_path, monkeypatch)
+    cores = logical_cores()
+    default_shape = at.selectbox(key="sv_shape").value
+    shape = next(s for s in at.selectbox(key="sv_shape").options if s != default_shape)
+    assert _search_widgets(at) == (default_shape, "qps", [1, 2, 4, 8],
+                                   sorted({1, cores}), "sweep-maxqps-newer", "sweep-tune",
+                                   100.0)
+    assert _written(at) == {}  # every one at its default: none written
+    query = {"shape": shape, "objective": "cost", "batches": "2,8", "tune_threads": "1", "search": "sweep-maxqps-o",
+             "tuning": "sweep-tu", "target_rps": "2500"}
+    at = page(DEPLOY, db_path, monkeypatch, query)
+    assert [w.value for w in at.warning if w.value.startswith("link: ")] == []
+    assert _search_widgets(at) == (shape, "cost", [2, 8], [1], "sweep-maxqps-older",
+                                   "sweep-tune", 2500.0)
+    # what differs from the defaults, sweeps by their whole id; the newest tuning is the
+    # default; one thread is the default on a 1-core machine
+    written = {**query, "search": "sweep-maxqps-older"}
+    del written["tuning"]
+    if cores == 1:
+        del written["tune_threads"]
+    assert _written(at) == written
+    assert {m.label: m.value for m in at.metric}["probes"] == "6"  # the older search shown
+    assert frame(at, "USD a month").machines.iloc[0] >= 1  # priced for 2,500 requests/s
+
+
+def test_refused_search_link_values_are_named_and_the_widgets_keep_their_defaults(
+        db_path, monkeypatch):
+    seed_max_qps(db_path)
+    seed_tuning(db_path)
+    query = {"shape": "m9.huge", "objective": "latency", "batches": "3,8", "tune_threads": "999",
+             "search": "zzzz", "tuning": "../x", "target_rps": "-1"}
+    at = page(DEPLOY, db_path, monkeypatch, query)
+    assert not at.exception
+    notes = {w.value.split("=", 1)[0].removeprefix("link: "): w.value for w in at.warning
+             if w.value.startswith("link: ")}
+    assert sorted(notes) == sorted(query)
+    assert notes["target_rps"] == ("link: target_rps='-1' is not allowed; allowed: number "
+                                   "0.001..1000000000; using 100")
+    assert notes["objective"] == "link: objective='latency' is not allowed; allowed: one of " \
+                                 "qps, cost; ignored"
+    assert notes["batches"].startswith("link: batches='3' is not allowed; allowed: one of 1, 2")
+    assert notes["tuning"].startswith("link: tuning='../x' is not allowed; allowed: a name, "
+                                      "not a path;")
+    for param in ("shape", "tune_threads", "search"):
+        assert " is not allowed; allowed: one of " in notes[param], notes[param]
+    (default_shape, *rest) = _search_widgets(at)
+    assert rest == ["qps", [8], sorted({1, logical_cores()}), "sweep-maxqps",
+                    "sweep-tune", 100.0]
+    assert _written(at) == {"batches": "8"}  # the one value used
+    assert not at.error  # a refused link value is a note, not the form's error
