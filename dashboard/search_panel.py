@@ -8,8 +8,8 @@ pruned candidates. Streamlit glue; the tables and the chart are engine/present/s
 the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
 
 Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
-?objective=, ?batches=, ?tune_threads=, ?search= and ?tuning= (a sweep id or a unique prefix
-of one) and ?target_rps= seed them when a link is opened, a
+?qps_precision=, ?max_probes=, ?objective=, ?batches=, ?tune_threads=, ?search= and ?tuning=
+(a sweep id or a unique prefix of one) and ?target_rps= seed them when a link is opened, a
 refused value is a note naming the parameter and what is allowed, and each is written back
 when it differs from its default."""
 
@@ -23,12 +23,14 @@ from dashboard.numbers import Numbers
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
 from engine.analysis.serving_cost import serving_cost, serving_split
-from engine.core.limits import SERVE_RATE_RANGE, logical_cores
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_RATE_RANGE,
+                                logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
                                         pruned_frame)
 from engine.present.tune_text import recommendation
 from engine.run.autotune import OBJECTIVES
-from engine.run.max_qps import loadgen_p99_ms, replay_max_qps
+from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, loadgen_p99_ms,
+                                replay_max_qps)
 from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest, replay_tune, request_fields, search_limits,
                                      stored_probe, tune_price)
@@ -36,7 +38,7 @@ from engine.scenarios import SERVING
 from store.prices import effective_catalog
 from store.serving import search_probes, search_sweeps
 
-__all__ = ["shape_choice", "max_qps_launch", "max_qps_results", "tune_launch",
+__all__ = ["shape_choice", "limits_form", "max_qps_launch", "max_qps_results", "tune_launch",
            "tune_results", "BATCH_CHOICES"]
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
@@ -61,6 +63,28 @@ def shape_choice(link: PageLink):
     return next(m for m in shapes if m.label == label)
 
 
+def limits_form(link: PageLink) -> JobForm:
+    """The max-QPS search's bracket precision and probe limit, for both searches (each of
+    the tuner's confirmations is one such search): their requests' qps_precision and
+    max_probes, or the error naming the box and its range (shown here, once)."""
+    errors: dict[str, str] = {}
+    numbers = Numbers(errors)
+    c1, c2 = st.columns(2)
+    precision = numbers.linked(
+        link, "qps_precision", c1, "Bracket precision (fraction)", "sv_qps_precision",
+        "qps_precision", *QPS_PRECISION_RANGE, default=DEFAULT_QPS_PRECISION, step=0.005,
+        format="%.3f", help="a search stops when [highest VALID, lowest missed) is within "
+                            "this fraction of its VALID end")
+    probes = numbers.linked(
+        link, "max_probes", c2, "Probe limit (LoadGen tests a search)", "sv_qps_probes",
+        "max_probes", *QPS_PROBES_RANGE, default=DEFAULT_QPS_PROBES, integer=True,
+        help="a search stops after this many Server tests and reports the bracket so far")
+    for message in errors.values():
+        st.error(message, icon=":material/error:")
+    return JobForm(errors=errors) if errors else JobForm(
+        {"qps_precision": precision, "max_probes": probes})
+
+
 NOT_SERVER = "scenario: the search runs Server tests; allowed: Server (pick it above)"
 
 
@@ -70,8 +94,14 @@ def _server_only(form: JobForm) -> JobForm:
     return form
 
 
+def _with_limits(form: JobForm, limits: JobForm) -> JobForm:
+    if form.errors or limits.errors:
+        return JobForm(errors={**form.errors, **limits.errors})
+    return JobForm({**form.fields, **limits.fields})
+
+
 def _show(job, above: dict, caption: str) -> None:
-    """The search's own refusals (the form's are shown above it, once)."""
+    """The search's own refusals (the form's and the limits' are shown above it, once)."""
     if job.errors.get("scenario") == NOT_SERVER:
         st.info(NOT_SERVER, icon=":material/info:")
     elif above:
@@ -83,12 +113,14 @@ def _show(job, above: dict, caption: str) -> None:
         st.caption(caption)
 
 
-def max_qps_launch(form: JobForm, launcher: Launcher) -> None:
-    job = plan(MaxQpsRequest, _server_only(form))
-    _show(job, form.errors, "An Offline run of this configuration gives the estimate and the "
-                            "flat-out figure; then the target doubles while VALID and is "
-                            "bisected to 5 %, each probe a stored LoadGen Server test of at "
-                            "least 459 queries.")
+def max_qps_launch(form: JobForm, limits: JobForm, launcher: Launcher) -> None:
+    job = plan(MaxQpsRequest, _with_limits(_server_only(form), limits))
+    r = job.request
+    _show(job, {**form.errors, **limits.errors}, "" if job.errors else (
+        "An Offline run of this configuration gives the estimate and the flat-out figure; "
+        f"then the target doubles while VALID and is bisected to {r.qps_precision:.1%}, at "
+        f"most {r.max_probes} probes, each a stored LoadGen Server test of at least 459 "
+        "queries."))
     launcher.button("Find the max QPS under the bound", "sv_maxqps_launch", job,
                     "Max-QPS search", bool(job.errors))
 
@@ -170,7 +202,8 @@ def max_qps_results(machine, link: PageLink) -> None:
                   if est else "Measured on this shape."))
 
 
-def tune_launch(form: JobForm, launcher: Launcher, machine, link: PageLink) -> None:
+def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
+                link: PageLink) -> None:
     cores = logical_cores()
     t1, t2, t3 = st.columns([1, 2, 2])
     link.choice("objective", "sv_tune_objective", list(OBJECTIVES))
@@ -187,8 +220,8 @@ def tune_launch(form: JobForm, launcher: Launcher, machine, link: PageLink) -> N
     threads = t3.multiselect("Threads", options, key="sv_tune_threads",
                              **link.initial("sv_tune_threads", default=default_threads))
     link.put("tune_threads", threads, default=default_threads)
-    above = form.errors
-    tune = _server_only(form)
+    above = {**form.errors, **limits.errors}
+    tune = _with_limits(_server_only(form), limits)
     if not tune.errors and tune.fields.get("user_model") is not None:
         tune = JobForm(errors={"model": "model: the tuner searches a catalog model; allowed: "
                                         "one of the catalog's (pick Catalog above)"})

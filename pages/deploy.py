@@ -8,8 +8,8 @@ from dashboard.job_forms import Launcher, plan
 from dashboard.job_panel import jobs_section
 from dashboard.link_state import PageLink
 from dashboard.report_panel import report_section
-from dashboard.search_panel import (max_qps_launch, max_qps_results, shape_choice,
-                                    tune_launch, tune_results)
+from dashboard.search_panel import (limits_form, max_qps_launch, max_qps_results,
+                                    shape_choice, tune_launch, tune_results)
 from dashboard.serve_form import refuse_unreachable, serve_form
 from dashboard.serving_view import run_detail, run_picker, runs_table
 from dashboard.session import access, job_manager, read
@@ -50,10 +50,11 @@ else:
 st.header("Max QPS under the bound, and the tuner")
 machine = shape_choice(link)
 if not WHO.viewer:
+    limits = limits_form(link)
     with st.expander("Find the max QPS under the bound (the form's Server configuration)"):
-        max_qps_launch(form, launcher)
+        max_qps_launch(form, limits, launcher)
     with st.expander("Tune: the configuration with the most QPS or the least cost"):
-        tune_launch(form, launcher, machine, link)
+        tune_launch(form, limits, launcher, machine, link)
     with panel:  # drawn after the searches' buttons: a job launched there shows in this run
         jobs_section(launcher.manager, WHO.can_write,
                      idle="No test running. Fill in the form above and press Launch test; "

@@ -308,35 +308,45 @@ def test_the_deploy_page_launches_nothing_for_a_value_it_did_not_offer(kind, key
     assert fake.submitted == []
 
 
-DEPLOY_NUMBERS = [  # (scenario, key, field, outside, allowed, inside)
+DEPLOY_NUMBERS = [  # (scenario, key, field, outside, allowed, inside, its launch button)
     ("single-stream", "sv_bound", "bound_ms", 0.0, "number 0.001..600000", 5.0),
     ("server", "sv_qps", "target_qps", -3.0, "number 0.001..10000000", 50.0),
     ("server", "sv_max_batch", "max_batch", 257.0, "integer 1..256", 4),
     ("server", "sv_max_wait", "max_wait_ms", 1e5, "number 0..10000", 1.0),
     ("single-stream", "sv_min_queries", "min_query_count", 0.0, "integer 1..100000000", 10),
+    # the searches' bracket precision and probe limit, each with a search's button pressed
+    ("server", "sv_qps_precision", "qps_precision", 0.9, "number 0.005..0.5", 0.1,
+     "sv_maxqps_launch"),
+    ("server", "sv_qps_precision", "qps_precision", 0.0, "number 0.005..0.5", 0.01,
+     "sv_tune_launch"),
+    ("server", "sv_qps_probes", "max_probes", 41.0, "integer 2..40", 8, "sv_maxqps_launch"),
+    ("server", "sv_qps_probes", "max_probes", 1.0, "integer 2..40", 2, "sv_tune_launch"),
 ]
 
 
-@pytest.mark.parametrize("scenario, key, field, value, allowed, ok", DEPLOY_NUMBERS,
-                         ids=[c[1] for c in DEPLOY_NUMBERS])
+@pytest.mark.parametrize("case", DEPLOY_NUMBERS,
+                         ids=[f"{c[1]}-{(*c, 'sv_launch')[6]}" for c in DEPLOY_NUMBERS])
 @pytest.mark.parametrize("sent", ["outside", "nan"])
-def test_the_deploy_page_launches_nothing_for_a_number_outside_its_range(
-        scenario, key, field, value, allowed, ok, sent, db_path, monkeypatch):
+def test_the_deploy_page_launches_nothing_for_a_number_outside_its_range(case, sent, db_path,
+                                                                        monkeypatch):
+    scenario, key, field, value, allowed, ok, button = (*case, "sv_launch")[:7]
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
     at = page("pages/deploy.py", db_path, monkeypatch)
     at.radio(key="sv_scenario").set_value(scenario).run()
-    crafted(at, "number_input", key, click="sv_launch",
+    crafted(at, "number_input", key, click=button,
             double_value=NAN if sent == "nan" else value)
     assert not at.exception, [e.value for e in at.exception]
     shown = "an empty or non-finite value" if sent == "nan" else f"{value:.10g}"
     assert errors(at) == [f"{field}: {shown} is not allowed; allowed: {allowed}"]
     assert fake.submitted == [] and not at.success
-    assert at.button(key="sv_launch").disabled is True
+    assert at.button(key=button).disabled is True
     at.number_input(key=key).set_value(ok).run()
     assert not at.exception and errors(at) == []
-    at.button(key="sv_launch").click().run()
+    at.button(key=button).click().run()
     assert len(fake.submitted) == 1 and at.success
+    if button != "sv_launch":  # a search: the value reaches its request
+        assert getattr(fake.submitted[0], field) == ok
 
 
 @pytest.mark.parametrize("kind, key, value, field", [

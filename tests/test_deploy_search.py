@@ -158,12 +158,16 @@ def test_find_max_qps_launches_one_search_of_the_forms_server_configuration(
     at = page(DEPLOY, db_path, monkeypatch)
     assert at.button(key="sv_maxqps_launch").disabled  # SingleStream: nothing to search
     assert any(i.value.startswith("scenario: the search runs Server tests") for i in at.info)
-    _server(at).button(key="sv_maxqps_launch").click().run()
+    _server(at).number_input(key="sv_qps_precision").set_value(0.1)
+    at.number_input(key="sv_qps_probes").set_value(8).run()
+    assert any(c.value.startswith("An Offline run of this configuration gives the estimate")
+               and "bisected to 10.0%, at most 8 probes" in c.value for c in at.caption)
+    at.button(key="sv_maxqps_launch").click().run()
     assert not at.exception
     (req,) = fake.submitted
     assert type(req) is MaxQpsRequest
-    assert (req.scenarios, req.bound_ms, req.max_batch, req.model) == (
-        ("server",), 20.0, 4, "efficientnet_b0")
+    assert (req.scenarios, req.bound_ms, req.max_batch, req.model, req.qps_precision,
+            req.max_probes) == (("server",), 20.0, 4, "efficientnet_b0", 0.1, 8)
     assert req.command().startswith(MAX_QPS_COMMAND + " {")
 
 
@@ -177,8 +181,8 @@ def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_
     assert not at.exception
     (req,) = fake.submitted
     assert type(req) is TuneRequest
-    assert (req.objective, req.batches, req.thread_choices, req.bound_ms) == (
-        "cost", (1, 4), (1,), 20.0)
+    assert (req.objective, req.batches, req.thread_choices, req.bound_ms, req.qps_precision,
+            req.max_probes) == ("cost", (1, 4), (1,), 20.0, 0.05, 16)
     assert req.machine_shape and req.machine_shape in at.selectbox(key="sv_shape").value
     assert [c.max_batch for c in req.candidates()] == [1, 4]
 
@@ -403,7 +407,8 @@ def _written(at):
 
 
 def _search_widgets(at):
-    return (at.selectbox(key="sv_shape").value, at.radio(key="sv_tune_objective").value,
+    return (at.selectbox(key="sv_shape").value, at.number_input(key="sv_qps_precision").value,
+            at.number_input(key="sv_qps_probes").value, at.radio(key="sv_tune_objective").value,
             at.multiselect(key="sv_tune_batches").value,
             at.multiselect(key="sv_tune_threads").value,
             at.selectbox(key="sv_maxqps_sweep").value, at.selectbox(key="sv_tune_sweep").value,
@@ -419,15 +424,16 @@ def test_a_link_sets_the_search_and_tune_widgets_and_the_page_writes_them_back(d
     cores = logical_cores()
     default_shape = at.selectbox(key="sv_shape").value
     shape = next(s for s in at.selectbox(key="sv_shape").options if s != default_shape)
-    assert _search_widgets(at) == (default_shape, "qps", [1, 2, 4, 8],
+    assert _search_widgets(at) == (default_shape, 0.05, 16, "qps", [1, 2, 4, 8],
                                    sorted({1, cores}), "sweep-maxqps-newer", "sweep-tune",
                                    100.0)
     assert _written(at) == {}  # every one at its default: none written
-    query = {"shape": shape, "objective": "cost", "batches": "2,8", "tune_threads": "1", "search": "sweep-maxqps-o",
+    query = {"shape": shape, "qps_precision": "0.1", "max_probes": "8", "objective": "cost",
+             "batches": "2,8", "tune_threads": "1", "search": "sweep-maxqps-o",
              "tuning": "sweep-tu", "target_rps": "2500"}
     at = page(DEPLOY, db_path, monkeypatch, query)
     assert [w.value for w in at.warning if w.value.startswith("link: ")] == []
-    assert _search_widgets(at) == (shape, "cost", [2, 8], [1], "sweep-maxqps-older",
+    assert _search_widgets(at) == (shape, 0.1, 8, "cost", [2, 8], [1], "sweep-maxqps-older",
                                    "sweep-tune", 2500.0)
     # what differs from the defaults, sweeps by their whole id; the newest tuning is the
     # default; one thread is the default on a 1-core machine
@@ -444,13 +450,18 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
         db_path, monkeypatch):
     seed_max_qps(db_path)
     seed_tuning(db_path)
-    query = {"shape": "m9.huge", "objective": "latency", "batches": "3,8", "tune_threads": "999",
+    query = {"shape": "m9.huge", "qps_precision": "0.9", "max_probes": "abc",
+             "objective": "latency", "batches": "3,8", "tune_threads": "999",
              "search": "zzzz", "tuning": "../x", "target_rps": "-1"}
     at = page(DEPLOY, db_path, monkeypatch, query)
     assert not at.exception
     notes = {w.value.split("=", 1)[0].removeprefix("link: "): w.value for w in at.warning
              if w.value.startswith("link: ")}
     assert sorted(notes) == sorted(query)
+    assert notes["qps_precision"] == ("link: qps_precision='0.9' is not allowed; allowed: "
+                                      "number 0.005..0.5; using 0.05")
+    assert notes["max_probes"] == ("link: max_probes='abc' is not allowed; allowed: integer "
+                                   "2..40; using 16")
     assert notes["target_rps"] == ("link: target_rps='-1' is not allowed; allowed: number "
                                    "0.001..1000000000; using 100")
     assert notes["objective"] == "link: objective='latency' is not allowed; allowed: one of " \
@@ -461,7 +472,7 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
     for param in ("shape", "tune_threads", "search"):
         assert " is not allowed; allowed: one of " in notes[param], notes[param]
     (default_shape, *rest) = _search_widgets(at)
-    assert rest == ["qps", [8], sorted({1, logical_cores()}), "sweep-maxqps",
+    assert rest == [0.05, 16, "qps", [8], sorted({1, logical_cores()}), "sweep-maxqps",
                     "sweep-tune", 100.0]
     assert _written(at) == {"batches": "8"}  # the one value used
     assert not at.error  # a refused link value is a note, not the form's error
