@@ -131,3 +131,22 @@ def seed_serving(db_path, sweep_id="sweep-serve"):
                                               minute=1),
                                  sweep_id=sweep_id + "-2", round_no=1), SYSTEM)
     return "serve-single", "serve-server"
+
+
+def seed_closed_loop(db_path, run_id: str, *, per_call_ns: int = 2_427_184, batch: int = 1,
+                     threads: int = 1, system_id: str | None = None) -> float:
+    """An ok closed-loop run of the selftest identity model at (batch, threads) on the
+    machine system_id names (None: this one), each call per_call_ns: batch x 1e9 /
+    per_call_ns samples/s (412 at the default). Returns its stored throughput."""
+    from engine.run.machine import system_info
+    from store.db import open_db
+    from store.runs import save_record
+    from tests.helpers import ok_record
+
+    system_id = system_id or system_info()["system_id"]
+    rec = ok_record(run_id, samples=(per_call_ns,) * 3, model="identity",
+                    framework="selftest", batch_size=batch, intra_threads=threads,
+                    image_size=None)
+    with open_db(db_path) as con:
+        save_record(con, replace(rec, system_id=system_id), {**SYSTEM, "system_id": system_id})
+    return rec.throughput

@@ -186,6 +186,25 @@ def test_bad_tune_input_is_refused_before_anything_runs(db_path, capsys, args, f
     assert not db_path.exists()
 
 
+def test_a_start_rate_over_ten_times_the_fastest_candidates_closed_loop_is_refused(
+        db_path, capsys):
+    from tests.serving_seed import seed_closed_loop
+    from tests.test_max_qps import stored
+
+    seed_closed_loop(db_path, "b1")  # 412 samples/s: candidate batch 1
+    seed_closed_loop(db_path, "b4", batch=4, per_call_ns=5_000_000)  # 800: batch 4
+    seed_closed_loop(db_path, "t2", threads=2, per_call_ns=200_000)  # 5,000: not a candidate
+    before = stored(db_path)
+    argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
+            "--db", str(db_path)]
+    assert main([*argv, "--start-qps", "8001"]) == 2
+    assert capsys.readouterr().err == (
+        "error: start_qps: 8,001 QPS cannot be reached: the closed loop of the fastest "
+        "candidate stored on this machine did 800 samples/s; allowed: up to 10x the closed "
+        "loop's 800 samples/s, i.e. 8,000\n")
+    assert stored(db_path) == before == (3, 0)
+
+
 def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
         db_path, worker_env, capsys):
     argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",

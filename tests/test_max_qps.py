@@ -16,6 +16,7 @@ from engine.analysis.serving_cost import serving_cost, serving_split
 from engine.cli import main
 from engine.core.errors import UserError
 from engine.run.max_qps import find_max_qps
+from tests.serving_seed import seed_closed_loop
 
 
 @dataclass
@@ -200,6 +201,27 @@ def test_the_search_runs_server_only_and_target_rps_needs_it(db_path, capsys):
                  "--db", str(db_path)]) == 2
     assert capsys.readouterr().err.startswith("error: target_rps:")
     assert not db_path.exists()
+
+
+def stored(db_path):
+    """(runs, sweeps) in the store."""
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        return tuple(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                     for t in ("runs", "sweeps"))
+
+
+def test_a_first_target_over_ten_times_this_machines_closed_loop_is_refused(db_path, capsys):
+    """As a serving test's --target-qps: a first probe no closed loop here could serve would
+    only fill memory with a backlog until its timeout."""
+    seed_closed_loop(db_path, "closed-1")  # identity, batch 1, 1 thread: 412 samples/s
+    before = stored(db_path)
+    assert main([*SEARCH, "--bound-ms", "50", "--target-qps", "5000",
+                 "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err == (
+        "error: target_qps: 5,000 QPS cannot be reached: the closed loop of this "
+        "configuration on this machine did 412 samples/s; allowed: up to 10x the closed "
+        "loop's 412 samples/s, i.e. 4,120\n")
+    assert stored(db_path) == before == (1, 0)
 
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import duckdb
 import pytest
 
 from engine.cli import main
@@ -22,7 +23,8 @@ from engine.run.machine import system_info
 from engine.run.requests import ServeRequest
 from engine.scenarios import SERVING
 from engine.scenarios.base import phase_of
-from tests.helpers import SYSTEM, ok_record
+from tests.helpers import ok_record
+from tests.serving_seed import seed_closed_loop
 from tests.test_pages import FakeManager, page
 
 IDENTITY = dict(model="identity", framework="selftest")
@@ -149,14 +151,7 @@ def test_the_check_allows_up_to_ten_times_the_closed_loop():
 
 def _seed_closed_loop(db_path, system_id: str, run_id: str = "closed-1") -> None:
     """A closed-loop identity run at 412 samples/s (batch 1, 1 thread) on system_id."""
-    from store.db import open_db
-    from store.runs import save_record
-
-    sut = ServeRequest(scenarios=("server",), **IDENTITY, target_qps=1.0).expand()[0][0].sut
-    rec = ok_record(run_id, samples=(2_427_184,) * 3, model="identity",
-                    framework="selftest", image_size=sut.image_size)
-    with open_db(db_path) as con:
-        save_record(con, replace(rec, system_id=system_id), {**SYSTEM, "system_id": system_id})
+    seed_closed_loop(db_path, run_id, system_id=system_id)
 
 
 def test_the_cli_refuses_a_target_over_ten_times_this_machine_s_closed_loop(db_path, capsys):
@@ -195,6 +190,29 @@ def test_the_deploy_form_refuses_it_before_launch(db_path, monkeypatch):
     assert at.button(key="sv_launch").disabled
     at.number_input(key="sv_qps").set_value(4000.0).run()
     assert not at.error and not at.button(key="sv_launch").disabled
+
+
+def test_the_job_queue_judges_it_again_when_the_test_is_submitted(db_path):
+    """The form judged the store as it was drawn; a closed loop stored since (another
+    launch, the CLI) is judged when the test is submitted: nothing is queued or stored."""
+    from engine.run.jobs import JobManager
+    from engine.run.serving_jobs import MaxQpsRequest
+
+    seed_closed_loop(db_path, "closed-1")
+    manager = JobManager(db_path)
+    test = dict(scenarios=("server",), **IDENTITY, target_qps=5000.0, max_batch=4)
+    with pytest.raises(UserError) as exc:
+        manager.submit(ServeRequest(**test))
+    assert (exc.value.field, str(exc.value)) == ("target_qps", (
+        "target_qps: 5,000 QPS cannot be reached: the closed loop of this configuration on "
+        "this machine did 412 samples/s; allowed: up to 10x the closed loop's 412 "
+        "samples/s, i.e. 4,120"))
+    assert manager.queued() == [] and manager.active() is None
+    # a search's rates are its own: the form's target QPS does not refuse it
+    search = MaxQpsRequest(**test, bound_ms=15.0)
+    assert search.check_stored(search.specs(), db=db_path) is None
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
 
 
 def test_an_invalid_run_under_the_minimum_says_why_in_its_reason():

@@ -17,7 +17,7 @@ from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
                                  OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, default_min_queries,
-                                 check_reachable, early_stopping_note)
+                                 early_stopping_note)
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BOUND_MS_RANGE,
                                 SERVE_QPS_RANGE, SERVE_RATE_RANGE, float_range)
@@ -132,34 +132,17 @@ def cmd_serve(args) -> int:
         if getattr(args, name) is not None:
             raise UserError(f"{name}: prices a max-QPS search; allowed: with --find-max-qps",
                             field=name)
+    from store.db import resolve_db_path
+
     request = serve_request(args)
     specs, _ = request.expand()  # every value checked before a worker starts
-    _refuse_unreachable(specs, args.db)
+    request.check_stored(specs, db=resolve_db_path(args.db))  # an unreachable target
     for spec in specs:
         note = early_stopping_note(spec.scenario, spec.min_query_count)
         if note:
             print(f"note: {spec.scenario}: {note}", flush=True)
     records = run_and_summarize(request, specs, args, table=None, noun="serving runs")
     return runs_exit(r.status for r in records)
-
-
-def _refuse_unreachable(specs, db_arg) -> None:
-    """A Server target over 10x the store's closed loop of its SUT on this machine is
-    refused before anything runs (engine.core.serving.check_reachable, as the Deploy page)."""
-    servers = [s for s in specs if s.scenario == "server"]
-    if not servers:
-        return
-    from engine.run.machine import system_info
-    from store.db import open_db, resolve_db_path
-    from store.queries import closed_loop_best
-
-    db = resolve_db_path(db_arg)
-    if not db.exists():
-        return
-    with open_db(db, read_only=True) as con:
-        for spec in servers:
-            check_reachable(spec.target_qps, closed_loop_best(
-                con, spec.sut, spec.batch_size, system_id=system_info()["system_id"]))
 
 
 def _check_search(args) -> None:
@@ -198,6 +181,8 @@ def cmd_find_max_qps(args) -> int:
     # the first probe's target stands in until the estimate is known (validated here)
     [base], _ = replace(request, target_qps=args.target_qps or SERVE_QPS_RANGE[0]).expand()
     db = resolve_db_path(args.db)
+    if args.target_qps is not None:  # the first probe's rate: unreachable is refused
+        request.check_stored([base], db=db)
     runner = request.runner(db=db, shape=args.machine_shape)  # the shape checked here
     closed = None
     if args.target_qps is None and db.exists():

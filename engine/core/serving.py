@@ -180,19 +180,20 @@ class ServeSpec:
         return replace(self, sut=self.sut.validate(cores))
 
 
-def check_reachable(target_qps: float | None, closed_loop: float | None) -> None:
-    """UserError naming target_qps when it is over CLOSED_LOOP_HEADROOM times the closed
-    loop's samples/s of the same configuration on this machine (the store's, None: no such
-    run, nothing to judge by)."""
+def check_reachable(target_qps: float | None, closed_loop: float | None, *,
+                    field: str = "target_qps", of: str = "this configuration") -> None:
+    """UserError naming `field` when target_qps is over CLOSED_LOOP_HEADROOM times the
+    closed loop's samples/s of the same configuration on this machine (the store's, None: no
+    such run, nothing to judge by). of: whose closed loop that is, as the message says it
+    (a tuning's start rate is judged by its fastest candidate's)."""
     if target_qps is None or not closed_loop:
         return
     most = CLOSED_LOOP_HEADROOM * closed_loop
     if target_qps > most:
-        raise UserError(f"target_qps: {_rate(target_qps)} QPS cannot be reached: the closed "
-                        f"loop of this configuration on this machine did {_rate(closed_loop)} "
-                        f"samples/s; allowed: up to {CLOSED_LOOP_HEADROOM:g}x the closed "
-                        f"loop's {_rate(closed_loop)} samples/s, i.e. {_rate(most)}",
-                        field="target_qps")
+        raise UserError(f"{field}: {_rate(target_qps)} QPS cannot be reached: the closed "
+                        f"loop of {of} on this machine did {_rate(closed_loop)} samples/s; "
+                        f"allowed: up to {CLOSED_LOOP_HEADROOM:g}x the closed loop's "
+                        f"{_rate(closed_loop)} samples/s, i.e. {_rate(most)}", field=field)
 
 
 # -- a test's live figures (the worker's Progress every LIVE_PROGRESS_S) --------------------

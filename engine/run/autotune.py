@@ -256,11 +256,13 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     (LoadGen Server tests with serve's settings: min_duration_s, min_query_count, samples,
     seed), starting at start_qps when given, else at the candidate's closed-loop samples/s
     (far above what a Server SUT answers for a model of microseconds). Every spec is
-    validated before the sweep opens."""
+    validated, and a start_qps over 10x the fastest stored closed loop of the candidates
+    refused, before the sweep opens."""
     from engine.core.inference import RunSpec
-    from engine.core.serving import ServeSpec
+    from engine.core.serving import ServeSpec, check_reachable
     from engine.run.machine import system_info
     from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps
+    from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
     from store.db import open_db
     from store.queries import closed_loop_known
@@ -279,6 +281,10 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
 
     for c in [*candidates, default]:  # every value refused before anything runs
         sut(c, probe_policy), server(c, 1.0)
+    if start_qps is not None:  # as serve's --target-qps: a rate no candidate could serve
+        check_reachable(start_qps, stored_closed_loop(
+            db, [(sut(c), c.max_batch) for c in candidates]), field="start_qps",
+            of="the fastest candidate stored")
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
     system_id = system_info()["system_id"]

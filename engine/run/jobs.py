@@ -101,6 +101,8 @@ class JobManager:
     def submit(self, request: Request) -> JobView:
         self._refuse_in_viewer_mode("sweep")
         specs = request.specs()  # UserError before anything is queued
+        # the store as it is now: the page judged it when the form was drawn
+        request.check_stored(specs, db=self.db_path)
         with self._lock:
             for job in self._pending():
                 if job.request.same_work(request):

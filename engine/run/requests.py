@@ -22,13 +22,14 @@ from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_R
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, default_min_queries,
-                                 MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec)
+                                 MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec,
+                                 check_reachable)
 from engine.core.training import expand_train
 from engine.run.runner import Runner
 from engine.scenarios import DATA_LOADING, INFERENCE, SERVING, TRAINING, Scenario
 
 __all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "ServeRequest",
-           "local_runner",
+           "local_runner", "stored_closed_loop",
            "EXECUTORS"]
 
 
@@ -41,6 +42,27 @@ def local_runner(*, timeout_s: float, memory_cap_bytes: int | None, db,
 
     return Runner(timeout_s=timeout_s, memory_cap_bytes=memory_cap_bytes,
                   **{"machine_shape": machine_shape(shape, db), **options})
+
+
+def stored_closed_loop(db, suts) -> float | None:
+    """The most samples/s an ok closed-loop run did on this machine among (SUT, max batch)
+    pairs (store.queries.closed_loop_best each): what a target rate is judged reachable by.
+    None: none stored, or no database yet."""
+    from pathlib import Path
+
+    from engine.run.machine import system_info
+    from store.db import open_db
+    from store.queries import closed_loop_best
+
+    if str(db) == ":memory:" or not Path(db).exists():
+        return None
+    system_id = system_info()["system_id"]
+    # Read-write, as the dashboard's own handle is: DuckDB refuses a read-only connection
+    # to a file this process already holds read-write (the job queue checks from there).
+    with open_db(db) as con:
+        figures = [closed_loop_best(con, sut, batch, system_id=system_id)
+                   for sut, batch in suts]
+    return max((f for f in figures if f), default=None)
 
 
 class Request:
@@ -67,6 +89,11 @@ class Request:
 
     def specs(self) -> list:
         return self.expand()[0]
+
+    def check_stored(self, specs: list, *, db) -> None:
+        """Refusals that depend on what the store holds (UserError naming the field), after
+        expand() and before anything is queued or run: the job queue's submit and the CLI
+        call it. None by default."""
 
     def same_work(self, other) -> bool:
         """Equal but for the seed: launching it twice would measure the same thing twice."""
@@ -351,6 +378,15 @@ class ServeRequest(Request):
                 max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
                 seed=self.loadgen_seed, official=self.official).validate())
         return specs, []
+
+    def check_stored(self, specs: list, *, db) -> None:
+        """A Server target over 10x the store's closed loop of its SUT on this machine
+        (engine.core.serving.check_reachable): the Deploy form checks it as it is drawn,
+        this again when the test is submitted or the CLI runs it."""
+        for spec in specs:
+            if spec.scenario == "server":
+                check_reachable(spec.target_qps,
+                                stored_closed_loop(db, [(spec.sut, spec.batch_size)]))
 
     def runner(self, *, db, shape: str | None = None, **options) -> Runner:
         timeout = self.timeout_s or self.duration_s() + SERVE_TIMEOUT_MARGIN_S

@@ -83,6 +83,9 @@ class _Search(ServeRequest):
     def _limits(self) -> dict:
         return {"qps_precision": self.qps_precision, "max_probes": self.max_probes}
 
+    def check_stored(self, specs: list, *, db) -> None:
+        """Nothing: a search picks its own rates; the form's target QPS is not one of them."""
+
     def _min_queries(self) -> int:
         """Every probe runs at least early stopping's minimum (None: the scenario's default,
         no more than it)."""
