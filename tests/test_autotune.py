@@ -15,7 +15,7 @@ from engine.analysis.pareto import dominates, pareto_front
 from engine.cli import main
 from engine.core.limits import logical_cores
 from engine.present.tune_text import recommendation, tune_lines
-from engine.run.autotune import Candidate, ClosedFigure, autotune
+from engine.run.autotune import Candidate, ClosedFigure, autotune, closed_by_sut
 from engine.run.max_qps import QpsSearch
 
 
@@ -149,6 +149,26 @@ def test_the_report_says_the_recommendation_default_front_constraints_and_pruned
            "8 candidates" in text
     assert "pruned (3):\n  torch onnxruntime fp32, max batch 8, 2 threads: closed-loop p99 " \
            "60 ms at batch 8 already over the 50 ms bound\n" in text
+
+
+def test_a_closed_loop_figure_is_its_configurations_once_and_the_stores_before_a_probe():
+    """closed_by_sut, which the tuner and its replay share: the batcher's wait plays no part
+    in a closed loop, so two candidates that differ only in it get one probe; a
+    configuration the store held is not probed and keeps the stored run's figure."""
+    probed = []
+
+    def probe(c):
+        probed.append(c)
+        return ClosedFigure("ok", 100.0 * c.max_batch, 1.0)
+    waits = [Candidate("torch", "eager", "fp32", 4, 1, w) for w in (0.0, 2.0)]
+    stored = Candidate("torch", "eager", "fp32", 1, 1, 2.0)
+    row = {"run_id": "old-run", "throughput": 55.0, "p99_ms": 3.0, "threads_per_core": 2,
+           "cores_used": 1, "machine_shape": None}
+    closed = closed_by_sut({stored.closed_loop(): row}, probe)
+    first, second, kept = (closed(c) for c in [*waits, stored])
+    assert probed == [waits[0]] and first is second
+    assert (first.source, first.throughput) == ("measured", 400.0)
+    assert kept == ClosedFigure("ok", 55.0, 3.0, "", "stored", "old-run", 2, 1, None)
 
 
 def test_the_pareto_rule():

@@ -476,3 +476,59 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
                     "sweep-tune", 100.0]
     assert _written(at) == {"batches": "8"}  # the one value used
     assert not at.error  # a refused link value is a note, not the form's error
+
+
+def test_a_tuning_that_read_a_stored_figure_replays_with_that_figure(db_path, monkeypatch):
+    """The tuner read batch 4's closed loop from an older run on this machine instead of
+    probing it: the sweep records that figure, so the replay sees it (not "no closed-loop
+    figure stored", and not a newer run stored since), with source "stored"."""
+    import duckdb
+
+    from engine.run.autotune import stored_figures
+    from engine.run.machine import system_info
+    from engine.run.serving_jobs import replay_tune, request_fields
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+    from store.serving import search_probes
+
+    here = {**SYSTEM, "system_id": system_info()["system_id"]}
+
+    def closed_loop(run_id, minute, per_call_ns):
+        rec = ok_record(run_id, samples=(per_call_ns,) * 3, minute=minute, batch_size=4)
+        with open_db(db_path) as con:
+            save_record(con, replace(rec, system_id=here["system_id"]), here)
+        return rec
+
+    old = closed_loop("old-b4t1", 0, 6_000_000)  # 667 samples/s, p99 6 ms
+    req = TuneRequest(scenarios=("server",), model="resnet18", framework="torch",
+                      image_size=64, bound_ms=15.0, batches=(2, 4), thread_choices=(1,))
+    b2, b4 = req.candidates()
+    default = req.default()
+    known = stored_figures(db_path, [b2, b4, default], model="resnet18", image_size=64)
+    assert list(known) == [b4] and known[b4]["run_id"] == "old-b4t1"
+    with open_db(db_path) as con:  # the sweep as the tuning job stores it
+        save_sweep(con, "sweep-tune", rounds=1, seed=1, plan=[], configurations=3,
+                   command=req.command(known))
+        for rec in (ok_record("cl-b2t1", minute=1, batch_size=2),
+                    ok_record("cl-default", minute=2, intra_threads=default.threads)):
+            save_record(con, replace(rec, sweep_id="sweep-tune", round_no=1), SYSTEM)
+        for c, probes, minute in ((b2, MAX_QPS_PROBES, 10), (b4, DEFAULT_PROBES, 20),
+                                  (default, DEFAULT_PROBES, 30)):
+            _probes(con, "sweep-tune", probes, batch=c.max_batch, threads=c.threads,
+                    p99_ms=12.0, prefix=f"t{minute}", minute=minute)
+    closed_loop("new-b4t1", 59, 4_000_000)  # stored after the tuning: not what it used
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        fields = request_fields(con.execute("SELECT command FROM sweeps WHERE sweep_id = ?",
+                                            ["sweep-tune"]).fetchone()[0])
+        probes = list(search_probes(con, "sweep-tune").itertuples())
+    t = replay_tune(fields, probes, price=lambda c, f, rate: None)
+    figures = dict(t.closed)
+    assert (figures[b4].source, figures[b4].run_id, figures[b4].status) == (
+        "stored", "old-b4t1", "ok")
+    assert (figures[b4].throughput, figures[b4].p99_ms) == (old.throughput, old.p99_ms)
+    assert (figures[b2].source, figures[b2].run_id) == ("measured", "cl-b2t1")
+    assert t.pruned == () and [x.candidate for x in t.confirmed] == [b2, b4]
+    assert (t.winner.candidate, t.winner.qps, t.confirmed[1].qps) == (b2, 168.75, 109.375)
+    at = page(DEPLOY, db_path, monkeypatch)  # and so the page shows it
+    assert any(c.value == "Pruned: none." for c in at.caption)
+    assert frame(at, "role")["max QPS"].tolist()[0] == 168.75

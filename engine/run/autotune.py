@@ -5,11 +5,11 @@ Server QPS, or the least cost per 1 M inferences on a shape), the serving config
 The search, as Triton's Model Analyzer states one: candidates, a measurement per
 candidate, a stop rule in one place (`autotune`, a pure function of its probes' answers):
 
-1. prune on cheap closed-loop figures (a short inference run per candidate, or what the
-   store already holds for that configuration on this machine): a candidate whose probe
-   failed, whose closed-loop p99 at its batch already exceeds the bound, or whose figure
-   (samples/s, or cost per 1 M flat out) is worse than the best candidate's by more than
-   PRUNE_FACTOR is pruned with that reason;
+1. prune on cheap closed-loop figures (a short inference run per closed-loop
+   configuration, or what the store held for it on this machine as the tuning started):
+   a candidate whose probe failed, whose closed-loop p99 at its batch already exceeds the
+   bound, or whose figure (samples/s, or cost per 1 M flat out) is worse than the best
+   candidate's by more than PRUNE_FACTOR is pruned with that reason;
 2. confirm the survivors, best first, with the max-QPS search (engine/run/max_qps.py):
    at least the top TOP_N;
 3. go on to the next survivor only while the last STOP_STEPS confirmations gained at least
@@ -32,7 +32,7 @@ from engine.core.limits import (MARGIN_RANGE, SERVE_BOUND_MS_RANGE, SERVE_QPS_RA
 from engine.run.max_qps import QpsSearch, loadgen_p99_ms
 
 __all__ = ["Candidate", "ClosedFigure", "Confirmed", "Tuning", "autotune", "check_tune",
-           "OBJECTIVES", "TOP_N", "PRUNE_FACTOR", "STOP_STEPS", "DEFAULT_TUNE_MARGIN"]
+           "closed_by_sut", "stored_figures", "OBJECTIVES", "TOP_N", "PRUNE_FACTOR", "STOP_STEPS", "DEFAULT_TUNE_MARGIN"]
 
 OBJECTIVES = ("qps", "cost")
 # Closed-loop figures of two processes here differ by up to 40 % run to run (see
@@ -57,6 +57,11 @@ class Candidate:
     threads: int
     max_wait_ms: float = 0.0
 
+    def closed_loop(self) -> "Candidate":
+        """The configuration a closed-loop probe measures: the batcher's wait plays no part
+        in a closed loop, so candidates that differ only in it share one figure."""
+        return replace(self, max_wait_ms=0.0)
+
     def label(self) -> str:
         """'torch onnxruntime fp32, max batch 4, 2 threads'."""
         wait = f", max wait {self.max_wait_ms:g} ms" if self.max_wait_ms else ""
@@ -76,6 +81,13 @@ class ClosedFigure:
     threads_per_core: int | None = None
     cores_used: int | None = None
     shape: str | None = None
+
+    @classmethod
+    def stored(cls, row: dict) -> "ClosedFigure":
+        """The store's figure for the configuration (store.queries.closed_loop_known's row,
+        as a tuning's sweep command records it)."""
+        return cls("ok", row["throughput"], row["p99_ms"], "", "stored", row["run_id"],
+                   row["threads_per_core"], row["cores_used"], row["machine_shape"])
 
     @classmethod
     def of(cls, rec, source: str = "measured") -> "ClosedFigure":
@@ -244,33 +256,79 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
                   tuple(confirmed), default_conf, winner, reason, tuple(front), gain)
 
 
+def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
+                  ) -> Callable[[Candidate], ClosedFigure]:
+    """autotune's closed_probe: a candidate's figure is its closed-loop configuration's
+    (Candidate.closed_loop), the store's when `known` (that configuration -> a
+    store.queries.closed_loop_known row) holds one, else probe(c), once per configuration.
+    The tuner and its replay (engine/run/serving_jobs.replay_tune) both read their figures
+    through this, from the same known rows and the same first probe, so the replay sees
+    the figure the tuner used."""
+    seen = {k: ClosedFigure.stored(row) for k, row in known.items()}
+
+    def closed_probe(c: Candidate) -> ClosedFigure:
+        key = c.closed_loop()
+        if key not in seen:
+            seen[key] = probe(c)
+        return seen[key]
+    return closed_probe
+
+
+def _sut(model: str, image_size: int | None, c: Candidate, policy=None):
+    from engine.core.inference import RunSpec
+
+    return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
+                   image_size=image_size, runtime=c.runtime,
+                   **({"policy": policy} if policy else {})).validate()
+
+
+def stored_figures(db, candidates: list[Candidate], *, model: str,
+                   image_size: int | None) -> dict[Candidate, dict]:
+    """The store's closed-loop figure on this machine for each candidate's closed-loop
+    configuration that has one (store.queries.closed_loop_known: the latest ok run), read
+    once, before a tuning's sweep opens: what the tuner uses instead of a probe, and what a
+    dashboard tuning records in its sweep's command for the replay."""
+    from pathlib import Path
+
+    from engine.run.machine import system_info
+    from store.db import open_db
+    from store.queries import closed_loop_known
+
+    if str(db) == ":memory:" or not Path(db).exists():
+        return {}
+    system_id = system_info()["system_id"]
+    configurations = list(dict.fromkeys(c.closed_loop() for c in candidates))
+    # Read-write, as the dashboard's own handle is: DuckDB refuses a read-only connection
+    # to a file this process already holds read-write (a dashboard job reads from there).
+    with open_db(db) as con:
+        rows = {c: closed_loop_known(con, _sut(model, image_size, c), system_id)
+                for c in configurations}
+    return {c: row for c, row in rows.items() if row is not None}
+
+
 def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: str,
                     image_size: int | None, bound_ms: float, objective: str, margin: float,
                     db, runner, command: str, probe_policy, serve: dict, price,
                     max_probes: int, precision: float, start_qps: float | None = None,
+                    known: dict[Candidate, dict] | None = None,
                     on_start: Callable[[str], None] = lambda sweep_id: None,
                     on_stored: Callable = lambda rec: None) -> tuple[str, Tuning]:
     """autotune on real runs on this machine, every probe stored under one sweep: a closed-
-    loop probe is an inference run with probe_policy (skipped when the store already holds
-    that configuration on this machine), a confirmation is stored_max_qps_search's probes
-    (LoadGen Server tests with serve's settings: min_duration_s, min_query_count, samples,
-    seed), starting at start_qps when given, else at the candidate's closed-loop samples/s
-    (far above what a Server SUT answers for a model of microseconds). Every spec is
-    validated, and a start_qps over 10x the fastest stored closed loop of the candidates
-    refused, before the sweep opens."""
-    from engine.core.inference import RunSpec
+    loop probe is an inference run with probe_policy, once per closed-loop configuration,
+    skipped when the store already held that configuration on this machine as the sweep
+    opened (known: stored_figures', read here when not given), a confirmation is
+    stored_max_qps_search's probes (LoadGen Server tests with serve's settings:
+    min_duration_s, min_query_count, samples, seed), starting at start_qps when given, else
+    at the candidate's closed-loop samples/s (far above what a Server SUT answers for a
+    model of microseconds). Every spec is validated, and a start_qps over 10x the fastest
+    stored closed loop of the candidates refused, before the sweep opens."""
     from engine.core.serving import ServeSpec, check_reachable
-    from engine.run.machine import system_info
     from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
-    from store.db import open_db
-    from store.queries import closed_loop_known
 
-    def sut(c: Candidate, policy=None) -> RunSpec:
-        return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
-                       image_size=image_size, runtime=c.runtime,
-                       **({"policy": policy} if policy else {})).validate()
+    def sut(c: Candidate, policy=None):
+        return _sut(model, image_size, c, policy)
 
     def server(c: Candidate, q: float) -> ServeSpec:
         return ServeSpec(sut(c), "server", min_duration_s=serve["min_duration_s"],
@@ -285,24 +343,17 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
         check_reachable(start_qps, stored_closed_loop(
             db, [(sut(c), c.max_batch) for c in candidates]), field="start_qps",
             of="the fastest candidate stored")
+    if known is None:
+        known = stored_figures(db, [*candidates, default], model=model, image_size=image_size)
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
-    system_id = system_info()["system_id"]
 
     def run(spec):
         [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
                            known_stats=sweep.known_stats)
         return rec
 
-    def closed_probe(c: Candidate) -> ClosedFigure:
-        spec = sut(c, probe_policy)
-        with open_db(db, read_only=True) as con:
-            known = closed_loop_known(con, spec, system_id)
-        if known is not None:
-            return ClosedFigure("ok", known["throughput"], known["p99_ms"], "", "stored",
-                                known["run_id"], known["threads_per_core"],
-                                known["cores_used"], known["machine_shape"])
-        return ClosedFigure.of(run(spec))
+    closed_probe = closed_by_sut(known, lambda c: ClosedFigure.of(run(sut(c, probe_policy))))
 
     def qps_search(c: Candidate, start: float) -> QpsSearch:
         start = min(max(start_qps or start, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])

@@ -21,7 +21,7 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BAT
                                 float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
-                                 autotune, check_tune)
+                                 autotune, check_tune, closed_by_sut, stored_figures)
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 EARLY_STOPPING_MIN_QUERIES, StoredProbe, replay_max_qps,
                                 stored_max_qps_search)
@@ -181,12 +181,17 @@ class TuneRequest(_Search):
                             memory_cap_bytes=self.memory_cap_bytes, db=db,
                             shape=shape or self.machine_shape, **options)
 
-    def command(self) -> str:
+    def command(self, known: dict[Candidate, dict] | None = None) -> str:
+        """known: the store's figures the tuner uses instead of probes (autotune.
+        stored_figures, read as the sweep opens), recorded so that the replay uses them too:
+        they are older runs, not in the sweep."""
         return f"{TUNE_COMMAND} " + json.dumps({
             "model": self.model, "objective": self.objective, "bound_ms": self.bound_ms,
             "margin": self.margin, "machine_shape": self.machine_shape,
             "candidates": [_cand_json(c) for c in self.candidates()],
-            "default": _cand_json(self.default()), **self._limits()})
+            "default": _cand_json(self.default()), **self._limits(),
+            "stored": [{"candidate": _cand_json(c), **row}
+                       for c, row in (known or {}).items()]})
 
     def label(self) -> str:
         return f"tune {self.model} {self.framework}: {self.objective}, p99 under " \
@@ -214,11 +219,13 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
 
     policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
                                warmup_max_s=TUNE_PROBE_S)
+    known = stored_figures(db, [*req.candidates(), req.default()], model=req.model,
+                           image_size=req.image_size)
     return stored_autotune(
         req.candidates(), default=req.default(), model=req.model, image_size=req.image_size,
         bound_ms=req.bound_ms, objective=req.objective, margin=req.margin, db=db,
-        runner=runner, command=req.command(), probe_policy=policy, price=price,
-        max_probes=req.max_probes, precision=req.qps_precision,
+        runner=runner, command=req.command(known), known=known, probe_policy=policy,
+        price=price, max_probes=req.max_probes, precision=req.qps_precision,
         serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req._min_queries(),
                "samples": req.samples, "seed": req.loadgen_seed},
         on_start=on_start, on_stored=on_stored)
@@ -247,12 +254,13 @@ def tune_price(db, shape: str | None, catalog=None):
     return price
 
 
-def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
+def replay_tune(fields: dict, probes, price) -> Tuning:
     """The tuning as it ran, from its sweep's stored runs in order (store.serving.
-    search_probes' rows): each candidate's closed-loop figure is its inference run in the
-    sweep (else known(c), the store's figure the tuner used instead), each confirmation the
-    max-QPS search replayed over that candidate's Server tests. fields: the sweep command's
-    (request_fields)."""
+    search_probes' rows): each candidate's closed-loop figure the store's the tuner used
+    (as its command recorded it), else the first inference run of its configuration in the
+    sweep, each confirmation the max-QPS search replayed over that candidate's Server
+    tests. fields: the sweep command's (request_fields). A tuning stored before its
+    command recorded the store's figures shows a candidate that used one as missing."""
     cands = [Candidate(*c) for c in fields["candidates"]]
     rows = list(probes)
 
@@ -262,14 +270,18 @@ def replay_tune(fields: dict, probes, price, known=lambda c: None) -> Tuning:
             c.framework, c.runtime, c.precision, c.max_batch, c.threads) and (
             r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
 
-    def closed_probe(c: Candidate) -> ClosedFigure:
+    def probed(c: Candidate) -> ClosedFigure:
         for r in rows:
             if r.kind == INFERENCE.kind and same(c, r):
                 return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
                                     r.reason, "measured",
                                     r.run_id, _int(r.threads_per_core), _int(r.cores_used),
                                     r.machine_shape)
-        return known(c) or ClosedFigure("missing", reason="no closed-loop figure stored")
+        return ClosedFigure("missing", reason="no closed-loop figure stored")
+
+    known = {Candidate(*row["candidate"]).closed_loop(): row
+             for row in fields.get("stored", [])}
+    closed_probe = closed_by_sut(known, probed)
 
     def qps_search(c: Candidate, start: float):
         return replay_max_qps([stored_probe(r) for r in rows
