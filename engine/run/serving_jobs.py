@@ -240,7 +240,9 @@ def tune_price(db, shape: str | None, catalog=None):
         from store.db import open_db
         from store.prices import effective_catalog
 
-        with open_db(db, read_only=True) as con:
+        # Read-write, as the dashboard's own handle is: this runs in the dashboard's job
+        # thread, and DuckDB refuses a read-only connection beside a read-write one.
+        with open_db(db) as con:
             catalog, _ = effective_catalog(con)
     machine = next((m for m in catalog or () if m.shape == shape), None)
 
