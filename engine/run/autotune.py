@@ -32,7 +32,8 @@ from engine.core.limits import (MARGIN_RANGE, SERVE_BOUND_MS_RANGE, SERVE_QPS_RA
 from engine.run.max_qps import QpsSearch, loadgen_p99_ms
 
 __all__ = ["Candidate", "ClosedFigure", "Confirmed", "Tuning", "autotune", "check_tune",
-           "closed_by_sut", "stored_figures", "OBJECTIVES", "TOP_N", "PRUNE_FACTOR", "STOP_STEPS", "DEFAULT_TUNE_MARGIN"]
+           "closed_by_sut", "stored_figures", "OBJECTIVES", "TOP_N", "PRUNE_FACTOR",
+           "STOP_STEPS", "DEFAULT_TUNE_MARGIN"]
 
 OBJECTIVES = ("qps", "cost")
 # Closed-loop figures of two processes here differ by up to 40 % run to run (see
