@@ -1,6 +1,6 @@
 """The autotuner (issue 27, part 3): for one model, a p99 bound and an objective (the most
 Server QPS, or the least cost per 1 M inferences on a shape), the serving configuration
-(runtime x precision x max batch x max wait x threads) to deploy.
+(runtime x precision x max batch x max wait x threads x replicas) to deploy.
 
 The search, as Triton's Model Analyzer states one: candidates, a measurement per
 candidate, a stop rule in one place (`autotune`, a pure function of its probes' answers):
@@ -15,7 +15,8 @@ candidate, a stop rule in one place (`autotune`, a pure function of its probes' 
 3. go on to the next survivor only while the last STOP_STEPS confirmations gained at least
    `margin` on the best so far.
 
-The default configuration (the reference runtime, batch 1, every thread) is confirmed too,
+The default configuration (the reference runtime, batch 1, every thread, one replica) is
+confirmed too,
 so the report can say how much better the winner is. `stored_autotune` drives it on real
 runs, every probe stored under one sweep.
 """
@@ -56,12 +57,15 @@ class Candidate:
     max_batch: int
     threads: int
     max_wait_ms: float = 0.0
+    replicas: int = 1  # processes of `threads` threads behind one queue
 
     def label(self) -> str:
-        """'torch onnxruntime fp32, max batch 4, 2 threads'."""
+        """'torch onnxruntime fp32, max batch 4, 2 threads' (x 2 replicas)."""
         wait = f", max wait {self.max_wait_ms:g} ms" if self.max_wait_ms else ""
+        reps = f" x {self.replicas} replicas" if self.replicas > 1 else ""
         return (f"{self.framework} {self.runtime} {self.precision}, max batch "
-                f"{self.max_batch}{wait}, {self.threads} thread{'s' * (self.threads != 1)}")
+                f"{self.max_batch}{wait}, {self.threads} thread{'s' * (self.threads != 1)}"
+                f"{reps}")
 
 
 @dataclass(frozen=True)
@@ -265,20 +269,21 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     from store.db import open_db
     from store.queries import closed_loop_known
 
-    def sut(c: Candidate, policy=None) -> RunSpec:
+    def sut(c: Candidate, policy=None, replicas: int = 1) -> RunSpec:
         return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
-                       image_size=image_size, runtime=c.runtime,
+                       image_size=image_size, runtime=c.runtime, replicas=replicas,
                        **({"policy": policy} if policy else {})).validate()
 
     def server(c: Candidate, q: float) -> ServeSpec:
-        return ServeSpec(sut(c), "server", min_duration_s=serve["min_duration_s"],
+        return ServeSpec(sut(c), "server", replicas=c.replicas,
+                         min_duration_s=serve["min_duration_s"],
                          min_query_count=max(serve["min_query_count"],
                                              EARLY_STOPPING_MIN_QUERIES),
                          target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
                          samples=serve["samples"], seed=serve["seed"]).validate()
 
     for c in [*candidates, default]:  # every value refused before anything runs
-        sut(c, probe_policy), server(c, 1.0)
+        sut(c, probe_policy, c.replicas), server(c, 1.0)
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
     system_id = system_info()["system_id"]
@@ -289,7 +294,9 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
         return rec
 
     def closed_probe(c: Candidate) -> ClosedFigure:
-        spec = sut(c, probe_policy)
+        # R replicas' closed loop: R workers of the candidate's threads timed in one window,
+        # their throughput summed (engine/run/replicas.py)
+        spec = sut(c, probe_policy, c.replicas)
         with open_db(db, read_only=True) as con:
             known = closed_loop_known(con, spec, system_id)
         if known is not None:
