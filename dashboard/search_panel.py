@@ -179,6 +179,7 @@ def max_qps_results(machine, link: PageLink) -> None:
 
     def split(r):
         return serving_split(r, threads=int(best.intra_threads or 1),
+                             replicas=res.best.replicas,
                              threads_per_core=res.best.threads_per_core,
                              cores_used=res.best.cores_used, shape=best.machine_shape)
     flat = offline.throughput.iloc[0] if not offline.empty else None
@@ -205,7 +206,7 @@ def max_qps_results(machine, link: PageLink) -> None:
 def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
                 link: PageLink) -> None:
     cores = logical_cores()
-    t1, t2, t3 = st.columns([1, 2, 2])
+    t1, t2, t3, t4 = st.columns([1, 2, 2, 2])
     link.choice("objective", "sv_tune_objective", list(OBJECTIVES))
     objective = t1.radio("Objective", list(OBJECTIVES), key="sv_tune_objective",
                          format_func=OBJECTIVE_LABELS.get, **link.initial("sv_tune_objective"))
@@ -220,6 +221,12 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
     threads = t3.multiselect("Threads", options, key="sv_tune_threads",
                              **link.initial("sv_tune_threads", default=default_threads))
     link.put("tune_threads", threads, default=default_threads)
+    link.choices("tune_replicas", "sv_tune_replicas", options, field="replicas")
+    replicas = t4.multiselect("Replicas", options, key="sv_tune_replicas",
+                              **link.initial("sv_tune_replicas", default=default_threads),
+                              help="processes of the threads chosen, behind one queue; "
+                                   f"only splits with threads x replicas <= {cores} run")
+    link.put("tune_replicas", replicas, default=default_threads)
     above = {**form.errors, **limits.errors}
     tune = _with_limits(_server_only(form), limits)
     if not tune.errors and tune.fields.get("user_model") is not None:
@@ -227,9 +234,13 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
                                         "one of the catalog's (pick Catalog above)"})
     if not tune.errors and not threads:
         tune = JobForm(errors={"threads": f"threads: pick at least one; allowed: 1..{cores}"})
+    if not tune.errors and not replicas:
+        tune = JobForm(errors={"replicas": f"replicas: pick at least one; allowed: "
+                                           f"1..{cores}"})
     if not tune.errors:
         tune = JobForm(dict(tune.fields, objective=objective, batches=tuple(batches),
-                            thread_choices=tuple(threads), machine_shape=machine.shape))
+                            thread_choices=tuple(threads), replica_choices=tuple(replicas),
+                            machine_shape=machine.shape))
     job = plan(TuneRequest, tune)
     _show(job, above, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
                       "over 2x worse than the best); the best survivors and the default get a "

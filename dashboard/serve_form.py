@@ -28,8 +28,8 @@ from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_D
 from engine.core.model_source import fill_inputs
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, check_reachable,
-                                 default_min_queries)
+                                 OFFICIAL_MIN_DURATION_S, REPLICATED_SCENARIOS,
+                                 SERVE_SCENARIOS, check_reachable, default_min_queries)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
 from engine.run.machine import system_info
@@ -51,7 +51,8 @@ NUMBERS = {"bound_ms": ("sv_bound", "bound_ms", SERVE_BOUND_MS_RANGE, False,
            "min_duration_s": ("sv_min_duration", "min_duration_s", SERVE_DURATION_RANGE,
                               False, DEFAULT_MIN_DURATION_S),
            "min_queries": ("sv_min_queries", "min_query_count", SERVE_QUERIES_RANGE, True,
-                           DEFAULT_MIN_QUERIES)}
+                           DEFAULT_MIN_QUERIES),
+           "replicas": ("sv_replicas", "replicas", (1, logical_cores()), True, 1)}
 
 
 def _runtimes(model: str) -> list[str]:
@@ -141,9 +142,9 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
                                        for k, v in SCENARIO_HELP.items()))
     link.put("scenario", scenario, default=SERVE_SCENARIOS[0])
     st.caption(f"{scenario_label(scenario)}: {SCENARIO_HELP[scenario]}.")
-    n1, n2, n3, n4 = st.columns(4)
+    n1, n2, n3, n4, n5 = st.columns(5)
     bound = qps = None
-    batch, wait = 1, 0.0
+    batch, wait, replicas = 1, 0.0, 1
     if scenario in ("server", "single-stream"):
         bound = _number(link, numbers, n1, "p99 bound (ms)" if scenario == "server"
                         else "Latency bound (ms; p90 reported)", "bound_ms",
@@ -155,9 +156,13 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
         wait = _number(link, numbers, n4, "Max wait (ms)", "max_wait_ms",
                        help="the oldest queued query waits at most this long before its "
                             "batch leaves (0: whatever is queued leaves at once)")
-    if scenario in ("server", "offline"):
+    if scenario in REPLICATED_SCENARIOS:
         batch = _number(link, numbers, n3, "Max batch", "max_batch",
                         help="the largest batch the model is called with")
+        replicas = _number(link, numbers, n5, "Replicas", "replicas",
+                           help=f"processes of Threads threads each, on cores of their own, "
+                                f"behind one queue: whichever is free takes the next batch "
+                                f"(replicas x threads <= {cores})")
     elif scenario == "multi-stream":
         batch = MULTI_STREAM_SAMPLES
     d1, d2, d3 = st.columns([2, 1, 1])
@@ -182,6 +187,7 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
         return JobForm(errors=errors or {"model_file": "model_file: pick a model file"})
     return JobForm(dict(
         fields, scenarios=(scenario,), threads=int(threads), max_batch=int(batch),
+        replicas=int(replicas),
         target_qps=None if qps is None else float(qps),
         bound_ms=None if bound is None else float(bound), max_wait_ms=float(wait),
         min_duration_s=None if duration is None else float(duration),
@@ -198,7 +204,7 @@ def refuse_unreachable(test: Plan) -> Plan:
                   spec.precision, spec.intra_threads, spec.image_size, spec.batch_size,
                   system_info()["system_id"])
     try:
-        check_reachable(spec.target_qps, closed)
+        check_reachable(spec.target_qps, closed, spec.replicas)
     except UserError as exc:
         return Plan(test.request, errors={exc.field or "target_qps": str(exc)})
     return test

@@ -28,7 +28,8 @@ def runs_table(runs: pd.DataFrame) -> None:
                         scenario=runs.scenario.map(scenario_label))
     st.dataframe(shown, hide_index=True, width="stretch", key="sv_runs_table",
                  column_order=["started_at", "scenario", "model", "framework", "runtime",
-                               "intra_threads", "batch_size", "loadgen", "throughput",
+                               "intra_threads", "replicas", "batch_size", "loadgen",
+                               "throughput",
                                "p90_ms", "p99_ms", "iterations", "status"],
                  column_config={
                      "started_at": st.column_config.DatetimeColumn("started"),

@@ -250,7 +250,7 @@ def serve_closed_loop(con, model: str, framework: str, runtime: str, precision: 
 
 def closed_loop_known(con, spec, system_id: str) -> dict | None:
     """The latest ok closed-loop inference run of exactly this configuration (model,
-    framework, runtime, precision, image size, batch, threads; one replica, no neighbour, a
+    framework, runtime, precision, image size, batch, threads, replicas; no neighbour, a
     catalog model) on this machine (system_id): what an autotuner's probe would measure
     again. A dict of its run_id, throughput, p99_ms, threads_per_core, cores_used and
     machine_shape; None when there is none."""
@@ -260,10 +260,11 @@ def closed_loop_known(con, spec, system_id: str) -> dict | None:
         "WHERE status = 'ok' AND kind = ? AND model = ? AND framework = ? AND runtime = ? "
         "AND precision = ? AND batch_size = ? AND intra_threads = ? "
         "AND image_size IS NOT DISTINCT FROM ? AND system_id = ? AND throughput > 0 "
-        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = 1 "
+        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = ? "
         "ORDER BY started_at DESC LIMIT 1",
         [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
-         spec.batch_size, spec.intra_threads, spec.image_size, system_id]).fetchall()
+         spec.batch_size, spec.intra_threads, spec.image_size, system_id,
+         getattr(spec, "replicas", 1) or 1]).fetchall()
     if not rows:
         return None
     keys = ("run_id", "throughput", "p99_ms", "threads_per_core", "cores_used",

@@ -21,9 +21,9 @@ def serving_runs(con, sweep_id: str | None = None) -> pd.DataFrame:
     a failed run)."""
     df = con.execute(
         "SELECT r.run_id, r.sweep_id, r.started_at, r.model, r.framework, r.runtime, "
-        "r.batch_size, r.intra_threads, r.image_size, r.status, "
-        "coalesce(r.reason, '') AS reason, r.throughput, r.median_ms, r.p90_ms, r.p99_ms, "
-        "r.iterations, r.extra->>'scenario' AS scenario, "
+        "r.batch_size, r.intra_threads, coalesce(r.replicas, 1) AS replicas, r.image_size, "
+        "r.status, coalesce(r.reason, '') AS reason, r.throughput, r.median_ms, r.p90_ms, "
+        "r.p99_ms, r.iterations, r.extra->>'scenario' AS scenario, "
         "(r.extra->>'bound_ms')::DOUBLE AS bound_ms, "
         "(r.extra->>'target_qps')::DOUBLE AS target_qps, "
         "(r.extra->>'max_wait_ms')::DOUBLE AS max_wait_ms, "
@@ -62,7 +62,8 @@ def search_probes(con, sweep_id: str) -> pd.DataFrame:
     threads per core, the cores its worker was pinned to and the shape it ran on."""
     df = con.execute(
         "SELECT r.run_id, r.kind, r.started_at, r.framework, r.runtime, r.precision, "
-        "r.batch_size, r.intra_threads, r.status, coalesce(r.reason, '') AS reason, "
+        "r.batch_size, r.intra_threads, coalesce(r.replicas, 1) AS replicas, r.status, "
+        "coalesce(r.reason, '') AS reason, "
         "r.throughput, r.p99_ms, r.threads_per_core, r.machine_shape, "
         "(r.extra->>'cores_used')::BIGINT AS cores_used, r.extra->>'scenario' AS scenario, "
         "(r.extra->>'target_qps')::DOUBLE AS target_qps, "

@@ -194,7 +194,12 @@ TUNE = ["tune", "--model", "identity", "--framework", "selftest"]
     (["--bound-ms", "50", "--machine-shape", "m9.huge"], "machine_shape",
      "allowed: a shape as `python -m engine prices list` prints it"),
     (["--bound-ms", "50", "--margin", "2"], "margin", "0..1"),
-    (["--bound-ms", "50", "--replicas", "2"], "replicas", "allowed: 1"),
+    (["--bound-ms", "50", "--replicas", "0"], "replicas",
+     f"allowed: integer 1..{logical_cores()}"),
+    (["--bound-ms", "50", "--replicas", str(logical_cores() + 1)], "replicas",
+     f"allowed: integer 1..{logical_cores()}"),
+    (["--bound-ms", "50", "--threads", str(logical_cores()), "--replicas", "2"], "replicas",
+     f"allowed: threads x replicas <= {logical_cores()}"),
     (["--bound-ms", "50", "--runtime", "onnxruntime"], "runtime", "allowed: selftest:"),
     (["--bound-ms", "50", "--framework", "jax"], "framework", "allowed: torch, tensorflow"),
 ])
@@ -228,7 +233,7 @@ def test_a_start_rate_over_ten_times_the_fastest_candidates_closed_loop_is_refus
 def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
         db_path, worker_env, capsys):
     argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
-            "--probe-s", "0.05", "--min-duration", "0.2", "--min-queries", "50",
+            "--replicas", "1", "--probe-s", "0.05", "--min-duration", "0.2", "--min-queries", "50",
             "--max-probes", "2", "--start-qps", "1000", "--machine-shape", "c6i.4xlarge",
             "--db", str(db_path)]
     code = main(argv)

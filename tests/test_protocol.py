@@ -18,8 +18,8 @@ from engine.core import MeasurementPolicy, RunSpec
 from engine.core.model_source import DeclaredInput
 from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
                                   DeclaredInputs, Failed, Go, InferenceResult, LoadResult, More,
-                                  Progress, ProtocolError, Ready, RunNext, RunOrder, ServeResult,
-                                  Started, Stats,
+                                  Progress, ProtocolError, Ready, ReplicaDone, ReplicaWarm,
+                                  RunNext, RunOrder, ServeResult, Started, Stats,
                                   Stop, TimeBlock, TrainResult, decode, encode)
 from engine.run.runner import Runner
 from tests.conftest import ROOT
@@ -41,7 +41,7 @@ EVERY_MESSAGE = [
     Assign(scenario="inference", runs=(RunOrder("r1", {"model": "identity"}, None),
                                        RunOrder("r2", {"model": "x"}, {"params": 1})),
            memory_cap_bytes=2**30, mode="stats", trace_dir="/tmp/tr", sync="blocks",
-           held=True, cgroup="/sys/fs/cgroup/memory/bench-worker-1"),
+           held=True, cgroup="/sys/fs/cgroup/memory/bench-worker-1", cores=(2, 3)),
     More((RunOrder("r3", {"model": "identity", "batch_size": 4}, {"params": 2}),)),
     Go(1_000, 2_000), RunNext(), TimeBlock(0.25), Stop(),
     Ready(pid=42, import_s=1.5, versions={"torch": "2.1"}, threads={"torch_intra_op": 1},
@@ -63,13 +63,16 @@ EVERY_MESSAGE = [
     LoadResult("r1", **_RESULT, check_error=0.5, bytes_on_disk=1024, batches_per_sample=2),
     ServeResult("r1", **_RESULT, summary_log="Result is : VALID", detail_log=":::MLLOG {}",
                 loadgen_version="6.0.17", expected_latency_ns=5_000, queries=9,
-                model_calls=4),
+                model_calls=4, replica_cpus=("0,1", "2,3"), replica_calls=(3, 1)),
     Failed("r1", "error", "ValueError: boom", ended_at=1.5, traceback="Traceback ...",
            exit_code=-9, signal="SIGKILL", model_sha256="ab", model_bytes=3),
     Stats("r1", model="resnet18", framework="torch", image_size=224, versions={"torch": "2"},
           params=1, params_trainable=1, flops_per_sample=2, flops_method="counter"),
     DeclaredInputs("r1", (DeclaredInput("image", (None, 64, 64, 3), "float32"),
                           DeclaredInput("mask", (8,), None)), why="read"),
+    # a serving replica to its front (protocol 6)
+    ReplicaWarm("r1", **_RESULT),
+    ReplicaDone("r1", calls=12, peak_rss_bytes=2**28),
 ]
 
 

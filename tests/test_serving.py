@@ -12,7 +12,9 @@ import pytest
 from engine.cli import main
 from engine.core import RunSpec
 from engine.core.errors import UserError
+from engine.core.limits import logical_cores
 from engine.core.serving import ServeSpec, parse_summary
+from engine.scenarios import SERVING
 from store.runs import loadgen_log, serving_result
 
 IDENTITY = ["--model", "identity", "--framework", "selftest"]
@@ -132,7 +134,12 @@ def test_a_model_that_fails_leaves_one_error_row(db_path, worker_env, capsys):
     (["--scenario", "offline", "--max-batch", "1000"], "max_batch", "1..256"),
     (["--scenario", "streaming"], "scenario",
      "single-stream, multi-stream, server, offline"),
-    (["--scenario", "offline", "--replicas", "2"], "replicas", "not built yet"),
+    (["--scenario", "single-stream", "--replicas", "2"], "replicas",
+     "allowed: 1, or replicas with server or offline"),
+    (["--scenario", "offline", "--replicas", str(logical_cores() + 1)], "replicas",
+     f"allowed: integer 1..{logical_cores()}"),
+    (["--scenario", "offline", "--replicas", "2", "--threads", str(logical_cores())],
+     "replicas", f"allowed: at most {logical_cores()}"),
     (["--scenario", "offline", "--min-duration", "-1"], "min_duration_s", "0.01..86400"),
 ])
 def test_bad_input_is_refused_naming_the_field_before_anything_runs(
@@ -153,8 +160,20 @@ def test_a_spec_round_trips_and_its_columns_are_the_suts():
     assert spec.policy.min_time_s == 10.0 and spec.policy.min_iters == 100  # LoadGen's
     with pytest.raises(UserError, match="max_batch: multi-stream calls the model with 8"):
         ServeSpec(RunSpec("identity", "selftest", 4, 1), "multi-stream").validate(2)
-    with pytest.raises(UserError, match="replicas"):
-        ServeSpec(RunSpec("identity", "selftest", 4, 1), "offline", replicas=2).validate(2)
+    with pytest.raises(UserError, match="replicas: 3 is out of range; allowed: integer 1..2"):
+        ServeSpec(RunSpec("identity", "selftest", 4, 1), "offline", replicas=3).validate(2)
+    with pytest.raises(UserError, match="replicas: multi-stream issues one query at a time"):
+        ServeSpec(RunSpec("identity", "selftest", 8, 1), "multi-stream",
+                  replicas=2).validate(2)
+    two = ServeSpec(RunSpec("identity", "selftest", 4, 1), "offline", replicas=2).validate(2)
+    assert two.replicas == 2 and SERVING.worker_cpus(two) == 2  # its worker holds both
+    assert not SERVING.runner_replicates  # the worker's own processes, not R workers
+
+
+def test_the_libtorch_runtime_is_refused_for_serving_naming_why():
+    with pytest.raises(UserError, match="runtime: libtorch times its own loop in C"):
+        ServeSpec(RunSpec("resnet18", "torch", 1, 1, runtime="libtorch"),
+                  "single-stream").validate(2)
 
 
 SERVER_INVALID = """================================================

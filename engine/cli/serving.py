@@ -78,7 +78,9 @@ def add_parsers(sub) -> None:
                    help="server: a batch leaves when full or when its oldest query waited "
                         "this long (default 0: whatever is queued)")
     s.add_argument("--replicas", type=int, default=1, metavar="R",
-                   help="replicas behind one queue (only 1 is built yet)")
+                   help="server and offline: R processes of --threads threads each, "
+                        "on cores of their own, behind one queue (replicas x threads <= "
+                        f"{logical_cores()} here; default 1)")
     s.add_argument("--samples", type=int_arg("samples", *SERVE_SAMPLES_RANGE),
                    default=DEFAULT_SAMPLES,
                    help=f"LoadGen's performance_sample_count, inputs kept in memory "
@@ -188,10 +190,13 @@ def cmd_find_max_qps(args) -> int:
     if args.target_qps is None and db.exists():
         with open_db(db, read_only=True) as con:
             closed = closed_loop_best(con, base.sut, base.batch_size)
+        if closed:  # each replica serves at most one such closed loop
+            closed *= base.replicas
 
     def started(sweep_id):
+        reps = f" x {base.replicas} replicas" if base.replicas > 1 else ""
         print(f"max-QPS search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
-              f"{base.intra_threads} threads, max batch {base.batch_size}, p99 bound "
+              f"{base.intra_threads} threads{reps}, max batch {base.batch_size}, p99 bound "
               f"{args.bound_ms:g} ms, precision {args.qps_precision:.1%} -> {db}", flush=True)
 
     def stored(rec):
@@ -224,6 +229,7 @@ def cmd_find_max_qps(args) -> int:
 
         def split(rate):
             return serving_split(rate, threads=rec.intra_threads or 1,
+                                 replicas=rec.replicas or 1,
                                  threads_per_core=rec.threads_per_core,
                                  cores_used=(rec.extra or {}).get("cores_used"),
                                  shape=rec.machine_shape, arch=arch)

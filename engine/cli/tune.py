@@ -13,7 +13,7 @@ from engine.core.errors import UserError
 from engine.core.inference import runtimes_for
 from engine.core.limits import (IMAGE_RANGE, QPS_PRECISION_RANGE, QPS_PROBES_RANGE,
                                 SEED_RANGE, SERVE_BATCH_RANGE, SERVE_QPS_RANGE,
-                                SERVE_SAMPLES_RANGE, choice, float_range,
+                                SERVE_SAMPLES_RANGE, choice, float_range, int_range,
                                 logical_cores)
 from engine.core.serving import DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK
@@ -33,7 +33,8 @@ def add_parsers(sub) -> None:
     from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
 
     s = sub.add_parser("tune", help="the serving configuration (runtime x precision x max "
-                                    "batch x max wait x threads) with the most QPS, or the "
+                                    "batch x max wait x threads x replicas) with the most "
+                                    "QPS, or the "
                                     "least cost per 1 M, under a p99 bound")
     s.add_argument("--model", required=True, metavar="NAME",
                    help=f"one catalog model: {', '.join([*CATALOG, *DIAGNOSTIC_MODELS])}")
@@ -56,8 +57,10 @@ def add_parsers(sub) -> None:
                         f"{' '.join(map(str, DEFAULT_BATCHES))})")
     s.add_argument("--max-wait-ms", nargs="+", type=float_arg("max_wait_ms"), default=[0.0],
                    metavar="MS", help="the batcher's max wait (default 0: whatever is queued)")
-    s.add_argument("--replicas", nargs="+", type=int, default=[1], metavar="R",
-                   help="replicas behind one queue: only 1 is built yet")
+    s.add_argument("--replicas", nargs="+", type=int, default=None,
+                   metavar="R", help=f"replicas behind one queue, processes of --threads "
+                                     f"threads each (default 1 and {logical_cores()}; only "
+                                     "splits with threads x replicas <= the cores are searched)")
     s.add_argument("--margin", type=float_arg("margin"), default=DEFAULT_TUNE_MARGIN,
                    metavar="F", help=f"after the top {TOP_N}, go on while a confirmation "
                                      f"gains at least this fraction (default "
@@ -90,16 +93,30 @@ def add_parsers(sub) -> None:
 def candidates(args) -> list:
     from engine.run.autotune import Candidate
 
-    if set(args.replicas) != {1}:
-        raise UserError(f"replicas: serving runs one replica behind a queue; got "
-                        f"{' '.join(map(str, args.replicas))}; allowed: 1", field="replicas")
     for fw in args.framework:
         choice("framework", fw, tuple(FRAMEWORKS))
-    threads = args.threads or sorted({1, logical_cores()})
     per_fw = runtimes_for(list(dict.fromkeys(args.framework)), args.runtime)
-    return [Candidate(fw, rt, p, b, t, w) for fw, rts in per_fw.items() for rt in rts
-            for p in dict.fromkeys(args.precision) for t in dict.fromkeys(threads)
+    return [Candidate(fw, rt, p, b, t, w, r) for fw, rts in per_fw.items() for rt in rts
+            for p in dict.fromkeys(args.precision) for t, r in splits(args)
             for b in dict.fromkeys(args.batches) for w in dict.fromkeys(args.max_wait_ms)]
+
+
+def splits(args) -> list[tuple[int, int]]:
+    """(threads, replicas) pairs that fit this machine's cores (the others are said, not
+    searched); UserError when none does."""
+    cores = logical_cores()
+    threads = args.threads or sorted({1, cores})
+    replicas = args.replicas or sorted({1, cores})
+    for r in replicas:
+        int_range("replicas", r, 1, cores, hint=f" (this machine has {cores} logical cores)")
+    fits = [(t, r) for t in dict.fromkeys(threads) for r in dict.fromkeys(replicas)
+            if t * r <= cores]
+    if not fits:
+        t, r = min(threads), min(replicas)
+        raise UserError(f"replicas: no threads x replicas split fits this machine's {cores} "
+                        f"logical cores (the smallest: {t} x {r} = {t * r}); allowed: "
+                        f"threads x replicas <= {cores}", field="replicas")
+    return fits
 
 
 def cmd_tune(args) -> int:
@@ -144,7 +161,7 @@ def cmd_tune(args) -> int:
         if machine is None:
             return None
         cost = serving_cost(machine, serving_split(
-            rate, threads=c.threads, threads_per_core=fig.threads_per_core,
+            rate, threads=c.threads, replicas=c.replicas, threads_per_core=fig.threads_per_core,
             cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch))
         return cost.per_million_at_bound if cost is not None else None
 
@@ -155,8 +172,8 @@ def cmd_tune(args) -> int:
     space = (f"{len(cands)} candidates: runtimes {' '.join(dict.fromkeys(c.runtime for c in cands))}"
              f" x precision {' '.join(args.precision)} x max batch "
              f"{' '.join(map(str, dict.fromkeys(args.batches)))} x max wait "
-             f"{' '.join(f'{w:g}' for w in dict.fromkeys(args.max_wait_ms))} ms x threads "
-             f"{' '.join(str(t) for t in dict.fromkeys(c.threads for c in cands))}")
+             f"{' '.join(f'{w:g}' for w in dict.fromkeys(args.max_wait_ms))} ms x threads x "
+             f"replicas {' '.join(dict.fromkeys(f'{c.threads}x{c.replicas}' for c in cands))}")
     sweep_id, t = stored_autotune(
         cands, default=default, model=args.model, image_size=args.image_size,
         bound_ms=args.bound_ms, objective=args.objective, margin=args.margin, db=db,

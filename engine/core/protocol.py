@@ -4,10 +4,10 @@ A worker (`python -m engine.worker`) reads one `Assign` line on stdin, then, whe
 holds it at a gate, one command a line (`Go`, `RunNext`, `TimeBlock`, `Stop`); it writes
 its events one a line on stdout (`Ready`, then per run `Started`, `Progress`, `Armed`,
 `BlockTimed`, exactly one result or `Failed`; `Stats` in the catalog's counting mode,
-`DeclaredInputs` when it is only asked what a user's model file declares).
-Both sides import this module and nothing else of each other, and every line is written
-by `encode` and read by `decode`, here, so a field renamed on one side cannot go unread on
-the other.
+`DeclaredInputs` when it is only asked what a user's model file declares). A serving
+worker speaks it to its replicas too (`ReplicaWarm`, `ReplicaDone`). Both sides import this
+module and nothing else of each other; every line is written by `encode` and read by
+`decode`, here, so a field renamed on one side cannot go unread on the other.
 
 A line is one JSON object: {"v": PROTOCOL_VERSION, "kind": KIND, ...the message's fields}.
 A line of another version (a cluster node running another checkout), of an unknown kind
@@ -30,10 +30,9 @@ from engine.core.model_source import DeclaredInput
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
            "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
-           "Progress",
-           "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
-           "ServeResult", "Failed", "Stats", "DeclaredInputs", "MESSAGES", "WINDOW", "BLOCKS",
-           "encode", "decode"]
+           "Progress", "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
+           "ServeResult", "Failed", "Stats", "DeclaredInputs", "ReplicaWarm", "ReplicaDone",
+           "MESSAGES", "WINDOW", "BLOCKS", "REPLICA", "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
@@ -41,11 +40,15 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 #    DeclaredInputs, the reply to an Assign of mode "declared" (issue 26 parts 4 and 8).
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
 # 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
-PROTOCOL_VERSION = 5
+# 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
+PROTOCOL_VERSION = 6
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
 WINDOW, BLOCKS = "window", "blocks"
+# The Assign mode of a serving replica: a process a serving worker starts (never the parent)
+# to answer its batches on the cores it is given (engine/worker/replica.py).
+REPLICA = "replica"
 
 
 class ProtocolError(ValueError):
@@ -99,6 +102,8 @@ class Assign(Command):
     # kernel holds each run to memory_cap_bytes of resident memory over what the worker
     # held when the run began. None: the worker's own watchdog does (engine/worker/memcap.py).
     cgroup: str | None = None
+    # A replica's own CPUs (mode REPLICA), pinned before its framework starts a thread
+    cores: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -292,10 +297,9 @@ class LoadResult(Result):
 
 @dataclass(frozen=True)
 class ServeResult(Result):
-    """A serving run: one LoadGen test. samples_ns holds every query's latency as the SUT
-    saw it (IssueQuery's call to just before QuerySamplesComplete; Offline's one query: each
-    sample's), since LoadGen's logs give percentiles, not a per-query list; LoadGen's own
-    figures and verdict are in its logs, which the parent parses and stores."""
+    """A serving run: one LoadGen test. samples_ns: every query's latency as the SUT saw it
+    (IssueQuery's call to just before QuerySamplesComplete; Offline's one query: each
+    sample's): LoadGen's logs, which the parent parses and stores, give percentiles."""
 
     kind = "serve_result"
     summary_log: str = ""  # mlperf_log_summary.txt
@@ -304,6 +308,8 @@ class ServeResult(Result):
     expected_latency_ns: int | None = None  # the warm call LoadGen's schedule was sized on
     queries: int = 0  # IssueQuery calls the SUT answered
     model_calls: int = 0  # batches the SUT ran (Server's batcher, Offline's chunks)
+    replica_cpus: tuple[str, ...] = ()  # R replicas behind the queue: each one's CPUs, "2,3"
+    replica_calls: tuple[int, ...] = ()  # and the batches each one answered
 
 
 @dataclass(frozen=True)
@@ -351,11 +357,28 @@ class DeclaredInputs(Event):
     why: str | None = None
 
 
+@dataclass(frozen=True)
+class ReplicaWarm(Result):
+    """A serving replica's model built, checked and warm (replica to its front): a Result's
+    build, counts (the first replica's alone), memory and digest; nothing timed yet."""
+    kind = "replica_warm"
+
+
+@dataclass(frozen=True)
+class ReplicaDone(Event):
+    """A serving replica's last word when its front closes it: what it did and held."""
+    kind = "replica_done"
+    run_id: str
+    calls: int
+    peak_rss_bytes: int | None
+
+
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
     Assign, More, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
-    InferenceResult, TrainResult, LoadResult, ServeResult, Failed, Stats, DeclaredInputs)}
+    InferenceResult, TrainResult, LoadResult, ServeResult, Failed, Stats, DeclaredInputs,
+    ReplicaWarm, ReplicaDone)}
 _ENVELOPE = ("v", "kind")
-assert len(MESSAGES) == 18 and not any(  # a field named like the envelope would be lost
+assert len(MESSAGES) == 20 and not any(  # a field named like the envelope would be lost
     f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
 
 

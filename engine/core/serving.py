@@ -23,7 +23,7 @@ from engine.core.inference import RunSpec
 from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
                                 SERVE_QPS_RANGE, SERVE_QUERIES_RANGE, SERVE_SAMPLES_RANGE,
                                 SERVE_WAIT_MS_RANGE, SEED_RANGE, choice, float_range,
-                                int_range)
+                                int_range, logical_cores)
 from engine.core.model_source import source_from_dict
 from engine.core.policy import MeasurementPolicy
 
@@ -32,7 +32,8 @@ __all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAM
            "DEFAULT_SERVER_BOUND_MS", "DEFAULT_SAMPLES", "parse_summary", "detail_value",
            "SCENARIO_PERCENTILE", "EARLY_STOPPING_MIN_QUERIES", "default_min_queries",
            "early_stopping_note", "LIVE_PROGRESS_S", "LatencyHistogram", "live_text",
-           "CLOSED_LOOP_HEADROOM", "check_reachable"]
+           "CLOSED_LOOP_HEADROOM", "check_reachable", "REPLICATED_SCENARIOS",
+           "UNSERVED_RUNTIMES"]
 
 # Our names (the CLI's) -> LoadGen's TestScenario names.
 LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream",
@@ -57,6 +58,12 @@ DEFAULT_SAMPLES = 64  # performance_sample_count: generated inputs kept in memor
 EARLY_STOPPING_MIN_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459}
 # How often the worker reports a test's live figures (engine/worker/serving.py).
 LIVE_PROGRESS_S = 1.0
+# The scenarios a queue feeds (R replicas take whichever batch is next); the streams wait for
+# each query before issuing the next, so one replica answers them.
+REPLICATED_SCENARIOS = ("server", "offline")
+# Runtimes that cannot answer LoadGen's queries, and why.
+UNSERVED_RUNTIMES = {"libtorch": "times its own loop in C++ (engine/worker/cpp) and cannot "
+                                 "answer LoadGen's queries one call at a time"}
 # A Server target above this many times the closed loop's samples/s on this machine is
 # refused: a closed loop (no queueing, the best batch) is the most a SUT serves, and a
 # target ten times over it only fills memory with a backlog until the timeout.
@@ -98,7 +105,7 @@ class ServeSpec:
     bound_ms: float | None = None  # Server: p99 bound (LoadGen's); SingleStream: reported
     max_wait_ms: float = 0.0  # Server's batcher: the oldest query waits at most this long
     samples: int = DEFAULT_SAMPLES  # LoadGen's performance_sample_count
-    replicas: int = 1
+    replicas: int = 1  # Server, Offline: processes of sut.intra_threads each, one queue
     seed: int = 0  # LoadGen's qsl, sample-index and schedule seeds
     official: bool = False  # the run was asked for with the official preset
     kind = "serve"  # class constant, not a field: the runs table's `kind`
@@ -169,31 +176,60 @@ class ServeSpec:
                 raise UserError(f"max_batch: {self.scenario} calls the model with {want} "
                                 f"sample(s) a query; allowed: {want} (the batcher's max batch "
                                 "is for server and offline)", field="max_batch")
-        if self.replicas != 1:
-            raise UserError(f"replicas: {self.replicas} replicas behind one queue are not "
-                            "built yet (issue 27, a later part); allowed: 1",
-                            field="replicas")
         if self.sut.profile_steps or self.sut.replicas != 1:
             raise UserError("sut: a serving run's model is profiled and replicated by the "
                             "serving run itself; allowed: profile_steps 0, replicas 1",
                             field="sut")
-        return replace(self, sut=self.sut.validate(cores))
+        sut = self.sut.validate(cores)
+        if sut.runtime in UNSERVED_RUNTIMES:
+            raise UserError(f"runtime: {sut.runtime} {UNSERVED_RUNTIMES[sut.runtime]}; "
+                            f"allowed: any other runtime of {sut.framework}",
+                            field="runtime")
+        self._check_replicas(sut, cores or logical_cores())
+        return replace(self, sut=sut)
+
+    def _check_replicas(self, sut: RunSpec, cores: int) -> None:
+        """R replicas behind one queue: R processes of `threads` threads, each on cores of
+        its own, fed by the batcher (Server, Offline); what cannot be replicated so is
+        refused with the reason."""
+        int_range("replicas", self.replicas, 1, cores,
+                  hint=f" (this machine has {cores} logical cores)")
+        if self.replicas == 1:
+            return
+        if self.scenario not in REPLICATED_SCENARIOS:
+            raise UserError(f"replicas: {self.scenario} issues one query at a time (LoadGen "
+                            "waits for each), so a second replica would only wait; allowed: "
+                            f"1, or replicas with {' or '.join(REPLICATED_SCENARIOS)}",
+                            field="replicas")
+        if self.replicas * sut.intra_threads > cores:
+            raise UserError(f"replicas: {self.replicas} replicas x {sut.intra_threads} "
+                            f"threads = {self.replicas * sut.intra_threads} threads; allowed: "
+                            f"at most {cores} (this machine's logical cores, one core per "
+                            "thread): lower --replicas or --threads", field="replicas")
+        if sut.device != "cpu":
+            raise UserError(f"replicas: {self.replicas} replicas split the CPU's cores; one "
+                            f"{sut.device} device is not split here; allowed: 1",
+                            field="replicas")
 
 
-def check_reachable(target_qps: float | None, closed_loop: float | None, *,
-                    field: str = "target_qps", of: str = "this configuration") -> None:
+def check_reachable(target_qps: float | None, closed_loop: float | None,
+                    replicas: int = 1, *, field: str = "target_qps",
+                    of: str = "this configuration") -> None:
     """UserError naming `field` when target_qps is over CLOSED_LOOP_HEADROOM times the
     closed loop's samples/s of the same configuration on this machine (the store's, None: no
-    such run, nothing to judge by). of: whose closed loop that is, as the message says it
-    (a tuning's start rate is judged by its fastest candidate's)."""
+    such run, nothing to judge by), times the replicas that share the queue (each serves one
+    such closed loop at most). of: whose closed loop that is, as the message says it (a
+    tuning's start rate is judged by its fastest candidate's)."""
     if target_qps is None or not closed_loop:
         return
-    most = CLOSED_LOOP_HEADROOM * closed_loop
+    most = CLOSED_LOOP_HEADROOM * closed_loop * replicas
     if target_qps > most:
+        reps = f" x {replicas} replicas" if replicas > 1 else ""
         raise UserError(f"{field}: {_rate(target_qps)} QPS cannot be reached: the closed "
                         f"loop of {of} on this machine did {_rate(closed_loop)} samples/s; "
                         f"allowed: up to {CLOSED_LOOP_HEADROOM:g}x the closed loop's "
-                        f"{_rate(closed_loop)} samples/s, i.e. {_rate(most)}", field=field)
+                        f"{_rate(closed_loop)} samples/s{reps}, i.e. {_rate(most)}",
+                        field=field)
 
 
 # -- a test's live figures (the worker's Progress every LIVE_PROGRESS_S) --------------------

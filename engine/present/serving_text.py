@@ -37,8 +37,12 @@ def scenario_label(name: str) -> str:
 def serve_plan(request, specs: list) -> str:
     """What Launch will run: the test, what it is judged on, and its minimum duration."""
     spec = specs[0]
+    threads = f"{spec.intra_threads} thread(s)"
+    if spec.replicas > 1:
+        threads = (f"{spec.replicas} replicas of {threads} each, on cores of their own, "
+                   "behind one queue")
     parts = [f"**LoadGen {scenario_label(spec.scenario)} test** of {spec.model} "
-             f"({spec.framework}, {spec.runtime}), {spec.intra_threads} thread(s)"]
+             f"({spec.framework}, {spec.runtime}), {threads}"]
     if spec.scenario == "server":
         parts.append(f"Poisson arrivals at {spec.target_qps:g} QPS, p99 bound "
                      f"{spec.bound_ms:g} ms, batches of at most {spec.batch_size} waiting at "
@@ -58,8 +62,10 @@ def run_label(row) -> str:
     """A stored test as the run picker names it."""
     when = pd.Timestamp(row.started_at).strftime("%Y-%m-%d %H:%M:%S")
     result = (row.summary or {}).get("result") or row.status
+    replicas = getattr(row, "replicas", 1) or 1
     return (f"{when} · {scenario_label(row.scenario)} · {row.model} {row.framework} "
-            f"({row.runtime}) t{row.intra_threads} · {result}")
+            f"({row.runtime}) t{row.intra_threads}{f' x{replicas}' if replicas > 1 else ''}"
+            f" · {result}")
 
 
 def loadgen_column(runs: pd.DataFrame) -> pd.Series:

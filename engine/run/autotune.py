@@ -1,6 +1,6 @@
 """The autotuner (issue 27, part 3): for one model, a p99 bound and an objective (the most
 Server QPS, or the least cost per 1 M inferences on a shape), the serving configuration
-(runtime x precision x max batch x max wait x threads) to deploy.
+(runtime x precision x max batch x max wait x threads x replicas) to deploy.
 
 The search, as Triton's Model Analyzer states one: candidates, a measurement per
 candidate, a stop rule in one place (`autotune`, a pure function of its probes' answers):
@@ -15,7 +15,8 @@ candidate, a stop rule in one place (`autotune`, a pure function of its probes' 
 3. go on to the next survivor only while the last STOP_STEPS confirmations gained at least
    `margin` on the best so far.
 
-The default configuration (the reference runtime, batch 1, every thread) is confirmed too,
+The default configuration (the reference runtime, batch 1, every thread, one replica) is
+confirmed too,
 so the report can say how much better the winner is. `stored_autotune` drives it on real
 runs, every probe stored under one sweep.
 """
@@ -57,6 +58,7 @@ class Candidate:
     max_batch: int
     threads: int
     max_wait_ms: float = 0.0
+    replicas: int = 1  # processes of `threads` threads behind one queue
 
     def closed_loop(self) -> "Candidate":
         """The configuration a closed-loop probe measures: the batcher's wait plays no part
@@ -64,10 +66,12 @@ class Candidate:
         return replace(self, max_wait_ms=0.0)
 
     def label(self) -> str:
-        """'torch onnxruntime fp32, max batch 4, 2 threads'."""
+        """'torch onnxruntime fp32, max batch 4, 2 threads' (x 2 replicas)."""
         wait = f", max wait {self.max_wait_ms:g} ms" if self.max_wait_ms else ""
+        reps = f" x {self.replicas} replicas" if self.replicas > 1 else ""
         return (f"{self.framework} {self.runtime} {self.precision}, max batch "
-                f"{self.max_batch}{wait}, {self.threads} thread{'s' * (self.threads != 1)}")
+                f"{self.max_batch}{wait}, {self.threads} thread{'s' * (self.threads != 1)}"
+                f"{reps}")
 
 
 @dataclass(frozen=True)
@@ -275,11 +279,13 @@ def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
     return closed_probe
 
 
-def _sut(model: str, image_size: int | None, c: Candidate, policy=None):
+def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas: int = 1):
+    """A candidate's model as inference runs it: one replica (a Server test's SUT), or the
+    candidate's replicas (its closed loop: R workers in one window)."""
     from engine.core.inference import RunSpec
 
     return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
-                   image_size=image_size, runtime=c.runtime,
+                   image_size=image_size, runtime=c.runtime, replicas=replicas,
                    **({"policy": policy} if policy else {})).validate()
 
 
@@ -302,8 +308,8 @@ def stored_figures(db, candidates: list[Candidate], *, model: str,
     # Read-write, as the dashboard's own handle is: DuckDB refuses a read-only connection
     # to a file this process already holds read-write (a dashboard job reads from there).
     with open_db(db) as con:
-        rows = {c: closed_loop_known(con, _sut(model, image_size, c), system_id)
-                for c in configurations}
+        rows = {c: closed_loop_known(con, _sut(model, image_size, c, replicas=c.replicas),
+                                     system_id) for c in configurations}
     return {c: row for c, row in rows.items() if row is not None}
 
 
@@ -328,21 +334,23 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
 
-    def sut(c: Candidate, policy=None):
-        return _sut(model, image_size, c, policy)
+    def sut(c: Candidate, policy=None, replicas: int = 1):
+        return _sut(model, image_size, c, policy, replicas)
 
     def server(c: Candidate, q: float) -> ServeSpec:
-        return ServeSpec(sut(c), "server", min_duration_s=serve["min_duration_s"],
+        return ServeSpec(sut(c), "server", replicas=c.replicas,
+                         min_duration_s=serve["min_duration_s"],
                          min_query_count=max(serve["min_query_count"],
                                              EARLY_STOPPING_MIN_QUERIES),
                          target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
                          samples=serve["samples"], seed=serve["seed"]).validate()
 
     for c in [*candidates, default]:  # every value refused before anything runs
-        sut(c, probe_policy), server(c, 1.0)
+        sut(c, probe_policy, c.replicas), server(c, 1.0)
     if start_qps is not None:  # as serve's --target-qps: a rate no candidate could serve
         check_reachable(start_qps, stored_closed_loop(
-            db, [(sut(c), c.max_batch) for c in candidates]), field="start_qps",
+            db, [(sut(c), c.max_batch) for c in candidates]),
+            max(c.replicas for c in candidates), field="start_qps",
             of="the fastest candidate stored")
     if known is None:
         known = stored_figures(db, [*candidates, default], model=model, image_size=image_size)
@@ -354,7 +362,10 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                            known_stats=sweep.known_stats)
         return rec
 
-    closed_probe = closed_by_sut(known, lambda c: ClosedFigure.of(run(sut(c, probe_policy))))
+    # R replicas' closed loop: R workers of the candidate's threads timed in one window,
+    # their throughput summed (engine/run/replicas.py)
+    closed_probe = closed_by_sut(known, lambda c: ClosedFigure.of(
+        run(sut(c, probe_policy, c.replicas))))
 
     def qps_search(c: Candidate, start: float) -> QpsSearch:
         start = min(max(start_qps or start, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])

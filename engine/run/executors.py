@@ -254,8 +254,9 @@ class LocalProcesses:
         """cores: a replica's own cores (the runner splits them); sync: "window" (a replica,
         which waits for its window) or "blocks" (an interleaved contender, which times the
         blocks it is told to); held: after these runs it waits, warm, for More."""
-        pin = self.pin and mode == "bench" and scenario_of(first_spec).pinnable
-        pins = pinning.plan(first_spec.intra_threads) if pin else None
+        scenario = scenario_of(first_spec)
+        pin = self.pin and mode == "bench" and scenario.pinnable
+        pins = pinning.plan(scenario.worker_cpus(first_spec)) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
             pins = (tuple(cores), tuple(pinning.usable_cores()))
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,

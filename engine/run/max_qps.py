@@ -198,6 +198,7 @@ class StoredProbe:
     threads_per_core: int | None = None
     machine_shape: str | None = None
     cores_used: int | None = None
+    replicas: int = 1
 
     @property
     def extra(self) -> dict:  # as a RunRecord keeps it (ClosedFigure.of reads it)

@@ -67,9 +67,10 @@ class NodeHost:
 
     def start(self, key: str, runs: list[RunOrder], *, intra: int, inter: int, kind: str,
               memory_cap_bytes, mode: str, pin: bool, slots: tuple[int, ...] | None,
-              sync: str | None) -> None:
+              sync: str | None, cpus: int | None = None) -> None:
         """slots: a replica's cores as positions in this node's sorted affinity (the driver
-        cannot know the node's core numbers); None: pinned as a local worker is."""
+        cannot know the node's core numbers); None: pinned as a local worker is, on cpus
+        CPUs (its scenario's worker_cpus; None: intra)."""
         if key in self.ended:  # killed or closed before this call arrived (a threaded
             return             # actor does not keep call order)
         if memory_cap_bytes is None:  # the driver's RAM says nothing of this node's
@@ -78,7 +79,7 @@ class NodeHost:
         if slots is not None:
             pins = (tuple(self.cores[i] for i in slots), tuple(self.cores))
         else:
-            pins = pinning.plan(intra, self.cores, self.topology) if pin else None
+            pins = pinning.plan(cpus or intra, self.cores, self.topology) if pin else None
             if pin and pins is None and self.ray_cpus:  # every core but Ray's: kept off it
                 pins = (tuple(self.cores), tuple(self.cores))
         self.memory_cap_bytes = memory_cap_bytes

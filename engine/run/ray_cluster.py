@@ -235,9 +235,11 @@ class RayExecutor:
         if trace_dir is not None:  # refused at the CLI and the Run page already
             check_profile_on_cluster(first_spec.profile_steps or 1)
         key = f"g{next(_keys)}"
-        pin = mode == "bench" and scenario_of(first_spec).pinnable
+        scenario = scenario_of(first_spec)
+        pin = mode == "bench" and scenario.pinnable
         call = self.host.start.remote(
             key, runs, intra=first_spec.intra_threads, inter=first_spec.inter_threads,
+            cpus=scenario.worker_cpus(first_spec),
             kind=first_spec.kind, memory_cap_bytes=memory_cap_bytes, mode=mode, pin=pin,
             slots=tuple(cores) if cores is not None else None, sync=sync)
         return RayWorker(self.host, key, self.node, call)

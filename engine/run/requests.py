@@ -386,7 +386,8 @@ class ServeRequest(Request):
         for spec in specs:
             if spec.scenario == "server":
                 check_reachable(spec.target_qps,
-                                stored_closed_loop(db, [(spec.sut, spec.batch_size)]))
+                                stored_closed_loop(db, [(spec.sut, spec.batch_size)]),
+                                spec.replicas)
 
     def runner(self, *, db, shape: str | None = None, **options) -> Runner:
         timeout = self.timeout_s or self.duration_s() + SERVE_TIMEOUT_MARGIN_S

@@ -87,7 +87,8 @@ class Runner:
         specs = self._together(specs, tags, record, on_event, known_stats, timing)
         groups = [[s] for s in specs] if self.process_per_run else worker_groups(specs)
         for group in groups:
-            if getattr(group[0], "replicas", 1) > 1:  # R workers at once, one spec at a time
+            if (getattr(group[0], "replicas", 1) > 1  # R workers at once, one spec at a time
+                    and scenario_of(group[0]).runner_replicates):
                 for spec in group:
                     if self.cancel.is_set():
                         break

@@ -64,7 +64,8 @@ def stored_probe(row) -> StoredProbe:
     return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
                        _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
                        _int(row.threads_per_core),
-                       row.machine_shape, _int(row.cores_used))
+                       row.machine_shape, _int(row.cores_used),
+                       _int(getattr(row, "replicas", 1)) or 1)
 
 
 @dataclass(frozen=True)
@@ -140,24 +141,33 @@ class MaxQpsRequest(_Search):
 
 @dataclass(frozen=True)
 class TuneRequest(_Search):
-    """The autotuner for the Deploy form's model: its runtime x max batch x threads (max
-    wait the form's) under the bound, for the most QPS or the least cost per 1 M on a
-    shape; the default (the reference runtime, batch 1, every thread) confirmed too."""
+    """The autotuner for the Deploy form's model: its runtime x max batch x threads x
+    replicas (max wait the form's) under the bound, for the most QPS or the least cost per
+    1 M on a shape; the default (the reference runtime, batch 1, every thread, one replica)
+    confirmed too."""
 
     objective: str = "qps"
     batches: tuple[int, ...] = (1, 2, 4, 8)
     thread_choices: tuple[int, ...] = ()  # empty: 1 and every logical core
+    replica_choices: tuple[int, ...] = (1,)  # splits of threads x replicas over the cores
     machine_shape: str | None = None
     margin: float = DEFAULT_TUNE_MARGIN
 
     def candidates(self) -> list[Candidate]:
-        threads = self.thread_choices or tuple(sorted({1, logical_cores()}))
+        cores = logical_cores()
+        threads = self.thread_choices or tuple(sorted({1, cores}))
         if not self.batches:
             raise UserError(f"batches: pick at least one max batch; allowed: "
                             f"{SERVE_BATCH_RANGE[0]}..{SERVE_BATCH_RANGE[1]}", field="batches")
+        splits = [(t, r) for t in dict.fromkeys(threads)
+                  for r in dict.fromkeys(self.replica_choices) if t * r <= cores]
+        if not splits:
+            raise UserError(f"replicas: no threads x replicas split fits this machine's "
+                            f"{cores} logical cores; allowed: threads x replicas <= {cores}",
+                            field="replicas")
         return [Candidate(self.framework, self.runtime or REFERENCE_RUNTIME[self.framework],
-                          self.precision, b, t, self.max_wait_ms)
-                for t in dict.fromkeys(threads) for b in dict.fromkeys(self.batches)]
+                          self.precision, b, t, self.max_wait_ms, r)
+                for t, r in splits for b in dict.fromkeys(self.batches)]
 
     def default(self) -> Candidate:
         return Candidate(self.framework, REFERENCE_RUNTIME.get(self.framework, self.framework),
@@ -171,8 +181,8 @@ class TuneRequest(_Search):
         for c in [*self.candidates(), self.default()]:
             [spec], _ = ServeRequest._expand(replace(
                 self, scenarios=("server",), runtime=c.runtime, max_batch=c.max_batch,
-                threads=c.threads, target_qps=1.0, min_duration_s=TUNE_TEST_S,
-                min_query_count=self._min_queries()))
+                threads=c.threads, replicas=c.replicas, target_qps=1.0,
+                min_duration_s=TUNE_TEST_S, min_query_count=self._min_queries()))
             specs.append(spec)
         return specs, []
 
@@ -211,7 +221,9 @@ class TuneRequest(_Search):
 
 
 def _cand_json(c: Candidate) -> list:
-    return [c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.max_wait_ms]
+    # positional, as Candidate(*fields) reads it back (older sweeps: no replicas, 1)
+    return [c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.max_wait_ms,
+            c.replicas]
 
 
 def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, price):
@@ -250,7 +262,7 @@ def tune_price(db, shape: str | None, catalog=None):
         if machine is None:
             return None
         cost = serving_cost(machine, serving_split(
-            rate, threads=c.threads, threads_per_core=fig.threads_per_core,
+            rate, threads=c.threads, replicas=c.replicas, threads_per_core=fig.threads_per_core,
             cores_used=fig.cores_used, shape=fig.shape or shape))
         return cost.per_million_at_bound if cost is not None else None
     return price
@@ -268,8 +280,9 @@ def replay_tune(fields: dict, probes, price) -> Tuning:
 
     def same(c: Candidate, r) -> bool:
         wait = _none(r.max_wait_ms)
-        return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads) == (
-            c.framework, c.runtime, c.precision, c.max_batch, c.threads) and (
+        return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads,
+                _int(getattr(r, "replicas", 1)) or 1) == (
+            c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.replicas) and (
             r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
 
     def probed(c: Candidate) -> ClosedFigure:

@@ -48,6 +48,9 @@ class Scenario:
     # A worker with fewer threads than cores gets cores of its own (engine/run/pinning.py).
     # Not data loading: its loader processes inherit the worker's affinity.
     pinnable: ClassVar[bool] = True
+    # A spec's replicas > 1 are R workers the runner starts and times in one window
+    # (engine/run/replicas.py); serving's replicas are its worker's own processes instead.
+    runner_replicates: ClassVar[bool] = True
     # What the CLI's progress bar counts: "run", or "step" (read from progress events).
     progress_unit: ClassVar[str] = "run"
     # Other tools' one-file-per-run formats a run of this kind can be written in
@@ -56,6 +59,10 @@ class Scenario:
 
     def spec_from_dict(self, d: dict):
         return self.spec_type.from_dict(d)
+
+    def worker_cpus(self, spec) -> int:
+        """How many CPUs the spec's worker is pinned to: its intra-op threads."""
+        return spec.intra_threads
 
     def record_columns(self, spec) -> dict:
         """Columns of `runs` beyond the common ones (dataset, workers)."""

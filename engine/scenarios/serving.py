@@ -29,6 +29,11 @@ class Serving(Scenario):
     title = "Serve"
     sample_unit = "query"
     step_noun = "query"
+    runner_replicates = False  # its replicas are the worker's own processes, one queue
+
+    def worker_cpus(self, spec) -> int:
+        """The worker holds every replica: replicas x threads CPUs, split among them."""
+        return spec.intra_threads * spec.replicas
 
     def record_columns(self, spec) -> dict:
         src = spec.user_model
@@ -51,9 +56,13 @@ class Serving(Scenario):
         return extra
 
     def result_extra(self, res: ServeResult) -> dict:
-        return {"loadgen_version": res.loadgen_version,
-                "expected_latency_ns": res.expected_latency_ns, "model_calls": res.model_calls,
-                "latency_source": LATENCY_SOURCE}
+        extra = {"loadgen_version": res.loadgen_version,
+                 "expected_latency_ns": res.expected_latency_ns,
+                 "model_calls": res.model_calls, "latency_source": LATENCY_SOURCE}
+        if res.replica_cpus:  # R processes behind one queue: where each one ran, how much
+            extra["replica_cpus"] = list(res.replica_cpus)
+            extra["replica_calls"] = list(res.replica_calls)
+        return extra
 
     def result_columns(self, res: ServeResult) -> dict:
         """LoadGen's summary parsed (its verdict, failed rules, early-stopping estimates,
@@ -104,12 +113,15 @@ class Serving(Scenario):
         return None
 
     def describe_event(self, spec, ev: Event) -> str:
-        return f"{spec.scenario} {spec.model} {spec.runtime} t{spec.intra_threads}: {phase_of(ev)}"
+        replicas = f" x{spec.replicas}" if spec.replicas > 1 else ""
+        return (f"{spec.scenario} {spec.model} {spec.runtime} t{spec.intra_threads}{replicas}: "
+                f"{phase_of(ev)}")
 
     def run_label(self, rec) -> str:
         scenario = (rec.extra or {}).get("scenario", "?")
+        replicas = f" x{rec.replicas}" if (rec.replicas or 1) > 1 else ""
         return (f"{scenario} {rec.model} {rec.framework} ({rec.runtime}) b{rec.batch_size} "
-                f"t{rec.intra_threads}")
+                f"t{rec.intra_threads}{replicas}")
 
     def describe_record(self, rec) -> str:
         s = rec.serving or {}

@@ -4,7 +4,7 @@ the same class and the frame tells them apart by type."""
 
 from __future__ import annotations
 
-__all__ = ["OutputMismatch", "Diverged", "WRONG_ANSWERS"]
+__all__ = ["OutputMismatch", "Diverged", "WRONG_ANSWERS", "ReplicaFailed"]
 
 
 class OutputMismatch(Exception):
@@ -16,3 +16,12 @@ class Diverged(Exception):
 
 
 WRONG_ANSWERS = (OutputMismatch, Diverged)
+
+
+class ReplicaFailed(Exception):
+    """A serving replica's own failure (engine/worker/replica.py: its load, its output
+    check, a call), carrying the status the replica gave it."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status

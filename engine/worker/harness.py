@@ -20,7 +20,7 @@ from engine.core.errors import plain_text
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message, Progress,
                                   Ready, Result, RunNext, Started, Stop, TimeBlock, decode)
 from engine.core.record import OOM_MARKERS
-from engine.worker.errors import WRONG_ANSWERS
+from engine.worker.errors import WRONG_ANSWERS, ReplicaFailed
 from engine.worker.memcap import ResidentCap
 
 __all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command", "resident_bytes"]
@@ -95,6 +95,8 @@ def status_of(exc: BaseException) -> str:
     # diverged training: invalid, never timed.
     if isinstance(exc, WRONG_ANSWERS):
         return "invalid"
+    if isinstance(exc, ReplicaFailed):  # a serving replica classified its own failure
+        return exc.status
     if isinstance(exc, MemoryError):
         return "oom"
     text = f"{type(exc).__name__}: {exc}".lower()
@@ -196,14 +198,16 @@ class Frame:
             # madvise (glibc's trim after a collection), which the kernel's mark never sees.
             peak = max(peak_kb * 1024, rss_before) if peak_kb else None
             own_peak = result.peak_rss_bytes  # a process of the body's own did the work
-            method = ("VmHWM of the LibTorch runner process" if own_peak else
+            method = (result.peak_rss_method if result.peak_rss_method else
+                      "VmHWM of the LibTorch runner process" if own_peak else
                       "VmHWM, reset per run via /proc/self/clear_refs" if per_run_peak
                       else "VmHWM over the worker's lifetime")
             emit(replace(result, ended_at=time.time(), rss_before_bytes=rss_before,
                          peak_rss_bytes=own_peak or peak, peak_rss_method=method,
                          model_peak_bytes=_model_peak(own_peak or peak, result)))
         except BaseException as exc:  # every ending becomes one row; the parent decides
-            reason = plain_text(f"{type(exc).__name__}: {exc}")
+            reason = plain_text(str(exc) if isinstance(exc, ReplicaFailed)  # names its
+                                else f"{type(exc).__name__}: {exc}")      # replica's error
             if getattr(spec, "user_model", None) is not None:  # one line, as the CLI prints it
                 reason = " ".join(reason.split())
             emit(Failed(run_id, status_of(exc), reason[:2000], ended_at=time.time(),

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from engine.core.protocol import Assign, Message, More, encode
+from engine.core.protocol import REPLICA, Assign, Message, More, encode
 from engine.scenarios import SCENARIOS
 from engine.worker.harness import Frame, command
 
@@ -80,6 +80,11 @@ def main() -> None:
 
     with os.fdopen(os.dup(0), "rb", buffering=0) as first_line:  # unbuffered: no byte past
         assign = command(first_line.readline(), Assign)           # the line is consumed
+    if assign.mode == REPLICA:  # a serving worker's replica: its front's batches on stdin,
+        from engine.worker.replica import serve_replica  # read here, on the query path
+
+        serve_replica(assign, proto.fileno(), 0)
+        return
     watch_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # children see an empty stdin, not the parent's pipe

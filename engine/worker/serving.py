@@ -5,9 +5,10 @@ backend per runtime, catalog model or a user's file).
 LoadGen owns the arrival schedule, the clock and the verdict; the SUT only answers. The
 dispatch stays lean: SingleStream and MultiStream answer inside LoadGen's IssueQuery call
 (LoadGen waits for each query before the next), Server and Offline queue each sample and
-one batcher thread calls the model on up to max_batch of them, as Triton's dynamic
-batcher does: a batch leaves when it is full or when its oldest sample has waited
-max_wait_ms. The query sample library holds `samples` generated inputs in memory; the
+one batcher thread per replica calls its model on up to max_batch of them, as Triton's
+dynamic batcher does: a batch leaves when it is full or when its oldest sample has waited
+max_wait_ms. One replica is this process's model; R replicas are R processes of their own
+(engine/worker/replica.py), each on whole cores of its own, fed by their batcher threads. The query sample library holds `samples` generated inputs in memory; the
 backends' generated inputs for each batch size stand in for the samples LoadGen picks
 (loading a sample is a no-op), so a query costs LoadGen's callback, one model call and
 QuerySamplesComplete. Every query's latency is recorded by the SUT (engine/scenarios/
@@ -20,6 +21,7 @@ those latencies, read from the list the dispatch already appends to.
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.metadata
 import os
 import shutil
@@ -27,24 +29,22 @@ import statistics
 import tempfile
 import threading
 import time
-from dataclasses import replace
 
 from engine.core.protocol import Progress, ServeResult
-from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, MULTI_STREAM_SAMPLES,
-                                 SCENARIO_PERCENTILE, LatencyHistogram)
-from engine.worker.harness import Frame
-from engine.worker.inference import Models, inputs_named
+from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE,
+                                 LatencyHistogram)
+from engine.worker.harness import Frame, resident_bytes
+from engine.worker.inference import Models
+from engine.worker.replica import ReplicaSet
+from engine.worker.serving_model import warm_model
 
-__all__ = ["run_group", "batch_sizes", "EXPECTED_LATENCY_FLOOR_NS"]
+__all__ = ["run_group", "EXPECTED_LATENCY_FLOOR_NS"]
 
 # LoadGen pre-generates min_duration / expected latency queries (SingleStream,
 # MultiStream). A model call of a few hundred ns (the selftest identity) would make that
 # tens of millions; a query also costs LoadGen's own work and our callback, microseconds,
 # so an expectation under this floor only pre-generates queries that are never issued.
 EXPECTED_LATENCY_FLOOR_NS = 5_000
-# Warm-up calls of every batch size the SUT may make, before the test: the first call of
-# a shape (allocators, a compiling runtime's trace) never lands in LoadGen's figures.
-WARM_CALLS = 3
 # Offline's one query holds expected QPS x min duration samples: a run faster than the
 # warm-up's estimate (caches warmer, no first-call costs) ends before the minimum duration,
 # INVALID. MLPerf's advice is to overstate it; twice the estimate only lengthens the test.
@@ -70,97 +70,121 @@ def _loadgen_version() -> str:
     return importlib.metadata.version("mlcommons-loadgen")
 
 
-def batch_sizes(spec) -> list[int]:
-    """Every batch the SUT may call the model with in this scenario."""
-    if spec.scenario == "single-stream":
-        return [1]
-    if spec.scenario == "multi-stream":
-        return [MULTI_STREAM_SAMPLES]
-    return list(range(1, spec.batch_size + 1))
-
-
 def _serve(frame: Frame, models: Models, run_id: str, spec, known) -> ServeResult:
     import mlperf_loadgen as lg
 
     progress = frame.progress(run_id)
-    sut = spec.sut
-    models.ensure(sut, progress)
-    models.check_declared(sut)
-    progress("prepare", 0)
-    backend = models.backend
-    with inputs_named(sut):
-        backend.prepare(sut)
-    stats = models.stats(sut, known)
-    with backend.context():
-        steps = {n: backend.make_step(replace(sut, batch_size=n)) for n in batch_sizes(spec)}
-        progress("warmup", 0)
-        t = time.perf_counter()
-        with inputs_named(sut):
-            steps[max(steps)]()
-        first_s = time.perf_counter() - t
-        warm = _warm(steps, spec)
+    with contextlib.ExitStack() as stack:
+        if spec.replicas > 1:  # R processes of their own behind this one queue
+            front_before = resident_bytes()
+            reps = stack.enter_context(ReplicaSet(spec, run_id, known, progress))
+            first = reps.warm[0]
+            lanes, context = reps.lanes, contextlib.nullcontext
+            warm, first_s = list(first.warmup_ns), first.first_forward_s
+        else:
+            warmed = warm_model(models, spec, known, progress)
+            steps, context = warmed.steps, models.backend.context
+            lanes = [lambda n, steps=steps: steps[n]()]
+            warm, first_s = warmed.warm, warmed.first_s
         expected_ns = max(EXPECTED_LATENCY_FLOOR_NS, int(statistics.median(warm)))
         settings = _settings(lg, spec, expected_ns)
-        out = tempfile.mkdtemp(prefix="bench-loadgen-")
+        out = stack.enter_context(_Folder())
+        log = lg.LogSettings()
+        log.log_output.outdir = out
+        log.log_output.copy_summary_to_stdout = False
+        log.enable_trace = False
+        server = (_Batcher(lg, lanes, spec, context)
+                  if spec.scenario in ("server", "offline") else None)
+        answer = _Stream(lg, lanes[0], context) if server is None else server
+        sut_handle = lg.ConstructSUT(answer.issue, lambda: None)
+        qsl = lg.ConstructQSL(spec.samples, spec.samples, lambda s: None, lambda s: None)
+        progress("serve", 0)
+        live = _Live(answer, spec, lambda **figures: frame.emit(
+            Progress(run_id, "serve", 0, **figures)))
+        t = time.perf_counter()
         try:
-            log = lg.LogSettings()
-            log.log_output.outdir = out
-            log.log_output.copy_summary_to_stdout = False
-            log.enable_trace = False
-            server = (_Batcher(lg, steps, spec, backend.context)
-                      if spec.scenario in ("server", "offline") else None)
-            answer = _Stream(lg, steps, backend.context) if server is None else server
-            sut_handle = lg.ConstructSUT(answer.issue, lambda: None)
-            qsl = lg.ConstructQSL(spec.samples, spec.samples, lambda s: None, lambda s: None)
-            progress("serve", 0)
-            live = _Live(answer, spec, lambda **figures: frame.emit(
-                Progress(run_id, "serve", 0, **figures)))
-            t = time.perf_counter()
-            try:
+            with context():  # the warm steps' context, for LoadGen's thread's calls too
                 lg.StartTestWithLogSettings(sut_handle, qsl, settings, log)
-            finally:
-                live.stop()
-                if server is not None:
-                    server.stop()
-                lg.DestroyQSL(qsl)
-                lg.DestroySUT(sut_handle)
-            measured_s = time.perf_counter() - t
-            if answer.error is not None:  # the model failed inside LoadGen's test
-                raise answer.error
-            summary = _read(out, "mlperf_log_summary.txt")
-            detail = _read(out, "mlperf_log_detail.txt")
         finally:
-            shutil.rmtree(out, ignore_errors=True)
+            live.stop()
+            if server is not None:
+                server.stop()
+            lg.DestroyQSL(qsl)
+            lg.DestroySUT(sut_handle)
+        measured_s = time.perf_counter() - t
+        if answer.error is not None:  # the model failed inside LoadGen's test
+            raise answer.error
+        summary = _read(out, "mlperf_log_summary.txt")
+        detail = _read(out, "mlperf_log_detail.txt")
+    figures = dict(queries=answer.queries, model_calls=answer.calls,
+                   expected_latency_ns=expected_ns, summary_log=summary, detail_log=detail,
+                   loadgen_version=_loadgen_version(), first_forward_s=first_s,
+                   warmup_ns=tuple(warm), samples_ns=tuple(answer.latencies),
+                   warmup_s=sum(warm) / 1e9, measured_s=measured_s,
+                   stop_reason="LoadGen's test ended")
+    if spec.replicas > 1:
+        return _replicated_result(run_id, reps, front_before, figures)
+    backend, stats = models.backend, warmed.stats
     return ServeResult(
-        run_id, load_s=models.load_s, first_forward_s=first_s, warmup_ns=tuple(warm),
-        samples_ns=tuple(answer.latencies), warmup_s=sum(warm) / 1e9, measured_s=measured_s,
-        stop_reason="LoadGen's test ended", params=stats.params,
+        run_id, load_s=models.load_s, params=stats.params,
         params_trainable=stats.params_trainable, flops_per_sample=stats.flops_per_sample,
         flops_method=stats.flops_method, prepare_s=backend.prepare_s,
         model_baseline_bytes=models.baseline,
         reference_bytes=backend.reference_bytes() if hasattr(backend, "reference_bytes") else 0,
-        device_peak_bytes=backend.device_peak_bytes(), summary_log=summary, detail_log=detail,
-        loadgen_version=_loadgen_version(), expected_latency_ns=expected_ns,
-        queries=answer.queries, model_calls=answer.calls, **models.digest_fields(sut))
+        device_peak_bytes=backend.device_peak_bytes(), **figures,
+        **models.digest_fields(spec.sut))
 
 
-def _warm(steps: dict, spec) -> list[int]:
-    """Each size's first calls, then the scenario's own call timed (the batch a query
-    makes: 1 for Server's single arrivals, max batch for Offline), which sizes LoadGen's
-    schedule."""
-    for step in steps.values():
-        for _ in range(WARM_CALLS):
-            step()
-    size = 1 if spec.scenario == "server" else max(steps)
-    step, times = steps[size], []
-    deadline = time.perf_counter() + spec.sut.policy.warmup_max_s
-    for _ in range(max(1, spec.sut.policy.warmup_iters)):
-        t = time.perf_counter_ns()
-        step()
-        times.append(time.perf_counter_ns() - t)
-        if time.perf_counter() > deadline:
-            break
-    return times
+def _replicated_result(run_id: str, reps: ReplicaSet, front_before: int | None,
+                       figures: dict) -> ServeResult:
+    """The run's result from its replicas: the first's build, counts and file digest; the
+    memory of the whole tree: this front's peak plus each replica's, over a baseline of this
+    front's resident set before the replicas started plus each replica's before its model
+    (and its reference apart), so what the model adds is counted once per replica."""
+    first = reps.warm[0]
+    peaks = reps.peak_rss_bytes()
+    front = _own_peak_bytes()
+    return ServeResult(
+        run_id, load_s=first.load_s, params=first.params,
+        params_trainable=first.params_trainable, flops_per_sample=first.flops_per_sample,
+        flops_method=first.flops_method, prepare_s=first.prepare_s,
+        peak_rss_bytes=front + peaks if peaks is not None and front is not None else None,
+        peak_rss_method=(f"VmHWM of this front (LoadGen, its queue) plus each of the "
+                         f"{len(reps.warm)} replica processes'"),
+        model_baseline_bytes=_sum([front_before, *(w.model_baseline_bytes
+                                                  for w in reps.warm)]),
+        reference_bytes=_sum(w.reference_bytes or 0 for w in reps.warm),
+        model_sha256=first.model_sha256, model_bytes=first.model_bytes,
+        replica_cpus=tuple(",".join(map(str, c)) for c in reps.cores),
+        replica_calls=tuple(rep.calls for rep in reps.replicas), **figures)
+
+
+def _sum(values):
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _own_peak_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+class _Folder:
+    """A temporary folder for LoadGen's logs, removed on leaving."""
+
+    def __enter__(self) -> str:
+        self.path = tempfile.mkdtemp(prefix="bench-loadgen-")
+        return self.path
+
+    def __exit__(self, *exc) -> bool:
+        shutil.rmtree(self.path, ignore_errors=True)
+        return False
 
 
 def _settings(lg, spec, expected_ns: int):
@@ -176,8 +200,8 @@ def _settings(lg, spec, expected_ns: int):
         ts.server_target_qps = spec.target_qps
         ts.server_target_latency_ns = spec.server_target_latency_ns
     # Offline: the QPS the user expects, else what a warm max batch did
-    ts.offline_expected_qps = (spec.target_qps
-                               or OFFLINE_QPS_MARGIN * spec.batch_size * 1e9 / expected_ns)
+    ts.offline_expected_qps = (spec.target_qps or OFFLINE_QPS_MARGIN * spec.batch_size
+                               * spec.replicas * 1e9 / expected_ns)
     return ts
 
 
@@ -234,8 +258,8 @@ class _Stream:
     The backend's context (torch's inference mode) is thread-local, and the call runs on
     LoadGen's thread: it is entered around each call (about a microsecond)."""
 
-    def __init__(self, lg, steps: dict, context):
-        self.lg, self.steps, self.context = lg, steps, context
+    def __init__(self, lg, call, context):
+        self.lg, self.call, self.context = lg, call, context
         self.latencies: list[int] = []
         self.queries = self.calls = 0
         self.error: BaseException | None = None
@@ -245,7 +269,7 @@ class _Stream:
         lg = self.lg
         try:
             with self.context():
-                self.steps[len(qs)]()
+                self.call(len(qs))
         except BaseException as exc:  # noqa: BLE001 - re-raised after LoadGen's test ends
             self.error = self.error or exc
         responses = [lg.QuerySampleResponse(q.id, 0, 0) for q in qs]
@@ -256,13 +280,16 @@ class _Stream:
 
 
 class _Batcher:
-    """Server and Offline: IssueQuery queues its samples; one thread takes up to max_batch
-    of them when the batch is full or its oldest sample has waited max_wait_ms (Triton's
-    dynamic batcher; 0: whatever is queued), calls the model once, and completes them.
-    A sample's latency runs from its query's IssueQuery call to its completion."""
+    """Server and Offline: IssueQuery queues its samples; one thread per replica (one lane:
+    this process's model, or a replica process's) takes up to max_batch of them when the
+    batch is full or its oldest sample has waited max_wait_ms (Triton's dynamic batcher;
+    0: whatever is queued), calls its model once, and completes them. Whichever replica is
+    free takes the next batch. A sample's latency runs from its query's IssueQuery call to
+    its completion. After a failed call the batches still queued are completed without a
+    call, so LoadGen's test ends at once and the failure is the run's."""
 
-    def __init__(self, lg, steps: dict, spec, context):
-        self.lg, self.steps, self.context = lg, steps, context
+    def __init__(self, lg, lanes, spec, context):
+        self.lg, self.context = lg, context
         self.max_batch = spec.batch_size
         self.max_wait_ns = int(spec.max_wait_ms * 1e6)
         self.queue: collections.deque = collections.deque()  # (issued ns, sample id)
@@ -271,8 +298,10 @@ class _Batcher:
         self.queries = self.calls = 0
         self.error: BaseException | None = None
         self.running = True
-        self.thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._loop, args=(call,), daemon=True,
+                                         name=f"batcher-{i}") for i, call in enumerate(lanes)]
+        for thread in self.threads:
+            thread.start()
 
     def issue(self, qs) -> None:
         t0 = time.perf_counter_ns()
@@ -284,8 +313,9 @@ class _Batcher:
     def stop(self) -> None:
         with self.cv:
             self.running = False
-            self.cv.notify()
-        self.thread.join()
+            self.cv.notify_all()
+        for thread in self.threads:
+            thread.join()
 
     def _take(self) -> list | None:
         """The next batch, waiting as the batcher's rule says; None when stopped."""
@@ -294,7 +324,7 @@ class _Batcher:
                 self.cv.wait()
             if not self.queue:
                 return None
-            if self.max_wait_ns and len(self.queue) < self.max_batch:
+            if self.max_wait_ns and len(self.queue) < self.max_batch and self.error is None:
                 deadline = self.queue[0][0] + self.max_wait_ns
                 while self.running and len(self.queue) < self.max_batch:
                     left = deadline - time.perf_counter_ns()
@@ -302,21 +332,27 @@ class _Batcher:
                         break
                     self.cv.wait(left / 1e9)
             n = min(self.max_batch, len(self.queue))
-            return [self.queue.popleft() for _ in range(n)]
+            batch = [self.queue.popleft() for _ in range(n)]
+            if self.queue:  # another replica may take the rest now
+                self.cv.notify()
+            return batch
 
-    def _loop(self) -> None:
+    def _loop(self, call) -> None:
         with self.context():  # thread-local (torch's inference mode): this thread's own
-            self._serve()
+            self._serve(call)
 
-    def _serve(self) -> None:
+    def _serve(self, call) -> None:
         lg = self.lg
         while (batch := self._take()) is not None:
-            try:
-                self.steps[len(batch)]()
-            except BaseException as exc:  # noqa: BLE001 - re-raised after the test
-                self.error = self.error or exc
+            if self.error is None:
+                try:
+                    call(len(batch))
+                except BaseException as exc:  # noqa: BLE001 - re-raised after the test
+                    with self.cv:
+                        self.error = self.error or exc
             responses = [lg.QuerySampleResponse(sid, 0, 0) for _, sid in batch]
             done = time.perf_counter_ns()
-            self.latencies.extend(done - t0 for t0, _ in batch)
-            self.calls += 1
+            with self.cv:
+                self.latencies.extend(done - t0 for t0, _ in batch)
+                self.calls += 1
             lg.QuerySamplesComplete(responses)
