@@ -222,11 +222,15 @@ def test_a_start_rate_over_ten_times_the_fastest_candidates_closed_loop_is_refus
     before = stored(db_path)
     argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
             "--db", str(db_path)]
-    assert main([*argv, "--start-qps", "8001"]) == 2
+    assert main([*argv, "--replicas", "1", "--start-qps", "8001"]) == 2
     assert capsys.readouterr().err == (
         "error: start_qps: 8,001 QPS cannot be reached: the closed loop of the fastest "
         "candidate stored on this machine did 800 samples/s; allowed: up to 10x the closed "
         "loop's 800 samples/s, i.e. 8,000\n")
+    # two replicas behind the queue serve up to two such closed loops
+    assert main([*argv, "--replicas", "1", "2", "--start-qps", "16001"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "allowed: up to 10x the closed loop's 800 samples/s x 2 replicas, i.e. 16,000\n")
     assert stored(db_path) == before == (3, 0)
 
 

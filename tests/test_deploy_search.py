@@ -177,14 +177,17 @@ def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_
     at.radio(key="sv_tune_objective").set_value("cost").run()
     at.multiselect(key="sv_tune_batches").set_value([1, 4]).run()
     at.multiselect(key="sv_tune_threads").set_value([1]).run()
+    at.multiselect(key="sv_tune_replicas").set_value([1, 2]).run()
     at.button(key="sv_tune_launch").click().run()
     assert not at.exception
     (req,) = fake.submitted
     assert type(req) is TuneRequest
-    assert (req.objective, req.batches, req.thread_choices, req.bound_ms, req.qps_precision,
-            req.max_probes) == ("cost", (1, 4), (1,), 20.0, 0.05, 16)
+    assert (req.objective, req.batches, req.thread_choices, req.replica_choices, req.bound_ms,
+            req.qps_precision, req.max_probes) == ("cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16)
     assert req.machine_shape and req.machine_shape in at.selectbox(key="sv_shape").value
-    assert [c.max_batch for c in req.candidates()] == [1, 4]
+    # every split of 1 thread x 1 or 2 replicas (both fit 2 cores), each max batch
+    assert [(c.threads, c.replicas, c.max_batch) for c in req.candidates()] == [
+        (1, 1, 1), (1, 1, 4), (1, 2, 1), (1, 2, 4)]
 
 
 def test_bad_tune_input_names_the_field_and_its_range_and_launches_nothing(
