@@ -229,9 +229,6 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
     link.put("tune_replicas", replicas, default=default_threads)
     above = {**form.errors, **limits.errors}
     tune = _with_limits(_server_only(form), limits)
-    if not tune.errors and tune.fields.get("user_model") is not None:
-        tune = JobForm(errors={"model": "model: the tuner searches a catalog model; allowed: "
-                                        "one of the catalog's (pick Catalog above)"})
     if not tune.errors and not threads:
         tune = JobForm(errors={"threads": f"threads: pick at least one; allowed: 1..{cores}"})
     if not tune.errors and not replicas:

@@ -29,7 +29,8 @@ from engine.core.model_source import fill_inputs
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
                                  OFFICIAL_MIN_DURATION_S, REPLICATED_SCENARIOS,
-                                 SERVE_SCENARIOS, check_reachable, default_min_queries)
+                                 SERVE_SCENARIOS, check_reachable, default_min_queries,
+                                 fixed_batch_allowed)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
 from engine.run.machine import system_info
@@ -179,8 +180,11 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
                       default=_min_queries_default(scenario))
     if chosen is not None and fields.get("user_model") is not None:
         try:
-            fields["user_model"] = fill_inputs(fields["user_model"], chosen.declared, [batch],
-                                               chosen.input_text or None)
+            # the batcher calls every batch up to its max: a fixed batch axis takes one
+            sizes = list(range(1, batch + 1)) if scenario in REPLICATED_SCENARIOS else [batch]
+            fields["user_model"] = fill_inputs(
+                fields["user_model"], chosen.declared, sizes, chosen.input_text or None,
+                allowed_batch=lambda fixed: fixed_batch_allowed(fixed, "Max batch"))
         except UserError as exc:
             errors[exc.field or "input"] = str(exc)
     if errors or not fields:

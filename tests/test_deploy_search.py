@@ -535,3 +535,21 @@ def test_a_tuning_that_read_a_stored_figure_replays_with_that_figure(db_path, mo
     at = page(DEPLOY, db_path, monkeypatch)  # and so the page shows it
     assert any(c.value == "Pruned: none." for c in at.caption)
     assert frame(at, "role")["max QPS"].tolist()[0] == 168.75
+
+
+def test_a_tuning_of_a_user_s_file_searches_its_runtime_and_defaults_to_its_format_s(
+        tmp_path):
+    from engine.core.model_source import InputSpec, ModelSource
+
+    onnx = tmp_path / "net.onnx"
+    onnx.write_bytes(b"not parsed here")  # the spec stats the path; a worker reads it
+    src = ModelSource("net", "onnx", (InputSpec("input", (1, 3, 16, 16)),), path=str(onnx))
+    req = TuneRequest(scenarios=("server",), model="net", framework="torch",
+                      runtime="onnxruntime", user_model=src, bound_ms=20.0, batches=(1, 2),
+                      thread_choices=(1,), replica_choices=(1,))
+    assert [(c.runtime, c.max_batch) for c in req.candidates()] == [("onnxruntime", 1),
+                                                                    ("onnxruntime", 2)]
+    # the torch reference (eager) cannot run an ONNX file: the format's runtime is the default
+    assert req.default() == Candidate("torch", "onnxruntime", "fp32", 1, logical_cores())
+    specs, _ = req.expand()
+    assert {s.sut.user_model for s in specs} == {src} and len(specs) == 3

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from engine.cli import main
+from engine.core.limits import logical_cores
 from store.db import open_db
 from tests.conftest import ROOT
 from tests.model_files import make_model_files
@@ -275,3 +276,62 @@ def test_a_file_that_declares_its_inputs_runs_without_one_and_a_given_one_must_f
         "error: input: required for net.pt, a TorchScript file, which declares no inputs we "
         "read; allowed: --input-shape C,H,W or one or more --input NAME:DIMS[:DTYPE]")
     assert len(rows(db_path, "SELECT run_id FROM runs")) == 3  # no row for a refusal
+
+
+def _keras_fixed_at_1(folder) -> str:
+    """A .keras file's description alone, declaring its batch axis fixed at 1: what the
+    worker reads of what the file declares (nothing here runs it)."""
+    import json
+    import zipfile
+
+    path = folder / "one.keras"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("config.json", json.dumps({"class_name": "Functional", "config": {
+            "layers": [{"class_name": "InputLayer", "name": "image", "config": {
+                "name": "image", "batch_shape": [1, 16, 16, 3], "dtype": "float32"}}],
+            "input_layers": [["image", 0, 0]]}}))
+    return str(path)
+
+
+def test_a_file_fixed_at_batch_1_is_refused_a_batcher_over_1_before_anything_runs(
+        tmp_path, db_path, capsys, worker_env):
+    one = _keras_fixed_at_1(tmp_path)
+    assert main(["serve", "--scenario", "server", "--model-file", one, "--target-qps", "10",
+                 "--max-batch", "4", "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err == (
+        "error: batch_size: the file fixes the batch dimension of image at 1 (it declares "
+        "1x16x16x3 float32 (NHWC)), so batch 2, 3, 4 cannot run; allowed: a file with an "
+        "open batch axis, or one fixed at 1 with --max-batch 1 (a Server or Offline batcher "
+        "calls every batch from 1 to its max batch; this file takes only 1)\n")
+    assert main(["tune", "--model-file", one, "--bound-ms", "50", "--batches", "1", "2",
+                 "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.endswith(
+        "so batch 2 cannot run; allowed: a file with an open batch axis, or one fixed at 1 "
+        "with --batches 1 (a Server or Offline batcher calls every batch from 1 to its max "
+        "batch; this file takes only 1)\n")
+    assert not db_path.exists()
+
+
+def test_a_user_file_is_tuned_on_its_format_s_runtimes_with_its_bytes_named(
+        files, db_path, capsys, worker_env):
+    """The tuner on a user's ONNX file: its one runtime (ONNX Runtime) is searched and is
+    the default too; every probe names the file's bytes; nothing is read from the store in
+    its place (a name is not the bytes)."""
+    argv = ["tune", "--model-file", str(files["onnx"]), "--bound-ms", "50", "--batches",
+            "1", "2", "--threads", "1", "--replicas", "1", "--probe-s", "0.05",
+            "--min-duration", "0.2", "--min-queries", "50", "--max-probes", "2",
+            "--start-qps", "500", "--db", str(db_path)]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code in (0, 1), out
+    found = rows(db_path, "SELECT kind, model, runtime, model_format, model_sha256, "
+                          "batch_size, intra_threads FROM runs ORDER BY started_at")
+    assert {(k, m, r, f, s) for k, m, r, f, s, _, _ in found} == {
+        ("inference", "net", "onnxruntime", "onnx", sha(files["onnx"])),
+        ("serve", "net", "onnxruntime", "onnx", sha(files["onnx"]))}
+    # one closed-loop probe each: batch 1 and 2 at 1 thread, and the default (batch 1,
+    # every thread), measured afresh
+    assert sorted((b, t) for k, *_, b, t in found if k == "inference") == sorted(
+        {(1, 1), (2, 1), (1, logical_cores())})
+    assert "tune " in out and ": net, p99 under 50 ms" in out
+    assert "runtimes onnxruntime x precision fp32 x max batch 1 2" in out

@@ -159,10 +159,11 @@ def user_model_options(p) -> None:
                         "the function's name)")
 
 
-def user_model(args, catalog_models, batch_sizes=(1,)):
+def user_model(args, catalog_models, batch_sizes=(1,), **allowed):
     """The ModelSource the options describe, or None when --model names catalog models.
     Its inputs are the ones given or, none given, the ones a .keras, .pt2 or .onnx file
-    declares (a worker reads them; batch_sizes: those the file's batch axis must take).
+    declares (a worker reads them; batch_sizes: those the file's batch axis must take;
+    allowed: fill_inputs' allowed_batch, the batch option the refusal names).
     UserError naming the field for anything missing, conflicting or malformed, or for
     inputs that do not fit what the file declares."""
     import os
@@ -214,4 +215,4 @@ def user_model(args, catalog_models, batch_sizes=(1,)):
     # before anything is launched: a mismatch is an error here, not a failed row.
     from engine.run.runner import model_inputs
     given = args.input_shape or " ".join(args.input or ()) or None
-    return model_inputs(src, batch_sizes, given)
+    return model_inputs(src, batch_sizes, given, **allowed)

@@ -17,7 +17,7 @@ from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
                                  OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, default_min_queries,
-                                 early_stopping_note)
+                                 early_stopping_note, fixed_batch_allowed)
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BOUND_MS_RANGE,
                                 SERVE_QPS_RANGE, SERVE_RATE_RANGE, float_range)
@@ -109,7 +109,14 @@ def add_parsers(sub) -> None:
 
 
 def serve_request(args) -> ServeRequest:
-    src = user_model(args, args.model)
+    # A user's file must take every batch its scenarios make: a Server or Offline batcher
+    # calls 1 .. max batch (a fixed batch axis is refused here, naming it), MultiStream 8.
+    sizes = set()
+    for name in args.scenario:
+        sizes |= ({1} if name == "single-stream" else {MULTI_STREAM_SAMPLES}
+                  if name == "multi-stream" else set(range(1, max(args.max_batch, 1) + 1)))
+    src = user_model(args, args.model, batch_sizes=tuple(sorted(sizes)),
+                     allowed_batch=fixed_batch_allowed)
     if src is None and len(args.model) != 1:
         raise UserError(f"model: serve runs one model; got {len(args.model)}; allowed: one "
                         "--model NAME", field="model")

@@ -7,15 +7,18 @@ engine/present/tune_text.py's."""
 from __future__ import annotations
 
 from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, memory_cap,
-                             memory_cap_option)
-from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, REFERENCE_RUNTIME
+                             memory_cap_option, user_model, user_model_options)
+from engine.core.catalog import (CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, REFERENCE_RUNTIME,
+                                 RUNTIMES)
+from engine.core.model_source import FORMAT_RUNTIMES, default_runtime
 from engine.core.errors import UserError
 from engine.core.inference import runtimes_for
 from engine.core.limits import (IMAGE_RANGE, QPS_PRECISION_RANGE, QPS_PROBES_RANGE,
                                 SEED_RANGE, SERVE_BATCH_RANGE, SERVE_QPS_RANGE,
                                 SERVE_SAMPLES_RANGE, choice, float_range, int_range,
                                 logical_cores)
-from engine.core.serving import DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES
+from engine.core.serving import (DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES, UNSERVED_RUNTIMES,
+                                 fixed_batch_allowed)
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -36,8 +39,10 @@ def add_parsers(sub) -> None:
                                     "batch x max wait x threads x replicas) with the most "
                                     "QPS, or the "
                                     "least cost per 1 M, under a p99 bound")
-    s.add_argument("--model", required=True, metavar="NAME",
-                   help=f"one catalog model: {', '.join([*CATALOG, *DIAGNOSTIC_MODELS])}")
+    s.add_argument("--model", default=None, metavar="NAME",
+                   help=f"one catalog model: {', '.join([*CATALOG, *DIAGNOSTIC_MODELS])} (or "
+                        "your own model: --model-file, below)")
+    user_model_options(s)
     s.add_argument("--bound-ms", type=float_arg("bound_ms"), default=None, metavar="MS",
                    help="the Server p99 bound (required)")
     s.add_argument("--objective", default="qps", metavar="NAME",
@@ -90,12 +95,19 @@ def add_parsers(sub) -> None:
     db_arg(s)
 
 
-def candidates(args) -> list:
+def candidates(args, src=None) -> list:
+    """Every candidate the options name; src, a user's model: its framework, and the
+    runtimes its format serves (or those named, which its spec then checks)."""
     from engine.run.autotune import Candidate
 
     for fw in args.framework:
         choice("framework", fw, tuple(FRAMEWORKS))
-    per_fw = runtimes_for(list(dict.fromkeys(args.framework)), args.runtime)
+    if src is not None:
+        served = [r for r in (FORMAT_RUNTIMES[src.format][1] if src.format in FORMAT_RUNTIMES
+                              else RUNTIMES[src.framework]) if r not in UNSERVED_RUNTIMES]
+        per_fw = {src.framework: list(dict.fromkeys(args.runtime or served))}
+    else:
+        per_fw = runtimes_for(list(dict.fromkeys(args.framework)), args.runtime)
     return [Candidate(fw, rt, p, b, t, w, r) for fw, rts in per_fw.items() for rt in rts
             for p in dict.fromkeys(args.precision) for t, r in splits(args)
             for b in dict.fromkeys(args.batches) for w in dict.fromkeys(args.max_wait_ms)]
@@ -136,16 +148,26 @@ def cmd_tune(args) -> int:
     shape = machine_shape(args.machine_shape, db)  # a shape not in the catalog: refused
     check_tune(bound_ms=args.bound_ms, objective=args.objective, margin=args.margin,
                shape=shape)
-    if args.model not in CATALOG and args.model not in DIAGNOSTIC_MODELS:
+    if args.model is not None and args.model not in CATALOG \
+            and args.model not in DIAGNOSTIC_MODELS:
         raise UserError(f"model: {args.model!r} is not in the catalog; allowed: "
                         f"{', '.join([*CATALOG, *DIAGNOSTIC_MODELS])}", field="model")
     if args.start_qps is not None:
         float_range("start_qps", args.start_qps, *SERVE_QPS_RANGE)
     float_range("qps_precision", args.qps_precision, *QPS_PRECISION_RANGE)
-    cands = candidates(args)
+    # A user's file must take every batch the batcher may make (1 .. the largest max batch):
+    # a fixed batch axis is refused here, naming it, before anything runs.
+    src = user_model(args, [args.model] if args.model else [],
+                     batch_sizes=tuple(range(1, max(args.batches) + 1)),
+                     allowed_batch=lambda fixed: fixed_batch_allowed(fixed, "--batches"))
+    if src is not None:
+        args.framework = [src.framework or args.framework[0]]
+    model = src.name if src is not None else args.model
+    cands = candidates(args, src)
     fw = "torch" if "torch" in args.framework else args.framework[0]
-    default = Candidate(fw, REFERENCE_RUNTIME[fw] if fw in REFERENCE_RUNTIME else fw,
-                        args.precision[0], 1, logical_cores())
+    runtime = (default_runtime(src.format, fw) if src is not None else
+               REFERENCE_RUNTIME[fw] if fw in REFERENCE_RUNTIME else fw)
+    default = Candidate(fw, runtime, args.precision[0], 1, logical_cores())
     machine = None
     if shape:
         if db.exists():
@@ -175,14 +197,14 @@ def cmd_tune(args) -> int:
              f"{' '.join(f'{w:g}' for w in dict.fromkeys(args.max_wait_ms))} ms x threads x "
              f"replicas {' '.join(dict.fromkeys(f'{c.threads}x{c.replicas}' for c in cands))}")
     sweep_id, t = stored_autotune(
-        cands, default=default, model=args.model, image_size=args.image_size,
+        cands, default=default, model=model, image_size=args.image_size, user_model=src,
         bound_ms=args.bound_ms, objective=args.objective, margin=args.margin, db=db,
         runner=runner, command=" ".join(["python -m engine", *args.argv]),
         probe_policy=policy, price=price, max_probes=args.max_probes,
         precision=args.qps_precision, start_qps=args.start_qps,
         serve={"min_duration_s": args.min_duration, "min_query_count": args.min_queries,
                "samples": args.samples, "seed": args.loadgen_seed},
-        on_start=lambda sid: print(f"tune {sid}: {args.model}, p99 under {args.bound_ms:g} "
+        on_start=lambda sid: print(f"tune {sid}: {model}, p99 under {args.bound_ms:g} "
                                    f"ms, objective {args.objective}; {space} -> {db}",
                                    flush=True),
         on_stored=lambda rec: print(f"stored {rec.run_id} "

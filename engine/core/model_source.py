@@ -348,13 +348,15 @@ def _as_given(d: DeclaredInput) -> str:
 
 
 def fill_inputs(src: ModelSource, declared: tuple[DeclaredInput, ...] | None,
-                batch_sizes, given: str | None = None) -> ModelSource:
+                batch_sizes, given: str | None = None, *,
+                allowed_batch=lambda fixed: f"--batch {fixed}") -> ModelSource:
     """The source with its inputs: the ones given, checked against what the file declares
     (count, rank, every fixed dimension after the batch axis, dtype), or, none given, the
     declared ones (the batch axis written 1: each batch size replaces it). A batch axis the
     file fixes must be every batch size. declared: what a worker read (None: the format
     declares nothing read, or it could not be read). given: the user's text, for messages.
-    UserError (field input or batch_size) naming what the file declares and what is allowed."""
+    UserError (field input or batch_size) naming what the file declares and what is allowed
+    (allowed_batch(fixed): the batch sizes that may run, as the caller's options say them)."""
     what = (src.factory if src.format == "factory" else Path(src.path or "").name) or src.name
     if not declared:
         if src.inputs:
@@ -407,7 +409,7 @@ def fill_inputs(src: ModelSource, declared: tuple[DeclaredInput, ...] | None,
         if fixed is not None and other:
             raise UserError(f"batch_size: the file fixes the batch dimension of {d.name} at "
                             f"{fixed} (it declares {shown}), so batch "
-                            f"{', '.join(map(str, other))} cannot run; allowed: --batch "
-                            f"{fixed}", field="batch_size")
+                            f"{', '.join(map(str, other))} cannot run; allowed: "
+                            f"{allowed_batch(fixed)}", field="batch_size")
     return src if inputs == src.inputs else ModelSource(
         src.name, src.format, inputs, src.path, src.factory, trust_code=src.trust_code)

@@ -33,7 +33,7 @@ __all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAM
            "SCENARIO_PERCENTILE", "EARLY_STOPPING_MIN_QUERIES", "default_min_queries",
            "early_stopping_note", "LIVE_PROGRESS_S", "LatencyHistogram", "live_text",
            "CLOSED_LOOP_HEADROOM", "check_reachable", "REPLICATED_SCENARIOS",
-           "UNSERVED_RUNTIMES"]
+           "UNSERVED_RUNTIMES", "fixed_batch_allowed"]
 
 # Our names (the CLI's) -> LoadGen's TestScenario names.
 LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream",
@@ -61,6 +61,15 @@ LIVE_PROGRESS_S = 1.0
 # The scenarios a queue feeds (R replicas take whichever batch is next); the streams wait for
 # each query before issuing the next, so one replica answers them.
 REPLICATED_SCENARIOS = ("server", "offline")
+def fixed_batch_allowed(fixed: int, option: str = "--max-batch") -> str:
+    """What a serving test may run with a user's file whose batch axis is fixed at `fixed`,
+    as its refusal says it: a Server or Offline batcher calls every batch from 1 to its max
+    batch, so only a file fixed at 1 serves, at max batch 1."""
+    return (f"a file with an open batch axis, or one fixed at 1 with {option} 1 (a Server or "
+            f"Offline batcher calls every batch from 1 to its max batch; this file takes only "
+            f"{fixed})")
+
+
 # Runtimes that cannot answer LoadGen's queries, and why.
 UNSERVED_RUNTIMES = {"libtorch": "times its own loop in C++ (engine/worker/cpp) and cannot "
                                  "answer LoadGen's queries one call at a time"}

@@ -279,13 +279,16 @@ def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
     return closed_probe
 
 
-def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas: int = 1):
+def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas: int = 1,
+         user_model=None):
     """A candidate's model as inference runs it: one replica (a Server test's SUT), or the
-    candidate's replicas (its closed loop: R workers in one window)."""
+    candidate's replicas (its closed loop: R workers in one window); a catalog model, or
+    the user's file (user_model, a ModelSource)."""
     from engine.core.inference import RunSpec
 
     return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
                    image_size=image_size, runtime=c.runtime, replicas=replicas,
+                   user_model=user_model,
                    **({"policy": policy} if policy else {})).validate()
 
 
@@ -317,7 +320,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                     image_size: int | None, bound_ms: float, objective: str, margin: float,
                     db, runner, command: str, probe_policy, serve: dict, price,
                     max_probes: int, precision: float, start_qps: float | None = None,
-                    known: dict[Candidate, dict] | None = None,
+                    known: dict[Candidate, dict] | None = None, user_model=None,
                     on_start: Callable[[str], None] = lambda sweep_id: None,
                     on_stored: Callable = lambda rec: None) -> tuple[str, Tuning]:
     """autotune on real runs on this machine, every probe stored under one sweep: a closed-
@@ -328,14 +331,15 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     min_duration_s, min_query_count, samples, seed), starting at start_qps when given, else
     at the candidate's closed-loop samples/s (far above what a Server SUT answers for a
     model of microseconds). Every spec is validated, and a start_qps over 10x the fastest
-    stored closed loop of the candidates refused, before the sweep opens."""
+    stored closed loop of the candidates refused, before the sweep opens. A user's model
+    file (user_model) is probed afresh: the store's figures of a name are not of its bytes."""
     from engine.core.serving import ServeSpec, check_reachable
     from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
 
     def sut(c: Candidate, policy=None, replicas: int = 1):
-        return _sut(model, image_size, c, policy, replicas)
+        return _sut(model, image_size, c, policy, replicas, user_model)
 
     def server(c: Candidate, q: float) -> ServeSpec:
         return ServeSpec(sut(c), "server", replicas=c.replicas,
@@ -347,13 +351,14 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
 
     for c in [*candidates, default]:  # every value refused before anything runs
         sut(c, probe_policy, c.replicas), server(c, 1.0)
-    if start_qps is not None:  # as serve's --target-qps: a rate no candidate could serve
+    if start_qps is not None and user_model is None:  # a rate no candidate could serve
         check_reachable(start_qps, stored_closed_loop(
             db, [(sut(c), c.max_batch) for c in candidates]),
             max(c.replicas for c in candidates), field="start_qps",
             of="the fastest candidate stored")
     if known is None:
-        known = stored_figures(db, [*candidates, default], model=model, image_size=image_size)
+        known = ({} if user_model is not None else
+                 stored_figures(db, [*candidates, default], model=model, image_size=image_size))
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
 

@@ -395,11 +395,11 @@ def read_declared(source: ModelSource, *, timeout_s: float = 120.0,
 
 
 def model_inputs(source: ModelSource, batch_sizes, given: str | None = None, *,
-                 timeout_s: float = 120.0) -> ModelSource:
+                 timeout_s: float = 120.0, **allowed) -> ModelSource:
     """The user's model with its inputs, before anything is launched: what the file declares
     (read by read_declared, for the formats that declare) fills them when none were given and
     checks them when some were (engine.core.model_source.fill_inputs); UserError naming the
     field otherwise."""
     declared = (read_declared(source, timeout_s=timeout_s).inputs
                 if source.format in DECLARING_FORMATS and source.path else None)
-    return fill_inputs(source, declared, batch_sizes, given)
+    return fill_inputs(source, declared, batch_sizes, given, **allowed)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from engine.core.catalog import REFERENCE_RUNTIME
+from engine.core.model_source import default_runtime
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
                                 float_range, int_range, logical_cores)
@@ -170,8 +171,12 @@ class TuneRequest(_Search):
                 for t, r in splits for b in dict.fromkeys(self.batches)]
 
     def default(self) -> Candidate:
-        return Candidate(self.framework, REFERENCE_RUNTIME.get(self.framework, self.framework),
-                         self.precision, 1, logical_cores())
+        """The reference runtime (a user's file: its format's default), batch 1, every
+        thread, one replica."""
+        src = self.user_model
+        runtime = (default_runtime(src.format, self.framework) if src is not None
+                   else REFERENCE_RUNTIME.get(self.framework, self.framework))
+        return Candidate(self.framework, runtime, self.precision, 1, logical_cores())
 
     def _expand(self):
         check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
@@ -231,8 +236,9 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
 
     policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
                                warmup_max_s=TUNE_PROBE_S)
-    known = stored_figures(db, [*req.candidates(), req.default()], model=req.model,
-                           image_size=req.image_size)
+    known = ({} if req.user_model is not None else  # a file's bytes, not its name, count
+             stored_figures(db, [*req.candidates(), req.default()], model=req.model,
+                            image_size=req.image_size))
     return stored_autotune(
         req.candidates(), default=req.default(), model=req.model, image_size=req.image_size,
         bound_ms=req.bound_ms, objective=req.objective, margin=req.margin, db=db,
@@ -240,7 +246,7 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
         price=price, max_probes=req.max_probes, precision=req.qps_precision,
         serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req._min_queries(),
                "samples": req.samples, "seed": req.loadgen_seed},
-        on_start=on_start, on_stored=on_stored)
+        user_model=req.user_model, on_start=on_start, on_stored=on_stored)
 
 
 def tune_price(db, shape: str | None, catalog=None):
