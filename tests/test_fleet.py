@@ -271,3 +271,36 @@ def test_a_node_that_fails_stops_the_others_with_the_reason_not_as_a_user_cancel
     assert [(r.status, r.reason) for r in records] == [
         ("killed", "stopped: the sweep on another node failed (RuntimeError: no python on "
                    "the node)")]
+
+
+def test_a_fleet_tune_tunes_each_node_kind_on_its_cores_and_names_the_cheapest(
+        ray_cluster, db_path, capsys):
+    """The autotuner per machine shape (issue 27 part 3): one tuning, its own sweep, on each
+    node kind at once, each candidate fit to that node's cores and priced on its shape (an
+    estimate: these nodes give workers 1 of the shape's cores), then the cheapest per 1 M
+    at the bound and the cheapest per provider."""
+    code = main(["tune", "--model", "identity", "--framework", "selftest", "--bound-ms", "50",
+                 "--batches", "1", "2", "--probe-s", "0.05", "--min-duration", "0.2",
+                 "--min-queries", "50", "--max-probes", "2", "--start-qps", "1000",
+                 "--executor", "ray", "--fleet", "--address", ray_cluster.address,
+                 "--db", str(db_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    with open_db(db_path) as con:
+        runs = con.execute("SELECT sweep_id, machine_shape, kind, intra_threads, replicas, "
+                           "status FROM runs").fetchall()
+        commands = con.execute("SELECT command FROM sweeps").fetchall()
+    sweeps = {}
+    for sweep_id, shape, kind, threads, replicas, status in runs:
+        sweeps.setdefault(sweep_id, set()).add(shape)
+        assert (threads, replicas) == (1, 1)  # each node leaves 1 of its 2 CPUs to Ray
+    assert sorted(s for shapes in sweeps.values() for s in shapes) == sorted([SHAPE_A, SHAPE_B])
+    assert len(commands) == 2 and all(c[0].startswith("python -m engine tune") for c in commands)
+    assert {k for *_, k, _, _, _ in runs} == {"inference", "serve"}
+    conclusion = out[out.index("every node kind"):]
+    assert f"  {SHAPE_A}: selftest python fp32" in conclusion
+    assert f"  {SHAPE_B}: selftest python fp32" in conclusion
+    assert "(estimate)" in conclusion  # 1 of the shape's cores, scaled to the whole machine
+    # the OCI shape's hourly price per core is the lower here: it is the cheapest
+    assert f"cheapest per 1 M at the bound: {SHAPE_B}:" in conclusion
+    assert "best per provider: OCI: " in conclusion and "; AWS: c6i.4xlarge, $" in conclusion

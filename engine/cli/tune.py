@@ -6,8 +6,9 @@ engine/present/tune_text.py's."""
 
 from __future__ import annotations
 
-from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, memory_cap,
-                             memory_cap_option, user_model, user_model_options)
+from engine.cli.args import (db_arg, executor_options, float_arg, int_arg,
+                             machine_shape_option, memory_cap, memory_cap_option, user_model,
+                             user_model_options)
 from engine.core.catalog import (CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, REFERENCE_RUNTIME,
                                  RUNTIMES)
 from engine.core.model_source import FORMAT_RUNTIMES, default_runtime
@@ -92,12 +93,14 @@ def add_parsers(sub) -> None:
                    help="LoadGen tests per confirmed candidate")
     memory_cap_option(s)
     machine_shape_option(s)
+    executor_options(s)
     db_arg(s)
 
 
-def candidates(args, src=None) -> list:
+def candidates(args, src=None, cores: int | None = None) -> list:
     """Every candidate the options name; src, a user's model: its framework, and the
-    runtimes its format serves (or those named, which its spec then checks)."""
+    runtimes its format serves (or those named, which its spec then checks); cores: the
+    machine's the splits must fit (a cluster node's; None: this machine's)."""
     from engine.run.autotune import Candidate
 
     for fw in args.framework:
@@ -109,45 +112,45 @@ def candidates(args, src=None) -> list:
     else:
         per_fw = runtimes_for(list(dict.fromkeys(args.framework)), args.runtime)
     return [Candidate(fw, rt, p, b, t, w, r) for fw, rts in per_fw.items() for rt in rts
-            for p in dict.fromkeys(args.precision) for t, r in splits(args)
+            for p in dict.fromkeys(args.precision) for t, r in splits(args, cores)
             for b in dict.fromkeys(args.batches) for w in dict.fromkeys(args.max_wait_ms)]
 
 
-def splits(args) -> list[tuple[int, int]]:
-    """(threads, replicas) pairs that fit this machine's cores (the others are said, not
-    searched); UserError when none does."""
-    cores = logical_cores()
+def splits(args, cores: int | None = None) -> list[tuple[int, int]]:
+    """(threads, replicas) pairs that fit the cores (this machine's, or a cluster node's:
+    the others are left out, not searched); UserError when none does."""
+    cores = cores or logical_cores()
     threads = args.threads or sorted({1, cores})
     replicas = args.replicas or sorted({1, cores})
     for r in replicas:
-        int_range("replicas", r, 1, cores, hint=f" (this machine has {cores} logical cores)")
+        int_range("replicas", r, 1, cores, hint=f" (the machine has {cores} logical cores)")
     fits = [(t, r) for t in dict.fromkeys(threads) for r in dict.fromkeys(replicas)
             if t * r <= cores]
     if not fits:
         t, r = min(threads), min(replicas)
-        raise UserError(f"replicas: no threads x replicas split fits this machine's {cores} "
+        raise UserError(f"replicas: no threads x replicas split fits the machine's {cores} "
                         f"logical cores (the smallest: {t} x {r} = {t * r}); allowed: "
                         f"threads x replicas <= {cores}", field="replicas")
     return fits
 
 
 def cmd_tune(args) -> int:
-    import platform
-
-    from engine.analysis.cost import load_catalog
-    from engine.analysis.serving_cost import serving_cost, serving_split
+    from engine.cli.args import cluster_runner
     from engine.core.policy import MeasurementPolicy
-    from engine.present.tune_text import tune_lines
+    from engine.present.tune_text import fleet_lines, tune_lines
     from engine.run.autotune import Candidate, check_tune, stored_autotune
+    from engine.run.fleet import node_runners
+    from engine.run.fleet_tune import fleet_autotune, fleet_best
     from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, local_runner
+    from engine.run.serving_jobs import tune_price
     from engine.scenarios import scenario_of
-    from store.db import open_db, resolve_db_path
-    from store.prices import effective_catalog, machine_shape
+    from store.db import resolve_db_path
+    from store.prices import machine_shape
 
     db = resolve_db_path(args.db)
     shape = machine_shape(args.machine_shape, db)  # a shape not in the catalog: refused
     check_tune(bound_ms=args.bound_ms, objective=args.objective, margin=args.margin,
-               shape=shape)
+               shape=shape if args.executor == "local" else "each node's")
     if args.model is not None and args.model not in CATALOG \
             and args.model not in DIAGNOSTIC_MODELS:
         raise UserError(f"model: {args.model!r} is not in the catalog; allowed: "
@@ -163,56 +166,88 @@ def cmd_tune(args) -> int:
     if src is not None:
         args.framework = [src.framework or args.framework[0]]
     model = src.name if src is not None else args.model
-    cands = candidates(args, src)
+    candidates(args, src)  # every choice refused here, before a cluster is joined
     fw = "torch" if "torch" in args.framework else args.framework[0]
     runtime = (default_runtime(src.format, fw) if src is not None else
                REFERENCE_RUNTIME[fw] if fw in REFERENCE_RUNTIME else fw)
-    default = Candidate(fw, runtime, args.precision[0], 1, logical_cores())
-    machine = None
-    if shape:
-        if db.exists():
-            with open_db(db, read_only=True) as con:
-                catalog, _ = effective_catalog(con)
-        else:
-            catalog = load_catalog()
-        machine = next(m for m in catalog if m.shape == shape)
-    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64",
-            "arm64": "arm64"}.get(platform.machine().lower())
-
-    def price(c, fig, rate):
-        if machine is None:
-            return None
-        cost = serving_cost(machine, serving_split(
-            rate, threads=c.threads, replicas=c.replicas, threads_per_core=fig.threads_per_core,
-            cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch))
-        return cost.per_million_at_bound if cost is not None else None
-
-    runner = local_runner(timeout_s=args.min_duration + SERVE_TIMEOUT_MARGIN_S,
-                          memory_cap_bytes=memory_cap(args), db=db, shape=shape)
+    catalog = _catalog(db)
+    args.timeout, args.process_per_run = args.min_duration + SERVE_TIMEOUT_MARGIN_S, False
+    cluster = cluster_runner(args)  # None on this machine
+    runner = (cluster.runner if cluster is not None else
+              local_runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args), db=db,
+                           shape=shape))
     policy = MeasurementPolicy(min_time_s=args.probe_s, max_time_s=max(10 * args.probe_s, 5),
                                warmup_max_s=min(1.0, args.probe_s))
-    space = (f"{len(cands)} candidates: runtimes {' '.join(dict.fromkeys(c.runtime for c in cands))}"
-             f" x precision {' '.join(args.precision)} x max batch "
-             f"{' '.join(map(str, dict.fromkeys(args.batches)))} x max wait "
-             f"{' '.join(f'{w:g}' for w in dict.fromkeys(args.max_wait_ms))} ms x threads x "
-             f"replicas {' '.join(dict.fromkeys(f'{c.threads}x{c.replicas}' for c in cands))}")
-    sweep_id, t = stored_autotune(
-        cands, default=default, model=model, image_size=args.image_size, user_model=src,
-        bound_ms=args.bound_ms, objective=args.objective, margin=args.margin, db=db,
-        runner=runner, command=" ".join(["python -m engine", *args.argv]),
-        probe_policy=policy, price=price, max_probes=args.max_probes,
-        precision=args.qps_precision, start_qps=args.start_qps,
-        serve={"min_duration_s": args.min_duration, "min_query_count": args.min_queries,
-               "samples": args.samples, "seed": args.loadgen_seed},
-        on_start=lambda sid: print(f"tune {sid}: {model}, p99 under {args.bound_ms:g} "
-                                   f"ms, objective {args.objective}; {space} -> {db}",
-                                   flush=True),
-        on_stored=lambda rec: print(f"stored {rec.run_id} "
-                                    f"{scenario_of(rec).describe_record(rec)}", flush=True))
+
+    def tune_one(r, node_shape, cores, on_start):
+        cands = candidates(args, src, cores)
+        where = f" on {node_shape or 'an unpriced node'}" if cluster is not None else ""
+        space = _space(cands, args)
+        sweep_id, t = stored_autotune(
+            cands, default=Candidate(fw, runtime, args.precision[0], 1, cores), model=model,
+            image_size=args.image_size, user_model=src, bound_ms=args.bound_ms,
+            objective=args.objective, margin=args.margin, db=db, runner=r,
+            command=" ".join(["python -m engine", *args.argv]), probe_policy=policy,
+            price=tune_price(db, node_shape, catalog), max_probes=args.max_probes,
+            precision=args.qps_precision, start_qps=args.start_qps, cores=cores,
+            here=cluster is None,
+            serve={"min_duration_s": args.min_duration, "min_query_count": args.min_queries,
+                   "samples": args.samples, "seed": args.loadgen_seed},
+            on_start=lambda sid: (on_start(sid), print(
+                f"tune {sid}{where}: {model}, p99 under {args.bound_ms:g} ms, objective "
+                f"{args.objective}; {space} -> {db}", flush=True)),
+            on_stored=lambda rec: print(f"stored {rec.run_id} "
+                                        f"{scenario_of(rec).describe_record(rec)}", flush=True))
+        return sweep_id, t, space
+
+    try:
+        if cluster is None:
+            sweep_id, t, space = tune_one(runner, shape, logical_cores(), lambda sid: None)
+            print()
+            print("\n".join(tune_lines(t, shape=shape, space=space)))
+            print(f"every probe stored in {db} as sweep {sweep_id}")
+            return EXIT_OK if t.winner is not None else EXIT_NOT_OK
+        spaces: dict = {}
+
+        def one(r, node_shape, cores, on_start):
+            sweep_id, t, spaces[node_shape] = tune_one(r, node_shape, cores, on_start)
+            return sweep_id, t
+        results = fleet_autotune(node_runners(runner), one)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    providers = {m.shape: m.provider for m in catalog}
+    for res in results:
+        print(f"\n== {res.label}: {res.cores} core(s) for workers")
+        if res.tuning is not None:
+            print("\n".join(tune_lines(res.tuning, shape=res.shape,
+                                       space=spaces.get(res.shape, ""))))
+        print(f"stored as sweep {res.sweep_id}" if res.sweep_id else "")
     print()
-    print("\n".join(tune_lines(t, shape=shape, space=space)))
-    print(f"every probe stored in {db} as sweep {sweep_id}")
-    return EXIT_OK if t.winner is not None else EXIT_NOT_OK
+    print("\n".join(fleet_lines(results, fleet_best(results, providers.get))))
+    return EXIT_OK if all(r.tuning is not None and r.tuning.winner is not None
+                          for r in results) else EXIT_NOT_OK
+
+
+def _space(cands, args) -> str:
+    """The search space in words: the CLI's lists, as the candidates took them."""
+    return (f"{len(cands)} candidates: runtimes "
+            f"{' '.join(dict.fromkeys(c.runtime for c in cands))} x precision "
+            f"{' '.join(args.precision)} x max batch "
+            f"{' '.join(map(str, dict.fromkeys(args.batches)))} x max wait "
+            f"{' '.join(f'{w:g}' for w in dict.fromkeys(args.max_wait_ms))} ms x threads x "
+            f"replicas {' '.join(dict.fromkeys(f'{c.threads}x{c.replicas}' for c in cands))}")
+
+
+def _catalog(db):
+    from engine.analysis.cost import load_catalog
+    from store.db import open_db
+    from store.prices import effective_catalog
+
+    if not db.exists():
+        return load_catalog()
+    with open_db(db, read_only=True) as con:
+        return effective_catalog(con)[0]
 
 
 COMMANDS = {"tune": cmd_tune}

@@ -56,8 +56,13 @@ def front_points(t) -> list[tuple[str, float, float | None, float | None, str]]:
 
 
 def front_frame(t) -> pd.DataFrame:
-    return pd.DataFrame(front_points(t), columns=["configuration", "max QPS", "p99 ms",
-                                                  "USD per 1 M", "role"])
+    """The front's table, each cost with its basis: measured on the shape's whole machine,
+    or the estimate's assumption."""
+    df = pd.DataFrame(front_points(t), columns=["configuration", "max QPS", "p99 ms",
+                                                "USD per 1 M", "role"])
+    df["cost basis"] = [("" if x.cost is None else x.cost_note or "measured on the shape")
+                        for x in t.front]
+    return df
 
 
 def pruned_frame(t) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.present.tables import format_table
 
-__all__ = ["recommendation", "tune_lines"]
+__all__ = ["recommendation", "tune_lines", "fleet_lines"]
 
 
 def _usd(x: float) -> str:
@@ -20,7 +20,8 @@ def _qps(q: float) -> str:
 
 def _figures(c, bound_ms: float, shape: str | None) -> str:
     p99 = f" at p99 {c.p99_ms:,.3g} ms" if c.p99_ms is not None else ""
-    cost = f", {_usd(c.cost)} per 1 M on {shape}" if c.cost is not None and shape else ""
+    cost = (f", {_usd(c.cost)} per 1 M on {shape}{' (estimate)' if c.cost_note else ''}"
+            if c.cost is not None and shape else "")
     return f"{_qps(c.qps)} QPS{p99} under {bound_ms:g} ms{cost}"
 
 
@@ -53,13 +54,18 @@ def _default_line(t, shape: str | None) -> str:
 
 def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
     """The whole report. space: the search space in words (the CLI's lists)."""
-    lines = [f"recommendation: {recommendation(t, shape)}", _default_line(t, shape), ""]
+    lines = [f"recommendation: {recommendation(t, shape)}", _default_line(t, shape)]
+    w = t.winner
+    if w is not None and w.cost is not None and shape:
+        lines.append("its cost: " + (w.cost_note or f"measured on {shape}'s whole machine"))
+    lines.append("")
     if t.front:
         lines.append("Pareto front (p99 low, QPS high, cost low; none beats these on all "
                      "three):")
         rows = [[x.candidate.label(), _qps(x.qps),
                  f"{x.p99_ms:,.3f}" if x.p99_ms is not None else "",
-                 _usd(x.cost) if x.cost is not None else "",
+                 (_usd(x.cost) + (" est." if x.cost_note else "")) if x.cost is not None
+                 else "",
                  "winner" if x is t.winner else "default" if x is t.default else ""]
                 for x in t.front]
         lines += [format_table(["configuration", "max QPS", "p99 ms", "$ per 1 M", ""], rows),
@@ -90,4 +96,27 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
         lines += [f"  {c.label()}: {why}" for c, why in t.pruned]
     else:
         lines.append("pruned: none")
+    return lines
+
+
+def fleet_lines(results, best) -> list[str]:
+    """A fleet tuning's conclusion (engine.run.fleet_tune): each node kind's recommendation
+    on its own shape, the cheapest per 1 M at the bound among them, and the cheapest per
+    provider. results: NodeTuning each; best: their FleetBest."""
+    lines = ["every node kind (each tuned on its own cores, priced on its own shape):"]
+    for r in results:
+        where = r.shape or f"{r.label} (no shape: not priced)"
+        if r.tuning is None:
+            lines.append(f"  {where}: not tuned: {r.error}")
+        else:
+            lines.append(f"  {where}: {recommendation(r.tuning, r.shape)}")
+    if best.cheapest is None:
+        lines.append("cheapest per 1 M at the bound: none (no node kind's winner was priced)")
+        return lines
+    c = best.cheapest
+    lines.append(f"cheapest per 1 M at the bound: {c.shape}: {recommendation(c.tuning, c.shape)}")
+    if len(best.per_provider) > 1:
+        lines.append("best per provider: " + "; ".join(
+            f"{provider}: {r.shape}, {_usd(r.tuning.winner.cost)} per 1 M"
+            for provider, r in best.per_provider))
     return lines

@@ -108,6 +108,9 @@ class Confirmed:
     closed: ClosedFigure
     search: QpsSearch | None  # None: its closed-loop probe failed or was over the bound
     cost: float | None = None  # USD per 1 M inferences at the max QPS; None: not priced
+    # "" when measured on the priced shape's whole machine; else the estimate's assumption
+    # (engine.analysis.cost_machines: part of the shape scaled to it, or another machine)
+    cost_note: str = ""
 
     @property
     def qps(self) -> float | None:
@@ -173,7 +176,7 @@ def _prune(closed, bound_ms, objective, price):
         elif f.p99_ms is not None and f.p99_ms > bound_ms:
             pruned.append((c, f"closed-loop p99 {f.p99_ms:,.3g} ms at batch {c.max_batch} "
                               f"already over the {bound_ms:g} ms bound"))
-        elif objective == "cost" and (cost := price(c, f, f.throughput)) is None:
+        elif objective == "cost" and (cost := priced(price(c, f, f.throughput))[0]) is None:
             pruned.append((c, "not priced on the shape: its figure does not carry over"))
         else:
             scored.append((c, f, f.throughput if objective == "qps" else cost))
@@ -194,6 +197,13 @@ def _prune(closed, bound_ms, objective, price):
     return survivors, pruned
 
 
+def priced(value) -> tuple[float | None, str]:
+    """A price callable's answer as (USD per 1 M or None, the estimate's assumption)."""
+    if isinstance(value, tuple):
+        return value
+    return value, ""
+
+
 def autotune(candidates: list[Candidate], *, default: Candidate,
              closed_probe: Callable[[Candidate], ClosedFigure],
              qps_search: Callable[[Candidate, float], QpsSearch],
@@ -201,8 +211,9 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
              bound_ms: float, objective: str, margin: float = DEFAULT_TUNE_MARGIN,
              top_n: int = TOP_N) -> Tuning:
     """closed_probe(c) -> its closed-loop figure; qps_search(c, start samples/s) -> its
-    max-QPS search; price(c, figure, samples/s) -> USD per 1 M on the shape, or None. Pure
-    but for what those do; the prune rule in _prune, the stop rule here."""
+    max-QPS search; price(c, figure, samples/s) -> USD per 1 M on the shape, or (USD, the
+    estimate's assumption, "" when measured there), or None. Pure but for what those do;
+    the prune rule in _prune, the stop rule here."""
     closed = [(c, closed_probe(c)) for c in candidates]
     survivors, pruned = _prune(closed, bound_ms, objective, price)
 
@@ -213,11 +224,12 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
         if f.status != "ok" or not f.throughput or (f.p99_ms or 0) > bound_ms:
             return Confirmed(c, f, None)
         res = qps_search(c, f.throughput)
-        cost = None
+        cost, note = None, ""
         if res.max_qps is not None:
             best = ClosedFigure.of(res.best)
-            cost = price(c, replace(best, shape=best.shape or f.shape), res.max_qps)
-        return Confirmed(c, f, res, cost)
+            cost, note = priced(price(c, replace(best, shape=best.shape or f.shape),
+                                      res.max_qps))
+        return Confirmed(c, f, res, cost, note)
 
     confirmed: list[Confirmed] = []
     gains: list[float] = []
@@ -280,7 +292,7 @@ def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
 
 
 def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas: int = 1,
-         user_model=None):
+         user_model=None, cores: int | None = None):
     """A candidate's model as inference runs it: one replica (a Server test's SUT), or the
     candidate's replicas (its closed loop: R workers in one window); a catalog model, or
     the user's file (user_model, a ModelSource)."""
@@ -289,7 +301,7 @@ def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas
     return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
                    image_size=image_size, runtime=c.runtime, replicas=replicas,
                    user_model=user_model,
-                   **({"policy": policy} if policy else {})).validate()
+                   **({"policy": policy} if policy else {})).validate(cores)
 
 
 def stored_figures(db, candidates: list[Candidate], *, model: str,
@@ -321,6 +333,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                     db, runner, command: str, probe_policy, serve: dict, price,
                     max_probes: int, precision: float, start_qps: float | None = None,
                     known: dict[Candidate, dict] | None = None, user_model=None,
+                    cores: int | None = None, here: bool = True,
                     on_start: Callable[[str], None] = lambda sweep_id: None,
                     on_stored: Callable = lambda rec: None) -> tuple[str, Tuning]:
     """autotune on real runs on this machine, every probe stored under one sweep: a closed-
@@ -332,14 +345,17 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     at the candidate's closed-loop samples/s (far above what a Server SUT answers for a
     model of microseconds). Every spec is validated, and a start_qps over 10x the fastest
     stored closed loop of the candidates refused, before the sweep opens. A user's model
-    file (user_model) is probed afresh: the store's figures of a name are not of its bytes."""
+    file (user_model) is probed afresh: the store's figures of a name are not of its bytes.
+    cores: what threads x replicas must fit (a cluster node's; None: this machine's); here:
+    False on a cluster node, where this machine's stored figures say nothing (probed afresh,
+    and no start rate judged by them)."""
     from engine.core.serving import ServeSpec, check_reachable
     from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
 
     def sut(c: Candidate, policy=None, replicas: int = 1):
-        return _sut(model, image_size, c, policy, replicas, user_model)
+        return _sut(model, image_size, c, policy, replicas, user_model, cores)
 
     def server(c: Candidate, q: float) -> ServeSpec:
         return ServeSpec(sut(c), "server", replicas=c.replicas,
@@ -347,17 +363,18 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                          min_query_count=max(serve["min_query_count"],
                                              EARLY_STOPPING_MIN_QUERIES),
                          target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
-                         samples=serve["samples"], seed=serve["seed"]).validate()
+                         samples=serve["samples"], seed=serve["seed"]).validate(cores)
 
     for c in [*candidates, default]:  # every value refused before anything runs
         sut(c, probe_policy, c.replicas), server(c, 1.0)
-    if start_qps is not None and user_model is None:  # a rate no candidate could serve
+    fresh = user_model is not None or not here  # the store's figures are not this SUT's
+    if start_qps is not None and not fresh:  # a rate no candidate could serve
         check_reachable(start_qps, stored_closed_loop(
             db, [(sut(c), c.max_batch) for c in candidates]),
             max(c.replicas for c in candidates), field="start_qps",
             of="the fastest candidate stored")
     if known is None:
-        known = ({} if user_model is not None else
+        known = ({} if fresh else
                  stored_figures(db, [*candidates, default], model=model, image_size=image_size))
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
@@ -380,3 +397,4 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
                                     qps_search=qps_search, price=price, bound_ms=bound_ms,
                                     objective=objective, margin=margin)
+

@@ -19,7 +19,8 @@ from engine.run.runner import Runner
 from engine.core.errors import UserError
 from engine.core.topology import cpus_for_workers
 
-__all__ = ["ClusterPlan", "cluster_plan", "FleetRunner", "ray_runner"]
+__all__ = ["ClusterPlan", "cluster_plan", "FleetRunner", "ray_runner", "NodeRunner",
+           "node_runners"]
 
 
 @dataclass(frozen=True)
@@ -145,3 +146,27 @@ class FleetRunner:
         if errors:
             raise errors[0]
         return [rec for i in sorted(results) for rec in results[i]]
+
+
+@dataclass(frozen=True)
+class NodeRunner:
+    """One node kind's runner of a fleet (or the one runner on one node or this machine):
+    the shape it is priced as, the cores its workers may use, and its name in words."""
+
+    runner: object
+    shape: str | None
+    cores: int
+    label: str
+
+
+def node_runners(runner) -> list[NodeRunner]:
+    """Each node's runner of a FleetRunner, or the one runner: a cluster node's cores are
+    the ones its host may pin (less the one left to Ray), this machine's its logical cores."""
+    from engine.core.limits import logical_cores
+
+    out = []
+    for r in getattr(runner, "runners", [runner]):
+        node = getattr(r.executor, "node", None)
+        out.append(NodeRunner(r, r.machine_shape, getattr(r.executor, "cores", None)
+                              or logical_cores(), node.label if node else "this machine"))
+    return out

@@ -250,8 +250,12 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
 
 
 def tune_price(db, shape: str | None, catalog=None):
-    """price(candidate, figure, samples/s) -> USD per 1 M on the shape (None: not priced),
-    engine.analysis.serving_cost's rule, as `python -m engine tune` prices."""
+    """price(candidate, figure, samples/s) -> (USD per 1 M on the shape, "" when measured
+    on its whole machine, else the estimate's assumption), or None where it cannot be
+    priced: engine.analysis.serving_cost's rule (whole machines), for the dashboard's
+    tunings and `python -m engine tune` alike."""
+    import platform
+
     from engine.analysis.serving_cost import serving_cost, serving_split
 
     if shape and catalog is None:
@@ -263,14 +267,19 @@ def tune_price(db, shape: str | None, catalog=None):
         with open_db(db) as con:
             catalog, _ = effective_catalog(con)
     machine = next((m for m in catalog or () if m.shape == shape), None)
+    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64",
+            "arm64": "arm64"}.get(platform.machine().lower())
 
     def price(c: Candidate, fig: ClosedFigure, rate: float):
         if machine is None:
             return None
         cost = serving_cost(machine, serving_split(
             rate, threads=c.threads, replicas=c.replicas, threads_per_core=fig.threads_per_core,
-            cores_used=fig.cores_used, shape=fig.shape or shape))
-        return cost.per_million_at_bound if cost is not None else None
+            cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch))
+        if cost is None:
+            return None
+        bound = cost.at_bound
+        return cost.per_million_at_bound, (bound.assumption if bound.estimate else "")
     return price
 
 
