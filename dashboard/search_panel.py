@@ -19,6 +19,8 @@ import streamlit as st
 
 from dashboard.job_forms import JobForm, Launcher, plan
 from dashboard.link_state import PageLink
+from dashboard.cluster_form import executor_choice
+from dashboard.fleet_view import fleet_section
 from dashboard.numbers import Numbers
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
@@ -132,15 +134,20 @@ def _sweep_picker(link: PageLink, param: str, prefix: str, key: str, what: str):
     if sweeps.empty:
         st.info(f"No {what} stored yet.", icon=":material/info:")
         return None
-    labels = {r.sweep_id: f"{r.created_at:%Y-%m-%d %H:%M} · "
-                          f"{request_fields(r.command).get('model', '?')} · {r.runs} runs"
-              for r in sweeps.itertuples()}
+    labels = {r.sweep_id: _sweep_label(r) for r in sweeps.itertuples()}
     ids = list(labels)
     link.choice(param, key, ids, prefix_ok=True, field="sweep")
     sid = st.selectbox(what.capitalize(), ids, key=key, format_func=labels.get,
                        **link.initial(key))
     link.put(param, sid, default=ids[0])
     return sid, request_fields(sweeps[sweeps.sweep_id == sid].command.iloc[0])
+
+
+def _sweep_label(r) -> str:
+    """'2026-11-27 10:05 · resnet18 · 14 runs' (a fleet tuning's node: '· on SHAPE')."""
+    fields = request_fields(r.command)
+    on = f" · on {fields.get('shape') or 'an unpriced node'}" if fields.get("fleet") else ""
+    return f"{r.created_at:%Y-%m-%d %H:%M} · {fields.get('model', '?')}{on} · {r.runs} runs"
 
 
 def max_qps_results(machine, link: PageLink) -> None:
@@ -205,7 +212,8 @@ def max_qps_results(machine, link: PageLink) -> None:
 
 def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
                 link: PageLink) -> None:
-    cores = logical_cores()
+    where = executor_choice(launcher.can_write)  # only when the server names a Ray cluster
+    cores = where.cores or logical_cores()  # on a cluster, its smallest chosen node's
     t1, t2, t3, t4 = st.columns([1, 2, 2, 2])
     link.choice("objective", "sv_tune_objective", list(OBJECTIVES))
     objective = t1.radio("Objective", list(OBJECTIVES), key="sv_tune_objective",
@@ -234,10 +242,13 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
     if not tune.errors and not replicas:
         tune = JobForm(errors={"replicas": f"replicas: pick at least one; allowed: "
                                            f"1..{cores}"})
+    if not tune.errors and where.error:
+        tune = JobForm(errors={where.field: where.error})
     if not tune.errors:
         tune = JobForm(dict(tune.fields, objective=objective, batches=tuple(batches),
                             thread_choices=tuple(threads), replica_choices=tuple(replicas),
-                            machine_shape=machine.shape))
+                            machine_shape=machine.shape, executor=where.executor,
+                            placements=where.placements, cores=where.cores))
     job = plan(TuneRequest, tune)
     _show(job, above, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
                       "over 2x worse than the best); the best survivors and the default get a "
@@ -257,6 +268,8 @@ def tune_results(link: PageLink) -> None:
     catalog, _ = read(effective_catalog)
     t = replay_tune(fields, list(read(search_probes, sid).itertuples()),
                     tune_price(None, shape, catalog))
+    if fields.get("fleet"):
+        fleet_section(fields["fleet"], catalog)
     shown = shape if t.objective == "cost" else None
     (st.success if t.winner is not None else st.error)(
         f"Recommendation: {recommendation(t, shape)}")

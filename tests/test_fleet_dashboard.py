@@ -3,6 +3,7 @@ cluster jobs through the job queue on a real local Ray cluster (the session's `r
 two nodes, 2 CPUs each, tagged SHAPE_A and SHAPE_B). No mocks of Ray; every test that joins
 the cluster leaves with ray.shutdown(), so the next one starts clean."""
 
+import json
 import socket
 
 import pytest
@@ -243,3 +244,35 @@ def test_a_cluster_job_whose_specs_outgrow_the_nodes_fails_with_the_reason(on_cl
     assert job.state == FAILED and job.error.startswith(
         "UserError: intra_threads: 4 is out of range; allowed: integer 1..1")
     assert not db_path.exists() or _rows(db_path) == []
+
+
+def test_a_fleet_tuning_job_tunes_each_node_kind_and_deploy_shows_them_side_by_side(
+        on_cluster, db_path, monkeypatch):
+    """The Deploy page's tuner on the cluster (issue 27 part 3): one job, a tuning of its own
+    on each node kind at once (each a sweep naming the fleet, its shape and its cores), and
+    the page replays every node's tuning from its probes, side by side, with the cheapest."""
+    from engine.run.serving_jobs import TuneRequest
+
+    jm = JobManager(db_path)
+    view = jm.submit(TuneRequest(
+        scenarios=("server",), model="identity", framework="selftest", runtime="python",
+        bound_ms=50.0, batches=(1, 2), thread_choices=(1,), replica_choices=(1,),
+        max_probes=2, start_qps=1000.0, min_query_count=50, executor="ray", cores=1))
+    assert _finished(jm, view.job_id)
+    job = jm.get(view.job_id)
+    assert (job.state, job.error) == (DONE, ""), job.error
+    assert job.result.startswith("2 of 2 node kinds tuned; cheapest per 1 M at the bound: ")
+    with open_db(db_path) as con:
+        sweeps = con.execute("SELECT sweep_id, command FROM sweeps").fetchall()
+        shapes = con.execute("SELECT DISTINCT sweep_id, machine_shape FROM runs").fetchall()
+    assert len(sweeps) == 2 and sorted(s for _, s in shapes) == sorted([SHAPE_A, SHAPE_B])
+    fleets = {json.loads(c.split(" ", 2)[2])["fleet"] for _, c in sweeps}
+    assert len(fleets) == 1  # both nodes' sweeps name one fleet
+
+    at = page("pages/deploy.py", db_path, monkeypatch, query={"tuning": sweeps[0][0]})
+    [table] = [d.value for d in at.dataframe if "cost basis" in d.value.columns
+               and "shape" in d.value.columns]
+    assert sorted(table["shape"]) == sorted([SHAPE_A, SHAPE_B])
+    assert list(table["cores"]) == [1, 1]
+    assert all(b.startswith("estimate: measured on ") for b in table["cost basis"])
+    assert any(c.value.startswith("cheapest per 1 M at the bound: ") for c in at.caption)

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 __all__ = ["probe_frame", "cost_frame", "front_points", "front_frame", "pareto_figure",
+           "fleet_frame",
            "pruned_frame"]
 
 
@@ -101,3 +102,19 @@ def pareto_figure(t, *, shape: str | None = None) -> go.Figure:
                       xaxis_title="max QPS under the bound", yaxis_title="p99 [ms]",
                       height=420, margin={"t": 50, "b": 40})
     return fig
+
+
+def fleet_frame(results) -> pd.DataFrame:
+    """A fleet tuning's node kinds side by side (engine.run.fleet_tune.NodeTuning each):
+    the shape, the cores its candidates fit, its winner, max QPS and p99 under the bound,
+    the cost per 1 M on that shape and its basis."""
+    rows = []
+    for r in results:
+        w = r.tuning.winner if r.tuning is not None else None
+        rows.append((r.shape or r.label, r.cores, w.candidate.label() if w else "none met it",
+                     w.qps if w else None, w.p99_ms if w else None,
+                     w.cost if w else None,
+                     ("" if w is None or w.cost is None else
+                      w.cost_note or "measured on the shape")))
+    return pd.DataFrame(rows, columns=["shape", "cores", "winner", "max QPS", "p99 ms",
+                                       "USD per 1 M", "cost basis"])

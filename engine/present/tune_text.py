@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.present.tables import format_table
 
-__all__ = ["recommendation", "tune_lines", "fleet_lines"]
+__all__ = ["recommendation", "tune_lines", "fleet_lines", "fleet_conclusion"]
 
 
 def _usd(x: float) -> str:
@@ -120,3 +120,14 @@ def fleet_lines(results, best) -> list[str]:
             f"{provider}: {r.shape}, {_usd(r.tuning.winner.cost)} per 1 M"
             for provider, r in best.per_provider))
     return lines
+
+
+def fleet_conclusion(results, best) -> str:
+    """A fleet tuning in one line, as a job's result says it: the cheapest per 1 M at the
+    bound, and how many node kinds were tuned."""
+    tuned = sum(1 for r in results if r.tuning is not None)
+    head = f"{tuned} of {len(results)} node kinds tuned"
+    if best.cheapest is None:
+        return f"{head}; none has a priced winner under the bound"
+    c = best.cheapest
+    return f"{head}; cheapest per 1 M at the bound: {c.shape}: {recommendation(c.tuning, c.shape)}"

@@ -30,7 +30,7 @@ from engine.scenarios import DATA_LOADING, INFERENCE, SERVING, TRAINING, Scenari
 
 __all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "ServeRequest",
            "local_runner", "stored_closed_loop",
-           "EXECUTORS"]
+           "EXECUTORS", "check_where"]
 
 
 def local_runner(*, timeout_s: float, memory_cap_bytes: int | None, db,
@@ -134,6 +134,18 @@ class Request:
 EXECUTORS = ("local", "ray")
 
 
+def check_where(executor: str, placements) -> None:
+    """A known executor, and placements (shape=NAME or node=ID) only on the cluster."""
+    if executor not in EXECUTORS:
+        raise UserError(f"executor: {executor!r} is not known; allowed: "
+                        f"{', '.join(EXECUTORS)}", field="executor")
+    if executor == "local" and placements:
+        raise UserError("placement: only with the ray executor; allowed on this machine: "
+                        "none", field="placement")
+    for p in placements:
+        parse_placement(p)
+
+
 @dataclass(frozen=True)
 class SweepRequest(Request):
     """An inference sweep (engine.core.inference.RunSpec) as a dashboard job."""
@@ -203,14 +215,7 @@ class SweepRequest(Request):
 
     def check_where(self) -> None:
         """Refuse what the executor cannot run, before a cluster is joined."""
-        if self.executor not in EXECUTORS:
-            raise UserError(f"executor: {self.executor!r} is not known; allowed: "
-                            f"{', '.join(EXECUTORS)}", field="executor")
-        if self.executor == "local" and self.placements:
-            raise UserError("placement: only with the ray executor; allowed on this machine: "
-                            "none", field="placement")
-        for p in self.placements:
-            parse_placement(p)
+        check_where(self.executor, self.placements)
         if self.executor == "ray":
             check_profile_on_cluster(self.profile_steps)
             check_contention_here(self.contention)
@@ -352,6 +357,9 @@ class ServeRequest(Request):
     seed: int | None = None
     timeout_s: float | None = None  # None: the test's duration plus SERVE_TIMEOUT_MARGIN_S
     memory_cap_bytes: int | None = None
+    # what threads x replicas must fit: None, this machine's logical cores; a tuning on a
+    # cluster's node kinds validates each node's candidates against that node's
+    cores: int | None = None
 
     def duration_s(self) -> float:
         if self.min_duration_s is not None:
@@ -376,7 +384,7 @@ class ServeRequest(Request):
                 target_qps=self.target_qps if name in ("server", "offline") else None,
                 bound_ms=self.bound_ms if name in ("server", "single-stream") else None,
                 max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
-                seed=self.loadgen_seed, official=self.official).validate())
+                seed=self.loadgen_seed, official=self.official).validate(self.cores))
         return specs, []
 
     def check_stored(self, specs: list, *, db) -> None:

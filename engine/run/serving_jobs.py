@@ -26,7 +26,8 @@ from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, T
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 EARLY_STOPPING_MIN_QUERIES, StoredProbe, replay_max_qps,
                                 stored_max_qps_search)
-from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, ServeRequest, local_runner
+from engine.run.requests import (SERVE_TIMEOUT_MARGIN_S, ServeRequest, check_where,
+                                 local_runner)
 from engine.scenarios import INFERENCE, SERVING
 
 __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
@@ -151,11 +152,22 @@ class TuneRequest(_Search):
     batches: tuple[int, ...] = (1, 2, 4, 8)
     thread_choices: tuple[int, ...] = ()  # empty: 1 and every logical core
     replica_choices: tuple[int, ...] = (1,)  # splits of threads x replicas over the cores
-    machine_shape: str | None = None
+    machine_shape: str | None = None  # this machine's (a cluster: each node's own shape)
     margin: float = DEFAULT_TUNE_MARGIN
+    # where (issue 15): "local", or "ray" on the node kinds `placements` name (none: every
+    # kind), the same search on each at once (engine/run/fleet_tune.py)
+    executor: str = "local"
+    placements: tuple[str, ...] = ()
+    # a Server test's limit, which a cluster job's runner is built with (engine/run/cluster)
+    timeout_s: float | None = TUNE_TEST_S + SERVE_TIMEOUT_MARGIN_S
+    # each max-QPS search's first target (None: the candidate's closed-loop samples/s), as
+    # tune's --start-qps: a model of microseconds would start LoadGen at millions of QPS
+    start_qps: float | None = None
 
-    def candidates(self) -> list[Candidate]:
-        cores = logical_cores()
+    def candidates(self, cores: int | None = None) -> list[Candidate]:
+        """Runtime x max batch x threads x replicas, the splits that fit `cores` (a node's;
+        None: the request's, else this machine's)."""
+        cores = cores or self.cores or logical_cores()
         threads = self.thread_choices or tuple(sorted({1, cores}))
         if not self.batches:
             raise UserError(f"batches: pick at least one max batch; allowed: "
@@ -170,17 +182,19 @@ class TuneRequest(_Search):
                           self.precision, b, t, self.max_wait_ms, r)
                 for t, r in splits for b in dict.fromkeys(self.batches)]
 
-    def default(self) -> Candidate:
+    def default(self, cores: int | None = None) -> Candidate:
         """The reference runtime (a user's file: its format's default), batch 1, every
-        thread, one replica."""
+        thread (of `cores`, as candidates), one replica."""
         src = self.user_model
         runtime = (default_runtime(src.format, self.framework) if src is not None
                    else REFERENCE_RUNTIME.get(self.framework, self.framework))
-        return Candidate(self.framework, runtime, self.precision, 1, logical_cores())
+        return Candidate(self.framework, runtime, self.precision, 1,
+                         cores or self.cores or logical_cores())
 
     def _expand(self):
+        check_where(self.executor, self.placements)
         check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
-                   shape=self.machine_shape)
+                   shape=self.machine_shape if self.executor == "local" else "each node's")
         self._check_limits()
         specs = []
         for c in [*self.candidates(), self.default()]:
@@ -196,33 +210,64 @@ class TuneRequest(_Search):
                             memory_cap_bytes=self.memory_cap_bytes, db=db,
                             shape=shape or self.machine_shape, **options)
 
-    def command(self, known: dict[Candidate, dict] | None = None) -> str:
+    def command(self, known: dict[Candidate, dict] | None = None, *,
+                node: dict | None = None) -> str:
         """known: the store's figures the tuner uses instead of probes (autotune.
         stored_figures, read as the sweep opens), recorded so that the replay uses them too:
-        they are older runs, not in the sweep."""
+        they are older runs, not in the sweep. node: a fleet tuning's node kind (its fleet
+        id, shape, cores and label): that node's candidates, priced on its shape."""
+        cores = node["cores"] if node else None
         return f"{TUNE_COMMAND} " + json.dumps({
             "model": self.model, "objective": self.objective, "bound_ms": self.bound_ms,
-            "margin": self.margin, "machine_shape": self.machine_shape,
-            "candidates": [_cand_json(c) for c in self.candidates()],
-            "default": _cand_json(self.default()), **self._limits(),
+            "margin": self.margin,
+            "machine_shape": node["shape"] if node else self.machine_shape,
+            "candidates": [_cand_json(c) for c in self.candidates(cores)],
+            "default": _cand_json(self.default(cores)), **self._limits(),
             "stored": [{"candidate": _cand_json(c), **row}
-                       for c, row in (known or {}).items()]})
+                       for c, row in (known or {}).items()], **(node or {})})
 
     def label(self) -> str:
+        where = ("" if self.executor == "local" else
+                 f", on {', '.join(p.partition('=')[2] for p in self.placements)}"
+                 if self.placements else ", on every node kind")
         return f"tune {self.model} {self.framework}: {self.objective}, p99 under " \
-               f"{self.bound_ms:g} ms"
+               f"{self.bound_ms:g} ms{where}"
 
     def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
             on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
             command: str | None = None) -> str:
         from engine.present.tune_text import recommendation
 
-        price = tune_price(db, self.machine_shape)
-        _, t = stored_autotune_job(self, db=db, runner=runner, on_start=on_start,
-                                   on_stored=on_stored, price=price)
-        on_stop(t.stop_reason)
-        gain = f"; {t.gain_pct:,.1f}% over the default" if t.gain_pct is not None else ""
-        return f"{recommendation(t, self.machine_shape)}{gain}; stopped: {t.stop_reason}"
+        if self.executor == "local":
+            price = tune_price(db, self.machine_shape)
+            _, t = stored_autotune_job(self, db=db, runner=runner, on_start=on_start,
+                                       on_stored=on_stored, price=price)
+            on_stop(t.stop_reason)
+            gain = f"; {t.gain_pct:,.1f}% over the default" if t.gain_pct is not None else ""
+            return f"{recommendation(t, self.machine_shape)}{gain}; stopped: {t.stop_reason}"
+        return self._run_fleet(db=db, runner=runner, on_start=on_start, on_stored=on_stored,
+                               on_stop=on_stop)
+
+    def _run_fleet(self, *, db, runner, on_start, on_stored, on_stop) -> str:
+        """The same tuning on each node kind at once (engine/run/fleet_tune.py), each in a
+        sweep of its own that names the fleet, its node's shape and cores."""
+        from engine.present.tune_text import fleet_conclusion
+        from engine.run.fleet import node_runners
+        from engine.run.fleet_tune import fleet_autotune, fleet_best
+        from engine.run.records import new_id
+
+        fleet = new_id()
+        catalog = _catalog(db)
+
+        def tune_one(r, shape, cores, opened):
+            node = {"fleet": fleet, "shape": shape, "cores": cores}
+            return stored_autotune_job(
+                self, db=db, runner=r, on_start=lambda sid: (opened(sid), on_start(sid)),
+                on_stored=on_stored, price=tune_price(db, shape, catalog), node=node)
+        results = fleet_autotune(node_runners(runner), tune_one)
+        best = fleet_best(results, {m.shape: m.provider for m in catalog}.get)
+        on_stop(f"{len(results)} node kinds tuned")
+        return fleet_conclusion(results, best)
 
 
 def _cand_json(c: Candidate) -> list:
@@ -231,19 +276,26 @@ def _cand_json(c: Candidate) -> list:
             c.replicas]
 
 
-def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, price):
+def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, price,
+                        node: dict | None = None):
+    """One tuning of the request: on this machine, or on one node kind of a fleet (node:
+    its fleet id, shape and cores), where the store's figures of this machine say nothing
+    and every candidate is probed."""
     from engine.run.autotune import stored_autotune
 
     policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
                                warmup_max_s=TUNE_PROBE_S)
-    known = ({} if req.user_model is not None else  # a file's bytes, not its name, count
-             stored_figures(db, [*req.candidates(), req.default()], model=req.model,
+    cores = node["cores"] if node else None
+    cands, default = req.candidates(cores), req.default(cores)
+    known = ({} if req.user_model is not None or node else  # a file's bytes count; a node's
+             stored_figures(db, [*cands, default], model=req.model,  # figures are its own
                             image_size=req.image_size))
     return stored_autotune(
-        req.candidates(), default=req.default(), model=req.model, image_size=req.image_size,
+        cands, default=default, model=req.model, image_size=req.image_size,
         bound_ms=req.bound_ms, objective=req.objective, margin=req.margin, db=db,
-        runner=runner, command=req.command(known), known=known, probe_policy=policy,
-        price=price, max_probes=req.max_probes, precision=req.qps_precision,
+        runner=runner, command=req.command(known, node=node), known=known,
+        probe_policy=policy, cores=cores, here=node is None, price=price,
+        max_probes=req.max_probes, precision=req.qps_precision, start_qps=req.start_qps,
         serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req._min_queries(),
                "samples": req.samples, "seed": req.loadgen_seed},
         user_model=req.user_model, on_start=on_start, on_stored=on_stored)
@@ -334,3 +386,12 @@ def _none(x):
 def _int(x):
     x = _none(x)
     return None if x is None else int(x)
+
+
+def _catalog(db):
+    """The price catalog the store holds (read-write, as the dashboard's handle is)."""
+    from store.db import open_db
+    from store.prices import effective_catalog
+
+    with open_db(db) as con:
+        return effective_catalog(con)[0]
