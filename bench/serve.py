@@ -10,6 +10,12 @@
    model, same runtime, threads and image size), run alternately A B A B in fresh workers
    so drift falls on both; LoadGen's p90 from its summary, ours from the run's raw samples.
    Target: they agree within 5 %.
+3. What a replica process adds to a batch: Offline of the selftest `identity` at max batch 1,
+   one replica (the model in the serving worker) against two (processes of their own behind
+   the queue: a batch's order and answer cross a pipe each way), alternately A B A B. The
+   cost of a batch is 1 / samples/s of one replica's share of the work (2 / samples/s with
+   two); the difference is what the pipe and the process's wake-up cost. Reported, no target
+   (the issue sets 50 us for one replica, measured in 1.).
 
     .venv/bin/python bench/serve.py [--pairs 3] [--model mobilenet_v3_small]
         [--image-size 64] [--threads 1] [--duration 5]
@@ -28,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.analysis.stats import summarize  # noqa: E402
 from engine.core import MeasurementPolicy, RunSpec  # noqa: E402
+from engine.core.limits import logical_cores  # noqa: E402
 from engine.core.serving import ServeSpec  # noqa: E402
 from engine.run.runner import Runner  # noqa: E402
 
@@ -84,6 +91,25 @@ def main() -> None:
     med = statistics.median(ratios)
     print(f"   median ratio {med:.3f} (range {min(ratios):.3f}-{max(ratios):.3f}); target "
           f"within 5 %: {'met' if abs(med - 1) <= 0.05 else 'NOT met'}")
+
+    if logical_cores() < 2:
+        print("\n3. replicas: skipped (two replicas need two cores)")
+        return
+    print(f"\n3. a replica process's cost per batch: Offline, selftest identity, max batch 1, "
+          f"1 replica vs 2, {args.pairs} pairs A B A B")
+    extra = []
+    for i in range(args.pairs):
+        costs = {}
+        for replicas in (1, 2):
+            sut = RunSpec("identity", "selftest", 1, 1, policy=policy).validate()
+            rec = one(runner, ServeSpec(sut, "offline", min_duration_s=args.duration,
+                                        replicas=replicas).validate())
+            costs[replicas] = replicas * 1e6 / rec.throughput  # us a batch, per replica
+        extra.append(costs[2] - costs[1])
+        print(f"   pair {i + 1}: {costs[1]:.2f} us a batch in the worker, {costs[2]:.2f} us "
+              f"in a replica process: +{costs[2] - costs[1]:.2f} us")
+    print(f"   a replica process adds a median {statistics.median(extra):.2f} us a batch "
+          f"(range {min(extra):.2f}-{max(extra):.2f})")
 
 
 if __name__ == "__main__":

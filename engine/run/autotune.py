@@ -167,7 +167,7 @@ def check_tune(*, bound_ms, objective: str, margin: float, shape: str | None) ->
                         field="machine_shape")
 
 
-def _prune(closed, bound_ms, objective, price):
+def _prune(closed, bound_ms, objective, price, prune_factor: float = PRUNE_FACTOR):
     """(survivors best first as (candidate, figure, score), pruned as (candidate, why))."""
     pruned, scored = [], []
     for c, f in closed:
@@ -186,11 +186,11 @@ def _prune(closed, bound_ms, objective, price):
     survivors = []
     for c, f, s in scored:
         worse = best / s if objective == "qps" else s / best
-        if worse > PRUNE_FACTOR:
+        if worse > prune_factor:
             what = (f"closed-loop {s:,.1f} samples/s" if objective == "qps" else
                     f"flat-out ${s:.3g} per 1 M")
             pruned.append((c, f"{what} is {worse:,.2f}x worse than the best candidate's "
-                              f"({best_c.label()}); pruned beyond {PRUNE_FACTOR:g}x"))
+                              f"({best_c.label()}); pruned beyond {prune_factor:g}x"))
         else:
             survivors.append((c, f, s))
     survivors.sort(key=lambda x: -x[2] if objective == "qps" else x[2])
@@ -209,13 +209,14 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
              qps_search: Callable[[Candidate, float], QpsSearch],
              price: Callable[[Candidate, ClosedFigure, float], float | None],
              bound_ms: float, objective: str, margin: float = DEFAULT_TUNE_MARGIN,
-             top_n: int = TOP_N) -> Tuning:
+             top_n: int = TOP_N, prune_factor: float = PRUNE_FACTOR) -> Tuning:
     """closed_probe(c) -> its closed-loop figure; qps_search(c, start samples/s) -> its
     max-QPS search; price(c, figure, samples/s) -> USD per 1 M on the shape, or (USD, the
     estimate's assumption, "" when measured there), or None. Pure but for what those do;
-    the prune rule in _prune, the stop rule here."""
+    the prune rule in _prune, the stop rule here. top_n and prune_factor as TOP_N and
+    PRUNE_FACTOR say (an exhaustive search: every candidate, no factor)."""
     closed = [(c, closed_probe(c)) for c in candidates]
-    survivors, pruned = _prune(closed, bound_ms, objective, price)
+    survivors, pruned = _prune(closed, bound_ms, objective, price, prune_factor)
 
     def confirm(c: Candidate, f: ClosedFigure) -> Confirmed:
         # only the default can come here failed or over the bound (a candidate would be
@@ -333,7 +334,8 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                     db, runner, command: str, probe_policy, serve: dict, price,
                     max_probes: int, precision: float, start_qps: float | None = None,
                     known: dict[Candidate, dict] | None = None, user_model=None,
-                    cores: int | None = None, here: bool = True,
+                    cores: int | None = None, here: bool = True, top_n: int = TOP_N,
+                    prune_factor: float = PRUNE_FACTOR,
                     on_start: Callable[[str], None] = lambda sweep_id: None,
                     on_stored: Callable = lambda rec: None) -> tuple[str, Tuning]:
     """autotune on real runs on this machine, every probe stored under one sweep: a closed-
@@ -396,5 +398,6 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
 
     return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
                                     qps_search=qps_search, price=price, bound_ms=bound_ms,
-                                    objective=objective, margin=margin)
+                                    objective=objective, margin=margin, top_n=top_n,
+                                    prune_factor=prune_factor)
 
