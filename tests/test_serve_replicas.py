@@ -171,3 +171,25 @@ class _NoContext:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_a_replica_waiting_for_its_batch_to_fill_never_takes_an_empty_one():
+    """Two replicas wait for a batch of 2 to fill (max wait long): when one takes what was
+    queued, the other goes on waiting for the next sample; stopped, neither is handed an
+    empty batch (a batch of 0 would close a replica process mid-test)."""
+    done: list = []
+    calls: list = []
+    release = threading.Event()
+
+    def lane(n):
+        calls.append(n)
+        release.wait(10)
+
+    spec = ServeSpec(RunSpec("identity", "selftest", 2, 1), "server", target_qps=1.0,
+                     max_wait_ms=60_000.0, replicas=2)
+    b = _Batcher(_fake_loadgen(done), [lane, lane], spec, _NoContext)
+    b.issue([types.SimpleNamespace(id=i) for i in range(2)])  # full: one replica takes it
+    b.issue([types.SimpleNamespace(id=2)])  # the other waits for a second sample
+    release.set()  # the first is free again, and waits too
+    b.stop()  # the sample left goes to one of them; nothing to the other
+    assert sorted(done) == [0, 1, 2] and sorted(calls) == [1, 2] and 0 not in calls

@@ -131,6 +131,8 @@ class _Replica:
 
     def call(self, n: int) -> None:
         """One batch of n on this replica; raises its failure (ReplicaFailed)."""
+        if n <= 0:  # 0 would close the replica
+            raise ValueError(f"a batch of {n} samples")
         self._write(ORDER.pack(n))
         answer = self._read(1)
         if answer == OK:

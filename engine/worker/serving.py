@@ -318,19 +318,25 @@ class _Batcher:
             thread.join()
 
     def _take(self) -> list | None:
-        """The next batch, waiting as the batcher's rule says; None when stopped."""
+        """The next batch, waiting as the batcher's rule says; None when stopped. Never an
+        empty one: while this replica waits for its batch to fill, another may take what was
+        queued, and then it waits for the next sample again."""
         with self.cv:
-            while self.running and not self.queue:
-                self.cv.wait()
-            if not self.queue:
-                return None
-            if self.max_wait_ns and len(self.queue) < self.max_batch and self.error is None:
-                deadline = self.queue[0][0] + self.max_wait_ns
-                while self.running and len(self.queue) < self.max_batch:
-                    left = deadline - time.perf_counter_ns()
+            while True:
+                while self.running and not self.queue:
+                    self.cv.wait()
+                if not self.queue:
+                    return None
+                # wait for a full batch until the oldest queued sample has waited max wait
+                # (the head may change: another replica takes batches meanwhile)
+                while (self.max_wait_ns and self.running and self.error is None
+                       and 0 < len(self.queue) < self.max_batch):
+                    left = self.queue[0][0] + self.max_wait_ns - time.perf_counter_ns()
                     if left <= 0:
                         break
                     self.cv.wait(left / 1e9)
+                if self.queue:
+                    break
             n = min(self.max_batch, len(self.queue))
             batch = [self.queue.popleft() for _ in range(n)]
             if self.queue:  # another replica may take the rest now
