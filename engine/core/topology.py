@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["Topology", "read_topology", "core_of", "whole_cores", "cores_counted",
-           "split_whole_cores", "leave_one_core", "cpus_for_workers"]
+           "split_whole_cores", "leave_one_core", "cpus_for_workers", "replica_cpus"]
 
 Topology = dict  # logical CPU -> (package id, core id)
 
@@ -99,3 +99,16 @@ def cpus_for_workers(node_cpus: int) -> int:
     to Ray's processes (counted as one CPU before the node's topology is known; where that
     core has two hardware threads, both are kept from workers)."""
     return node_cpus - 1 if node_cpus > 1 else node_cpus
+
+
+def replica_cpus(cpus, replicas: int, threads: int, topology: Topology
+                 ) -> list[tuple[int, ...]]:
+    """Each of `replicas` replicas' CPUs: whole cores of its own (split_whole_cores), so no
+    two share a physical core; when whole cores cannot hold them (odd threads on hardware
+    threads), consecutive CPUs in core order, siblings together. The runner's replica
+    workers and a serving worker's replica processes are split alike."""
+    split = split_whole_cores(cpus, topology, replicas, threads)
+    if split is not None:
+        return split
+    ordered = [c for g in whole_cores(cpus, topology) for c in g]
+    return [tuple(ordered[i * threads:(i + 1) * threads]) for i in range(replicas)]

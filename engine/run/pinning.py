@@ -19,7 +19,8 @@ from contextlib import contextmanager
 
 from engine.core.limits import PROCESS_CORES
 from engine.core.policy import PARENT_CORES_ENV
-from engine.core.topology import read_topology, split_whole_cores, whole_cores
+from engine.core.topology import (read_topology, replica_cpus, split_whole_cores,
+                                  whole_cores)
 
 __all__ = ["plan", "replica_cores", "parent_off", "worker_env", "pin_child", "usable_cores"]
 
@@ -61,12 +62,8 @@ def replica_cores(cpus, replicas: int, threads: int, topology=None) -> list[tupl
     replicas share a physical core; when whole cores cannot hold them (odd threads on
     hardware threads), consecutive CPUs in core order, siblings together."""
     cpus = sorted(cpus)
-    topology = read_topology(cpus) if topology is None else topology
-    split = split_whole_cores(cpus, topology, replicas, threads)
-    if split is not None:
-        return split
-    ordered = [c for g in whole_cores(cpus, topology) for c in g]
-    return [tuple(ordered[i * threads:(i + 1) * threads]) for i in range(replicas)]
+    return replica_cpus(cpus, replicas, threads,
+                        read_topology(cpus) if topology is None else topology)
 
 
 def worker_env(pins) -> dict:

@@ -23,7 +23,8 @@ from engine.core.record import OOM_MARKERS
 from engine.worker.errors import WRONG_ANSWERS, ReplicaFailed
 from engine.worker.memcap import ResidentCap
 
-__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command", "resident_bytes"]
+__all__ = ["Frame", "Gate", "THREAD_ENV", "status_of", "command", "resident_bytes",
+           "peak_resident_bytes"]
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
@@ -123,6 +124,12 @@ def resident_bytes() -> int | None:
     except (OSError, AttributeError):  # not glibc
         pass
     kb = _proc_status_kb("VmRSS")
+    return kb * 1024 if kb is not None else None
+
+
+def peak_resident_bytes() -> int | None:
+    """This process's peak resident set (VmHWM) since the last reset (_reset_peak_rss)."""
+    kb = _proc_status_kb("VmHWM")
     return kb * 1024 if kb is not None else None
 
 

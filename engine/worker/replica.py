@@ -34,7 +34,7 @@ import time
 from engine.core.errors import plain_text
 from engine.core.protocol import (REPLICA, Assign, Failed, Ready, ReplicaDone, ReplicaWarm,
                                   RunOrder, decode, encode)
-from engine.core.topology import read_topology, split_whole_cores, whole_cores
+from engine.core.topology import read_topology, replica_cpus
 from engine.worker.errors import ReplicaFailed
 
 __all__ = ["ReplicaSet", "ReplicaFailed", "serve_replica", "replica_cores", "ORDER"]
@@ -49,13 +49,8 @@ def replica_cores(cpus, replicas: int, threads: int, topology=None) -> list[tupl
     """Each replica's CPUs out of the front's: whole cores of its own (engine/core/topology:
     one thread per core where cores allow), else consecutive CPUs in core order."""
     cpus = sorted(cpus)
-    topology = read_topology(cpus) if topology is None else topology
-    split = split_whole_cores(cpus, topology, replicas, threads)
-    if split is not None:
-        return split
-    ordered = [c for g in whole_cores(cpus, topology) for c in g]
-    per = max(1, len(ordered) // replicas)
-    return [tuple(ordered[i * per:(i + 1) * per]) or tuple(ordered) for i in range(replicas)]
+    return replica_cpus(cpus, replicas, threads,
+                        read_topology(cpus) if topology is None else topology)
 
 
 # ------------------------------------------------------------------ the front's side
@@ -226,17 +221,6 @@ class ReplicaSet:
 # ------------------------------------------------------------------ the replica's side
 
 
-def _peak_rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def serve_replica(assign: Assign, out_fd: int, in_fd: int) -> None:
     """A replica's life: pinned, model built, checked and warm, then batches until its
     front closes it (size 0) or goes (EOF)."""
@@ -252,7 +236,7 @@ def serve_replica(assign: Assign, out_fd: int, in_fd: int) -> None:
     if assign.cores:  # before the framework starts a thread: its pools inherit them
         os.sched_setaffinity(0, assign.cores)
     from engine.worker.backends import configure_threads
-    from engine.worker.harness import THREAD_ENV, status_of
+    from engine.worker.harness import THREAD_ENV, peak_resident_bytes, status_of
     from engine.worker.inference import Models
     from engine.worker.machine import machine_facts
     from engine.worker.serving_model import warm_model
@@ -294,7 +278,7 @@ def serve_replica(assign: Assign, out_fd: int, in_fd: int) -> None:
                 data += chunk
             (n,) = ORDER.unpack(data)
             if n == 0:
-                say(ReplicaDone(run_id, calls=calls, peak_rss_bytes=_peak_rss_bytes()))
+                say(ReplicaDone(run_id, calls=calls, peak_rss_bytes=peak_resident_bytes()))
                 return
             try:
                 steps[n]()

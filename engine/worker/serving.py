@@ -33,7 +33,7 @@ import time
 from engine.core.protocol import Progress, ServeResult
 from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE,
                                  LatencyHistogram)
-from engine.worker.harness import Frame, resident_bytes
+from engine.worker.harness import Frame, peak_resident_bytes, resident_bytes
 from engine.worker.inference import Models
 from engine.worker.replica import ReplicaSet
 from engine.worker.serving_model import warm_model
@@ -143,7 +143,7 @@ def _replicated_result(run_id: str, reps: ReplicaSet, front_before: int | None,
     (and its reference apart), so what the model adds is counted once per replica."""
     first = reps.warm[0]
     peaks = reps.peak_rss_bytes()
-    front = _own_peak_bytes()
+    front = peak_resident_bytes()
     return ServeResult(
         run_id, load_s=first.load_s, params=first.params,
         params_trainable=first.params_trainable, flops_per_sample=first.flops_per_sample,
@@ -162,17 +162,6 @@ def _replicated_result(run_id: str, reps: ReplicaSet, front_before: int | None,
 def _sum(values):
     values = list(values)
     return None if any(v is None for v in values) else sum(values)
-
-
-def _own_peak_bytes() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 class _Folder:
