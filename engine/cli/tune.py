@@ -166,7 +166,10 @@ def cmd_tune(args) -> int:
     if src is not None:
         args.framework = [src.framework or args.framework[0]]
     model = src.name if src is not None else args.model
-    candidates(args, src)  # every choice refused here, before a cluster is joined
+    # every choice refused here, before a cluster is joined; on a cluster the splits are
+    # fit to each node's cores once it is known, so none is refused for this machine's
+    candidates(args, src, None if args.executor == "local" else
+               max(args.threads or [1]) * max(args.replicas or [1]))
     fw = "torch" if "torch" in args.framework else args.framework[0]
     runtime = (default_runtime(src.format, fw) if src is not None else
                REFERENCE_RUNTIME[fw] if fw in REFERENCE_RUNTIME else fw)
