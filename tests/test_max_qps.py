@@ -235,11 +235,14 @@ def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
     try:
         rows = con.execute(
             "SELECT r.sweep_id, r.status, r.extra->>'scenario', "
-            "CAST(r.extra->>'target_qps' AS DOUBLE), s.result FROM runs r "
+            "CAST(r.extra->>'target_qps' AS DOUBLE), s.result, r.import_s FROM runs r "
             "JOIN serving_results s USING (run_id) ORDER BY r.started_at").fetchall()
     finally:
         con.close()
     assert len(rows) == 3 and len({r[0] for r in rows}) == 1  # one sweep
+    # every probe in one worker held warm: one import for the whole search
+    assert len({r[5] for r in rows}) == 1
+    rows = [r[:5] for r in rows]
     assert [r[2] for r in rows] == ["server"] * 3
     for _, status, _, _, result in rows:
         assert status == ("ok" if result == "VALID" else "invalid")

@@ -352,7 +352,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     False on a cluster node, where this machine's stored figures say nothing (probed afresh,
     and no start rate judged by them)."""
     from engine.core.serving import ServeSpec, check_reachable
-    from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps
+    from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps, held_worker
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
 
@@ -393,8 +393,13 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
 
     def qps_search(c: Candidate, start: float) -> QpsSearch:
         start = min(max(start_qps or start, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])
-        return find_max_qps(lambda q: run(server(c, q)), start_qps=start,
-                            precision=precision, max_probes=max_probes)
+        with held_worker(runner) as via:  # the candidate's probes in one warm worker
+            def probe(q: float):
+                [rec] = via.run([server(c, q)], on_record=sweep.store,
+                                sweep_id=sweep.sweep_id, known_stats=sweep.known_stats)
+                return rec
+            return find_max_qps(probe, start_qps=start, precision=precision,
+                                max_probes=max_probes)
 
     return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
                                     qps_search=qps_search, price=price, bound_ms=bound_ms,

@@ -26,7 +26,7 @@ from engine.core.record import RunRecord
 
 __all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
            "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms",
-           "EARLY_STOPPING_MIN_QUERIES", "StoredProbe", "replay_max_qps"]
+           "EARLY_STOPPING_MIN_QUERIES", "StoredProbe", "replay_max_qps", "held_worker"]
 
 DEFAULT_QPS_PRECISION = 0.05
 # Doubling from an estimate within 1/8..8x of the answer takes 3-4 probes, bisecting to
@@ -157,7 +157,28 @@ def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | 
                   "early stopping can judge p99")
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
+    with held_worker(runner) as via:
+        return _stored_search(base, via, sweep, raised, start_qps=start_qps,
+                              closed_loop=closed_loop, precision=precision,
+                              max_probes=max_probes, on_estimate=on_estimate,
+                              on_event=on_event)
 
+
+def held_worker(runner):
+    """Every probe of a search in one worker, held warm between probes (engine/run/held.py):
+    the framework is imported and the model built once, not once a probe, and the probes
+    compared with each other ran in one process. A probe that ends its worker (timeout,
+    out of memory) gets a fresh one. A runner that cannot hold a worker runs as it is."""
+    import contextlib
+
+    from engine.run.held import HeldWorker
+    from engine.run.runner import Runner
+
+    return HeldWorker(runner) if isinstance(runner, Runner) else contextlib.nullcontext(runner)
+
+
+def _stored_search(base, runner, sweep, raised: str, *, start_qps, closed_loop, precision,
+                   max_probes, on_estimate, on_event):
     def run(spec) -> RunRecord:
         [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
                            on_event=on_event, known_stats=sweep.known_stats)
