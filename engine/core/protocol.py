@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass
 from typing import ClassVar
 
 from engine.core.model_source import DeclaredInput
+from engine.core.wire import clip, hints, plain, typed
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
            "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
@@ -384,7 +383,7 @@ assert len(MESSAGES) == 20 and not any(  # a field named like the envelope would
 
 def encode(msg: Message) -> str:
     """One JSON line (without its newline)."""
-    fields = {f.name: _plain(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
+    fields = {f.name: plain(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
     return json.dumps({"v": msg.version, "kind": msg.kind, **fields})
 
 
@@ -393,9 +392,9 @@ def decode(line: str | bytes) -> Message:
     try:
         obj = json.loads(line)
     except ValueError:
-        raise ProtocolError(f"not a protocol line (not JSON): {_clip(line)}") from None
+        raise ProtocolError(f"not a protocol line (not JSON): {clip(line)}") from None
     if not isinstance(obj, dict):
-        raise ProtocolError(f"not a protocol line (not an object): {_clip(line)}")
+        raise ProtocolError(f"not a protocol line (not an object): {clip(line)}")
     version, kind = obj.pop("v", None), obj.pop("kind", None)
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"protocol version {version!r} where this side speaks "
@@ -404,47 +403,9 @@ def decode(line: str | bytes) -> Message:
     if cls is None:
         raise ProtocolError(f"unknown message kind {kind!r} in protocol version "
                             f"{PROTOCOL_VERSION} (known: {', '.join(MESSAGES)})")
-    hints = _hints(cls)
+    fields = hints(cls)
     try:
-        return cls(**{k: _typed(hints.get(k), v) for k, v in obj.items()})
+        return cls(**{k: typed(fields.get(k), v) for k, v in obj.items()})
     except TypeError as exc:  # a missing field, or one its kind does not have
         raise ProtocolError(f"a {kind!r} message that does not fit version "
                             f"{PROTOCOL_VERSION}: {exc}") from None
-
-
-def _plain(value):
-    """JSON's view of a field: nested dataclasses (an Assign's runs) as objects."""
-    if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
-        return [dataclasses.asdict(v) for v in value]
-    return value
-
-
-_HINTS: dict[type, dict] = {}
-
-
-def _hints(cls) -> dict:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _typed(tp, value):
-    """A decoded JSON value as the field's type has it: arrays as tuples (of RunOrder where
-    the field says so), so a decoded message equals the one encoded."""
-    if value is None or tp is None:
-        return value
-    if isinstance(tp, types.UnionType):  # X | None
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _typed(inner[0], value) if len(inner) == 1 else value
-    if typing.get_origin(tp) is tuple and isinstance(value, list):
-        item = typing.get_args(tp)[0]
-        if dataclasses.is_dataclass(item):
-            return tuple(item(**v) for v in value)
-        return tuple(value)
-    return value
-
-
-def _clip(line) -> str:
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line)
-    text = text.strip()
-    return repr(text if len(text) <= 200 else text[:200] + "...")
