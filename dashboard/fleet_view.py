@@ -1,22 +1,24 @@
-"""A fleet tuning on the Deploy page (issue 27 part 3): the same tuning on each node kind of
-a Ray cluster, each node's stored in a sweep of its own that names the fleet. Every node's
-tuning is replayed from its stored probes (engine.run.serving_jobs.replay_tune), each priced
-on its own shape, and shown side by side: each one's winner, the cheapest per 1 M at the
-bound and the cheapest per provider (engine.run.fleet_tune.fleet_best). Streamlit glue;
-the table is engine/present/search_view's, the sentences engine/present/tune_text's."""
+"""Tunings shown side by side on the Deploy page (issue 27 parts 3 and 5), each stored in a
+sweep of its own and replayed from its stored probes (engine.run.serving_jobs.replay_tune):
+- a fleet tuning: the same tuning on each node kind of a Ray cluster, the sweep naming the
+  fleet; each priced on its own shape: each one's winner, the cheapest per 1 M at the bound
+  and the cheapest per provider (engine.run.fleet_tune.fleet_best);
+- one launch's models: each model tuned alone, the sweeps naming the launch's group.
+Streamlit glue; the tables are engine/present/search_view's, the sentences
+engine/present/tune_text's."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard.session import read
-from engine.present.search_view import fleet_frame
-from engine.present.tune_text import fleet_lines
+from engine.present.search_view import fleet_frame, models_frame
+from engine.present.tune_text import fleet_best_lines, models_lines
 from engine.run.fleet_tune import NodeTuning, fleet_best
 from engine.run.serving_jobs import TUNE_COMMAND, replay_tune, request_fields, tune_price
 from store.serving import search_probes, search_sweeps
 
-__all__ = ["fleet_section"]
+__all__ = ["fleet_section", "group_section"]
 
 
 def fleet_section(fleet: str, catalog) -> None:
@@ -37,5 +39,27 @@ def fleet_section(fleet: str, catalog) -> None:
                 "its own cores and priced on its own shape")
     st.dataframe(fleet_frame(results), hide_index=True, key="sv_fleet_table",
                  column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f")})
-    for line in fleet_lines(results, best)[len(results) + 1:]:
+    for line in fleet_best_lines(best):
         st.caption(line)
+
+
+def group_section(group: str, catalog, shape: str | None) -> None:
+    """Every model of the launch that tuned this one, in the order tuned (a fleet's: each
+    node kind's row); priced on `shape`, the page's machine, as the tuning shown is."""
+    rows, local = [], []
+    for r in reversed(list(read(search_sweeps, TUNE_COMMAND).itertuples())):  # oldest first
+        fields = request_fields(r.command)
+        if fields.get("group") != group or not fields.get("candidates"):
+            continue
+        node = fields.get("shape") if fields.get("fleet") else None
+        t = replay_tune(fields, list(read(search_probes, r.sweep_id).itertuples()),
+                        tune_price(None, node or shape, catalog))
+        rows.append((fields.get("model", "?"), node, t))
+        if not fields.get("fleet"):
+            local.append((fields.get("model", "?"), t))
+    st.markdown(f"**Every model of this launch ({len(rows)})**: each tuned alone, with the "
+                "same bound, objective and search space")
+    st.dataframe(models_frame(rows), hide_index=True, key="sv_models_table",
+                 column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f")})
+    if len(local) > 1:
+        st.caption(models_lines(local, shape)[-1])

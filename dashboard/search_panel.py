@@ -8,7 +8,8 @@ pruned candidates. Streamlit glue; the tables and the chart are engine/present/s
 the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
 
 Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
-?qps_precision=, ?max_probes=, ?objective=, ?batches=, ?tune_threads=, ?search= and ?tuning=
+?qps_precision=, ?max_probes=, ?objective=, ?batches=, ?tune_threads=, ?tune_replicas=,
+?tune_models=, ?start_qps=, ?search= and ?tuning=
 (a sweep id or a unique prefix of one) and ?target_rps= seed them when a link is opened, a
 refused value is a note naming the parameter and what is allowed, and each is written back
 when it differs from its default."""
@@ -20,13 +21,14 @@ import streamlit as st
 from dashboard.job_forms import JobForm, Launcher, plan
 from dashboard.link_state import PageLink
 from dashboard.cluster_form import executor_choice
-from dashboard.fleet_view import fleet_section
+from dashboard.fleet_view import fleet_section, group_section
 from dashboard.numbers import Numbers
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
+from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS
 from engine.analysis.serving_cost import serving_cost, serving_split
-from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_RATE_RANGE,
-                                logical_cores)
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_QPS_RANGE,
+                                SERVE_RATE_RANGE, logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
                                         pruned_frame)
 from engine.present.tune_text import recommendation
@@ -235,6 +237,7 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
                               help="processes of the threads chosen, behind one queue; "
                                    f"only splits with threads x replicas <= {cores} run")
     link.put("tune_replicas", replicas, default=default_threads)
+    others, start, refused = _models_and_start(form, link)
     above = {**form.errors, **limits.errors}
     tune = _with_limits(_server_only(form), limits)
     if not tune.errors and not threads:
@@ -244,16 +247,47 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
                                            f"1..{cores}"})
     if not tune.errors and where.error:
         tune = JobForm(errors={where.field: where.error})
+    if not tune.errors and refused:
+        tune = JobForm(errors=refused)
     if not tune.errors:
         tune = JobForm(dict(tune.fields, objective=objective, batches=tuple(batches),
                             thread_choices=tuple(threads), replica_choices=tuple(replicas),
                             machine_shape=machine.shape, executor=where.executor,
-                            placements=where.placements, cores=where.cores))
+                            placements=where.placements, cores=where.cores,
+                            models=tuple(others), start_qps=start))
     job = plan(TuneRequest, tune)
     _show(job, above, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
                       "over 2x worse than the best); the best survivors and the default get a "
                       "max-QPS search each (2 s Server tests).")
     launcher.button("Tune", "sv_tune_launch", job, "Tuning", bool(job.errors))
+
+
+def _models_and_start(form: JobForm, link: PageLink):
+    """The other catalog models to tune the same way (each alone, in turn) and each max-QPS
+    search's first target (0: the candidate's closed-loop samples/s; a model of microseconds
+    would otherwise start LoadGen at millions of QPS): (models, start QPS or None, refusals)."""
+    fields = form.fields
+    named = DIAGNOSTIC_MODELS if fields.get("framework") == "selftest" else CATALOG
+    options = [m for m in named if m != fields.get("model")]
+    c1, c2 = st.columns([3, 1])
+    link.choices("tune_models", "sv_tune_models", options, field="models")
+    others = c1.multiselect(
+        "Also tune (catalog models)", options, key="sv_tune_models",
+        **link.initial("sv_tune_models", default=[]),
+        disabled=fields.get("user_model") is not None,
+        help="each tuned alone after the form's model, with the same bound, objective and "
+             "search space; the stored tunings show them side by side")
+    link.put("tune_models", others, default=[])
+    errors: dict[str, str] = {}
+    start = Numbers(errors).linked(
+        link, "start_qps", c2, "First target QPS", "sv_tune_start", "start_qps", 0.0,
+        SERVE_QPS_RANGE[1], default=0.0, step=10.0,
+        help="each max-QPS search's first Server target; 0: the candidate's closed-loop "
+             "samples/s")
+    if fields.get("user_model") is not None and others:
+        errors["models"] = ("models: a model file is tuned alone; allowed: other catalog "
+                            "models only beside a catalog model")
+    return others, (start or None), errors
 
 
 def tune_results(link: PageLink) -> None:
@@ -270,6 +304,8 @@ def tune_results(link: PageLink) -> None:
                     tune_price(None, shape, catalog))
     if fields.get("fleet"):
         fleet_section(fields["fleet"], catalog)
+    if fields.get("group"):
+        group_section(fields["group"], catalog, shape)
     shown = shape if t.objective == "cost" else None
     (st.success if t.winner is not None else st.error)(
         f"Recommendation: {recommendation(t, shape)}")

@@ -269,3 +269,36 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
         con.close()
     assert again and all(k != "inference" for (k,) in again)
 
+
+
+def test_several_models_are_tuned_each_in_a_sweep_of_its_own_then_compared(
+        db_path, worker_env, capsys):
+    argv = ["tune", "--model", "identity", "fault_raise", "--framework", "selftest",
+            "--bound-ms", "50", "--batches", "1", "--threads", "1", "--replicas", "1",
+            "--probe-s", "0.05", "--min-duration", "0.2", "--min-queries", "50",
+            "--max-probes", "2", "--start-qps", "1000", "--db", str(db_path)]
+    code = main(argv)
+    out = capsys.readouterr().out
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        rows = con.execute("SELECT r.model, count(DISTINCT r.sweep_id), list(DISTINCT "
+                           "r.status ORDER BY r.status) FROM runs r GROUP BY r.model "
+                           "ORDER BY r.model").fetchall()
+    finally:
+        con.close()
+    # one sweep each; the model that fails to load leaves its rows, each with its status
+    assert rows[0][:2] == ("fault_raise", 1) and rows[0][2] == ["error"]
+    assert rows[1][:2] == ("identity", 1) and "ok" in rows[1][2]
+    assert out.index("=== identity") < out.index("=== fault_raise")
+    assert "every model (each tuned alone, same bound, objective and search space):" in out
+    assert "  fault_raise: no configuration met the p99 bound of 50 ms" in out
+    assert "most QPS under the bound: identity, selftest python fp32, max batch 1" in out
+    assert code == 1  # one model has no winner
+
+
+def test_a_model_file_is_tuned_alone(db_path, capsys, tmp_path):
+    f = tmp_path / "m.onnx"
+    f.write_bytes(b"x")
+    assert main(["tune", "--model", "resnet18", "--model-file", str(f), "--bound-ms", "50",
+                 "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: model: --model names catalog models")

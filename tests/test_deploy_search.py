@@ -116,9 +116,10 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps"):
                 prefix=sweep_id, minute=0)
 
 
-def seed_tuning(db_path, sweep_id="sweep-tune"):
+def seed_tuning(db_path, sweep_id="sweep-tune", **command):
     """Candidates b1/1 thread (confirmed, the winner) and b4/1 thread (its closed-loop probe
-    failed: pruned); the default b1/2 threads confirmed too."""
+    failed: pruned); the default b1/2 threads confirmed too. command: fields to add to or
+    change in the sweep's command (a launch's group, another model's name)."""
     from store.db import open_db
     from store.runs import save_record, save_sweep
 
@@ -129,15 +130,15 @@ def seed_tuning(db_path, sweep_id="sweep-tune"):
                        "margin": 0.05, "machine_shape": None,
                        "candidates": [["torch", "eager", "fp32", 1, 1, 0.0],
                                       ["torch", "eager", "fp32", 4, 1, 0.0]],
-                       "default": ["torch", "eager", "fp32", 1, 2, 0.0]}))
-        for rec in (ok_record("cl-b1t1", minute=0),
-                    replace(failed_record("cl-b4t1", minute=1), batch_size=4),
-                    ok_record("cl-b1t2", minute=2, intra_threads=2)):
+                       "default": ["torch", "eager", "fp32", 1, 2, 0.0], **command}))
+        for rec in (ok_record(f"{sweep_id}-b1t1", minute=0),
+                    replace(failed_record(f"{sweep_id}-b4t1", minute=1), batch_size=4),
+                    ok_record(f"{sweep_id}-b1t2", minute=2, intra_threads=2)):
             save_record(con, replace(rec, sweep_id=sweep_id, round_no=1), SYSTEM)
         _probes(con, sweep_id, MAX_QPS_PROBES, batch=1, threads=1, p99_ms=12.0,
-                prefix="tw", minute=10)
+                prefix=f"{sweep_id}-w", minute=10)
         _probes(con, sweep_id, DEFAULT_PROBES, batch=1, threads=2, p99_ms=5.0,
-                prefix="td", minute=30)
+                prefix=f"{sweep_id}-d", minute=30)
 
 
 def frame(at, column):
@@ -553,3 +554,58 @@ def test_a_tuning_of_a_user_s_file_searches_its_runtime_and_defaults_to_its_form
     assert req.default() == Candidate("torch", "onnxruntime", "fp32", 1, logical_cores())
     specs, _ = req.expand()
     assert {s.sut.user_model for s in specs} == {src} and len(specs) == 3
+
+
+def test_tune_launches_the_other_models_picked_and_the_first_target(db_path, monkeypatch,
+                                                                    fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    assert "efficientnet_b0" not in at.multiselect(key="sv_tune_models").options  # the form's
+    at.multiselect(key="sv_tune_models").set_value(["resnet18", "mobilenet_v3_small"])
+    at.number_input(key="sv_tune_start").set_value(50.0).run()
+    at.button(key="sv_tune_launch").click().run()
+    assert not at.exception
+    (req,) = fake.submitted
+    assert (req.model, req.models, req.start_qps) == (
+        "efficientnet_b0", ("resnet18", "mobilenet_v3_small"), 50.0)
+    assert req.tuned_models() == ("efficientnet_b0", "resnet18", "mobilenet_v3_small")
+    specs, _ = req.expand()  # each model's candidates and default: 3 x (4 x 3 splits + 1)
+    assert [s.sut.model for s in specs].count("resnet18") == len(specs) // 3
+    assert req.label().startswith("tune efficientnet_b0, resnet18, mobilenet_v3_small torch")
+
+
+def test_bad_models_or_first_target_are_named_with_what_is_allowed(db_path, monkeypatch,
+                                                                   fake):
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    at.number_input(key="sv_tune_start").set_value(-5.0).run()
+    assert any(e.startswith("start_qps: ") and "allowed: number 0..10000000" in e
+               for e in errors(at)), errors(at)
+    assert at.button(key="sv_tune_launch").disabled
+    at = _server(page(DEPLOY, db_path, monkeypatch))
+    crafted(at, "multiselect", "sv_tune_models", click="sv_tune_launch",
+            string_array_value=["not_a_model"])
+    assert not at.exception
+    (msg,) = errors(at)
+    assert msg.startswith("models: ") and " allowed: " in msg, msg
+    assert fake.submitted == []
+    form = dict(scenarios=("server",), model="resnet18", framework="torch", bound_ms=15.0)
+    for extra, field in (({"models": ("nope",)}, "models"),
+                         ({"start_qps": 0.0}, "start_qps")):
+        with pytest.raises(UserError) as exc:
+            TuneRequest(**form, **extra).specs()
+        assert exc.value.field == field and " allowed: " in str(exc.value)
+
+
+def test_a_launch_s_models_show_side_by_side_and_the_objective_s_pick(db_path, monkeypatch):
+    seed_tuning(db_path, "sweep-a", group="launch-1")
+    seed_tuning(db_path, "sweep-b", group="launch-1", model="mobilenet_v3_small")
+    seed_tuning(db_path, "sweep-c", model="efficientnet_b0")  # another launch: not shown
+    monkeypatch.setenv("BENCH_VIEWER", "1")
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert not [d for d in at.dataframe if "node kind" in d.value.columns]  # sweep-c: alone
+    at = page(DEPLOY, db_path, monkeypatch, query={"tuning": "sweep-b"})
+    table = frame(at, "node kind")
+    assert table.model.tolist() == ["resnet18", "mobilenet_v3_small"]  # in the order tuned
+    assert table["max QPS"].tolist() == [168.75, 168.75]
+    assert table.winner.tolist() == ["torch eager fp32, max batch 1, 1 thread"] * 2
+    assert any(c.value == "most QPS under the bound: resnet18, torch eager fp32, max batch 1, "
+                          "1 thread" for c in at.caption)

@@ -1,8 +1,8 @@
-"""`python -m engine tune`: the autotuner (issue 27, part 3). For one model, a Server p99
+"""`python -m engine tune`: the autotuner (issue 27, part 3). For each model, a Server p99
 bound and an objective (most QPS, or least cost per 1 M on --machine-shape), the serving
 configuration to deploy: closed-loop probes prune, the max-QPS search confirms the best,
-every probe stored under one sweep (engine/run/autotune.py); the report is
-engine/present/tune_text.py's."""
+every probe stored under one sweep per model (engine/run/autotune.py); the report is
+engine/present/tune_text.py's, and with several models their winners side by side."""
 
 from __future__ import annotations
 
@@ -40,9 +40,10 @@ def add_parsers(sub) -> None:
                                     "batch x max wait x threads x replicas) with the most "
                                     "QPS, or the "
                                     "least cost per 1 M, under a p99 bound")
-    s.add_argument("--model", default=None, metavar="NAME",
-                   help=f"one catalog model: {', '.join([*CATALOG, *DIAGNOSTIC_MODELS])} (or "
-                        "your own model: --model-file, below)")
+    s.add_argument("--model", nargs="+", default=None, metavar="NAME",
+                   help=f"catalog models, each tuned alone in turn: "
+                        f"{', '.join([*CATALOG, *DIAGNOSTIC_MODELS])} (or your own model: "
+                        "--model-file, below)")
     user_model_options(s)
     s.add_argument("--bound-ms", type=float_arg("bound_ms"), default=None, metavar="MS",
                    help="the Server p99 bound (required)")
@@ -137,10 +138,8 @@ def splits(args, cores: int | None = None) -> list[tuple[int, int]]:
 def cmd_tune(args) -> int:
     from engine.cli.args import cluster_runner
     from engine.core.policy import MeasurementPolicy
-    from engine.present.tune_text import fleet_lines, tune_lines
+    from engine.present.tune_text import models_lines, tune_lines
     from engine.run.autotune import Candidate, check_tune, stored_autotune
-    from engine.run.fleet import node_runners
-    from engine.run.fleet_tune import fleet_autotune, fleet_best
     from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, local_runner
     from engine.run.serving_jobs import tune_price
     from engine.scenarios import scenario_of
@@ -151,21 +150,21 @@ def cmd_tune(args) -> int:
     shape = machine_shape(args.machine_shape, db)  # a shape not in the catalog: refused
     check_tune(bound_ms=args.bound_ms, objective=args.objective, margin=args.margin,
                shape=shape if args.executor == "local" else "each node's")
-    if args.model is not None and args.model not in CATALOG \
-            and args.model not in DIAGNOSTIC_MODELS:
-        raise UserError(f"model: {args.model!r} is not in the catalog; allowed: "
-                        f"{', '.join([*CATALOG, *DIAGNOSTIC_MODELS])}", field="model")
+    for name in args.model or ():
+        if name not in CATALOG and name not in DIAGNOSTIC_MODELS:
+            raise UserError(f"model: {name!r} is not in the catalog; allowed: "
+                            f"{', '.join([*CATALOG, *DIAGNOSTIC_MODELS])}", field="model")
     if args.start_qps is not None:
         float_range("start_qps", args.start_qps, *SERVE_QPS_RANGE)
     float_range("qps_precision", args.qps_precision, *QPS_PRECISION_RANGE)
     # A user's file must take every batch the batcher may make (1 .. the largest max batch):
     # a fixed batch axis is refused here, naming it, before anything runs.
-    src = user_model(args, [args.model] if args.model else [],
+    src = user_model(args, args.model or [],
                      batch_sizes=tuple(range(1, max(args.batches) + 1)),
                      allowed_batch=lambda fixed: fixed_batch_allowed(fixed, "--batches"))
     if src is not None:
         args.framework = [src.framework or args.framework[0]]
-    model = src.name if src is not None else args.model
+    models = [src.name] if src is not None else list(dict.fromkeys(args.model))
     # every choice refused here, before a cluster is joined; on a cluster the splits are
     # fit to each node's cores once it is known, so none is refused for this machine's
     candidates(args, src, None if args.executor == "local" else
@@ -182,7 +181,7 @@ def cmd_tune(args) -> int:
     policy = MeasurementPolicy(min_time_s=args.probe_s, max_time_s=max(10 * args.probe_s, 5),
                                warmup_max_s=min(1.0, args.probe_s))
 
-    def tune_one(r, node_shape, cores, on_start):
+    def tune_one(model, r, node_shape, cores, on_start):
         cands = candidates(args, src, cores)
         where = f" on {node_shape or 'an unpriced node'}" if cluster is not None else ""
         space = _space(cands, args)
@@ -203,22 +202,43 @@ def cmd_tune(args) -> int:
                                         f"{scenario_of(rec).describe_record(rec)}", flush=True))
         return sweep_id, t, space
 
+    ok, winners = True, []
     try:
-        if cluster is None:
-            sweep_id, t, space = tune_one(runner, shape, logical_cores(), lambda sid: None)
-            print()
-            print("\n".join(tune_lines(t, shape=shape, space=space)))
-            print(f"every probe stored in {db} as sweep {sweep_id}")
-            return EXIT_OK if t.winner is not None else EXIT_NOT_OK
-        spaces: dict = {}
-
-        def one(r, node_shape, cores, on_start):
-            sweep_id, t, spaces[node_shape] = tune_one(r, node_shape, cores, on_start)
-            return sweep_id, t
-        results = fleet_autotune(node_runners(runner), one)
+        for model in models:
+            if len(models) > 1:
+                print(f"\n=== {model}", flush=True)
+            if cluster is None:
+                sweep_id, t, space = tune_one(model, runner, shape, logical_cores(),
+                                              lambda sid: None)
+                print()
+                print("\n".join(tune_lines(t, shape=shape, space=space)))
+                print(f"every probe stored in {db} as sweep {sweep_id}")
+                ok &= t.winner is not None
+                winners.append((model, t))
+                continue
+            ok &= _fleet(model, tune_one, runner, catalog)
     finally:
         if cluster is not None:
             cluster.close()
+    if len(winners) > 1:
+        print()
+        print("\n".join(models_lines(winners, shape)))
+    return EXIT_OK if ok else EXIT_NOT_OK
+
+
+def _fleet(model, tune_one, runner, catalog) -> bool:
+    """One model tuned on each node kind of the cluster at once; whether every kind has a
+    winner under the bound."""
+    from engine.present.tune_text import fleet_lines, tune_lines
+    from engine.run.fleet import node_runners
+    from engine.run.fleet_tune import fleet_autotune, fleet_best
+
+    spaces: dict = {}
+
+    def one(r, node_shape, cores, on_start):
+        sweep_id, t, spaces[node_shape] = tune_one(model, r, node_shape, cores, on_start)
+        return sweep_id, t
+    results = fleet_autotune(node_runners(runner), one)
     providers = {m.shape: m.provider for m in catalog}
     for res in results:
         print(f"\n== {res.label}: {res.cores} core(s) for workers")
@@ -228,8 +248,7 @@ def cmd_tune(args) -> int:
         print(f"stored as sweep {res.sweep_id}" if res.sweep_id else "")
     print()
     print("\n".join(fleet_lines(results, fleet_best(results, providers.get))))
-    return EXIT_OK if all(r.tuning is not None and r.tuning.winner is not None
-                          for r in results) else EXIT_NOT_OK
+    return all(r.tuning is not None and r.tuning.winner is not None for r in results)
 
 
 def _space(cands, args) -> str:

@@ -10,8 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 __all__ = ["probe_frame", "cost_frame", "front_points", "front_frame", "pareto_figure",
-           "fleet_frame",
-           "pruned_frame"]
+           "fleet_frame", "models_frame", "pruned_frame"]
 
 
 def probe_frame(search, p99_ms) -> pd.DataFrame:
@@ -104,17 +103,28 @@ def pareto_figure(t, *, shape: str | None = None) -> go.Figure:
     return fig
 
 
+def _winner_cells(t) -> tuple:
+    """A tuning's winner as a side-by-side row ends: its label, max QPS and p99 under the
+    bound, cost per 1 M and its basis (t None: not tuned)."""
+    w = t.winner if t is not None else None
+    if w is None:
+        return ("none met it", None, None, None, "")
+    return (w.candidate.label(), w.qps, w.p99_ms, w.cost,
+            "" if w.cost is None else w.cost_note or "measured on the shape")
+
+
+_WINNER_COLUMNS = ["winner", "max QPS", "p99 ms", "USD per 1 M", "cost basis"]
+
+
+def models_frame(rows) -> pd.DataFrame:
+    """One launch's models side by side: (model, node shape or None, Tuning) each."""
+    return pd.DataFrame([(model, node or "", *_winner_cells(t)) for model, node, t in rows],
+                        columns=["model", "node kind", *_WINNER_COLUMNS])
+
+
 def fleet_frame(results) -> pd.DataFrame:
     """A fleet tuning's node kinds side by side (engine.run.fleet_tune.NodeTuning each):
     the shape, the cores its candidates fit, its winner, max QPS and p99 under the bound,
     the cost per 1 M on that shape and its basis."""
-    rows = []
-    for r in results:
-        w = r.tuning.winner if r.tuning is not None else None
-        rows.append((r.shape or r.label, r.cores, w.candidate.label() if w else "none met it",
-                     w.qps if w else None, w.p99_ms if w else None,
-                     w.cost if w else None,
-                     ("" if w is None or w.cost is None else
-                      w.cost_note or "measured on the shape")))
-    return pd.DataFrame(rows, columns=["shape", "cores", "winner", "max QPS", "p99 ms",
-                                       "USD per 1 M", "cost basis"])
+    return pd.DataFrame([(r.shape or r.label, r.cores, *_winner_cells(r.tuning))
+                         for r in results], columns=["shape", "cores", *_WINNER_COLUMNS])

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from engine.present.tables import format_table
 
-__all__ = ["recommendation", "tune_lines", "fleet_lines", "fleet_conclusion"]
+__all__ = ["recommendation", "tune_lines", "fleet_lines", "fleet_best_lines", "models_lines",
+           "fleet_conclusion"]
 
 
 def _usd(x: float) -> str:
@@ -110,16 +111,39 @@ def fleet_lines(results, best) -> list[str]:
             lines.append(f"  {where}: not tuned: {r.error}")
         else:
             lines.append(f"  {where}: {recommendation(r.tuning, r.shape)}")
+    return lines + fleet_best_lines(best)
+
+
+def fleet_best_lines(best) -> list[str]:
+    """The fleet's conclusion alone (the page shows the node kinds as a table above it):
+    the cheapest per 1 M at the bound, and the cheapest per provider."""
     if best.cheapest is None:
-        lines.append("cheapest per 1 M at the bound: none (no node kind's winner was priced)")
-        return lines
+        return ["cheapest per 1 M at the bound: none (no node kind's winner was priced)"]
     c = best.cheapest
-    lines.append(f"cheapest per 1 M at the bound: {c.shape}: {recommendation(c.tuning, c.shape)}")
+    lines = [f"cheapest per 1 M at the bound: {c.shape}: "
+             f"{recommendation(c.tuning, c.shape)}"]
     if len(best.per_provider) > 1:
         lines.append("best per provider: " + "; ".join(
             f"{provider}: {r.shape}, {_usd(r.tuning.winner.cost)} per 1 M"
             for provider, r in best.per_provider))
     return lines
+
+
+def models_lines(tunings, shape: str | None) -> list[str]:
+    """Several models tuned alike, side by side: each one's recommendation, then the model
+    the objective prefers (most QPS; or least cost per 1 M among the priced). tunings:
+    (model, Tuning) pairs, in the order tuned, all of one objective."""
+    lines = ["every model (each tuned alone, same bound, objective and search space):"]
+    lines += [f"  {m}: {recommendation(t, shape)}" for m, t in tunings]
+    by_qps = tunings[0][1].objective == "qps"
+    ranked = [(m, t.winner) for m, t in tunings if t.winner is not None
+              and (by_qps or t.winner.cost is not None)]
+    if not ranked:
+        return lines + ["no model has a winner the objective can rank"]
+    m, w = (max(ranked, key=lambda x: x[1].qps or 0.0) if by_qps else
+            min(ranked, key=lambda x: x[1].cost))
+    return lines + [f"{'most QPS' if by_qps else 'least cost per 1 M'} under the bound: "
+                    f"{m}, {w.candidate.label()}"]
 
 
 def fleet_conclusion(results, best) -> str:

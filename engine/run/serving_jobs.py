@@ -15,11 +15,12 @@ import json
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from engine.core.catalog import REFERENCE_RUNTIME
+from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, REFERENCE_RUNTIME
 from engine.core.model_source import default_runtime
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
-                                float_range, int_range, logical_cores)
+                                SERVE_QPS_RANGE, choice, float_range, int_range,
+                                logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
                                  autotune, check_tune, closed_by_sut, stored_figures)
@@ -143,7 +144,8 @@ class MaxQpsRequest(_Search):
 
 @dataclass(frozen=True)
 class TuneRequest(_Search):
-    """The autotuner for the Deploy form's model: its runtime x max batch x threads x
+    """The autotuner for the Deploy form's model (and `models`, other catalog models of its
+    framework, each tuned alone in a sweep of its own): its runtime x max batch x threads x
     replicas (max wait the form's) under the bound, for the most QPS or the least cost per
     1 M on a shape; the default (the reference runtime, batch 1, every thread, one replica)
     confirmed too."""
@@ -163,6 +165,15 @@ class TuneRequest(_Search):
     # each max-QPS search's first target (None: the candidate's closed-loop samples/s), as
     # tune's --start-qps: a model of microseconds would start LoadGen at millions of QPS
     start_qps: float | None = None
+    # other catalog models to tune the same way, one after the other, each in a sweep of its
+    # own; `group`, set by the job, names the launch in each one's command, so the page
+    # shows the models side by side
+    models: tuple[str, ...] = ()
+    group: str | None = None
+
+    def tuned_models(self) -> tuple[str, ...]:
+        """The form's model, then the others named, each once."""
+        return tuple(dict.fromkeys((self.model, *self.models)))
 
     def candidates(self, cores: int | None = None) -> list[Candidate]:
         """Runtime x max batch x threads x replicas, the splits that fit `cores` (a node's;
@@ -196,13 +207,24 @@ class TuneRequest(_Search):
         check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
                    shape=self.machine_shape if self.executor == "local" else "each node's")
         self._check_limits()
+        if self.start_qps is not None:
+            float_range("start_qps", self.start_qps, *SERVE_QPS_RANGE)
+        others = self.tuned_models()[1:]
+        if others and self.user_model is not None:
+            raise UserError("models: a model file is tuned alone; allowed: other catalog "
+                            "models only beside a catalog model", field="models")
+        named = DIAGNOSTIC_MODELS if self.framework == "selftest" else CATALOG
+        for m in others:
+            choice("models", m, tuple(named))
         specs = []
-        for c in [*self.candidates(), self.default()]:
-            [spec], _ = ServeRequest._expand(replace(
-                self, scenarios=("server",), runtime=c.runtime, max_batch=c.max_batch,
-                threads=c.threads, replicas=c.replicas, target_qps=1.0,
-                min_duration_s=TUNE_TEST_S, min_query_count=self._min_queries()))
-            specs.append(spec)
+        for m in self.tuned_models():
+            for c in [*self.candidates(), self.default()]:
+                [spec], _ = ServeRequest._expand(replace(
+                    self, model=m, scenarios=("server",), runtime=c.runtime,
+                    max_batch=c.max_batch, threads=c.threads, replicas=c.replicas,
+                    target_qps=1.0, min_duration_s=TUNE_TEST_S,
+                    min_query_count=self._min_queries()))
+                specs.append(spec)
         return specs, []
 
     def runner(self, *, db, shape: str | None = None, **options):
@@ -224,20 +246,31 @@ class TuneRequest(_Search):
             "candidates": [_cand_json(c) for c in self.candidates(cores)],
             "default": _cand_json(self.default(cores)), **self._limits(),
             "stored": [{"candidate": _cand_json(c), **row}
-                       for c, row in (known or {}).items()], **(node or {})})
+                       for c, row in (known or {}).items()], **(node or {}),
+            **({"group": self.group} if self.group else {})})
 
     def label(self) -> str:
         where = ("" if self.executor == "local" else
                  f", on {', '.join(p.partition('=')[2] for p in self.placements)}"
                  if self.placements else ", on every node kind")
-        return f"tune {self.model} {self.framework}: {self.objective}, p99 under " \
-               f"{self.bound_ms:g} ms{where}"
+        return f"tune {', '.join(self.tuned_models())} {self.framework}: " \
+               f"{self.objective}, p99 under {self.bound_ms:g} ms{where}"
 
     def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
             on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
             command: str | None = None) -> str:
         from engine.present.tune_text import recommendation
 
+        if len(self.tuned_models()) > 1:  # each model alone, in turn, under one group
+            from engine.run.records import new_id
+
+            group = self.group or new_id()
+            return "; ".join(
+                f"{m}: " + replace(self, model=m, models=(), group=group).run(
+                    specs, db=db, runner=runner, seed=seed, on_start=on_start,
+                    on_stored=on_stored, on_event=on_event, on_plan=on_plan,
+                    on_stop=on_stop, command=command)
+                for m in self.tuned_models())
         if self.executor == "local":
             price = tune_price(db, self.machine_shape)
             _, t = stored_autotune_job(self, db=db, runner=runner, on_start=on_start,
