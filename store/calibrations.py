@@ -75,7 +75,11 @@ def save_calibration(con, cal: Calibrated, plan: CalibrationPlan, system: dict,
 
 def latest_calibrations(con, system_id: str | None = None) -> pd.DataFrame:
     """The newest row per machine, thread count and kind (every machine when system_id is
-    None), with the machine's name; threads ascending."""
+    None), with the machine's name; threads ascending. Empty on a database a viewer opened
+    read-only before m013 made the table."""
+    if not con.execute("SELECT count(*) FROM information_schema.tables "
+                       "WHERE table_name = 'calibrations'").fetchall()[0][0]:
+        return pd.DataFrame(columns=[*CALIBRATION_COLUMNS, "hostname", "cpu_model"])
     return con.execute(
         "SELECT c.*, y.hostname, y.cpu_model FROM calibrations c "
         "LEFT JOIN systems y USING (system_id) "
