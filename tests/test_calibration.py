@@ -196,3 +196,39 @@ def test_pages_and_report_show_a_stored_calibration(db_path, monkeypatch):
         md = build_report(con, "sweep-seeded", "md").decode()
     assert "**Against the machine's ceilings:**" in md
     assert "not calibrated at 2 threads (calibrated at 1)" in md
+
+
+def test_the_run_page_offers_a_calibration_the_sweep_lacks(db_path, monkeypatch):
+    from engine.run.calibrate import CalibrateRequest
+    from engine.run.machine import system_info
+    from tests.test_pages import FakeManager
+
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.multiselect(key="threads").set_value([1]).run()
+    offer = [i.value for i in at.info if i.value.startswith("This machine has no measured")]
+    assert offer and offer[0].startswith("This machine has no measured ceilings at 1 threads")
+    at.button(key="calibrate").click().run()
+    assert fake.submitted == [CalibrateRequest(threads=(1,))]
+    with open_db(db_path) as con:  # calibrated at 1 thread: nothing more to offer
+        save_calibration(con, _calibrated(threads=1), CalibrationPlan(1), system_info())
+    at = page("pages/run.py", db_path, monkeypatch)
+    at.multiselect(key="threads").set_value([1]).run()
+    assert "calibrate" not in [b.key for b in at.button]
+    assert not any(i.value.startswith("This machine has no measured") for i in at.info)
+
+
+def test_a_calibration_job_runs_in_the_queue_and_says_its_ceilings(db_path, worker_env):
+    from engine.run.calibrate import CalibrateRequest
+    from engine.run.jobs import DONE, JobManager
+
+    manager = JobManager(db_path)
+    job = manager.submit(CalibrateRequest(threads=(1,), sizes=(32,)))
+    assert job.request.label() == "calibration at 1 threads"
+    assert manager.wait(lambda m: m.active() is None and not m.queued(), timeout=120)
+    [done] = manager.history()
+    assert done.state == DONE, done.error
+    assert done.result.startswith("calibrated: 1 threads: GEMM fp32 ")
+    with open_db(db_path) as con:
+        assert latest_calibrations(con).kind.tolist() == ["gemm_bf16", "gemm_fp32", "triad"]
