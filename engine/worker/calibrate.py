@@ -15,25 +15,23 @@ import traceback
 
 from engine.core.calibration import BF16_FLAGS, TRIAD_LLC_FACTOR, CalibrationPlan
 from engine.core.protocol import Assign, Calibrated, Failed
-from engine.worker.machine import machine_facts
+from engine.worker.machine import _read as read_text
+from engine.worker.machine import machine_facts, parse_cpu_flags
 
 __all__ = ["calibrate", "gemm_sweep", "triad", "last_level_cache", "cpu_clock"]
 
 # Flags the theoretical peak reads (engine.core.calibration.theoretical_peak)
 _PEAK_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
 _UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
-# Arrays when sysfs names no cache: 512 MiB each is over 4x any LLC of a 2-socket server
-# up to 128 MiB of L3, and the row says the size was not read.
+# Arrays when sysfs names no cache: 512 MiB each is 4x a last-level cache of up to 128 MiB,
+# and the row's llc_source says the size was not read.
 _FALLBACK_ARRAY_BYTES = 512 * 2**20
 _TRIAD_SCALAR = 3.0
 
 
 def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
+    text = read_text(path)
+    return text.strip() if text is not None else None
 
 
 def last_level_cache(cpu: int, root: str = "/sys/devices/system/cpu") -> tuple[int | None, str]:
@@ -73,12 +71,7 @@ def cpu_clock(cpu: int) -> tuple[float | None, str | None]:
 
 
 def _flags() -> tuple[str, ...]:
-    for line in (_read("/proc/cpuinfo") or "").splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            present = set(value.split())
-            return tuple(f for f in _PEAK_FLAGS if f in present)
-    return ()
+    return parse_cpu_flags(_read("/proc/cpuinfo") or "", _PEAK_FLAGS)
 
 
 def gemm_sweep(torch, sizes, dtype, repeats: int, min_repeat_s: float,
