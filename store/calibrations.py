@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from engine.core.calibration import (GEMM_BF16, GEMM_FP32, PEAK_HOW, TRIAD, TRIAD_BYTES_PER_ELEMENT,
-                                     TRIAD_HOW, UNITS, CalibrationPlan)
+from engine.core.calibration import (GEMM_BF16, GEMM_FP32, KINDS, PEAK_HOW, TRIAD,
+                                     TRIAD_BYTES_PER_ELEMENT, TRIAD_HOW, UNITS, CalibrationPlan)
 from engine.core.protocol import Calibrated
 from engine.scenarios import INFERENCE
 from store.queries import _setting_params, _setting_sql
@@ -75,7 +75,7 @@ def save_calibration(con, cal: Calibrated, plan: CalibrationPlan, system: dict,
 
 def latest_calibrations(con, system_id: str | None = None) -> pd.DataFrame:
     """The newest row per machine, thread count and kind (every machine when system_id is
-    None), with the machine's name; threads ascending. Empty on a database a viewer opened
+    None), with the machine's name; threads ascending, kinds in KINDS order. Empty on a database a viewer opened
     read-only before m013 made the table."""
     if not con.execute("SELECT count(*) FROM information_schema.tables "
                        "WHERE table_name = 'calibrations'").fetchall()[0][0]:
@@ -86,7 +86,8 @@ def latest_calibrations(con, system_id: str | None = None) -> pd.DataFrame:
         "WHERE (?::VARCHAR IS NULL OR c.system_id = ?) "
         "QUALIFY row_number() OVER (PARTITION BY c.system_id, c.threads, c.kind "
         "ORDER BY c.measured_at DESC, c.calibration_id) = 1 "
-        "ORDER BY c.system_id, c.threads, c.kind", [system_id, system_id]).df()
+        "ORDER BY c.system_id, c.threads, list_position(?::VARCHAR[], c.kind)",
+        [system_id, system_id, list(KINDS)]).df()
 
 
 _FIGURES = ("run_id, system_id, intra_threads AS threads, precision, device, batch_size, "

@@ -151,7 +151,7 @@ def test_stored_ceilings_read_back_newest_first_beside_the_theoretical_peak(db_p
         save_calibration(con, _calibrated(fp32=(10.0, 20.0)), CalibrationPlan(1), SYSTEM)
         save_calibration(con, _calibrated(), CalibrationPlan(1), SYSTEM)
         latest = latest_calibrations(con)
-    assert latest.kind.tolist() == ["gemm_bf16", "gemm_fp32", "triad"]
+    assert latest.kind.tolist() == ["gemm_fp32", "gemm_bf16", "triad"]
     table = ceiling_table(latest).set_index("ceiling")
     assert table.loc["GEMM fp32", "measured"] == 400.0  # the newest, not the first
     assert table.loc["GEMM fp32", "theoretical"] == pytest.approx(1 * 2.5 * 64)
@@ -159,8 +159,10 @@ def test_stored_ceilings_read_back_newest_first_beside_the_theoretical_peak(db_p
     assert table.loc["triad bandwidth", "per_size"] == "repeats: 18.0, 20.0"
     assert pd.isna(table.loc["GEMM bf16", "measured"])
     lines = ceiling_lines(ceiling_table(latest))
-    assert lines[0].startswith("box 1 threads GEMM bf16: absent: no avx512_bf16 here; "
+    assert lines[1].startswith("box 1 threads GEMM bf16: absent: no avx512_bf16 here; "
                                "theoretical unknown; measured ")
+    assert lines[0].startswith("box 1 threads GEMM fp32: 400.0 GFLOP/s; theoretical 160 "
+                               "GFLOP/s (250 % of it; 1 cores x 2.50 GHz (test clock)")
 
 
 def _frame(at, column: str) -> pd.DataFrame:
@@ -231,4 +233,4 @@ def test_a_calibration_job_runs_in_the_queue_and_says_its_ceilings(db_path, work
     assert done.state == DONE, done.error
     assert done.result.startswith("calibrated: 1 threads: GEMM fp32 ")
     with open_db(db_path) as con:
-        assert latest_calibrations(con).kind.tolist() == ["gemm_bf16", "gemm_fp32", "triad"]
+        assert latest_calibrations(con).kind.tolist() == ["gemm_fp32", "gemm_bf16", "triad"]
