@@ -37,7 +37,7 @@ def system_ceilings() -> None:
     st.subheader("Measured ceilings")
     table = ceiling_table(read(latest_calibrations))
     if table.empty:
-        st.info("No machine is calibrated yet: `python -m engine calibrate` (about 15 s at 2 "
+        st.info("No machine is calibrated yet: `python -m engine calibrate` (about 20 s at 2 "
                 "threads), or the Run page offers it before a sweep.", icon=":material/info:")
         return
     table["theoretical"] = table.theoretical.map(lambda x: "unknown" if pd.isna(x)
@@ -104,7 +104,7 @@ def calibrate_offer(launcher, system_id: str, threads) -> None:
         return
     st.info(f"This machine has no measured ceilings at {', '.join(map(str, missing))} "
             "threads: without them Results, Compare and the report show no \"% of measured "
-            "peak\". A calibration takes about 15 s per thread count.",
+            "peak\". A calibration takes about 20 s per thread count.",
             icon=":material/speed:")
     request = CalibrateRequest(threads=missing)
     launcher.button("Calibrate this machine", "calibrate", Plan(request, request.specs()),

@@ -121,6 +121,8 @@ def test_percent_of_peak_holds_a_run_against_its_own_threads_and_precision_only(
     assert peak_for(c, "s1", 2, "bf16").note == "gemm_bf16 absent: no avx512_bf16"
     assert peak_for(c, "s2", 2, "fp32").note.startswith("this machine is not calibrated")
     assert peak_for(c, "s1", 2, "int8").note == "no GEMM ceiling is measured for int8"
+    assert peak_for(c, "s1", float("nan"), "fp32").note == "the run names no thread count"
+    assert peak_for(c, None, 2, "fp32").note == "the run names no machine"
     frame = with_peak(pd.DataFrame({"system_id": ["s1", "s1"], "threads": [2, 1],
                                     "precision": ["fp32", "fp32"],
                                     "gflops_per_s": [300.0, 300.0]}), c)

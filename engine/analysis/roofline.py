@@ -75,9 +75,11 @@ def peak_for(ceilings: Ceilings, system_id, threads, precision: str) -> Peak:
     kind = gemm_kind(precision)
     if kind is None:
         return Peak(None, f"no GEMM ceiling is measured for {precision}")
-    if not system_id:
+    if not isinstance(system_id, str) or not system_id:
         return Peak(None, "the run names no machine")
-    row = ceilings.get(system_id, threads, kind) if threads is not None else None
+    if _finite(threads) is None:  # an imported run may name none
+        return Peak(None, "the run names no thread count")
+    row = ceilings.get(system_id, threads, kind)
     if row is None:
         known = ceilings.threads_of(system_id)
         if not known:
