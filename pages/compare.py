@@ -7,6 +7,7 @@ from engine.analysis.noise import noise_model
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, setting_choices
+from dashboard.ceilings_panel import compare_ceilings
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
 from engine.present.tables import (architecture_notes, contention_lines, noise_lines,
@@ -169,4 +170,5 @@ st.dataframe(costs, hide_index=True, key="runtime_costs", column_config={
     "prepare_s": st.column_config.NumberColumn("trace/export/compile [s]", format="%.2f"),
     "first_forward_s": st.column_config.NumberColumn("first forward [s]", format="%.3f"),
     "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.2f")})
+compare_ceilings(models, sweep_id, setting, threads)  # % of measured peak, the roofline
 link.finish()

@@ -8,6 +8,7 @@ from engine.present.run_detail import (failure_text, profile_caption, run_metric
                                        run_provenance, run_timings, run_title, stderr_tail)
 from engine.scenarios import SCENARIOS
 from engine.present.tables import interference_text, user_model_line
+from dashboard.ceilings_panel import PEAK_COLUMNS, peak_columns
 from dashboard.link_state import PageLink
 from engine.present.links import MAX_VALUE_LEN, looks_like_path, md_escape, note
 from dashboard.session import read
@@ -49,15 +50,17 @@ for param, value in (("kind", kinds), ("model", models), ("framework", framework
     link.put(param, value)
 table = read(results_table, models=models or None, frameworks=frameworks or None,
              statuses=statuses or None, kinds=kinds or None)
+table = peak_columns(table)  # each run's GFLOP/s against its machine's measured peak
 st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
 event = st.dataframe(
     table, key="results_table", on_select="rerun", selection_mode="multi-row",
     hide_index=True, width="stretch", height=380,
     column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
                   "image_size", "round", "setting", "status", "validity", "p50_ms", "p90_ms",
-                  "p99_ms", "p99_confidence", "throughput", "peak_rss_mib", "model_peak_mib",
-                  "reason"],
+                  "p99_ms", "p99_confidence", "throughput", "gflops_per_s", "pct_of_peak",
+                  "peak_rss_mib", "model_peak_mib", "reason"],
     column_config={
+        **PEAK_COLUMNS,
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),
         "image_size": st.column_config.NumberColumn("image px"),

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from dashboard.ceilings_panel import calibrate_offer
 from dashboard.cluster_form import executor_choice
 from dashboard.job_forms import (Launcher, batch_search_form, data_loading_form, plan,
                                  training_form)
@@ -11,6 +12,7 @@ from dashboard.session import access, job_manager, read
 from dashboard.sweep_form import sweep_form, sweep_seconds
 from engine.present.run_form import load_summary, model_facts, sweep_summary, train_summary
 from engine.run.batch_search import BatchSearchRequest
+from engine.run.machine import system_info
 from engine.run.requests import LoadRequest, SweepRequest, TrainRequest
 from store.runs import model_info
 
@@ -41,6 +43,8 @@ if sweep.specs:
     if sweep.skipped:
         st.caption("Left out (more threads than cores): " + "; ".join(sweep.skipped))
 launcher.button("Launch", "launch", sweep, "Sweep", not sweep.specs, type="primary")
+if sweep.specs and where.executor == "local" and WHO.can_write:  # runs on this machine
+    calibrate_offer(launcher, system_info()["system_id"], {s.intra_threads for s in sweep.specs})
 
 with st.expander("Find the optimal batch size"):
     search = plan(BatchSearchRequest, batch_search_form(form.image_size))

@@ -5,6 +5,7 @@ import streamlit as st
 from engine.present.system_text import (database_line, machine_line, metric_label,
                                         package_versions, status_line)
 from engine.run.machine import git_commit, system_info
+from dashboard.ceilings_panel import system_ceilings
 from dashboard.session import database, read
 from store.queries import overview
 
@@ -19,6 +20,7 @@ st.markdown(machine_line(info, git_commit()))
 st.caption("Framework versions below are read from package metadata: the dashboard process "
            "never imports torch or TensorFlow; each run stores the versions its worker saw.")
 st.dataframe(package_versions(), hide_index=True, key="packages")
+system_ceilings()  # the machines' calibrated GEMM and bandwidth ceilings
 
 st.subheader("Database")
 db = database()

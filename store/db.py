@@ -210,10 +210,31 @@ def m012_serving(con) -> None:
             format VARCHAR NOT NULL, data BLOB NOT NULL, PRIMARY KEY (run_id, name))""")
 
 
+def m013_calibration(con) -> None:
+    """The machine's measured ceilings (issue 28 part 1), per systems row and thread count:
+    one row per kind (gemm_fp32, gemm_bf16, triad) of one calibration (calibration_id),
+    every calibration kept (a page reads the newest). figure: the ceiling (GFLOP/s or GB/s;
+    NULL with absent_reason where it was not measured) and how it was derived from the raw
+    figures kept beside it: each GEMM size's best (sizes, size_best) or each triad repeat
+    (repeat_figures); the triad's arrays against the last-level cache; the cores, clock and
+    flags a theoretical peak needs; what it ran on and when, and how long it took."""
+    con.execute("""
+        CREATE TABLE calibrations (
+            calibration_id VARCHAR NOT NULL, system_id VARCHAR NOT NULL,
+            threads INTEGER NOT NULL, kind VARCHAR NOT NULL, figure DOUBLE, unit VARCHAR NOT NULL,
+            absent_reason VARCHAR, how VARCHAR, sizes INTEGER[], size_best DOUBLE[],
+            repeats INTEGER, min_repeat_s DOUBLE, repeat_figures DOUBLE[], llc_bytes BIGINT,
+            llc_source VARCHAR, array_bytes BIGINT, bytes_per_element INTEGER, cpus INTEGER[],
+            cores INTEGER, cpu_flags VARCHAR, cpu_mhz DOUBLE, mhz_source VARCHAR,
+            torch_version VARCHAR, git_commit VARCHAR, measured_at TIMESTAMP NOT NULL,
+            seconds DOUBLE, PRIMARY KEY (calibration_id, kind),
+            CHECK (kind IN ('gemm_fp32', 'gemm_bf16', 'triad')))""")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
               m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory,
-              m012_serving]
+              m012_serving, m013_calibration]
 
 
 def _migrate(con) -> None:

@@ -77,12 +77,16 @@ def data_version(con) -> tuple:
     """A cheap fingerprint of everything the pages read: it changes with every stored run
     (rows are only ever added), sweep, counted model, imported price and migration, so a
     cached query keyed on it is never stale, whichever process wrote."""
-    return con.execute(
+    base = con.execute(
         "SELECT (SELECT count(*) FROM runs), (SELECT max(ended_at) FROM runs), "
         "(SELECT count(*) FROM sweeps), (SELECT count(*) FROM model_info), "
         "(SELECT max(measured_at) FROM model_info), (SELECT count(*) FROM price_updates), "
         "(SELECT max(imported_at) FROM price_updates), "
         "(SELECT count(*) FROM migrations)").fetchall()[0]
+    # and every calibration (m013), where the table exists: a viewer opens a file unmigrated
+    return base + (con.execute("SELECT count(*) FROM calibrations").fetchall()[0] if con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'calibrations'"
+    ).fetchall()[0][0] else ())
 
 
 def filter_options(con, kind: str | None = None) -> dict:

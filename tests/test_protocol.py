@@ -17,6 +17,7 @@ import pytest
 from engine.core import MeasurementPolicy, RunSpec
 from engine.core.model_source import DeclaredInput
 from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
+                                  Calibrated,
                                   DeclaredInputs, Failed, Go, InferenceResult, LoadResult, More,
                                   Progress, ProtocolError, Ready, ReplicaDone, ReplicaWarm,
                                   RunNext, RunOrder, ServeResult, Started, Stats,
@@ -41,7 +42,8 @@ EVERY_MESSAGE = [
     Assign(scenario="inference", runs=(RunOrder("r1", {"model": "identity"}, None),
                                        RunOrder("r2", {"model": "x"}, {"params": 1})),
            memory_cap_bytes=2**30, mode="stats", trace_dir="/tmp/tr", sync="blocks",
-           held=True, cgroup="/sys/fs/cgroup/memory/bench-worker-1", cores=(2, 3)),
+           held=True, cgroup="/sys/fs/cgroup/memory/bench-worker-1", cores=(2, 3),
+           calibration={"threads": 2, "sizes": [64, 128]}),  # a calibration's plan (7)
     More((RunOrder("r3", {"model": "identity", "batch_size": 4}, {"params": 2}),)),
     Go(1_000, 2_000), RunNext(), TimeBlock(0.25), Stop(),
     Ready(pid=42, import_s=1.5, versions={"torch": "2.1"}, threads={"torch_intra_op": 1},
@@ -73,6 +75,12 @@ EVERY_MESSAGE = [
     # a serving replica to its front (protocol 6)
     ReplicaWarm("r1", **_RESULT),
     ReplicaDone("r1", calls=12, peak_rss_bytes=2**28),
+    # the machine's ceilings (protocol 7)
+    Calibrated("r1", threads=2, cpus=(0, 1), machine={"cores": 2, "cpu_mhz": 2596.1},
+               versions={"torch": "2.14.1"}, sizes=(64, 128), repeats=3,
+               fp32_gflops=(50.5, 120.25), bf16_gflops=(), bf16_absent="no avx512_bf16",
+               llc_bytes=2**25, llc_source="sysfs: L3", triad_array_bytes=2**27,
+               triad_gbs=(20.5, 21.0), seconds={"gemm_fp32": 1.5, "triad": 0.5}),
 ]
 
 

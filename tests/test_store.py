@@ -5,6 +5,7 @@ import duckdb
 import pytest
 
 from engine.core.errors import UserError
+from store.calibrations import CALIBRATION_COLUMNS
 from store.queries import overview
 from store.db import applied_migrations, connect, open_db, resolve_db_path
 from store.runs import (EPOCH_COLUMNS, known_model_stats, list_runs, run_samples, save_record,
@@ -40,7 +41,8 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m004_prepare_time", "m005_training_dataload_profiles",
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
-                                       "m010_contention", "m011_model_memory", "m012_serving"]
+                                       "m010_contention", "m011_model_memory", "m012_serving",
+                                       "m013_calibration"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -60,6 +62,7 @@ def test_migrations_on_empty_database_create_exact_columns():
         "run_id", "scenario", "result", "failed_rules", "recommendations", "early_stopping",
         "percentiles_ns", "figures", "query_count", "samples_per_query", "summary"]
     assert columns(con, "loadgen_logs") == ["run_id", "name", "bytes", "format", "data"]
+    assert columns(con, "calibrations") == CALIBRATION_COLUMNS  # m013: the machine's ceilings
     assert columns(con, "model_info") == [
         "model", "framework", "image_size", "framework_version", "params",
         "params_trainable", "flops_per_sample", "flops_method", "measured_at"]
@@ -68,7 +71,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(12,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(13,)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

@@ -9,6 +9,7 @@ argument helpers of engine/cli/args.py:
 - engine/cli/prices.py: prices list|check|import
 - engine/cli/report.py: report (one sweep as offline HTML or Markdown)
 - engine/cli/history.py: history, and compare's regression check (--baseline/--candidate)
+- engine/cli/calibrate.py: calibrate (the machine's GEMM and bandwidth ceilings)
 
 Three layers, as asv has them: argparse here, the work in engine/ and store/ functions,
 and tests that call those functions (or this main()) directly.
@@ -19,13 +20,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli import (history, inference, prices, report, results, serving, tune,
-                        workloads)
+from engine.cli import (calibrate, history, inference, prices, report, results, serving,
+                        tune, workloads)
 from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser"]
 
-_FAMILIES = (inference, results, prices, workloads, serving, tune, report, history)
+_FAMILIES = (inference, results, prices, workloads, serving, tune, report, history,
+             calibrate)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 
 

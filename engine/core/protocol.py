@@ -31,7 +31,8 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
            "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
            "Progress", "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
            "ServeResult", "Failed", "Stats", "DeclaredInputs", "ReplicaWarm", "ReplicaDone",
-           "MESSAGES", "WINDOW", "BLOCKS", "REPLICA", "encode", "decode"]
+           "Calibrated", "MESSAGES", "WINDOW", "BLOCKS", "REPLICA", "CALIBRATE", "encode",
+           "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
@@ -40,7 +41,9 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
 # 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
 # 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
-PROTOCOL_VERSION = 6
+# 7: a calibration (issue 28 part 1): Assign.calibration, the plan, with mode CALIBRATE, and
+#    its reply Calibrated (GEMM GFLOP/s per size in fp32 and bf16, triad GB/s per repeat).
+PROTOCOL_VERSION = 7
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -48,6 +51,8 @@ WINDOW, BLOCKS = "window", "blocks"
 # The Assign mode of a serving replica: a process a serving worker starts (never the parent)
 # to answer its batches on the cores it is given (engine/worker/replica.py).
 REPLICA = "replica"
+# A worker that only measures the machine's ceilings (engine/worker/calibrate.py)
+CALIBRATE = "calibrate"
 
 
 class ProtocolError(ValueError):
@@ -103,6 +108,8 @@ class Assign(Command):
     cgroup: str | None = None
     # A replica's own CPUs (mode REPLICA), pinned before its framework starts a thread
     cores: tuple[int, ...] | None = None
+    # Mode CALIBRATE: engine.core.calibration.CalibrationPlan.to_dict()
+    calibration: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -372,12 +379,37 @@ class ReplicaDone(Event):
     peak_rss_bytes: int | None
 
 
+@dataclass(frozen=True)
+class Calibrated(Event):
+    """A calibration's figures (engine.core.calibration says how each is counted): per
+    GEMM size its best GFLOP/s (bf16 empty, bf16_absent saying why), each triad repeat's
+    GB/s; machine: the facts a theoretical peak needs (cores, cpu_flags, cpu_mhz,
+    mhz_source); seconds: each kind's time taken."""
+
+    kind = "calibrated"
+    run_id: str
+    threads: int
+    cpus: tuple[int, ...]  # the CPUs it was pinned to
+    machine: dict
+    versions: dict
+    sizes: tuple[int, ...]
+    repeats: int
+    fp32_gflops: tuple[float, ...]
+    bf16_gflops: tuple[float, ...]
+    bf16_absent: str | None
+    llc_bytes: int | None
+    llc_source: str
+    triad_array_bytes: int
+    triad_gbs: tuple[float, ...]
+    seconds: dict
+
+
 MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
     Assign, More, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
     InferenceResult, TrainResult, LoadResult, ServeResult, Failed, Stats, DeclaredInputs,
-    ReplicaWarm, ReplicaDone)}
+    ReplicaWarm, ReplicaDone, Calibrated)}
 _ENVELOPE = ("v", "kind")
-assert len(MESSAGES) == 20 and not any(  # a field named like the envelope would be lost
+assert len(MESSAGES) == 21 and not any(  # a field named like the envelope would be lost
     f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
 
 

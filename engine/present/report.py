@@ -29,6 +29,7 @@ from engine.analysis.cost_machines import basis, machine_rows
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, setting_choices
+from engine.present.report_ceilings import gather_ceilings
 from engine.present.report_doc import CostData, ReportData, to_html, to_markdown
 from engine.present.tables import (architecture_notes, compare_grid, contention_lines,
                                    noise_lines, row_text, rule_line)
@@ -102,6 +103,9 @@ def _gather(con, sweep_id: str) -> ReportData:
     user_models = sweep_user_models(con, sweep_id)
     command, command_note = _command(info, configs, policy, user_models)
     noise = noise_model(results)
+    ceilings = gather_ceilings(con, sweep_id, models, setting)
+    if ceilings.figure is not None:
+        charts = [*charts, ceilings.figure]
     return ReportData(
         sweep_id=sweep_id, info=info, runs=len(rows),
         ok=sum(r["status"] == "ok" for r in rows),
@@ -116,7 +120,7 @@ def _gather(con, sweep_id: str) -> ReportData:
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
         user_models=user_models,
         policy_lines=_policy_lines(info, configs, policy),
-        command=command, command_note=command_note)
+        command=command, command_note=command_note, ceilings=ceilings)
 
 
 def _charts(con, summary: pd.DataFrame, models: list[str], sweep_id: str, setting):

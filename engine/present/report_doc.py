@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from engine.present.report_ceilings import CEILING_HEADERS, CeilingData, ceiling_cells
 from engine.present.tables import row_label, sentence
 
 __all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
@@ -63,6 +64,8 @@ class ReportData:
     policy_lines: list[str]
     command: str
     command_note: str
+    # every configuration against its machine's calibrated peak, and the roofline
+    ceilings: CeilingData = field(default_factory=CeilingData)
 
 
 # -- HTML ---------------------------------------------------------------------------------
@@ -240,6 +243,11 @@ def to_html(rep: ReportData) -> str:
             [[model, contender, threads, f"{tp:,.1f}", f"{share:.0%}"]
              for model, contender, threads, tp, share in eff.values.tolist()]))
 
+    if rep.ceilings.rows:
+        out.append("<h2>Against the machine's ceilings</h2>"
+                   + _table(CEILING_HEADERS, ceiling_cells(rep.ceilings), text_cols=(7,))
+                   + f"<p class=\"caption\">{_e(rep.ceilings.caption)}</p>")
+
     out.append("<h2>Cost per 1 M inferences</h2>")
     c = rep.cost
     if c.skipped:
@@ -350,6 +358,10 @@ def to_markdown(rep: ReportData) -> str:
     if rep.contention:
         out += [_md(rep.contention[0]), ""] + [f"- {_md(line.strip())}"
                                                for line in rep.contention[1:]] + [""]
+    if rep.ceilings.rows:
+        out += ["**Against the machine's ceilings:**", ""]
+        out += _md_table(CEILING_HEADERS, ceiling_cells(rep.ceilings), set()) + [""]
+        out += [_md(rep.ceilings.caption), ""]
     out += [f"**Machine:** {_md(_machine_line(rep))}", ""]
     if not rep.user_models.empty:
         out += ["**Your models:**", ""]

@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 
-from engine.core.protocol import (Assign, Command, Go, Message, ProtocolError, RunOrder, decode,
-                                  encode)
+from engine.core.protocol import (CALIBRATE, Assign, Command, Go, Message, ProtocolError,
+                                  RunOrder, decode, encode)
 from engine.run import pinning
 from engine.run.cgroups import make_worker_cgroup
 from engine.scenarios import scenario_of
@@ -102,7 +102,7 @@ class WorkerProcess:
     def __init__(self, python: str, runs: list[RunOrder], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
                  pins=None, sync: str | None = None, relay: bool = False,
-                 held: bool = False, cgroup: bool = True):
+                 held: bool = False, cgroup: bool = True, calibration: dict | None = None):
         self.relay = relay
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins, pinning.usable_cores())
@@ -133,7 +133,8 @@ class WorkerProcess:
         self._err_thread.start()
         assign = Assign(scenario=kind, runs=tuple(runs), memory_cap_bytes=memory_cap_bytes,
                         mode=mode, trace_dir=trace_dir, sync=sync, held=held,
-                        cgroup=self.cgroup.path if self.cgroup else None)
+                        cgroup=self.cgroup.path if self.cgroup else None,
+                        calibration=calibration)
         try:
             self.proc.stdin.write((encode(assign) + "\n").encode())
             self.proc.stdin.flush()  # stdin stays open: its EOF tells the worker we are gone
@@ -250,15 +251,19 @@ class LocalProcesses:
 
     def start(self, runs: list[RunOrder], first_spec, memory_cap_bytes, *, mode: str = "bench",
               trace_dir: str | None = None, cores: tuple[int, ...] | None = None,
-              sync: str | None = None, held: bool = False) -> WorkerProcess:
+              sync: str | None = None, held: bool = False,
+              calibration: dict | None = None) -> WorkerProcess:
         """cores: a replica's own cores (the runner splits them); sync: "window" (a replica,
         which waits for its window) or "blocks" (an interleaved contender, which times the
-        blocks it is told to); held: after these runs it waits, warm, for More."""
+        blocks it is told to); held: after these runs it waits, warm, for More;
+        calibration: the plan of a worker of mode CALIBRATE."""
         scenario = scenario_of(first_spec)
-        pin = self.pin and mode == "bench" and scenario.pinnable
+        # a calibration is pinned like the run it is a ceiling for
+        pin = self.pin and mode in ("bench", CALIBRATE) and scenario.pinnable
         pins = pinning.plan(scenario.worker_cpus(first_spec)) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
             pins = (tuple(cores), tuple(pinning.usable_cores()))
         return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
                              kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins,
-                             sync=sync, held=held, cgroup=self.memory_cgroups)
+                             sync=sync, held=held, cgroup=self.memory_cgroups,
+                             calibration=calibration)

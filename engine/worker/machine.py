@@ -18,13 +18,13 @@ __all__ = ["SPEED_FLAGS", "machine_facts", "parse_cpu_flags", "parse_siblings",
 SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
 
 
-def parse_cpu_flags(cpuinfo: str) -> tuple[str, ...]:
-    """SPEED_FLAGS present in /proc/cpuinfo's first `flags` line, in SPEED_FLAGS order."""
+def parse_cpu_flags(cpuinfo: str, wanted=SPEED_FLAGS) -> tuple[str, ...]:
+    """The wanted flags present in /proc/cpuinfo's first `flags` line, in wanted's order."""
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
             present = set(value.split())
-            return tuple(f for f in SPEED_FLAGS if f in present)
+            return tuple(f for f in wanted if f in present)
     return ()
 
 

@@ -17,7 +17,8 @@ Protocol: engine.core.protocol's messages, one JSON line each, on the original s
 (stray prints of libraries are sent to stderr so they cannot corrupt it): Ready, then per
 run Started, Progress, Armed and BlockTimed (at a gate), and exactly one result or Failed;
 Stats in the catalog's counting mode; DeclaredInputs only, in the "declared" mode (what a
-user's model file declares about its inputs: no framework imported, nothing run).
+user's model file declares about its inputs: no framework imported, nothing run);
+Calibrated only, in the CALIBRATE mode (the machine's GEMM and bandwidth ceilings).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 
-from engine.core.protocol import REPLICA, Assign, Message, More, encode
+from engine.core.protocol import CALIBRATE, REPLICA, Assign, Message, More, encode
 from engine.scenarios import SCENARIOS
 from engine.worker.harness import Frame, command
 
@@ -107,6 +108,11 @@ def main() -> None:
     first = runs[0][1]
     t0 = time.perf_counter()
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
+    if assign.mode == CALIBRATE:  # the machine's ceilings, on a run's threads and cores
+        from engine.worker.calibrate import calibrate
+
+        calibrate(assign, emit)
+        return
     frame = Frame(emit, cap=assign.memory_cap_bytes, t0=t0, trace_dir=assign.trace_dir,
                   mode=assign.mode, sync=assign.sync, commands=commands, cgroup=assign.cgroup)
     if assign.held:
