@@ -117,9 +117,11 @@ _WINNER_COLUMNS = ["winner", "max QPS", "p99 ms", "USD per 1 M", "cost basis"]
 
 
 def models_frame(rows) -> pd.DataFrame:
-    """One launch's models side by side: (model, node shape or None, Tuning) each."""
-    return pd.DataFrame([(model, node or "", *_winner_cells(t)) for model, node, t in rows],
-                        columns=["model", "node kind", *_WINNER_COLUMNS])
+    """One launch's models side by side: (model, node shape or None, Tuning) each; the node
+    kind column only for a launch tuned across a fleet."""
+    df = pd.DataFrame([(model, node or "", *_winner_cells(t)) for model, node, t in rows],
+                      columns=["model", "node kind", *_WINNER_COLUMNS])
+    return df if any(node for _, node, _ in rows) else df.drop(columns="node kind")
 
 
 def fleet_frame(results) -> pd.DataFrame:
