@@ -4,8 +4,9 @@ import streamlit as st
 
 from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
-from engine.present.run_detail import (failure_text, profile_caption, run_metrics,
-                                       run_provenance, run_timings, run_title, stderr_tail)
+from engine.present.run_detail import (energy_text, failure_text, profile_caption,
+                                       run_metrics, run_provenance, run_timings, run_title,
+                                       stderr_tail)
 from engine.scenarios import SCENARIOS
 from engine.present.tables import interference_text, user_model_line
 from dashboard.link_state import PageLink
@@ -56,7 +57,7 @@ event = st.dataframe(
     column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
                   "image_size", "round", "setting", "status", "validity", "p50_ms", "p90_ms",
                   "p99_ms", "p99_confidence", "throughput", "peak_rss_mib", "model_peak_mib",
-                  "reason"],
+                  "energy_j_per_sample", "energy_source", "reason"],
     column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),
@@ -81,6 +82,13 @@ event = st.dataframe(
             help="that peak less the same process's resident set before the model was built "
                  "(framework loaded) and less the eager reference kept for the output check: "
                  "comparable across runtimes"),
+        "energy_j_per_sample": st.column_config.NumberColumn(
+            "energy [J/sample]", format="%.4g",
+            help="from a loop of its own after the timed one (run --energy)"),
+        "energy_source": st.column_config.TextColumn(
+            "energy source", width="medium",
+            help="measured (RAPL): CPU package counters, the whole package; measured "
+                 "(NVML): the GPU's; absent: why no counter was read. Never an estimate"),
     })
 rows = list(event.selection.rows) if event is not None else []
 chosen = table.iloc[rows] if rows else table
@@ -130,6 +138,8 @@ if not samples.empty:
     seen = (run["extra"] or {}).get("interference")
     if seen:
         st.caption(interference_text(seen))
+    if energy := energy_text(run):
+        st.caption(energy)
     g1, g2 = st.columns(2)
     scenario = SCENARIOS[run["kind"]]  # a sample is a batch, or a training step
     g1.plotly_chart(sample_histogram(samples, scenario.sample_unit), key="hist")

@@ -40,7 +40,8 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
 # 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
 # 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
-PROTOCOL_VERSION = 6
+# 7: an inference run's energy (InferenceResult.energy) and numerics (.numerics).
+PROTOCOL_VERSION = 7
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -275,6 +276,11 @@ class InferenceResult(Result):
     # Set by the parent: timed alternately with whom (engine.run.together), or alone and why
     interleaved: dict | None = None
     sequential: str | None = None
+    # Issue 28: the energy loop's reading after the timed one (engine.core.energy.
+    # EnergyReading as a dict; None: not asked) and the numerics the worker read back
+    # after setting them (engine.worker.numerics: TF32, cudnn.benchmark, denormals)
+    energy: dict | None = None
+    numerics: dict | None = None
 
 
 @dataclass(frozen=True)

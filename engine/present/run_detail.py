@@ -5,10 +5,11 @@ panels. Built from store.queries.run_detail's dict; no Streamlit."""
 from __future__ import annotations
 
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
+from engine.core.energy import energy_words
 from engine.present.tables import ms_text
 
 __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
-           "run_timings", "run_provenance", "TIMING_KEYS", "MACHINE_KEYS"]
+           "run_timings", "run_provenance", "energy_text", "TIMING_KEYS", "MACHINE_KEYS"]
 
 STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
 TIMING_KEYS = ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
@@ -68,6 +69,20 @@ def profile_caption(run: dict, unit: str) -> str:
             "own overhead). Self time: time in the operator itself, its children excluded.")
 
 
+def energy_text(run: dict) -> str:
+    """The energy loop's reading with its tag, or why it is absent, and what the loop ran;
+    "" for a run that asked for none (issue 28)."""
+    words = energy_words(run.get("energy_source"), run.get("energy_absent"),
+                         run.get("energy_j_per_sample"), run.get("energy_kwh_per_million"))
+    if not words:
+        return ""
+    loop = (f" (a loop of its own after the timed one: {run['energy_loop_s']:.1f} s, "
+            f"{run['energy_samples']:,} inferences"
+            + (f"; read {run['energy_counters']}" if run.get("energy_counters") else "")
+            + ")") if run.get("energy_loop_s") is not None else ""
+    return "Energy: " + words + loop
+
+
 def run_timings(run: dict) -> dict:
     """The "Timings and model" panel."""
     return {k: run[k] for k in TIMING_KEYS}
@@ -80,4 +95,6 @@ def run_provenance(run: dict) -> dict:
         machine["left_to_ray"] = run["extra"]["left_to_ray"]
     return {"system": run["system"], "machine": machine,
             "versions": run["versions"], "threads_effective": run["threads_effective"],
-            "env": run["env"]}
+            "env": run["env"],
+            # TF32, cudnn.benchmark and denormal flushing as the worker read them back
+            "numerics": run.get("numerics") or {}}
