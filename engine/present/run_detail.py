@@ -9,7 +9,8 @@ from engine.core.energy import energy_words
 from engine.present.tables import ms_text
 
 __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
-           "run_timings", "run_provenance", "energy_text", "TIMING_KEYS", "MACHINE_KEYS"]
+           "run_timings", "run_provenance", "energy_text", "energy_lines", "TIMING_KEYS",
+           "MACHINE_KEYS"]
 
 STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
 TIMING_KEYS = ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
@@ -81,6 +82,23 @@ def energy_text(run: dict) -> str:
             + (f"; read {run['energy_counters']}" if run.get("energy_counters") else "")
             + ")") if run.get("energy_loop_s") is not None else ""
     return "Energy: " + words + loop
+
+
+def energy_lines(readings) -> list[str]:
+    """A report's energy lines, one per configuration and source (store.provenance.
+    sweep_energy): the median reading with its tag beside it, or why it is absent."""
+    lines = []
+    for r in readings.itertuples():
+        words = energy_words(r.energy_source, r.absent, _num(r.j_per_sample),
+                             _num(r.kwh_per_million))
+        rounds = f" (median of {r.runs} runs)" if r.energy_source and r.runs > 1 else ""
+        lines.append(f"energy, {r.model} {r.framework} ({r.runtime}) b{r.batch_size} "
+                     f"t{r.intra_threads} {r.precision} {r.device}: {words}{rounds}")
+    return lines
+
+
+def _num(v) -> float | None:
+    return None if v is None or v != v else float(v)  # NaN: none
 
 
 def run_timings(run: dict) -> dict:
