@@ -99,7 +99,6 @@ def main() -> None:
         return
 
     from engine.worker.backends import configure_threads
-    from engine.worker.numerics import flush_denormals
 
     scenario = SCENARIOS[assign.scenario]
     runs = [(r.run_id, scenario.spec_from_dict(r.spec), r.known_stats) for r in assign.runs]
@@ -107,7 +106,6 @@ def main() -> None:
         raise SystemExit("a worker runs one framework")  # the runner groups by framework
     first = runs[0][1]
     t0 = time.perf_counter()
-    flush_denormals(first.framework)  # before the framework starts a thread: per thread
     configure_threads(first.framework, first.intra_threads, first.inter_threads)
     frame = Frame(emit, cap=assign.memory_cap_bytes, t0=t0, trace_dir=assign.trace_dir,
                   mode=assign.mode, sync=assign.sync, commands=commands, cgroup=assign.cgroup)
