@@ -199,3 +199,23 @@ def test_tf32_and_energy_with_replicas_are_refused_with_the_reason():
         RunSpec("resnet18", "torch", 1, 1, replicas=2,
                 policy=MeasurementPolicy(energy_s=1.0)).validate(2)
     assert RunSpec("resnet18", "torch", 1, 1, tf32=True, device="cuda").validate(2).tf32
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--energy-s", "0.01"], "error: energy_s: 0.01 is out of range; allowed: 0 (no energy "
+                             "loop) or 0.1..3600 seconds"),
+    (["--energy", "--replicas", "2"], "error: replicas: 2 replicas cannot take an energy "
+                                      "reading"),
+    (["--tf32"], "error: tf32: TF32 is a CUDA tensor-core mode for torch's fp32 matmuls and "
+                 "convolutions; this run is on cpu; allowed here: off"),
+])
+def test_the_cli_refuses_bad_energy_and_tf32_before_anything_runs(flags, message, db_path,
+                                                                   capsys):
+    from engine.cli import main
+
+    rc = main(["run", "--model", "resnet18", "--framework", "torch", "--threads", "1",
+               *flags, "--db", str(db_path)])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+    assert not db_path.exists()  # refused before a sweep was opened
+

@@ -122,8 +122,10 @@ def _read_int(p: Path) -> int:
 
 
 
-def rapl_status(root=POWERCAP_ROOT) -> str:
-    """One line for the System page: whether this machine exposes RAPL, and why not."""
+def rapl_status(root=None) -> str:
+    """One line for the System page: whether this machine exposes RAPL, and why not (read
+    where the workers read it)."""
+    root = root or os.environ.get(POWERCAP_ENV) or POWERCAP_ROOT
     try:
         meter = RaplMeter(root)
     except EnergyAbsent as exc:
