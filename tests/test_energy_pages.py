@@ -6,17 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from streamlit.testing.v1 import AppTest
-
 from engine.core.energy import POWERCAP_ENV, RAPL
 from store.db import open_db
 from store.runs import save_record
-from tests.conftest import ROOT
 from tests.helpers import SYSTEM, ok_record
 from tests.test_energy import zone
-from tests.test_pages import FakeManager, opened_from_link
-
-APP = str(ROOT / "app.py")
+from tests.test_pages import FakeManager, opened_from_link, page
 
 
 def test_the_run_page_asks_for_energy_from_its_checkbox_and_its_link(db_path, monkeypatch):
@@ -45,13 +40,7 @@ def test_results_show_the_figure_with_its_tag_and_an_absent_one_with_its_reason(
     with open_db(db_path) as con:
         for rec in (measured, absent):
             save_record(con, rec, SYSTEM)
-    monkeypatch.setenv("BENCH_DB", str(db_path))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("pages/results.py")
-    at.query_params["run"] = "r-rapl"
-    at.run()
-    assert not at.exception
+    at = page("pages/results.py", db_path, monkeypatch, {"run": "r-rapl"})
     table = at.dataframe[0].value.set_index("run_id")
     assert table.loc["r-rapl", "energy_source"] == RAPL
     assert table.loc["r-rapl", "energy_j_per_sample"] == 0.41234
@@ -65,11 +54,6 @@ def test_results_show_the_figure_with_its_tag_and_an_absent_one_with_its_reason(
 def test_system_says_whether_this_machine_exposes_rapl(db_path, monkeypatch, tmp_path):
     zone(tmp_path / "powercap", "intel-rapl:0", "package-0", 5)
     monkeypatch.setenv(POWERCAP_ENV, str(tmp_path / "powercap"))
-    monkeypatch.setenv("BENCH_DB", str(db_path))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("pages/system.py")
-    at.run()
-    assert not at.exception
+    at = page("pages/system.py", db_path, monkeypatch)
     assert "CPU energy: measured (RAPL) from package-0 (intel-rapl:0)" in [
         c.value for c in at.caption]
