@@ -5,8 +5,8 @@ import streamlit as st
 from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
 from engine.present.run_detail import (energy_text, failure_text, profile_caption,
-                                       run_metrics, run_provenance, run_timings, run_title,
-                                       stderr_tail)
+                                       numerics_text, run_metrics, run_provenance,
+                                       run_timings, run_title, stderr_tail)
 from engine.scenarios import SCENARIOS
 from engine.present.tables import interference_text, user_model_line
 from dashboard.link_state import PageLink
@@ -138,8 +138,9 @@ if not samples.empty:
     seen = (run["extra"] or {}).get("interference")
     if seen:
         st.caption(interference_text(seen))
-    if energy := energy_text(run):
-        st.caption(energy)
+    for line in (energy_text(run), numerics_text(run)):  # issue 28, where recorded
+        if line:
+            st.caption(line)
     g1, g2 = st.columns(2)
     scenario = SCENARIOS[run["kind"]]  # a sample is a batch, or a training step
     g1.plotly_chart(sample_histogram(samples, scenario.sample_unit), key="hist")

@@ -34,7 +34,12 @@ def test_results_show_the_figure_with_its_tag_and_an_absent_one_with_its_reason(
     measured = replace(ok_record("r-rapl"), energy_source=RAPL, energy_j_per_sample=0.41234,
                        energy_kwh_per_million=0.11454, energy_loop_s=10.02,
                        energy_samples=1234, energy_counters="package-0 (intel-rapl:0)",
-                       numerics={"denormals_flushed": True})
+                       numerics={"policy": "flush to zero (FTZ/DAZ) in both frameworks",
+                                 "denormals_flushed": True, "tf32_asked": False,
+                                 "cuda_matmul_fp32_precision": "ieee",
+                                 "cudnn_conv_fp32_precision": "ieee", "cudnn_benchmark": True,
+                                 "tf32_scope": "CUDA only: this run is on cpu, where it "
+                                               "changes nothing"})
     absent = replace(ok_record("r-none", minute=1),
                      energy_absent="no RAPL on this machine: /sys/class/powercap is absent")
     with open_db(db_path) as con:
@@ -49,6 +54,10 @@ def test_results_show_the_figure_with_its_tag_and_an_absent_one_with_its_reason(
     assert "Energy: 0.4123 J/sample, 0.1145 kWh per 1 M inferences, measured (RAPL) (a loop " \
            "of its own after the timed one: 10.0 s, 1,234 inferences; read package-0 " \
            "(intel-rapl:0))" in [c.value for c in at.caption]
+    assert ("Numerics: denormals flushed (flush to zero (FTZ/DAZ) in both frameworks); fp32 "
+            "CUDA matmul ieee, convolution ieee (TF32 not asked; CUDA only: this run is on "
+            "cpu, where it changes nothing), cudnn.benchmark on") in [c.value for c in
+                                                                    at.caption]
 
 
 def test_system_says_whether_this_machine_exposes_rapl(db_path, monkeypatch, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from engine.cli import main
 from engine.core.energy import POWERCAP_ENV
 from engine.present.report import build_report
-from engine.present.run_detail import energy_text, run_provenance
+from engine.present.run_detail import energy_text, numerics_text, run_provenance
 from store.db import open_db
 from store.queries import results_table, run_detail
 
@@ -59,5 +59,6 @@ def test_energy_asked_on_a_machine_without_rapl_stores_the_reason_and_the_numeri
     assert table.energy_j_per_sample.isna().all()
     assert energy_text(detail) == f"Energy: energy absent: {reason}"
     assert run_provenance(detail)["numerics"] == torch_n
+    assert numerics_text(detail).startswith("Numerics: denormals flushed (flush to zero")
     assert (f"energy, mobilenet_v3_small torch (eager) b1 t1 fp32 cpu: energy absent: "
             f"{reason}") in report

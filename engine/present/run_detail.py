@@ -9,7 +9,8 @@ from engine.core.energy import energy_words
 from engine.present.tables import ms_text
 
 __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
-           "run_timings", "run_provenance", "energy_text", "energy_lines", "TIMING_KEYS",
+           "run_timings", "run_provenance", "energy_text", "energy_lines", "numerics_text",
+           "TIMING_KEYS",
            "MACHINE_KEYS"]
 
 STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
@@ -82,6 +83,27 @@ def energy_text(run: dict) -> str:
             + (f"; read {run['energy_counters']}" if run.get("energy_counters") else "")
             + ")") if run.get("energy_loop_s") is not None else ""
     return "Energy: " + words + loop
+
+
+def numerics_text(run: dict) -> str:
+    """The numerics the worker set and read back (engine/worker/numerics.py), in one line;
+    "" for a run that records none (selftest, imports, older runs)."""
+    n = run.get("numerics") or {}
+    if not n:
+        return ""
+    parts = [f"denormals {'flushed' if n.get('denormals_flushed') else 'NOT flushed'} "
+             f"({n.get('policy')})"]
+    if "cuda_matmul_fp32_precision" in n:
+        parts.append(f"fp32 CUDA matmul {n['cuda_matmul_fp32_precision']}, convolution "
+                     f"{n.get('cudnn_conv_fp32_precision')} (TF32 "
+                     f"{'asked' if n.get('tf32_asked') else 'not asked'}; "
+                     f"{n.get('tf32_scope')}), cudnn.benchmark "
+                     f"{'on' if n.get('cudnn_benchmark') else 'off'}")
+    elif "tf32_enabled" in n:
+        parts.append(f"TF32 {'on' if n['tf32_enabled'] else 'off'} ({n.get('tf32_scope')})")
+    if n.get("denormals_note"):
+        parts.append(n["denormals_note"])
+    return "Numerics: " + "; ".join(parts)
 
 
 def energy_lines(readings) -> list[str]:
