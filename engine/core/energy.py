@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["POWERCAP_ROOT", "POWERCAP_ENV", "RAPL", "NVML", "J_PER_KWH", "READ_EVERY_S", "EnergyAbsent",
-           "EnergyReading", "RaplMeter", "rapl_status", "energy_words"]
+__all__ = ["POWERCAP_ROOT", "POWERCAP_ENV", "RAPL", "NVML", "J_PER_KWH", "READ_EVERY_S",
+           "EnergyAbsent", "EnergyReading", "RaplMeter", "rapl_status", "energy_words"]
 
 POWERCAP_ROOT = "/sys/class/powercap"
 # Where a worker reads the powercap tree instead (tests: a fake tree, or none at all)
