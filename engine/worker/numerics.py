@@ -4,8 +4,8 @@ The policy, the same for both frameworks:
 - Denormals are flushed to zero (FTZ/DAZ). TensorFlow flushes them in its own threads and
   offers no switch to stop; torch does not by default, so `torch.set_flush_denormal(True)`
   makes it match. It is called before torch's OpenMP pool starts (`flush_denormals`, from
-  backends.configure_threads in every worker and serving replica), because the flag is per thread and a pool thread started earlier
-  keeps its own.
+  backends.configure_threads in every worker and serving replica), because the flag is
+  per thread and a pool thread started earlier keeps its own.
 - TF32 for fp32 CUDA matmuls and convolutions is off unless the spec asks (`RunSpec.tf32`):
   a figure labelled fp32 is fp32. torch 2.14's API for it is `fp32_precision` ("ieee" or
   "tf32") on `torch.backends.cuda.matmul` and `torch.backends.cudnn.conv` (the older
