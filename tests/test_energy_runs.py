@@ -42,6 +42,7 @@ def test_energy_asked_on_a_machine_without_rapl_stores_the_reason_and_the_numeri
         table = results_table(con)
         detail = run_detail(con, rows[0][-1])
         report = build_report(con, None, "md").decode()
+        html = build_report(con, None, "html").decode()
     assert [r[:8] for r in rows] == [("torch", "ok", None, reason, None, None, None, None),
                                      ("tensorflow", "ok", None, reason, None, None, None,
                                       None)]
@@ -60,5 +61,7 @@ def test_energy_asked_on_a_machine_without_rapl_stores_the_reason_and_the_numeri
     assert energy_text(detail) == f"Energy: energy absent: {reason}"
     assert run_provenance(detail)["numerics"] == torch_n
     assert numerics_text(detail).startswith("Numerics: denormals flushed (flush to zero")
-    assert (f"energy, mobilenet_v3_small torch (eager) b1 t1 fp32 cpu: energy absent: "
-            f"{reason}") in report
+    assert (f"\n- energy, mobilenet_v3_small torch (eager) b1 t1 fp32 cpu: energy absent: "
+            f"{reason}\n") in report
+    assert "\n**Energy** (measured in a loop of its own after each timed one" in report
+    assert "<h2>Energy</h2>" in html and "energy absent: no RAPL on this machine" in html

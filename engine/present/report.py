@@ -115,9 +115,8 @@ def _gather(con, sweep_id: str) -> ReportData:
         charts=charts, chart_note=chart_note, efficiency=efficiency, cost=cost,
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
         user_models=user_models,
-        # the energy readings (issue 28) beside the policy that took them
-        policy_lines=(_policy_lines(info, configs, policy)
-                      + energy_lines(sweep_energy(con, sweep_id))),
+        policy_lines=_policy_lines(info, configs, policy),
+        energy=tuple(energy_lines(sweep_energy(con, sweep_id))),
         command=command, command_note=command_note)
 
 
