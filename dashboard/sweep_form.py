@@ -27,7 +27,8 @@ from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
 from engine.core.inference import PRECISIONS
 from engine.core.model_source import fill_inputs
-from engine.core.limits import (BATCH_RANGE, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN,
+from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_ROUNDS,
+                                DEFAULT_VERDICT_MARGIN,
                                 IMAGE_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
                                 VERDICT_MARGIN_RANGE, logical_cores)
 from engine.core.policy import MeasurementPolicy
@@ -213,6 +214,14 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
              "policy: each a setting of its own; Compare shows each contender's slowdown and "
              "whether the verdict changes. Each configuration runs 3 times per round, torch's "
              "3 more with passive waits", **link.initial("contention", value=False))
+    link.choice("energy", "energy", [True, False], encode=lambda on: "1" if on else "0")
+    energy = st.checkbox(
+        f"Measure energy ({DEFAULT_ENERGY_S:g} s loop after each timed pass)", key="energy",
+        help="joules per sample and kWh per 1 M inferences from RAPL (CPU package) or NVML "
+             "(GPU), measured in a loop of its own after the latency samples, tagged with "
+             "the source; absent with the reason where the machine exposes no counter (most "
+             "cloud VMs). Contenders then run one after another, and each run takes "
+             f"{DEFAULT_ENERGY_S:g} s more", **link.initial("energy", value=False))
     profile = _number(link, form, st, "Profile iterations (0 = off)", "profile",
                       help="after each timed pass, profile this many more iterations "
                            "(torch.profiler / TF profiler) in a separate pass; top operators "
@@ -221,6 +230,7 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
     link.put("image_size", image_text.strip() or None)
     link.put("time_budget", budget_text.strip() or None)
     link.put("contention", "1" if contention else None)
+    link.put("energy", "1" if energy else None)
     parsed = {}
     for name, parse, text in (("time_budget_s", parse_time_budget, budget_text),
                               ("image_size", parse_image_size, image_text)):
@@ -231,7 +241,8 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
     form.image_size = parsed.get("image_size")
     return dict(precision=precision, rounds=int(rounds), max_rounds=int(max_rounds),
                 policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
-                                         min_iters=int(min_iters)),
+                                         min_iters=int(min_iters),
+                                         energy_s=DEFAULT_ENERGY_S if energy else 0.0),
                 margin=float(margin_pct) / 100, contention=bool(contention),
                 profile_steps=int(profile), **parsed)
 

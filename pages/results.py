@@ -4,8 +4,9 @@ import streamlit as st
 
 from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
-from engine.present.run_detail import (failure_text, profile_caption, run_metrics,
-                                       run_provenance, run_timings, run_title, stderr_tail)
+from engine.present.run_detail import (energy_text, failure_text, profile_caption,
+                                       numerics_text, run_metrics, run_provenance,
+                                       run_timings, run_title, stderr_tail)
 from engine.scenarios import SCENARIOS
 from engine.present.tables import interference_text, user_model_line
 from dashboard.ceilings_panel import PEAK_COLUMNS, peak_columns
@@ -58,7 +59,8 @@ event = st.dataframe(
     column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
                   "image_size", "round", "setting", "status", "validity", "p50_ms", "p90_ms",
                   "p99_ms", "p99_confidence", "throughput", "gflops_per_s", "pct_of_peak",
-                  "peak_rss_mib", "model_peak_mib", "reason"],
+                  "peak_rss_mib", "model_peak_mib",
+                  "energy_j_per_sample", "energy_source", "reason"],
     column_config={
         **PEAK_COLUMNS,
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
@@ -84,6 +86,13 @@ event = st.dataframe(
             help="that peak less the same process's resident set before the model was built "
                  "(framework loaded) and less the eager reference kept for the output check: "
                  "comparable across runtimes"),
+        "energy_j_per_sample": st.column_config.NumberColumn(
+            "energy [J/sample]", format="%.4g",
+            help="from a loop of its own after the timed one (run --energy)"),
+        "energy_source": st.column_config.TextColumn(
+            "energy source", width="medium",
+            help="measured (RAPL): CPU package counters, the whole package; measured "
+                 "(NVML): the GPU's; absent: why no counter was read. Never an estimate"),
     })
 rows = list(event.selection.rows) if event is not None else []
 chosen = table.iloc[rows] if rows else table
@@ -133,6 +142,9 @@ if not samples.empty:
     seen = (run["extra"] or {}).get("interference")
     if seen:
         st.caption(interference_text(seen))
+    for line in (energy_text(run), numerics_text(run)):  # issue 28, where recorded
+        if line:
+            st.caption(line)
     g1, g2 = st.columns(2)
     scenario = SCENARIOS[run["kind"]]  # a sample is a batch, or a training step
     g1.plotly_chart(sample_histogram(samples, scenario.sample_unit), key="hist")

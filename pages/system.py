@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.present.system_text import (database_line, machine_line, metric_label,
                                         package_versions, status_line)
+from engine.core.energy import rapl_status
 from engine.run.machine import git_commit, system_info
 from dashboard.ceilings_panel import system_ceilings
 from dashboard.session import database, read
@@ -17,6 +18,8 @@ c2.metric("physical cores", info["physical_cores"])
 c3.metric("memory", f"{info['memory_bytes'] / 2**30:.1f} GiB")
 c4.metric("accelerator", info["accelerator"] or "none")
 st.markdown(machine_line(info, git_commit()))
+# issue 28: whether an inference run's energy loop (run --energy) can read this machine's CPU
+st.caption(rapl_status())
 st.caption("Framework versions below are read from package metadata: the dashboard process "
            "never imports torch or TensorFlow; each run stores the versions its worker saw.")
 st.dataframe(package_versions(), hide_index=True, key="packages")

@@ -231,10 +231,26 @@ def m013_calibration(con) -> None:
             CHECK (kind IN ('gemm_fp32', 'gemm_bf16', 'triad')))""")
 
 
+def m014_energy(con) -> None:
+    """An inference run's energy (issue 28 part 3), from a loop of its own after the timed
+    one: joules per sample and kWh per 1 M inferences with their source ("measured (RAPL)",
+    "measured (NVML)"), or NULL figures and the reason where no counter was read; the loop's
+    seconds and inferences and the counters read. NULL throughout where none was asked.
+    And the numerics the worker set and read back (part 7: TF32, cudnn.benchmark, denormal
+    flushing), a JSON object: '{}' on older runs and where a kind records none."""
+    for column, kind in (("energy_source", "VARCHAR"), ("energy_absent", "VARCHAR"),
+                         ("energy_j_per_sample", "DOUBLE"),
+                         ("energy_kwh_per_million", "DOUBLE"), ("energy_loop_s", "DOUBLE"),
+                         ("energy_samples", "BIGINT"), ("energy_counters", "VARCHAR"),
+                         ("numerics", "JSON")):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
               m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory,
-              m012_serving, m013_calibration]
+              m012_serving, m013_calibration,
+              m014_energy]
 
 
 def _migrate(con) -> None:

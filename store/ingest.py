@@ -31,7 +31,8 @@ FORMATS = ("parquet", "csv", "json")
 EXPORT_TAG = "dl-bench-dashboard/runs"
 EXPORT_VERSION = 1
 _EXTRA_COLS = ("epochs", "step_losses", "profile_ops")  # training and profile side tables
-_JSON_COLS = ("versions", "threads_effective", "env", "extra", "system", *_EXTRA_COLS)
+_JSON_COLS = ("versions", "threads_effective", "env", "extra", "numerics", "system",
+              *_EXTRA_COLS)
 _LIST_COLS = ("warmup_ns", "samples_ns")
 _TIME_COLS = ("started_at", "ended_at")
 
@@ -338,7 +339,7 @@ def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
             kwargs[name] = (ts.tz_convert("UTC") if ts.tzinfo else ts.tz_localize("UTC")).to_pydatetime()
         elif name in _LIST_COLS:
             kwargs[name] = tuple(int(x) for x in v)
-        elif name in ("versions", "threads_effective", "env", "extra"):
+        elif name in ("versions", "threads_effective", "env", "extra", "numerics"):
             kwargs[name] = v if isinstance(v, dict) else json.loads(v)
         elif name in _EXTRA_COLS:
             v = json.loads(v) if isinstance(v, str) else v
@@ -361,6 +362,6 @@ def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
 
 def _default(name):
     return {"reason": "", "stderr_tail": "", "validity_reason": "", "source": "import",
-            "versions": {}, "threads_effective": {}, "env": {}, "extra": {},
+            "versions": {}, "threads_effective": {}, "env": {}, "extra": {}, "numerics": {},
             "warmup_ns": (), "samples_ns": (), "epochs": (), "step_losses": (),
             "profile_ops": ()}.get(name)

@@ -8,7 +8,8 @@ import json
 
 import pandas as pd
 
-__all__ = ["sweep_info", "sweep_systems", "sweep_software", "sweep_policy", "sweep_configs"]
+__all__ = ["sweep_info", "sweep_systems", "sweep_software", "sweep_policy", "sweep_configs",
+           "sweep_energy"]
 
 
 def sweep_info(con, sweep_id: str) -> dict | None:
@@ -59,6 +60,19 @@ def sweep_policy(con, sweep_id: str) -> pd.DataFrame:
     return con.execute(
         "SELECT warmup_iters, min_time_s, min_iters, max_time_s, count(*) AS runs FROM runs "
         "WHERE sweep_id = ? GROUP BY ALL ORDER BY runs DESC", [sweep_id]).df()
+
+
+def sweep_energy(con, sweep_id: str) -> pd.DataFrame:
+    """Each configuration's energy readings (issue 28), where its runs asked for one: the
+    median over its measured runs per source, or the reason it is absent (the latest)."""
+    return con.execute(
+        "SELECT model, framework, runtime, batch_size, intra_threads, precision, device, "
+        "energy_source, median(energy_j_per_sample) AS j_per_sample, "
+        "median(energy_kwh_per_million) AS kwh_per_million, count(*) AS runs, "
+        "arg_max(energy_absent, started_at) AS absent FROM runs "
+        "WHERE sweep_id = ? AND (energy_source IS NOT NULL OR energy_absent IS NOT NULL) "
+        "GROUP BY ALL ORDER BY model, framework, runtime, batch_size, intra_threads",
+        [sweep_id]).df()
 
 
 def sweep_configs(con, sweep_id: str) -> pd.DataFrame:

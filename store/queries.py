@@ -111,6 +111,10 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
         "'low: ' || iterations || ' samples' ELSE '' END AS p99_confidence, "
         "throughput, peak_rss_bytes / 1048576.0 AS peak_rss_mib, "
         "model_peak_bytes / 1048576.0 AS model_peak_mib, "
+        # issue 28: the energy figure and, beside it, its source or why it is absent
+        "energy_j_per_sample, CASE WHEN energy_source IS NOT NULL THEN energy_source "
+        "WHEN energy_absent IS NOT NULL THEN 'absent: ' || energy_absent ELSE '' END "
+        "AS energy_source, "
         "coalesce(reason, '') AS reason, sweep_id FROM runs "
         "WHERE (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], model)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], framework)) "
@@ -130,7 +134,7 @@ def run_detail(con, run_id: str) -> dict | None:
     if not rows:
         return None
     out = dict(zip(names, rows[0]))
-    for k in ("versions", "threads_effective", "env", "extra", "system"):
+    for k in ("versions", "threads_effective", "env", "extra", "numerics", "system"):
         if isinstance(out.get(k), str):
             out[k] = json.loads(out[k])
     return out

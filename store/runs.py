@@ -18,7 +18,7 @@ __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH
            "serving_result", "loadgen_log", "LOG_FORMAT",
            "SYSTEM_COLUMNS"]
 
-_JSON_FIELDS = ("versions", "threads_effective", "env", "extra")
+_JSON_FIELDS = ("versions", "threads_effective", "env", "extra", "numerics")
 # RunRecord fields kept in tables of their own, not in `runs`
 _SAMPLE_FIELDS = ("warmup_ns", "samples_ns", "epochs", "step_losses", "profile_ops", "trace_gz",
                   "node_system", "serving", "loadgen_logs")

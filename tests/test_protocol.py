@@ -271,7 +271,11 @@ MACHINE_COLUMNS = {"git_commit", "governor", "cpu_flags", "threads_per_core"}
 NULL_WHEN_OK = {"dataset", "device_peak_bytes", "exit_code", "gflops_per_s",
                 "machine_shape", "memory_cap_bytes", "model_bytes", "model_format",
                 "model_inputs", "model_origin", "model_sha256", "node_host", "node_id",
-                "signal", "workers"}
+                "signal", "workers",
+                # protocol 7: an energy reading, NULL where none was asked
+                "energy_source", "energy_absent", "energy_j_per_sample",
+                "energy_kwh_per_million", "energy_loop_s", "energy_samples",
+                "energy_counters"}
 NULL_WHEN_FAILED = NULL_WHEN_OK | {
     "cv", "first_forward_s", "flops_method", "flops_per_sample", "iqr_ms",
     "iterations", "load_s", "max_ms", "mean_ms", "measured_s", "median_ms", "min_ms",

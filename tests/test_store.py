@@ -7,7 +7,7 @@ import pytest
 from engine.core.errors import UserError
 from store.calibrations import CALIBRATION_COLUMNS
 from store.queries import overview
-from store.db import applied_migrations, connect, open_db, resolve_db_path
+from store.db import MIGRATIONS, applied_migrations, connect, open_db, resolve_db_path
 from store.runs import (EPOCH_COLUMNS, known_model_stats, list_runs, run_samples, save_record,
                         framework_version)
 from tests.helpers import SYSTEM, failed_record, ok_record
@@ -26,7 +26,10 @@ EXPECTED_RUN_COLUMNS = [
     "prepare_s", "kind", "dataset", "workers", "model_format", "model_origin", "model_inputs",
     "model_sha256", "model_bytes", "machine_shape", "threads_per_core", "cpu_flags",
     "governor", "replicas", "node_id", "node_host", "contention", "wait_policy",
-    "model_peak_bytes", "model_baseline_bytes", "reference_bytes"]
+    "model_peak_bytes", "model_baseline_bytes", "reference_bytes",
+    # m014_energy (issue 28 parts 3 and 7)
+    "energy_source", "energy_absent", "energy_j_per_sample", "energy_kwh_per_million",
+    "energy_loop_s", "energy_samples", "energy_counters", "numerics"]
 
 
 def columns(con, table):
@@ -42,7 +45,7 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
                                        "m010_contention", "m011_model_memory", "m012_serving",
-                                       "m013_calibration"]
+                                       "m013_calibration", "m014_energy"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -71,7 +74,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(13,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(len(MIGRATIONS),)]  # each once
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

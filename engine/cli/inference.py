@@ -14,7 +14,8 @@ from engine.run.requests import SweepRequest, local_runner
 from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.core.errors import UserError
 from engine.core.inference import BF16_RUNTIMES, RunSpec, device_choices
-from engine.core.limits import (BATCH_RANGE, DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS,
+from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_MAX_ROUNDS,
+                                DEFAULT_ROUNDS, ENERGY_S_RANGE,
                                 DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
                                 PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
                                 VERDICT_MARGIN_RANGE, float_range, logical_cores)
@@ -73,6 +74,17 @@ def add_parsers(sub) -> None:
                    metavar="STEPS", help="after timing, profile this many more iterations in "
                                          "a separate pass (torch.profiler / TF profiler); "
                                          "top operators and the Chrome trace are stored")
+    r.add_argument("--energy", action="store_true",
+                   help=f"after each timed loop, an energy loop of its own (default "
+                        f"{DEFAULT_ENERGY_S:g} s): joules per sample and kWh per 1 M "
+                        "inferences from RAPL (CPU package) or NVML (GPU), or absent with "
+                        "the reason; contenders then run one after another")
+    r.add_argument("--energy-s", type=float_arg("energy_s"), default=None, metavar="S",
+                   help=f"the energy loop's seconds ({ENERGY_S_RANGE[0]:g}.."
+                        f"{ENERGY_S_RANGE[1]:g}; implies --energy)")
+    r.add_argument("--tf32", action="store_true",
+                   help="allow TF32 for this fp32 run's CUDA matmuls and convolutions (torch "
+                        "on cuda only; default off, recorded either way)")
     r.add_argument("--process-per-run", action="store_true",
                    help="a fresh worker process for every run (default: one per "
                         "framework/threads group, so imports are paid once)")
@@ -163,7 +175,7 @@ def sweep_request(args) -> SweepRequest:
     """The request `run`'s flags describe: the same SweepRequest the Run page builds."""
     policy = MeasurementPolicy(warmup_iters=args.warmup, warmup_max_s=args.warmup_max_time,
                                min_time_s=args.min_time, min_iters=args.min_iters,
-                               max_time_s=args.max_time)
+                               max_time_s=args.max_time, energy_s=energy_seconds(args))
     src = user_model(args, args.model, args.batch)
     return SweepRequest(
         models=tuple([src.name] if src else args.model),
@@ -176,7 +188,14 @@ def sweep_request(args) -> SweepRequest:
         contention=args.contention, rounds=args.rounds, max_rounds=args.max_rounds,
         time_budget_s=args.time_budget, margin=args.margin, seed=args.seed,
         timeout_s=args.timeout, memory_cap_bytes=memory_cap(args), executor=args.executor,
-        placements=tuple(args.placement or ()))
+        placements=tuple(args.placement or ()), tf32=args.tf32)
+
+
+def energy_seconds(args) -> float:
+    """--energy-s as given, else the default with --energy, else 0 (no energy loop)."""
+    if args.energy_s is not None:
+        return args.energy_s
+    return DEFAULT_ENERGY_S if args.energy else 0.0
 
 
 def cmd_run(args) -> int:

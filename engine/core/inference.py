@@ -95,13 +95,16 @@ class RunSpec:
     # CONTENTION_MODES), and torch's OpenMP wait policy (WAIT_POLICIES).
     contention: str = "none"
     wait_policy: str = ""
+    # Issue 28 part 7: TF32 for this fp32 run's CUDA matmuls and convolutions. Off unless
+    # asked: an "fp32" figure computed with 10-bit mantissas would not be fp32.
+    tf32: bool = False
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
     def key(self) -> tuple:
         """Identity of a configuration (what a comparison groups by)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
                 self.inter_threads, self.precision, self.image_size, self.device, self.replica,
-                self.replicas, self.contention, self.wait_policy)
+                self.replicas, self.contention, self.wait_policy, self.tf32)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -165,6 +168,7 @@ class RunSpec:
                             field="profile_steps")
         self._check_replicas(runtime)
         self._check_contention()
+        self._check_numerics()
         return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
 
     def _check_sizes(self, cores: int) -> None:
@@ -192,10 +196,28 @@ class RunSpec:
                             f"policy; {self.framework} has none; allowed for "
                             f"{self.framework}: '' (the default)", field="wait_policy")
 
+    def _check_numerics(self) -> None:
+        """TF32 is a math mode of NVIDIA's tensor cores for fp32 work in torch: refused,
+        with the reason, wherever it would mean nothing."""
+        if not isinstance(self.tf32, bool):
+            raise UserError(f"tf32: {self.tf32!r} is not a switch; allowed: true, false",
+                            field="tf32")
+        if self.tf32 and (self.device != "cuda" or self.framework != "torch"
+                          or self.precision != "fp32"):
+            where = (f"this run is on {self.device}" if self.device != "cuda" else
+                     f"this run is {self.framework}" if self.framework != "torch" else
+                     f"this run is {self.precision}")
+            raise UserError(f"tf32: TF32 is a CUDA tensor-core mode for torch's fp32 matmuls "
+                            f"and convolutions; {where}; allowed here: off", field="tf32")
+
     def _check_replicas(self, runtime: str) -> None:
         """Replicas start together and time one window: what cannot take part is refused."""
         if self.replicas == 1:
             return
+        if self.policy.energy_s:
+            raise UserError(f"replicas: {self.replicas} replicas cannot take an energy "
+                            "reading: their loops would count each other on the one package "
+                            "counter; allowed with energy: 1", field="replicas")
         why = ("the LibTorch runner times itself, outside the replicas' shared window"
                if runtime == "libtorch" else
                "replicas share the CPU's cores; one device is not split here"
@@ -264,6 +286,7 @@ class RunSpec:
                             field="profile_steps")
         self._check_replicas(runtime)
         self._check_contention()
+        self._check_numerics()
         return replace(self, runtime=runtime, weight_policy=USER_WEIGHTS,
                        policy=self.policy.validate())
 
@@ -325,7 +348,7 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                  precision="fp32", image_size=None, device="cpu",
                  weight_policy="bn_calibrated", policy=None, cores=None,
                  runtimes=None, profile_steps=0, user_model=None,
-                 replicas=(1,)) -> list[RunSpec]:
+                 replicas=(1,), tf32=False) -> list[RunSpec]:
     """The cartesian product, validated, ordered so each (framework, threads) group is
     contiguous: the runner starts one worker per group and pays the imports once. Within
     a group, a model's batch sizes follow each other so a built model is reused."""
@@ -350,7 +373,7 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                 inter_threads=inter_threads, precision=precision, image_size=image_size,
                 device=device, weight_policy=weight_policy, policy=policy,
                 runtime=rt, profile_steps=profile_steps, user_model=user_model,
-                replicas=r).validate(cores)
+                replicas=r, tf32=tf32).validate(cores)
         for f in unique(frameworks) for t, r in fits
         for m in unique(models) for rt in per_fw[f] for b in unique(batch_sizes)
     ]

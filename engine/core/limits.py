@@ -22,10 +22,16 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "SERVE_BATCH_RANGE", "SERVE_QPS_RANGE", "SERVE_BOUND_MS_RANGE",
            "SERVE_DURATION_RANGE", "SERVE_QUERIES_RANGE", "SERVE_WAIT_MS_RANGE",
            "SERVE_SAMPLES_RANGE", "QPS_PRECISION_RANGE", "QPS_PROBES_RANGE",
-           "SERVE_RATE_RANGE", "logical_cores", "int_range", "float_range",
+           "SERVE_RATE_RANGE", "ENERGY_S_RANGE", "DEFAULT_ENERGY_S", "logical_cores", "int_range", "float_range",
            "choice", "parse_int_list", "unique", "require_values"]
 
 BATCH_RANGE = (1, 4096)
+# An inference run's energy loop, after its timed one (0: none): 10 s by default, as
+# optimum-benchmark's energy tracker runs, since counters read through sysfs or NVML tick
+# every 1-100 ms; under 0.1 s a reading is mostly granularity, and past 5 min the loop
+# would crowd a run's deadline (600 s by default) for no better figure.
+ENERGY_S_RANGE = (0.1, 300.0)
+DEFAULT_ENERGY_S = 10.0
 # Keras applications refuse inputs under 32 px; above 1024 px a batch of EfficientNet-B7
 # activations no longer fits a 24 GiB machine, so larger sizes are refused up front.
 IMAGE_RANGE = (32, 1024)

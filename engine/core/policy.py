@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.core.limits import float_range, int_range
+from engine.core.errors import UserError
+from engine.core.limits import ENERGY_S_RANGE, float_range, int_range
 
 __all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS",
            "PARENT_CORES_ENV"]
@@ -38,6 +39,9 @@ class MeasurementPolicy:
     min_iters: int = 30
     max_time_s: float = 60.0
     max_iters: int = 100_000
+    # >0: after the timed loop, an energy loop of at least this many seconds (issue 28;
+    # engine/worker/energy.py): it never shares a second with the latency samples.
+    energy_s: float = 0.0
 
     def validate(self) -> "MeasurementPolicy":
         int_range("warmup_iters", self.warmup_iters, 0, 10_000)
@@ -46,4 +50,11 @@ class MeasurementPolicy:
         float_range("warmup_max_s", self.warmup_max_s, 0.0, 3600.0)
         float_range("min_time_s", self.min_time_s, 0.0, 3600.0)
         float_range("max_time_s", self.max_time_s, max(self.min_time_s, 0.001), 86_400.0)
+        if self.energy_s != 0:
+            lo, hi = ENERGY_S_RANGE
+            if (isinstance(self.energy_s, bool) or not isinstance(self.energy_s, (int, float))
+                    or not lo <= self.energy_s <= hi):  # NaN fails the comparison too
+                raise UserError(f"energy_s: {self.energy_s!r} is out of range; allowed: 0 "
+                                f"(no energy loop) or {lo:g}..{hi:g} seconds",
+                                field="energy_s")
         return self

@@ -43,6 +43,7 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
 # 7: a calibration (issue 28 part 1): Assign.calibration, the plan, with mode CALIBRATE, and
 #    its reply Calibrated (GEMM GFLOP/s per size in fp32 and bf16, triad GB/s per repeat).
+#    And an inference run's energy (InferenceResult.energy) and numerics (.numerics).
 PROTOCOL_VERSION = 7
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
@@ -282,6 +283,11 @@ class InferenceResult(Result):
     # Set by the parent: timed alternately with whom (engine.run.together), or alone and why
     interleaved: dict | None = None
     sequential: str | None = None
+    # Issue 28: the energy loop's reading after the timed one (engine.core.energy.
+    # EnergyReading as a dict; None: not asked) and the numerics the worker read back
+    # after setting them (engine.worker.numerics: TF32, cudnn.benchmark, denormals)
+    energy: dict | None = None
+    numerics: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,17 @@ class RunRecord:
     # system_id, git_commit and the worker's machine facts are then that node's.
     node_id: str | None = None
     node_host: str | None = None
+    # inference (issue 28): the energy loop's reading (engine.core.energy.EnergyReading):
+    # a figure with its source tag, or the reason it is absent; None throughout: not asked.
+    # And the numerics the worker set and read back (engine/worker/numerics.py).
+    energy_source: str | None = None
+    energy_absent: str | None = None
+    energy_j_per_sample: float | None = None
+    energy_kwh_per_million: float | None = None
+    energy_loop_s: float | None = None
+    energy_samples: int | None = None
+    energy_counters: str | None = None  # the zones or devices read, comma-separated
+    numerics: dict = field(default_factory=dict)
     # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()

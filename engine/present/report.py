@@ -38,9 +38,9 @@ from engine.core.budget import default_max_rounds
 from engine.core.errors import UserError
 from engine.core.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 from store.prices import effective_catalog
-from store.provenance import (sweep_configs, sweep_info, sweep_policy, sweep_software,
-                              sweep_user_models,
-                              sweep_systems)
+from engine.present.run_detail import energy_lines
+from store.provenance import (sweep_configs, sweep_energy, sweep_info, sweep_policy,
+                              sweep_software, sweep_user_models, sweep_systems)
 from store.queries import (comparable_models, config_samples, config_summary,
                            machine_throughput, settings)
 from store.runs import sweep_rounds
@@ -120,6 +120,7 @@ def _gather(con, sweep_id: str) -> ReportData:
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
         user_models=user_models,
         policy_lines=_policy_lines(info, configs, policy),
+        energy=tuple(energy_lines(sweep_energy(con, sweep_id))),
         command=command, command_note=command_note, ceilings=ceilings)
 
 

@@ -66,6 +66,13 @@ class ReportData:
     command_note: str
     # every configuration against its machine's calibrated peak, and the roofline
     ceilings: CeilingData = field(default_factory=CeilingData)
+    # issue 28: each configuration's energy reading with its tag, or why it is absent
+    energy: tuple[str, ...] = ()
+
+
+ENERGY_NOTE = ("measured in a loop of its own after each timed one, so the latencies above "
+               "never shared a second with it; a RAPL package counter counts every process "
+               "on the package")
 
 
 # -- HTML ---------------------------------------------------------------------------------
@@ -295,6 +302,9 @@ def to_html(rep: ReportData) -> str:
 
     out.append("<h2>Measurement policy</h2><ul>"
                + "".join(f"<li>{_e(line)}</li>" for line in rep.policy_lines) + "</ul>")
+    if rep.energy:
+        out.append(f"<h2>Energy</h2><p>{_e(ENERGY_NOTE)}</p><ul>"
+                   + "".join(f"<li>{_e(line)}</li>" for line in rep.energy) + "</ul>")
 
     out.append("<h2>Reproduce</h2>")
     if rep.command:
@@ -363,6 +373,9 @@ def to_markdown(rep: ReportData) -> str:
         out += _md_table(CEILING_HEADERS, ceiling_cells(rep.ceilings), set()) + [""]
         out += [_md(rep.ceilings.caption), ""]
     out += [f"**Machine:** {_md(_machine_line(rep))}", ""]
+    if rep.energy:
+        out += [f"**Energy** ({_md(ENERGY_NOTE)}):", ""]
+        out += [f"- {_md(line)}" for line in rep.energy] + [""]
     if not rep.user_models.empty:
         out += ["**Your models:**", ""]
         out += _md_table(["model", "format", "from", "inputs", "SHA-256", "bytes", "runs"],

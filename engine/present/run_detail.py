@@ -5,10 +5,13 @@ panels. Built from store.queries.run_detail's dict; no Streamlit."""
 from __future__ import annotations
 
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
+from engine.core.energy import energy_words
 from engine.present.tables import ms_text
 
 __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
-           "run_timings", "run_provenance", "TIMING_KEYS", "MACHINE_KEYS"]
+           "run_timings", "run_provenance", "energy_text", "energy_lines", "numerics_text",
+           "TIMING_KEYS",
+           "MACHINE_KEYS"]
 
 STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
 TIMING_KEYS = ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
@@ -68,6 +71,58 @@ def profile_caption(run: dict, unit: str) -> str:
             "own overhead). Self time: time in the operator itself, its children excluded.")
 
 
+def energy_text(run: dict) -> str:
+    """The energy loop's reading with its tag, or why it is absent, and what the loop ran;
+    "" for a run that asked for none (issue 28)."""
+    words = energy_words(run.get("energy_source"), run.get("energy_absent"),
+                         run.get("energy_j_per_sample"), run.get("energy_kwh_per_million"))
+    if not words:
+        return ""
+    loop = (f" (a loop of its own after the timed one: {run['energy_loop_s']:.1f} s, "
+            f"{run['energy_samples']:,} inferences"
+            + (f"; read {run['energy_counters']}" if run.get("energy_counters") else "")
+            + ")") if run.get("energy_loop_s") is not None else ""
+    return "Energy: " + words + loop
+
+
+def numerics_text(run: dict) -> str:
+    """The numerics the worker set and read back (engine/worker/numerics.py), in one line;
+    "" for a run that records none (selftest, imports, older runs)."""
+    n = run.get("numerics") or {}
+    if not n:
+        return ""
+    parts = [f"denormals {'flushed' if n.get('denormals_flushed') else 'NOT flushed'} "
+             f"({n.get('policy')})"]
+    if "cuda_matmul_fp32_precision" in n:
+        parts.append(f"fp32 CUDA matmul {n['cuda_matmul_fp32_precision']}, convolution "
+                     f"{n.get('cudnn_conv_fp32_precision')} (TF32 "
+                     f"{'asked' if n.get('tf32_asked') else 'not asked'}; "
+                     f"{n.get('tf32_scope')}), cudnn.benchmark "
+                     f"{'on' if n.get('cudnn_benchmark') else 'off'}")
+    elif "tf32_enabled" in n:
+        parts.append(f"TF32 {'on' if n['tf32_enabled'] else 'off'} ({n.get('tf32_scope')})")
+    if n.get("denormals_note"):
+        parts.append(n["denormals_note"])
+    return "Numerics: " + "; ".join(parts)
+
+
+def energy_lines(readings) -> list[str]:
+    """A report's energy lines, one per configuration and source (store.provenance.
+    sweep_energy): the median reading with its tag beside it, or why it is absent."""
+    lines = []
+    for r in readings.itertuples():
+        words = energy_words(r.energy_source, r.absent, _num(r.j_per_sample),
+                             _num(r.kwh_per_million))
+        rounds = f" (median of {r.runs} runs)" if r.energy_source and r.runs > 1 else ""
+        lines.append(f"energy, {r.model} {r.framework} ({r.runtime}) b{r.batch_size} "
+                     f"t{r.intra_threads} {r.precision} {r.device}: {words}{rounds}")
+    return lines
+
+
+def _num(v) -> float | None:
+    return None if v is None or v != v else float(v)  # NaN: none
+
+
 def run_timings(run: dict) -> dict:
     """The "Timings and model" panel."""
     return {k: run[k] for k in TIMING_KEYS}
@@ -80,4 +135,6 @@ def run_provenance(run: dict) -> dict:
         machine["left_to_ray"] = run["extra"]["left_to_ray"]
     return {"system": run["system"], "machine": machine,
             "versions": run["versions"], "threads_effective": run["threads_effective"],
-            "env": run["env"]}
+            "env": run["env"],
+            # TF32, cudnn.benchmark and denormal flushing as the worker read them back
+            "numerics": run.get("numerics") or {}}

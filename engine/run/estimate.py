@@ -38,5 +38,6 @@ def estimate_seconds(specs: list[RunSpec], rounds: int, *, known_latency_s=None,
             p = s.policy
             warm = min(p.warmup_iters * lat, max(p.warmup_max_s, lat))
             timed = min(max(p.min_time_s, p.min_iters * lat), p.max_time_s + lat)
-            total += BUILD_S.get(s.framework, 1.0) + lat + warm + timed
+            energy = max(p.energy_s, lat) if p.energy_s else 0.0  # its loop, after timing
+            total += BUILD_S.get(s.framework, 1.0) + lat + warm + timed + energy
     return total * rounds

@@ -190,6 +190,7 @@ class SweepRequest(Request):
     # logical cores; a cluster request carries its nodes' (NodeKinds.cores), and its job
     # checks them again against the nodes it gets
     cores: int | None = None
+    tf32: bool = False  # TF32 for fp32 CUDA matmuls and convolutions (RunSpec.tf32)
 
     def budget(self) -> RoundBudget:
         return RoundBudget(self.rounds, default_max_rounds(self.rounds)
@@ -206,7 +207,7 @@ class SweepRequest(Request):
                              runtimes=list(self.runtimes) or None,
                              profile_steps=self.profile_steps,
                              user_model=self.user_model, replicas=list(self.replicas),
-                             cores=self.cores)
+                             cores=self.cores, tf32=self.tf32)
         if self.aa_test:
             specs = specs + [replace(s, replica=1) for s in specs]
         if self.contention:

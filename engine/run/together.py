@@ -63,6 +63,9 @@ def interleavable(spec) -> str:
         return "replicas share a window of their own"
     if spec.runtime == "libtorch":
         return "the LibTorch runner times itself"
+    if getattr(getattr(spec, "policy", None), "energy_s", 0):
+        return ("an energy loop follows each timed one and reads the whole package, which "
+                "other contenders' blocks would run beside")
     if not scenario_of(spec).decides_contests:
         return "its runs are not contests"
     return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.core.energy import EnergyReading, energy_words
 from engine.core.inference import RunSpec
 from engine.core.model_source import describe_inputs
 from engine.core.protocol import Event, InferenceResult, Progress
@@ -55,6 +56,18 @@ class Inference(Scenario):
             extra["sequential"] = res.sequential
         return extra
 
+    def result_columns(self, res: InferenceResult) -> dict:
+        """The energy loop's reading (issue 28) and the numerics read back, as columns."""
+        out = {"numerics": dict(res.numerics or {})}
+        if res.energy is None:
+            return out
+        e = EnergyReading.from_dict(res.energy)
+        return {**out, "energy_source": e.source, "energy_absent": e.absent,
+                "energy_j_per_sample": e.j_per_sample,
+                "energy_kwh_per_million": e.kwh_per_million, "energy_loop_s": e.loop_s,
+                "energy_samples": e.samples,
+                "energy_counters": ", ".join(e.counters) or None}
+
     def throughput(self, spec, res: InferenceResult, samples_ns) -> float | None:
         """Replicas serve at once: the machine's throughput is the sum of theirs over the
         window every replica covered; one worker: the base definition."""
@@ -68,8 +81,10 @@ class Inference(Scenario):
                 f"{phase_of(ev)}{iters}")
 
     def figure(self, rec) -> str:
+        energy = energy_words(rec.energy_source, rec.energy_absent, rec.energy_j_per_sample,
+                              rec.energy_kwh_per_million)
         return (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
-                f"{rec.validity}")
+                f"{rec.validity}" + (f"; {energy}" if energy else ""))
 
 
 INFERENCE = Inference()

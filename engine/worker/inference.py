@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from engine.core.errors import plain_text
 from engine.core.model_source import describe_inputs
@@ -19,6 +19,8 @@ from engine.worker.interference import interference, snapshot
 from engine.worker.measure import WINDOW, LoopResult, time_loop
 from engine.worker.profiling import profile_pass
 from engine.worker.declared import declared_inputs, declared_mismatch
+from engine.worker.energy import absent, measure_energy
+from engine.worker.numerics import apply as apply_numerics
 from engine.worker.user_models import ModelFileError, source_digest
 
 __all__ = ["run_group", "Models", "inputs_named"]
@@ -132,11 +134,13 @@ class _Timed:
     loop: LoopResult
     window: dict  # engine.worker.interference over the timed loop
     profile: dict  # a profiled run's fields (profile_pass), else empty
+    energy: dict | None = None  # the energy loop's reading (EnergyReading), None: not asked
 
 
 def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceResult:
     """One run: its model built or reused, prepared for this shape and checked, timed."""
     progress = frame.progress(run_id)
+    numerics = apply_numerics(spec)  # before the model: cudnn.benchmark, TF32, read back
     reused = models.ensure(spec, progress)
     models.check_declared(spec)
     progress("prepare", 0)  # every run, reused or not: this shape's trace/compile and check
@@ -164,7 +168,8 @@ def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceRes
         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
         sample_ends_ns=tuple(loop.sample_ends_ns) if loop.sample_ends_ns else None,
-        blocks=loop.blocks, **models.digest_fields(spec), **timed.profile)
+        blocks=loop.blocks, energy=timed.energy, numerics=numerics,
+        **models.digest_fields(spec), **timed.profile)
 
 
 def _timed_by_backend(backend, spec, progress) -> _Timed:
@@ -173,8 +178,10 @@ def _timed_by_backend(backend, spec, progress) -> _Timed:
     before = snapshot()
     with inputs_named(spec):
         first_s, loop = backend.measure(spec, lambda n, _ns: progress("measure", n))
+    energy = (asdict(absent("the LibTorch runner times itself in a process of its own, "
+                            "which runs no energy loop")) if spec.policy.energy_s else None)
     return _Timed(first_s, "the runner's first call", loop, interference(before, snapshot()),
-                  {})
+                  {}, energy)
 
 
 def _timed_here(frame: Frame, backend, run_id: str, spec, progress) -> _Timed:
@@ -198,6 +205,11 @@ def _timed_here(frame: Frame, backend, run_id: str, spec, progress) -> _Timed:
                                        if gate and gate.mode == WINDOW else {}))
         # an interleaved contender: over its own blocks, not its rivals'
         window = (gate.interference() if gate else None) or interference(before, snapshot())
+        # After the timed loop, never inside it; a gated worker (a replica, an interleaved
+        # contender) is refused energy before it starts (RunSpec, together.interleavable)
+        if spec.policy.energy_s:
+            progress("energy", 0)
+        energy = measure_energy(step, spec)
         profile = {}
         trace_path = frame.trace_path(run_id)
         if spec.profile_steps and trace_path:
@@ -205,7 +217,8 @@ def _timed_here(frame: Frame, backend, run_id: str, spec, progress) -> _Timed:
             progress("profile", 0)
             profile = profile_pass(spec.framework, step, spec.profile_steps, trace_path,
                                    cuda=spec.device == "cuda")
-    return _Timed(first_s, first_from, loop, window, profile)
+    return _Timed(first_s, first_from, loop, window, profile,
+                  asdict(energy) if energy is not None else None)
 
 
 class ModelInputError(Exception):

@@ -21,7 +21,12 @@ _MODULES = {
 
 def configure_threads(framework: str, intra: int, inter: int) -> None:
     """Once per worker process, before the framework runs any op: TensorFlow raises if its
-    thread pools are configured later, and torch ignores a late inter-op setting."""
+    thread pools are configured later, and torch ignores a late inter-op setting. Denormal
+    flushing is per thread, so it is set here too, before any pool thread exists
+    (engine/worker/numerics.py), in every worker and serving replica alike."""
+    from engine.worker.numerics import flush_denormals
+
+    flush_denormals(framework)
     if framework == "torch":
         import torch
 
