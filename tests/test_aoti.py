@@ -83,6 +83,9 @@ def test_libtorch_aoti_without_a_built_runner_is_an_error_row_that_says_what_to_
     (dict(runtime="libtorch_aoti", precision="bf16"), "precision",
      "precision: bf16 is not supported by torch libtorch_aoti: the C++ runner feeds fp32 "
      "inputs"),
+    (dict(runtime="aoti", precision="bf16"), "precision",
+     "precision: bf16 is not supported by torch aoti: its package is exported and compiled "
+     "from the fp32 model only"),
     (dict(runtime="libtorch_aoti", replicas=2), "replicas",
      "the LibTorch runner times itself, outside the replicas' shared window"),
     (dict(runtime="aoti", device="cuda"), "device",

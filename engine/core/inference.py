@@ -42,6 +42,8 @@ _NO_BF16 = {
                               "these convolutions",
     ("torch", "libtorch"): "the C++ runner feeds fp32 inputs",
     ("torch", "libtorch_aoti"): "the C++ runner feeds fp32 inputs",
+    ("torch", "aoti"): "its package is exported and compiled from the fp32 model only (a bf16 "
+                       "package was not checked here)",
 }
 _NO_BF16_TF = ("Keras runs bf16 only under a process-wide mixed-precision policy, which would "
                "leak into the worker's other runs")
