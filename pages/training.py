@@ -21,6 +21,8 @@ from store.prices import effective_catalog
 from engine.present.frames import setting_choices
 from store.queries import inference_for_training, machine_throughput, settings, train_runs
 from store.runs import list_sweeps, train_epochs, train_steps
+from store.study import study_inference, study_training
+from engine.present.study_text import study_caption, study_table
 
 st.title("Training")
 link = PageLink("training")
@@ -128,6 +130,32 @@ if not latency.empty:
                            "the **Run** page; the latency appears here when they finish.")
             except UserError as exc:
                 st.warning(str(exc))
+
+st.subheader("Python vs C++: training and inference in one table")
+study_batches = sorted({1, *map(int, runs[runs.framework == "torch"].batch_size)})
+link.choice("study_batch", "train_study_batch", study_batches, encode=str)
+study_batch = st.selectbox("Inference batch", study_batches, key="train_study_batch",
+                           **link.initial("train_study_batch"))
+link.put("study_batch", study_batch, str)
+study = study_table(read(study_training, sweep_id, setting),
+                    read(study_inference, sweep_id, setting, study_batch))
+if study.empty:
+    st.info("No successful torch training run (eager or libtorch) in this selection.",
+            icon=":material/info:")
+else:
+    st.dataframe(study, hide_index=True, width="stretch", key="train_study", column_config={
+        "batch_size": st.column_config.NumberColumn("train batch"),
+        "image_size": st.column_config.NumberColumn("image [px]"),
+        "train_runs": st.column_config.NumberColumn("runs"),
+        "s_per_epoch": st.column_config.NumberColumn("s per epoch", format="%.2f"),
+        "samples_per_s": st.column_config.NumberColumn("samples/s", format="%.1f"),
+        "train_loss": st.column_config.NumberColumn("train loss", format="%.3f"),
+        "train_acc": st.column_config.NumberColumn("train acc", format="percent"),
+        "test_loss": st.column_config.NumberColumn("test loss", format="%.3f"),
+        "test_acc": st.column_config.NumberColumn("test acc", format="percent"),
+        **{c: st.column_config.NumberColumn(c, format="%.2f")
+           for c in study.columns if c.endswith("p50 [ms]")}})
+st.caption(study_caption(study_batch))
 
 st.subheader("What training costs")
 catalog, _ = read(effective_catalog)

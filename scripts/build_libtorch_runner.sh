@@ -5,8 +5,12 @@
 # the shared header engine/worker/cpp/common.h or requirements.txt.
 # CMake's find_package(Torch) fails on this CUDA wheel (it demands nvcc), so we link
 # directly: torch's headers, libtorch_cpu and libc10, C++20, the wheel's C++11 ABI, and an
-# rpath to torch/lib. Without a C++ compiler this says so and exits 0: the libtorch runtime
-# then fails its runs with that message, and every other runtime works.
+# rpath to torch/lib, written as DT_RPATH (--disable-new-dtags): an AOTInductor package's
+# model library, which the runner dlopens, needs libtorch.so, and only an executable's
+# DT_RPATH (not the default DT_RUNPATH) is searched for the libraries a dlopened one needs
+# (measured: "dlopen: libtorch.so: cannot open shared object file" without it).
+# Without a C++ compiler this says so and exits 0: the libtorch runtimes then fail their runs
+# with that message, and every other runtime works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CXX=${CXX:-g++}
@@ -30,7 +34,7 @@ build() {  # build SRC OUT WHAT
   echo "building the LibTorch C++ $what (about 30 s)..."
   "$CXX" -O2 -std=c++20 -D_GLIBCXX_USE_CXX11_ABI=1 "$src" -o "$out.tmp" \
     -I"$TORCH_DIR/include" -I"$TORCH_DIR/include/torch/csrc/api/include" \
-    -L"$TORCH_DIR/lib" -ltorch_cpu -lc10 -Wl,-rpath,"$TORCH_DIR/lib"
+    -L"$TORCH_DIR/lib" -ltorch_cpu -lc10 -Wl,--disable-new-dtags,-rpath,"$TORCH_DIR/lib"
   mv "$out.tmp" "$out"
 }
 

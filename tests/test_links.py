@@ -142,8 +142,9 @@ def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_pa
     ("pages/cost.py", {"hours": "inf", "rate": "-3", "shape": "nope", "model": "/tmp/x",
                        "machine": "free"},
      ["hours", "model", "machine", "shape", "rate"]),
-    ("pages/training.py", {"sweep": "zzzz", "setting": "..", "shape": "big"},
-     ["sweep", "setting", "shape"]),
+    ("pages/training.py", {"sweep": "zzzz", "setting": "..", "shape": "big",
+                           "study_batch": "-1"},
+     ["sweep", "setting", "study_batch", "shape"]),
     ("pages/dataload.py", {"sweep": "zzzz", "format": "bmp", "show": "fps"},
      ["sweep", "format", "show"]),
 ])

@@ -409,7 +409,7 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
     # Priced like inference: torch at 1 thread on a host with 2 threads per core (half a
     # core) scaled to the 16 cores of OCI's 16-OCPU machine, beside the closest machine of
     # each provider.
-    cost = at.dataframe[2].value  # after the runs and the inference-latency tables
+    cost = at.dataframe[3].value  # after the runs, inference-latency and Python-vs-C++ tables
     torch_rows = cost[cost.contender == "torch (eager)"]
     assert torch_rows.machine.tolist() == ["OCI VM.Standard.E3.Flex 16 OCPU/32 GB",
                                            "AWS c6i.8xlarge", "Azure Standard_D32s_v5",
@@ -449,6 +449,16 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
     assert latency[["framework", "runtime", "image_size", "runs"]].values.tolist() == [
         ["tensorflow", "tf_function", 32, 0], ["torch", "eager", 32, 1]]
     assert latency.p50_ms.tolist()[1] == pytest.approx(42.0)
+    # the Python-vs-C++ study: torch's training row; at batch 1 no inference was measured,
+    # at the training's batch 32 eager's p50 is the stored one
+    study = at.dataframe[2].value
+    assert study[["language", "batch_size", "s_per_epoch"]].values.tolist() == [
+        ["Python", 32, 1.3]]
+    assert at.selectbox(key="train_study_batch").options == ["1", "32"]
+    assert study["eager p50 [ms]"].isna().all()
+    at.selectbox(key="train_study_batch").set_value(32).run()
+    assert at.dataframe[2].value["eager p50 [ms]"].tolist() == [pytest.approx(42.0)]
+    assert at.query_params["study_batch"] == "32"
     button = at.button(key="train_measure_inference")
     assert button.proto.label == ("Measure inference for the 1 configuration(s) without it "
                                   "(3 runs)")

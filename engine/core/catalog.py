@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
+           "CPP_RUNNER_RUNTIMES",
            "DIAGNOSTIC_MODELS", "get_model", "model_label", "keras_bn_momentum"]
 
 # Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
@@ -24,6 +25,10 @@ RUNTIMES: dict[str, dict[str, str]] = {
         "compile": "torch.compile (inductor, weights frozen); compile time kept apart",
         "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
         "libtorch": "the frozen TorchScript model measured by the LibTorch C++ runner",
+        "aoti": "torch.export (dynamic batch), AOTInductor-compiled .pt2 package run from "
+                "Python (aoti_load_package); compile time kept apart",
+        "libtorch_aoti": "the same AOTInductor .pt2 package measured by the LibTorch C++ "
+                         "runner (AOTIModelPackageLoader)",
     },
     "tensorflow": {
         "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",
@@ -38,6 +43,10 @@ RUNTIMES: dict[str, dict[str, str]] = {
 # The runtime a framework gets when none is named (what issue #2's sweeps measured).
 FRAMEWORKS: dict[str, str] = {"torch": "eager", "tensorflow": "tf_function", "selftest": "python"}
 REFERENCE_RUNTIME = {f: next(iter(r)) for f, r in RUNTIMES.items()}
+# Runtimes measured by the LibTorch C++ runner, which times its own loop in a process of its
+# own: no replicas' shared window, no interleaved blocks, no LoadGen queries, one float32
+# N,C,H,W input.
+CPP_RUNNER_RUNTIMES = ("libtorch", "libtorch_aoti")
 
 _BN_NOTE = (
     "Keras counts BatchNormalization moving mean and variance as (non-trainable) parameters; "

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, RUNTIMES
+from engine.core.catalog import (CATALOG, CPP_RUNNER_RUNTIMES, DIAGNOSTIC_MODELS, FRAMEWORKS,
+                                 RUNTIMES)
 from engine.core.errors import UserError
 from engine.core.model_source import (ModelSource, check_model_name, check_runtime,
                                       check_trust,
@@ -40,6 +41,9 @@ _NO_BF16 = {
     ("torch", "onnxruntime"): "ONNX Runtime's CPU execution provider lacks bf16 kernels for "
                               "these convolutions",
     ("torch", "libtorch"): "the C++ runner feeds fp32 inputs",
+    ("torch", "libtorch_aoti"): "the C++ runner feeds fp32 inputs",
+    ("torch", "aoti"): "its package is exported and compiled from the fp32 model only (a bf16 "
+                       "package was not checked here)",
 }
 _NO_BF16_TF = ("Keras runs bf16 only under a process-wide mixed-precision policy, which would "
                "leak into the worker's other runs")
@@ -48,6 +52,9 @@ DEVICES = ("cpu", "cuda")
 CPU_ONLY_RUNTIMES = {
     ("torch", "onnxruntime"): "the project installs ONNX Runtime's CPU execution provider",
     ("torch", "libtorch"): "the C++ runner is built against libtorch_cpu",
+    ("torch", "libtorch_aoti"): "the C++ runner is built against libtorch_cpu",
+    # a CUDA package needs the run's GPU at compile time; no GPU was here to check one on
+    ("torch", "aoti"): "AOTInductor packages are compiled and checked for the CPU here",
 }
 # bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
 # distribution, as trained weights would have them; random: the initialiser's values as is.
@@ -219,7 +226,7 @@ class RunSpec:
                             "reading: their loops would count each other on the one package "
                             "counter; allowed with energy: 1", field="replicas")
         why = ("the LibTorch runner times itself, outside the replicas' shared window"
-               if runtime == "libtorch" else
+               if runtime in CPP_RUNNER_RUNTIMES else
                "replicas share the CPU's cores; one device is not split here"
                if self.device == "cuda" else
                "the profiler's pass is apart from the timed window"
@@ -259,8 +266,9 @@ class RunSpec:
             raise UserError(f"runtime: {runtime!r} is not available for {self.framework}; "
                             f"allowed: {', '.join(RUNTIMES[self.framework])}", field="runtime")
         check_runtime(src.format, self.framework, runtime)
-        if runtime == "libtorch" and (len(src.inputs) != 1 or src.inputs[0].dtype != "float32"
-                                      or len(src.inputs[0].dims) != 4):
+        if runtime in CPP_RUNNER_RUNTIMES and (len(src.inputs) != 1
+                                               or src.inputs[0].dtype != "float32"
+                                               or len(src.inputs[0].dims) != 4):
             raise UserError("runtime: the LibTorch C++ runner feeds one float32 N,C,H,W "
                             f"input; this model takes {describe_inputs(src.inputs)}; allowed "
                             "for it: the other runtimes of its format", field="runtime")

@@ -44,15 +44,17 @@ __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "
 # format -> (framework, runtimes it can run on). A factory is the user's own code: every
 # runtime of the framework its model belongs to (decided in the worker, by what it returns).
 FORMAT_RUNTIMES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "pt2": ("torch", ("eager", "compile", "onnxruntime")),  # eager through .module()
+    # eager through .module(); aoti and libtorch_aoti compile the program with AOTInductor
+    "pt2": ("torch", ("eager", "compile", "onnxruntime", "aoti", "libtorch_aoti")),
     "torchscript": ("torch", ("torchscript", "libtorch")),
     "onnx": ("torch", ("onnxruntime",)),  # ONNX Runtime is listed under torch's runtimes
     "keras": ("tensorflow", ("keras", "tf_function", "xla")),
     "savedmodel": ("tensorflow", ("keras", "tf_function", "xla")),
 }
 _WHY_NOT = {
-    "pt2": "a torch.export program runs as its module (eager), compiled, or exported to ONNX; "
-           "TorchScript and LibTorch need a TorchScript file",
+    "pt2": "a torch.export program runs as its module (eager), compiled, exported to ONNX, "
+           "or compiled by AOTInductor (from Python or the C++ runner); TorchScript and "
+           "LibTorch need a TorchScript file",
     "torchscript": "a TorchScript file runs in TorchScript or the LibTorch C++ runner; its "
                    "Python module is not in the file",
     "onnx": "an ONNX file runs in ONNX Runtime only",

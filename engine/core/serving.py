@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 
+from engine.core.catalog import CPP_RUNNER_RUNTIMES
 from engine.core.errors import UserError
 from engine.core.inference import RunSpec
 from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
@@ -71,8 +72,8 @@ def fixed_batch_allowed(fixed: int, option: str = "--max-batch") -> str:
 
 
 # Runtimes that cannot answer LoadGen's queries, and why.
-UNSERVED_RUNTIMES = {"libtorch": "times its own loop in C++ (engine/worker/cpp) and cannot "
-                                 "answer LoadGen's queries one call at a time"}
+UNSERVED_RUNTIMES = {rt: "times its own loop in C++ (engine/worker/cpp) and cannot answer "
+                         "LoadGen's queries one call at a time" for rt in CPP_RUNNER_RUNTIMES}
 # A Server target above this many times the closed loop's samples/s on this machine is
 # refused: a closed loop (no queueing, the best batch) is the most a SUT serves, and a
 # target ten times over it only fills memory with a backlog until the timeout.

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, replace
 
 from engine.analysis.compare import contender_name
+from engine.core.catalog import CPP_RUNNER_RUNTIMES
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, InferenceResult, Result,
                                   RunNext, RunOrder, Stop, TimeBlock)
 from engine.run.drive import Pool, Timing, Worker
@@ -61,7 +62,7 @@ def interleavable(spec) -> str:
     """Why a spec cannot be timed in blocks, or "" when it can."""
     if getattr(spec, "replicas", 1) > 1:
         return "replicas share a window of their own"
-    if spec.runtime == "libtorch":
+    if spec.runtime in CPP_RUNNER_RUNTIMES:
         return "the LibTorch runner times itself"
     if getattr(getattr(spec, "policy", None), "energy_s", 0):
         return ("an energy loop follows each timed one and reads the whole package, which "

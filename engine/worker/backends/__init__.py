@@ -11,6 +11,8 @@ _MODULES = {
     ("torch", "onnxruntime"): "engine.worker.backends.onnx_runtime",
     ("torch", "compile"): "engine.worker.backends.torch_compile",
     ("torch", "libtorch"): "engine.worker.backends.torch_libtorch",
+    ("torch", "aoti"): "engine.worker.backends.torch_aoti",
+    ("torch", "libtorch_aoti"): "engine.worker.backends.torch_libtorch_aoti",
     ("tensorflow", "keras"): "engine.worker.backends.tf_keras",
     ("tensorflow", "tf_function"): "engine.worker.backends.tf_function",
     ("tensorflow", "xla"): "engine.worker.backends.tf_xla",

@@ -1,5 +1,6 @@
-// LibTorch C++ runner: loads a TorchScript file and measures it with the same policy as the
-// Python harness (warm-up by count and time, then timed iterations until BOTH a minimum time
+// LibTorch C++ runner: loads a TorchScript file (MODEL.pt) or an AOTInductor package
+// (MODEL.pt2, through torch::inductor::AOTIModelPackageLoader: the `libtorch_aoti` runtime)
+// and measures it with the same policy as the Python harness (warm-up by count and time, then timed iterations until BOTH a minimum time
 // and a minimum count are met, capped by max time and max count), one steady_clock sample
 // per iteration. Prints JSON lines on stdout: "output" (the first forward's rows the parent
 // compares, ROWS: comma-separated sample indices or "all"; at batch 256 every row was 3 MB of
@@ -8,9 +9,10 @@
 // with libtorch loaded and threads set, before the input and the model: what the Python
 // worker measures before it builds a model).
 //
-// usage: libtorch_runner MODEL.pt INPUT.bin B C H W INTRA INTER WARMUP_ITERS WARMUP_MAX_S
+// usage: libtorch_runner MODEL.pt|MODEL.pt2 INPUT.bin B C H W INTRA INTER WARMUP_ITERS WARMUP_MAX_S
 //                        MIN_TIME_S MIN_ITERS MAX_TIME_S MAX_ITERS ROWS
 #include <torch/script.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <ATen/Parallel.h>
 
 #include "common.h"
@@ -18,7 +20,9 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,13 +93,26 @@ int main(int argc, char** argv) {
     std::cerr << "cannot read " << buf.size() * 4 << " bytes of input from " << input_path << "\n";
     return 3;
   }
-  torch::jit::Module module = torch::jit::load(model_path);
-  module.eval();
+  // One call of the model on the input, whichever form it came in: a TorchScript module, or
+  // an AOTInductor package (its first output: the runner takes one-output models only).
+  const at::Tensor x = torch::from_blob(buf.data(), {b, c, h, w}).clone();
+  std::function<at::Tensor()> forward;
+  torch::jit::Module module;
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> package;
+  std::vector<torch::jit::IValue> inputs{x};
+  const std::vector<at::Tensor> tensors{x};
+  if (model_path.size() > 4 && model_path.compare(model_path.size() - 4, 4, ".pt2") == 0) {
+    package = std::make_unique<torch::inductor::AOTIModelPackageLoader>(model_path);
+    forward = [&package, &tensors] { return package->run(tensors).at(0); };
+  } else {
+    module = torch::jit::load(model_path);
+    module.eval();
+    forward = [&module, &inputs] { return module.forward(inputs).toTensor(); };
+  }
   c10::InferenceMode guard;
-  std::vector<torch::jit::IValue> inputs{torch::from_blob(buf.data(), {b, c, h, w}).clone()};
 
   auto t0 = Clock::now();
-  at::Tensor out = module.forward(inputs).toTensor().contiguous();
+  at::Tensor out = forward().contiguous();
   const int64_t first_ns = ns_since(t0, Clock::now());
   const int64_t width = out.numel() / out.size(0);
   std::cout << "{\"event\":\"output\",\"shape\":[" << out.size(0) << "," << width
@@ -117,7 +134,7 @@ int main(int argc, char** argv) {
   auto w0 = Clock::now();
   for (int i = 0; i < warmup_iters; ++i) {
     auto a = Clock::now();
-    module.forward(inputs);
+    forward();
     auto z = Clock::now();
     warm.push_back(ns_since(a, z));
     if (ns_since(w0, z) >= warmup_max_ns) break;
@@ -130,7 +147,7 @@ int main(int argc, char** argv) {
   int64_t elapsed = 0;
   while (true) {
     auto a = Clock::now();
-    module.forward(inputs);
+    forward();
     auto z = Clock::now();
     samples.push_back(ns_since(a, z));
     elapsed = ns_since(start, z);
