@@ -24,6 +24,8 @@ RUNTIMES: dict[str, dict[str, str]] = {
         "compile": "torch.compile (inductor, weights frozen); compile time kept apart",
         "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
         "libtorch": "the frozen TorchScript model measured by the LibTorch C++ runner",
+        "openvino": "converted by OpenVINO (convert_model), compiled for its CPU plugin with a "
+                    "performance hint (latency or throughput); precision pinned, read back",
     },
     "tensorflow": {
         "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",

@@ -11,6 +11,7 @@ _MODULES = {
     ("torch", "onnxruntime"): "engine.worker.backends.onnx_runtime",
     ("torch", "compile"): "engine.worker.backends.torch_compile",
     ("torch", "libtorch"): "engine.worker.backends.torch_libtorch",
+    ("torch", "openvino"): "engine.worker.backends.openvino_rt",
     ("tensorflow", "keras"): "engine.worker.backends.tf_keras",
     ("tensorflow", "tf_function"): "engine.worker.backends.tf_function",
     ("tensorflow", "xla"): "engine.worker.backends.tf_xla",
