@@ -40,7 +40,10 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
 # 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
 # 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
-PROTOCOL_VERSION = 6
+# 7: a reduced-precision result's error against fp32 (InferenceResult.output_max_abs,
+#    output_max_rel, top1_agreement, top1_inputs) and runtime_settings (OpenVINO's hint,
+#    streams, precision read back); RunSpec.ov_hint in the Assign's specs.
+PROTOCOL_VERSION = 7
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.
@@ -263,6 +266,12 @@ class InferenceResult(Result):
     kind = "inference_result"
     model_reused: bool | None = None  # the model built for an earlier batch size
     output_rel_diff: float | None = None  # against the reference, from the output check
+    # bf16/int8 against fp32 on generated inputs (engine.worker.backends.base.OutputError)
+    output_max_abs: float | None = None
+    output_max_rel: float | None = None
+    top1_agreement: float | None = None
+    top1_inputs: int | None = None
+    runtime_settings: dict | None = None  # what the runtime chose, read back (OpenVINO's)
     first_forward_from: str | None = None  # which call first_forward_s timed
     sample_ends_ns: tuple[int, ...] | None = None  # a replica's: each sample's end
     blocks: int = 0  # an interleaved contender's timed blocks
