@@ -74,7 +74,13 @@ def check_close(reference, got, what: str, precision: str = "fp32") -> float:
 # two rows say whether the graph is right, these say how far the numbers moved.
 ERROR_INPUTS = 64
 ERROR_SEED = SEED + 2
-INT8_MIN_TOP1 = 0.9  # see check_agreement
+# int8's own gate (check_agreement). Measured at 224 px, batch 8, on the 64 inputs, with the
+# catalog's seeded weights (BatchNorm calibrated): ONNX Runtime's quantize_dynamic agreed on
+# 81 % (resnet18) and 88 % (mobilenet_v3_small), torch's Linear-only int8 on 95 % and 92 %,
+# bf16 on 95-98 %. Random weights leave the top logits close together, so a small error
+# flips them; a wrong graph agrees by chance (about 1 in 1000 classes). Half the inputs
+# separates the two with room on both sides.
+INT8_MIN_TOP1 = 0.5
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,7 @@ def output_error(reference, got) -> OutputError:
 
 def check_agreement(err: OutputError, precision: str) -> None:
     """int8's gate beside the cosine rule: dynamic quantization rounds every weight and
-    activation to 256 levels, so a graph can point the right way overall and still change
+    activation to 256 levels, so outputs can point the right way overall and still change
     the answer; top-1 agreement with fp32 on the generated inputs at least INT8_MIN_TOP1."""
     if precision == "int8" and not err.top1_agreement >= INT8_MIN_TOP1:
         raise OutputMismatch(f"int8 output's top-1 class agrees with fp32 on "
