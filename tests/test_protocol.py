@@ -263,7 +263,9 @@ MACHINE_COLUMNS = {"git_commit", "governor", "cpu_flags", "threads_per_core"}
 NULL_WHEN_OK = {"dataset", "device_peak_bytes", "exit_code", "gflops_per_s",
                 "machine_shape", "memory_cap_bytes", "model_bytes", "model_format",
                 "model_inputs", "model_origin", "model_sha256", "node_host", "node_id",
-                "signal", "workers"}
+                "signal", "workers",
+                # protocol 7: a reduced-precision run's error against fp32 (an fp32 run here)
+                "output_max_abs", "output_max_rel", "top1_agreement", "top1_inputs"}
 NULL_WHEN_FAILED = NULL_WHEN_OK | {
     "cv", "first_forward_s", "flops_method", "flops_per_sample", "iqr_ms",
     "iterations", "load_s", "max_ms", "mean_ms", "measured_s", "median_ms", "min_ms",
