@@ -77,16 +77,18 @@ def test_runtimes_expand_per_framework_and_unknown_ones_are_refused():
     e = err(lambda: expand_sweep(["resnet18"], ["torch", "tensorflow"], [1], [1], cores=2,
                                  runtimes=["xla"]))
     assert str(e) == ("runtime: none of the named runtimes applies to torch; allowed for "
-                      "torch: eager, channels_last, torchscript, compile, onnxruntime, libtorch")
+                      "torch: eager, channels_last, torchscript, compile, onnxruntime, libtorch, "
+                      "openvino")
     e = err(lambda: RunSpec("resnet18", "torch", 1, 1, runtime="compiled").validate(cores=2))
     assert e.field == "runtime" and str(e) == (
         "runtime: 'compiled' is not available for torch; allowed: eager, channels_last, "
-        "torchscript, compile, onnxruntime, libtorch")
+        "torchscript, compile, onnxruntime, libtorch, openvino")
 
 
 @pytest.mark.parametrize("runtime, why", [
     ("onnxruntime", "the project installs ONNX Runtime's CPU execution provider"),
     ("libtorch", "the C++ runner is built against libtorch_cpu"),
+    ("openvino", "the project runs OpenVINO's CPU plugin"),
 ])
 def test_cpu_only_runtimes_refuse_cuda_up_front(runtime, why):
     with pytest.raises(UserError) as err:

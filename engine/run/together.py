@@ -75,9 +75,9 @@ def worker_key(s) -> tuple:
         replica = (getattr(s, "extra", None) or {}).get("replica", 0)
     # TensorFlow's bf16 models are built under a process-wide Keras policy: their own
     # worker, so no fp32 run shares a process with one (issue 28)
-    tf_bf16 = s.framework == "tensorflow" and s.precision == "bf16"
+    own = ("bf16",) if s.framework == "tensorflow" and s.precision == "bf16" else ()
     return (s.framework, s.intra_threads, s.inter_threads, s.device, replica,
-            getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "", tf_bf16)
+            getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "", *own)
 
 
 def _row(s) -> tuple:
