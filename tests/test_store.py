@@ -6,7 +6,7 @@ import pytest
 
 from engine.core.errors import UserError
 from store.queries import overview
-from store.db import applied_migrations, connect, open_db, resolve_db_path
+from store.db import MIGRATIONS, applied_migrations, connect, open_db, resolve_db_path
 from store.runs import (EPOCH_COLUMNS, known_model_stats, list_runs, run_samples, save_record,
                         framework_version)
 from tests.helpers import SYSTEM, failed_record, ok_record
@@ -25,7 +25,9 @@ EXPECTED_RUN_COLUMNS = [
     "prepare_s", "kind", "dataset", "workers", "model_format", "model_origin", "model_inputs",
     "model_sha256", "model_bytes", "machine_shape", "threads_per_core", "cpu_flags",
     "governor", "replicas", "node_id", "node_host", "contention", "wait_policy",
-    "model_peak_bytes", "model_baseline_bytes", "reference_bytes"]
+    "model_peak_bytes", "model_baseline_bytes", "reference_bytes",
+    # m015 (issue 28): a reduced-precision run's error against fp32
+    "output_max_abs", "output_max_rel", "top1_agreement", "top1_inputs"]
 
 
 def columns(con, table):
@@ -40,7 +42,8 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m004_prepare_time", "m005_training_dataload_profiles",
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
-                                       "m010_contention", "m011_model_memory", "m012_serving"]
+                                       "m010_contention", "m011_model_memory", "m012_serving",
+                                       "m015_output_error"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -68,7 +71,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(12,)]
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(len(MIGRATIONS),)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):
