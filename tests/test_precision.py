@@ -164,3 +164,34 @@ def test_stored_runs_give_each_reduced_run_its_fp32_baseline(db_path):
         == [["onnxruntime", "int8", 1, "2.0x faster, top-1 agrees on 98.4 % of inputs", 64],
             ["onnxruntime", "int8", 2, "no fp32 run to compare with, top-1 agrees on "
                                        "100.0 % of inputs", 64]]
+
+
+def test_results_and_compare_show_the_speedup_beside_the_agreement(db_path, monkeypatch):
+    """The seeded sweep's torch eager b1 t1 rounds have p50 10.1 and 10.2 ms: an int8 run of
+    the same configuration at 5.075 ms is 2.0x faster."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+    from tests.helpers import seed_sweep
+
+    seed_sweep(db_path)
+    int8 = replace(ok_record("int8-run", samples=(5_075_000,) * 3, minute=40, precision="int8",
+                             model="mobilenet_v3_small"),
+                   sweep_id="sweep-seeded", top1_agreement=0.921875, top1_inputs=64,
+                   output_max_abs=0.0015, output_max_rel=0.023)
+    with open_db(db_path) as con:
+        save_record(con, int8, SYSTEM)
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/results.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value.set_index("run_id")
+    said = "2.0x faster, top-1 agrees on 92.2 % of inputs"
+    assert table.loc["int8-run", ["precision", "vs_fp32"]].tolist() == ["int8", said]
+    assert set(table.drop(index="int8-run").vs_fp32) == {""}
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    [reduced] = [d.value for d in at.dataframe if "vs_fp32" in d.value.columns]
+    assert reduced[["runtime", "precision", "batch_size", "vs_fp32", "top1_inputs"]].values \
+        .tolist() == [["eager", "int8", 1, said, 64]]
