@@ -195,3 +195,24 @@ def test_results_and_compare_show_the_speedup_beside_the_agreement(db_path, monk
     [reduced] = [d.value for d in at.dataframe if "vs_fp32" in d.value.columns]
     assert reduced[["runtime", "precision", "batch_size", "vs_fp32", "top1_inputs"]].values \
         .tolist() == [["eager", "int8", 1, said, 64]]
+
+
+def test_the_cli_refuses_a_bad_hint_or_precision_and_lists_each_runtimes_precisions(
+        capsys, db_path):
+    from engine.cli import main
+
+    assert main(["run", "--model", "resnet18", "--framework", "torch", "--runtime", "openvino",
+                 "--ov-hint", "fast", "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: ov_hint: 'fast' is not supported; allowed: latency, throughput")
+    assert main(["run", "--model", "resnet18", "--framework", "torch", "--runtime", "openvino",
+                 "--precision", "int8", "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: precision: int8 is not supported by torch openvino: OpenVINO's int8 needs "
+        "weights quantized by NNCF")
+    assert not db_path.exists()
+    assert main(["runtimes"]) == 0
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("torch ")}
+    assert "fp32, bf16, int8" in rows["eager"] and "fp32, int8" in rows["onnxruntime"]
+    assert "fp32, bf16" in rows["openvino"]
