@@ -216,3 +216,38 @@ def test_the_cli_refuses_a_bad_hint_or_precision_and_lists_each_runtimes_precisi
             if line.startswith("torch ")}
     assert "fp32, bf16, int8" in rows["eager"] and "fp32, int8" in rows["onnxruntime"]
     assert "fp32, bf16" in rows["openvino"]
+
+
+def test_the_run_page_submits_the_openvino_hint_and_explains_a_refused_precision(
+        db_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from engine.run.requests import SweepRequest
+    from tests.conftest import ROOT
+    from tests.test_pages import FakeManager
+
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setenv("BENCH_DB", str(db_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    at.multiselect(key="frameworks").set_value(["torch"])
+    at.multiselect(key="runtimes").set_value(["onnxruntime", "openvino"])
+    at.selectbox(key="precision").set_value("int8").run()
+    assert [e.value for e in at.error] == [
+        "precision: int8 is not supported by torch openvino: OpenVINO's int8 needs weights "
+        "quantized by NNCF, which is not installed; the CPU plugin's own "
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE quantizes activations only of fully-connected layers "
+        "whose weights are already compressed; allowed for it here: fp32" + (
+            ", bf16" if any(f in cpu_flags() for f in ("avx512_bf16", "amx_bf16")) else "")]
+    assert at.button(key="launch").disabled is True
+    at.selectbox(key="precision").set_value("fp32")
+    at.selectbox(key="ov_hint").set_value("throughput").run()
+    at.button(key="launch").click().run()
+    [req] = fake.submitted
+    assert isinstance(req, SweepRequest) and (req.precision, req.ov_hint) == ("fp32",
+                                                                              "throughput")
+    specs, _ = req._expand()
+    assert {(s.runtime, s.ov_hint) for s in specs} == {("onnxruntime", "latency"),
+                                                       ("openvino", "throughput")}
