@@ -106,8 +106,9 @@ class Backend(torch_eager.Backend):
 
     def first_output(self, xs, spec: RunSpec):
         arrays = [x.cpu().numpy() for x in xs]
-        if [a.shape for a in arrays] != self.shape:  # the error figures' batches: same shape
-            raise ValueError(f"openvino compiled for {self.shape}, fed {[a.shape for a in arrays]}")
+        shapes = [a.shape for a in arrays]
+        if shapes != self.shape:  # the error figures' batches have the run's shape too
+            raise ValueError(f"openvino compiled for {self.shape}, fed {shapes}")
         out = self.request.infer(arrays)
         return as_matrix([np.asarray(out[o]) for o in self.compiled.outputs])
 
