@@ -25,7 +25,7 @@ from dashboard.session import busy, database
 from engine.core.budget import default_max_rounds
 from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
-from engine.core.inference import PRECISIONS
+from engine.core.inference import OV_HINTS, PRECISIONS
 from engine.core.model_source import fill_inputs
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_ROUNDS,
                                 DEFAULT_VERDICT_MARGIN,
@@ -172,10 +172,17 @@ def _batches_and_threads(link: PageLink, where: Where, form: SweepForm) -> dict:
 
 
 def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
-    precision = st.selectbox("Precision", list(PRECISIONS), key="precision",
+    p1, p2 = st.columns(2)
+    precision = p1.selectbox("Precision", list(PRECISIONS), key="precision",
                              **offered("precision", "precision", PRECISIONS),
-                             help="bf16 runs on torch eager, channels_last, torchscript and "
-                                  "compile; other runtimes are refused with the reason")
+                             help="bf16: torch eager, channels_last, torchscript, compile; "
+                                  "OpenVINO and TensorFlow where the CPU has avx512_bf16 or "
+                                  "amx_bf16. int8: ONNX Runtime, torch eager. Other "
+                                  "runtimes are refused with the reason")
+    ov_hint = p2.selectbox("OpenVINO hint", list(OV_HINTS), key="ov_hint",
+                           **offered("ov_hint", "ov_hint", OV_HINTS),
+                           help="OpenVINO's performance hint (the openvino runtime only); "
+                                "the streams it chose are stored with each run")
     image_text = ""
     if not from_file:  # a file's input says its size
         link.text("image_size", "image_size")
@@ -183,7 +190,7 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
             "Image size (px)", key="image_size", placeholder="native size of each model",
             help=f"blank: each model's native size; else {IMAGE_RANGE[0]}..{IMAGE_RANGE[1]}",
             **link.initial("image_size", value=""))
-    form.slots["image_size"] = form.slots["precision"] = st.empty()
+    form.slots["image_size"] = form.slots["precision"] = form.slots["ov_hint"] = st.empty()
     c1, c2, c3 = st.columns(3)
     min_time = _number(link, form, c1, "Min time (s)", "min_time", step=0.5)
     min_iters = _number(link, form, c2, "Min iterations", "min_iters", step=5)
@@ -239,7 +246,8 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
         except UserError as exc:
             form.errors[name] = str(exc)
     form.image_size = parsed.get("image_size")
-    return dict(precision=precision, rounds=int(rounds), max_rounds=int(max_rounds),
+    return dict(precision=precision, ov_hint=ov_hint, rounds=int(rounds),
+                max_rounds=int(max_rounds),
                 policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                          min_iters=int(min_iters),
                                          energy_s=DEFAULT_ENERGY_S if energy else 0.0),

@@ -8,6 +8,7 @@ from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_thr
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, setting_choices
 from dashboard.ceilings_panel import compare_ceilings
+from engine.present.precision_text import ERROR_NOTE, precision_table
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
 from engine.present.tables import (architecture_notes, contention_lines, noise_lines,
@@ -17,6 +18,7 @@ from dashboard.report_panel import report_section
 from dashboard.session import read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
+from store.precision import BASELINE, precision_vs_fp32
 from store.runs import list_sweeps, sweep_rounds, sweep_rule
 
 st.title("Compare frameworks")
@@ -158,6 +160,18 @@ if len(contenders) >= 2:
         st.plotly_chart(heat, key="heatmap")
     else:
         st.caption("Pick two different contenders that share configurations.")
+
+reduced = precision_table(read(precision_vs_fp32, models=models, sweep_id=sweep_id))
+if not reduced.empty:
+    st.subheader("Reduced precision against fp32")
+    st.caption(f"Speed-up: {BASELINE}. {ERROR_NOTE}")
+    st.dataframe(reduced, hide_index=True, key="precision_table", column_config={
+        "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.3f"),
+        "fp32_p50_ms": st.column_config.NumberColumn("fp32 p50 [ms]", format="%.3f"),
+        "vs_fp32": st.column_config.TextColumn("vs fp32", width="large"),
+        "output_max_rel": st.column_config.NumberColumn("max rel error", format="%.2e"),
+        "output_max_abs": st.column_config.NumberColumn("max abs error", format="%.3g"),
+        "top1_agreement": st.column_config.NumberColumn("top-1 agreement", format="%.3f")})
 
 st.subheader("One-time costs next to steady state")
 costs = read(runtime_costs, models, sweep_id, setting)

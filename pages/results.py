@@ -4,6 +4,7 @@ import streamlit as st
 
 from engine.present.charts import iteration_trace, sample_histogram
 from engine.present.charts_workloads import op_bars
+from engine.present.precision_text import with_vs_fp32
 from engine.present.run_detail import (energy_text, failure_text, profile_caption,
                                        numerics_text, run_metrics, run_provenance,
                                        run_timings, run_title, stderr_tail)
@@ -15,6 +16,7 @@ from engine.present.links import MAX_VALUE_LEN, looks_like_path, md_escape, note
 from dashboard.session import read
 from store.ingest import export_bytes
 from store.queries import filter_options, results_table, run_detail
+from store.precision import BASELINE, precision_vs_fp32
 from store.runs import profile_ops, profile_trace, run_samples
 
 st.title("Results")
@@ -52,15 +54,16 @@ for param, value in (("kind", kinds), ("model", models), ("framework", framework
 table = read(results_table, models=models or None, frameworks=frameworks or None,
              statuses=statuses or None, kinds=kinds or None)
 table = peak_columns(table)  # each run's GFLOP/s against its machine's measured peak
+table = with_vs_fp32(table, read(precision_vs_fp32, models=models or None))
 st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
 event = st.dataframe(
     table, key="results_table", on_select="rerun", selection_mode="multi-row",
     hide_index=True, width="stretch", height=380,
-    column_order=["started_at", "kind", "model", "framework", "runtime", "batch_size", "threads",
-                  "image_size", "round", "setting", "status", "validity", "p50_ms", "p90_ms",
-                  "p99_ms", "p99_confidence", "throughput", "gflops_per_s", "pct_of_peak",
-                  "peak_rss_mib", "model_peak_mib",
-                  "energy_j_per_sample", "energy_source", "reason"],
+    column_order=["started_at", "kind", "model", "framework", "runtime", "precision",
+                  "batch_size", "threads", "image_size", "round", "setting", "status",
+                  "validity", "p50_ms", "vs_fp32", "p90_ms", "p99_ms", "p99_confidence",
+                  "throughput", "gflops_per_s", "pct_of_peak", "peak_rss_mib",
+                  "model_peak_mib", "energy_j_per_sample", "energy_source", "reason"],
     column_config={
         **PEAK_COLUMNS,
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
@@ -71,6 +74,10 @@ event = st.dataframe(
             help="beside which of our neighbours it ran, and torch's wait policy when not the "
                  "default: empty for a quiet run with the defaults"),
         "p50_ms": st.column_config.NumberColumn("p50 [ms]", format="%.3f"),
+        "vs_fp32": st.column_config.TextColumn(
+            "vs fp32", width="medium",
+            help=f"a bf16/int8 run: its speed-up, {BASELINE}; and the share of generated "
+                 "inputs whose top-1 class agrees with the fp32 reference's"),
         "p90_ms": st.column_config.NumberColumn("p90 [ms]", format="%.3f"),
         "p99_ms": st.column_config.NumberColumn("p99 [ms]", format="%.3f"),
         "p99_confidence": st.column_config.TextColumn(

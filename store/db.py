@@ -246,11 +246,22 @@ def m014_energy(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 
+def m015_output_error(con) -> None:
+    """A reduced-precision run (bf16, int8; issue 28) keeps how far its outputs are from the
+    fp32 reference on the generated inputs: max absolute and relative error, the fraction of
+    inputs whose top-1 class agrees and how many inputs that was counted on. NULL on fp32
+    runs and older ones. A runtime's own settings (OpenVINO's hint, streams, precision) sit
+    in `extra`, as every runtime's do."""
+    for column, kind in (("output_max_abs", "DOUBLE"), ("output_max_rel", "DOUBLE"),
+                         ("top1_agreement", "DOUBLE"), ("top1_inputs", "INTEGER")):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
               m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory,
               m012_serving, m013_calibration,
-              m014_energy]
+              m014_energy, m015_output_error]
 
 
 def _migrate(con) -> None:

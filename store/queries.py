@@ -101,8 +101,8 @@ def filter_options(con, kind: str | None = None) -> dict:
 def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=None,
                   limit: int = 10_000) -> pd.DataFrame:
     return con.execute(
-        "SELECT run_id, started_at, kind, model, framework, runtime, batch_size, intra_threads AS "
-        "threads, image_size, round_no AS round, "
+        "SELECT run_id, started_at, kind, model, framework, runtime, precision, batch_size, "
+        "intra_threads AS threads, image_size, round_no AS round, "
         # beside our neighbour, or torch waiting passively: shown, never mistaken for quiet
         "trim(CASE coalesce(contention, 'none') WHEN 'none' THEN '' WHEN 'onoff' THEN "
         "'on/off neighbour' ELSE contention || ' neighbour' END || "

@@ -275,7 +275,9 @@ NULL_WHEN_OK = {"dataset", "device_peak_bytes", "exit_code", "gflops_per_s",
                 # protocol 7: an energy reading, NULL where none was asked
                 "energy_source", "energy_absent", "energy_j_per_sample",
                 "energy_kwh_per_million", "energy_loop_s", "energy_samples",
-                "energy_counters"}
+                "energy_counters",
+                # protocol 7: a reduced-precision run's error against fp32 (an fp32 run here)
+                "output_max_abs", "output_max_rel", "top1_agreement", "top1_inputs"}
 NULL_WHEN_FAILED = NULL_WHEN_OK | {
     "cv", "first_forward_s", "flops_method", "flops_per_sample", "iqr_ms",
     "iterations", "load_s", "max_ms", "mean_ms", "measured_s", "median_ms", "min_ms",

@@ -25,13 +25,11 @@ def test_defaults_resolve_native_image_size():
     (dict(image_size=16), "image_size", "image_size: 16 is out of range; allowed: integer 32..1024"),
     (dict(model="vgg16"), "model", "model: unknown 'vgg16'; allowed: efficientnet_b0"),
     (dict(framework="jax"), "framework", "framework: unknown 'jax'; allowed: torch, tensorflow"),
-    (dict(precision="int8"), "precision", "precision: 'int8' is not supported; allowed: fp32, bf16"),
-    (dict(framework="tensorflow", precision="bf16"), "precision",
-     "precision: bf16 is not supported by tensorflow tf_function: Keras runs bf16 only under a "
-     "process-wide mixed-precision policy"),
+    (dict(precision="fp16"), "precision",
+     "precision: 'fp16' is not supported; allowed: fp32, bf16, int8"),
     (dict(runtime="onnxruntime", precision="bf16"), "precision",
-     "precision: bf16 is not supported by torch onnxruntime: ONNX Runtime's CPU execution "
-     "provider lacks bf16 kernels"),
+     "precision: bf16 is not supported by torch onnxruntime: ONNX Runtime 1.31's CPU execution "
+     "provider has no bfloat16 kernel"),
     (dict(framework="tensorflow", device="cuda"), "device", "device: cuda is not available for tensorflow"),
 ])
 def test_validation_names_field_and_allowed_values(kwargs, field, message):
@@ -80,11 +78,11 @@ def test_runtimes_expand_per_framework_and_unknown_ones_are_refused():
                                  runtimes=["xla"]))
     assert str(e) == ("runtime: none of the named runtimes applies to torch; allowed for "
                       "torch: eager, channels_last, torchscript, compile, onnxruntime, libtorch, "
-                      "aoti, libtorch_aoti")
+                      "aoti, libtorch_aoti, openvino")
     e = err(lambda: RunSpec("resnet18", "torch", 1, 1, runtime="compiled").validate(cores=2))
     assert e.field == "runtime" and str(e) == (
         "runtime: 'compiled' is not available for torch; allowed: eager, channels_last, "
-        "torchscript, compile, onnxruntime, libtorch, aoti, libtorch_aoti")
+        "torchscript, compile, onnxruntime, libtorch, aoti, libtorch_aoti, openvino")
 
 
 @pytest.mark.parametrize("runtime, why", [
@@ -92,6 +90,7 @@ def test_runtimes_expand_per_framework_and_unknown_ones_are_refused():
     ("libtorch", "the C++ runner is built against libtorch_cpu"),
     ("libtorch_aoti", "the C++ runner is built against libtorch_cpu"),
     ("aoti", "AOTInductor packages are compiled and checked for the CPU here"),
+    ("openvino", "the project runs OpenVINO's CPU plugin"),
 ])
 def test_cpu_only_runtimes_refuse_cuda_up_front(runtime, why):
     with pytest.raises(UserError) as err:

@@ -29,7 +29,9 @@ EXPECTED_RUN_COLUMNS = [
     "model_peak_bytes", "model_baseline_bytes", "reference_bytes",
     # m014_energy (issue 28 parts 3 and 7)
     "energy_source", "energy_absent", "energy_j_per_sample", "energy_kwh_per_million",
-    "energy_loop_s", "energy_samples", "energy_counters", "numerics"]
+    "energy_loop_s", "energy_samples", "energy_counters", "numerics",
+    # m015 (issue 28): a reduced-precision run's error against fp32
+    "output_max_abs", "output_max_rel", "top1_agreement", "top1_inputs"]
 
 
 def columns(con, table):
@@ -45,7 +47,7 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
                                        "m010_contention", "m011_model_memory", "m012_serving",
-                                       "m013_calibration", "m014_energy"]
+                                       "m013_calibration", "m014_energy", "m015_output_error"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -74,7 +76,7 @@ def test_migrations_on_empty_database_create_exact_columns():
 def test_migrations_run_once(db_path):
     connect(db_path).close()
     con = connect(db_path)
-    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(len(MIGRATIONS),)]  # each once
+    assert con.execute("SELECT count(*) FROM migrations").fetchall() == [(len(MIGRATIONS),)]
 
 
 def test_save_record_stores_run_samples_system_and_model_facts(db_path):

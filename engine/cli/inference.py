@@ -13,7 +13,8 @@ from engine.run.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
 from engine.run.requests import SweepRequest, local_runner
 from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
 from engine.core.errors import UserError
-from engine.core.inference import BF16_RUNTIMES, RunSpec, device_choices
+from engine.core.inference import RunSpec, device_choices
+from engine.core.precision import OV_HINTS, PRECISIONS, supported_precisions
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_MAX_ROUNDS,
                                 DEFAULT_ROUNDS, ENERGY_S_RANGE,
                                 DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
@@ -52,8 +53,11 @@ def add_parsers(sub) -> None:
     r.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None,
                    help="input height and width (default: each model's native size)")
     r.add_argument("--precision", default="fp32",
-                   help="fp32 (default) or bf16 (torch eager, channels_last, torchscript, "
-                        "compile; see `python -m engine runtimes`)")
+                   help=f"{', '.join(PRECISIONS)} (default fp32); which runtime runs which: "
+                        "`python -m engine runtimes`")
+    r.add_argument("--ov-hint", default="latency",
+                   help=f"OpenVINO's performance hint: {' or '.join(OV_HINTS)} (default "
+                        "latency; the runtime openvino only)")
     r.add_argument("--device", default="cpu")
     r.add_argument("--weight-policy", default="bn_calibrated",
                    help="bn_calibrated (default) or random")
@@ -182,8 +186,9 @@ def sweep_request(args) -> SweepRequest:
         frameworks=tuple(_frameworks(args.framework, src, ["torch", "tensorflow"])),
         batch_sizes=tuple(args.batch), threads=tuple(args.threads),
         runtimes=tuple(args.runtime or ()), inter_threads=args.inter_threads,
-        precision=args.precision, image_size=args.image_size, device=args.device,
-        weight_policy=args.weight_policy, policy=policy, profile_steps=args.profile,
+        precision=args.precision, ov_hint=args.ov_hint, image_size=args.image_size,
+        device=args.device, weight_policy=args.weight_policy, policy=policy,
+        profile_steps=args.profile,
         user_model=src, replicas=tuple(args.replicas), aa_test=args.aa_test,
         contention=args.contention, rounds=args.rounds, max_rounds=args.max_rounds,
         time_budget_s=args.time_budget, margin=args.margin, seed=args.seed,
@@ -347,7 +352,7 @@ def cmd_runtimes(args) -> int:
         for rt, what in runtimes.items():
             devices = ", ".join(device_choices(fw, rt))
             rows.append([fw, rt + (" (default)" if FRAMEWORKS[fw] == rt else ""),
-                         "fp32, bf16" if (fw, rt) in BF16_RUNTIMES else "fp32", devices,
+                         ", ".join(supported_precisions(fw, rt)), devices,
                          "reference" if REFERENCE_RUNTIME[fw] == rt
                          else f"checked against {REFERENCE_RUNTIME[fw]}", what])
     print(format_table(["framework", "runtime", "precision", "device", "output", "what"], rows))

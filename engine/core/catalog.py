@@ -29,6 +29,8 @@ RUNTIMES: dict[str, dict[str, str]] = {
                 "Python (aoti_load_package); compile time kept apart",
         "libtorch_aoti": "the same AOTInductor .pt2 package measured by the LibTorch C++ "
                          "runner (AOTIModelPackageLoader)",
+        "openvino": "converted by OpenVINO (convert_model), compiled for its CPU plugin with a "
+                    "performance hint (latency or throughput); precision pinned, read back",
     },
     "tensorflow": {
         "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",

@@ -18,13 +18,14 @@ from engine.core.model_source import (ModelSource, check_model_name, check_runti
 from engine.core.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
                                 logical_cores, require_values, unique)
 from engine.core.policy import MeasurementPolicy
+from engine.core.precision import OV_HINTS, PRECISIONS, check_precision
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
            "device_choices", "USER_WEIGHTS", "left_out_splits", "CONTENTION_MODES",
-           "WAIT_POLICIES", "CONDITION_LABELS", "with_contention", "check_contention_here"]
+           "WAIT_POLICIES", "CONDITION_LABELS", "with_contention", "check_contention_here",
+           "OV_HINTS"]
 
-PRECISIONS = ("fp32", "bf16")
 # Beside a controlled neighbour on one of the run's cores (engine/run/neighbour.py): "steady"
 # keeps it busy, "onoff" comes and goes; "none" is a dedicated machine. Each is a setting of
 # its own, never blended with another.
@@ -33,20 +34,10 @@ CONDITION_LABELS = {"none": "", "steady": "steady neighbour", "onoff": "on/off n
 # torch's OpenMP threads spin at barriers by default; "passive" (OMP_WAIT_POLICY=PASSIVE)
 # makes them sleep, which a busy neighbour's core can make much faster. "": the default.
 WAIT_POLICIES = ("", "passive")
-# bf16 where the runtime supports it (AMX-bf16 CPUs run it natively); the rest are refused
-# up front, with the reason.
+# Which runtime runs bf16 and int8, and why the others are refused: engine.core.precision.
+# Kept for the names other modules import: the runtimes that run bf16 on any CPU.
 BF16_RUNTIMES = {("torch", "eager"), ("torch", "channels_last"), ("torch", "torchscript"),
                  ("torch", "compile")}
-_NO_BF16 = {
-    ("torch", "onnxruntime"): "ONNX Runtime's CPU execution provider lacks bf16 kernels for "
-                              "these convolutions",
-    ("torch", "libtorch"): "the C++ runner feeds fp32 inputs",
-    ("torch", "libtorch_aoti"): "the C++ runner feeds fp32 inputs",
-    ("torch", "aoti"): "its package is exported and compiled from the fp32 model only (a bf16 "
-                       "package was not checked here)",
-}
-_NO_BF16_TF = ("Keras runs bf16 only under a process-wide mixed-precision policy, which would "
-               "leak into the worker's other runs")
 DEVICES = ("cpu", "cuda")
 # Runtimes that run on the CPU only, with the reason; TensorFlow as a whole is CPU-only here.
 CPU_ONLY_RUNTIMES = {
@@ -55,6 +46,7 @@ CPU_ONLY_RUNTIMES = {
     ("torch", "libtorch_aoti"): "the C++ runner is built against libtorch_cpu",
     # a CUDA package needs the run's GPU at compile time; no GPU was here to check one on
     ("torch", "aoti"): "AOTInductor packages are compiled and checked for the CPU here",
+    ("torch", "openvino"): "the project runs OpenVINO's CPU plugin",
 }
 # bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
 # distribution, as trained weights would have them; random: the initialiser's values as is.
@@ -105,13 +97,16 @@ class RunSpec:
     # Issue 28 part 7: TF32 for this fp32 run's CUDA matmuls and convolutions. Off unless
     # asked: an "fp32" figure computed with 10-bit mantissas would not be fp32.
     tf32: bool = False
+    # Issue 28: OpenVINO's performance hint (OV_HINTS); "latency" for every other runtime.
+    ov_hint: str = "latency"
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
     def key(self) -> tuple:
         """Identity of a configuration (what a comparison groups by)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
                 self.inter_threads, self.precision, self.image_size, self.device, self.replica,
-                self.replicas, self.contention, self.wait_policy, self.tf32)
+                self.replicas, self.contention, self.wait_policy, self.tf32,
+                self.ov_hint)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,14 +118,17 @@ class RunSpec:
         d["user_model"] = source_from_dict(d.get("user_model"))
         return cls(**d)
 
-    def validate(self, cores: int | None = None) -> "RunSpec":
-        """Return the spec with defaults resolved, or raise UserError naming the field."""
+    def validate(self, cores: int | None = None,
+                 flags: tuple[str, ...] | None = None) -> "RunSpec":
+        """Return the spec with defaults resolved, or raise UserError naming the field.
+        flags: the CPU's (engine.core.precision.cpu_flags when None), which bf16 needs."""
         cores = cores or logical_cores()
         int_range("replica", self.replica, 0, 9)
         if self.framework not in FRAMEWORKS:
             raise UserError(f"framework: unknown {self.framework!r}; allowed: "
                             f"{', '.join(f for f in FRAMEWORKS if f != 'selftest')}",
                             field="framework")
+        choice("ov_hint", self.ov_hint, OV_HINTS)
         if self.user_model is not None:
             return self._validate_user_model(cores)
         if self.framework == "selftest":
@@ -148,12 +146,7 @@ class RunSpec:
             raise UserError(f"runtime: {runtime!r} is not available for {self.framework}; "
                             f"allowed: {', '.join(RUNTIMES[self.framework])}", field="runtime")
         self._check_sizes(cores)
-        if self.precision == "bf16" and (self.framework, runtime) not in BF16_RUNTIMES:
-            why = _NO_BF16.get((self.framework, runtime), _NO_BF16_TF
-                               if self.framework == "tensorflow" else "diagnostic runtime")
-            raise UserError(f"precision: bf16 is not supported by {self.framework} {runtime}: "
-                            f"{why}; allowed: fp32 (bf16 runs on torch eager, channels_last, "
-                            "torchscript and compile)", field="precision")
+        check_precision(self.framework, runtime, self.precision, self.device, flags)
         choice("device", self.device, DEVICES)
         if self.device == "cuda" and self.framework == "tensorflow":
             raise UserError("device: cuda is not available for tensorflow here: the project "
@@ -176,7 +169,10 @@ class RunSpec:
         self._check_replicas(runtime)
         self._check_contention()
         self._check_numerics()
-        return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate())
+        # the hint is OpenVINO's alone: any other runtime's spec keeps the one default
+        hint = self.ov_hint if runtime == "openvino" else "latency"
+        return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate(),
+                       ov_hint=hint)
 
     def _check_sizes(self, cores: int) -> None:
         """Batch size, thread counts, replicas and precision: the same ranges for every
@@ -273,12 +269,12 @@ class RunSpec:
                             f"input; this model takes {describe_inputs(src.inputs)}; allowed "
                             "for it: the other runtimes of its format", field="runtime")
         self._check_sizes(cores)
-        if self.precision == "bf16" and (src.format != "factory"
+        if self.precision != "fp32" and (src.format != "factory" or self.precision != "bf16"
                                          or (self.framework, runtime) not in BF16_RUNTIMES):
-            raise UserError("precision: a user's model file runs in the precision it was "
-                            "saved in; bf16 applies to a torch factory's model on eager, "
-                            "channels_last, torchscript or compile; allowed: fp32",
-                            field="precision")
+            raise UserError(f"precision: a user's model file runs in the precision it was "
+                            f"saved in ({self.precision} is not applied to it); bf16 applies "
+                            "to a torch factory's model on eager, channels_last, torchscript "
+                            "or compile; allowed: fp32", field="precision")
         choice("device", self.device, DEVICES)
         if self.device == "cuda" and "cuda" not in device_choices(self.framework, runtime):
             raise UserError(f"device: cuda is not available for {self.framework} {runtime}; "
@@ -356,7 +352,8 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                  precision="fp32", image_size=None, device="cpu",
                  weight_policy="bn_calibrated", policy=None, cores=None,
                  runtimes=None, profile_steps=0, user_model=None,
-                 replicas=(1,), tf32=False) -> list[RunSpec]:
+                 replicas=(1,), tf32=False,
+                 ov_hint="latency") -> list[RunSpec]:
     """The cartesian product, validated, ordered so each (framework, threads) group is
     contiguous: the runner starts one worker per group and pays the imports once. Within
     a group, a model's batch sizes follow each other so a built model is reused."""
@@ -381,7 +378,7 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                 inter_threads=inter_threads, precision=precision, image_size=image_size,
                 device=device, weight_policy=weight_policy, policy=policy,
                 runtime=rt, profile_steps=profile_steps, user_model=user_model,
-                replicas=r, tf32=tf32).validate(cores)
+                replicas=r, tf32=tf32, ov_hint=ov_hint).validate(cores)
         for f in unique(frameworks) for t, r in fits
         for m in unique(models) for rt in per_fw[f] for b in unique(batch_sizes)
     ]

@@ -4,17 +4,16 @@ A worker (`python -m engine.worker`) reads one `Assign` line on stdin, then, whe
 holds it at a gate, one command a line (`Go`, `RunNext`, `TimeBlock`, `Stop`); it writes
 its events one a line on stdout (`Ready`, then per run `Started`, `Progress`, `Armed`,
 `BlockTimed`, exactly one result or `Failed`; `Stats` in the catalog's counting mode,
-`DeclaredInputs` when it is only asked what a user's model file declares). A serving
-worker speaks it to its replicas too (`ReplicaWarm`, `ReplicaDone`). Both sides import this
-module and nothing else of each other; every line is written by `encode` and read by
-`decode`, here, so a field renamed on one side cannot go unread on the other.
+`DeclaredInputs` when only asked what a user's model file declares, `Calibrated` in mode
+calibrate). A serving worker speaks it to its replicas too (`ReplicaWarm`, `ReplicaDone`).
+Both sides import this module and nothing else of each other; `encode` writes and `decode`
+reads every line, here, so a field renamed on one side cannot go unread on the other.
 
 A line is one JSON object: {"v": PROTOCOL_VERSION, "kind": KIND, ...the message's fields}.
 A line of another version (a cluster node running another checkout), of an unknown kind
 or with fields its kind does not have decodes to a `ProtocolError` that says so; the
-parent ends that worker and its run becomes a failed row with that reason.
-
-Framework-free: the standard library and engine.core only.
+parent ends that worker and its run becomes a failed row with that reason. Framework-free:
+the standard library and engine.core only.
 """
 
 from __future__ import annotations
@@ -29,10 +28,10 @@ from engine.core.wire import clip, hints, plain, typed
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
            "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
-           "Progress", "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult", "LoadResult",
-           "ServeResult", "Failed", "Stats", "DeclaredInputs", "ReplicaWarm", "ReplicaDone",
-           "Calibrated", "MESSAGES", "WINDOW", "BLOCKS", "REPLICA", "CALIBRATE", "encode",
-           "decode"]
+           "Progress", "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult",
+           "LoadResult", "ServeResult", "Failed", "Stats", "DeclaredInputs", "ReplicaWarm",
+           "ReplicaDone", "Calibrated", "MESSAGES", "WINDOW", "BLOCKS", "REPLICA", "CALIBRATE",
+           "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
@@ -41,9 +40,9 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
 # 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
 # 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
-# 7: a calibration (issue 28 part 1): Assign.calibration, the plan, with mode CALIBRATE, and
-#    its reply Calibrated (GEMM GFLOP/s per size in fp32 and bf16, triad GB/s per repeat).
-#    And an inference run's energy (InferenceResult.energy) and numerics (.numerics).
+# 7: issue 28: a calibration (Assign.calibration with mode CALIBRATE; Calibrated); an
+#    inference result's energy, numerics, error against fp32 (output_max_abs, _rel,
+#    top1_agreement, top1_inputs) and runtime_settings; RunSpec.tf32 and .ov_hint.
 PROTOCOL_VERSION = 7
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
@@ -100,12 +99,10 @@ class Assign(Command):
     mode: str = "bench"
     trace_dir: str | None = None  # where profiled runs leave their Chrome traces
     sync: str | None = None  # WINDOW (a replica) or BLOCKS (an interleaved contender)
-    # held: after its runs the worker waits, warm, for More (a search's next probe), until
-    # the parent closes its stdin
-    held: bool = False
+    held: bool = False  # after its runs, wait warm for More until the parent closes stdin
     # The memory cgroup the parent made for this worker alone (engine/run/cgroups.py): the
-    # kernel holds each run to memory_cap_bytes of resident memory over what the worker
-    # held when the run began. None: the worker's own watchdog does (engine/worker/memcap.py).
+    # kernel holds each run to memory_cap_bytes of resident memory over what the worker held
+    # when the run began. None: the worker's own watchdog does (engine/worker/memcap.py).
     cgroup: str | None = None
     # A replica's own CPUs (mode REPLICA), pinned before its framework starts a thread
     cores: tuple[int, ...] | None = None
@@ -271,6 +268,12 @@ class InferenceResult(Result):
     kind = "inference_result"
     model_reused: bool | None = None  # the model built for an earlier batch size
     output_rel_diff: float | None = None  # against the reference, from the output check
+    # bf16/int8 against fp32 on generated inputs (engine.worker.backends.base.OutputError)
+    output_max_abs: float | None = None
+    output_max_rel: float | None = None
+    top1_agreement: float | None = None
+    top1_inputs: int | None = None
+    runtime_settings: dict | None = None  # what the runtime chose, read back (OpenVINO's)
     first_forward_from: str | None = None  # which call first_forward_s timed
     sample_ends_ns: tuple[int, ...] | None = None  # a replica's: each sample's end
     blocks: int = 0  # an interleaved contender's timed blocks
@@ -283,9 +286,8 @@ class InferenceResult(Result):
     # Set by the parent: timed alternately with whom (engine.run.together), or alone and why
     interleaved: dict | None = None
     sequential: str | None = None
-    # Issue 28: the energy loop's reading after the timed one (engine.core.energy.
-    # EnergyReading as a dict; None: not asked) and the numerics the worker read back
-    # after setting them (engine.worker.numerics: TF32, cudnn.benchmark, denormals)
+    # the energy loop's reading (engine.core.energy.EnergyReading; None: not asked) and the
+    # numerics read back after setting them (engine.worker.numerics)
     energy: dict | None = None
     numerics: dict | None = None
 
@@ -387,10 +389,9 @@ class ReplicaDone(Event):
 
 @dataclass(frozen=True)
 class Calibrated(Event):
-    """A calibration's figures (engine.core.calibration says how each is counted): per
-    GEMM size its best GFLOP/s (bf16 empty, bf16_absent saying why), each triad repeat's
-    GB/s; machine: the facts a theoretical peak needs (cores, cpu_flags, cpu_mhz,
-    mhz_source); seconds: each kind's time taken."""
+    """A calibration's figures (engine.core.calibration counts them): per GEMM size its best
+    GFLOP/s (bf16 empty, bf16_absent saying why), each triad repeat's GB/s; machine: what a
+    theoretical peak needs; seconds: each kind's time taken."""
 
     kind = "calibrated"
     run_id: str

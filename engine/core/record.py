@@ -133,6 +133,13 @@ class RunRecord:
     energy_samples: int | None = None
     energy_counters: str | None = None  # the zones or devices read, comma-separated
     numerics: dict = field(default_factory=dict)
+    # inference, issue 28: a reduced-precision run's outputs against the fp32 reference on
+    # generated inputs: max |diff|, that over the reference's max magnitude, the fraction of
+    # inputs whose top-1 class agrees, and how many inputs were counted (m015)
+    output_max_abs: float | None = None
+    output_max_rel: float | None = None
+    top1_agreement: float | None = None
+    top1_inputs: int | None = None
     # Not columns of `runs`: stored in their own tables, beside the row.
     warmup_ns: tuple = ()
     samples_ns: tuple = ()

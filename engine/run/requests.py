@@ -158,6 +158,7 @@ class SweepRequest(Request):
     threads: tuple[int, ...]
     image_size: int | None = None
     precision: str = "fp32"
+    ov_hint: str = "latency"  # OpenVINO's performance hint (its runtime only)
     device: str = "cpu"
     inter_threads: int = 1
     weight_policy: str = "bn_calibrated"
@@ -207,7 +208,8 @@ class SweepRequest(Request):
                              runtimes=list(self.runtimes) or None,
                              profile_steps=self.profile_steps,
                              user_model=self.user_model, replicas=list(self.replicas),
-                             cores=self.cores, tf32=self.tf32)
+                             cores=self.cores, tf32=self.tf32,
+                             ov_hint=self.ov_hint)
         if self.aa_test:
             specs = specs + [replace(s, replica=1) for s in specs]
         if self.contention:

@@ -77,8 +77,11 @@ def worker_key(s) -> tuple:
     replica = getattr(s, "replica", None)
     if replica is None:  # a record keeps an A/A copy's number in its extra
         replica = (getattr(s, "extra", None) or {}).get("replica", 0)
+    # TensorFlow's bf16 models are built under a process-wide Keras policy: their own
+    # worker, so no fp32 run shares a process with one (issue 28)
+    own = ("bf16",) if s.framework == "tensorflow" and s.precision == "bf16" else ()
     return (s.framework, s.intra_threads, s.inter_threads, s.device, replica,
-            getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "")
+            getattr(s, "replicas", 1) or 1, getattr(s, "wait_policy", "") or "", *own)
 
 
 def _row(s) -> tuple:
@@ -89,7 +92,7 @@ def _row(s) -> tuple:
 def _model(s) -> tuple:
     """What a worker's built model is keyed on (engine.worker.inference)."""
     return (s.model, s.image_size, getattr(s, "weight_policy", None), s.device, s.runtime,
-            getattr(s, "user_model", None))
+            getattr(s, "user_model", None), s.precision)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ class Inference(Scenario):
 
     def config_extra(self, spec) -> dict:
         extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
+        if spec.runtime == "openvino":  # asked for; the streams it gave are the result's
+            extra["ov_hint"] = spec.ov_hint
         if spec.replica:
             extra["replica"] = spec.replica
         if spec.user_model is not None and spec.user_model.trust_code:
@@ -44,6 +46,8 @@ class Inference(Scenario):
                  "output_rel_diff": res.output_rel_diff,
                  # which call first_forward_s timed: always the first after preparation
                  "first_forward_from": res.first_forward_from}
+        if res.runtime_settings:  # what the runtime chose, read back (OpenVINO's streams)
+            extra.update(res.runtime_settings)
         if res.replica_throughputs:  # each replica's own figure and the window's skew
             extra.update(replica_throughputs=list(res.replica_throughputs),
                          window_start_skew_ms=res.window_start_skew_ms,
@@ -57,8 +61,11 @@ class Inference(Scenario):
         return extra
 
     def result_columns(self, res: InferenceResult) -> dict:
-        """The energy loop's reading (issue 28) and the numerics read back, as columns."""
-        out = {"numerics": dict(res.numerics or {})}
+        """The energy loop's reading and the numerics read back (issue 28), and a
+        reduced-precision run's error against fp32 (m015; None on fp32 runs), as columns."""
+        out = {"numerics": dict(res.numerics or {}),
+               "output_max_abs": res.output_max_abs, "output_max_rel": res.output_max_rel,
+               "top1_agreement": res.top1_agreement, "top1_inputs": res.top1_inputs}
         if res.energy is None:
             return out
         e = EnergyReading.from_dict(res.energy)

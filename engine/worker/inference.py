@@ -123,8 +123,18 @@ class Models:
 
 
 def _model_key(spec) -> tuple:
+    # precision: an fp32 and an int8 run of one runtime are two built models
     return (spec.model, spec.image_size, spec.weight_policy, spec.device, spec.runtime,
-            spec.user_model)
+            spec.user_model, spec.precision)
+
+
+def _error_fields(err) -> dict:
+    """A reduced-precision run's distance from fp32 (backends.base.OutputError) as the
+    result's fields; none for fp32 runs."""
+    if err is None:
+        return {}
+    return dict(output_max_abs=err.max_abs, output_max_rel=err.max_rel,
+                top1_agreement=err.top1_agreement, top1_inputs=err.inputs)
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,8 @@ def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceRes
         reference_bytes=backend.reference_bytes() if hasattr(backend, "reference_bytes") else 0,
         device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
+        **_error_fields(getattr(backend, "output_error", None)),
+        runtime_settings=getattr(backend, "runtime_settings", None),
         sample_ends_ns=tuple(loop.sample_ends_ns) if loop.sample_ends_ns else None,
         blocks=loop.blocks, energy=timed.energy, numerics=numerics,
         **models.digest_fields(spec), **timed.profile)

@@ -9,23 +9,11 @@ from __future__ import annotations
 import functools
 import os
 
+from engine.core.precision import SPEED_FLAGS, parse_cpu_flags  # one reading, both sides
 from engine.core.topology import core_of, read_topology
 
 __all__ = ["SPEED_FLAGS", "machine_facts", "parse_cpu_flags", "parse_siblings",
            "physical_cores_of", "core_ids_of"]
-
-# The flags whose presence changes which kernels oneDNN, MKL and XNNPACK pick.
-SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
-
-
-def parse_cpu_flags(cpuinfo: str, wanted=SPEED_FLAGS) -> tuple[str, ...]:
-    """The wanted flags present in /proc/cpuinfo's first `flags` line, in wanted's order."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            present = set(value.split())
-            return tuple(f for f in wanted if f in present)
-    return ()
 
 
 def parse_siblings(text: str) -> int | None:

@@ -13,6 +13,7 @@ _MODULES = {
     ("torch", "libtorch"): "engine.worker.backends.torch_libtorch",
     ("torch", "aoti"): "engine.worker.backends.torch_aoti",
     ("torch", "libtorch_aoti"): "engine.worker.backends.torch_libtorch_aoti",
+    ("torch", "openvino"): "engine.worker.backends.openvino_rt",
     ("tensorflow", "keras"): "engine.worker.backends.tf_keras",
     ("tensorflow", "tf_function"): "engine.worker.backends.tf_function",
     ("tensorflow", "xla"): "engine.worker.backends.tf_xla",

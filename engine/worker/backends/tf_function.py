@@ -9,9 +9,11 @@ import tensorflow as tf
 import keras
 
 from engine.worker import user_models
-from engine.worker.backends.base import (SEED, ModelStats, check_close, compared_rows,
+from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_close,
+                                         compared_rows, error_batches, output_error,
                                          output_matrix)
 from engine.core.catalog import get_model
+from engine.core.precision import REDUCED
 from engine.core import RunSpec
 
 CALIBRATION_PASSES = 3
@@ -89,6 +91,22 @@ def build_calibrated(spec: RunSpec):
     return model
 
 
+def build_bf16(spec: RunSpec, reference):
+    """The same model built under Keras' mixed_bfloat16 policy (bf16 compute, fp32
+    variables) with the fp32 reference's weights. Keras reads the global policy when a layer
+    is made, so the policy is set for the build alone and the previous one restored: no
+    later model of this process is built in bf16 by accident. The runner gives bf16
+    TensorFlow runs a worker of their own as well (engine.run.together.worker_key)."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_keras(spec)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    model.set_weights(reference.get_weights())
+    return model
+
+
 class Backend:
     """tf.function: traced for each run's shape in prepare() (timed as prepare_s), checked
     against the Keras call on the same input, then timed.
@@ -103,10 +121,13 @@ class Backend:
     prepare_s = 0.0
     first_forward_s = None  # the worker times the first call after preparation
     output_rel_diff = 0.0
+    output_error = None  # a bf16 run's OutputError against the fp32 Keras call
+    runtime_settings = None
 
     def __init__(self):
         self.model = None
         self.fn = None
+        self.reference_call = None  # the fp32 Keras call a bf16 model is checked against
 
     def versions(self) -> dict:
         return {"tensorflow": tf.__version__, "keras": keras.__version__,
@@ -123,20 +144,43 @@ class Backend:
             self.model = user_models.tf_model(spec.user_model)
         else:
             self.model = build_calibrated(spec)
-        self.call = caller(self.model, spec)
+        self.call = self.reference_call = caller(self.model, spec)
+        self.output_error = None
+        if spec.precision == "bf16":
+            reference = self.model
+            self.model = build_bf16(spec, reference)
+            self.call = caller(self.model, spec)
+            self.reference_call = caller(reference, spec)
         self.prepare_s = 0.0  # traced per shape in prepare()
 
     def prepare(self, spec: RunSpec) -> None:
         call = self.call
         rows = compared_rows(spec)
         data = make_inputs(spec)
-        reference = as_matrix(call([tf.constant(a[rows]) for a in data]))
+        reference = as_matrix(self.reference_call([tf.constant(a[rows]) for a in data]))
         xs = [tf.constant(a) for a in data]
         self.fn = tf.function(lambda *xs: call(list(xs)), jit_compile=self.jit_compile)
         t = time.perf_counter()
         got = as_matrix(self.fn(*xs))  # traces (and, for XLA, compiles) for this shape
         self.prepare_s = time.perf_counter() - t
-        self.output_rel_diff = check_close(reference, got[rows], "the Keras call")
+        self.output_rel_diff = check_close(reference, got[rows], "the Keras call",
+                                           spec.precision)
+        self.count_error(spec, self.fn)
+
+    def count_error(self, spec: RunSpec, run) -> None:
+        """A bf16 run's OutputError against the fp32 Keras call, once per built model, on
+        error_batches() generated batches of this run's size (NHWC, ERROR_SEED)."""
+        if spec.precision not in REDUCED or spec.user_model is not None \
+                or self.output_error is not None:
+            return
+        gen = np.random.default_rng(ERROR_SEED)
+        refs, gots = [], []
+        for _ in range(error_batches(spec.batch_size)):
+            x = tf.constant(gen.standard_normal(
+                (spec.batch_size, spec.image_size, spec.image_size, 3), dtype=np.float32))
+            refs.append(as_matrix(self.reference_call([x])))
+            gots.append(as_matrix(run(x)))
+        self.output_error = output_error(np.concatenate(refs), np.concatenate(gots))
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
         if isinstance(self.model, keras.Model):
@@ -182,7 +226,7 @@ class Backend:
         return None
 
     def unload(self) -> None:
-        self.model = self.fn = self.call = None
+        self.model = self.fn = self.call = self.reference_call = None
         keras.backend.clear_session()
 
 

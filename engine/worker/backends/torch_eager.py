@@ -10,9 +10,11 @@ import torch
 import torchvision
 
 from engine.worker import user_models
-from engine.worker.backends.base import (SEED, ModelStats, check_close, compared_rows,
-                                         output_matrix)
+from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_agreement,
+                                         check_close, compared_rows, error_batches,
+                                         output_error, output_matrix)
 from engine.core.catalog import get_model
+from engine.core.precision import REDUCED
 from engine.core import RunSpec
 
 CALIBRATION_PASSES = 3
@@ -55,7 +57,18 @@ def dtype_of(spec: RunSpec):
 
 
 def to_precision(model, spec: RunSpec):
-    """Cast after the fp32 reference was taken: bf16 runs are checked against fp32 eager."""
+    """Cast after the fp32 reference was taken: bf16 runs are checked against fp32 eager.
+    int8: torch's dynamic quantization, which covers Linear layers (weights int8, activations
+    quantized per call); torch 2.14 still runs it and marks torch.ao.quantization deprecated
+    in favour of torchao, which is not installed. Convolutions stay fp32, so on a CNN int8
+    changes only its classifier."""
+    if spec.precision == "int8":
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
+                                                          dtype=torch.qint8)
     return model.to(dtype_of(spec))
 
 
@@ -90,6 +103,8 @@ class Backend:
     prepare_s = 0.0
     output_rel_diff = 0.0
     first_forward_s = None
+    output_error = None  # a reduced-precision run's OutputError against fp32 eager
+    runtime_settings = None  # what a runtime chose and says of itself (OpenVINO's)
     compiles_in_check = False  # torch.compile: its check's call is the compile
     reference_name = "eager fp32"
     is_reference = True  # eager fp32 is checked against nothing; subclasses set False
@@ -117,7 +132,13 @@ class Backend:
         model = self.reference
         if spec.precision != "fp32" or self.converts_in_place:
             model = copy.deepcopy(model)
-        self.model = self.convert(to_precision(model, spec), spec)
+        self.output_error = None  # counted once per built model, at its first run
+        self.model = self.convert(self.cast(model, spec), spec)
+
+    def cast(self, model, spec: RunSpec):
+        """The eager model in the run's precision (runtimes that take the precision as a
+        setting of their own, OpenVINO and ONNX Runtime's quantizer, start from fp32)."""
+        return to_precision(model, spec)
 
     def convert(self, model, spec: RunSpec):
         """The runtime's shape-independent form of the (copied, cast) eager model; sets
@@ -152,6 +173,23 @@ class Backend:
             self.first_forward_s = time.perf_counter() - t
         got = got[rows]
         self.output_rel_diff = check_close(reference, got, self.reference_name, spec.precision)
+        if spec.precision in REDUCED and spec.user_model is None and self.output_error is None:
+            self.output_error = self.error_figures(spec)
+            check_agreement(self.output_error, spec.precision)
+
+    def error_figures(self, spec: RunSpec):
+        """OutputError against fp32 eager on error_batches() generated batches of this
+        run's size (ERROR_SEED, apart from the timed input's)."""
+        gen = np.random.default_rng(ERROR_SEED)
+        refs, gots = [], []
+        for _ in range(error_batches(spec.batch_size)):
+            x = torch.from_numpy(gen.standard_normal(
+                (spec.batch_size, 3, spec.image_size, spec.image_size),
+                dtype=np.float32)).to(self.device)
+            with torch.inference_mode():
+                refs.append(as_matrix(self.reference(x)))
+            gots.append(self.first_output([self.to_input(x, spec)], spec))
+        return output_error(np.concatenate(refs), np.concatenate(gots))
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
         model = self.reference  # the fp32 eager module, whatever the runtime made of it
