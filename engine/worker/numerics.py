@@ -7,10 +7,12 @@ The policy, the same for both frameworks:
   backends.configure_threads in every worker and serving replica), because the flag is
   per thread and a pool thread started earlier keeps its own.
 - TF32 for fp32 CUDA matmuls and convolutions is off unless the spec asks (`RunSpec.tf32`):
-  a figure labelled fp32 is fp32. torch 2.14's API for it is `fp32_precision` ("ieee" or
-  "tf32") on `torch.backends.cuda.matmul` and `torch.backends.cudnn.conv` (the older
-  `allow_tf32` flags warn, and mixing the two raises); TensorFlow's is
-  `enable_tensor_float_32_execution`, on by default, turned off here.
+  a figure labelled fp32 is fp32. torch 2.14 has two APIs for it: `fp32_precision` ("ieee"
+  or "tf32") and the older `allow_tf32` flags, and reading the older ones after the newer
+  were set raises; inductor (compile, AOTInductor) reads the older ones, so those are set
+  (cuDNN's covers its convolutions and RNNs alike; its default is on). Recorded as "ieee"
+  or "tf32", read back. TensorFlow's is `enable_tensor_float_32_execution`, on by
+  default, turned off here.
 - cudnn.benchmark is on: cuDNN times its convolution algorithms per shape in warm-up and
   keeps the fastest, as TensorFlow's cuDNN autotuning does by default and as a deployment
   would; the timed loop never sees the search.
@@ -62,15 +64,17 @@ def apply(spec) -> dict | None:
 def _torch(spec) -> dict:
     import torch
 
-    mode = "tf32" if spec.tf32 else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode
+    torch.backends.cuda.matmul.allow_tf32 = bool(spec.tf32)
+    torch.backends.cudnn.allow_tf32 = bool(spec.tf32)
     torch.backends.cudnn.benchmark = CUDNN_BENCHMARK
     flushed = (torch.tensor([_NORMAL], dtype=torch.float32) * _QUARTER).item() == 0.0
+
+    def mode(allowed: bool) -> str:
+        return "tf32" if allowed else "ieee"
     out = {"policy": DENORMAL_POLICY, "denormals_flushed": flushed,
            "tf32_asked": spec.tf32,
-           "cuda_matmul_fp32_precision": torch.backends.cuda.matmul.fp32_precision,
-           "cudnn_conv_fp32_precision": torch.backends.cudnn.conv.fp32_precision,
+           "cuda_matmul_fp32_precision": mode(torch.backends.cuda.matmul.allow_tf32),
+           "cudnn_conv_fp32_precision": mode(torch.backends.cudnn.allow_tf32),
            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
            "tf32_scope": _scope(spec)}
     if spec.runtime in _OWN_THREADS:
