@@ -13,7 +13,7 @@ from engine.core.calibration import (GEMM_BF16, GEMM_FP32, KINDS, PEAK_HOW, TRIA
                                      TRIAD_BYTES_PER_ELEMENT, TRIAD_HOW, UNITS, CalibrationPlan)
 from engine.core.protocol import Calibrated
 from engine.scenarios import INFERENCE
-from store.queries import _setting_params, _setting_sql
+from store.queries import setting_params, setting_sql
 from store.runs import SYSTEM_COLUMNS
 
 __all__ = ["save_calibration", "latest_calibrations", "run_figures", "roofline_points",
@@ -111,6 +111,6 @@ def roofline_points(con, models: list[str], sweep_id: str | None = None,
         "any_value(flops_per_sample) AS flops_per_sample, median(gflops_per_s) AS gflops_per_s, "
         "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = ? "
         "AND list_contains(?::VARCHAR[], model) AND gflops_per_s IS NOT NULL "
-        "AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + _setting_sql() + " "
+        "AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + setting_sql() + " "
         "GROUP BY ALL ORDER BY model, contender, threads, batch_size",
-        [INFERENCE.kind, list(models), sweep_id, sweep_id, *_setting_params(setting)]).df()
+        [INFERENCE.kind, list(models), sweep_id, sweep_id, *setting_params(setting)]).df()

@@ -14,7 +14,7 @@ __all__ = ["serve_closed_loop", "data_version", "filter_options", "results_table
            "config_samples", "overview", "latest_latency", "closed_loop_best", "closed_loop_known", "framework_gflops_per_thread",
            "flops_for", "machine_throughput", "runtime_costs",
            "train_runs", "load_summary",
-           "settings", "SETTING_COLUMNS",
+           "settings", "SETTING_COLUMNS", "QUIET", "setting_sql", "setting_params",
            "load_failures"]
 
 # A configuration of R replicas is a contender of its own: "torch (eager) x2 replicas",
@@ -25,7 +25,7 @@ _REPLICAS = ("CASE WHEN {p}replicas > 1 THEN ' x' || {p}replicas || ' replicas' 
              "|| " + _PASSIVE)
 # A run as the machine runs it alone with its frameworks' defaults: no neighbour of ours,
 # torch's default wait policy. What an estimate or another scenario's figure is taken from.
-_QUIET = "coalesce({p}contention, 'none') = 'none' AND coalesce({p}wait_policy, '') = ''"
+QUIET = "coalesce({p}contention, 'none') = 'none' AND coalesce({p}wait_policy, '') = ''"
 
 
 # What a figure must never blend: runs differing in any of these are different settings.
@@ -37,7 +37,7 @@ _SETTING_EXPR = {"machine_shape": "coalesce({p}machine_shape, '')",
                  "contention": "coalesce({p}contention, 'none')"}
 
 
-def _setting_sql(prefix: str = "", columns: tuple = SETTING_COLUMNS) -> str:
+def setting_sql(prefix: str = "", columns: tuple = SETTING_COLUMNS) -> str:
     """A filter on one setting (a tuple in SETTING_COLUMNS order, or None: every setting,
     for queries that group by them); columns: the leading ones to filter on."""
     return " AND ".join(
@@ -46,7 +46,7 @@ def _setting_sql(prefix: str = "", columns: tuple = SETTING_COLUMNS) -> str:
         for c in columns)
 
 
-def _setting_params(setting, n: int = len(SETTING_COLUMNS)) -> list:
+def setting_params(setting, n: int = len(SETTING_COLUMNS)) -> list:
     """A shorter tuple (a link from before the shape was a setting) leaves the rest open."""
     values = [None] * len(SETTING_COLUMNS) if setting is None else \
         [None if v is None else str(v) for v in setting]
@@ -165,7 +165,7 @@ FROM sel JOIN q USING (run_id)
 GROUP BY model, framework, runtime, batch_size, intra_threads, image_size, device, precision,
          inter_threads, system_id, machine_shape, model_sha256, replicas, wait_policy
 ORDER BY model, contender, threads, batch_size
-""".format(setting=_setting_sql(), replicas=_REPLICAS.format(p=""))
+""".format(setting=setting_sql(), replicas=_REPLICAS.format(p=""))
 
 
 def comparable_models(con, sweep_id: str | None = None) -> list[str]:
@@ -184,7 +184,7 @@ def config_summary(con, models: list[str], sweep_id: str | None = None,
     (rounds) of each run's own p50, quantiles and throughput, and the min-max of run
     medians. Grouped by the setting's columns too, so none is ever blended."""
     return con.execute(_SUMMARY, [INFERENCE.kind, models, sweep_id, sweep_id,
-                                  *_setting_params(setting)]).df()
+                                  *setting_params(setting)]).df()
 
 
 def config_samples(con, models: list[str], batch_size: int, threads: int,
@@ -198,9 +198,9 @@ def config_samples(con, models: list[str], batch_size: int, threads: int,
         "WHERE r.status = 'ok' AND r.kind = ? AND s.phase = 'measure' AND s.idx < ? "
         "AND list_contains(?::VARCHAR[], r.model) AND r.batch_size = ? "
         "AND r.intra_threads = ? AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND "
-        + _setting_sql("r."),
+        + setting_sql("r."),
         [INFERENCE.kind, per_run, models, batch_size, threads, sweep_id, sweep_id,
-         *_setting_params(setting)]).df()
+         *setting_params(setting)]).df()
 
 
 def overview(con) -> dict:
@@ -284,7 +284,7 @@ def framework_gflops_per_thread(con, framework: str) -> float | None:
     rows = con.execute(
         "SELECT median(gflops_per_s / intra_threads) FROM runs WHERE status = 'ok' "
         "AND kind = ? AND framework = ? AND gflops_per_s IS NOT NULL "
-        f"AND {_QUIET.format(p='')} "  # neither our neighbour's runs nor passive waits
+        f"AND {QUIET.format(p='')} "  # neither our neighbour's runs nor passive waits
         "AND model_format IS NULL",  # a user's tiny net would skew the catalog's estimate
         [INFERENCE.kind, framework]).fetchall()
     return rows[0][0] if rows and rows[0][0] else None
@@ -336,7 +336,7 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         "AND r.source = 'engine' AND (?::VARCHAR IS NULL OR r.sweep_id = ?) "
         # a machine is priced from runs on it alone, never beside our neighbour
         "AND coalesce(r.contention, 'none') = 'none' AND "
-        + _setting_sql("r.", SETTING_COLUMNS[:3])
+        + setting_sql("r.", SETTING_COLUMNS[:3])
         + f" AND ({_OF_SELECTED} OR r.machine_shape IS NOT NULL) "
         "GROUP BY r.model, r.framework, r.runtime, r.batch_size, r.image_size, r.dataset, "
         "r.intra_threads, coalesce(r.replicas, 1), r.machine_shape, r.system_id, "
@@ -344,7 +344,7 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         "r.wait_policy "
         "ORDER BY r.model, contender, r.batch_size, r.machine_shape NULLS FIRST, r.system_id, "
         "threads, replicas",
-        [*selected, kind, sweep_id, sweep_id, *_setting_params(setting, 3),
+        [*selected, kind, sweep_id, sweep_id, *setting_params(setting, 3),
          *selected]).df()
 
 
@@ -359,11 +359,11 @@ def runtime_costs(con, models: list[str], sweep_id: str | None = None,
         "median(first_forward_s) AS first_forward_s, median(median_ms) AS p50_ms, "
         "count(*) AS runs FROM runs WHERE status = 'ok' AND kind = ? "
         "AND list_contains(?::VARCHAR[], model) AND (?::VARCHAR IS NULL OR sweep_id = ?) "
-        "AND " + _setting_sql() +
+        "AND " + setting_sql() +
         " GROUP BY model, framework, runtime, batch_size, intra_threads, device, precision, "
         "inter_threads, system_id, machine_shape, model_sha256, replicas, wait_policy "
         "ORDER BY model, batch_size, threads, p50_ms",
-        [INFERENCE.kind, models, sweep_id, sweep_id, *_setting_params(setting)]).df()
+        [INFERENCE.kind, models, sweep_id, sweep_id, *setting_params(setting)]).df()
 
 
 def train_runs(con, sweep_id: str | None) -> pd.DataFrame:
@@ -403,7 +403,7 @@ def inference_for_training(con, sweep_id: str | None,
         "FROM (SELECT DISTINCT model, framework, runtime, batch_size, intra_threads, "
         "      image_size, device, inter_threads, system_id, machine_shape FROM runs "
         "      WHERE kind = ? AND status = 'ok' "
-        "      AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + _setting_sql() + ") t "
+        "      AND (?::VARCHAR IS NULL OR sweep_id = ?) AND " + setting_sql() + ") t "
         "LEFT JOIN runs i ON i.kind = ? AND i.status = 'ok' "
         "AND i.precision = 'fp32' AND i.model = t.model AND i.framework = t.framework "
         "AND i.runtime = t.runtime AND i.batch_size = t.batch_size "
@@ -411,9 +411,9 @@ def inference_for_training(con, sweep_id: str | None,
         "AND i.device = t.device AND i.inter_threads = t.inter_threads "
         "AND i.system_id IS NOT DISTINCT FROM t.system_id "
         "AND i.machine_shape IS NOT DISTINCT FROM t.machine_shape "
-        f"AND {_QUIET.format(p='i.')} "
+        f"AND {QUIET.format(p='i.')} "
         "GROUP BY ALL ORDER BY t.model, t.framework, t.runtime, t.batch_size, threads",
-        [P99_MIN_SAMPLES, TRAINING.kind, sweep_id, sweep_id, *_setting_params(setting),
+        [P99_MIN_SAMPLES, TRAINING.kind, sweep_id, sweep_id, *setting_params(setting),
          INFERENCE.kind]).df()
 
 
@@ -429,7 +429,7 @@ WHERE kind = ? AND status = 'ok' AND (?::VARCHAR IS NULL OR sweep_id = ?) AND {s
 GROUP BY model, runtime, batch_size, workers, intra_threads, image_size, device, precision,
          inter_threads, system_id, coalesce(machine_shape, ''), coalesce(contention, 'none')
 ORDER BY format, workers, threads, batch_size, implementation
-""".format(setting=_setting_sql())
+""".format(setting=setting_sql())
 
 
 def load_summary(con, sweep_id: str | None, setting: tuple | None = None) -> pd.DataFrame:
@@ -438,7 +438,7 @@ def load_summary(con, sweep_id: str | None, setting: tuple | None = None) -> pd.
     (rounds) of each run's p50 ms per batch, and of its throughput, images over the total
     measured time (the stored `throughput`, as inference's), with batches/s from it."""
     return con.execute(_LOAD_SUMMARY, [DATA_LOADING.kind, sweep_id, sweep_id,
-                                       *_setting_params(setting)]).df()
+                                       *setting_params(setting)]).df()
 
 
 def load_failures(con, sweep_id: str | None) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.scenarios import INFERENCE, TRAINING
-from store.queries import _QUIET, _setting_params, _setting_sql
+from store.queries import QUIET, setting_params, setting_sql
 
 __all__ = ["STUDY_TRAIN_RUNTIMES", "STUDY_INFERENCE_RUNTIMES", "study_training",
            "study_inference"]
@@ -45,10 +45,10 @@ def study_training(con, sweep_id: str | None, setting: tuple | None = None) -> p
         "JOIN train_epochs l ON l.run_id = r.run_id AND l.epoch = e.epochs "
         "WHERE r.kind = ? AND r.status = 'ok' AND r.framework = 'torch' "
         "AND list_contains(?, r.runtime) AND (?::VARCHAR IS NULL OR r.sweep_id = ?) AND "
-        + _setting_sql("r.") +
+        + setting_sql("r.") +
         " GROUP BY ALL ORDER BY r.model, r.batch_size, threads, r.runtime",
         [TRAINING.kind, list(STUDY_TRAIN_RUNTIMES), sweep_id, sweep_id,
-         *_setting_params(setting)]).df()
+         *setting_params(setting)]).df()
 
 
 def study_inference(con, sweep_id: str | None, setting: tuple | None = None,
@@ -63,7 +63,7 @@ def study_inference(con, sweep_id: str | None, setting: tuple | None = None,
         "      inter_threads, system_id, coalesce(machine_shape, '') AS machine_shape "
         "      FROM runs WHERE kind = ? AND status = 'ok' AND framework = 'torch' "
         "      AND list_contains(?, runtime) AND (?::VARCHAR IS NULL OR sweep_id = ?) AND "
-        + _setting_sql() + ") t "
+        + setting_sql() + ") t "
         "JOIN runs i ON i.kind = ? AND i.status = 'ok' AND i.framework = 'torch' "
         "AND i.precision = 'fp32' AND list_contains(?, i.runtime) AND i.batch_size = ? "
         "AND i.model = t.model AND i.intra_threads = t.threads "
@@ -71,8 +71,8 @@ def study_inference(con, sweep_id: str | None, setting: tuple | None = None,
         "AND i.inter_threads = t.inter_threads "
         "AND i.system_id IS NOT DISTINCT FROM t.system_id "
         "AND coalesce(i.machine_shape, '') = t.machine_shape "
-        f"AND {_QUIET.format(p='i.')} "
+        f"AND {QUIET.format(p='i.')} "
         "GROUP BY ALL ORDER BY t.model, t.threads, i.runtime",
         [TRAINING.kind, list(STUDY_TRAIN_RUNTIMES), sweep_id, sweep_id,
-         *_setting_params(setting), INFERENCE.kind, list(STUDY_INFERENCE_RUNTIMES),
+         *setting_params(setting), INFERENCE.kind, list(STUDY_INFERENCE_RUNTIMES),
          batch_size]).df()

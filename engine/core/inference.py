@@ -18,7 +18,7 @@ from engine.core.model_source import (ModelSource, check_model_name, check_runti
 from engine.core.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
                                 logical_cores, require_values, unique)
 from engine.core.policy import MeasurementPolicy
-from engine.core.precision import OV_HINTS, PRECISIONS, check_precision
+from engine.core.precision import OV_HINTS, PRECISIONS, TORCH_BF16, check_precision
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
@@ -35,9 +35,8 @@ CONDITION_LABELS = {"none": "", "steady": "steady neighbour", "onoff": "on/off n
 # makes them sleep, which a busy neighbour's core can make much faster. "": the default.
 WAIT_POLICIES = ("", "passive")
 # Which runtime runs bf16 and int8, and why the others are refused: engine.core.precision.
-# Kept for the names other modules import: the runtimes that run bf16 on any CPU.
-BF16_RUNTIMES = {("torch", "eager"), ("torch", "channels_last"), ("torch", "torchscript"),
-                 ("torch", "compile")}
+# The runtimes that run bf16 on any CPU (a user's torch factory may ask for it), derived from it.
+BF16_RUNTIMES = {("torch", rt) for rt in TORCH_BF16}
 DEVICES = ("cpu", "cuda")
 # Runtimes that run on the CPU only, with the reason; TensorFlow as a whole is CPU-only here.
 CPU_ONLY_RUNTIMES = {

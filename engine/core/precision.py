@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from engine.core.errors import UserError
 
-__all__ = ["PRECISIONS", "REDUCED", "SPEED_FLAGS", "BF16_FLAGS", "parse_cpu_flags", "cpu_flags",
+__all__ = ["TORCH_BF16", "PRECISIONS", "REDUCED", "SPEED_FLAGS", "BF16_FLAGS", "parse_cpu_flags",
+           "cpu_flags",
            "precision_refusal", "check_precision", "supported_precisions", "OV_HINTS"]
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -23,10 +24,11 @@ SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
 # fp32 instructions plus conversions, slower than fp32: a bf16 figure would mislead.
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
-_TORCH_BF16 = ("eager", "channels_last", "torchscript", "compile")
+# torch runtimes that run bf16 on any CPU (AMX-bf16 CPUs natively)
+TORCH_BF16 = ("eager", "channels_last", "torchscript", "compile")
 # (framework, runtime) -> the precisions it runs beside fp32.
 _SUPPORTED = {
-    **{("torch", rt): ("bf16",) for rt in _TORCH_BF16},
+    **{("torch", rt): ("bf16",) for rt in TORCH_BF16},
     ("torch", "eager"): ("bf16", "int8"),
     ("torch", "onnxruntime"): ("int8",),
     ("torch", "openvino"): ("bf16",),
