@@ -221,3 +221,82 @@ def test_prices_check_warns_per_stale_row_and_fails_only_when_strict(db_path, ca
     with pytest.raises(SystemExit):  # argparse refuses a day it cannot read, naming it
         main(["prices", "check", "--on", "27/11/2026", "--db", str(db_path)])
     assert "on: '27/11/2026' is not a date; allowed: YYYY-MM-DD" in capsys.readouterr().err
+
+
+# -- a hypervisor that hides SMT -------------------------------------------------------------
+
+def test_a_guest_is_told_by_the_hypervisor_cpu_flag():
+    from engine.worker.machine import hypervisor_of
+    assert hypervisor_of("processor : 0\nflags : fpu sse2 hypervisor avx2\n") is True
+    assert hypervisor_of("processor : 0\nflags : fpu sse2 avx2 ht\n") is False
+    assert hypervisor_of("processor : 0\nFeatures : fp asimd\n") is None  # Arm: silent
+    assert hypervisor_of("") is None
+
+
+def _host(tpc, hypervisor, **kw):
+    return {"threads": 4, "replicas": 1, "throughput": 400.0, "runs": 3, "cores_used": 4,
+            "threads_per_core": tpc, "hypervisor": hypervisor, "machine_shape": None,
+            "selected": True, "cpu_model": "AMD EPYC", "platform": "Linux-6.1-x86_64", **kw}
+
+
+CATALOG = {m.shape: m for m in load_catalog()}
+C6I = CATALOG["c6i.8xlarge"]
+
+
+def test_an_estimate_from_a_vm_with_one_thread_per_core_gives_the_hyperthread_figure():
+    # 4 cores counted at 400/s: 100/s per core, c6i.8xlarge's 16 cores: 1,600/s. If the 4
+    # were hyperthreads of 2 cores, a core serves 200/s and the 16 cores 3,200/s.
+    f = figure(basis([_host(1, True)]), C6I)
+    assert (f.throughput, f.if_hyperthreads) == (1600.0, 3200.0)
+    assert f.assumption == (
+        "estimate: 100.0 samples/s per core from AMD EPYC (best split 4 threads x 1 replica "
+        "at 4 cores) scaled to 16 cores; the 4 cores counted (1 thread per core on a VM) may "
+        "be hyperthreads of 2 cores: if so the figure would be 3,200.0 samples/s (twice the "
+        "throughput per core)")
+    # USD per 1 M on c6i.8xlarge ($1.36/h): $0.2361 as estimated, $0.1181 if hyperthreads
+    assert round(C6I.usd_per_hour / (1600 * 3600) * 1e6, 4) == 0.2361
+    assert round(C6I.usd_per_hour / (3200 * 3600) * 1e6, 4) == 0.1181
+    # a host that did not say whether it was a VM (runs before workers recorded it) too
+    unknown = figure(basis([_host(1, None)]), C6I)
+    assert unknown.if_hyperthreads == 3200.0
+    assert "(1 thread per core on a host that did not record whether it is a VM)" in \
+        unknown.assumption
+    # bare metal with SMT off, or a host that showed its 2 threads per core: no doubt
+    assert figure(basis([_host(1, False)]), C6I).if_hyperthreads is None
+    assert figure(basis([_host(2, True)]), C6I).if_hyperthreads is None
+    # a target that runs one thread per core gains less than twice: said as a bound
+    hpc = replace(C6I, shape="hpc6a.48xlarge", vcpus=96, threads_per_core=1)
+    h = figure(basis([_host(1, True)]), hpc)
+    assert (h.throughput, h.if_hyperthreads) == (9600.0, 19200.0)
+    assert h.assumption.endswith("(twice the throughput per core, at most: this shape runs "
+                                 "one thread per core)")
+
+
+def test_part_of_a_shape_measured_on_a_vm_says_so_unless_the_row_settles_it():
+    part = _host(1, True, machine_shape="c6i.8xlarge", selected=False)
+    f = figure(basis([part]), C6I)
+    assert (f.throughput, f.estimate, f.if_hyperthreads) == (1600.0, True, 3200.0)
+    # a shape whose catalog row says one thread per core: the host's 1 is the truth
+    m7a = replace(C6I, shape="m7a.8xlarge", threads_per_core=1, vcpus=32)
+    one = figure(basis([{**part, "machine_shape": "m7a.8xlarge"}]), m7a)
+    assert (one.throughput, one.if_hyperthreads) == (3200.0, None)
+
+
+def test_the_store_reads_the_hypervisor_flag_a_run_recorded(db_path):
+    from store.queries import machine_throughput
+    from store.runs import save_record
+    from tests.helpers import LOCAL, ok_record
+    with open_db(db_path) as con:
+        for i, flag in enumerate((True, None)):
+            rec = ok_record(f"h-{i}", batch_size=8, intra_threads=4)
+            extra = {**rec.extra, **({"hypervisor": flag} if flag is not None else {})}
+            save_record(con, replace(rec, sweep_id=None, system_id=f"sys-{i}",
+                                     threads_per_core=1, extra=extra),
+                        {**LOCAL, "system_id": f"sys-{i}"})
+        got = {s: machine_throughput(con, "inference", ("cpu", "fp32", 1, s))
+               for s in ("sys-0", "sys-1")}
+    rows = {s: g[g.selected.astype(bool)].to_dict("records") for s, g in got.items()}
+    assert [r["hypervisor"] for r in rows["sys-0"]] == [True]
+    assert basis(rows["sys-1"]).source[0].hypervisor is None
+    assert basis(rows["sys-0"]).source[0].hypervisor is True
+
