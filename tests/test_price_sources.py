@@ -300,3 +300,26 @@ def test_the_store_reads_the_hypervisor_flag_a_run_recorded(db_path):
     assert basis(rows["sys-1"]).source[0].hypervisor is None
     assert basis(rows["sys-0"]).source[0].hypervisor is True
 
+
+def test_the_cost_texts_name_inferred_threads_and_hyperthreads():
+    from engine.analysis.cost_machines import Basis, Split
+    from engine.present.cost_text import source_caption, stale_text, threads_text
+    vm = Split(threads=2, replicas=1, throughput=100.0, runs=3, threads_per_core=1,
+               machine="AMD EPYC", hypervisor=True)
+    assert source_caption(Basis((vm,), ())) == (
+        "Selected machine: AMD EPYC (1 thread per core on a VM: its cores may be "
+        "hyperthreads): 2 threads x 1 replica: 100.0 samples/s.")
+    assert threads_text(C6I) == "2 threads per core, from its catalog row"
+    guessed = replace(C6I, shape="c6a.8xlarge", threads_inferred=True)
+    assert threads_text(guessed) == ("2 threads per core, inferred from the shape's name "
+                                     "(its catalog row does not say)")
+    rates = load_unit_rates()
+    e4 = CATALOG["VM.Standard.E4.Flex 16 OCPU/32 GB"]
+    assert stale_text(stale_prices([C6I], today=DAY), DAY) is None
+    assert stale_text(stale_prices([C6I, e4], today=DAY), DAY) == (
+        "1 price used here is older than 6 months on 2026-11-27 or undated: OCI "
+        "VM.Standard.E4.Flex 16 OCPU/32 GB: as of 2026-03-03, 8 months (269 days) before "
+        "2026-11-27. Check them against the provider's list (the catalog's \"check at\" "
+        "column) before signing a budget, or import a current one: `python -m engine prices "
+        "import FILE`.")
+    assert len(stale_prices(load_catalog(rates=rates), today=DAY)) == 22

@@ -31,7 +31,7 @@ __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_
            "infer_arch", "infer_threads_per_core", "machine_from_dict",
            "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents", "break_even_rates",
            "storage_egress", "cpu_shapes", "default_shape", "resolve_shape", "custom_machine",
-           "oci_vs_aws", "FIRST_PARTY"]
+           "oci_vs_aws", "FIRST_PARTY", "storage_egress_rates"]
 
 HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
 _DATE = re.compile(r"^(20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?|undated)$")
@@ -286,6 +286,17 @@ def break_even_rates(a: tuple[float, float], b: tuple[float, float],
             changes.append((round(p, 3), now))
             last = now
     return changes
+
+
+def storage_egress_rates(rates: dict[str, UnitRate], *, storage_gb: float,
+                         egress_gb: float) -> list[UnitRate]:
+    """The unit rates storage_egress() uses for these amounts (what a view that shows its
+    figure must date)."""
+    parts = (["B91961", "B91962", "JG3KUJMBRGHV3N8G"] if storage_gb else []) + \
+        (["B88327"] if egress_gb else [])
+    used = [rates[p] for p in parts if p in rates]
+    return used + [r for r in rates.values() if egress_gb and r.provider == "AWS"
+                   and r.item.startswith("Data transfer out to internet")][:1]
 
 
 def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
