@@ -434,6 +434,10 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
     assert torch_rows.estimate.all()
     assert any("an epoch here is 128 samples" in c.value and "(best split 1 thread x 1 "
                "replica at 0.5 cores) scaled to 16 cores" in c.value for c in at.caption)
+    # Azure's 2025 and GCP's undated prices are among them: named as stale on any day
+    [stale] = [w.value for w in at.warning if "older than 6 months" in w.value]
+    assert "GCP n2-standard-32: undated" in stale and "Azure Standard_D32s_v5: as of 2025" \
+        in stale
 
 
 
