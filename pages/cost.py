@@ -1,18 +1,22 @@
 """Cost: measured throughput turned into cloud prices, OCI vs AWS (and GCP, Azure)."""
 
+from datetime import date
+
 import pandas as pd
 import streamlit as st
 
 from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, cost_per_million,
                                   cpu_shapes, custom_machine, default_shape, equivalents,
-                                  monthly_cost, oci_vs_aws, storage_egress)
+                                  monthly_cost, oci_vs_aws, storage_egress,
+                                  storage_egress_rates)
 from engine.analysis.cost_machines import (basis, contender_rows, figure, fleet_rows,
                                            machine_rows, machine_vs_machine, priced_shapes)
+from engine.analysis.price_age import stale_prices
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
 from engine.present.cost_text import (bars_captions, break_even_defaults, break_even_text,
                                       catalog_frame, claim_text, extras_caption, figure_caption,
-                                      not_measured_text, source_caption, versus_frame,
-                                      versus_missing_text)
+                                      not_measured_text, source_caption, sources_caption,
+                                      stale_text, versus_frame, versus_missing_text)
 from dashboard.link_state import PageLink
 from dashboard.numbers import Numbers
 from dashboard.offered import offered
@@ -55,12 +59,13 @@ st.dataframe(pd.DataFrame(claim["rows"]), hide_index=True, key="claim", column_c
     "USD/month": st.column_config.NumberColumn(format="$%.2f")})
 if said := claim_text(claim, hours):
     st.markdown(said)
+today = date.today()  # a price's age is judged on the day the page is read
+if said := stale_text(stale_prices(cpu, today=today), today):  # every x86 shape priced here
+    st.warning(said, icon=":material/schedule:")
 
 with st.expander(f"Price catalog ({len(catalog)} machines; sources and dates)"):
     st.dataframe(catalog_frame(catalog), hide_index=True, key="catalog")
-    st.caption("OCI Flex prices are derived from unit rates (OCPUs x OCPU rate + GB x memory "
-               "rate). GCP and Azure rows come from secondary sources. Refresh from a saved "
-               "price list with `python -m engine prices import FILE`.")
+    st.caption(sources_caption(catalog))
 
 link.put("hours", hours, lambda v: f"{v:g}")
 if measured.empty:
@@ -134,6 +139,8 @@ k1.metric("throughput on this machine" + (" (estimate)" if proj.estimate else " 
 k2.metric("cost per 1 M inferences", f"${cost_per_million(machine.usd_per_hour, proj.throughput):,.4f}")
 k3.metric(f"monthly cost ({hours:g} h)", f"${monthly_cost(machine.usd_per_hour, hours=hours):,.2f}")
 st.caption(figure_caption(proj, machine))
+if said := stale_text(stale_prices([machine], today=today), today):
+    st.warning(said, icon=":material/schedule:")
 
 table = machine_rows(shapes + ([machine] if machine.provider == "custom" else []), base,
                      hours=hours)
@@ -168,6 +175,9 @@ with st.container():
         st.plotly_chart(fleet_bars(fleet, rate, machine.vcpus), key="fleet")
     if storage or egress:
         st.caption(extras_caption(extras))
+        used = storage_egress_rates(rates, storage_gb=storage, egress_gb=egress)
+        if said := stale_text(stale_prices([], used, today=today), today):
+            st.warning(said, icon=":material/schedule:")
 
 st.subheader("Machine vs machine: the shapes this was measured on")
 versus = machine_vs_machine(catalog, base, rate, hours=hours)

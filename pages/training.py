@@ -1,10 +1,14 @@
 """Training: time per epoch and samples/s side by side; loss and accuracy curves overlaid."""
 
+from datetime import date
+
 import pandas as pd
 import streamlit as st
 
 from engine.analysis.cost import default_shape
 from engine.analysis.cost_machines import priced_shapes, training_rows
+from engine.analysis.price_age import stale_prices
+from engine.present.cost_text import stale_text
 from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars,
                                              step_loss_chart, train_labels, training_cost_bars,
                                              training_curves)
@@ -172,7 +176,8 @@ machine = cpu[st.selectbox("Machine", range(len(cpu)), key="train_shape",
                            **link.initial("train_shape", index=default_shape(cpu)),
                            format_func=lambda i: f"{cpu[i].label} ({cpu[i].vcpus} vCPUs, "
                                                  f"${cpu[i].usd_per_hour:.4f}/h)")]
-rows = training_rows(measured.to_dict("records"), priced_machines(cpu, machine, on_shapes))
+priced = priced_machines(cpu, machine, on_shapes)
+rows = training_rows(measured.to_dict("records"), priced)
 if not rows:
     link.finish()
     st.info(f"No figure for {machine.label}: the selected machine has no successful "
@@ -195,5 +200,7 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="train_co
                  "cost_per_million": st.column_config.NumberColumn("USD per 1 M samples",
                                                                    format="$%.4f")})
 st.caption(cost_caption(measured, rows))
+if said := stale_text(stale_prices(priced, today=date.today()), date.today()):
+    st.warning(said, icon=":material/schedule:")  # prices over 6 months old, by name
 link.put("shape", machine.label)
 link.finish()

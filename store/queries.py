@@ -328,6 +328,7 @@ def machine_throughput(con, kind: str, setting: tuple | None,
         # the fewest timed samples behind a run's p99: under P99_MIN_SAMPLES it is flagged
         "min(r.iterations) AS p99_samples, "
         "max((r.extra->>'cores_used')::INTEGER) AS cores_used, "  # counted by the worker
+        "bool_or((r.extra->>'hypervisor')::BOOLEAN) AS hypervisor, "  # a guest (NULL: unsaid)
         "any_value(y.cpu_model) AS cpu_model, any_value(y.usable_cores) AS host_vcpus, "
         "any_value(y.platform) AS platform, "
         "any_value((r.extra->>'steps_per_epoch')::INTEGER * r.batch_size) AS samples_per_epoch "

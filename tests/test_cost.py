@@ -95,14 +95,19 @@ def test_shipped_catalog_is_valid_and_prices_oci_flex_from_unit_rates():
 def test_validation_catches_bad_rows():
     rates = load_unit_rates()
     good = load_catalog(rates=rates)[0]
+    # "undated" is allowed (and warned about as stale); a third party's copy must say so.
     bad = [replace(good, usd_per_hour=-1.0), replace(good, source=" "),
-           replace(good, as_of="undated"), replace(good, provider="GCP", secondary=False)]
+           replace(good, as_of="last year"), replace(good, as_of="undated"),
+           replace(good, provider="GCP", secondary=False),
+           replace(good, first_party="")]
     problems = validate_catalog(bad, rates)
     assert problems == [
         f"{bad[0].label}: usd_per_hour -1.0 must be positive",
         f"{bad[1].label}: no source",
-        f"{bad[2].label}: as_of 'undated' is not a date (YYYY[-MM[-DD]])",
-        f"GCP {good.shape}: GCP/Azure figures are secondary-source; mark them so"]
+        f"{bad[2].label}: as_of 'last year' is not a date (YYYY[-MM[-DD]] or 'undated')",
+        f"GCP {good.shape}: source {good.source!r} is a third party's copy; mark it secondary",
+        f"{good.label}: names no first-party source (the provider's price list or API) to "
+        "check the price against"]
 
 
 def test_storage_and_egress_respect_free_allowances():
@@ -166,7 +171,9 @@ def test_oci_price_list_import_reprices_flex_shapes(tmp_path, db_path, capsys):
         catalog, _ = effective_catalog(con)
     e4 = next(m for m in catalog if m.shape == "VM.Standard.E4.Flex 16 OCPU/32 GB")
     assert e4.usd_per_hour == pytest.approx(16 * 0.02 + 32 * 0.0015)  # 0.368
-    assert e4.as_of == "2026-11-01" and "oci.json" in e4.source
+    # the new OCPU rate's source, and the date of its older part: the memory rate is the
+    # shipped one of 2026-03-03, so the figure is no newer than that
+    assert e4.as_of == "2026-03-03" and "oci.json" in e4.source and e4.secondary
 
 
 def test_aws_offer_file_import_adds_and_updates_machines(tmp_path, db_path):
@@ -212,8 +219,10 @@ def test_malformed_price_files_are_refused_and_the_catalog_is_unchanged(
 
 
 def test_prices_check_and_list(capsys, db_path):
-    assert main(["prices", "check", "--db", str(db_path)]) == 0
-    assert capsys.readouterr().out.strip() == "42 machines, 32 unit rates: ok"
+    assert main(["prices", "check", "--on", "2026-11-27", "--db", str(db_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "42 machines, 32 unit rates: ok; 48 older than 6 months or undated on 2026-11-27; "
+        "70 from a third party's copy (secondary)")
     assert main(["prices", "list", "--provider", "AWS", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
     assert "m6i.8xlarge" in out and "OCI" not in out

@@ -75,6 +75,13 @@ def test_every_run_records_its_shape_and_machine_facts(db_path, worker_env, caps
                            "ORDER BY started_at").fetchall()
     # one thread, pinned to one CPU: one physical core, whatever the SMT
     assert rows == [("m6i.4xlarge", True, True, 1), ("c6i.8xlarge", True, True, 1)]
+    # whether the host is a VM, where cpuinfo says (x86: its flags line)
+    from engine.worker.machine import hypervisor_of
+    with open("/proc/cpuinfo") as f:
+        expected = hypervisor_of(f.read())
+    with open_db(db_path) as con:
+        said = con.execute("SELECT (extra->>'hypervisor')::BOOLEAN FROM runs").fetchall()
+    assert said == [(expected,), (expected,)]
     capsys.readouterr()
     assert main([*sweep, "--machine-shape", "c6i.8xlarg"]) == 2
     assert capsys.readouterr().err.startswith(

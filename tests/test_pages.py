@@ -294,10 +294,18 @@ def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, mon
     at = page("pages/cost.py", db_path, monkeypatch)
     assert at.subheader[0].value == ("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU "
                                      "AWS machines, per month")
-    claim = [m.value for m in at.markdown if m.value.startswith("With today's catalog")][0]
-    assert claim.startswith("With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** "
+    claim = [m.value for m in at.markdown if m.value.startswith("At catalog list prices")][0]
+    assert claim.startswith("At catalog list prices (OCI's as of 2026-03-03, AWS's as of "
+                            "2026-09-24), **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** "
                             "costs **$327.04/month**; the cheapest 32-vCPU x86 AWS machine, "
                             "**AWS c6i.8xlarge**, costs **$992.80/month** — 3.04x.")
+    # The x86 shapes priced here include undated (GCP) and 2025 (Azure) prices, stale on
+    # any day: the page says which and where to check them.
+    [stale] = [w.value for w in at.warning if "older than 6 months" in w.value]
+    assert ("Azure Standard_D16s_v5: as of 2025 (read as 2025-01-01, the earliest it can "
+            "mean)") in stale and "and " in stale and "more." in stale  # oldest four named
+    assert any(c.value.startswith("40 of 42 machines' prices come from a third party's copy")
+               for c in at.caption)
 
 
 def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
@@ -426,6 +434,10 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
     assert torch_rows.estimate.all()
     assert any("an epoch here is 128 samples" in c.value and "(best split 1 thread x 1 "
                "replica at 0.5 cores) scaled to 16 cores" in c.value for c in at.caption)
+    # Azure's 2025 and GCP's undated prices are among them: named as stale on any day
+    [stale] = [w.value for w in at.warning if "older than 6 months" in w.value]
+    assert "GCP n2-standard-32: undated" in stale and "Azure Standard_D32s_v5: as of 2025" \
+        in stale
 
 
 

@@ -179,7 +179,8 @@ def test_the_cost_pages_sentences_come_from_the_figures():
     catalog = load_catalog()
     cpu = cpu_shapes(catalog)
     assert claim_text(oci_vs_aws(cpu, hours=730), 730) == (
-        "With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** costs "
+        "At catalog list prices (OCI's as of 2026-03-03, AWS's as of 2026-09-24), "
+        "**OCI VM.Standard.E3.Flex 16 OCPU/32 GB** costs "
         "**$327.04/month**; the cheapest 32-vCPU x86 AWS machine, **AWS c6i.8xlarge**, costs "
         "**$992.80/month** — 3.04x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
         "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
@@ -187,8 +188,9 @@ def test_the_cost_pages_sentences_come_from_the_figures():
     assert claim_text(oci_vs_aws([m for m in cpu if m.provider == "OCI"]), 730) is None
     frame = catalog_frame(catalog[:2])
     assert list(frame.columns) == ["provider", "shape", "region", "vCPUs", "OCPUs",
-                                   "memory GB", "accelerator", "USD/hour", "basis", "source",
-                                   "as of", "secondary source"] and len(frame) == 2
+                                   "threads/core", "memory GB", "accelerator", "USD/hour",
+                                   "basis", "source", "as of", "secondary source",
+                                   "check at (first party)"] and len(frame) == 2
 
     one = Split(threads=1, replicas=1, throughput=100.0, runs=3, threads_per_core=2,
                 machine="Test CPU")
@@ -201,7 +203,8 @@ def test_the_cost_pages_sentences_come_from_the_figures():
     mine = custom_machine(0.5, 8)
     assert figure_caption(Figure(700.0, True, "estimate: 175.0 samples/s per core", two,
                                  None), mine) == (
-        "Assumption: 175.0 samples/s per core (custom 8 vCPUs: 2 thread(s) per core).")
+        "Assumption: 175.0 samples/s per core (custom 8 vCPUs: 2 threads per core, assumed "
+        "for a price entered by hand).")
     assert figure_caption(Figure(236.0, False, "measured on c6i.8xlarge (16 threads)", two,
                                  41.0), mine) == "Measured on c6i.8xlarge (16 threads)."
     assert extras_caption({"OCI": 1.5, "AWS": 12.25}) == (

@@ -86,6 +86,24 @@ def test_html_cost_uses_the_cost_pages_default_shape_with_its_source_and_date(se
     assert "Throughput measured on Test CPU @ 2 GHz (2 vCPUs) at 1, 2 thread(s)" in doc
 
 
+def test_html_cost_names_stale_prices_on_the_day_given_and_where_to_check(seeded):
+    from datetime import date
+    with open_db(seeded) as con:
+        doc = build_report(con, "sweep-seeded", "html", today=date(2026, 11, 27)).decode()
+        march = build_report(con, "sweep-seeded", "html", today=date(2026, 3, 10)).decode()
+    # the default shape (OCI E3) and the closest AWS, GCP and Azure machines, oldest first
+    assert ("<b>Older than 6 months on 2026-11-27 or undated:</b> Azure Standard_D32s_v5: as "
+            "of 2025 (read as 2025-01-01, the earliest it can mean), 22 months (695 days) "
+            "before 2026-11-27; OCI VM.Standard.E3.Flex 16 OCPU/32 GB: as of 2026-03-03, 8 "
+            "months (269 days) before 2026-11-27; GCP n2-standard-32: undated (its source "
+            "gives no date), so its age is unknown. Check them") in doc
+    assert ("<td>yes</td><td>not reached from here: Oracle&#x27;s price list API "
+            "apexapps.oracle.com/pls/apex/cetools/api/v1/products/?partNumber=B92306") in doc
+    # the AWS, GCP and Azure machines priced beside it: Azure's 2025 and GCP's undated
+    # price are stale on any day; in March OCI's snapshot was new
+    assert "OCI VM.Standard.E3.Flex" not in march.split("Older than 6 months")[1][:400]
+
+
 def test_markdown_report_for_a_pull_request(seeded):
     doc = report(seeded, fmt="md")
     lines = doc.splitlines()

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from engine.analysis.price_age import UNDATED, oldest
 from engine.core.errors import UserError
 from engine.core.paths import PRICES_DIR
 
@@ -30,10 +31,17 @@ __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_
            "infer_arch", "infer_threads_per_core", "machine_from_dict",
            "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents", "break_even_rates",
            "storage_egress", "cpu_shapes", "default_shape", "resolve_shape", "custom_machine",
-           "oci_vs_aws"]
+           "oci_vs_aws", "FIRST_PARTY", "storage_egress_rates"]
 
 HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
-_DATE = re.compile(r"^20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
+_DATE = re.compile(r"^(20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?|undated)$")
+# A source a buyer can read the figure in himself: the provider's own price list, page or
+# API, named first (a saved offer file or price list imported with `prices import` is named
+# so). Any other source is a third party's copy, and its row must say secondary.
+FIRST_PARTY = re.compile(
+    r"^(?:AWS Price List|OCI price list|(?:https?://)?(?:[\w-]+\.)*(?:oracle\.com|"
+    r"amazonaws\.com|aws\.amazon\.com|azure\.microsoft\.com|prices\.azure\.com|"
+    r"cloud\.google\.com|googleapis\.com)\b)", re.IGNORECASE)
 # Free outbound transfer per month before the first priced tier, in GB.
 EGRESS_FREE_GB = {"OCI": 10 * 1024, "AWS": 100, "Azure": 100, "GCP": 0}
 
@@ -48,6 +56,8 @@ class UnitRate:
     source: str
     as_of: str
     note: str = ""
+    secondary: bool = False  # taken from a third party's copy of the provider's list
+    first_party: str = ""  # the provider's own list or API to check it in, and what we saw
 
 
 @dataclass(frozen=True)
@@ -67,10 +77,12 @@ class Machine:
     price_basis: str
     source: str
     as_of: str
-    secondary: bool  # GCP/Azure figures from secondary sources, as the research marks them
+    secondary: bool  # taken from a third party's copy, not from the provider's own list
     arch: str  # "x86_64" or "arm64": a figure measured on one does not carry over to the other
     threads_per_core: int  # hardware threads per physical core its vCPUs count (1: no SMT)
     note: str = ""
+    first_party: str = ""  # the provider's own list or API to check it in, and what we saw
+    threads_inferred: bool = False  # threads_per_core guessed from the shape's name
 
     @property
     def label(self) -> str:
@@ -82,13 +94,14 @@ class Machine:
 # a stored update from before these columns), its shape's family does: Arm families run one
 # thread per core, and so do AWS's 7th-generation AMD shapes (m7a, c7a, r7a, hpc7a) and
 # GCP's Tau T2D; every other x86 cloud shape exposes a core's two hardware threads as two
-# vCPUs (on OCI one OCPU is one core, two vCPUs).
+# vCPUs (on OCI one OCPU is one core, two vCPUs), except AWS's HPC shapes (hpc6a, hpc6id,
+# hpc7a), which run with SMT off. A row filled this way says so (threads_inferred).
 _ARM_SHAPE = re.compile(
     r"Graviton|Ampere|Axion|\.A[12]\.|"                        # named, OCI Ampere A1/A2
     r"^(?:[a-z]+\d+g[a-z]*|a1)\.|"                              # AWS: m6gd, c7gn, r8g, a1
     r"^(?:t2a|c4a|n4a)-|"                                       # GCP Arm: Tau T2A, Axion
     r"^Standard_[A-Z]+\d+[a-z]*p[a-z]*_v\d", re.IGNORECASE)     # Azure Cobalt/Ampere: D8ps_v5
-_ONE_THREAD_X86 = re.compile(r"^(?:[a-z]+7a\.|t2d-)")
+_ONE_THREAD_X86 = re.compile(r"^(?:[a-z]+7a\.|hpc\d+[a-z]*\.|t2d-)")
 
 
 def infer_arch(provider: str, shape: str) -> str:
@@ -105,8 +118,10 @@ def machine_from_dict(d: dict) -> Machine:
     """A Machine from a stored or parsed row, arch and threads per core filled from the
     shape's family where the row does not carry them (updates stored before the columns)."""
     arch = d.get("arch") or infer_arch(d["provider"], d["shape"])
+    inferred = d.get("threads_inferred", False) or not d.get("threads_per_core")
     tpc = d.get("threads_per_core") or infer_threads_per_core(d["provider"], d["shape"], arch)
-    return Machine(**{**d, "arch": arch, "threads_per_core": int(tpc)})
+    return Machine(**{**d, "arch": arch, "threads_per_core": int(tpc),
+                      "threads_inferred": bool(inferred)})
 
 
 def vcpus_per_ocpu(shape: str) -> int:
@@ -126,9 +141,10 @@ def _read(path: Path) -> list[dict]:
 def load_unit_rates(path: Path | None = None, overrides: list[UnitRate] = ()) -> dict[str, UnitRate]:
     rates = {}
     for r in _read(path or PRICES_DIR / "unit_rates.csv"):
-        rates[r["part"] + "|" + r["item"]] = UnitRate(r["provider"], r["item"], r["part"],
-                                                     r["unit"], float(r["usd"]), r["source"],
-                                                     r["as_of"], r.get("note", ""))
+        rates[r["part"] + "|" + r["item"]] = UnitRate(
+            r["provider"], r["item"], r["part"], r["unit"], float(r["usd"]), r["source"],
+            r["as_of"], r.get("note", ""), secondary=r.get("secondary") == "yes",
+            first_party=r.get("first_party", ""))
     by_part = {}
     for key, rate in rates.items():
         by_part.setdefault(rate.part, rate)
@@ -153,9 +169,11 @@ def load_catalog(path: Path | None = None, *, rates: dict[str, UnitRate] | None 
             price_basis=r["price_basis"], source=r["source"], as_of=r["as_of"],
             secondary=r["secondary"] == "yes", note=r.get("note", ""),
             arch=r.get("arch") or infer_arch(r["provider"], r["shape"]),
-            threads_per_core=int(r.get("threads_per_core") or 0))
+            threads_per_core=int(r.get("threads_per_core") or 0),
+            first_party=r.get("first_party", ""))
         if not m.threads_per_core:
-            m = replace(m, threads_per_core=infer_threads_per_core(m.provider, m.shape, m.arch))
+            m = replace(m, threads_per_core=infer_threads_per_core(m.provider, m.shape, m.arch),
+                        threads_inferred=True)
         if m.pricing == "oci_flex":
             o, g = rates.get(m.ocpu_part), rates.get(m.memory_part)
             if o is None or g is None:
@@ -166,7 +184,11 @@ def load_catalog(path: Path | None = None, *, rates: dict[str, UnitRate] | None 
                         price_basis=f"list PAYG: {m.ocpus} OCPU x {o.usd:g} + {m.memory_gb:g} GB "
                                     f"x {g.usd:g} (parts {o.part}/{g.part})",
                         source=o.source if o.source == g.source else f"{o.source}; {g.source}",
-                        as_of=max(o.as_of, g.as_of))
+                        # as old as its older rate: an OCPU rate refreshed yesterday does
+                        # not make last year's memory rate new
+                        as_of=oldest(o.as_of, g.as_of), secondary=o.secondary or g.secondary,
+                        first_party=o.first_party if o.first_party == g.first_party
+                        else f"{o.first_party}; {g.first_party}")
         machines[(m.provider, m.region, m.shape)] = m
     for m in overrides:
         machines[(m.provider, m.region, m.shape)] = m
@@ -174,7 +196,9 @@ def load_catalog(path: Path | None = None, *, rates: dict[str, UnitRate] | None 
 
 
 def validate_catalog(machines: list[Machine], rates: dict[str, UnitRate]) -> list[str]:
-    """Problems that make a figure unusable: missing or negative prices, no source or date."""
+    """Problems that make a figure unusable: missing or negative prices, no source or date
+    (a date the source does not give is written "undated"), no first-party source to check
+    it against, or a third party's copy not marked secondary."""
     problems = []
     for m in machines:
         if not (m.usd_per_hour > 0) or math.isnan(m.usd_per_hour):
@@ -184,15 +208,27 @@ def validate_catalog(machines: list[Machine], rates: dict[str, UnitRate]) -> lis
         if not m.source.strip():
             problems.append(f"{m.label}: no source")
         if not _DATE.match(m.as_of or ""):
-            problems.append(f"{m.label}: as_of {m.as_of!r} is not a date (YYYY[-MM[-DD]])")
-        if m.provider in ("GCP", "Azure") and not m.secondary:
-            problems.append(f"{m.label}: GCP/Azure figures are secondary-source; mark them so")
+            problems.append(f"{m.label}: as_of {m.as_of!r} is not a date (YYYY[-MM[-DD]] "
+                            f"or {UNDATED!r})")
+        problems += _provenance(m.label, m.source, m.secondary, m.first_party)
     for r in rates.values():
         if not (r.usd >= 0):
             problems.append(f"unit rate {r.part} ({r.item}): usd {r.usd!r} must be >= 0")
         if not r.source.strip() or not _DATE.match(r.as_of or ""):
             problems.append(f"unit rate {r.part} ({r.item}): needs a source and a date")
+        problems += _provenance(f"unit rate {r.part} ({r.item})", r.source, r.secondary,
+                                r.first_party)
     return problems
+
+
+def _provenance(label: str, source: str, secondary: bool, first_party: str) -> list[str]:
+    out = []
+    if not first_party.strip() and not FIRST_PARTY.search(source):
+        out.append(f"{label}: names no first-party source (the provider's price list or "
+                   "API) to check the price against")
+    if not secondary and not FIRST_PARTY.search(source):
+        out.append(f"{label}: source {source!r} is a third party's copy; mark it secondary")
+    return out
 
 
 def cost_per_million(usd_per_hour: float, throughput: float) -> float:
@@ -252,6 +288,17 @@ def break_even_rates(a: tuple[float, float], b: tuple[float, float],
     return changes
 
 
+def storage_egress_rates(rates: dict[str, UnitRate], *, storage_gb: float,
+                         egress_gb: float) -> list[UnitRate]:
+    """The unit rates storage_egress() uses for these amounts (what a view that shows its
+    figure must date)."""
+    parts = (["B91961", "B91962", "JG3KUJMBRGHV3N8G"] if storage_gb else []) + \
+        (["B88327"] if egress_gb else [])
+    used = [rates[p] for p in parts if p in rates]
+    return used + [r for r in rates.values() if egress_gb and r.provider == "AWS"
+                   and r.item.startswith("Data transfer out to internet")][:1]
+
+
 def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,
                    egress_gb: float) -> dict[str, float]:
     """Monthly block storage and outbound transfer for OCI and AWS, from the unit rates
@@ -307,7 +354,8 @@ def custom_machine(usd_per_hour: float, vcpus: int) -> Machine:
                    vcpus=int(vcpus), ocpus=None, memory_gb=0.0, accelerator="none",
                    accelerator_count=0, usd_per_hour=float(usd_per_hour), pricing="fixed",
                    ocpu_part="", memory_part="", price_basis="entered by you", source="you",
-                   as_of="", secondary=False, arch="x86_64", threads_per_core=2)
+                   as_of="", secondary=False, arch="x86_64", threads_per_core=2,
+                   threads_inferred=True)
 
 
 def oci_vs_aws(shapes: list[Machine], hours: float = HOURS_PER_MONTH) -> dict:

@@ -10,7 +10,14 @@ A shape with no run gets an estimate, labelled as one with its assumption: the s
 (benchmark) machine's best split at the most physical cores it measured, divided by those
 cores, times the target's physical cores. Physical cores, not vCPUs: a thread on a host with
 2 threads per core is half a core (N threads = N / 2 cores), and a catalog machine's cores are
-its vCPUs / its threads per core (threads_per_core). No framework import here.
+its vCPUs / its threads per core (threads_per_core).
+
+A hypervisor may hide SMT: a guest can see each hyperthread as a core of its own and report
+1 thread per core. An estimate scaled from a host that reported 1 thread per core, and was a
+VM (or did not say: runs before workers recorded it), says so and gives the figure it would
+be if those cores were hyperthreads, two to a core as on every x86 cloud shape with SMT: the
+same throughput on half the cores is twice the throughput per core, so twice the estimate
+(at most that on a target shape that runs one thread per core). No framework import here.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class Split:
     machine: str = ""  # the host's CPU model, for labels
     cores_used: int | None = None  # physical cores its workers were pinned to, counted
     arch: str | None = None  # the host's, from its systems row's platform (None: unknown)
+    hypervisor: bool | None = None  # the host a VM (x86 cpuinfo flag); None: not recorded
 
     @property
     def cores(self) -> float:
@@ -131,7 +139,17 @@ def _split(r: dict) -> Split:
                  p99_samples=int(n) if (n := _num(r.get("p99_samples"))) else None,
                  machine=r.get("cpu_model") if isinstance(r.get("cpu_model"), str) else "",
                  cores_used=int(c) if (c := _num(r.get("cores_used"))) else None,
-                 arch=_arch(r.get("platform")))
+                 arch=_arch(r.get("platform")), hypervisor=_flag(r.get("hypervisor")))
+
+
+def _flag(value) -> bool | None:
+    """A database boolean, None for NULL (pandas: None, NaN or pd.NA)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        return bool(value)
+    except TypeError:  # pd.NA refuses bool()
+        return None
 
 
 def _arch(platform) -> str | None:
@@ -161,6 +179,8 @@ class Figure:
     split: Split  # measured: the split on this shape; estimate: the source split scaled
     p99_ms: float | None  # measured only: an estimate says nothing about the tail
     p99_samples: int | None = None  # how many samples it rests on (flagged under 100)
+    # an estimate from a host that may have shown hyperthreads as cores: the figure if so
+    if_hyperthreads: float | None = None
 
 
 def figure(b: Basis, m: Machine) -> Figure | None:
@@ -180,21 +200,39 @@ def figure(b: Basis, m: Machine) -> Figure | None:
     if on_shape:
         s = max(on_shape, key=lambda s: (s.throughput / s.cores, -s.cores, -s.replicas))
         per_core = s.throughput / s.cores
+        # the catalog row saying the shape runs one thread per core settles it
+        alt, caveat = _smt_hidden(s, per_core * cores, m) if (
+            m.threads_per_core > 1 or m.threads_inferred) else (None, "")
         return Figure(per_core * cores, True,
                       f"estimate: measured on {m.shape} on {s.cores:g} of its {cores:g} "
                       f"cores ({s.config}: {s.throughput:,.1f} samples/s, median of "
                       f"{_plural(s.runs, 'run')}), scaled to the whole machine at "
                       f"{per_core:,.1f} samples/s per core; assumes the other cores serve "
-                      "as many", s, None, None)
+                      f"as many{caveat}", s, None, None, alt)
     s = b.best_source
     if s is None or m.arch != "x86_64" or s.arch not in (None, "x86_64"):
         return None  # per-core figures carry over between x86 machines only
     per_core = s.throughput / s.cores
     unknown = "" if s.threads_per_core else "; threads per core not recorded: 1 per thread"
+    alt, caveat = _smt_hidden(s, per_core * cores, m)
     return Figure(per_core * cores, True,
                   f"estimate: {per_core:,.1f} samples/s per core from {b.source_name} "
                   f"(best split {s.config} at {_plural(s.cores, 'core')}{unknown}) scaled "
-                  f"to {_plural(cores, 'core')}", s, None)
+                  f"to {_plural(cores, 'core')}{caveat}", s, None, None, alt)
+
+
+def _smt_hidden(s: Split, estimate: float, m: Machine) -> tuple[float | None, str]:
+    """(the figure if the split's cores were hyperthreads, the sentence saying so) when its
+    x86 host reported 1 thread per core and was a VM or did not say; (None, "") else."""
+    if s.threads_per_core != 1 or s.hypervisor is False or s.arch not in (None, "x86_64"):
+        return None, ""
+    alt = 2 * estimate
+    host = "a VM" if s.hypervisor else "a host that did not record whether it is a VM"
+    bound = (", at most: this shape runs one thread per core"
+             if threads_per_core(m) == 1 and not m.threads_inferred else "")
+    return alt, (f"; the {_plural(s.cores, 'core')} counted (1 thread per core on {host}) "
+                 f"may be hyperthreads of {_plural(s.cores / 2, 'core')}: if so the figure would be "
+                 f"{alt:,.1f} samples/s (twice the throughput per core{bound})")
 
 
 def _row(m: Machine, f: Figure, hours: float) -> dict:
@@ -206,7 +244,8 @@ def _row(m: Machine, f: Figure, hours: float) -> dict:
             "cost_per_million": cost_per_million(m.usd_per_hour, f.throughput),
             "monthly": monthly_cost(m.usd_per_hour, hours=hours), "estimate": f.estimate,
             "assumption": f.assumption, "config": f.split.config, "p99_ms": f.p99_ms,
-            "secondary": m.secondary, "as_of": m.as_of}
+            "secondary": m.secondary, "as_of": m.as_of,
+            "threads_inferred": m.threads_inferred, "if_hyperthreads": f.if_hyperthreads}
 
 
 def machine_rows(machines: list[Machine], b: Basis, *,

@@ -3,15 +3,19 @@ engine/analysis/cost*.py's figures so the page only draws them. No Streamlit."""
 
 from __future__ import annotations
 
+from datetime import date
+
 import pandas as pd
 
 from engine.analysis.cost import Machine, equivalents, monthly_cost
-from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure, threads_per_core
+from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure
+from engine.analysis.price_age import MAX_AGE_MONTHS, PriceAge, age_text
 from engine.present.tables import p99_text
 
 __all__ = ["claim_text", "catalog_frame", "source_caption", "figure_caption",
            "bars_captions", "extras_caption", "not_measured_text", "versus_missing_text",
-           "break_even_defaults", "break_even_text", "versus_frame"]
+           "break_even_defaults", "break_even_text", "versus_frame", "stale_text",
+           "sources_caption", "threads_text"]
 
 CHANGES_SHOWN = 12  # break-even points listed; a long list says nothing more
 
@@ -26,7 +30,8 @@ def claim_text(claim: dict, hours: float) -> str | None:
     if claim["ratio"] is None:
         return None
     oci, aws = claim["oci"], claim["aws"]
-    return (f"With today's catalog, **{oci.label}** costs "
+    return (f"At catalog list prices (OCI's as of {oci.as_of}, AWS's as of {aws.as_of}), "
+            f"**{oci.label}** costs "
             f"**${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
             f"32-vCPU x86 AWS machine, **{aws.label}**, costs "
             f"**${monthly_cost(aws.usd_per_hour, hours=hours):,.2f}/month** — "
@@ -36,20 +41,62 @@ def claim_text(claim: dict, hours: float) -> str | None:
 
 
 def catalog_frame(catalog: list[Machine]) -> pd.DataFrame:
-    """The price catalog, one row per machine, with where each price comes from."""
+    """The price catalog, one row per machine, with where each price comes from, whether
+    that is a third party's copy, and the provider's own list to check it at."""
     return pd.DataFrame([{
         "provider": m.provider, "shape": m.shape, "region": m.region, "vCPUs": m.vcpus,
-        "OCPUs": m.ocpus, "memory GB": m.memory_gb, "accelerator": m.accelerator,
-        "USD/hour": m.usd_per_hour, "basis": m.price_basis, "source": m.source,
-        "as of": m.as_of, "secondary source": m.secondary} for m in catalog])
+        "OCPUs": m.ocpus, "threads/core": f"{m.threads_per_core}"
+        + (" (inferred)" if m.threads_inferred else ""), "memory GB": m.memory_gb,
+        "accelerator": m.accelerator, "USD/hour": m.usd_per_hour, "basis": m.price_basis,
+        "source": m.source, "as of": m.as_of, "secondary source": m.secondary,
+        "check at (first party)": m.first_party} for m in catalog])
+
+
+def sources_caption(catalog: list[Machine]) -> str:
+    """Where the catalog's prices come from, counted from its rows."""
+    copies = sum(m.secondary for m in catalog)
+    return (f"{copies} of {len(catalog)} machines' prices come from a third party's copy of "
+            "the provider's list (secondary source); each row names the provider's own list "
+            "or API to check it at, and says when that was not reached. OCI Flex prices are "
+            "derived from unit rates (OCPUs x OCPU rate + GB x memory rate). Refresh from a "
+            "saved price list with `python -m engine prices import FILE`.")
+
+
+def stale_text(ages: list[PriceAge], today: date, *, shown: int = 4) -> str | None:
+    """engine.analysis.price_age.stale_prices() of the prices a view uses, in words; None
+    when none is stale."""
+    if not ages:
+        return None
+    more = len(ages) - shown
+    return (f"{len(ages)} price{'s' if len(ages) > 1 else ''} used here "
+            f"{'are' if len(ages) > 1 else 'is'} older than {MAX_AGE_MONTHS} months on "
+            f"{today.isoformat()} or undated: "
+            + "; ".join(age_text(a, today) for a in ages[:shown])
+            + (f"; and {more} more" if more > 0 else "")
+            + ". Check them against the provider's list (the catalog's \"check at\" "
+              "column) before signing a budget, or import a current one: "
+              "`python -m engine prices import FILE`.")
+
+
+def threads_text(m: Machine) -> str:
+    """A machine's threads per core and where the figure comes from."""
+    n = f"{m.threads_per_core} thread{'' if m.threads_per_core == 1 else 's'} per core"
+    if m.provider == "custom":
+        return f"{n}, assumed for a price entered by hand"
+    if m.threads_inferred:
+        return f"{n}, inferred from the shape's name (its catalog row does not say)"
+    return f"{n}, from its catalog row"
 
 
 def source_caption(base: Basis) -> str | None:
     """The selected machine's splits the estimates start from; None without any."""
     if not base.source:
         return None
-    tpc = base.source[0].threads_per_core
+    first = base.source[0]
+    tpc = first.threads_per_core
     per_core = _s(tpc, "thread") + " per core" if tpc else "threads per core not recorded"
+    if tpc == 1 and first.hypervisor is not False and first.arch in (None, "x86_64"):
+        per_core += (" on a VM" if first.hypervisor else "") + ": its cores may be hyperthreads"
     splits = ", ".join(f"{s.config}: {s.throughput:,.1f} samples/s"
                        for s in sorted(base.source, key=lambda s: (s.cores, s.replicas)))
     shapes = (f". Measured on catalog shapes: {', '.join(base.shapes)}." if base.shapes
@@ -62,7 +109,7 @@ def figure_caption(proj: Figure, machine: Machine) -> str:
     was measured."""
     if proj.estimate:
         return (f"Assumption: {proj.assumption.removeprefix('estimate: ')} "
-                f"({machine.shape}: {threads_per_core(machine)} thread(s) per core).")
+                f"({machine.shape}: {threads_text(machine)}).")
     return f"{proj.assumption[0].upper()}{proj.assumption[1:]}."
 
 
@@ -70,14 +117,18 @@ def bars_captions(table: list[dict]) -> list[str]:
     """What the hatched (estimated) and solid (measured) bars of machine_rows() stand for."""
     notes = sorted({r["assumption"] for r in table if r["estimate"]})
     measured_on = [f"{r['shape']} ({r['config']})" for r in table if not r["estimate"]]
+    inferred = [r["shape"] for r in table if r["estimate"] and r.get("threads_inferred")
+                and r["provider"] != "custom"]
     out = []
     if notes:
         out.append("Hatched bars are estimates (no run on the shape, or runs on part of it "
                    "scaled to the whole machine): "
                    + notes[0].removeprefix("estimate: ")
                    + (" (and likewise for the other sizes)" if len(notes) > 1 else "")
-                   + ". Cores: vCPUs / threads per core (2 on x86 cloud shapes, 1 on Arm; an "
-                     "OCI OCPU is one core).")
+                   + ". Cores: vCPUs / each shape's threads per core from its catalog row (an "
+                     "OCI OCPU is one core)"
+                   + (f"; inferred from the shape's name for {', '.join(inferred)}"
+                      if inferred else "") + ".")
     if measured_on:
         out.append("Solid bars were measured on their shape: " + "; ".join(measured_on) + ".")
     return out

@@ -5,7 +5,8 @@ the others reuse it) and the style uses system fonts, so the file opens offline 
 nothing. It holds the comparison table with its verdict sentences and the sweep's noise,
 the Compare page's charts, the machine and software the runs ran on, the measurement
 policy, the cost per 1 M inferences on the Cost page's default shape with each price's
-source and date, and the command that reproduces the sweep. Markdown: the table, the
+source, date and the provider's own list to check it at (and which prices are older than
+six months on the day the report is made), and the command that reproduces the sweep. Markdown: the table, the
 sentences, the noise, one machine line and the command, for a pull request or a
 wiki page.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from datetime import date
 
 import pandas as pd
 
@@ -26,6 +28,7 @@ from engine.analysis.compare import aggregate, stored_rule
 from engine.analysis.noise import noise_model
 from engine.analysis.cost import cpu_shapes, default_shape, equivalents
 from engine.analysis.cost_machines import basis, machine_rows
+from engine.analysis.price_age import age_text, stale_prices
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, setting_choices
@@ -62,18 +65,20 @@ def check_format(fmt: str | None) -> str:
     return fmt
 
 
-def build_report(con, sweep_id: str | None, fmt: str = "html") -> bytes:
+def build_report(con, sweep_id: str | None, fmt: str = "html",
+                 today: date | None = None) -> bytes:
     """The report of one inference sweep, UTF-8 encoded. sweep_id: a full id or a unique
     prefix (None: the newest inference sweep); fmt: "html" or "md" (REPORT_FORMATS gives
-    the MIME type). UserError (field "sweep" or "format") on a reference or format that
-    cannot be reported. Deterministic: the same database gives the same bytes."""
+    the MIME type); today: the day prices' ages are judged on (default: today). UserError
+    (field "sweep" or "format") on a reference or format that cannot be reported.
+    Deterministic: the same database on the same day gives the same bytes."""
     check_format(fmt)
-    rep = _gather(con, resolve_inference_sweep(con, sweep_id))
+    rep = _gather(con, resolve_inference_sweep(con, sweep_id), today or date.today())
     text = to_html(rep) if fmt == "html" else to_markdown(rep)
     return text.encode("utf-8")
 
 
-def _gather(con, sweep_id: str) -> ReportData:
+def _gather(con, sweep_id: str, today: date) -> ReportData:
     info = sweep_info(con, sweep_id)
     rows = sweep_rounds(con, sweep_id)
     results = aggregate(rows)
@@ -96,7 +101,7 @@ def _gather(con, sweep_id: str) -> ReportData:
     summary = config_summary(con, models, sweep_id, setting) if models else pd.DataFrame()
     charts, efficiency, chart_note = _charts(con, summary, models, sweep_id, setting)
     cost = _cost(con, summary, setting,
-                 setting_rows.iloc[0] if not setting_rows.empty else None, sweep_id)
+                 setting_rows.iloc[0] if not setting_rows.empty else None, sweep_id, today)
 
     configs = sweep_configs(con, sweep_id)
     policy = sweep_policy(con, sweep_id)
@@ -151,7 +156,8 @@ def _charts(con, summary: pd.DataFrame, models: list[str], sweep_id: str, settin
     return figs, efficiency, note
 
 
-def _cost(con, summary: pd.DataFrame, setting, host, sweep_id: str) -> CostData:
+def _cost(con, summary: pd.DataFrame, setting, host, sweep_id: str,
+          today: date) -> CostData:
     """Cost per 1 M inferences as the Cost page computes it (engine.analysis.cost_machines):
     on the catalog shape the page preselects and on the closest-size x86 machine of every
     other provider, each configuration's best split measured on that shape by this sweep,
@@ -187,7 +193,9 @@ def _cost(con, summary: pd.DataFrame, setting, host, sweep_id: str) -> CostData:
         measured_on += " Figures without (est.) were " + "; ".join(on_shape) + "."
     return CostData(machine=machine.label, rows=rows, prices=machines,
                     measured_on=measured_on,
-                    assumptions=sorted({r["assumption"] for r in rows if r["estimate"]}))
+                    assumptions=sorted({r["assumption"] for r in rows if r["estimate"]}),
+                    stale=[age_text(a, today) for a in stale_prices(machines, today=today)],
+                    today=today.isoformat())
 
 
 def _tokens(command: str | None) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from engine.analysis.price_age import MAX_AGE_MONTHS
 from engine.present.report_ceilings import CEILING_HEADERS, CeilingData, ceiling_cells
 from engine.present.tables import row_label, sentence
 
@@ -30,6 +31,8 @@ class CostData:
     measured_on: str = ""
     assumptions: list[str] = field(default_factory=list)
     skipped: str = ""  # why no cost is shown, when none is
+    stale: list[str] = field(default_factory=list)  # prices priced here over 6 months old
+    today: str = ""  # the day their ages were judged on
 
 
 @dataclass(frozen=True)
@@ -277,9 +280,17 @@ def to_html(rep: ReportData) -> str:
                           "its own measured figure)." if len(c.assumptions) > 1 else ".")
                        + "</p>")
         out.append("<h3>Prices: sources and dates</h3>" + _table(
-            ["machine", "vCPUs", "USD/hour", "basis", "source", "as of", "secondary source"],
+            ["machine", "vCPUs", "USD/hour", "basis", "source", "as of", "secondary source",
+             "check at (first party)"],
             [[m.label, m.vcpus, f"{m.usd_per_hour:.4f}", m.price_basis, m.source, m.as_of,
-              "yes" if m.secondary else "no"] for m in c.prices], text_cols=(5,)))
+              "yes" if m.secondary else "no", m.first_party] for m in c.prices],
+            text_cols=(5,)))
+        if c.stale:
+            out.append(f"<p class=\"caption\"><b>Older than {MAX_AGE_MONTHS} months on "
+                       f"{_e(c.today)} or "
+                       "undated:</b> " + "; ".join(_e(s) for s in c.stale) + ". Check them "
+                       "at the provider's own list (\"check at\") before a budget rests on "
+                       "them.</p>")
 
     out.append("<h2>Machine and software</h2>")
     if rep.systems.empty:

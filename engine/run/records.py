@@ -69,7 +69,8 @@ def base_fields(spec, *, run_id: str, tags: dict, ready: Ready | None, started_a
         started_at=_ts(started_at) or _now(), ended_at=_ts(ended_at),
         load_avg_1m=load_avg, memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
         git_commit=git_commit, system_id=system_id, kind=spec.kind,
-        extra={**config_extra(spec), **_cores_used(machine), **_left_to_ray(node)},
+        extra={**config_extra(spec), **_cores_used(machine), **_hypervisor(machine),
+               **_left_to_ray(node)},
         machine_shape=machine_shape, node_id=(node or {}).get("node_id"),
         node_host=(node or {}).get("hostname"), node_system=(node or {}).get("system"),
         **_process_columns(ready),
@@ -99,6 +100,13 @@ def _cores_used(machine: dict) -> dict:
     # throughput by, since N threads on SMT siblings are fewer than N cores.
     n = machine.get("cores_used")
     return {"cores_used": n} if n else {}
+
+
+def _hypervisor(machine: dict) -> dict:
+    # A VM may show each hyperthread as a core (1 thread per core): Cost says so beside an
+    # estimate scaled by those cores. Left out when the worker could not tell.
+    v = machine.get("hypervisor")
+    return {"hypervisor": v} if v is not None else {}
 
 
 def record_from_result(base: dict, res: Result, spec) -> RunRecord:
