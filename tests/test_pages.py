@@ -319,6 +319,12 @@ def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
     assert metrics["cost per 1 M inferences"] == "$0.5150"
     assert metrics["monthly cost (730 h)"] == "$262.80"
     assert len(at.get("plotly_chart")) == 4  # by shape, by framework, fleet, break-even
+    # Break-even against torch on c6i.8xlarge (16 cores x 194.19 = 3,107.1/s at $1.36/h):
+    # above 3 x 194.19 = 582.6/s the hand-priced machine needs 4 ($1,051.20) against 1.
+    assert any(m.value.startswith(
+        "From 0 to 582.6 samples/s **A** is cheaper (A 1 machine $262.80, B 1 machine "
+        "$992.80).  \nAbove 582.6 samples/s → B (A 4 machines $1,051.20, B 1 machine "
+        "$992.80)") for m in at.markdown)
     # No run names a catalog shape: no machine-vs-machine view, and how to get one.
     assert any(i.value.startswith("0 shapes measured for torch (eager) at batch 1: a "
                                   "side-by-side comparison needs two.") and

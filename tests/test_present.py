@@ -216,9 +216,25 @@ def test_the_cost_pages_sentences_come_from_the_figures():
     b_contender, b_shape = break_even_defaults(["a", "b"], "a", cpu, labels, 32)
     assert b_contender == 1 and labels[b_shape] == "AWS c6i.8xlarge"
     assert break_even_defaults(["a"], "a", cpu, labels[:1], 32) == (0, 0)
-    assert break_even_text([], 400.0) == "Up to 400 samples/s the cheaper choice never changes."
-    assert break_even_text([(100.0, "B"), (1250.5, "A")], 4000.0) == (
-        "The cheaper choice changes at: 100.0 samples/s → B; 1,250.5 samples/s → A")
+    from engine.analysis.break_even import break_even_steps
+    assert break_even_text(break_even_steps((500.0, 1.0), (400.0, 2.0), 400.0), 730) == (
+        "Up to 400 samples/s the cheaper choice never changes: **A** is cheaper (A 1 machine "
+        "$730.00, B 1 machine $1,460.00 up to 400 samples/s).")
+    assert break_even_text(break_even_steps((0.1, 1.0), (0.3, 2.9), 0.55), 730).startswith(
+        "From 0 to 0.2 samples/s **A** is cheaper")
+    # The case: B from 0, A above 7,000 (at 7,000 one B machine still serves it)
+    said = break_even_text(break_even_steps((12000, 1.36), (7000, 0.768), 25000), 730)
+    assert said == (
+        "From 0 to 7,000 samples/s **B** is cheaper (A 1 machine $992.80, B 1 machine "
+        "$560.64).  \n"
+        "Above 7,000 samples/s → A (A 1 machine $992.80, B 2 machines $1,121.28)  \n"
+        "Above 12,000 samples/s → B (A 2 machines $1,985.60, B 2 machines $1,121.28)  \n"
+        "Above 21,000 samples/s → A (A 2 machines $1,985.60, B 4 machines $2,242.56)  \n"
+        "Above 24,000 samples/s → B (A 3 machines $2,978.40, B 4 machines $2,242.56)  \n"
+        "(Up to 25,000 samples/s.) A change at a rate holds just above it: at that rate "
+        "itself the fleet before the change still serves it; monthly costs at 730 h.")
+    many = break_even_text(break_even_steps((12000, 1.36), (7000, 0.768), 600000), 730)
+    assert many.count("→") == 12 and "… and 2 more changes up to 600,000 samples/s." in many
 
 
 # -- one run on the Results page (engine/present/run_detail.py) -------------------------------

@@ -4,7 +4,10 @@ Formulas (all in USD):
   cost per 1 M inferences = hourly price / (throughput [samples/s] x 3600) x 1e6
                             (training: per 1 M training samples, from samples/s per epoch)
   monthly cost            = hourly price x hours per month (730 by default) x machines
-  machines for a rate     = ceil(request rate / throughput per machine)
+  machines for a rate     = ceil(request rate / throughput per machine), at least 1
+                            (machines_needed: every bill, the Cost page's fleets and
+                            break-even, the Deploy bills; engine.analysis.break_even builds
+                            two choices' cost steps from it)
 OCI Flex shapes are priced from unit rates: OCPUs x OCPU rate + GB x memory rate, so any
 OCPU/memory combination can be priced. An OCPU is 2 vCPUs on OCI x86 and 1 vCPU on Ampere
 A1. Which throughput a machine gets (measured on its shape, or an estimate scaled by
@@ -28,7 +31,7 @@ from engine.core.paths import PRICES_DIR
 __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
            "monthly_cost", "machines_needed", "oci_flex_price", "vcpus_per_ocpu",
            "infer_arch", "infer_threads_per_core", "machine_from_dict",
-           "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents", "break_even_rates",
+           "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents",
            "storage_egress", "cpu_shapes", "default_shape", "resolve_shape", "custom_machine",
            "oci_vs_aws"]
 
@@ -206,6 +209,9 @@ def monthly_cost(usd_per_hour: float, *, hours: float = HOURS_PER_MONTH, machine
 
 
 def machines_needed(request_rate: float, throughput_per_machine: float) -> int:
+    """Whole machines serving request_rate: k for any rate in ((k-1) x, k x] of a
+    machine's throughput x. A billionth of a machine is forgiven, so float noise (3 x 0.1
+    samples/s over 0.1 a machine) does not buy a machine."""
     if throughput_per_machine <= 0:
         raise UserError("throughput: must be positive to size a fleet", field="throughput")
     return max(1, math.ceil(request_rate / throughput_per_machine - 1e-9))
@@ -229,27 +235,6 @@ def equivalents(catalog: list[Machine], vcpus: int, *, arch: str = "x86_64",
 def egress_cost(provider: str, gb_per_month: float, usd_per_gb: float) -> float:
     """Outbound transfer per month after the provider's free allowance (first tier price)."""
     return max(0.0, gb_per_month - EGRESS_FREE_GB.get(provider, 0)) * usd_per_gb
-
-
-def break_even_rates(a: tuple[float, float], b: tuple[float, float],
-                     max_rate: float) -> list[tuple[float, str]]:
-    """a, b: (throughput per machine, USD per hour). The request rates (samples/s) up to
-    max_rate at which the cheaper choice changes, with the choice cheaper from there on."""
-    def cheaper(rate):
-        ca = machines_needed(rate, a[0]) * a[1]
-        cb = machines_needed(rate, b[0]) * b[1]
-        return "A" if ca < cb else "B" if cb < ca else "equal"
-
-    # Costs only change where either fleet grows by a machine.
-    points = sorted({k * a[0] for k in range(1, int(max_rate / a[0]) + 2)} |
-                    {k * b[0] for k in range(1, int(max_rate / b[0]) + 2)})
-    changes, last = [], cheaper(min(a[0], b[0]) / 2)
-    for p in [x + 1e-6 for x in points if x < max_rate]:
-        now = cheaper(p)
-        if now != last:
-            changes.append((round(p, 3), now))
-            last = now
-    return changes
 
 
 def storage_egress(rates: dict[str, UnitRate], *, storage_gb: float,

@@ -10,6 +10,8 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from engine.analysis.break_even import Step, cost_vertices
+
 __all__ = ["latency_vs_batch", "throughput_vs_batch", "scaling_vs_threads", "latency_box",
            "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map",
            "search_probes", "cost_bars", "fleet_bars", "break_even_chart"]
@@ -206,20 +208,21 @@ def fleet_bars(fleet: list[dict], rate: float, vcpus: int) -> go.Figure:
     return fig
 
 
-def break_even_chart(a_label: str, a: tuple[float, float], b_label: str,
-                     b: tuple[float, float], max_rate: float, hours: float) -> go.Figure:
-    """Monthly cost against request rate for two choices (throughput/machine, USD/hour)."""
-    import math
-
-    rates = [max_rate * i / 200 for i in range(1, 201)]
+def break_even_chart(a_label: str, b_label: str, steps: list[Step], hours: float) -> go.Figure:
+    """Monthly cost against request rate for two choices, drawn from
+    engine.analysis.break_even's steps: each trace's vertices are exactly the rates where
+    its fleet grows (no sampled grid that could miss a narrow step), the same steps the
+    text's change points come from."""
     fig = go.Figure()
-    for label, (thr, usd), colour in ((a_label, a, "#1f77b4"), (b_label, b, "#d62728")):
+    for which, label, colour in ((0, a_label, "#1f77b4"), (1, b_label, "#d62728")):
+        xs, ys = cost_vertices(steps, which, hours)
         fig.add_trace(go.Scatter(
-            x=rates, y=[math.ceil(r / thr - 1e-9) * usd * hours for r in rates],
-            mode="lines", line=dict(shape="hv", width=3, color=colour), name=label))
+            x=xs, y=ys, mode="lines", line=dict(shape="hv", width=3, color=colour),
+            name=label, hovertemplate="above %{x:,.6g} samples/s: $%{y:,.2f} a month"
+                                      "<extra></extra>"))
     fig.update_layout(**_LAYOUT, title="Break-even: monthly cost vs request rate (each step "
                                        "is one more machine)")
-    fig.update_xaxes(title="request rate [samples/s]")
+    fig.update_xaxes(title="request rate [samples/s]", rangemode="tozero")
     fig.update_yaxes(title="monthly cost [USD]", rangemode="tozero")
     return fig
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.analysis.break_even import Step
 from engine.analysis.cost import Machine, equivalents, monthly_cost
 from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure, threads_per_core
 from engine.present.tables import p99_text
@@ -115,12 +116,44 @@ def break_even_defaults(contenders: list[str], contender: str, cpu: list[Machine
             shape_labels.index(aws) if aws in shape_labels else 0)
 
 
-def break_even_text(changes: list[tuple[float, str]], max_rate: float) -> str:
-    """break_even_rates() in words."""
+def _rate(r: float) -> str:
+    """A rate as people write it: thousands separated, a tenth of a sample/s from 100 up
+    (3,107.1), four significant digits below (0.25; float noise 0.8999999999999999: 0.9)."""
+    if r >= 100:
+        return f"{r:,.1f}".removesuffix(".0")
+    return f"{float(f'{r:.4g}'):f}".rstrip("0").rstrip(".")
+
+
+def _fleet(n: int, usd_per_hour: float, hours: float) -> str:
+    return f"{_s(n, 'machine')} ${monthly_cost(usd_per_hour, hours=hours):,.2f}"
+
+
+def break_even_text(steps: list[Step], hours: float) -> str:
+    """engine.analysis.break_even's steps in words: which choice is cheaper from 0, then
+    each rate above which the other one is, with both fleets' size and monthly cost there
+    (the change points break_even_rates gives, from the same steps the chart draws)."""
+    def who(s: Step) -> str:
+        return "both cost the same" if s.cheaper == "equal" else f"**{s.cheaper}** is cheaper"
+
+    def fleets(s: Step) -> str:
+        return (f"A {_fleet(s.machines[0], s.usd_per_hour[0], hours)}, "
+                f"B {_fleet(s.machines[1], s.usd_per_hour[1], hours)}")
+
+    first, changes = steps[0], [s for p, s in zip(steps, steps[1:]) if s.cheaper != p.cheaper]
+    end = _rate(steps[-1].end)
     if not changes:
-        return f"Up to {max_rate:g} samples/s the cheaper choice never changes."
-    return "The cheaper choice changes at: " + "; ".join(
-        f"{r:,.1f} samples/s → {who}" for r, who in changes[:CHANGES_SHOWN])
+        return (f"Up to {end} samples/s the cheaper choice never changes: {who(first)} "
+                f"({fleets(first)} up to {_rate(first.end)} samples/s).")
+    lines = [f"From 0 to {_rate(changes[0].start)} samples/s {who(first)} "
+             f"({fleets(first)})."]
+    lines += [f"Above {_rate(s.start)} samples/s → {s.cheaper} ({fleets(s)})"
+              for s in changes[:CHANGES_SHOWN]]
+    more = len(changes) - CHANGES_SHOWN
+    tail = (f"… and {more} more change{'s' * (more > 1)} up to {end} samples/s."
+            if more > 0 else f"(Up to {end} samples/s.)")
+    return ("  \n".join(lines) + "  \n" + tail + " A change at a rate holds just above it: "
+            "at that rate itself the fleet before the change still serves it; monthly costs "
+            f"at {hours:g} h.")
 
 
 def versus_frame(versus: list[dict]) -> pd.DataFrame:
