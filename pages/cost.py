@@ -50,8 +50,8 @@ hours = number(st, "Hours per month", "hours", "hours", 1.0, 744.0,
 number.stop_if_refused()
 
 st.subheader("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU AWS machines, "
-             "per month")
-claim = oci_vs_aws(cpu, hours)
+             "per month, at the same memory")
+claim = oci_vs_aws(cpu, rates, hours)
 st.dataframe(pd.DataFrame(claim["rows"]), hide_index=True, key="claim", column_config={
     "USD/hour": st.column_config.NumberColumn(format="$%.4f"),
     "USD/month": st.column_config.NumberColumn(format="$%.2f")})

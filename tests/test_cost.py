@@ -305,19 +305,51 @@ def test_prices_check_and_list(capsys, db_path):
 
 def test_the_pages_shapes_default_machine_and_oci_vs_aws_come_from_the_catalog():
     from engine.analysis.cost import cpu_shapes, default_shape, oci_vs_aws
-    catalog = load_catalog()
+    rates = load_unit_rates()
+    catalog = load_catalog(rates=rates)
     cpu = cpu_shapes(catalog)
     assert cpu and all(m.accelerator_count == 0 and m.arch == "x86_64" for m in cpu)
     assert len(cpu) < len(catalog)  # Arm and GPU machines are left out
     assert cpu[default_shape(cpu)].label == "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
     assert default_shape([m for m in cpu if m.provider == "AWS"]) == 0
-    claim = oci_vs_aws(cpu, hours=730)
-    assert (claim["oci"].label, claim["aws"].label) == (
-        "OCI VM.Standard.E3.Flex 16 OCPU/32 GB", "AWS c6i.8xlarge")
-    assert claim["ratio"] == pytest.approx(1.36 / 0.448)
+    claim = oci_vs_aws(cpu, rates, hours=730)
+    # Like with like: c6i.8xlarge has 64 GB, so the Flex shape is priced at 64 GB too:
+    # 16 x 0.025 + 64 x 0.0015 = $0.496/h = $362.08 a month; 1.36 / 0.496 = 2.74x (at the
+    # catalog's 32 GB it was $0.448/h and 3.04x).
+    assert (claim["oci"].label, claim["aws"].label, claim["memory_gb"]) == (
+        "OCI VM.Standard.E3.Flex 16 OCPU/64 GB", "AWS c6i.8xlarge", 64.0)
+    assert claim["oci"].usd_per_hour == pytest.approx(0.496)
+    assert claim["ratio"] == pytest.approx(1.36 / 0.496) and round(claim["ratio"], 2) == 2.74
     first = claim["rows"][0]
-    assert (first["vCPUs"], first["USD/month"]) == (32, pytest.approx(327.04))
-    assert oci_vs_aws([m for m in cpu if m.provider == "OCI"])["ratio"] is None
+    assert (first["vCPUs"], first["memory GB"], first["USD/month"]) == (
+        32, 64.0, pytest.approx(362.08))
+    # Every Flex row at 64 GB; the fixed shape keeps its bundled 240 GB and its price.
+    oci_rows = [r for r in claim["rows"] if r["machine"].startswith("OCI")]
+    assert {r["memory GB"] for r in oci_rows} == {64.0, 240.0}
+    fixed = next(r for r in oci_rows if "Standard2.16" in r["machine"])
+    assert (fixed["memory GB"], fixed["USD/hour"]) == (240.0, 1.0208)
+    assert oci_vs_aws([m for m in cpu if m.provider == "OCI"], rates)["ratio"] is None
+
+
+def test_a_flex_shape_is_priced_at_any_memory_and_a_fixed_one_keeps_its_own():
+    from engine.analysis.cost import at_memory
+    rates = load_unit_rates()
+    by = {m.shape: m for m in load_catalog(rates=rates)}
+    e5 = at_memory(by["VM.Standard.E5.Flex 16 OCPU/32 GB"], 128, rates)
+    assert (e5.shape, e5.memory_gb, e5.ocpus) == ("VM.Standard.E5.Flex 16 OCPU/128 GB", 128, 16)
+    assert e5.usd_per_hour == pytest.approx(16 * 0.03 + 128 * 0.002)  # 0.736
+    assert e5.price_basis.endswith("(parts B97384/B97385; memory matched)")
+    s3 = at_memory(by["VM.Standard3.Flex 16 OCPU/32 GB (Intel Xeon 8358)"], 64, rates)
+    assert s3.shape == "VM.Standard3.Flex 16 OCPU/64 GB (Intel Xeon 8358)"
+    fixed = by["VM.Standard2.16 (fixed; Xeon Platinum 8167M; 16 OCPU)"]
+    assert at_memory(fixed, 64, rates) is fixed
+    aws = by["c6i.8xlarge"]
+    assert at_memory(aws, 128, rates) is aws
+    # A fixed OCI shape with less memory than the AWS machine is no like-for-like headline.
+    from engine.analysis.cost import oci_vs_aws
+    small = replace(fixed, memory_gb=16.0, usd_per_hour=0.1)
+    claim = oci_vs_aws([small, aws], rates)
+    assert claim["ratio"] is None and len(claim["rows"]) == 2
 
 
 def test_a_price_entered_by_hand_is_a_custom_machine():

@@ -293,11 +293,14 @@ def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monk
 def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, monkeypatch):
     at = page("pages/cost.py", db_path, monkeypatch)
     assert at.subheader[0].value == ("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU "
-                                     "AWS machines, per month")
+                                     "AWS machines, per month, at the same memory")
     claim = [m.value for m in at.markdown if m.value.startswith("With today's catalog")][0]
-    assert claim.startswith("With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** "
-                            "costs **$327.04/month**; the cheapest 32-vCPU x86 AWS machine, "
-                            "**AWS c6i.8xlarge**, costs **$992.80/month** — 3.04x.")
+    assert claim.startswith("With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/64 GB** "
+                            "(32 vCPUs, 64 GB) costs **$362.08/month**; the cheapest 32-vCPU "
+                            "x86 AWS machine, **AWS c6i.8xlarge** (32 vCPUs, 64 GB), costs "
+                            "**$992.80/month** — 2.74x at 64 GB each")
+    table = at.dataframe[0].value
+    assert table["memory GB"].tolist()[:2] == [64.0, 64.0]
 
 
 def test_cost_page_prices_measured_throughput(seeded, monkeypatch):

@@ -22,18 +22,24 @@ def _s(count: int, word: str) -> str:
 
 
 def claim_text(claim: dict, hours: float) -> str | None:
-    """oci_vs_aws() in words: the two machines' monthly prices and their ratio; None when
-    the catalog lacks one of them."""
+    """oci_vs_aws() in words: the two machines, each with its vCPUs and memory, their
+    monthly prices and the ratio; None when the catalog lacks one of them."""
     if claim["ratio"] is None:
         return None
     oci, aws = claim["oci"], claim["aws"]
-    return (f"With today's catalog, **{oci.label}** costs "
-            f"**${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
-            f"32-vCPU x86 AWS machine, **{aws.label}**, costs "
+    flex = oci.pricing == "oci_flex"
+    memory = (f"at {oci.memory_gb:g} GB each" if oci.memory_gb == aws.memory_gb else
+              f"with OCI's {oci.memory_gb:g} GB against AWS's {aws.memory_gb:g} GB")
+    return (f"With today's catalog, **{oci.label}** ({oci.vcpus} vCPUs, {oci.memory_gb:g} GB) "
+            f"costs **${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the "
+            f"cheapest 32-vCPU x86 AWS machine, **{aws.label}** ({aws.vcpus} vCPUs, "
+            f"{aws.memory_gb:g} GB), costs "
             f"**${monthly_cost(aws.usd_per_hour, hours=hours):,.2f}/month** — "
-            f"{claim['ratio']:.2f}x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
-            "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
-            "below.")
+            f"{claim['ratio']:.2f}x {memory}"
+            + (" (OCI Flex shapes are priced at the AWS machine's memory from OCI's unit "
+               "rates, as in the table)" if flex else "")
+            + ". On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference "
+              "cost also depends on the throughput each machine reaches, below.")
 
 
 def catalog_frame(catalog: list[Machine]) -> pd.DataFrame:
