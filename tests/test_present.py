@@ -209,14 +209,14 @@ def test_the_cost_pages_sentences_come_from_the_figures():
         "With today's catalog, **OCI VM.Standard.E3.Flex 16 OCPU/64 GB** (32 vCPUs, 64 GB) "
         "costs **$362.08/month**; the cheapest 32-vCPU x86 AWS machine, **AWS c6i.8xlarge** "
         "(32 vCPUs, 64 GB), costs **$992.80/month** — 2.74x at 64 GB each (OCI Flex shapes "
-        "are priced at the AWS machine's memory from OCI's unit rates, as in the table). On "
-        "OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference cost also "
+        "are priced at the AWS machine's memory from OCI's unit rates, as in the table); list "
+        "prices as of 2026-03-03 (OCI) and 2026-09-24 (AWS, us-east-1). On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference cost also "
         "depends on the throughput each machine reaches, below.")
     assert claim_text(oci_vs_aws([m for m in cpu if m.provider == "OCI"], rates), 730) is None
     # Only a fixed OCI shape with more memory than the AWS machine: said, not hidden.
     fixed = [m for m in cpu if m.shape.startswith("VM.Standard2.16")]
     aws = [m for m in cpu if m.shape == "c6i.8xlarge"]
-    assert "— 1.33x with OCI's 240 GB against AWS's 64 GB. " in claim_text(
+    assert "— 1.33x with OCI's 240 GB against AWS's 64 GB; list prices" in claim_text(
         oci_vs_aws(fixed + aws, rates, hours=730), 730)
     frame = catalog_frame(catalog[:2])
     assert list(frame.columns) == ["provider", "shape", "region", "vCPUs", "OCPUs",
@@ -266,6 +266,11 @@ def test_the_cost_pages_sentences_come_from_the_figures():
         "Above 24,000 samples/s → B (A 3 machines $2,978.40, B 4 machines $2,242.56)  \n"
         "(Up to 25,000 samples/s.) A change at a rate holds just above it: at that rate "
         "itself the fleet before the change still serves it; monthly costs at 730 h.")
+    tie = break_even_text(break_even_steps((100.0, 1.0), (250.0, 2.0), 300), 730)
+    assert tie.startswith("From 0 to 100 samples/s **A** is cheaper (A 1 machine $730.00, B 1 "
+                          "machine $1,460.00).  \nAbove 100 samples/s → same cost (A 2 "
+                          "machines $1,460.00, B 1 machine $1,460.00)  \nAbove 200 samples/s "
+                          "→ B")
     many = break_even_text(break_even_steps((12000, 1.36), (7000, 0.768), 600000), 730)
     assert many.count("→") == 12 and "… and 2 more changes up to 600,000 samples/s." in many
 

@@ -38,6 +38,7 @@ def claim_text(claim: dict, hours: float) -> str | None:
             f"{claim['ratio']:.2f}x {memory}"
             + (" (OCI Flex shapes are priced at the AWS machine's memory from OCI's unit "
                "rates, as in the table)" if flex else "")
+            + f"; list prices as of {oci.as_of} (OCI) and {aws.as_of} (AWS, {aws.region})"
             + ". On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference "
               "cost also depends on the throughput each machine reaches, below.")
 
@@ -152,7 +153,8 @@ def break_even_text(steps: list[Step], hours: float) -> str:
                 f"({fleets(first)} up to {_rate(first.end)} samples/s).")
     lines = [f"From 0 to {_rate(changes[0].start)} samples/s {who(first)} "
              f"({fleets(first)})."]
-    lines += [f"Above {_rate(s.start)} samples/s → {s.cheaper} ({fleets(s)})"
+    lines += [f"Above {_rate(s.start)} samples/s → "
+              f"{'same cost' if s.cheaper == 'equal' else s.cheaper} ({fleets(s)})"
               for s in changes[:CHANGES_SHOWN]]
     more = len(changes) - CHANGES_SHOWN
     tail = (f"… and {more} more change{'s' * (more > 1)} up to {end} samples/s."
