@@ -26,7 +26,7 @@ from dashboard.numbers import Numbers
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
 from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS
-from engine.analysis.serving_cost import serving_cost, serving_split
+from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_QPS_RANGE,
                                 SERVE_RATE_RANGE, logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
@@ -191,10 +191,11 @@ def max_qps_results(machine, link: PageLink) -> None:
                              replicas=res.best.replicas,
                              threads_per_core=res.best.threads_per_core,
                              cores_used=res.best.cores_used, shape=best.machine_shape)
-    flat = offline.throughput.iloc[0] if not offline.empty else None
+    # the search's own Offline run (the rule the CLI's search follows too)
+    flat = choose_flat_out(split, offline=None if offline.empty else (
+        offline.run_id.iloc[0], float(offline.throughput.iloc[0])))
     per_query = (res.best.serving or {}).get("samples_per_query") or 1
-    cost = serving_cost(machine, split(res.max_qps * per_query),
-                        split(flat) if flat else None,
+    cost = serving_cost(machine, split(res.max_qps * per_query), flat,
                         target_rps=None if errors else rate)
     if cost is None:
         st.warning(f"Not priced on {machine.label}: a figure from this machine does not "

@@ -5,13 +5,15 @@ from datetime import date
 import pandas as pd
 import streamlit as st
 
-from engine.analysis.cost import (HOURS_PER_MONTH, break_even_rates, cost_per_million,
+from engine.analysis.break_even import break_even_steps
+from engine.analysis.cost import (HOURS_PER_MONTH, cost_per_million,
                                   cpu_shapes, custom_machine, default_shape, equivalents,
                                   monthly_cost, oci_vs_aws, storage_egress,
                                   storage_egress_rates)
 from engine.analysis.cost_machines import (basis, contender_rows, figure, fleet_rows,
                                            machine_rows, machine_vs_machine, priced_shapes)
 from engine.analysis.price_age import stale_prices
+from engine.core.errors import UserError
 from engine.present.charts import break_even_chart, cost_bars, fleet_bars
 from engine.present.cost_text import (bars_captions, break_even_defaults, break_even_text,
                                       catalog_frame, claim_text, extras_caption, figure_caption,
@@ -52,8 +54,8 @@ hours = number(st, "Hours per month", "hours", "hours", 1.0, 744.0,
 number.stop_if_refused()
 
 st.subheader("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU AWS machines, "
-             "per month")
-claim = oci_vs_aws(cpu, hours)
+             "per month, at the same memory")
+claim = oci_vs_aws(cpu, rates, hours)
 st.dataframe(pd.DataFrame(claim["rows"]), hide_index=True, key="claim", column_config={
     "USD/hour": st.column_config.NumberColumn(format="$%.4f"),
     "USD/month": st.column_config.NumberColumn(format="$%.2f")})
@@ -219,8 +221,13 @@ else:
     a = (proj.throughput, machine.usd_per_hour)
     b = (b_tp.throughput, by_label[other_shape].usd_per_hour)
     a_label, b_label = f"A: {contender} on {machine.shape}", f"B: {other_contender} on {other_shape}"
-    st.plotly_chart(break_even_chart(a_label, a, b_label, b, max_rate, hours), key="break_even")
-    st.markdown(break_even_text(break_even_rates(a, b, max_rate), max_rate))
+    try:  # one set of steps: the chart's vertices and the text's change points agree
+        steps = break_even_steps(a, b, max_rate)
+    except UserError as exc:
+        st.error(str(exc), icon=":material/error:")
+    else:
+        st.plotly_chart(break_even_chart(a_label, b_label, steps, hours), key="break_even")
+        st.markdown(break_even_text(steps, hours))
     if proj.estimate or b_tp.estimate:
         st.caption("Throughputs projected to these shapes are estimates (see the assumption "
                    "above).")

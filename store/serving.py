@@ -9,9 +9,10 @@ import json
 
 import pandas as pd
 
-from engine.scenarios import SERVING
+from engine.scenarios import INFERENCE, SERVING
 
-__all__ = ["serving_runs", "loadgen_log_sizes", "search_sweeps", "search_probes"]
+__all__ = ["serving_runs", "loadgen_log_sizes", "search_sweeps", "search_probes",
+           "closed_loop_run"]
 
 
 def serving_runs(con, sweep_id: str | None = None) -> pd.DataFrame:
@@ -72,3 +73,22 @@ def search_probes(con, sweep_id: str) -> pd.DataFrame:
         "WHERE r.sweep_id = ? ORDER BY r.started_at, r.run_id", [sweep_id]).df()
     df["summary"] = [json.loads(s) if isinstance(s, str) else None for s in df["summary"]]
     return df
+
+
+def closed_loop_run(con, spec, max_batch: int,
+                    system_id: str) -> tuple[str, float, int] | None:
+    """(run id, samples/s, batch) of the best ok closed-loop inference run of this SUT's
+    configuration on the machine system_id names: store.queries.closed_loop_best's figure
+    on that machine (the same filter: model, framework, runtime, precision, image size,
+    threads; batch up to max_batch, one replica, no neighbour), with the run it comes from,
+    so a figure built on it can say which. None when there is none."""
+    row = con.execute(
+        "SELECT run_id, throughput, batch_size FROM runs WHERE status = 'ok' AND kind = ? "
+        "AND model = ? AND framework = ? AND runtime = ? AND precision = ? "
+        "AND batch_size <= ? AND intra_threads = ? AND image_size IS NOT DISTINCT FROM ? "
+        "AND coalesce(contention, 'none') = 'none' AND coalesce(replicas, 1) = 1 "
+        "AND system_id = ? AND throughput > 0 "
+        "ORDER BY throughput DESC, started_at DESC, run_id LIMIT 1",
+        [INFERENCE.kind, spec.model, spec.framework, spec.runtime, spec.precision,
+         max_batch, spec.intra_threads, spec.image_size, system_id]).fetchone()
+    return (row[0], float(row[1]), int(row[2])) if row else None

@@ -6,7 +6,9 @@ from dataclasses import asdict, replace
 import pytest
 
 from engine.cli import main
-from engine.analysis.cost import (break_even_rates, cost_per_million, equivalents,
+from engine.analysis.break_even import (MAX_STEPS, break_even_rates, break_even_steps,
+                                        cost_vertices)
+from engine.analysis.cost import (cost_per_million, equivalents,
                          load_catalog, load_unit_rates, machines_needed, monthly_cost,
                          oci_flex_price, storage_egress, validate_catalog, vcpus_per_ocpu)
 from engine.analysis.cost_machines import basis, figure, physical_cores, training_rows
@@ -75,6 +77,88 @@ def test_break_even_between_two_choices():
     # up to 100/s A is cheaper (1 vs 2); 100-200: A needs 2 = $2 = B: equal; 200-250: A $3
     # vs B $2 -> B; 250-300: A $3 vs B $4 -> A; 300-400: A $4 = B $4; ...
     assert changes[:4] == [(100.0, "equal"), (200.0, "B"), (250.0, "A"), (300.0, "equal")]
+    assert break_even_steps((100.0, 1.0), (250.0, 2.0), 600)[0].cheaper == "A"
+
+
+def test_break_even_reports_each_change_at_its_rate_at_any_scale():
+    # The case: A 12,000/s at $1.36/h, B 7,000/s at $0.768/h. Up to 7,000 one B
+    # ($0.768) beats one A ($1.36); above 7,000 B needs 2 ($1.536): A; above 12,000 A needs
+    # 2 ($2.72) against B's 2: B; above 21,000 B needs 4 ($3.072) against A's 2: A; above
+    # 24,000 A needs 3 ($4.08): B. Nudging by 1e-6 reported 12,000, 14,000, 24,000, 28,000.
+    steps = break_even_steps((12000, 1.36), (7000, 0.768), 60000)
+    assert steps[0].cheaper == "B" and steps[0].end == 7000
+    assert break_even_rates((12000, 1.36), (7000, 0.768), 60000)[:4] == [
+        (7000, "A"), (12000, "B"), (21000, "A"), (24000, "B")]
+    # ~100 samples/s: the same shape a hundred times smaller; and at a million samples/s,
+    # where an absolute nudge vanishes inside machines_needed's forgiveness
+    assert break_even_rates((120.0, 1.36), (70.0, 0.768), 600)[:4] == [
+        (70.0, "A"), (120.0, "B"), (210.0, "A"), (240.0, "B")]
+    assert break_even_rates((1_200_000.0, 1.36), (700_000.0, 0.768), 6_000_000)[:4] == [
+        (700_000.0, "A"), (1_200_000.0, "B"), (2_100_000.0, "A"), (2_400_000.0, "B")]
+    # At exactly 7,000 one B machine still serves the rate; just above it B needs two.
+    assert machines_needed(7000, 7000) == 1 and machines_needed(7000.01, 7000) == 2
+    at = {s.end: s.machines for s in steps}
+    assert at[7000] == (1, 1) and at[12000] == (1, 2) and at[14000] == (2, 2)
+    # Float noise is not a step: 3 x 0.1 and 0.3 are one breakpoint, not a flip and back.
+    assert break_even_rates((0.1, 1.0), (0.3, 2.9), 0.55) == [(0.2, "B"), (0.3, "A"),
+                                                              (0.5, "B")]
+
+
+def test_break_even_matches_exact_arithmetic_on_seeded_cases():
+    import random
+    from fractions import Fraction
+
+    rng = random.Random(7)
+    for _ in range(200):
+        ta, tb = rng.randint(1, 5000), rng.randint(1, 5000)
+        pa, pb = rng.randint(1, 400), rng.randint(1, 400)  # cents an hour
+        top = rng.randint(1, 12) * max(ta, tb)
+        edges = sorted({0, top, *(k * t for t in (ta, tb) for k in range(1, top // t + 1))})
+        truth, last = [], None
+        for lo, hi in zip(edges, edges[1:]):
+            mid = Fraction(lo + hi, 2)
+            ca, cb = -(-mid // ta) * pa, -(-mid // tb) * pb  # exact ceil
+            who = "A" if ca < cb else "B" if cb < ca else "equal"
+            if last is not None and who != last:
+                truth.append((lo, who))
+            last = who
+        assert break_even_rates((float(ta), pa / 100), (float(tb), pb / 100), top) == truth
+
+
+def test_the_charts_step_vertices_and_the_texts_change_points_agree():
+    from engine.present.charts import break_even_chart
+
+    for a, b, top in (((12000, 1.36), (7000, 0.768), 60000), ((120.0, 1.36), (70.0, 0.768), 600),
+                      ((1.2e6, 1.36), (7e5, 0.768), 6e6), ((100.0, 1.0), (250.0, 2.0), 600)):
+        steps = break_even_steps(a, b, top)
+        fig = break_even_chart("A", "B", steps, 730)
+        # Read the chart back as two step functions (horizontal, then vertical: the cost at
+        # x_i holds until x_{i+1}), judge each interval between any two vertices.
+        traces = [(list(t.x), list(t.y)) for t in fig.data]
+        xs = sorted({x for t in traces for x in t[0]})
+        def cost(trace, r):
+            vx, vy = trace
+            return vy[max(i for i, x in enumerate(vx) if x < r)]
+        read, last = [], None
+        for lo, hi in zip(xs, xs[1:]):
+            ca, cb = (cost(t, (lo + hi) / 2) for t in traces)
+            who = "A" if ca < cb else "B" if cb < ca else "equal"
+            if last is not None and who != last:
+                read.append((lo, who))
+            last = who
+        assert read == break_even_rates(a, b, top)
+    # A's vertices for the case: one machine from 0, two above 12,000, ...
+    xs, ys = cost_vertices(break_even_steps((12000, 1.36), (7000, 0.768), 30000), 0, 730)
+    assert xs == [0.0, 12000, 24000, 30000]
+    assert ys == pytest.approx([992.8, 1985.6, 2978.4, 2978.4])
+
+
+def test_a_break_even_too_fine_to_draw_is_refused_naming_its_range():
+    with pytest.raises(UserError, match=r"max_rate: 10,000,000 samples/s takes 200,000 steps "
+                                         r".*allowed: up to 2,500,000 samples/s"):
+        break_even_steps((100.0, 1.0), (100.0, 1.0), 1e7)
+    # the most allowed: 25,000 multiples of 100 each, one breakpoint where they coincide
+    assert len(break_even_steps((100.0, 1.0), (100.0, 1.0), MAX_STEPS * 50)) == 25_000
 
 
 def test_shipped_catalog_is_valid_and_prices_oci_flex_from_unit_rates():
@@ -230,19 +314,51 @@ def test_prices_check_and_list(capsys, db_path):
 
 def test_the_pages_shapes_default_machine_and_oci_vs_aws_come_from_the_catalog():
     from engine.analysis.cost import cpu_shapes, default_shape, oci_vs_aws
-    catalog = load_catalog()
+    rates = load_unit_rates()
+    catalog = load_catalog(rates=rates)
     cpu = cpu_shapes(catalog)
     assert cpu and all(m.accelerator_count == 0 and m.arch == "x86_64" for m in cpu)
     assert len(cpu) < len(catalog)  # Arm and GPU machines are left out
     assert cpu[default_shape(cpu)].label == "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
     assert default_shape([m for m in cpu if m.provider == "AWS"]) == 0
-    claim = oci_vs_aws(cpu, hours=730)
-    assert (claim["oci"].label, claim["aws"].label) == (
-        "OCI VM.Standard.E3.Flex 16 OCPU/32 GB", "AWS c6i.8xlarge")
-    assert claim["ratio"] == pytest.approx(1.36 / 0.448)
+    claim = oci_vs_aws(cpu, rates, hours=730)
+    # Like with like: c6i.8xlarge has 64 GB, so the Flex shape is priced at 64 GB too:
+    # 16 x 0.025 + 64 x 0.0015 = $0.496/h = $362.08 a month; 1.36 / 0.496 = 2.74x (at the
+    # catalog's 32 GB it was $0.448/h and 3.04x).
+    assert (claim["oci"].label, claim["aws"].label, claim["memory_gb"]) == (
+        "OCI VM.Standard.E3.Flex 16 OCPU/64 GB", "AWS c6i.8xlarge", 64.0)
+    assert claim["oci"].usd_per_hour == pytest.approx(0.496)
+    assert claim["ratio"] == pytest.approx(1.36 / 0.496) and round(claim["ratio"], 2) == 2.74
     first = claim["rows"][0]
-    assert (first["vCPUs"], first["USD/month"]) == (32, pytest.approx(327.04))
-    assert oci_vs_aws([m for m in cpu if m.provider == "OCI"])["ratio"] is None
+    assert (first["vCPUs"], first["memory GB"], first["USD/month"]) == (
+        32, 64.0, pytest.approx(362.08))
+    # Every Flex row at 64 GB; the fixed shape keeps its bundled 240 GB and its price.
+    oci_rows = [r for r in claim["rows"] if r["machine"].startswith("OCI")]
+    assert {r["memory GB"] for r in oci_rows} == {64.0, 240.0}
+    fixed = next(r for r in oci_rows if "Standard2.16" in r["machine"])
+    assert (fixed["memory GB"], fixed["USD/hour"]) == (240.0, 1.0208)
+    assert oci_vs_aws([m for m in cpu if m.provider == "OCI"], rates)["ratio"] is None
+
+
+def test_a_flex_shape_is_priced_at_any_memory_and_a_fixed_one_keeps_its_own():
+    from engine.analysis.cost import at_memory
+    rates = load_unit_rates()
+    by = {m.shape: m for m in load_catalog(rates=rates)}
+    e5 = at_memory(by["VM.Standard.E5.Flex 16 OCPU/32 GB"], 128, rates)
+    assert (e5.shape, e5.memory_gb, e5.ocpus) == ("VM.Standard.E5.Flex 16 OCPU/128 GB", 128, 16)
+    assert e5.usd_per_hour == pytest.approx(16 * 0.03 + 128 * 0.002)  # 0.736
+    assert e5.price_basis.endswith("(parts B97384/B97385; memory matched)")
+    s3 = at_memory(by["VM.Standard3.Flex 16 OCPU/32 GB (Intel Xeon 8358)"], 64, rates)
+    assert s3.shape == "VM.Standard3.Flex 16 OCPU/64 GB (Intel Xeon 8358)"
+    fixed = by["VM.Standard2.16 (fixed; Xeon Platinum 8167M; 16 OCPU)"]
+    assert at_memory(fixed, 64, rates) is fixed
+    aws = by["c6i.8xlarge"]
+    assert at_memory(aws, 128, rates) is aws
+    # A fixed OCI shape with less memory than the AWS machine is no like-for-like headline.
+    from engine.analysis.cost import oci_vs_aws
+    small = replace(fixed, memory_gb=16.0, usd_per_hour=0.1)
+    claim = oci_vs_aws([small, aws], rates)
+    assert claim["ratio"] is None and len(claim["rows"]) == 2
 
 
 def test_a_price_entered_by_hand_is_a_custom_machine():

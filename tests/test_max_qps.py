@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from engine.analysis.cost import Machine
-from engine.analysis.serving_cost import serving_cost, serving_split
+from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
 from engine.cli import main
 from engine.core.errors import UserError
 from engine.run.max_qps import find_max_qps
@@ -134,8 +134,13 @@ def _split(rate, threads, shape="t.4core"):
                          shape=shape)
 
 
+def _offline(rate, threads=2):
+    """The search's own Offline run: flat out as measured."""
+    return choose_flat_out(lambda r: _split(r, threads), offline=("off-1", rate))
+
+
 def test_a_configuration_on_part_of_the_shape_is_scaled_to_it_and_labelled():
-    c = serving_cost(FOUR, _split(212, 2), _split(500, 2), target_rps=1000)
+    c = serving_cost(FOUR, _split(212, 2), _offline(500), target_rps=1000)
     assert c.at_bound.estimate and c.at_bound.throughput == 424
     assert "on 2 of its 4 cores" in c.at_bound.assumption
     assert round(c.per_million_at_bound, 2) == 0.26  # 0.40 / (424 x 3600) x 1e6
@@ -151,6 +156,68 @@ def test_a_configuration_filling_the_shape_is_measured_there():
     assert round(c.per_million_at_bound, 4) == 0.1235  # 0.40 / (900 x 3600) x 1e6
     assert (c.machines, round(c.monthly, 2)) == (3, 876.00)
     assert c.flat_out is None and c.machines_flat_out is None
+
+
+def test_flat_out_is_this_searchs_offline_run_else_an_estimate_naming_this_machines_run():
+    def split(rate):
+        return _split(rate, 4)
+    # the search's Offline run, on the shape it filled: measured, and which run it is
+    c = serving_cost(FOUR, _split(900, 4), choose_flat_out(split, offline=("off-1", 1200.0)))
+    assert not c.flat_out.estimate and c.flat_out.throughput == 1200
+    assert c.flat_out.assumption == ("this search's Offline run off-1 on this machine, "
+                                     "measured on t.4core (4 threads x 1 replica; median of "
+                                     "1 run)")
+    # No Offline run: this machine's closed loop (one replica) x the search's 2 replicas is
+    # an estimate saying so, even on the shape the search ran on.
+    flat = choose_flat_out(split, offline=None, closed=("closed-1", 412.0, 1), replicas=2)
+    assert (flat.estimate, flat.split.throughput) == (True, 824.0)
+    c = serving_cost(FOUR, _split(900, 4), flat, target_rps=2000)
+    assert c.flat_out.estimate and c.flat_out.throughput == 824
+    assert c.flat_out.assumption == (
+        "estimate: no Offline run in this search; closed-loop run closed-1 on this machine "
+        "(412.0 samples/s at batch 1, one replica) x 2 replicas; measured on t.4core (4 "
+        "threads x 1 replica; median of 1 run)")
+    assert (c.machines_flat_out, round(c.monthly_flat_out, 2)) == (3, 876.00)  # ceil(2000/824)
+    # The Offline run wins over a closed loop; neither: no flat-out figure.
+    assert not choose_flat_out(split, offline=("off-1", 1200.0),
+                               closed=("closed-1", 412.0, 1)).estimate
+    assert choose_flat_out(split, offline=None, closed=None) is None
+
+
+def test_the_cost_lines_label_a_flat_out_figure_from_a_closed_loop_an_estimate():
+    from engine.present.max_qps_text import cost_lines
+
+    flat = choose_flat_out(lambda r: _split(r, 4), offline=None,
+                           closed=("closed-1", 412.0, 1), replicas=2)
+    lines = cost_lines(serving_cost(FOUR, _split(900, 4), flat), 50)
+    assert lines[2] == (
+        "  flat out (no bound): 824.0 samples/s -> $0.135 per 1 M [estimate: no Offline run "
+        "in this search; closed-loop run closed-1 on this machine (412.0 samples/s at batch "
+        "1, one replica) x 2 replicas; measured on t.4core (4 threads x 1 replica; median of "
+        "1 run)]; the bound costs 0.92x")
+    assert cost_lines(serving_cost(FOUR, _split(900, 4)), 50)[2] == (
+        "  flat out: no figure (no Offline run in this search and no closed-loop run of this "
+        "configuration on this machine)")
+
+
+def test_the_closed_loop_a_search_reads_is_this_machines_never_anothers(db_path):
+    """The store's best run of any machine (an import, a fleet node) is not this one's."""
+    from types import SimpleNamespace
+
+    from engine.run.machine import system_info
+    from store.db import open_db
+    from store.queries import closed_loop_best
+    from store.serving import closed_loop_run
+
+    seed_closed_loop(db_path, "here-1")  # 412 samples/s on this machine
+    seed_closed_loop(db_path, "elsewhere-1", per_call_ns=20_000, system_id="another-machine")
+    sut = SimpleNamespace(model="identity", framework="selftest", runtime="python",
+                          precision="fp32", intra_threads=1, image_size=32)
+    with open_db(db_path, read_only=True) as con:
+        assert round(closed_loop_best(con, sut, 1)) == 50_000  # any machine: the other's
+        run = closed_loop_run(con, sut, 1, system_info()["system_id"])
+        assert closed_loop_run(con, sut, 1, "no-such-machine") is None
+    assert (run[0], round(run[1], 1), run[2]) == ("here-1", 412.0, 1)
 
 
 def test_another_shape_is_an_estimate_per_core_and_arm_is_not_priced():
@@ -222,6 +289,26 @@ def test_a_first_target_over_ten_times_this_machines_closed_loop_is_refused(db_p
         "configuration on this machine did 412 samples/s; allowed: up to 10x the closed "
         "loop's 412 samples/s, i.e. 4,120\n")
     assert stored(db_path) == before == (1, 0)
+
+
+def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
+        db_path, worker_env, capsys):
+    """Another machine's closed loop in the store (50,000 samples/s) was the first target
+    and the flat out; this machine's (1,000 samples/s, which the identity model serves far
+    inside a 1 s bound) is the start, and with no Offline run in the search flat out is an
+    estimate naming that run."""
+    seed_closed_loop(db_path, "here-1", per_call_ns=1_000_000)
+    seed_closed_loop(db_path, "elsewhere-1", per_call_ns=20_000, system_id="another-machine")
+    main([*SEARCH, "--bound-ms", "1000", "--max-probes", "2", "--min-duration", "0.2",
+          "--min-queries", "50", "--machine-shape", "c6i.4xlarge", "--db", str(db_path)])
+    out = capsys.readouterr().out
+    assert ("estimate 1,000.0 QPS (the store's closed-loop figure for this configuration: run "
+            "here-1 on this machine, 1,000.0 samples/s at batch 1)") in out
+    [flat] = [line for line in out.splitlines() if "flat out (no bound)" in line]
+    assert flat.startswith("  flat out (no bound): 8,000.0 samples/s -> ")  # 1,000 x 8 cores
+    assert ("[estimate: no Offline run in this search; closed-loop run here-1 on this machine "
+            "(1,000.0 samples/s at batch 1, one replica); ") in flat
+    assert "50,000" not in out and "elsewhere-1" not in out
 
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(

@@ -293,12 +293,14 @@ def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monk
 def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, monkeypatch):
     at = page("pages/cost.py", db_path, monkeypatch)
     assert at.subheader[0].value == ("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU "
-                                     "AWS machines, per month")
+                                     "AWS machines, per month, at the same memory")
     claim = [m.value for m in at.markdown if m.value.startswith("At catalog list prices")][0]
-    assert claim.startswith("At catalog list prices (OCI's as of 2026-03-03, AWS's as of "
-                            "2026-09-24), **OCI VM.Standard.E3.Flex 16 OCPU/32 GB** "
-                            "costs **$327.04/month**; the cheapest 32-vCPU x86 AWS machine, "
-                            "**AWS c6i.8xlarge**, costs **$992.80/month** — 3.04x.")
+    assert claim.startswith("At catalog list prices, **OCI VM.Standard.E3.Flex 16 OCPU/64 GB** "
+                            "(32 vCPUs, 64 GB) costs **$362.08/month**; the cheapest 32-vCPU "
+                            "x86 AWS machine, **AWS c6i.8xlarge** (32 vCPUs, 64 GB), costs "
+                            "**$992.80/month** — 2.74x at 64 GB each")
+    table = at.dataframe[0].value
+    assert table["memory GB"].tolist()[:2] == [64.0, 64.0]
     # The x86 shapes priced here include undated (GCP) and 2025 (Azure) prices, stale on
     # any day: the page says which and where to check them.
     [stale] = [w.value for w in at.warning if "older than 6 months" in w.value]
@@ -327,6 +329,12 @@ def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
     assert metrics["cost per 1 M inferences"] == "$0.5150"
     assert metrics["monthly cost (730 h)"] == "$262.80"
     assert len(at.get("plotly_chart")) == 4  # by shape, by framework, fleet, break-even
+    # Break-even against torch on c6i.8xlarge (16 cores x 194.19 = 3,107.1/s at $1.36/h):
+    # above 3 x 194.19 = 582.6/s the hand-priced machine needs 4 ($1,051.20) against 1.
+    assert any(m.value.startswith(
+        "From 0 to 582.6 samples/s **A** is cheaper (A 1 machine $262.80, B 1 machine "
+        "$992.80).  \nAbove 582.6 samples/s → B (A 4 machines $1,051.20, B 1 machine "
+        "$992.80)") for m in at.markdown)
     # No run names a catalog shape: no machine-vs-machine view, and how to get one.
     assert any(i.value.startswith("0 shapes measured for torch (eager) at batch 1: a "
                                   "side-by-side comparison needs two.") and

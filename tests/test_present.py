@@ -59,13 +59,36 @@ def test_load_grid_pivots_implementations_and_picks_each_rows_best():
 
 def test_fleet_bars_label_each_machine_with_its_total_and_count():
     fleet = [{"machine": "OCI A", "provider": "OCI", "machines": 1, "compute": 300.0,
-              "extras": 0.0, "total": 300.0, "estimate": False, "assumption": "measured"},
+              "extras": 0.0, "total": 300.0, "estimate": False, "assumption": "measured",
+              "memory_gb": 32.0},
              {"machine": "AWS B", "provider": "AWS", "machines": 3, "compute": 2900.0,
-              "extras": 0.0, "total": 2900.0, "estimate": True, "assumption": "estimate"}]
+              "extras": 0.0, "total": 2900.0, "estimate": True, "assumption": "estimate",
+              "memory_gb": 64.0}]
     fig = fleet_bars(fleet, 250.0, 32)
     labels = {y: t for trace in fig.data for y, t in zip(trace.y, trace.text)}
-    assert labels == {"OCI A": "$300 · 1 machine", "AWS B": "$2,900 · 3 machines"}
+    # each bar says its machines' memory: 32 GB against 64 GB is not like with like
+    assert labels == {"OCI A": "$300 · 1 machine · 32 GB",
+                      "AWS B": "$2,900 · 3 machines · 64 GB"}
     assert fig.layout.title.text.startswith("Monthly cost for 250 samples/s (≈32-vCPU")
+
+
+def test_cost_bars_name_memory_where_the_machines_compared_differ_in_it():
+    from engine.present.charts import cost_bars, memory_note
+    from engine.present.charts_workloads import training_cost_bars
+
+    rows = [{"machine": "OCI A", "provider": "OCI", "cost_per_million": 0.5,
+             "estimate": True, "assumption": "est", "memory_gb": 32.0},
+            {"machine": "AWS B", "provider": "AWS", "cost_per_million": 1.25,
+             "estimate": False, "assumption": "measured", "memory_gb": 64.0}]
+    fig = cost_bars(rows, "cost_per_million", "t", "USD")
+    assert {y: t for tr in fig.data for y, t in zip(tr.y, tr.text)} == {
+        "OCI A": "$0.50 (est.) · 32 GB", "AWS B": "$1.25 · 64 GB"}
+    # one memory size (framework vs framework on one machine), or unknown: nothing added
+    assert memory_note([{**r, "memory_gb": 64.0} for r in rows]) == {}
+    assert memory_note([rows[0], {**rows[1], "memory_gb": 0.0}]) == {}
+    train = [{**r, "model": "m", "contender": "torch (eager)", "batch_size": 8} for r in rows]
+    assert [t.name for t in training_cost_bars(train).data] == ["OCI A · 32 GB",
+                                                                "AWS B · 64 GB"]
 
 
 def test_gflops_use_one_flop_count_for_every_framework():
@@ -176,16 +199,25 @@ def test_the_cost_pages_sentences_come_from_the_figures():
                                           figure_caption, source_caption,
                                           versus_missing_text)
 
-    catalog = load_catalog()
+    from engine.analysis.cost import load_unit_rates
+    rates = load_unit_rates()
+    catalog = load_catalog(rates=rates)
     cpu = cpu_shapes(catalog)
-    assert claim_text(oci_vs_aws(cpu, hours=730), 730) == (
-        "At catalog list prices (OCI's as of 2026-03-03, AWS's as of 2026-09-24), "
-        "**OCI VM.Standard.E3.Flex 16 OCPU/32 GB** costs "
-        "**$327.04/month**; the cheapest 32-vCPU x86 AWS machine, **AWS c6i.8xlarge**, costs "
-        "**$992.80/month** — 3.04x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
-        "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
-        "below.")
-    assert claim_text(oci_vs_aws([m for m in cpu if m.provider == "OCI"]), 730) is None
+    # Before: "**OCI VM.Standard.E3.Flex 16 OCPU/32 GB** costs **$327.04/month** ... AWS
+    # c6i.8xlarge [64 GB] ... 3.04x": 32 GB against 64 GB.
+    assert claim_text(oci_vs_aws(cpu, rates, hours=730), 730) == (
+        "At catalog list prices, **OCI VM.Standard.E3.Flex 16 OCPU/64 GB** (32 vCPUs, 64 GB) "
+        "costs **$362.08/month**; the cheapest 32-vCPU x86 AWS machine, **AWS c6i.8xlarge** "
+        "(32 vCPUs, 64 GB), costs **$992.80/month** — 2.74x at 64 GB each (OCI Flex shapes "
+        "are priced at the AWS machine's memory from OCI's unit rates, as in the table); list "
+        "prices as of 2026-03-03 (OCI) and 2026-09-24 (AWS, us-east-1). On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference cost also "
+        "depends on the throughput each machine reaches, below.")
+    assert claim_text(oci_vs_aws([m for m in cpu if m.provider == "OCI"], rates), 730) is None
+    # Only a fixed OCI shape with more memory than the AWS machine: said, not hidden.
+    fixed = [m for m in cpu if m.shape.startswith("VM.Standard2.16")]
+    aws = [m for m in cpu if m.shape == "c6i.8xlarge"]
+    assert "— 1.33x with OCI's 240 GB against AWS's 64 GB; list prices" in claim_text(
+        oci_vs_aws(fixed + aws, rates, hours=730), 730)
     frame = catalog_frame(catalog[:2])
     assert list(frame.columns) == ["provider", "shape", "region", "vCPUs", "OCPUs",
                                    "threads/core", "memory GB", "accelerator", "USD/hour",
@@ -219,9 +251,30 @@ def test_the_cost_pages_sentences_come_from_the_figures():
     b_contender, b_shape = break_even_defaults(["a", "b"], "a", cpu, labels, 32)
     assert b_contender == 1 and labels[b_shape] == "AWS c6i.8xlarge"
     assert break_even_defaults(["a"], "a", cpu, labels[:1], 32) == (0, 0)
-    assert break_even_text([], 400.0) == "Up to 400 samples/s the cheaper choice never changes."
-    assert break_even_text([(100.0, "B"), (1250.5, "A")], 4000.0) == (
-        "The cheaper choice changes at: 100.0 samples/s → B; 1,250.5 samples/s → A")
+    from engine.analysis.break_even import break_even_steps
+    assert break_even_text(break_even_steps((500.0, 1.0), (400.0, 2.0), 400.0), 730) == (
+        "Up to 400 samples/s the cheaper choice never changes: **A** is cheaper (A 1 machine "
+        "$730.00, B 1 machine $1,460.00 up to 400 samples/s).")
+    assert break_even_text(break_even_steps((0.1, 1.0), (0.3, 2.9), 0.55), 730).startswith(
+        "From 0 to 0.2 samples/s **A** is cheaper")
+    # The issue's case: B from 0, A above 7,000 (at 7,000 one B machine still serves it)
+    said = break_even_text(break_even_steps((12000, 1.36), (7000, 0.768), 25000), 730)
+    assert said == (
+        "From 0 to 7,000 samples/s **B** is cheaper (A 1 machine $992.80, B 1 machine "
+        "$560.64).  \n"
+        "Above 7,000 samples/s → A (A 1 machine $992.80, B 2 machines $1,121.28)  \n"
+        "Above 12,000 samples/s → B (A 2 machines $1,985.60, B 2 machines $1,121.28)  \n"
+        "Above 21,000 samples/s → A (A 2 machines $1,985.60, B 4 machines $2,242.56)  \n"
+        "Above 24,000 samples/s → B (A 3 machines $2,978.40, B 4 machines $2,242.56)  \n"
+        "(Up to 25,000 samples/s.) A change at a rate holds just above it: at that rate "
+        "itself the fleet before the change still serves it; monthly costs at 730 h.")
+    tie = break_even_text(break_even_steps((100.0, 1.0), (250.0, 2.0), 300), 730)
+    assert tie.startswith("From 0 to 100 samples/s **A** is cheaper (A 1 machine $730.00, B 1 "
+                          "machine $1,460.00).  \nAbove 100 samples/s → same cost (A 2 "
+                          "machines $1,460.00, B 1 machine $1,460.00)  \nAbove 200 samples/s "
+                          "→ B")
+    many = break_even_text(break_even_steps((12000, 1.36), (7000, 0.768), 600000), 730)
+    assert many.count("→") == 12 and "… and 2 more changes up to 600,000 samples/s." in many
 
 
 # -- one run on the Results page (engine/present/run_detail.py) -------------------------------

@@ -73,6 +73,10 @@ def test_html_cost_uses_the_cost_pages_default_shape_with_its_source_and_date(se
     shape = cpu[default_shape(cpu)]
     assert f"Priced on <b>{html.escape(shape.label)}</b>" in doc
     assert f"<td>{html.escape(shape.source)}</td><td>{shape.as_of}</td>" in doc
+    # each priced machine's memory beside its price: 32 GB on OCI against 64 GB on AWS
+    assert "<th>memory [GB]</th><th>USD/hour</th>" in doc
+    assert ('<td>AWS c6i.8xlarge</td><td class="num">32</td><td class="num">64</td>'
+            '<td class="num">1.3600</td>') in doc
     # torch, batch 1, on 16 OCPUs (16 cores): the 2-thread throughput (median of two
     # rounds) is one core's on a host with 2 threads per core, times 16.
     projected = 16 * statistics.median([1000 / 5.1, 1000 / 5.2])

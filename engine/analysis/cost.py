@@ -4,7 +4,10 @@ Formulas (all in USD):
   cost per 1 M inferences = hourly price / (throughput [samples/s] x 3600) x 1e6
                             (training: per 1 M training samples, from samples/s per epoch)
   monthly cost            = hourly price x hours per month (730 by default) x machines
-  machines for a rate     = ceil(request rate / throughput per machine)
+  machines for a rate     = ceil(request rate / throughput per machine), at least 1
+                            (machines_needed: every bill, the Cost page's fleets and
+                            break-even, the Deploy bills; engine.analysis.break_even builds
+                            two choices' cost steps from it)
 OCI Flex shapes are priced from unit rates: OCPUs x OCPU rate + GB x memory rate, so any
 OCPU/memory combination can be priced. An OCPU is 2 vCPUs on OCI x86 and 1 vCPU on Ampere
 A1. Which throughput a machine gets (measured on its shape, or an estimate scaled by
@@ -29,9 +32,9 @@ from engine.core.paths import PRICES_DIR
 __all__ = ["Machine", "UnitRate", "load_catalog", "validate_catalog", "cost_per_million",
            "monthly_cost", "machines_needed", "oci_flex_price", "vcpus_per_ocpu",
            "infer_arch", "infer_threads_per_core", "machine_from_dict",
-           "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents", "break_even_rates",
+           "egress_cost", "HOURS_PER_MONTH", "PRICES_DIR", "equivalents",
            "storage_egress", "cpu_shapes", "default_shape", "resolve_shape", "custom_machine",
-           "oci_vs_aws", "FIRST_PARTY", "storage_egress_rates"]
+           "oci_vs_aws", "at_memory", "FIRST_PARTY", "storage_egress_rates"]
 
 HOURS_PER_MONTH = 730  # the providers' own convention (8,760 h / 12)
 _DATE = re.compile(r"^(20\d{2}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?|undated)$")
@@ -242,6 +245,9 @@ def monthly_cost(usd_per_hour: float, *, hours: float = HOURS_PER_MONTH, machine
 
 
 def machines_needed(request_rate: float, throughput_per_machine: float) -> int:
+    """Whole machines serving request_rate: k for any rate in ((k-1) x, k x] of a
+    machine's throughput x. A billionth of a machine is forgiven, so float noise (3 x 0.1
+    samples/s over 0.1 a machine) does not buy a machine."""
     if throughput_per_machine <= 0:
         raise UserError("throughput: must be positive to size a fleet", field="throughput")
     return max(1, math.ceil(request_rate / throughput_per_machine - 1e-9))
@@ -250,7 +256,8 @@ def machines_needed(request_rate: float, throughput_per_machine: float) -> int:
 def equivalents(catalog: list[Machine], vcpus: int, *, arch: str = "x86_64",
                 cpu_only: bool = True) -> list[Machine]:
     """Per provider, the machine of the same architecture whose vCPU count is closest to
-    `vcpus` (cheapest on ties)."""
+    `vcpus` (cheapest on ties). Memory is not matched: each price includes its machine's
+    own memory, which the views that compare them show beside each figure."""
     best: dict[str, Machine] = {}
     for m in catalog:
         if (cpu_only and m.accelerator_count) or m.arch != arch:
@@ -265,27 +272,6 @@ def equivalents(catalog: list[Machine], vcpus: int, *, arch: str = "x86_64",
 def egress_cost(provider: str, gb_per_month: float, usd_per_gb: float) -> float:
     """Outbound transfer per month after the provider's free allowance (first tier price)."""
     return max(0.0, gb_per_month - EGRESS_FREE_GB.get(provider, 0)) * usd_per_gb
-
-
-def break_even_rates(a: tuple[float, float], b: tuple[float, float],
-                     max_rate: float) -> list[tuple[float, str]]:
-    """a, b: (throughput per machine, USD per hour). The request rates (samples/s) up to
-    max_rate at which the cheaper choice changes, with the choice cheaper from there on."""
-    def cheaper(rate):
-        ca = machines_needed(rate, a[0]) * a[1]
-        cb = machines_needed(rate, b[0]) * b[1]
-        return "A" if ca < cb else "B" if cb < ca else "equal"
-
-    # Costs only change where either fleet grows by a machine.
-    points = sorted({k * a[0] for k in range(1, int(max_rate / a[0]) + 2)} |
-                    {k * b[0] for k in range(1, int(max_rate / b[0]) + 2)})
-    changes, last = [], cheaper(min(a[0], b[0]) / 2)
-    for p in [x + 1e-6 for x in points if x < max_rate]:
-        now = cheaper(p)
-        if now != last:
-            changes.append((round(p, 3), now))
-            last = now
-    return changes
 
 
 def storage_egress_rates(rates: dict[str, UnitRate], *, storage_gb: float,
@@ -358,18 +344,46 @@ def custom_machine(usd_per_hour: float, vcpus: int) -> Machine:
                    threads_inferred=True)
 
 
-def oci_vs_aws(shapes: list[Machine], hours: float = HOURS_PER_MONTH) -> dict:
+def at_memory(m: Machine, memory_gb: float, rates: dict[str, UnitRate]) -> Machine:
+    """An OCI Flex machine priced at memory_gb (its OCPUs kept) from the unit rates, its shape
+    name saying the memory; any other machine (a fixed shape bundles its memory), or a Flex
+    row whose rates are missing, as it is."""
+    if m.pricing != "oci_flex" or m.memory_gb == memory_gb or not m.ocpus:
+        return m
+    o, g = rates.get(m.ocpu_part), rates.get(m.memory_part)
+    if o is None or g is None:
+        return m
+    named = _MEMORY_IN_SHAPE.sub(f"/{memory_gb:g} GB", m.shape, count=1)
+    return replace(m, memory_gb=float(memory_gb),
+                   shape=named if named != m.shape else f"{m.shape} at {memory_gb:g} GB",
+                   usd_per_hour=round(oci_flex_price(o.usd, g.usd, m.ocpus, memory_gb), 6),
+                   price_basis=f"list PAYG: {m.ocpus} OCPU x {o.usd:g} + {memory_gb:g} GB x "
+                               f"{g.usd:g} (parts {o.part}/{g.part}; memory matched)")
+
+
+_MEMORY_IN_SHAPE = re.compile(r"/\d+(?:\.\d+)? GB")
+
+
+def oci_vs_aws(shapes: list[Machine], rates: dict[str, UnitRate],
+               hours: float = HOURS_PER_MONTH) -> dict:
     """The question users start from: a 16-OCPU OCI x86 machine (32 vCPUs) against the
-    32-vCPU AWS x86 machines, per month at catalog prices. rows: one per machine; cheapest
-    OCI and AWS machine and the ratio of their prices when both exist."""
-    oci = [m for m in shapes if m.provider == "OCI" and m.ocpus == 16]
+    32-vCPU AWS x86 machines, per month at catalog prices, like with like: each OCI Flex
+    shape priced at the memory of the cheapest AWS machine (the unit rates price any
+    memory), a fixed OCI shape only when it has at least that memory. rows: one per
+    machine; cheapest OCI and AWS machine, the memory they are compared at, and the ratio
+    of their prices when both exist."""
     aws = [m for m in shapes if m.provider == "AWS" and m.vcpus == 32]
+    pick = min(aws, key=lambda m: m.usd_per_hour) if aws else None
+    oci = [m for m in shapes if m.provider == "OCI" and m.ocpus == 16]
+    if pick is not None:
+        oci = [at_memory(m, pick.memory_gb, rates) for m in oci]
     rows = [{"machine": m.label, "vCPUs": m.vcpus, "memory GB": m.memory_gb,
              "USD/hour": m.usd_per_hour, "USD/month": monthly_cost(m.usd_per_hour, hours=hours),
              "price as of": m.as_of} for m in oci + aws]
-    out = {"rows": rows, "oci": None, "aws": None, "ratio": None}
-    if oci and aws:
-        out["oci"] = min(oci, key=lambda m: m.usd_per_hour)
-        out["aws"] = min(aws, key=lambda m: m.usd_per_hour)
-        out["ratio"] = out["aws"].usd_per_hour / out["oci"].usd_per_hour
+    out = {"rows": rows, "oci": None, "aws": pick, "memory_gb": None, "ratio": None}
+    like = [m for m in oci if pick is not None and m.memory_gb >= pick.memory_gb]
+    if like and pick is not None:
+        out["oci"] = min(like, key=lambda m: m.usd_per_hour)
+        out["memory_gb"] = pick.memory_gb
+        out["ratio"] = pick.usd_per_hour / out["oci"].usd_per_hour
     return out

@@ -239,7 +239,8 @@ def _row(m: Machine, f: Figure, hours: float) -> dict:
     """One machine's cost row: the keys engine.present.charts.cost_bars reads, plus the
     split behind the figure."""
     return {"provider": m.provider, "shape": m.shape, "machine": m.label, "vcpus": m.vcpus,
-            "cores": physical_cores(m), "usd_per_hour": m.usd_per_hour,
+            "cores": physical_cores(m), "memory_gb": m.memory_gb,
+            "usd_per_hour": m.usd_per_hour,
             "throughput": f.throughput,
             "cost_per_million": cost_per_million(m.usd_per_hour, f.throughput),
             "monthly": monthly_cost(m.usd_per_hour, hours=hours), "estimate": f.estimate,
@@ -259,7 +260,8 @@ def fleet_rows(machines: list[Machine], b: Basis, request_rate: float, *,
                hours: float = HOURS_PER_MONTH, extras: dict[str, float] | None = None
                ) -> list[dict]:
     """Monthly cost of serving request_rate samples/s on each machine type, with optional
-    per-provider extras (storage, egress) added."""
+    per-provider extras (storage, egress) added, and each machine's memory: the closest
+    vCPU counts of each provider differ in memory, and the price includes it."""
     extras = extras or {}
     rows = []
     for m in machines:
@@ -270,6 +272,7 @@ def fleet_rows(machines: list[Machine], b: Basis, request_rate: float, *,
         compute = monthly_cost(m.usd_per_hour, hours=hours, machines=n)
         extra = extras.get(m.provider, 0.0)
         rows.append({"machine": m.label, "provider": m.provider, "machines": n,
+                     "memory_gb": m.memory_gb,
                      "compute": compute, "extras": extra, "total": compute + extra,
                      "estimate": f.estimate, "assumption": f.assumption})
     return rows

@@ -91,8 +91,10 @@ def add_parsers(sub) -> None:
     m.add_argument("--find-max-qps", action="store_true",
                    help="with --scenario server and --bound-ms: the highest target QPS whose "
                         "LoadGen run is VALID (double, then bisect; every probe stored under "
-                        "one sweep), then its cost. Starts at --target-qps, else the store's "
-                        "closed-loop figure, else an Offline run's samples/s")
+                        "one sweep), then its cost. Starts at --target-qps, else this "
+                        "machine's closed-loop figure, else an Offline run's samples/s "
+                        "(then flat out is measured; otherwise it is an estimate from this "
+                        "machine's closed loop)")
     m.add_argument("--qps-precision", type=float_arg("qps_precision"),
                    default=DEFAULT_QPS_PRECISION, metavar="F",
                    help=f"stop when the bracket [VALID, missed) is within this fraction of "
@@ -178,12 +180,13 @@ def cmd_find_max_qps(args) -> int:
     from dataclasses import replace
 
     from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
-    from engine.analysis.serving_cost import serving_cost, serving_split
+    from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
     from engine.present.max_qps_text import cost_lines, probe_table
+    from engine.run.machine import system_info
     from engine.run.max_qps import loadgen_p99_ms, stored_max_qps_search
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog
-    from store.queries import closed_loop_best
+    from store.serving import closed_loop_run
 
     _check_search(args)
     request = serve_request(args)
@@ -193,12 +196,16 @@ def cmd_find_max_qps(args) -> int:
     if args.target_qps is not None:  # the first probe's rate: unreachable is refused
         request.check_stored([base], db=db)
     runner = request.runner(db=db, shape=args.machine_shape)  # the shape checked here
-    closed = None
-    if args.target_qps is None and db.exists():
+    # This machine's closed loop only, for the first target and (without an Offline run in
+    # the search) flat out: another machine's best run (an import, a fleet node) says
+    # nothing of what this one serves.
+    closed_run, closed = None, None
+    if db.exists():
         with open_db(db, read_only=True) as con:
-            closed = closed_loop_best(con, base.sut, base.batch_size)
-        if closed:  # each replica serves at most one such closed loop
-            closed *= base.replicas
+            closed_run = closed_loop_run(con, base.sut, base.batch_size,
+                                         system_info()["system_id"])
+    if closed_run and args.target_qps is None:  # each replica serves at most one closed loop
+        closed = closed_run[1] * base.replicas
 
     def started(sweep_id):
         reps = f" x {base.replicas} replicas" if base.replicas > 1 else ""
@@ -213,7 +220,9 @@ def cmd_find_max_qps(args) -> int:
         base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
         start_qps=args.target_qps, closed_loop=closed, precision=args.qps_precision,
         max_probes=args.max_probes, on_start=started, on_stored=stored,
-        on_estimate=lambda q, why: print(f"estimate {q:,.1f} QPS ({why})", flush=True))
+        on_estimate=lambda q, why: print(
+            f"estimate {q:,.1f} QPS ({why}{_closed_note(closed, closed_run, base.replicas)})",
+            flush=True))
     if res.probes:
         print()
         print(probe_table(res, loadgen_p99_ms))
@@ -240,11 +249,12 @@ def cmd_find_max_qps(args) -> int:
                                  threads_per_core=rec.threads_per_core,
                                  cores_used=(rec.extra or {}).get("cores_used"),
                                  shape=rec.machine_shape, arch=arch)
-        flat = (offline.throughput if offline is not None and offline.status == "ok"
-                else closed)
+        ran = offline is not None and offline.status == "ok" and offline.throughput
+        flat = choose_flat_out(split, offline=(offline.run_id, offline.throughput) if ran
+                               else None, closed=closed_run, replicas=rec.replicas or 1)
         per_query = (rec.serving or {}).get("samples_per_query") or 1  # Server: 1
-        cost = serving_cost(machine, split(res.max_qps * per_query),
-                            split(flat) if flat else None, target_rps=args.target_rps)
+        cost = serving_cost(machine, split(res.max_qps * per_query), flat,
+                            target_rps=args.target_rps)
         print()
         print("\n".join(cost_lines(cost, args.bound_ms)) if cost is not None else
               f"not priced on {machine.label}: a figure from this machine does not carry "
@@ -252,6 +262,14 @@ def cmd_find_max_qps(args) -> int:
     statuses = [rec.status for _, rec in res.probes]
     failed = [s for s in statuses if s not in ("ok", *MISSED)]
     return EXIT_OK if res.max_qps is not None and not failed else EXIT_NOT_OK
+
+
+def _closed_note(closed, run, replicas: int) -> str:
+    """Which run the closed-loop estimate is, when the search started from one."""
+    if not closed:
+        return ""
+    times = f" x {replicas} replicas" if replicas > 1 else ""
+    return f": run {run[0]} on this machine, {run[1]:,.1f} samples/s at batch {run[2]}{times}"
 
 
 COMMANDS = {"serve": cmd_serve}

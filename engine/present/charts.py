@@ -10,9 +10,11 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from engine.analysis.break_even import Step, cost_vertices
+
 __all__ = ["latency_vs_batch", "throughput_vs_batch", "scaling_vs_threads", "latency_box",
            "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map",
-           "search_probes", "cost_bars", "fleet_bars", "break_even_chart"]
+           "search_probes", "cost_bars", "fleet_bars", "break_even_chart", "memory_note"]
 
 _PALETTE = px.colors.qualitative.D3
 # Legend under the plot: above it, it collides with the title in narrow columns.
@@ -169,17 +171,29 @@ PROVIDER_COLOURS = {"OCI": "#c74634", "AWS": "#ff9900", "GCP": "#4285f4", "Azure
                     "custom": "#555555"}
 
 
+def memory_note(rows: list[dict]) -> dict[str, str]:
+    """Per machine label, " · 64 GB" where the machines compared differ in memory (their
+    prices include it, so a cheaper bar may be a smaller machine); nothing where they do
+    not, or a machine's memory is not known (a price entered by hand)."""
+    sizes = {r["machine"]: r.get("memory_gb") or 0 for r in rows}
+    if len({v for v in sizes.values() if v}) < 2:
+        return {}
+    return {k: f" · {v:g} GB" for k, v in sizes.items() if v}
+
+
 def cost_bars(rows: list[dict], value: str, title: str, axis: str) -> go.Figure:
     """Bars coloured by provider; estimates hatched, with the assumption in the hover and
-    noted under the chart."""
+    noted under the chart; each bar's memory beside its figure where the machines differ."""
     d = pd.DataFrame(rows).sort_values(value)
+    memory = memory_note(rows)
     fig = go.Figure()
     for provider, g in d.groupby("provider", sort=False):
         fig.add_trace(go.Bar(
             x=g[value], y=g["machine"], orientation="h", name=provider,
             marker=dict(color=PROVIDER_COLOURS.get(provider, "#777777"),
                         pattern=dict(shape=["/" if e else "" for e in g.estimate])),
-            text=[f"${v:,.2f}" + (" (est.)" if e else "") for v, e in zip(g[value], g.estimate)],
+            text=[f"${v:,.2f}" + (" (est.)" if e else "") + memory.get(m, "")
+                  for v, e, m in zip(g[value], g.estimate, g["machine"])],
             textposition="auto", customdata=g["assumption"],
             hovertemplate="%{y}<br>%{x:$,.4f}<br>%{customdata}<extra></extra>"))
     # The assumptions behind hatched bars are in each bar's hover and, on the page, in a
@@ -194,32 +208,34 @@ def cost_bars(rows: list[dict], value: str, title: str, axis: str) -> go.Figure:
 
 def fleet_bars(fleet: list[dict], rate: float, vcpus: int) -> go.Figure:
     """Monthly cost of serving `rate` samples/s per machine type
-    (analysis.cost_machines.fleet_rows), each bar labelled with its total and the number of
-    machines it takes."""
+    (analysis.cost_machines.fleet_rows), each bar labelled with its total, the number of
+    machines it takes and their memory (the providers' machines of one vCPU count differ
+    in memory, and their prices with it)."""
     fig = cost_bars([{**r, "monthly_total": r["total"]} for r in fleet], "monthly_total",
                     f"Monthly cost for {rate:g} samples/s (≈{vcpus}-vCPU machines)",
                     "USD per month")
-    machines = {r["machine"]: r["machines"] for r in fleet}
+    machines, memory = {r["machine"]: r["machines"] for r in fleet}, memory_note(fleet)
     for trace in fig.data:
-        trace.text = [f"${t:,.0f} · {machines[y]} machine{'s' if machines[y] > 1 else ''}"
+        trace.text = [f"${t:,.0f} · {_n(machines[y], 'machine')}{memory.get(y, '')}"
                       for t, y in zip(trace.x, trace.y)]
     return fig
 
 
-def break_even_chart(a_label: str, a: tuple[float, float], b_label: str,
-                     b: tuple[float, float], max_rate: float, hours: float) -> go.Figure:
-    """Monthly cost against request rate for two choices (throughput/machine, USD/hour)."""
-    import math
-
-    rates = [max_rate * i / 200 for i in range(1, 201)]
+def break_even_chart(a_label: str, b_label: str, steps: list[Step], hours: float) -> go.Figure:
+    """Monthly cost against request rate for two choices, drawn from
+    engine.analysis.break_even's steps: each trace's vertices are exactly the rates where
+    its fleet grows (no sampled grid that could miss a narrow step), the same steps the
+    text's change points come from."""
     fig = go.Figure()
-    for label, (thr, usd), colour in ((a_label, a, "#1f77b4"), (b_label, b, "#d62728")):
+    for which, label, colour in ((0, a_label, "#1f77b4"), (1, b_label, "#d62728")):
+        xs, ys = cost_vertices(steps, which, hours)
         fig.add_trace(go.Scatter(
-            x=rates, y=[math.ceil(r / thr - 1e-9) * usd * hours for r in rates],
-            mode="lines", line=dict(shape="hv", width=3, color=colour), name=label))
+            x=xs, y=ys, mode="lines", line=dict(shape="hv", width=3, color=colour),
+            name=label, hovertemplate="above %{x:,.6g} samples/s: $%{y:,.2f} a month"
+                                      "<extra></extra>"))
     fig.update_layout(**_LAYOUT, title="Break-even: monthly cost vs request rate (each step "
                                        "is one more machine)")
-    fig.update_xaxes(title="request rate [samples/s]")
+    fig.update_xaxes(title="request rate [samples/s]", rangemode="tozero")
     fig.update_yaxes(title="monthly cost [USD]", rangemode="tozero")
     return fig
 

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from engine.present.charts import _LAYOUT, PROVIDER_COLOURS, colour_map
+from engine.present.charts import _LAYOUT, PROVIDER_COLOURS, colour_map, memory_note
 
 __all__ = ["train_labels", "epoch_time_bars", "samples_per_s_bars", "training_curves",
            "step_loss_chart", "load_bars", "op_bars", "training_cost_bars"]
@@ -165,10 +165,11 @@ def training_cost_bars(rows: list[dict]) -> go.Figure:
     if d.model.nunique() > 1:
         d["config"] = d.model + " · " + d.config
     fig = go.Figure()
+    memory = memory_note(rows)  # in the legend where the machines differ in memory
     for machine, g in d.groupby("machine", sort=False):
         provider = g.provider.iloc[0]
         fig.add_trace(go.Bar(
-            x=g.config, y=g.cost_per_million, name=machine,
+            x=g.config, y=g.cost_per_million, name=machine + memory.get(machine, ""),
             marker=dict(color=PROVIDER_COLOURS.get(provider, "#777777"),
                         pattern=dict(shape=["/" if e else "" for e in g.estimate])),
             # Three significant figures: training on small images costs cents per

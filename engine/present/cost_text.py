@@ -7,6 +7,7 @@ from datetime import date
 
 import pandas as pd
 
+from engine.analysis.break_even import Step
 from engine.analysis.cost import Machine, equivalents, monthly_cost
 from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure
 from engine.analysis.price_age import MAX_AGE_MONTHS, PriceAge, age_text
@@ -25,19 +26,25 @@ def _s(count: int, word: str) -> str:
 
 
 def claim_text(claim: dict, hours: float) -> str | None:
-    """oci_vs_aws() in words: the two machines' monthly prices and their ratio; None when
-    the catalog lacks one of them."""
+    """oci_vs_aws() in words: the two machines, each with its vCPUs and memory, their
+    monthly prices and the ratio; None when the catalog lacks one of them."""
     if claim["ratio"] is None:
         return None
     oci, aws = claim["oci"], claim["aws"]
-    return (f"At catalog list prices (OCI's as of {oci.as_of}, AWS's as of {aws.as_of}), "
-            f"**{oci.label}** costs "
-            f"**${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the cheapest "
-            f"32-vCPU x86 AWS machine, **{aws.label}**, costs "
+    flex = oci.pricing == "oci_flex"
+    memory = (f"at {oci.memory_gb:g} GB each" if oci.memory_gb == aws.memory_gb else
+              f"with OCI's {oci.memory_gb:g} GB against AWS's {aws.memory_gb:g} GB")
+    return (f"At catalog list prices, **{oci.label}** ({oci.vcpus} vCPUs, {oci.memory_gb:g} GB) "
+            f"costs **${monthly_cost(oci.usd_per_hour, hours=hours):,.2f}/month**; the "
+            f"cheapest 32-vCPU x86 AWS machine, **{aws.label}** ({aws.vcpus} vCPUs, "
+            f"{aws.memory_gb:g} GB), costs "
             f"**${monthly_cost(aws.usd_per_hour, hours=hours):,.2f}/month** — "
-            f"{claim['ratio']:.2f}x. On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 "
-            "vCPUs; per-inference cost also depends on the throughput each machine reaches, "
-            "below.")
+            f"{claim['ratio']:.2f}x {memory}"
+            + (" (OCI Flex shapes are priced at the AWS machine's memory from OCI's unit "
+               "rates, as in the table)" if flex else "")
+            + f"; list prices as of {oci.as_of} (OCI) and {aws.as_of} (AWS, {aws.region})"
+            + ". On OCI x86 one OCPU is two vCPUs, so 16 OCPUs match 32 vCPUs; per-inference "
+              "cost also depends on the throughput each machine reaches, below.")
 
 
 def catalog_frame(catalog: list[Machine]) -> pd.DataFrame:
@@ -166,12 +173,45 @@ def break_even_defaults(contenders: list[str], contender: str, cpu: list[Machine
             shape_labels.index(aws) if aws in shape_labels else 0)
 
 
-def break_even_text(changes: list[tuple[float, str]], max_rate: float) -> str:
-    """break_even_rates() in words."""
+def _rate(r: float) -> str:
+    """A rate as people write it: thousands separated, a tenth of a sample/s from 100 up
+    (3,107.1), four significant digits below (0.25; float noise 0.8999999999999999: 0.9)."""
+    if r >= 100:
+        return f"{r:,.1f}".removesuffix(".0")
+    return f"{float(f'{r:.4g}'):f}".rstrip("0").rstrip(".")
+
+
+def _fleet(n: int, usd_per_hour: float, hours: float) -> str:
+    return f"{_s(n, 'machine')} ${monthly_cost(usd_per_hour, hours=hours):,.2f}"
+
+
+def break_even_text(steps: list[Step], hours: float) -> str:
+    """engine.analysis.break_even's steps in words: which choice is cheaper from 0, then
+    each rate above which the other one is, with both fleets' size and monthly cost there
+    (the change points break_even_rates gives, from the same steps the chart draws)."""
+    def who(s: Step) -> str:
+        return "both cost the same" if s.cheaper == "equal" else f"**{s.cheaper}** is cheaper"
+
+    def fleets(s: Step) -> str:
+        return (f"A {_fleet(s.machines[0], s.usd_per_hour[0], hours)}, "
+                f"B {_fleet(s.machines[1], s.usd_per_hour[1], hours)}")
+
+    first, changes = steps[0], [s for p, s in zip(steps, steps[1:]) if s.cheaper != p.cheaper]
+    end = _rate(steps[-1].end)
     if not changes:
-        return f"Up to {max_rate:g} samples/s the cheaper choice never changes."
-    return "The cheaper choice changes at: " + "; ".join(
-        f"{r:,.1f} samples/s → {who}" for r, who in changes[:CHANGES_SHOWN])
+        return (f"Up to {end} samples/s the cheaper choice never changes: {who(first)} "
+                f"({fleets(first)} up to {_rate(first.end)} samples/s).")
+    lines = [f"From 0 to {_rate(changes[0].start)} samples/s {who(first)} "
+             f"({fleets(first)})."]
+    lines += [f"Above {_rate(s.start)} samples/s → "
+              f"{'same cost' if s.cheaper == 'equal' else s.cheaper} ({fleets(s)})"
+              for s in changes[:CHANGES_SHOWN]]
+    more = len(changes) - CHANGES_SHOWN
+    tail = (f"… and {more} more change{'s' * (more > 1)} up to {end} samples/s."
+            if more > 0 else f"(Up to {end} samples/s.)")
+    return ("  \n".join(lines) + "  \n" + tail + " A change at a rate holds just above it: "
+            "at that rate itself the fleet before the change still serves it; monthly costs "
+            f"at {hours:g} h.")
 
 
 def versus_frame(versus: list[dict]) -> pd.DataFrame:

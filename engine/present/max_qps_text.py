@@ -47,7 +47,7 @@ def cost_lines(c: ServingCost, bound_ms: float) -> list[str]:
                      f"{c.per_million_at_bound / c.per_million_flat_out:,.2f}x")
     else:
         lines.append("  flat out: no figure (no Offline run in this search and no closed-loop "
-                     "run of this configuration in the store)")
+                     "run of this configuration on this machine)")
     if c.target_rps:
         lines.append(f"  {c.target_rps:,.6g} requests/s within the bound: {c.machines} "
                      f"machine{'s' * (c.machines != 1)} x ${m.usd_per_hour:,.4f}/h x "

@@ -266,7 +266,8 @@ def to_html(rep: ReportData) -> str:
         out.append(f"<p>Priced on <b>{_e(c.machine)}</b>, the catalog shape the Cost page "
                    "preselects (OCI with 16 OCPUs, the size users compare with AWS's "
                    "32-vCPU machines), and on the closest-size x86 machine of each other "
-                   f"provider. {_e(c.measured_on)}</p>")
+                   "provider; their memory differs, and each price includes its machine's "
+                   f"(memory column below). {_e(c.measured_on)}</p>")
         out.append(_table(
             ["model", "framework (runtime)", "batch", "machine", "throughput [samples/s]",
              "USD per 1 M inferences", "monthly USD (730 h)"],
@@ -280,11 +281,12 @@ def to_html(rep: ReportData) -> str:
                           "its own measured figure)." if len(c.assumptions) > 1 else ".")
                        + "</p>")
         out.append("<h3>Prices: sources and dates</h3>" + _table(
-            ["machine", "vCPUs", "USD/hour", "basis", "source", "as of", "secondary source",
-             "check at (first party)"],
-            [[m.label, m.vcpus, f"{m.usd_per_hour:.4f}", m.price_basis, m.source, m.as_of,
-              "yes" if m.secondary else "no", m.first_party] for m in c.prices],
-            text_cols=(5,)))
+            ["machine", "vCPUs", "memory [GB]", "USD/hour", "basis", "source", "as of",
+             "secondary source", "check at (first party)"],
+            [[m.label, m.vcpus, f"{m.memory_gb:g}", f"{m.usd_per_hour:.4f}", m.price_basis,
+              m.source, m.as_of, "yes" if m.secondary else "no", m.first_party]
+             for m in c.prices],
+            text_cols=(6,)))
         if c.stale:
             out.append(f"<p class=\"caption\"><b>Older than {MAX_AGE_MONTHS} months on "
                        f"{_e(c.today)} or "
