@@ -114,6 +114,8 @@ class LookPlan:
     first: int = DEFAULT_ROUNDS
     last: int = DEFAULT_MAX_ROUNDS
     alpha: float = ALPHA
+    # null sweeps its levels are calibrated with (a projection's hypothetical plans: fewer)
+    paths: int = CALIBRATION_PATHS
 
     @classmethod
     def of(cls, rounds: int, max_rounds: int, alpha: float = ALPHA) -> "LookPlan":
@@ -130,7 +132,7 @@ class LookPlan:
     def level(self, look: int) -> float:
         """The nominal two-sided level at a look (the sweep's round it was taken after). A
         look before `first` uses the first's, after `last` the last's."""
-        levels = nominal_levels(self.first, self.last, self.alpha)
+        levels = nominal_levels(self.first, self.last, self.alpha, self.paths)
         return levels[min(max(look, self.first), self.last) - self.first]
 
     def describe(self) -> str:

@@ -86,7 +86,8 @@ def levels_at(first: int, last: int, alpha, look, paths: int | None = None) -> n
     return out
 
 
-def interval(stats: PairedStats, look, band: float, first: int, last: int, alpha):
+def interval(stats: PairedStats, look, band: float, first: int, last: int, alpha,
+             paths: int | None = None):
     """(half-width, state code) of each comparison's interval at its look and alpha:
     WINNER_CODE when it clears the band, EQUIVALENT_CODE inside it, UNDECIDED_CODE,
     SINGLE_CODE for one paired round, NONE for none."""
@@ -94,7 +95,7 @@ def interval(stats: PairedStats, look, band: float, first: int, last: int, alpha
 
     n, mean, sd = stats.n, stats.mean, stats.sd
     two = n >= 2
-    level = levels_at(first, last, alpha, np.where(two, look, first))
+    level = levels_at(first, last, alpha, np.where(two, look, first), paths)
     with np.errstate(invalid="ignore"):
         crit = stdtrit(np.maximum(n - 1, 1), 1 - level / 2)
         half = np.where(two, crit * sd / np.sqrt(np.maximum(n, 1)), np.nan)
@@ -106,7 +107,7 @@ def interval(stats: PairedStats, look, band: float, first: int, last: int, alpha
 
 
 def futile(stats: PairedStats, state, band: float, first: int, last: int, alpha,
-           min_rounds: int, confidence: float):
+           min_rounds: int, confidence: float, paths: int | None = None):
     """Undecided comparisons of at least max(first, min_rounds) paired rounds whose kept
     rounds, at the lower `confidence` limit of their spread, would still leave the
     interval at the plan's last look reaching across the margin: no round within the
@@ -117,7 +118,7 @@ def futile(stats: PairedStats, state, band: float, first: int, last: int, alpha,
     n = stats.n
     k = n - 1
     eligible = (state == UNDECIDED_CODE) & (n >= max(first, min_rounds))
-    last_level = levels_at(first, last, alpha, np.full(np.shape(n), last))
+    last_level = levels_at(first, last, alpha, np.full(np.shape(n), last), paths)
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.maximum(k - 1, 1)
         optimistic = stats.kept_sd * np.sqrt(df / chdtri(df, 1 - confidence))

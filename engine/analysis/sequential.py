@@ -186,15 +186,16 @@ class Comparison:
     def projection(self) -> str:
         """What max rounds would decide it, with what probability, in words."""
         spread = f"±{self.noise_pct:.1f} % per round"
-        chance = f"{PROBABILITY:.0%} probability"
+        chance = f"{100 * PROBABILITY:.0f} %"
         if self.needed is None:
+            at_cap = self.projected.probability if self.projected else 0.0
             return (f"at this spread ({spread}) even {MAX_PROJECTED_ROUNDS} rounds, the most "
-                    f"a sweep runs, would decide it with less than {chance}: the difference "
-                    f"sits on the ±{100 * self.rule.margin:g} % margin or below what this "
-                    "machine's noise lets rounds resolve")
+                    f"a sweep runs, would decide it with only {100 * at_cap:.0f} % "
+                    f"probability: the difference may sit on the ±{100 * self.rule.margin:g} "
+                    "% margin or below what this machine's noise lets rounds resolve")
         return (f"at this spread ({spread}) a sweep of up to {self.needed} rounds would "
-                f"decide it with {chance} (--max-rounds {self.needed}; the Run page's "
-                "Max rounds)")
+                f"decide it with {chance} probability (--max-rounds {self.needed}; the Run "
+                "page's Max rounds)")
 
 
 def comparison_of(stats, half, code, rule: VerdictRule, alpha: float, futile_: bool,
@@ -202,7 +203,8 @@ def comparison_of(stats, half, code, rule: VerdictRule, alpha: float, futile_: b
     """The Comparison of one element of paired.py's arrays (stats: a PairedStats of
     scalars), judged at `alpha`."""
     n, mean = int(stats.n), float(stats.mean)
-    judged = VerdictRule(rule.margin, LookPlan(rule.plan.first, rule.plan.last, alpha))
+    judged = VerdictRule(rule.margin, LookPlan(rule.plan.first, rule.plan.last, alpha,
+                                               rule.plan.paths))
     if n < 2:
         s = math.exp(mean)
         return Comparison(s, s, s, 1, SINGLE, judged, family=family)
@@ -228,9 +230,10 @@ def compare_rounds(a: dict[int, float], b: dict[int, float],
     look = max(paired) if all(isinstance(k, int) for k in paired) else n
     stats = paired_stats([d])
     plan = rule.plan
-    half, code = interval(stats, [look], rule.band, plan.first, plan.last, plan.alpha)
+    half, code = interval(stats, [look], rule.band, plan.first, plan.last, plan.alpha,
+                          plan.paths)
     stop = futile(stats, code, rule.band, plan.first, plan.last, plan.alpha,
-                  FUTILITY_MIN_ROUNDS, FUTILITY_CONFIDENCE)
+                  FUTILITY_MIN_ROUNDS, FUTILITY_CONFIDENCE, plan.paths)
     one = type(stats)(*(x[0] for x in (stats.n, stats.mean, stats.sd, stats.kept_mean,
                                        stats.kept_sd)))
     return comparison_of(one, float(half[0]), code[0], rule, plan.alpha, bool(stop[0]))

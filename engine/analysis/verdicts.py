@@ -133,7 +133,7 @@ def judge(y, rounds, rule: VerdictRule) -> Judged:
             break
         share = np.broadcast_to((plan.alpha / np.maximum(family - count, 1))[:, None],
                                 (rows, k))
-        h, st = interval(stats, look, rule.band, plan.first, plan.last, share)
+        h, st = interval(stats, look, rule.band, plan.first, plan.last, share, plan.paths)
         half = np.where(todo, h, half)
         state = np.where(todo, st, state)
         alpha = np.where(todo, share, alpha)
@@ -144,7 +144,7 @@ def judge(y, rounds, rule: VerdictRule) -> Judged:
         decided |= new
         count += new.sum(1)
     stop = futile(stats, state, rule.band, plan.first, plan.last, alpha,
-                  FUTILITY_MIN_ROUNDS, FUTILITY_CONFIDENCE)
+                  FUTILITY_MIN_ROUNDS, FUTILITY_CONFIDENCE, plan.paths)
     rival_more = ((state == UNDECIDED_CODE) & ~stop) | (state == SINGLE_CODE)
     more = rival_more.copy()
     any_more = rival_more.any(1)
