@@ -6,13 +6,14 @@ from engine.analysis.compare import aggregate, stored_rule
 from engine.analysis.noise import noise_model
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
-from engine.present.frames import compare_frame, highlight_cells, setting_choices
+from engine.present.frames import compare_frame, highlight_cells, raw_frame, setting_choices
 from dashboard.ceilings_panel import compare_ceilings
 from engine.present.precision_text import ERROR_NOTE, precision_table
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
-from engine.present.tables import (architecture_notes, contention_lines, noise_lines,
-                                   round_sweep_labels, row_text, rule_line, sentence)
+from engine.present.tables import (FIGURES_NOTE, architecture_notes, contention_lines,
+                                   noise_lines, round_sweep_labels, row_text, rule_line,
+                                   sentence)
 from engine.scenarios import INFERENCE
 from dashboard.report_panel import report_section
 from dashboard.session import read
@@ -85,12 +86,17 @@ if sweep_id:
     df, best_cells, rounds, rows = compare_frame(results, rule=rule)
     st.dataframe(highlight_cells(df, best_cells), hide_index=True, width="stretch",
                  key="compare_table")
-    st.caption(f"median latency per batch [ms]: geometric mean of up to {rounds} round "
-               "medians [min-max over rounds]. ★ best in row · ≈ no decision against the best "
-               "· = equivalent to the best within the margin · ? noisy: rounds disagree by "
-               "over 10 % or a round's IQR/median or tail was high; noisy rounds are kept · "
-               "(n status) rounds that broke a rule or failed, left out. Undecided contests "
-               "got extra rounds up to the sweep's budget.")
+    st.caption(f"median latency per batch [ms] over up to {rounds} rounds: {FIGURES_NOTE}. "
+               "★ best in row · ≈ no decision against the best · = equivalent to the best "
+               "within the margin · ? noisy: rounds disagree by over 10 % or a round's "
+               "IQR/median or tail was high; noisy rounds are kept · (n status) rounds that "
+               "broke a rule or failed, left out. Undecided contests got extra rounds up to "
+               "the sweep's budget.")
+    with st.expander("Raw figures: each configuration over its own rounds"):
+        st.dataframe(raw_frame(rows), hide_index=True, key="raw_rounds")
+        st.caption("Geometric mean of each configuration's own round medians and every "
+                   "round's median, as measured: decided contenders stop running, so these "
+                   "carry the drift of the rounds each ran.")
     for contest in rows:
         for said in contest.sentences:
             st.markdown(f"- {row_text(contest.row)}: {said}")

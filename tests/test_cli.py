@@ -90,6 +90,15 @@ def test_compare_prints_the_noise_and_the_drift_of_fixed_rounds(capsys, db_path)
         "log round medians, 8 configurations x 2 rounds, 7 degrees of freedom)",
         "the machine drifted 0.6 % between rounds (round 2 against round 1; pairing cancels "
         "it); no interference was recorded for these runs"]
+    assert not any(l.startswith("each configuration over its own rounds") for l in lines)
+    # --raw: each configuration's own round medians after the tables
+    assert main(["compare", "sweep-seeded", "--raw", "--db", str(db_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("each configuration over its own rounds (raw round medians [ms], not "
+                     "drift-adjusted):")
+    assert lines[at + 1].split() == ["model", "batch", "threads", "contender", "rounds",
+                                     "geometric", "mean", "[ms]", "round", "1", "[ms]",
+                                     "round", "2", "[ms]"]
 
 
 @pytest.mark.parametrize("argv, message", [

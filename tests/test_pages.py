@@ -198,10 +198,13 @@ def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
     assert at.multiselect(key="models").value == ["mobilenet_v3_small"]
     charts = at.get("plotly_chart")
     assert len(charts) == 5  # latency, throughput, scaling, distribution, heatmap
-    table, eff = at.dataframe[0].value, at.dataframe[1].value  # AppTest: by order, not key
+    # AppTest: by order, not key; the raw figures (an expander) follow the table
+    table, raw, eff = (at.dataframe[i].value for i in range(3))
     assert table.shape == (5, 5)  # 4 configurations, and batch 32 whose only run hit oom
     assert table.iloc[4].tolist() == ["mobilenet_v3_small 64px", 32, 1, "", "oom"]
     assert table.iloc[0, 3].startswith("★ ")  # torch best at batch 1, 1 thread
+    assert raw.iloc[0, :6].tolist() == ["mobilenet_v3_small 64px", "1", "1", "torch (eager)",
+                                        "2", "10.15"]
     sentences = [m.value for m in at.markdown if m.value.startswith("- ")]
     # round medians torch 10.1/10.2 ms, tensorflow 20.1/20.2 ms, paired by round; the
     # seeded sweep kept no rule: looks at rounds 2-6, so 2 rounds give a wide interval
@@ -212,7 +215,7 @@ def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
     assert metrics == {"measurement noise (what pairing leaves)": "±0.5 %",
                        "machine drift between rounds": "0.6 %"}
     assert set(eff.contender) == {"torch (eager)", "tensorflow (tf_function)"}
-    costs = at.dataframe[2].value  # one-time costs beside p50, at the chosen thread count
+    costs = at.dataframe[3].value  # one-time costs beside p50, at the chosen thread count
     assert sorted(set(costs.contender)) == ["tensorflow (tf_function)", "torch (eager)"]
     assert costs.build_s.tolist() == [0.5] * len(costs)
 

@@ -54,6 +54,12 @@ def test_html_report_carries_the_table_sentences_noise_machine_policy_and_comman
     assert f'<td class="num best">{TORCH_B1_T1}</td><td class="num">{TF_B1_T1}</td>' in doc
     assert "★ 98.5 [98.0-99.0]" in doc  # throughput table: 1000/10.2 .. 1000/10.1 samples/s
     assert f"<li>{SENTENCE}</li>" in doc
+    # the raw figures one click away, and the caption says which figure the cells show
+    assert ("<details><summary>Raw figures: each configuration over its own rounds "
+            "(geometric mean and every round's median, not drift-adjusted)</summary>") in doc
+    assert "Cells over up to 2 rounds: drift-adjusted figures: a configuration + round" in doc
+    assert "Holm over the k-1 comparisons of a contest: family-wise error ≤ 5 % per " \
+           "contest" in doc
     assert NOISE in doc and DRIFT in doc and "<b>±0.5 %</b>" in doc and "<b>0.6 %</b>" in doc
     assert ("<td>box</td><td>Test CPU @ 2 GHz</td><td class=\"num\">1</td><td class=\"num\">1"
             "</td><td class=\"num\">2</td><td class=\"num\">2</td><td class=\"num\">24.0</td>"

@@ -7,24 +7,29 @@ samples across processes would make every difference look significant.
 
 Method: per round r, each configuration's median latency m_r. Every measured round counts,
 noisy ones included (a noisy round is flagged, never dropped: dropping the disturbed
-processes keeps the lucky ones). A configuration's figure is the geometric mean of its
+processes keeps the lucky ones). A configuration's own figure is the geometric mean of its
 round medians, with the between-round spread (min-max). Two configurations A and B are
 compared round by round (rounds are blocks: A and B of the same round ran close in time) on
-log ratios d_r = ln(m_B,r / m_A,r): the speed-up of A over B is exp(mean d). The star and
-the sentence use the same statistic: with every round paired, the speed-up is exactly the
-ratio of the two cells' geometric means.
+log ratios d_r = ln(m_B,r / m_A,r): the speed-up of A over B is exp(mean d).
+
+Decided contenders stop running while undecided ones get more rounds, so in a contest the
+cells show and rank drift-adjusted figures (a configuration + round fit over the row,
+engine/analysis/verdicts.py): with two contenders their ratio is exactly the sentence's
+speed-up, and where every contender ran every round each is its geometric mean. The star
+and the sentences name one best: each rival is compared with it.
 
 Drift of the machine between rounds moves both contenders of a round alike and pairing
 cancels it, so the noise a verdict must beat is what pairing leaves: each contest is judged
-on its own paired log ratios (never on unrelated configurations), with a 95 % sequential
+on its own paired log ratios (never on unrelated configurations), with a sequential
 interval whose error rate holds over every look the sweep's budget allows
-(engine/analysis/sequential.py). It names a winner when the interval clears the practical
+(engine/analysis/sequential.py), the k - 1 comparisons of a contest as one family (Holm:
+5 % for the whole contest). It names a winner when the interval clears the practical
 margin (default ±2 %), calls the pair equivalent when it lies inside it, and otherwise says
-how many rounds its spread would need; a round that disagrees widens the interval, it never
-ends the contest. For the page, a two-way model on log round medians (configuration + round
-+ residual, noise_model) splits the sweep's variation into the machine's drift between
-rounds and the measurement noise pairing leaves.
-Pure Python but for scipy's quantiles, so the dashboard can use it without a framework.
+what max rounds would decide it with 80 % probability; a round that disagrees widens the
+interval, it never ends the contest. For the page, a two-way model on log round medians
+(configuration + round + residual, noise_model) splits the sweep's variation into the
+machine's drift between rounds and the measurement noise pairing leaves.
+numpy and scipy only, so the dashboard can use it without a framework.
 """
 
 from __future__ import annotations
@@ -32,10 +37,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
 
 from engine.analysis.noise import likely_cause
+from engine.analysis.paired import NONE, PairedStats
 from engine.analysis.sequential import (EQUIVALENT, UNDECIDED, WINNER, VerdictRule,
-                                        compare_rounds)
+                                        comparison_of)
+from engine.analysis.verdicts import judge
 from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 
 __all__ = ["RoundSummary", "ConfigResult", "Contest", "aggregate", "contests",
@@ -64,7 +74,7 @@ def geomean(values) -> float:
 class RoundSummary:
     rounds: int
     round_medians: tuple[float, ...]
-    center: float  # geometric mean of the round medians: what the cell shows and is ranked by
+    center: float  # geometric mean of the round medians (a contest ranks drift-adjusted ones)
     spread_min: float
     spread_max: float
     spread_ratio: float  # (max - min) / center: how far the rounds landed apart
@@ -233,9 +243,33 @@ class Contest:
 
     row: tuple
     cells: dict  # contender -> ConfigResult
-    best: str | None  # lowest geometric mean of round medians, when two or more have one
-    sentences: tuple[str, ...]  # "A is 1.31x faster than B (95 % sequential ...)", per rival
+    best: str | None  # lowest drift-adjusted figure, when two or more have one
     comparisons: dict = field(default_factory=dict)  # rival -> Comparison with the best
+    # contender -> drift-adjusted latency (ms): engine/analysis/verdicts.py; what the
+    # cell shows and is ranked by (its geometric mean when every contender ran every round)
+    figures: dict = field(default_factory=dict)
+    # configurations another round could decide: the best and each rival whose gap is
+    # neither decided nor futile (what the sweep driver runs again)
+    more: frozenset = frozenset()
+
+    @cached_property
+    def sentences(self) -> tuple[str, ...]:
+        """"A is 1.31x faster than B (95 % sequential ...)", per rival, with the likely
+        cause of an undecided one (built on first use: an undecided sentence projects)."""
+        out = []
+        for rival, cmp in self.comparisons.items():
+            text = cmp.sentence(self.best, rival)
+            if cmp.state == UNDECIDED:
+                text += f" ({likely_cause([self.cells[self.best], self.cells[rival]])})"
+            out.append(text)
+        return tuple(out)
+
+    @property
+    def balanced(self) -> bool:
+        """Every contender with a round ran the same rounds: each figure is then exactly
+        its geometric mean of round medians."""
+        sets = {frozenset(r.round_medians) for r in self.cells.values() if r.summary}
+        return len(sets) <= 1
 
     @property
     def decided(self) -> bool:
@@ -260,43 +294,50 @@ class Contest:
         return frozenset(c for c, cmp in self.comparisons.items() if cmp.state == EQUIVALENT)
 
 
+def _contest(key, cells: dict, rule: VerdictRule) -> Contest:
+    """A row judged by engine/analysis/verdicts.py: figures, best, comparisons (Holm)."""
+    usable = {c: r for c, r in cells.items() if r.summary is not None}
+    names = list(usable)
+    rounds = sorted({n for r in usable.values() for n in r.round_medians})
+    y = np.full((1, len(names), len(rounds)), np.nan)
+    for i, c in enumerate(names):
+        for j, n in enumerate(rounds):
+            if n in usable[c].round_medians:
+                y[0, i, j] = math.log(usable[c].round_medians[n])
+    if not names:
+        return Contest(key, cells, None)
+    got = judge(y, rounds, rule)
+    figures = {c: math.exp(got.figure[0, i]) for i, c in enumerate(names)}
+    b = int(got.best[0])
+    if b < 0:
+        return Contest(key, cells, None, figures=figures)
+    comparisons = {}
+    for i, c in enumerate(names):
+        if got.state[0, i] == NONE:
+            continue
+        one = PairedStats(*(x[0, i] for x in (got.stats.n, got.stats.mean, got.stats.sd,
+                                                got.stats.kept_mean, got.stats.kept_sd)))
+        comparisons[c] = comparison_of(one, float(got.half[0, i]), got.state[0, i], rule,
+                                       float(got.alpha[0, i]), bool(got.futile[0, i]),
+                                       (int(got.step[0, i]), int(got.family[0])))
+    more = frozenset(c for i, c in enumerate(names) if got.more[0, i])
+    return Contest(key, cells, names[b], comparisons, figures, more)
+
+
 def contests(results: list[ConfigResult], rule: VerdictRule | None = None
              ) -> tuple[list[str], list[Contest]]:
     """(contender columns, rows) with the best and the decision on each gap, each judged on
-    its own paired rounds by `rule` (default_rule when None)."""
+    its own paired rounds by `rule` (default_rule when None), the k - 1 comparisons of a
+    row as one family (Holm)."""
     rule = rule or default_rule(results)
     cols = list(dict.fromkeys(r.contender for r in results))
     rows: dict = {}
     for r in results:
         rows.setdefault(r.row, {})[r.contender] = r
-    out = []
-    for key, cells in rows.items():
-        usable = {c: r for c, r in cells.items() if r.summary is not None}
-        best = min(usable, key=lambda c: usable[c].summary.center) if len(usable) > 1 else None
-        sentences, comparisons = [], {}
-        if best is not None:
-            for c, r in usable.items():
-                if c == best:
-                    continue
-                cmp = compare_rounds(usable[best].round_medians, r.round_medians, rule)
-                if cmp is None:
-                    continue
-                comparisons[c] = cmp
-                text = cmp.sentence(best, c)
-                if cmp.state == UNDECIDED:
-                    text += f" ({likely_cause([usable[best], r])})"
-                sentences.append(text)
-        out.append(Contest(key, cells, best, tuple(sentences), comparisons))
-    return cols, out
+    return cols, [_contest(key, cells, rule) for key, cells in rows.items()]
 
 
 def undecided(results: list[ConfigResult], rule: VerdictRule | None = None) -> set[tuple]:
     """Keys (ConfigResult.key) of the configurations in a contest another round could still
     decide: the row's best and each rival whose gap is neither decided nor futile."""
-    keys: set = set()
-    for contest in contests(results, rule)[1]:
-        for rival, cmp in contest.comparisons.items():
-            if not cmp.done:
-                keys.add((*contest.row, contest.best))
-                keys.add((*contest.row, rival))
-    return keys
+    return {(*contest.row, c) for contest in contests(results, rule)[1] for c in contest.more}

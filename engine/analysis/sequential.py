@@ -8,183 +8,67 @@ level, chosen so that the chance of any false statement over all the looks the b
 allows is the stated alpha (5 %).
 
 Method: a group-sequential design on the paired t statistic (Jennison & Turnbull's
-repeated confidence intervals). The error is spent over the looks by the Lan-DeMets
-Pocock-type function alpha * ln(1 + (e - 1) * n / N) (n paired rounds of at most N), which
-gives an early look a fair share (about 62 % of alpha at 3 of 6 rounds) so that a clear
-contest is decided at the minimum rounds. With unknown variance and 2-5 degrees of freedom
-the normal-theory boundaries do not apply, so the nominal level of each look is calibrated
-for the t statistic itself by a seeded simulation of null sweeps (exact for the first look,
-which needs none). The interval at a look, mean +- t(1 - a_n / 2, n - 1) * s / sqrt(n) on
-log ratios, then covers the true ratio at every look at once with 95 % probability: a
-winner, an "equivalent within the margin" and a stop are all covered by that one number.
+repeated confidence intervals), with Lan-DeMets Pocock-type error spending whose nominal
+levels are calibrated for the t statistic by a seeded simulation (engine/analysis/looks.py).
+The interval at a look, mean +- t(1 - a_n / 2, n - 1) * s / sqrt(n) on log ratios, then
+covers the true ratio at every look at once with probability 1 - alpha: a winner, an
+"equivalent within the margin" and a stop are all covered by that one number. A contest of
+k contenders judges its k - 1 comparisons as one family (Holm, engine/analysis/verdicts.py):
+a comparison is then judged at alpha / j for a j from k - 1 down to 1, and its interval is
+shown at the confidence it was judged at.
 
 A decision needs the interval to clear the practical margin (a winner) or to lie inside it
 (equivalent). A contest whose interval can do neither stops early, from its 4th round, when
 even an optimistic spread (the lower 90 % confidence limit of the standard deviation of its
 rounds but the one furthest from their median, so one wild round never stops it) would need
-more rounds than the budget allows (a futility stop: it can only lower the error rate);
-either way the sentence says how many rounds the current spread would need.
+more rounds than the budget allows (a futility stop: it can only lower the error rate).
+Either way the sentence says what max rounds would decide it with 80 % probability
+(engine/analysis/projection.py). The arithmetic runs on arrays (engine/analysis/paired.py),
+one implementation for a single comparison, a sweep's contests and the seeded simulations.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property
 
-from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
+from engine.analysis.looks import (ALPHA, CALIBRATION_PATHS, CALIBRATION_SEED,
+                                   FUTILITY_CONFIDENCE, FUTILITY_MIN_ROUNDS, LookPlan,
+                                   VerdictRule, confidence_text, critical, nominal_levels,
+                                   spent)
+from engine.analysis.paired import (EQUIVALENT_CODE, SINGLE_CODE, WINNER_CODE, futile,
+                                    interval, paired_stats)
+from engine.analysis.projection import (MAX_PROJECTED_ROUNDS, PROBABILITY, Projection,
+                                        project)
 
-__all__ = ["LookPlan", "VerdictRule", "Comparison", "compare_rounds", "nominal_levels",
-           "spent", "critical", "rounds_needed", "optimistic_sd", "WINNER", "EQUIVALENT",
-           "UNDECIDED", "SINGLE", "FUTILITY_MIN_ROUNDS", "ALPHA", "CALIBRATION_PATHS", "CALIBRATION_SEED",
-           "FUTILITY_CONFIDENCE", "MAX_PROJECTED_ROUNDS"]
+__all__ = ["LookPlan", "VerdictRule", "Comparison", "compare_rounds", "comparison_of",
+           "nominal_levels", "spent", "critical", "rounds_needed", "optimistic_sd", "WINNER",
+           "EQUIVALENT", "UNDECIDED", "SINGLE", "STATES", "FUTILITY_MIN_ROUNDS", "ALPHA",
+           "CALIBRATION_PATHS", "CALIBRATION_SEED", "FUTILITY_CONFIDENCE",
+           "MAX_PROJECTED_ROUNDS", "PROBABILITY"]
 
-# The chance of any false statement about a comparison (a contest's rival against its best;
-# a contest of k contenders makes k - 1), over all its looks.
-ALPHA = 0.05
-# Null sweeps simulated to calibrate each look's nominal level: the calibrated error rate
-# is within about +-0.001 of alpha (binomial standard error at this size).
-CALIBRATION_PATHS = 200_000
-CALIBRATION_SEED = 20261125
-# The futility stop projects with the spread's lower confidence limit at this level: a
-# contest stops only if it would stay undecided even were its noise this favourable.
-FUTILITY_CONFIDENCE = 0.90
-# Projections beyond this many rounds are reported as "more than" it.
-MAX_PROJECTED_ROUNDS = 1000
-# A futility stop needs this many paired rounds: one left out (the furthest from the
-# median), at least 3 to judge the spread of the rest.
-FUTILITY_MIN_ROUNDS = 4
-
-
-def spent(n: int, last: int, alpha: float = ALPHA) -> float:
-    """The error spent by the look at n of at most `last` paired rounds (Lan-DeMets,
-    Pocock-type): alpha * ln(1 + (e - 1) * n / last)."""
-    return alpha * math.log1p((math.e - 1) * min(n, last) / last)
-
-
-@lru_cache(maxsize=256)
-def nominal_levels(first: int, last: int, alpha: float = ALPHA) -> tuple[float, ...]:
-    """The two-sided nominal level of the paired t-test at each look n = first..last, such
-    that the chance of rejecting a true null at any look is spent(n) by look n and alpha
-    by the last. Deterministic (a fixed seed); calibrated once per plan and cached."""
-    import numpy as np
-    from scipy.special import stdtr
-
-    if not 2 <= first <= last:
-        raise ValueError(f"looks need 2 <= first <= last, got {first}..{last}")
-    levels = [spent(first, last, alpha)]  # the first look's t statistic is exactly t(n-1)
-    if last == first:
-        return tuple(levels)
-    rng = np.random.default_rng(CALIBRATION_SEED)
-    m = CALIBRATION_PATHS
-    s1, s2 = np.zeros(m), np.zeros(m)
-    for _ in range(first):
-        x = rng.standard_normal(m)
-        s1 += x
-        s2 += x * x
-
-    def pvalues(n, idx):
-        mean = s1[idx] / n
-        var = np.maximum((s2[idx] - n * mean * mean) / (n - 1), 1e-300)
-        return 2 * stdtr(n - 1, -np.abs(mean / np.sqrt(var / n)))
-
-    alive = np.flatnonzero(pvalues(first, slice(None)) >= levels[0])
-    for n in range(first + 1, last + 1):
-        x = rng.standard_normal(m)
-        s1 += x
-        s2 += x * x
-        p_alive = pvalues(n, alive)
-        p = np.sort(p_alive)
-        # rejections this look may add: what the spending allows beyond those made so far
-        new = int(round(spent(n, last, alpha) * m)) - (m - alive.size)
-        if new <= 0:
-            level = float(p[0]) * 0.5 if p.size else 0.0
-        elif new >= p.size:
-            level = 1.0
-        else:
-            level = float((p[new - 1] + p[new]) / 2)
-        levels.append(level)
-        alive = alive[p_alive >= level]
-    return tuple(levels)
-
-
-@dataclass(frozen=True)
-class LookPlan:
-    """Where a sweep looks at its contests: after `first` (its minimum rounds, at least 2)
-    through `last` (its max_rounds) paired rounds, with `alpha` spent over them."""
-
-    first: int = DEFAULT_ROUNDS
-    last: int = DEFAULT_MAX_ROUNDS
-    alpha: float = ALPHA
-
-    @classmethod
-    def of(cls, rounds: int, max_rounds: int, alpha: float = ALPHA) -> "LookPlan":
-        """The looks a budget of rounds..max_rounds allows (a single round has no interval:
-        its first look is at 2)."""
-        first = max(2, rounds)
-        return cls(first, max(first, max_rounds), alpha)
-
-    @property
-    def sequential(self) -> bool:
-        """More than one look: the interval is a sequential one."""
-        return self.last > self.first
-
-    def level(self, look: int) -> float:
-        """The nominal two-sided level at a look (the sweep's round it was taken after). A
-        look before `first` uses the first's, after `last` the last's."""
-        levels = nominal_levels(self.first, self.last, self.alpha)
-        return levels[min(max(look, self.first), self.last) - self.first]
-
-    def describe(self) -> str:
-        looks = (f"round {self.first}" if self.first == self.last
-                 else f"rounds {self.first}-{self.last}")
-        return (f"{100 * (1 - self.alpha):g} % sequential interval: the error rate holds over "
-                f"the looks at {looks} (Lan-DeMets Pocock-type spending, calibrated for the "
-                "paired t statistic)")
-
-
-def critical(plan: LookPlan, n: int, look: int | None = None) -> float:
-    """The t quantile that bounds the interval of n paired rounds at a look (default: the
-    n-th round; fewer paired rounds than the look's number when a round failed, which
-    widens the interval rather than spending another look's error)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(n - 1, 1 - plan.level(n if look is None else look) / 2))
-
-
-@dataclass(frozen=True)
-class VerdictRule:
-    """How a contest is decided: the practical margin (a fraction: 0.02 is +-2 %) its
-    interval must clear to name a winner, or lie inside to call it equivalent; and the looks
-    the sweep's budget allows."""
-
-    margin: float = DEFAULT_VERDICT_MARGIN
-    plan: LookPlan = LookPlan()
-
-    @classmethod
-    def of(cls, rounds: int, max_rounds: int, margin: float, alpha: float = ALPHA):
-        return cls(margin, LookPlan.of(rounds, max_rounds, alpha))
-
-    @property
-    def band(self) -> float:
-        """The margin on the log scale."""
-        return math.log1p(self.margin)
+# rounds_needed's plug-in figure: beyond this many rounds it says None.
+_NEEDED_CAP = 1000
 
 
 def rounds_needed(mean: float, sd: float, rule: VerdictRule) -> int | None:
-    """Paired rounds at which an interval of this spread around this mean would clear the
-    margin (or fit inside it, when the mean lies inside), at the last look's level; None
-    beyond MAX_PROJECTED_ROUNDS (or when the mean sits on the margin itself)."""
+    """Paired rounds at which an interval of exactly this spread around exactly this mean
+    would clear the margin (or fit inside it, when the mean lies inside), at the last
+    look's level; None beyond 1000 (or when the mean sits on the margin itself). A plug-in
+    figure: right about half the time, so sentences use the projection instead; the
+    futility stop asks it of an optimistic spread (engine/analysis/paired.py's futile is
+    the same test on arrays)."""
     gap = abs(abs(mean) - rule.band)
     if gap == 0:
         return None
     if sd == 0:
         return 2
+
     def half(n):  # the interval's half-width at the last look with n paired rounds
         return critical(rule.plan, n, rule.plan.last) * sd / math.sqrt(n)
 
-    lo, hi = 2, MAX_PROJECTED_ROUNDS
+    lo, hi = 2, _NEEDED_CAP
     if half(hi) >= gap:
         return None
     while lo < hi:  # the half-width shrinks with n: bisect for the first n that fits
@@ -205,13 +89,16 @@ def optimistic_sd(sd: float, n: int) -> float:
 
 
 WINNER, EQUIVALENT, UNDECIDED, SINGLE = "winner", "equivalent", "undecided", "single round"
+# paired.py's state codes, in words
+STATES = {WINNER_CODE: WINNER, EQUIVALENT_CODE: EQUIVALENT, SINGLE_CODE: SINGLE, 0: UNDECIDED}
 
 
 @dataclass(frozen=True)
 class Comparison:
     """A paired comparison of two configurations over their common rounds, judged by a
     VerdictRule: a winner (the interval clears the margin), equivalent (it lies inside
-    the margin), undecided, or a single round (no interval)."""
+    the margin), undecided, or a single round (no interval). rule.plan.alpha is the alpha
+    it was judged at: the rule's own, or a contest's Holm share of it."""
 
     speedup: float  # how many times faster A is than B (B's latency / A's)
     ci_low: float
@@ -220,10 +107,11 @@ class Comparison:
     state: str  # WINNER, EQUIVALENT, UNDECIDED or SINGLE
     rule: VerdictRule = VerdictRule()
     spread: float | None = None  # standard deviation of the paired log ratios, per round
-    needed: int | None = None  # paired rounds this spread would need (None: > MAX or n/a)
     # even a favourable spread (its lower 90 % limit, without the wildest round) would not
     # decide it within the budget: no further round is spent on it
     futile: bool = False
+    # Holm: the comparison's place in its contest's family ((step, of); (1, 1) alone)
+    family: tuple[int, int] = (1, 1)
 
     @property
     def decided(self) -> bool:
@@ -245,6 +133,21 @@ class Comparison:
         """The paired spread per round, in percent of the ratio."""
         return None if self.spread is None else 100 * math.expm1(self.spread)
 
+    @cached_property
+    def projected(self) -> Projection | None:
+        """The max rounds a sweep would need to decide it with PROBABILITY (80 %), at the
+        alpha it was judged at (None: decided, or a single round)."""
+        if self.decided or self.spread is None:
+            return None
+        plan = self.rule.plan
+        return project(self.rounds, math.log(self.speedup), self.spread, self.rule.band,
+                       plan.first, plan.alpha)
+
+    @property
+    def needed(self) -> int | None:
+        """The projected max rounds (None: beyond MAX_PROJECTED_ROUNDS, or not projected)."""
+        return self.projected.rounds if self.projected else None
+
     def leaning(self, a: str, b: str):
         """(faster, slower, factor, low, high): the comparison read from the side it leans to."""
         # Name the side the measurement leans to, so "1.09x" is never read backwards.
@@ -259,14 +162,15 @@ class Comparison:
             return (f"{a} vs {b}: {self.speedup:.2f}x from a single round; no interval "
                     "(run at least 2 rounds)")
         digits = 3 if self.state == EQUIVALENT else 2
-        kind = "95 % sequential interval" if self.rule.plan.sequential else "95 % CI"
-        interval = f"{kind} {lo:.{digits}f}-{hi:.{digits}f}"
+        level = confidence_text(self.rule.plan.alpha)
+        kind = f"{level} sequential interval" if self.rule.plan.sequential else f"{level} CI"
+        interval_text = f"{kind} {lo:.{digits}f}-{hi:.{digits}f}"
         if self.state == WINNER:
-            return f"{fast} is {x:.2f}x faster than {slow} ({interval}, {n})"
+            return f"{fast} is {x:.2f}x faster than {slow} ({interval_text}, {n})"
         margin = f"±{100 * self.rule.margin:g} %"
         if self.state == EQUIVALENT:
             return (f"{a} and {b} are equivalent within {margin} ({fast} measured {x:.3f}x "
-                    f"faster; {interval}, {n})")
+                    f"faster; {interval_text}, {n})")
         why = []
         if self.significant:
             why.append(f"the interval excludes 1 but reaches inside the {margin} margin")
@@ -277,18 +181,35 @@ class Comparison:
             why.append(f"stopped early: even a favourable spread would not decide it within "
                        f"{self.rule.plan.last} rounds")
         return (f"no decision between {a} and {b}: {fast} measured {x:.2f}x faster than "
-                f"{slow}, {interval} over {n}; " + "; ".join(why))
+                f"{slow}, {interval_text} over {n}; " + "; ".join(why))
 
     def projection(self) -> str:
-        """How many rounds the current spread would need, in words."""
+        """What max rounds would decide it, with what probability, in words."""
         spread = f"±{self.noise_pct:.1f} % per round"
+        chance = f"{100 * PROBABILITY:.0f} %"
         if self.needed is None:
-            return (f"at this spread ({spread}) more than {MAX_PROJECTED_ROUNDS} rounds would "
-                    f"be needed: the difference sits on the ±{100 * self.rule.margin:g} % "
-                    "margin or below what this machine's noise lets rounds resolve")
-        more = max(self.needed - self.rounds, 1)
-        return (f"at this spread ({spread}) about {more} more round{'s' if more > 1 else ''} "
-                f"({self.rounds + more} in all) would decide it")
+            at_cap = self.projected.probability if self.projected else 0.0
+            return (f"at this spread ({spread}) even {MAX_PROJECTED_ROUNDS} rounds, the most "
+                    f"a sweep runs, would decide it with only {100 * at_cap:.0f} % "
+                    f"probability: the difference may sit on the ±{100 * self.rule.margin:g} "
+                    "% margin or below what this machine's noise lets rounds resolve")
+        return (f"at this spread ({spread}) a sweep of up to {self.needed} rounds would "
+                f"decide it with {chance} probability (--max-rounds {self.needed}; the Run "
+                "page's Max rounds)")
+
+
+def comparison_of(stats, half, code, rule: VerdictRule, alpha: float, futile_: bool,
+                  family: tuple[int, int] = (1, 1)) -> Comparison:
+    """The Comparison of one element of paired.py's arrays (stats: a PairedStats of
+    scalars), judged at `alpha`."""
+    n, mean = int(stats.n), float(stats.mean)
+    judged = VerdictRule(rule.margin, LookPlan(rule.plan.first, rule.plan.last, alpha,
+                                               rule.plan.paths))
+    if n < 2:
+        s = math.exp(mean)
+        return Comparison(s, s, s, 1, SINGLE, judged, family=family)
+    return Comparison(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n,
+                      STATES[int(code)], judged, float(stats.sd), bool(futile_), family)
 
 
 def compare_rounds(a: dict[int, float], b: dict[int, float],
@@ -301,34 +222,18 @@ def compare_rounds(a: dict[int, float], b: dict[int, float],
     if not paired:
         return None
     d = [math.log(b[r] / a[r]) for r in paired]
-    mean, n = statistics.fmean(d), len(d)
+    n = len(d)
     if rule is None:
         rule = VerdictRule(0.0, LookPlan(max(n, 2), max(n, 2)))
-    if n < 2:
-        s = math.exp(mean)
-        return Comparison(s, s, s, 1, SINGLE, rule)
-    sd = statistics.stdev(d)
     # the look: the round after which the sweep judged these rounds (round numbers; other
     # keys, such as a regression's (sweep, round), are one look at n)
     look = max(paired) if all(isinstance(k, int) for k in paired) else n
-    half = critical(rule.plan, n, look) * sd / math.sqrt(n)
-    lo, hi = mean - half, mean + half
-    band = rule.band
-    if lo > band or hi < -band:
-        state = WINNER
-    elif -band < lo and hi < band:
-        state = EQUIVALENT
-    else:
-        state = UNDECIDED
-    needed = rounds_needed(mean, sd, rule)
-    futile = False
-    if state == UNDECIDED and n >= max(rule.plan.first, FUTILITY_MIN_ROUNDS):
-        # Judged without the round furthest from the median: a single wild round widens the
-        # interval, it never ends a contest.
-        centre = statistics.median(d)
-        kept = sorted(d, key=lambda x: abs(x - centre))[:-1]
-        hopeful = rounds_needed(statistics.fmean(kept),
-                                optimistic_sd(statistics.stdev(kept), len(kept)), rule)
-        futile = hopeful is None or hopeful > rule.plan.last
-    return Comparison(math.exp(mean), math.exp(lo), math.exp(hi), n, state, rule, sd,
-                      needed, futile)
+    stats = paired_stats([d])
+    plan = rule.plan
+    half, code = interval(stats, [look], rule.band, plan.first, plan.last, plan.alpha,
+                          plan.paths)
+    stop = futile(stats, code, rule.band, plan.first, plan.last, plan.alpha,
+                  FUTILITY_MIN_ROUNDS, FUTILITY_CONFIDENCE, plan.paths)
+    one = type(stats)(*(x[0] for x in (stats.n, stats.mean, stats.sd, stats.kept_mean,
+                                       stats.kept_sd)))
+    return comparison_of(one, float(half[0]), code[0], rule, plan.alpha, bool(stop[0]))

@@ -28,6 +28,9 @@ def add_parsers(sub) -> None:
                         "set against another")
     cp.add_argument("sweep", metavar="SWEEP_ID", help="a sweep id (or a unique prefix); "
                     "default: the newest sweep", nargs="?")
+    cp.add_argument("--raw", action="store_true",
+                    help="also list each configuration's own round medians (the table shows "
+                         "drift-adjusted figures where a row's contenders ran different rounds)")
     regression_options(cp)
     db_arg(cp)
 
@@ -106,7 +109,8 @@ def cmd_compare(args) -> int:
         kept = sweep_rule(con, sweep_id)
     print(f"sweep {sweep_id}: {len(rows)} runs")
     results = aggregate(rows)
-    print(compare_table(results, color=sys.stdout.isatty(), rule=stored_rule(kept, results)))
+    print(compare_table(results, color=sys.stdout.isatty(), rule=stored_rule(kept, results),
+                        raw=args.raw))
     return 0
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.analysis.compare import ConfigResult
-from engine.present.tables import compare_grid, row_label
+from engine.present.tables import compare_grid, raw_rows, row_label
 from engine.core.inference import CONDITION_LABELS
 
-__all__ = ["compare_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
+__all__ = ["compare_frame", "raw_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 
 BEST_CSS = "background-color: #d4f4dd; font-weight: bold"
 
@@ -26,6 +26,13 @@ def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ", "= "), rul
         rows.append({"model": row_label(contest.row), "batch": contest.row[2],
                      "threads": contest.row[3], **dict(zip(cols, cells))})
     return pd.DataFrame(rows), best, max(rounds, 1), [c for c, _, _ in grid]
+
+
+def raw_frame(contest_rows) -> pd.DataFrame:
+    """Each configuration over its own rounds (tables.raw_rows): the figures the comparison
+    table adjusts for drift, as measured, one click from it."""
+    headers, rows = raw_rows(contest_rows)
+    return pd.DataFrame(rows, columns=headers)
 
 
 def load_grid(summary: pd.DataFrame, value: str) -> tuple[pd.DataFrame, list[tuple]]:

@@ -31,7 +31,7 @@ from engine.analysis.cost_machines import basis, machine_rows
 from engine.analysis.price_age import age_text, stale_prices
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
-from engine.present.frames import compare_frame, setting_choices
+from engine.present.frames import compare_frame, raw_frame, setting_choices
 from engine.present.report_ceilings import gather_ceilings
 from engine.present.report_doc import CostData, ReportData, to_html, to_markdown
 from engine.present.tables import (architecture_notes, compare_grid, contention_lines,
@@ -116,7 +116,7 @@ def _gather(con, sweep_id: str, today: date) -> ReportData:
         ok=sum(r["status"] == "ok" for r in rows),
         models=sorted({r["model"] for r in rows}),
         contenders=list(dict.fromkeys(r.contender for r in results)),
-        latency=latency, best=best, rounds=rounds,
+        latency=latency, best=best, rounds=rounds, raw=raw_frame(contest_rows),
         throughput=(tp_cols, tp_grid), sentences=sentences,
         notes=architecture_notes(results), noise=noise,
         noise_lines=noise_lines(results, noise), rule_text=rule_line(rule),

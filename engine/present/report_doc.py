@@ -15,7 +15,7 @@ import pandas as pd
 
 from engine.analysis.price_age import MAX_AGE_MONTHS
 from engine.present.report_ceilings import CEILING_HEADERS, CeilingData, ceiling_cells
-from engine.present.tables import row_label, sentence
+from engine.present.tables import FIGURES_NOTE, row_label, sentence
 
 __all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
 
@@ -71,6 +71,8 @@ class ReportData:
     ceilings: CeilingData = field(default_factory=CeilingData)
     # issue 28: each configuration's energy reading with its tag, or why it is absent
     energy: tuple[str, ...] = ()
+    # each configuration over its own rounds (frames.raw_frame): the cells' raw figures
+    raw: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 ENERGY_NOTE = ("measured in a loop of its own after each timed one, so the latencies above "
@@ -210,11 +212,15 @@ def to_html(rep: ReportData) -> str:
     headers, rows, best = _throughput_rows(rep)
     out.append("<h3>Throughput [samples/s] over the measured time, higher is better</h3>"
                f"{_table(headers, rows, best)}")
-    out.append(f"<p class=\"caption\">Cells: geometric mean of up to {rep.rounds} round "
-               "medians [min-max over rounds]. ★ best in row · ≈ no decision against the "
+    out.append(f"<p class=\"caption\">Cells over up to {rep.rounds} rounds: "
+               f"{_e(FIGURES_NOTE)}. ★ best in row (by latency) · ≈ no decision against the "
                "best · = equivalent to the best within the margin · ? noisy: rounds disagree "
                "by over 10 % or a round's IQR/median or tail was high; noisy rounds are kept "
                "· (n status) rounds that broke a rule or failed, left out.</p>")
+    if not rep.raw.empty:
+        out.append("<details><summary>Raw figures: each configuration over its own rounds "
+                   "(geometric mean and every round's median, not drift-adjusted)</summary>"
+                   + _table(list(rep.raw.columns), rep.raw.values.tolist()) + "</details>")
     if rep.sentences:
         out.append("<h3>Verdicts</h3><ul>"
                    + "".join(f"<li>{_e(s)}</li>" for s in rep.sentences) + "</ul>"
@@ -369,11 +375,15 @@ def to_markdown(rep: ReportData) -> str:
     out = [f"## Benchmark: {_md(_title(rep))}", "",
            f"Inference sweep {_md(rep.sweep_id)} · {_date(rep)} · "
            f"{rep.runs} runs ({rep.ok} successful) over {rep.info['rounds']} round(s)", "",
-           "Median latency per batch [ms], lower is better: geometric mean of up to "
-           f"{rep.rounds} round medians [min-max over rounds]; ★ best in row (bold), "
-           "≈ no decision against the best, = equivalent within the margin, ? noisy.", ""]
+           f"Median latency per batch [ms], lower is better, over up to {rep.rounds} "
+           f"rounds: {FIGURES_NOTE}; ★ best in row (bold), ≈ no decision against the best, "
+           "= equivalent within the margin, ? noisy.", ""]
     headers, rows, best = _latency_rows(rep)
     out += _md_table(headers, rows, best) + [""]
+    if not rep.raw.empty:  # plain Markdown (a wiki may not render <details>)
+        out += ["Raw figures: each configuration over its own rounds (geometric mean and "
+                "every round's median, not drift-adjusted):", ""]
+        out += _md_table(list(rep.raw.columns), rep.raw.values.tolist(), set()) + [""]
     if rep.sentences:
         out += [f"- {_md(s)}" for s in rep.sentences] + [""]
         out += [_md(sentence(rep.rule_text)), ""]

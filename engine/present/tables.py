@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from engine.analysis.compare import ConfigResult, contests, default_rule, geomean
+from engine.analysis.verdicts import figures_of
 from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_effects
 from engine.analysis.noise import drift_cause, noise_model
 from engine.analysis.sequential import VerdictRule
@@ -14,7 +15,7 @@ from engine.core.inference import CONDITION_LABELS
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
-           "MARKS_LEGEND", "sentence",
+           "MARKS_LEGEND", "sentence", "FIGURES_NOTE", "raw_rows", "raw_lines",
            "interference_text", "p99_text", "architecture_notes", "user_model_line",
            "sweep_labels", "round_sweep_labels"]
 
@@ -104,9 +105,16 @@ def row_text(row) -> str:
 
 def rule_line(rule: VerdictRule) -> str:
     """What a verdict sentence rests on, in one line."""
-    return (f"verdicts: paired rounds on log ratios, {rule.plan.describe()}; a winner "
-            f"needs the interval to clear ±{100 * rule.margin:g} %, and a pair whose interval "
-            "lies inside it is equivalent")
+    holm = ("Holm over the k-1 comparisons of a contest: family-wise error ≤ 5 % per "
+            "contest" if rule.margin > 0 else
+            "Holm over the k-1 comparisons of a contest: family-wise error about 5 % per "
+            "contest (up to 7 % for 3-8 tied contenders with no margin: the best is picked "
+            "from the same rounds)")
+    return (f"verdicts: each rival against the starred best on their paired rounds (log "
+            f"ratios), {rule.plan.describe()}; {holm}, so a rival's interval is at the "
+            f"confidence its Holm step allows; a winner needs the interval to clear "
+            f"±{100 * rule.margin:g} %, and a pair whose interval lies inside it is "
+            "equivalent")
 
 
 def noise_lines(results: list[ConfigResult], model=None) -> list[str]:
@@ -184,20 +192,31 @@ MARKS_LEGEND = ("* best in row   ~ no decision against the best   = equivalent t
                 "of a value: no round of it succeeded")
 
 
+# What a comparison cell's figure is, for captions (the page, the report, the terminal).
+FIGURES_NOTE = ("drift-adjusted figures: a configuration + round fit over each row's rounds, "
+                "each contender at the rounds every contender of the row ran (its geometric "
+                "mean of round medians where all ran the same rounds; ranked by it, and with "
+                "two contenders their ratio is the verdict's paired speed-up); [min-max] of "
+                "its own round medians")
+
+
 def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
                  marks: tuple[str, ...] = ("*", "~", "="), rule: VerdictRule | None = None):
     """(columns, rows, rounds) of the comparison, for the terminal and the dashboard alike.
     columns: the contenders (framework (runtime)); rows: per contest (model, size, batch,
-    threads), (contest, one text per column, the best column). A cell is the aggregate of
-    its rounds (cell_text) prefixed with marks[0] when it is the row's best, marks[1] when
-    its gap to the best is not decided and marks[2] when it is equivalent to the best
-    within the margin; a contender with no successful round shows its statuses; an empty
-    string means not measured."""
+    threads), (contest, one text per column, the best column). A cell is the contender's
+    drift-adjusted figure (Contest.figures; for throughput the same fit on its round
+    throughputs) with the min-max over its own rounds (cell_text), prefixed with marks[0]
+    when it is the row's best, marks[1] when its gap to the best is not decided and
+    marks[2] when it is equivalent to the best within the margin; a contender with no
+    successful round shows its statuses; an empty string means not measured."""
     cols, contest_rows = contests(results, rule)
     rounds = max((r.summary.rounds for r in results if r.summary), default=0)
     grid = []
     for contest in contest_rows:
         batch = contest.row[2]
+        figures = (figures_of({c: _throughputs(r, batch) for c, r in contest.cells.items()
+                               if r.summary}) if as_throughput else contest.figures)
         cells = []
         for c in cols:
             r = contest.cells.get(c)
@@ -209,17 +228,50 @@ def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
                 mark = (marks[0] if c == contest.best else
                         marks[2] if c in contest.equivalent else
                         marks[1] if c in contest.undecided else "")
-                cells.append(mark + cell_text(r, batch, as_throughput, rounds))
+                cells.append(mark + cell_text(r, batch, as_throughput, rounds, figures.get(c)))
         grid.append((contest, cells, contest.best))
     return cols, grid, rounds
 
 
+def _throughputs(r: ConfigResult, batch: int) -> dict:
+    """round -> samples/s: measured, or from the round median where none was stored."""
+    return dict(r.round_throughputs) or {n: batch * 1000 / m
+                                         for n, m in r.round_medians.items()}
+
+
+def raw_rows(contest_rows) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows): each configuration's own figures, one row per contender of each
+    contest: rounds run, geometric mean of its round medians (not drift-adjusted) and the
+    median of every round, '' where it did not run."""
+    numbers = sorted({n for c in contest_rows for r in c.cells.values()
+                      for n in r.round_medians})
+    rows = []
+    for c in contest_rows:
+        for name, r in c.cells.items():
+            if r.summary is None:
+                continue
+            rows.append([row_label(c.row), str(c.row[2]), str(c.row[3]), name,
+                         str(r.summary.rounds), f"{r.summary.center:,.2f}",
+                         *(f"{r.round_medians[n]:,.2f}" if n in r.round_medians else ""
+                           for n in numbers)])
+    return (["model", "batch", "threads", "contender", "rounds", "geometric mean [ms]",
+             *(f"round {n} [ms]" for n in numbers)], rows)
+
+
+def raw_lines(contest_rows) -> list[str]:
+    """The raw block of the terminal table: raw_rows as a text table."""
+    headers, rows = raw_rows(contest_rows)
+    return (["each configuration over its own rounds (raw round medians [ms], not "
+             "drift-adjusted):", format_table(headers, rows)] if rows else [])
+
+
 def compare_table(results: list[ConfigResult], *, color: bool = False,
-                  rule: VerdictRule | None = None) -> str:
+                  rule: VerdictRule | None = None, raw: bool = False) -> str:
     """Rows: model / batch / threads; columns: framework (runtime). Values aggregate the
-    rounds: geometric mean of round medians with the between-round range; the best per row
-    is starred, cells whose gap to the best is undecided are marked '~' and equivalent ones
-    '=', and each row's verdict is spelled out below the tables with the sweep's noise."""
+    rounds: drift-adjusted figures with the min-max over each configuration's own rounds;
+    the best per row is starred, cells whose gap to the best is undecided are marked '~'
+    and equivalent ones '=', and each row's verdict is spelled out below the tables with
+    the sweep's noise. raw: each configuration's own round medians follow."""
     out = []
     rule = rule or default_rule(results)
     for title, as_throughput in (
@@ -232,11 +284,20 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
                           *cells])
             if color and best in cols:
                 highlight.add((ri, 3 + cols.index(best)))
-        out.append(title + (f" (geometric mean of up to {rounds} rounds [min-max over "
-                            "rounds])" if rounds > 1 else ""))
+        out.append(title + (f" (up to {rounds} rounds)" if rounds > 1 else ""))
         out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
         out.append("")
     rows = [contest for contest, _, _ in grid]
+    if rounds > 1:
+        out.append(FIGURES_NOTE + ("; the star is the latency's best" if len(cols) > 1
+                                   else ""))
+        if raw:
+            out.extend(raw_lines(rows))
+        elif not all(c.balanced for c in rows):
+            out.append("contenders of a row ran different rounds (decided ones stop): "
+                       "`python -m engine compare SWEEP --raw` lists each configuration's "
+                       "own round medians")
+        out.append("")
     verdicts = [f"  {row_text(c.row)}: {s}" for c in rows for s in c.sentences]
     if verdicts:
         out.append(rule_line(rule) + ":")
@@ -257,19 +318,20 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
     return "\n".join(out)
 
 
-def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int) -> str:
-    """The cell of one contender: the geometric mean over its rounds (of round medians, or
-    of round throughputs: samples over measured time), with the min-max over rounds."""
+def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int,
+              figure: float | None = None) -> str:
+    """The cell of one contender: `figure` (the contest's drift-adjusted one; None: the
+    geometric mean over its rounds, of round medians or of round throughputs: samples over
+    measured time), with the min-max over its own rounds."""
     s = r.summary
     noisy = s.flag == "noisy" or r.noisy_rounds > 0
     if as_throughput:
-        tp = list(r.round_throughputs.values()) or [batch * 1000 / m
-                                                    for m in s.round_medians]
-        text = f"{geomean(tp):,.1f}"
+        tp = list(_throughputs(r, batch).values())
+        text = f"{geomean(tp) if figure is None else figure:,.1f}"
         if len(tp) > 1:
             text += f" [{min(tp):,.1f}-{max(tp):,.1f}]"
     else:
-        text = f"{s.center:,.2f}"
+        text = f"{s.center if figure is None else figure:,.2f}"
         if rounds > 1:
             text += f" [{s.spread_min:,.2f}-{s.spread_max:,.2f}]"
     if r.failed:  # rounds left out of the aggregate, by status: "(1 invalid)"
