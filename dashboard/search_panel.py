@@ -32,11 +32,11 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
                                 SERVE_QPS_RANGE, SERVE_RATE_RANGE, logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
                                         pruned_frame, query_count_note)
-from engine.present.tune_text import recommendation
+from engine.present.tune_text import capped_note, recommendation
 from engine.run.autotune import OBJECTIVES
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
-                                DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, loadgen_p99_ms,
-                                replay_max_qps)
+                                DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
+                                loadgen_p99_ms, probe_qps_range, replay_max_qps)
 from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest, replay_tune, request_fields, search_limits,
                                      stored_probe, tune_price)
@@ -93,7 +93,8 @@ def limits_form(link: PageLink) -> JobForm:
         help="LoadGen's early stopping lets more queries over the bound the more a test "
              "runs, so every probe runs this many, whatever its rate, and is held to one "
              f"percentile (default {strictness(DEFAULT_SEARCH_QUERIES)}); a probe at Q QPS "
-             f"runs N / Q s, at most {MAX_PROBE_S:g} s")
+             f"runs N / Q s, at most {MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, "
+             "so more queries reach higher rates and fewer lower ones")
     for message in errors.values():
         st.error(message, icon=":material/error:")
     return JobForm(errors=errors) if errors else JobForm(
@@ -135,11 +136,19 @@ def max_qps_launch(form: JobForm, limits: JobForm, launcher: Launcher) -> None:
         "An Offline run of this configuration gives the estimate and the flat-out figure; "
         f"then the target doubles while VALID and is bisected to {r.qps_precision:.1%}, at "
         f"most {r.max_probes} probes, each a stored LoadGen Server test of "
-        f"{strictness(r.search_queries)} (LoadGen's early stopping at 99 % confidence); "
-        f"no lower than {r.search_queries / MAX_PROBE_S:.3g} QPS, where a probe takes "
-        f"{MAX_PROBE_S:g} s."))
+        f"{strictness(r.search_queries)} (LoadGen's early stopping at 99 % confidence), "
+        f"at {_targets(r.search_queries, r.bound_ms)}."))
     launcher.button("Find the max QPS under the bound", "sv_maxqps_launch", job,
                     "Max-QPS search", bool(job.errors))
+
+
+def _targets(queries: int, bound_ms: float) -> str:
+    """'3.33 to 1,000 QPS (1,000 queries span at most 300 s, at least 20x the 50 ms
+    bound)'."""
+    lo, hi = probe_qps_range(queries, bound_ms)
+    top = f"{hi:,.4g}" if hi < 1000 else f"{hi:,.0f}"
+    return (f"{lo:,.3g} to {top} QPS ({queries:,} queries span at most {MAX_PROBE_S:g} s, "
+            f"at least {SPAN_BOUNDS}x the {bound_ms:g} ms bound)")
 
 
 def _sweep_picker(link: PageLink, param: str, prefix: str, key: str, what: str):
@@ -182,7 +191,10 @@ def max_qps_results(machine, link: PageLink) -> None:
     p99 = loadgen_p99_ms(res.best)
     lo, hi = res.bracket
     c = st.columns(4)
-    c[0].metric("max QPS", f"{res.max_qps:,.1f}" if res.max_qps else "none VALID")
+    c[0].metric("max QPS", f"{'≥ ' * res.capped}{res.max_qps:,.1f}" if res.max_qps else
+                "none VALID", help="≥: VALID at the highest target a probe of this query "
+                                   "count tests; more queries a probe reach higher ones"
+                if res.capped else None)
     c[1].metric("p99 at the max", f"{p99:,.3f} ms" if p99 is not None else "-",
                 help=f"LoadGen's p99 of that probe; what held: "
                      f"{bound_claim(bound, res.query_count)}")
@@ -328,6 +340,8 @@ def tune_results(link: PageLink) -> None:
     shown = shape if t.objective == "cost" else None
     (st.success if t.winner is not None else st.error)(
         f"Recommendation: {recommendation(t, shape)}")
+    if capped_note(t):
+        st.warning(capped_note(t) + ".", icon=":material/warning:")
     if t.gain_pct is not None:
         st.metric("gain over the default", f"{t.gain_pct:+,.1f} %",
                   help=f"default: {t.default.candidate.label()}; "

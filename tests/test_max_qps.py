@@ -108,19 +108,33 @@ def test_the_ends_of_the_allowed_range_stop_it():
                                       "counts)")
 
 
-def test_the_lowest_target_is_what_runs_the_probes_queries_in_the_longest_a_probe_runs():
-    """1,000 queries a probe: under 3.33 QPS a probe would run past 300 s, so the search
-    halves no further and says why."""
+def test_the_targets_are_those_whose_queries_span_20_bounds_and_at_most_300_s():
+    """1,000 queries a probe under a 50 ms bound: under 3.33 QPS a probe would run past
+    300 s, so the search halves no further; over 1,000 QPS its queries would span under 20
+    bounds (1 s), too short for a backlog of a rate the system cannot sustain to push
+    queries over the bound, so it doubles no further and its max is a lower bound."""
     probe, asked = scripted(1.0)
-    res = find_max_qps(probe, start_qps=20, query_count=1000)
+    res = find_max_qps(probe, start_qps=20, query_count=1000, bound_ms=50)
     assert asked == [20, 10, 5, 1000 / 300]
-    assert res.max_qps is None and res.bracket == (None, 1000 / 300)
+    assert res.max_qps is None and res.bracket == (None, 1000 / 300) and not res.capped
     assert res.stop_reason == ("missed the bound even at the smallest target allowed (3.333 "
-                               "QPS: 1,000 queries take 300 s there, the longest a probe runs; "
-                               "fewer queries a probe reach lower rates)")
-    with pytest.raises(UserError, match=r"^start_qps: 3 is out of range; allowed: number "
-                                        r"3\.33333\.\.1e\+07$"):
-        find_max_qps(probe, start_qps=3, query_count=1000)
+                               "QPS: 1,000 queries a probe span at most 300 s, at least 20x "
+                               "the 50 ms bound; fewer queries a probe reach lower rates)")
+    probe, asked = scripted(1e9)
+    res = find_max_qps(probe, start_qps=300, query_count=1000, bound_ms=50)
+    assert asked == [300, 600, 1000] and res.capped and res.bracket == (1000, None)
+    assert res.stop_reason == ("still VALID at the largest target allowed (1000 QPS: 1,000 "
+                               "queries a probe span at most 300 s, at least 20x the 50 ms "
+                               "bound; more queries a probe reach higher rates)")
+    assert res.summary(50).startswith(
+        "max ≥ 1,000 QPS (the highest target a probe tests: the max is at least this): p99 ≤ "
+        "50 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per probe, up to 2 "
+        "over allowed)")
+    for q in (3, 1001):
+        with pytest.raises(UserError) as exc:
+            find_max_qps(probe, start_qps=q, query_count=1000, bound_ms=50)
+        assert str(exc.value) == (f"start_qps: {q} is out of range; allowed: number "
+                                  "3.33333..1000")
 
 
 @pytest.mark.parametrize("kw, field, allowed", [
@@ -207,9 +221,16 @@ SEARCH = ["serve", "--scenario", "server", *IDENTITY, "--find-max-qps"]
     (["--bound-ms", "50", "--min-queries", "50"], "min_query_count",
      "allowed: --search-queries N (459..1000000)"),
     (["--bound-ms", "50", "--target-qps", "3"], "target_qps",
-     "under 3.33 QPS they take over 300 s); allowed: number 3.333..1e+07"),
+     "3 QPS is out of range: 1,000 queries a probe span at most 300 s, at least 20x the 50 ms "
+     "bound; allowed: number 3.333..1000, or fewer queries a probe"),
+    (["--bound-ms", "50", "--target-qps", "2000"], "target_qps",
+     "2,000 QPS is out of range: 1,000 queries a probe span at most 300 s, at least 20x the 50 "
+     "ms bound; allowed: number 3.333..1000, or more queries a probe"),
     (["--bound-ms", "50", "--target-qps", "30", "--search-queries", "10000"], "target_qps",
-     "allowed: number 33.33..1e+07"),
+     "allowed: number 33.33..10000"),
+    (["--bound-ms", "15001"], "bound_ms", "too long for a search: a probe spans at least 20x "
+     "the bound, so that a rate over what the system sustains shows, and at most 300 s; "
+     "allowed: up to 15000 ms"),
 ])
 def test_bad_search_input_is_refused_before_anything_runs(db_path, capsys, args, field,
                                                           allowed):
@@ -255,7 +276,7 @@ def test_a_first_target_over_ten_times_this_machines_closed_loop_is_refused(db_p
     only fill memory with a backlog until its timeout."""
     seed_closed_loop(db_path, "closed-1")  # identity, batch 1, 1 thread: 412 samples/s
     before = stored(db_path)
-    assert main([*SEARCH, "--bound-ms", "50", "--target-qps", "5000",
+    assert main([*SEARCH, "--bound-ms", "5", "--target-qps", "5000",
                  "--db", str(db_path)]) == 2
     assert capsys.readouterr().err == (
         "error: target_qps: 5,000 QPS cannot be reached: the closed loop of this "
@@ -266,7 +287,8 @@ def test_a_first_target_over_ten_times_this_machines_closed_loop_is_refused(db_p
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
         db_path, worker_env, capsys):
-    code = main([*SEARCH, "--bound-ms", "50", "--target-qps", "2000", "--max-probes", "3",
+    # 1,000 queries a probe under 12.5 ms: targets up to 4,000 QPS (20 bounds, 250 ms)
+    code = main([*SEARCH, "--bound-ms", "12.5", "--target-qps", "1000", "--max-probes", "3",
                  "--min-duration", "0.2", "--max-batch", "4",
                  "--machine-shape", "c6i.4xlarge", "--target-rps", "100000",
                  "--db", str(db_path)])
@@ -293,15 +315,15 @@ def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
     for _, status, _, _, result, *_ in rows:
         assert status == ("ok" if result == "VALID" else "invalid")
     assert [r[2] for r in rows] == ["server"] * 3
-    # identity at 2000 QPS: part 1 holds it VALID at 3000; then doubled
+    # identity at 1000 QPS: part 1 holds it VALID at 3000; then doubled
     assert rows[0][1] == "ok", out
     assert rows[0][7] <= 2  # VALID over 1,000 queries: at most 2 over the bound
-    assert [r[3] for r in rows][:2] == [2000.0, 4000.0]
+    assert [r[3] for r in rows][:2] == [1000.0, 2000.0]
     assert command.endswith(" --search-queries 1000")  # the stored request says it
     assert "each probe 1,000 queries, up to 2 over the bound: p99.8" in out
-    assert "estimate 2,000.0 QPS (the target given)" in out
+    assert "estimate 1,000.0 QPS (the target given)" in out
     assert "over bound" in out and "allowed over" in out and "held to" in out  # the table
-    assert "p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per " \
+    assert "p99 ≤ 12.5 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per " \
            "probe, up to 2 over allowed)" in out
     assert "after 3 probes" in out and "stopped: " in out
     assert "cost on AWS c6i.4xlarge ($0.6800/h" in out

@@ -25,7 +25,7 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
                                 float_range)
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
-                                DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED)
+                                DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED, SPAN_BOUNDS)
 from engine.run.requests import ServeRequest
 from engine.scenarios import SERVING
 
@@ -112,7 +112,8 @@ def add_parsers(sub) -> None:
                         f"held to one early-stopping strictness ({SEARCH_QUERIES_RANGE[0]}.."
                         f"{SEARCH_QUERIES_RANGE[1]}; default "
                         f"{strictness(DEFAULT_SEARCH_QUERIES)}); a probe at Q QPS runs N / Q "
-                        f"s, at most {MAX_PROBE_S:g}")
+                        f"s, at most {MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, so "
+                        "more queries reach higher rates")
     m.add_argument("--target-rps", type=float_arg("target_rps"), default=None, metavar="N",
                    help="the monthly bill for serving N requests/s within the bound, on "
                         "--machine-shape (whole machines x hourly price x 730 h)")
@@ -182,7 +183,8 @@ def _check_search(args) -> None:
         raise UserError("rounds: a search is one pass; allowed: 1", field="rounds")
     from engine.run.max_qps import check_first_target
 
-    check_first_target(args.target_qps, args.search_queries or DEFAULT_SEARCH_QUERIES)
+    check_first_target(args.target_qps, args.search_queries or DEFAULT_SEARCH_QUERIES,
+                       args.bound_ms)
     if args.min_queries is not None:  # every probe runs --search-queries, no more, no fewer
         raise UserError(f"min_query_count: a search's probes run a fixed query count; "
                         f"allowed: --search-queries N ({SEARCH_QUERIES_RANGE[0]}.."

@@ -168,7 +168,7 @@ def cmd_tune(args) -> int:
                             f"same for every candidate; allowed: --search-queries N "
                             f"({SEARCH_QUERIES_RANGE[0]}..{SEARCH_QUERIES_RANGE[1]})",
                             field=field)
-    check_first_target(args.start_qps, args.search_queries, "start_qps")
+    check_first_target(args.start_qps, args.search_queries, args.bound_ms, "start_qps")
     float_range("qps_precision", args.qps_precision, *QPS_PRECISION_RANGE)
     # A user's file must take every batch the batcher may make (1 .. the largest max batch):
     # a fixed batch axis is refused here, naming it, before anything runs.

@@ -366,7 +366,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                          max_wait_ms=c.max_wait_ms, samples=serve["samples"],
                          seed=serve["seed"]).validate(cores)
 
-    check_first_target(start_qps, serve["query_count"], "start_qps")
+    check_first_target(start_qps, serve["query_count"], bound_ms, "start_qps")
     for c in [*candidates, default]:  # every value refused before anything runs
         sut(c, probe_policy, c.replicas), server(c, 1.0)
     fresh = user_model is not None or not here  # the store's figures are not this SUT's
@@ -392,7 +392,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
         run(sut(c, probe_policy, c.replicas))))
 
     def qps_search(c: Candidate, start: float) -> QpsSearch:
-        lo, hi = probe_qps_range(serve["query_count"])
+        lo, hi = probe_qps_range(serve["query_count"], bound_ms)
         start = min(max(start_qps or start, lo), hi)
         with held_worker(runner) as via:  # the candidate's probes in one warm worker
             def probe(q: float):
@@ -400,7 +400,8 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
                                 sweep_id=sweep.sweep_id, known_stats=sweep.known_stats)
                 return rec
             return find_max_qps(probe, start_qps=start, precision=precision,
-                                max_probes=max_probes, query_count=serve["query_count"])
+                                max_probes=max_probes, query_count=serve["query_count"],
+                                bound_ms=bound_ms)
 
     return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
                                     qps_search=qps_search, price=price, bound_ms=bound_ms,

@@ -18,9 +18,8 @@ from typing import Callable
 from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, REFERENCE_RUNTIME
 from engine.core.model_source import default_runtime
 from engine.core.errors import UserError
-from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
-                                SERVE_BATCH_RANGE, choice, float_range, int_range,
-                                logical_cores)
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
+                                choice, float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
                                  autotune, check_tune, closed_by_sut, stored_figures)
@@ -57,13 +56,13 @@ def request_fields(command: str | None) -> dict:
 
 
 def search_limits(fields: dict) -> dict:
-    """The bracket precision, probe limit and queries a probe a search's sweep command
-    records, as replay_max_qps takes them; a sweep stored before the first two were
+    """The bracket precision, probe limit, queries a probe and bound a search's sweep
+    command records, as replay_max_qps takes them; a sweep stored before the first two were
     recorded ran the defaults, and one stored before the query count was fixed ran varying
     counts (None: the replay says so)."""
     return {"precision": fields.get("qps_precision", DEFAULT_QPS_PRECISION),
             "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES),
-            "query_count": fields.get("search_queries")}
+            "query_count": fields.get("search_queries"), "bound_ms": fields.get("bound_ms")}
 
 
 def stored_probe(row) -> StoredProbe:
@@ -90,7 +89,7 @@ class _Search(ServeRequest):
     def _check_limits(self) -> None:
         float_range("qps_precision", self.qps_precision, *QPS_PRECISION_RANGE)
         int_range("max_probes", self.max_probes, *QPS_PROBES_RANGE)
-        int_range("search_queries", self.search_queries, *SEARCH_QUERIES_RANGE)
+        check_first_target(None, self.search_queries, self.bound_ms)  # count, bound
 
     def _limits(self) -> dict:
         return {"qps_precision": self.qps_precision, "max_probes": self.max_probes,
@@ -219,7 +218,7 @@ class TuneRequest(_Search):
         check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
                    shape=self.machine_shape if self.executor == "local" else "each node's")
         self._check_limits()
-        check_first_target(self.start_qps, self.search_queries, "start_qps")
+        check_first_target(self.start_qps, self.search_queries, self.bound_ms, "start_qps")
         others = self.tuned_models()[1:]
         if others and self.user_model is not None:
             raise UserError("models: a model file is tuned alone; allowed: other catalog "
