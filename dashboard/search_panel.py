@@ -8,8 +8,8 @@ pruned candidates. Streamlit glue; the tables and the chart are engine/present/s
 the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
 
 Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
-?qps_precision=, ?max_probes=, ?objective=, ?batches=, ?tune_threads=, ?tune_replicas=,
-?tune_models=, ?start_qps=, ?search= and ?tuning=
+?qps_precision=, ?max_probes=, ?search_queries=, ?objective=, ?batches=, ?tune_threads=,
+?tune_replicas=, ?tune_models=, ?start_qps=, ?search= and ?tuning=
 (a sweep id or a unique prefix of one) and ?target_rps= seed them when a link is opened, a
 refused value is a note naming the parameter and what is allowed, and each is written back
 when it differs from its default."""
@@ -27,14 +27,16 @@ from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
 from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS
 from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
-from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_QPS_RANGE,
-                                SERVE_RATE_RANGE, logical_cores)
+from engine.core.early_stopping import bound_claim, strictness
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
+                                SERVE_QPS_RANGE, SERVE_RATE_RANGE, logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
-                                        pruned_frame)
-from engine.present.tune_text import recommendation
+                                        pruned_frame, query_count_note)
+from engine.present.tune_text import capped_note, recommendation
 from engine.run.autotune import OBJECTIVES
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, loadgen_p99_ms,
-                                replay_max_qps)
+from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+                                DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
+                                loadgen_p99_ms, probe_qps_range, replay_max_qps)
 from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest, replay_tune, request_fields, search_limits,
                                      stored_probe, tune_price)
@@ -68,12 +70,13 @@ def shape_choice(link: PageLink):
 
 
 def limits_form(link: PageLink) -> JobForm:
-    """The max-QPS search's bracket precision and probe limit, for both searches (each of
-    the tuner's confirmations is one such search): their requests' qps_precision and
-    max_probes, or the error naming the box and its range (shown here, once)."""
+    """The max-QPS search's bracket precision, probe limit and queries a probe, for both
+    searches (each of the tuner's confirmations is one such search): their requests'
+    qps_precision, max_probes and search_queries, or the error naming the box and its range
+    (shown here, once)."""
     errors: dict[str, str] = {}
     numbers = Numbers(errors)
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns(3)
     precision = numbers.linked(
         link, "qps_precision", c1, "Bracket precision (fraction)", "sv_qps_precision",
         "qps_precision", *QPS_PRECISION_RANGE, default=DEFAULT_QPS_PRECISION, step=0.005,
@@ -83,10 +86,19 @@ def limits_form(link: PageLink) -> JobForm:
         link, "max_probes", c2, "Probe limit (LoadGen tests a search)", "sv_qps_probes",
         "max_probes", *QPS_PROBES_RANGE, default=DEFAULT_QPS_PROBES, integer=True,
         help="a search stops after this many Server tests and reports the bracket so far")
+    queries = numbers.linked(
+        link, "search_queries", c3, "Queries per probe (every probe, every candidate)",
+        "sv_search_queries", "search_queries", *SEARCH_QUERIES_RANGE,
+        default=DEFAULT_SEARCH_QUERIES, integer=True,
+        help="LoadGen's early stopping lets more queries over the bound the more a test "
+             "runs, so every probe runs this many, whatever its rate, and is held to one "
+             f"percentile (default {strictness(DEFAULT_SEARCH_QUERIES)}); a probe at Q QPS "
+             f"runs N / Q s, at most {MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, "
+             "so more queries reach higher rates and fewer lower ones")
     for message in errors.values():
         st.error(message, icon=":material/error:")
     return JobForm(errors=errors) if errors else JobForm(
-        {"qps_precision": precision, "max_probes": probes})
+        {"qps_precision": precision, "max_probes": probes, "search_queries": queries})
 
 
 NOT_SERVER = "scenario: the search runs Server tests; allowed: Server (pick it above)"
@@ -123,10 +135,20 @@ def max_qps_launch(form: JobForm, limits: JobForm, launcher: Launcher) -> None:
     _show(job, {**form.errors, **limits.errors}, "" if job.errors else (
         "An Offline run of this configuration gives the estimate and the flat-out figure; "
         f"then the target doubles while VALID and is bisected to {r.qps_precision:.1%}, at "
-        f"most {r.max_probes} probes, each a stored LoadGen Server test of at least 459 "
-        "queries."))
+        f"most {r.max_probes} probes, each a stored LoadGen Server test of "
+        f"{strictness(r.search_queries)} (LoadGen's early stopping at 99 % confidence), "
+        f"at {_targets(r.search_queries, r.bound_ms)}."))
     launcher.button("Find the max QPS under the bound", "sv_maxqps_launch", job,
                     "Max-QPS search", bool(job.errors))
+
+
+def _targets(queries: int, bound_ms: float) -> str:
+    """'3.33 to 1,000 QPS (1,000 queries span at most 300 s, at least 20x the 50 ms
+    bound)'."""
+    lo, hi = probe_qps_range(queries, bound_ms)
+    top = f"{hi:,.4g}" if hi < 1000 else f"{hi:,.0f}"
+    return (f"{lo:,.3g} to {top} QPS ({queries:,} queries span at most {MAX_PROBE_S:g} s, "
+            f"at least {SPAN_BOUNDS}x the {bound_ms:g} ms bound)")
 
 
 def _sweep_picker(link: PageLink, param: str, prefix: str, key: str, what: str):
@@ -165,16 +187,23 @@ def max_qps_results(machine, link: PageLink) -> None:
     offline = serving[(serving.scenario == "offline") & (serving.status == "ok")]
     res = replay_max_qps([stored_probe(r) for r in server.itertuples()],
                          **search_limits(fields))
+    note = query_count_note(res)
     p99 = loadgen_p99_ms(res.best)
     lo, hi = res.bracket
     c = st.columns(4)
-    c[0].metric("max QPS", f"{res.max_qps:,.1f}" if res.max_qps else "none VALID")
+    c[0].metric("max QPS", f"{'≥ ' * res.capped}{res.max_qps:,.1f}" if res.max_qps else
+                "none VALID", help="≥: VALID at the highest target a probe of this query "
+                                   "count tests; more queries a probe reach higher ones"
+                if res.capped else None)
     c[1].metric("p99 at the max", f"{p99:,.3f} ms" if p99 is not None else "-",
-                help=f"the p99 LoadGen judged against the {bound:g} ms bound")
+                help=f"LoadGen's p99 of that probe; what held: "
+                     f"{bound_claim(bound, res.query_count)}")
     c[2].metric("bracket", f"[{lo or 0:,.1f}, {hi:,.1f})" if hi else f"[{lo or 0:,.1f}, -)",
                 help="highest VALID target, lowest missed one")
     c[3].metric("probes", len(res.probes))
     st.caption(f"{res.summary(bound)}. Stopped: {res.stop_reason}.")
+    if note:
+        st.warning(note, icon=":material/warning:")
     st.dataframe(probe_frame(res, loadgen_p99_ms), hide_index=True, key="sv_maxqps_probes")
     if res.best is None:
         return
@@ -259,7 +288,9 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
     job = plan(TuneRequest, tune)
     _show(job, above, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
                       "over 2x worse than the best); the best survivors and the default get a "
-                      "max-QPS search each (2 s Server tests).")
+                      "max-QPS search each, every Server test of every candidate "
+                      + (strictness(job.request.search_queries) if not job.errors else
+                         "the same query count") + ".")
     launcher.button("Tune", "sv_tune_launch", job, "Tuning", bool(job.errors))
 
 
@@ -310,6 +341,8 @@ def tune_results(link: PageLink) -> None:
     shown = shape if t.objective == "cost" else None
     (st.success if t.winner is not None else st.error)(
         f"Recommendation: {recommendation(t, shape)}")
+    if capped_note(t):
+        st.warning(capped_note(t) + ".", icon=":material/warning:")
     if t.gain_pct is not None:
         st.metric("gain over the default", f"{t.gain_pct:+,.1f} %",
                   help=f"default: {t.default.candidate.label()}; "
@@ -318,7 +351,7 @@ def tune_results(link: PageLink) -> None:
         st.plotly_chart(pareto_figure(t, shape=shape), key="sv_tune_chart")
         st.dataframe(front_frame(t), hide_index=True, key="sv_tune_front")
     st.caption("Constraints: " + "; ".join([
-        f"Server p99 under {t.bound_ms:g} ms",
+        f"Server {bound_claim(t.bound_ms, fields.get('search_queries'))}",
         "objective: " + ("most QPS" if t.objective == "qps" else
                          f"least cost per 1 M on {shown}"),
         f"margin {t.margin:.1%}", f"{len(t.closed)} candidates", f"stopped: {t.stop_reason}"]))

@@ -90,21 +90,28 @@ min_query_count : 100
 """
 
 
-def _detail(count: int, per_query: int = 1) -> str:
+def _detail(count: int, per_query: int = 1, overs: int | None = None) -> str:
+    over = ("" if overs is None else  # LoadGen's over count (Server), when it is kept
+            f':::MLLOG {{"key": "result_overlatency_query_count", "value": {overs}, '
+            '"time_ms": 1.0}\n')
     return (':::MLLOG {"key": "result_validity", "value": "VALID", "time_ms": 1.0}\n'
             f':::MLLOG {{"key": "result_query_count", "value": {count}, "time_ms": 1.0}}\n'
             f':::MLLOG {{"key": "generated_samples_per_query", "value": {per_query}, '
-            '"time_ms": 1.0}\n')
+            '"time_ms": 1.0}\n' + over)
 
 
-def serve_record(run_id: str, spec: ServeSpec, summary: str, samples, minute: int = 0):
+def serve_record(run_id: str, spec: ServeSpec, summary: str, samples, minute: int = 0, *,
+                 queries: int | None = None, overs: int | None = None):
+    """queries: the count LoadGen's detail log gives (None: one a sample); overs: its
+    count over the bound (None: a log without it, as stored before it was kept)."""
     spec = spec.validate(cores=64)
     base = {**base_fields(spec, run_id, minute), "kind": spec.kind,
             "extra": config_extra(spec)}
     res = ServeResult(run_id, load_s=0.1, first_forward_s=0.01, warmup_ns=(3_000_000,),
                       samples_ns=tuple(samples), warmup_s=0.01, measured_s=0.5,
                       stop_reason="loadgen", summary_log=summary,
-                      detail_log=_detail(len(samples)), loadgen_version="6.0.17",
+                      detail_log=_detail(queries or len(samples), overs=overs),
+                      loadgen_version="6.0.17",
                       queries=len(samples), model_calls=len(samples))
     return record_from_result(base, res, spec)
 

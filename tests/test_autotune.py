@@ -58,7 +58,7 @@ def run(objective, *, candidates=CANDIDATES, closed=CLOSED, price=None, margin=0
         searched.append((c, start))
         q, p99 = SERVER[c]
         rec = Rec("ok", p99_ms=p99)
-        return QpsSearch(((q, rec),), q, rec, (q, None), "scripted")
+        return QpsSearch(((q, rec),), q, rec, (q, None), "scripted", query_count=1000)
 
     t = autotune(candidates, default=DEFAULT, closed_probe=closed_probe,
                  qps_search=qps_search, bound_ms=50, objective=objective, margin=margin,
@@ -114,8 +114,8 @@ def test_the_cost_objective_ranks_and_prunes_on_cost_per_million():
     # on all three, G beats the default
     assert [x.candidate for x in t.front] == [G, D, F]
     assert recommendation(t, "c6i.4xlarge") == (
-        "torch channels_last fp32, max batch 2, 1 thread: 200 QPS at p99 4 ms under 50 ms, "
-        "$0.5 per 1 M on c6i.4xlarge")
+        "torch channels_last fp32, max batch 2, 1 thread: 200 QPS: p99 ≤ 50 ms at 99 % "
+        "confidence (LoadGen's p99 4 ms), $0.5 per 1 M on c6i.4xlarge")
 
 
 def test_every_candidate_pruned_leaves_no_winner_but_the_default_measured():
@@ -140,12 +140,14 @@ def test_a_default_already_over_the_bound_closed_loop_is_not_searched():
 def test_the_report_says_the_recommendation_default_front_constraints_and_pruned():
     t, _, _ = run("qps")
     lines = tune_lines(t, shape=None, space="8 candidates")
-    assert lines[0] == ("recommendation: torch eager fp32, max batch 4, 2 threads: 392 QPS "
-                        "at p99 45 ms under 50 ms")
-    assert lines[1] == ("default (torch eager fp32, max batch 1, 4 threads): 140 QPS at p99 "
-                        "12 ms under 50 ms; the winner is 180.0% more QPS")
+    assert lines[0] == ("recommendation: torch eager fp32, max batch 4, 2 threads: 392 QPS: "
+                        "p99 ≤ 50 ms at 99 % confidence (LoadGen's p99 45 ms)")
+    assert lines[1] == ("default (torch eager fp32, max batch 1, 4 threads): 140 QPS: p99 ≤ "
+                        "50 ms at 99 % confidence (LoadGen's p99 12 ms); the winner is 180.0% "
+                        "more QPS")
     text = "\n".join(lines)
-    assert "constraints: Server p99 under 50 ms; objective: most QPS; margin 5.0%; " \
+    assert "constraints: Server p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, 1,000 " \
+           "queries per probe, up to 2 over allowed); objective: most QPS; margin 5.0%; " \
            "8 candidates" in text
     assert "pruned (3):\n  torch onnxruntime fp32, max batch 8, 2 threads: closed-loop p99 " \
            "60 ms at batch 8 already over the 50 ms bound\n" in text
@@ -221,7 +223,7 @@ def test_a_start_rate_over_ten_times_the_fastest_candidates_closed_loop_is_refus
     seed_closed_loop(db_path, "t2", threads=2, per_call_ns=200_000)  # 5,000: not a candidate
     before = stored(db_path)
     argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
-            "--db", str(db_path)]
+            "--search-queries", "100000", "--db", str(db_path)]  # targets up to 100,000 QPS
     assert main([*argv, "--replicas", "1", "--start-qps", "8001"]) == 2
     assert capsys.readouterr().err == (
         "error: start_qps: 8,001 QPS cannot be reached: the closed loop of the fastest "
@@ -237,7 +239,7 @@ def test_a_start_rate_over_ten_times_the_fastest_candidates_closed_loop_is_refus
 def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
         db_path, worker_env, capsys):
     argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
-            "--replicas", "1", "--probe-s", "0.05", "--min-duration", "0.2", "--min-queries", "50",
+            "--replicas", "1", "--probe-s", "0.05",  # 1,000 queries a probe, the default
             "--max-probes", "2", "--start-qps", "1000", "--machine-shape", "c6i.4xlarge",
             "--db", str(db_path)]
     code = main(argv)
@@ -246,8 +248,12 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
     try:
         rows = con.execute("SELECT sweep_id, kind, status, batch_size, intra_threads "
                            "FROM runs ORDER BY started_at").fetchall()
+        counts = con.execute("SELECT DISTINCT query_count FROM serving_results").fetchall()
+        [command] = con.execute("SELECT command FROM sweeps").fetchone()
     finally:
         con.close()
+    assert counts == [(1000,)]  # every Server test of every candidate: the one count
+    assert command.endswith(" --search-queries 1000")  # the default, stated
     assert len({r[0] for r in rows}) == 1, rows  # one sweep
     closed = [r for r in rows if r[1] == "inference"]
     served = [r for r in rows if r[1] != "inference"]
@@ -257,7 +263,9 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
     assert [r[2] for r in closed] == ["ok"] * len(closed)
     assert served and {r[2] for r in served} <= {"ok", "invalid"}
     assert "recommendation: selftest python fp32, max batch " in out, out
-    assert "per 1 M on c6i.4xlarge" in out and "constraints: Server p99 under 50 ms" in out
+    assert "per 1 M on c6i.4xlarge" in out
+    assert ("constraints: Server p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, "
+            "1,000 queries per probe, up to 2 over allowed)") in out
     assert code == 0
     # again: the closed-loop figures come from the store, only Server tests run
     assert main(argv) == 0
@@ -271,11 +279,26 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
 
 
 
+@pytest.mark.parametrize("args, field, allowed", [
+    (["--min-duration", "2"], "min_duration_s", "allowed: --search-queries N (459..1000000)"),
+    (["--min-queries", "500"], "min_query_count", "allowed: --search-queries N (459..1000000)"),
+    (["--start-qps", "3"], "start_qps", "allowed: number 3.333..1000, or fewer queries"),
+    (["--start-qps", "1001"], "start_qps", "1,000 queries a probe span at most 300 s, at least "
+     "20x the 50 ms bound; allowed: number 3.333..1000, or more queries a probe"),
+])
+def test_a_tunings_server_tests_run_one_query_count_and_the_old_options_say_so(
+        db_path, capsys, args, field, allowed):
+    assert main([*TUNE, "--bound-ms", "50", *args, "--db", str(db_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}: ") and allowed in err, err
+    assert not db_path.exists()
+
+
 def test_several_models_are_tuned_each_in_a_sweep_of_its_own_then_compared(
         db_path, worker_env, capsys):
     argv = ["tune", "--model", "identity", "fault_raise", "--framework", "selftest",
             "--bound-ms", "50", "--batches", "1", "--threads", "1", "--replicas", "1",
-            "--probe-s", "0.05", "--min-duration", "0.2", "--min-queries", "50",
+            "--probe-s", "0.05", "--search-queries", "1000",
             "--max-probes", "2", "--start-qps", "1000", "--db", str(db_path)]
     code = main(argv)
     out = capsys.readouterr().out
@@ -302,3 +325,28 @@ def test_a_model_file_is_tuned_alone(db_path, capsys, tmp_path):
     assert main(["tune", "--model", "resnet18", "--model-file", str(f), "--bound-ms", "50",
                  "--db", str(db_path)]) == 2
     assert capsys.readouterr().err.startswith("error: model: --model names catalog models")
+
+
+def test_confirmations_valid_at_the_highest_target_a_probe_tests_are_lower_bounds():
+    """Under a 50 ms bound a probe of 1,000 queries tests up to 1,000 QPS (20 bounds): a
+    candidate VALID there has a max of at least that, two such are not ranked, and the
+    report says so."""
+    from engine.present.tune_text import capped_note
+
+    b1, b2 = C("eager", 1, 1), C("eager", 2, 1)
+
+    def search(c, start):
+        rec = Rec("ok", p99_ms=5.0)
+        return QpsSearch(((1000.0, rec),), 1000.0, rec, (1000.0, None), "still VALID",
+                         query_count=1000, capped=True)
+    t = autotune([b1, b2], default=b1, closed_probe=lambda c: ClosedFigure("ok", 900.0, 1.0),
+                 qps_search=search, price=lambda c, f, rate: None, bound_ms=50,
+                 objective="qps")
+    assert recommendation(t, None) == ("torch eager fp32, max batch 1, 1 thread: ≥ 1,000 QPS: "
+                                       "p99 ≤ 50 ms at 99 % confidence (LoadGen's p99 5 ms)")
+    assert capped_note(t) == (
+        "2 confirmations were VALID at the highest target a probe of 1,000 queries tests "
+        "under the bound (1,000 QPS): such a max QPS is at least that, and no ranking among "
+        "such is settled; more queries a probe (--search-queries) reach higher rates")
+    assert f"note: {capped_note(t)}" in tune_lines(t, shape=None, space="2 candidates")
+    assert capped_note(run("qps")[0]) is None  # none reached it

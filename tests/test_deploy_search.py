@@ -90,20 +90,29 @@ DEFAULT_PROBES = [(100.0, True), (200.0, False), (150.0, False), (125.0, False),
                   (112.5, False), (106.25, True), (109.375, True)]  # -> max 109.375
 
 
-def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute):
+def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
+            queries: int | None = None):
+    """queries: every probe's fixed count, LoadGen's over count kept (1 over when VALID, 9
+    when not); None: probes as stored before the count was fixed, LoadGen's 10 s at each
+    target (at least 459 queries) and no over count."""
     from store.runs import save_record
 
     for i, (q, valid) in enumerate(probes):
         s = ServeSpec(RunSpec("resnet18", "torch", batch, threads, image_size=64), "server",
-                      target_qps=q, bound_ms=15.0, min_duration_s=2.0, min_query_count=459)
+                      target_qps=q, bound_ms=15.0, min_duration_s=10.0, min_query_count=459,
+                      query_count=queries)
         rec = serve_record(f"{prefix}-{i}", s, server_summary(valid, q, p99_ms if valid
                                                               else 40.0),
-                           [2_000_000] * 50, minute=minute + i)
+                           [2_000_000] * 50, minute=minute + i,
+                           queries=queries or max(459, round(10 * q)),
+                           overs=None if queries is None else 1 if valid else 9)
         save_record(con, replace(rec, sweep_id=sweep_id, round_no=1, threads_per_core=2,
                                  extra={**rec.extra, "cores_used": threads}), SYSTEM)
 
 
-def seed_max_qps(db_path, sweep_id="sweep-maxqps"):
+def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None):
+    """A search's sweep and probes; queries: the count its command records and every probe
+    ran (None: a search stored before the count was fixed)."""
     from store.db import open_db
     from store.runs import save_sweep
 
@@ -111,9 +120,10 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps"):
         save_sweep(con, sweep_id, rounds=1, seed=1, plan=[], configurations=1,
                    command=MAX_QPS_COMMAND + " " + json.dumps(
                        {"model": "resnet18", "framework": "torch", "bound_ms": 15.0,
-                        "max_batch": 4, "threads": 2}))
+                        "max_batch": 4, "threads": 2,
+                        **({"search_queries": queries} if queries else {})}))
         _probes(con, sweep_id, MAX_QPS_PROBES, batch=4, threads=2, p99_ms=12.0,
-                prefix=sweep_id, minute=0)
+                prefix=sweep_id, minute=0, queries=queries)
 
 
 def seed_tuning(db_path, sweep_id="sweep-tune", **command):
@@ -162,14 +172,24 @@ def test_find_max_qps_launches_one_search_of_the_forms_server_configuration(
     _server(at).number_input(key="sv_qps_precision").set_value(0.1)
     at.number_input(key="sv_qps_probes").set_value(8).run()
     assert any(c.value.startswith("An Offline run of this configuration gives the estimate")
-               and "bisected to 10.0%, at most 8 probes" in c.value for c in at.caption)
+               and "bisected to 10.0%, at most 8 probes" in c.value
+               and "1,000 queries, up to 2 over the bound: p99.8" in c.value
+               for c in at.caption)  # the default count
+    at.number_input(key="sv_search_queries").set_value(5000).run()
+    assert any("each a stored LoadGen Server test of 5,000 queries, up to 33 over the bound: "
+               "p99.34 (LoadGen's early stopping at 99 % confidence), at 16.7 to 12,500 QPS "
+               "(5,000 queries span at most 300 s, at least 20x the 20 ms bound)." in c.value
+               for c in at.caption)
     at.button(key="sv_maxqps_launch").click().run()
     assert not at.exception
     (req,) = fake.submitted
     assert type(req) is MaxQpsRequest
     assert (req.scenarios, req.bound_ms, req.max_batch, req.model, req.qps_precision,
-            req.max_probes) == (("server",), 20.0, 4, "efficientnet_b0", 0.1, 8)
+            req.max_probes, req.search_queries) == (("server",), 20.0, 4, "efficientnet_b0",
+                                                    0.1, 8, 5000)
     assert req.command().startswith(MAX_QPS_COMMAND + " {")
+    assert json.loads(req.command().removeprefix(MAX_QPS_COMMAND + " "))["search_queries"] \
+        == 5000  # the stored request says it: a replay is the same search
 
 
 def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_shape(
@@ -184,7 +204,11 @@ def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_
     (req,) = fake.submitted
     assert type(req) is TuneRequest
     assert (req.objective, req.batches, req.thread_choices, req.replica_choices, req.bound_ms,
-            req.qps_precision, req.max_probes) == ("cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16)
+            req.qps_precision, req.max_probes, req.search_queries) == (
+        "cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16, 1000)
+    # every candidate's Server tests run the one count, recorded in the tuning's command
+    assert {s.query_count for s in req.specs()} == {1000}
+    assert json.loads(req.command().removeprefix(TUNE_COMMAND + " "))["search_queries"] == 1000
     assert req.machine_shape and req.machine_shape in at.selectbox(key="sv_shape").value
     # every split of 1 thread x 1 or 2 replicas (both fit 2 cores), each max batch
     assert [(c.threads, c.replicas, c.max_batch) for c in req.candidates()] == [
@@ -223,11 +247,41 @@ def test_a_stored_max_qps_search_shows_its_max_p99_bracket_probes_and_cost(db_pa
     probes = frame(at, "target QPS")
     assert probes["target QPS"].tolist() == [q for q, _ in MAX_QPS_PROBES]
     assert probes["max"].tolist() == [""] * 5 + ["max"]
+    # stored before a search fixed its count: LoadGen's 10 s at each target, so each probe
+    # was held to its own percentile, and the page says so; LoadGen's over count was not kept
+    assert probes["queries"].tolist() == [1000, 2000, 1500, 1750, 1625, 1688]
+    assert probes["allowed over (early stopping)"].tolist() == [2, 9, 6, 8, 7, 7]
+    assert probes["held to"].tolist() == ["p99.8", "p99.55", "p99.6", "p99.54", "p99.57",
+                                          "p99.59"]
+    assert probes["over the bound (LoadGen's count)"].isna().all()
+    assert [w.value for w in at.warning if "query count" in w.value] == [
+        "This search was stored before a search fixed its query count: its probes ran 1,000 "
+        "to 2,000 queries, held from p99.8 to p99.55 by early stopping: a probe of more "
+        "queries (a faster rate, under a fixed duration) was held to a looser percentile."]
+    assert any("max 169 QPS: p99 ≤ 15 ms at 99 % confidence (LoadGen early stopping; "
+               "probes of varying query counts)" in c.value for c in at.caption)
     cost = frame(at, "USD per 1 M")
     assert cost[""].tolist() == ["within p99 15 ms"]  # no Offline run: no flat-out figure
     assert cost.basis.iloc[0].startswith("estimate")
     assert cost.machines.iloc[0] >= 1 and cost["USD a month"].iloc[0] > 0
     assert any("estimate" in c.value for c in at.caption)
+
+
+def test_a_stored_search_of_a_fixed_count_shows_each_probes_overs_and_what_was_allowed(
+        db_path, monkeypatch):
+    seed_max_qps(db_path, queries=1000)
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert {m.label: m.value for m in at.metric}["max QPS"] == "168.8"
+    probes = frame(at, "target QPS")
+    assert probes["queries"].tolist() == [1000] * 6
+    assert probes["over the bound (LoadGen's count)"].tolist() == [1, 9, 1, 9, 1, 1]
+    assert probes["allowed over (early stopping)"].tolist() == [2] * 6
+    assert probes["held to"].tolist() == ["p99.8"] * 6
+    assert any(c.value.startswith(
+        "max 169 QPS: p99 ≤ 15 ms at 99 % confidence (LoadGen early stopping, 1,000 "
+        "queries per probe, up to 2 over allowed); LoadGen's p99 there 12 ms; bracket "
+        "[169, 175) after 6 probes") for c in at.caption)
+    assert not [w for w in at.warning if "query count" in w.value]  # one count: no caveat
 
 
 def test_a_stored_tuning_shows_the_recommendation_gain_front_constraints_and_pruned(
@@ -237,8 +291,8 @@ def test_a_stored_tuning_shows_the_recommendation_gain_front_constraints_and_pru
     at = page(DEPLOY, db_path, monkeypatch)
     assert not [b for b in at.button if b.key in ("sv_maxqps_launch", "sv_tune_launch")]
     assert [s.value for s in at.success][0:1] == [  # then the stored test's verdict
-        "Recommendation: torch eager fp32, max batch 1, 1 thread: 169 QPS at p99 12 ms "
-        "under 15 ms"]
+        "Recommendation: torch eager fp32, max batch 1, 1 thread: 169 QPS: p99 ≤ 15 ms at "
+        "99 % confidence (LoadGen's p99 12 ms)"]
     assert {m.label: m.value for m in at.metric}["gain over the default"] == "+54.3 %"
     front = frame(at, "role")
     assert front["max QPS"].tolist() == [168.75, 109.375]
@@ -246,8 +300,9 @@ def test_a_stored_tuning_shows_the_recommendation_gain_front_constraints_and_pru
     pruned = frame(at, "why pruned")
     assert pruned.configuration.tolist() == ["torch eager fp32, max batch 4, 1 thread"]
     assert pruned["why pruned"].iloc[0].startswith("closed-loop probe ended error")
-    assert any(c.value.startswith("Constraints: Server p99 under 15 ms; objective: most QPS")
-               for c in at.caption)
+    assert any(c.value.startswith("Constraints: Server p99 ≤ 15 ms at 99 % confidence "
+                                  "(LoadGen early stopping; probes of varying query counts); "
+                                  "objective: most QPS") for c in at.caption)
     (chart,) = [c for c in at.get("plotly_chart") if c.key == "sv_tune_chart"]
     assert "Pareto front" in chart.proto.spec
 
@@ -416,7 +471,8 @@ def _search_widgets(at):
             at.multiselect(key="sv_tune_batches").value,
             at.multiselect(key="sv_tune_threads").value,
             at.selectbox(key="sv_maxqps_sweep").value, at.selectbox(key="sv_tune_sweep").value,
-            at.number_input(key="sv_target_rps").value)
+            at.number_input(key="sv_target_rps").value,
+            at.number_input(key="sv_search_queries").value)
 
 
 def test_a_link_sets_the_search_and_tune_widgets_and_the_page_writes_them_back(db_path,
@@ -430,15 +486,15 @@ def test_a_link_sets_the_search_and_tune_widgets_and_the_page_writes_them_back(d
     shape = next(s for s in at.selectbox(key="sv_shape").options if s != default_shape)
     assert _search_widgets(at) == (default_shape, 0.05, 16, "qps", [1, 2, 4, 8],
                                    sorted({1, cores}), "sweep-maxqps-newer", "sweep-tune",
-                                   100.0)
+                                   100.0, 1000)
     assert _written(at) == {}  # every one at its default: none written
     query = {"shape": shape, "qps_precision": "0.1", "max_probes": "8", "objective": "cost",
              "batches": "2,8", "tune_threads": "1", "search": "sweep-maxqps-o",
-             "tuning": "sweep-tu", "target_rps": "2500"}
+             "tuning": "sweep-tu", "target_rps": "2500", "search_queries": "5000"}
     at = page(DEPLOY, db_path, monkeypatch, query)
     assert [w.value for w in at.warning if w.value.startswith("link: ")] == []
     assert _search_widgets(at) == (shape, 0.1, 8, "cost", [2, 8], [1], "sweep-maxqps-older",
-                                   "sweep-tune", 2500.0)
+                                   "sweep-tune", 2500.0, 5000)
     # what differs from the defaults, sweeps by their whole id; the newest tuning is the
     # default; one thread is the default on a 1-core machine
     written = {**query, "search": "sweep-maxqps-older"}
@@ -456,7 +512,8 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
     seed_tuning(db_path)
     query = {"shape": "m9.huge", "qps_precision": "0.9", "max_probes": "abc",
              "objective": "latency", "batches": "3,8", "tune_threads": "999",
-             "search": "zzzz", "tuning": "../x", "target_rps": "-1"}
+             "search": "zzzz", "tuning": "../x", "target_rps": "-1",
+             "search_queries": "100"}
     at = page(DEPLOY, db_path, monkeypatch, query)
     assert not at.exception
     notes = {w.value.split("=", 1)[0].removeprefix("link: "): w.value for w in at.warning
@@ -468,6 +525,8 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
                                    "2..40; using 16")
     assert notes["target_rps"] == ("link: target_rps='-1' is not allowed; allowed: number "
                                    "0.001..1000000000; using 100")
+    assert notes["search_queries"] == ("link: search_queries='100' is not allowed; allowed: "
+                                       "integer 459..1000000; using 1000")
     assert notes["objective"] == "link: objective='latency' is not allowed; allowed: one of " \
                                  "qps, cost; ignored"
     assert notes["batches"].startswith("link: batches='3' is not allowed; allowed: one of 1, 2")
@@ -477,7 +536,7 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
         assert " is not allowed; allowed: one of " in notes[param], notes[param]
     (default_shape, *rest) = _search_widgets(at)
     assert rest == [0.05, 16, "qps", [8], sorted({1, logical_cores()}), "sweep-maxqps",
-                    "sweep-tune", 100.0]
+                    "sweep-tune", 100.0, 1000]
     assert _written(at) == {"batches": "8"}  # the one value used
     assert not at.error  # a refused link value is a note, not the form's error
 

@@ -280,8 +280,8 @@ def test_a_fleet_tune_tunes_each_node_kind_on_its_cores_and_names_the_cheapest(
     estimate: these nodes give workers 1 of the shape's cores), then the cheapest per 1 M
     at the bound and the cheapest per provider."""
     code = main(["tune", "--model", "identity", "--framework", "selftest", "--bound-ms", "50",
-                 "--batches", "1", "2", "--probe-s", "0.05", "--min-duration", "0.2",
-                 "--min-queries", "50", "--max-probes", "2", "--start-qps", "1000",
+                 "--batches", "1", "2", "--probe-s", "0.05", "--search-queries",
+                 "1000", "--max-probes", "2", "--start-qps", "1000",
                  "--executor", "ray", "--fleet", "--address", ray_cluster.address,
                  "--db", str(db_path)])
     out = capsys.readouterr().out

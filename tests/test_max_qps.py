@@ -43,13 +43,16 @@ def scripted(valid_below: float, failures: dict | None = None):
 
 def test_doubles_while_valid_then_bisects_to_the_precision():
     probe, asked = scripted(230)
-    res = find_max_qps(probe, start_qps=100, precision=0.05)
+    res = find_max_qps(probe, start_qps=100, precision=0.05, query_count=1000)
     assert asked == [100, 200, 400, 300, 250, 225, 237.5, 231.25]
     assert (res.max_qps, res.bracket) == (225, (225, 231.25))
     assert res.best.status == "ok"
     assert res.stop_reason == "bracket [225, 231) within 5.0% of its VALID end"
-    assert res.summary(50) == ("max 225 QPS at p99 0.225 ms under 50 ms; bracket [225, 231) "
-                               "after 8 probes")
+    # worded as LoadGen judged it: early stopping over 1,000 queries a probe, 2 allowed over
+    assert res.summary(50) == ("max 225 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early "
+                               "stopping, 1,000 queries per probe, up to 2 over allowed); "
+                               "LoadGen's p99 there 0.225 ms; bracket [225, 231) after 8 "
+                               "probes")
 
 
 def test_halves_from_an_estimate_above_the_answer():
@@ -100,7 +103,38 @@ def test_the_ends_of_the_allowed_range_stop_it():
     probe, asked = scripted(0.5)
     res = find_max_qps(probe, start_qps=4, qps_range=(1, 8))
     assert asked == [4, 2, 1] and res.max_qps is None and res.bracket == (None, 1)
-    assert res.summary(50).startswith("no target QPS met the p99 bound of 50 ms")
+    assert res.summary(50).startswith("no target QPS met p99 ≤ 50 ms at 99 % confidence "
+                                      "(LoadGen early stopping; probes of varying query "
+                                      "counts)")
+
+
+def test_the_targets_are_those_whose_queries_span_20_bounds_and_at_most_300_s():
+    """1,000 queries a probe under a 50 ms bound: under 3.33 QPS a probe would run past
+    300 s, so the search halves no further; over 1,000 QPS its queries would span under 20
+    bounds (1 s), too short for a backlog of a rate the system cannot sustain to push
+    queries over the bound, so it doubles no further and its max is a lower bound."""
+    probe, asked = scripted(1.0)
+    res = find_max_qps(probe, start_qps=20, query_count=1000, bound_ms=50)
+    assert asked == [20, 10, 5, 1000 / 300]
+    assert res.max_qps is None and res.bracket == (None, 1000 / 300) and not res.capped
+    assert res.stop_reason == ("missed the bound even at the smallest target allowed (3.333 "
+                               "QPS: 1,000 queries a probe span at most 300 s, at least 20x "
+                               "the 50 ms bound; fewer queries a probe reach lower rates)")
+    probe, asked = scripted(1e9)
+    res = find_max_qps(probe, start_qps=300, query_count=1000, bound_ms=50)
+    assert asked == [300, 600, 1000] and res.capped and res.bracket == (1000, None)
+    assert res.stop_reason == ("still VALID at the largest target allowed (1000 QPS: 1,000 "
+                               "queries a probe span at most 300 s, at least 20x the 50 ms "
+                               "bound; more queries a probe reach higher rates)")
+    assert res.summary(50).startswith(
+        "max ≥ 1,000 QPS (the highest target a probe tests: the max is at least this): p99 ≤ "
+        "50 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per probe, up to 2 "
+        "over allowed)")
+    for q in (3, 1001):
+        with pytest.raises(UserError) as exc:
+            find_max_qps(probe, start_qps=q, query_count=1000, bound_ms=50)
+        assert str(exc.value) == (f"start_qps: {q} is out of range; allowed: number "
+                                  "3.33333..1000")
 
 
 @pytest.mark.parametrize("kw, field, allowed", [
@@ -251,12 +285,35 @@ SEARCH = ["serve", "--scenario", "server", *IDENTITY, "--find-max-qps"]
     (["--bound-ms", "50", "--target-rps", "0"], "target_rps", "0.001..1e+09"),
     (["--bound-ms", "50", "--machine-shape", "m9.huge"], "machine_shape",
      "allowed: a shape as `python -m engine prices list` prints it"),
+    (["--bound-ms", "50", "--min-queries", "50"], "min_query_count",
+     "allowed: --search-queries N (459..1000000)"),
+    (["--bound-ms", "50", "--target-qps", "3"], "target_qps",
+     "3 QPS is out of range: 1,000 queries a probe span at most 300 s, at least 20x the 50 ms "
+     "bound; allowed: number 3.333..1000, or fewer queries a probe"),
+    (["--bound-ms", "50", "--target-qps", "2000"], "target_qps",
+     "2,000 QPS is out of range: 1,000 queries a probe span at most 300 s, at least 20x the 50 "
+     "ms bound; allowed: number 3.333..1000, or more queries a probe"),
+    (["--bound-ms", "50", "--target-qps", "30", "--search-queries", "10000"], "target_qps",
+     "allowed: number 33.33..10000"),
+    (["--bound-ms", "15001"], "bound_ms", "too long for a search: a probe spans at least 20x "
+     "the bound, so that a rate over what the system sustains shows, and at most 300 s; "
+     "allowed: up to 15000 ms"),
 ])
 def test_bad_search_input_is_refused_before_anything_runs(db_path, capsys, args, field,
                                                           allowed):
     assert main([*SEARCH, *args, "--db", str(db_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {field}:") and allowed in err, err
+    assert not db_path.exists()
+
+
+@pytest.mark.parametrize("value", ["458", "1000001", "1e3"])
+def test_a_query_count_outside_its_range_is_refused_as_it_is_parsed(db_path, capsys, value):
+    with pytest.raises(SystemExit) as exit_:  # argparse refuses the range at parse time
+        main([*SEARCH, "--bound-ms", "50", "--search-queries", value, "--db", str(db_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "search_queries: " in err and "allowed: integer 459..1000000" in err
     assert not db_path.exists()
 
 
@@ -267,6 +324,10 @@ def test_the_search_runs_server_only_and_target_rps_needs_it(db_path, capsys):
     assert main(["serve", "--scenario", "offline", *IDENTITY, "--target-rps", "5",
                  "--db", str(db_path)]) == 2
     assert capsys.readouterr().err.startswith("error: target_rps:")
+    assert main(["serve", "--scenario", "server", *IDENTITY, "--target-qps", "5",
+                 "--search-queries", "5000", "--db", str(db_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: search_queries: belongs to a max-QPS "
+                                              "search; allowed: with --find-max-qps")
     assert not db_path.exists()
 
 
@@ -282,7 +343,7 @@ def test_a_first_target_over_ten_times_this_machines_closed_loop_is_refused(db_p
     only fill memory with a backlog until its timeout."""
     seed_closed_loop(db_path, "closed-1")  # identity, batch 1, 1 thread: 412 samples/s
     before = stored(db_path)
-    assert main([*SEARCH, "--bound-ms", "50", "--target-qps", "5000",
+    assert main([*SEARCH, "--bound-ms", "5", "--target-qps", "5000",
                  "--db", str(db_path)]) == 2
     assert capsys.readouterr().err == (
         "error: target_qps: 5,000 QPS cannot be reached: the closed loop of this "
@@ -313,8 +374,9 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
         db_path, worker_env, capsys):
-    code = main([*SEARCH, "--bound-ms", "50", "--target-qps", "2000", "--max-probes", "3",
-                 "--min-duration", "0.2", "--min-queries", "50", "--max-batch", "4",
+    # 1,000 queries a probe under 12.5 ms: targets up to 4,000 QPS (20 bounds, 250 ms)
+    code = main([*SEARCH, "--bound-ms", "12.5", "--target-qps", "1000", "--max-probes", "3",
+                 "--min-duration", "0.2", "--max-batch", "4",
                  "--machine-shape", "c6i.4xlarge", "--target-rps", "100000",
                  "--db", str(db_path)])
     out = capsys.readouterr().out
@@ -322,24 +384,62 @@ def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
     try:
         rows = con.execute(
             "SELECT r.sweep_id, r.status, r.extra->>'scenario', "
-            "CAST(r.extra->>'target_qps' AS DOUBLE), s.result, r.import_s FROM runs r "
+            "CAST(r.extra->>'target_qps' AS DOUBLE), s.result, r.import_s, s.query_count, "
+            "CAST(s.summary->>'overlatency_count' AS BIGINT), "
+            "CAST(r.extra->>'query_count' AS BIGINT), "
+            "CAST(r.extra->>'min_duration_s' AS DOUBLE) FROM runs r "
             "JOIN serving_results s USING (run_id) ORDER BY r.started_at").fetchall()
+        [command] = con.execute("SELECT command FROM sweeps").fetchone()
     finally:
         con.close()
     assert len(rows) == 3 and len({r[0] for r in rows}) == 1  # one sweep
     # every probe in one worker held warm: one import for the whole search
     assert len({r[5] for r in rows}) == 1
-    rows = [r[:5] for r in rows]
-    assert [r[2] for r in rows] == ["server"] * 3
-    for _, status, _, _, result in rows:
+    # every probe ran exactly the default 1,000 queries, whatever its rate (LoadGen: min
+    # query count 1,000, no minimum duration), and LoadGen's over count is kept
+    assert [(r[6], r[8], r[9]) for r in rows] == [(1000, 1000, 0.0)] * 3
+    assert all(r[7] is not None and 0 <= r[7] <= 1000 for r in rows)
+    for _, status, _, _, result, *_ in rows:
         assert status == ("ok" if result == "VALID" else "invalid")
-    # identity at 2000 QPS: part 1 holds it VALID at 3000; then doubled
+    assert [r[2] for r in rows] == ["server"] * 3
+    # identity at 1000 QPS: part 1 holds it VALID at 3000; then doubled
     assert rows[0][1] == "ok", out
-    assert [r[3] for r in rows][:2] == [2000.0, 4000.0]
-    assert "estimate 2,000.0 QPS (the target given)" in out
-    assert "min queries raised to 459 so that LoadGen's early stopping can judge p99" in out
+    assert rows[0][7] <= 2  # VALID over 1,000 queries: at most 2 over the bound
+    assert [r[3] for r in rows][:2] == [1000.0, 2000.0]
+    assert command.endswith(" --search-queries 1000")  # the stored request says it
+    assert "each probe 1,000 queries, up to 2 over the bound: p99.8" in out
+    assert "estimate 1,000.0 QPS (the target given)" in out
+    assert "over bound" in out and "allowed over" in out and "held to" in out  # the table
+    assert "p99 ≤ 12.5 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per " \
+           "probe, up to 2 over allowed)" in out
     assert "after 3 probes" in out and "stopped: " in out
     assert "cost on AWS c6i.4xlarge ($0.6800/h" in out
     assert "per 1 M inferences [estimate:" in out  # 1 thread on part of the shape
     assert "100,000 requests/s within the bound:" in out
     assert code == 0
+
+
+def test_a_fixed_query_count_is_a_server_tests_with_no_minimum_duration_to_raise_it():
+    from engine.core import RunSpec
+    from engine.core.serving import ServeSpec
+    from engine.scenarios import SERVING
+
+    spec = ServeSpec(RunSpec("identity", "selftest", 1, 1), "server", target_qps=100.0,
+                     min_duration_s=10.0, min_query_count=459, query_count=1000).validate(8)
+    assert (spec.loadgen_min_duration_s, spec.loadgen_min_queries) == (0.0, 1000)
+    assert (spec.policy.min_time_s, spec.policy.min_iters) == (10.0, 1000)  # 1,000 at 100 QPS
+    extra = SERVING.config_extra(spec)  # the row says what LoadGen was given
+    assert (extra["min_duration_s"], extra["min_query_count"], extra["query_count"]) == (
+        0.0, 1000, 1000)
+    plain = ServeSpec(RunSpec("identity", "selftest", 1, 1), "server", target_qps=100.0)
+    assert (plain.loadgen_min_duration_s, plain.loadgen_min_queries) == (10.0, 100)
+    with pytest.raises(UserError) as exc:
+        ServeSpec(RunSpec("identity", "selftest", 1, 1), "server", target_qps=100.0,
+                  query_count=458).validate(8)
+    assert str(exc.value) == ("query_count: 458 is out of range; allowed: integer "
+                              "459..1000000 (the fewest LoadGen's early stopping judges a p99 "
+                              "on)")
+    with pytest.raises(UserError, match="^query_count: a fixed query count holds a Server "
+                                        "test's p99 .*allowed: none, or scenario server$"):
+        ServeSpec(RunSpec("identity", "selftest", 1, 1), "offline",
+                  query_count=1000).validate(8)

@@ -13,7 +13,8 @@ from engine.cli import main
 from engine.core import RunSpec
 from engine.core.errors import UserError
 from engine.core.limits import logical_cores
-from engine.core.serving import ServeSpec, parse_summary
+from engine.core.early_stopping import allowed_overs
+from engine.core.serving import ServeSpec, detail_value, parse_summary
 from engine.scenarios import SERVING
 from store.runs import loadgen_log, serving_result
 
@@ -74,7 +75,14 @@ def test_every_scenario_is_one_valid_row_with_figures_latencies_and_logs(
             assert "Result is : VALID" in summary and '"result_validity"' in detail
             stored = serving_result(con, r["run_id"])
             assert {k: v for k, v in stored.items()
-                    if k not in ("query_count", "samples_per_query")} == parse_summary(summary)
+                    if k not in ("query_count", "samples_per_query", "overlatency_count")
+                    } == parse_summary(summary)
+            # LoadGen's own count of queries over the bound: Server's alone
+            assert stored["overlatency_count"] == (
+                detail_value(detail, "result_overlatency_query_count")
+                if r["scenario"] == "server" else None)
+            if r["scenario"] == "server":  # VALID over its queries: within what was allowed
+                assert 0 <= stored["overlatency_count"] <= allowed_overs(r["query_count"])
     finally:
         con.close()
 

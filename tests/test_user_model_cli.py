@@ -319,7 +319,7 @@ def test_a_user_file_is_tuned_on_its_format_s_runtimes_with_its_bytes_named(
     its place (a name is not the bytes)."""
     argv = ["tune", "--model-file", str(files["onnx"]), "--bound-ms", "50", "--batches",
             "1", "2", "--threads", "1", "--replicas", "1", "--probe-s", "0.05",
-            "--min-duration", "0.2", "--min-queries", "50", "--max-probes", "2",
+            "--search-queries", "500", "--max-probes", "2",
             "--start-qps", "500", "--db", str(db_path)]
     code = main(argv)
     out = capsys.readouterr().out

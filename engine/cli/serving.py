@@ -19,10 +19,13 @@ from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DE
                                  OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, default_min_queries,
                                  early_stopping_note, fixed_batch_allowed)
 from engine.core.errors import UserError
-from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BOUND_MS_RANGE,
-                                SERVE_QPS_RANGE, SERVE_RATE_RANGE, float_range)
+from engine.core.early_stopping import strictness
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
+                                SERVE_BOUND_MS_RANGE, SERVE_QPS_RANGE, SERVE_RATE_RANGE,
+                                float_range)
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
-from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, MISSED
+from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+                                DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED, SPAN_BOUNDS)
 from engine.run.requests import ServeRequest
 from engine.scenarios import SERVING
 
@@ -55,7 +58,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--min-duration", type=float_arg("min_duration_s"), default=None,
                    metavar="S", help=f"LoadGen's minimum test duration (default "
                                      f"{DEFAULT_MIN_DURATION_S:g} s, LoadGen's; "
-                                     f"--official: {OFFICIAL_MIN_DURATION_S:g} s)")
+                                     f"--official: {OFFICIAL_MIN_DURATION_S:g} s; "
+                                     "--find-max-qps: the Offline estimate's)")
     s.add_argument("--min-queries", type=int, default=None, metavar="N",
                    help=f"LoadGen's minimum query count (default {DEFAULT_MIN_QUERIES}; "
                         f"server {default_min_queries('server')}, the fewest its early "
@@ -104,6 +108,14 @@ def add_parsers(sub) -> None:
     m.add_argument("--max-probes", type=int_arg("max_probes", *QPS_PROBES_RANGE),
                    default=DEFAULT_QPS_PROBES, metavar="N",
                    help=f"LoadGen tests the search may run (default {DEFAULT_QPS_PROBES})")
+    m.add_argument("--search-queries", type=int_arg("search_queries", *SEARCH_QUERIES_RANGE),
+                   default=None, metavar="N",
+                   help=f"the queries every probe runs, whatever its rate, so every probe is "
+                        f"held to one early-stopping strictness ({SEARCH_QUERIES_RANGE[0]}.."
+                        f"{SEARCH_QUERIES_RANGE[1]}; default "
+                        f"{strictness(DEFAULT_SEARCH_QUERIES)}); a probe at Q QPS runs N / Q "
+                        f"s, at most {MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, so "
+                        "more queries reach higher rates")
     m.add_argument("--target-rps", type=float_arg("target_rps"), default=None, metavar="N",
                    help="the monthly bill for serving N requests/s within the bound, on "
                         "--machine-shape (whole machines x hourly price x 730 h)")
@@ -139,10 +151,10 @@ def serve_request(args) -> ServeRequest:
 def cmd_serve(args) -> int:
     if args.find_max_qps:
         return cmd_find_max_qps(args)
-    for name in ("target_rps",):
+    for name in ("target_rps", "search_queries"):
         if getattr(args, name) is not None:
-            raise UserError(f"{name}: prices a max-QPS search; allowed: with --find-max-qps",
-                            field=name)
+            raise UserError(f"{name}: belongs to a max-QPS search; allowed: with "
+                            "--find-max-qps", field=name)
     from store.db import resolve_db_path
 
     request = serve_request(args)
@@ -171,6 +183,14 @@ def _check_search(args) -> None:
         float_range("target_rps", args.target_rps, *SERVE_RATE_RANGE)
     if args.rounds != 1:
         raise UserError("rounds: a search is one pass; allowed: 1", field="rounds")
+    from engine.run.max_qps import check_first_target
+
+    check_first_target(args.target_qps, args.search_queries or DEFAULT_SEARCH_QUERIES,
+                       args.bound_ms)
+    if args.min_queries is not None:  # every probe runs --search-queries, no more, no fewer
+        raise UserError(f"min_query_count: a search's probes run a fixed query count; "
+                        f"allowed: --search-queries N ({SEARCH_QUERIES_RANGE[0]}.."
+                        f"{SEARCH_QUERIES_RANGE[1]})", field="min_query_count")
 
 
 def cmd_find_max_qps(args) -> int:
@@ -183,7 +203,7 @@ def cmd_find_max_qps(args) -> int:
     from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
     from engine.present.max_qps_text import cost_lines, probe_table
     from engine.run.machine import system_info
-    from engine.run.max_qps import loadgen_p99_ms, stored_max_qps_search
+    from engine.run.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog
     from store.serving import closed_loop_run
@@ -195,7 +215,9 @@ def cmd_find_max_qps(args) -> int:
     db = resolve_db_path(args.db)
     if args.target_qps is not None:  # the first probe's rate: unreachable is refused
         request.check_stored([base], db=db)
-    runner = request.runner(db=db, shape=args.machine_shape)  # the shape checked here
+    queries = args.search_queries or DEFAULT_SEARCH_QUERIES
+    runner = replace(request, timeout_s=args.timeout or search_timeout_s(
+        request.duration_s())).runner(db=db, shape=args.machine_shape)  # shape checked here
     # This machine's closed loop only, for the first target and (without an Offline run in
     # the search) flat out: another machine's best run (an import, a fleet node) says
     # nothing of what this one serves.
@@ -211,15 +233,18 @@ def cmd_find_max_qps(args) -> int:
         reps = f" x {base.replicas} replicas" if base.replicas > 1 else ""
         print(f"max-QPS search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
               f"{base.intra_threads} threads{reps}, max batch {base.batch_size}, p99 bound "
-              f"{args.bound_ms:g} ms, precision {args.qps_precision:.1%} -> {db}", flush=True)
+              f"{args.bound_ms:g} ms, precision {args.qps_precision:.1%}, each probe "
+              f"{strictness(queries)} -> {db}", flush=True)
 
     def stored(rec):
         print(f"stored {rec.run_id} {SERVING.describe_record(rec)}", flush=True)
 
+    # the stored command states the query count, the default's too: the search it names
+    said = [] if args.search_queries else ["--search-queries", str(queries)]
     sweep_id, res, offline, _ = stored_max_qps_search(
-        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
+        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv, *said]),
         start_qps=args.target_qps, closed_loop=closed, precision=args.qps_precision,
-        max_probes=args.max_probes, on_start=started, on_stored=stored,
+        max_probes=args.max_probes, query_count=queries, on_start=started, on_stored=stored,
         on_estimate=lambda q, why: print(
             f"estimate {q:,.1f} QPS ({why}{_closed_note(closed, closed_run, base.replicas)})",
             flush=True))

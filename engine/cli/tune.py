@@ -6,6 +6,8 @@ engine/present/tune_text.py's, and with several models their winners side by sid
 
 from __future__ import annotations
 
+import argparse
+
 from engine.cli.args import (db_arg, executor_options, float_arg, int_arg,
                              machine_shape_option, memory_cap, memory_cap_option, user_model,
                              user_model_options)
@@ -15,26 +17,28 @@ from engine.core.model_source import FORMAT_RUNTIMES, default_runtime
 from engine.core.errors import UserError
 from engine.core.inference import runtimes_for
 from engine.core.limits import (IMAGE_RANGE, QPS_PRECISION_RANGE, QPS_PROBES_RANGE,
-                                SEED_RANGE, SERVE_BATCH_RANGE, SERVE_QPS_RANGE,
+                                SEARCH_QUERIES_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, choice, float_range, int_range,
                                 logical_cores)
-from engine.core.serving import (DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES, UNSERVED_RUNTIMES,
-                                 fixed_batch_allowed)
+from engine.core.serving import DEFAULT_SAMPLES, UNSERVED_RUNTIMES, fixed_batch_allowed
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK
 
 __all__ = ["add_parsers", "COMMANDS"]
 
 # A closed-loop probe only ranks candidates: 1 s and 30 calls put p99 between real samples.
 DEFAULT_PROBE_S = 1.0
-# A Server test of the search: 2 s (LoadGen's 10 s x 5-9 probes x 3+ candidates is too long
-# for a tune); at least 459 queries all the same (max_qps.EARLY_STOPPING_MIN_QUERIES).
-DEFAULT_TEST_S = 2.0
+# A Server test of a confirmation runs --search-queries queries (max_qps.
+# DEFAULT_SEARCH_QUERIES), the same for every candidate: a duration would give a fast
+# candidate more queries, and early stopping more of them over the bound.
 DEFAULT_BATCHES = (1, 2, 4, 8)
+# Options a tuning had before its Server tests ran a fixed query count: refused, naming it.
+DROPPED = {"min_duration": "min_duration_s", "min_queries": "min_query_count"}
 
 
 def add_parsers(sub) -> None:
     from engine.run.autotune import DEFAULT_TUNE_MARGIN, OBJECTIVES, PRUNE_FACTOR, TOP_N
-    from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
+    from engine.core.early_stopping import strictness
+    from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, DEFAULT_SEARCH_QUERIES
 
     s = sub.add_parser("tune", help="the serving configuration (runtime x precision x max "
                                     "batch x max wait x threads x replicas) with the most "
@@ -77,10 +81,13 @@ def add_parsers(sub) -> None:
     s.add_argument("--probe-s", type=float_arg("probe_s"), default=DEFAULT_PROBE_S,
                    metavar="S", help=f"a closed-loop probe's timed seconds (default "
                                      f"{DEFAULT_PROBE_S:g})")
-    s.add_argument("--min-duration", type=float_arg("min_duration_s"), default=DEFAULT_TEST_S,
-                   metavar="S", help=f"each Server test's minimum duration (default "
-                                     f"{DEFAULT_TEST_S:g} s)")
-    s.add_argument("--min-queries", type=int, default=DEFAULT_MIN_QUERIES, metavar="N")
+    s.add_argument("--search-queries", type=int_arg("search_queries", *SEARCH_QUERIES_RANGE),
+                   default=DEFAULT_SEARCH_QUERIES, metavar="N",
+                   help=f"the queries of every Server test of every candidate, so each is held "
+                        f"to one early-stopping strictness ({SEARCH_QUERIES_RANGE[0]}.."
+                        f"{SEARCH_QUERIES_RANGE[1]}; default {strictness(DEFAULT_SEARCH_QUERIES)})")
+    for name in DROPPED:
+        s.add_argument("--" + name.replace("_", "-"), default=None, help=argparse.SUPPRESS)
     s.add_argument("--samples", type=int_arg("samples", *SERVE_SAMPLES_RANGE),
                    default=DEFAULT_SAMPLES)
     s.add_argument("--loadgen-seed", type=int_arg("loadgen_seed", *SEED_RANGE), default=0)
@@ -140,7 +147,8 @@ def cmd_tune(args) -> int:
     from engine.core.policy import MeasurementPolicy
     from engine.present.tune_text import models_lines, tune_lines
     from engine.run.autotune import Candidate, check_tune, stored_autotune
-    from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, local_runner
+    from engine.run.max_qps import check_first_target, search_timeout_s
+    from engine.run.requests import local_runner
     from engine.run.serving_jobs import tune_price
     from engine.scenarios import scenario_of
     from store.db import resolve_db_path
@@ -154,8 +162,13 @@ def cmd_tune(args) -> int:
         if name not in CATALOG and name not in DIAGNOSTIC_MODELS:
             raise UserError(f"model: {name!r} is not in the catalog; allowed: "
                             f"{', '.join([*CATALOG, *DIAGNOSTIC_MODELS])}", field="model")
-    if args.start_qps is not None:
-        float_range("start_qps", args.start_qps, *SERVE_QPS_RANGE)
+    for name, field in DROPPED.items():
+        if getattr(args, name) is not None:
+            raise UserError(f"{field}: a tuning's Server tests run a fixed query count, the "
+                            f"same for every candidate; allowed: --search-queries N "
+                            f"({SEARCH_QUERIES_RANGE[0]}..{SEARCH_QUERIES_RANGE[1]})",
+                            field=field)
+    check_first_target(args.start_qps, args.search_queries, args.bound_ms, "start_qps")
     float_range("qps_precision", args.qps_precision, *QPS_PRECISION_RANGE)
     # A user's file must take every batch the batcher may make (1 .. the largest max batch):
     # a fixed batch axis is refused here, naming it, before anything runs.
@@ -173,13 +186,17 @@ def cmd_tune(args) -> int:
     runtime = (default_runtime(src.format, fw) if src is not None else
                REFERENCE_RUNTIME[fw] if fw in REFERENCE_RUNTIME else fw)
     catalog = _catalog(db)
-    args.timeout, args.process_per_run = args.min_duration + SERVE_TIMEOUT_MARGIN_S, False
+    args.timeout, args.process_per_run = search_timeout_s(), False
     cluster = cluster_runner(args)  # None on this machine
     runner = (cluster.runner if cluster is not None else
               local_runner(timeout_s=args.timeout, memory_cap_bytes=memory_cap(args), db=db,
                            shape=shape))
     policy = MeasurementPolicy(min_time_s=args.probe_s, max_time_s=max(10 * args.probe_s, 5),
                                warmup_max_s=min(1.0, args.probe_s))
+
+    # the stored command states the query count, the default's too: the tuning it names
+    said = ([] if "--search-queries" in args.argv
+            else ["--search-queries", str(args.search_queries)])
 
     def tune_one(model, r, node_shape, cores, on_start):
         cands = candidates(args, src, cores)
@@ -189,12 +206,12 @@ def cmd_tune(args) -> int:
             cands, default=Candidate(fw, runtime, args.precision[0], 1, cores), model=model,
             image_size=args.image_size, user_model=src, bound_ms=args.bound_ms,
             objective=args.objective, margin=args.margin, db=db, runner=r,
-            command=" ".join(["python -m engine", *args.argv]), probe_policy=policy,
+            command=" ".join(["python -m engine", *args.argv, *said]), probe_policy=policy,
             price=tune_price(db, node_shape, catalog), max_probes=args.max_probes,
             precision=args.qps_precision, start_qps=args.start_qps, cores=cores,
             here=cluster is None,
-            serve={"min_duration_s": args.min_duration, "min_query_count": args.min_queries,
-                   "samples": args.samples, "seed": args.loadgen_seed},
+            serve={"query_count": args.search_queries, "samples": args.samples,
+                   "seed": args.loadgen_seed},
             on_start=lambda sid: (on_start(sid), print(
                 f"tune {sid}{where}: {model}, p99 under {args.bound_ms:g} ms, objective "
                 f"{args.objective}; {space} -> {db}", flush=True)),

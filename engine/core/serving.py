@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, replace
 from engine.core.catalog import CPP_RUNNER_RUNTIMES
 from engine.core.errors import UserError
 from engine.core.inference import RunSpec
-from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
-                                SERVE_QPS_RANGE, SERVE_QUERIES_RANGE, SERVE_SAMPLES_RANGE,
-                                SERVE_WAIT_MS_RANGE, SEED_RANGE, choice, float_range,
-                                int_range, logical_cores)
+from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE,
+                                SERVE_DURATION_RANGE, SERVE_QPS_RANGE, SERVE_QUERIES_RANGE,
+                                SERVE_SAMPLES_RANGE, SERVE_WAIT_MS_RANGE, SEED_RANGE, choice,
+                                float_range, int_range, logical_cores)
 from engine.core.model_source import source_from_dict
 from engine.core.policy import MeasurementPolicy
 
@@ -118,6 +118,11 @@ class ServeSpec:
     replicas: int = 1  # Server, Offline: processes of sut.intra_threads each, one queue
     seed: int = 0  # LoadGen's qsl, sample-index and schedule seeds
     official: bool = False  # the run was asked for with the official preset
+    # Server: exactly this many queries (a search's probes, a tuning's confirmations), so
+    # every probe is held to one early-stopping strictness (engine/core/early_stopping.py):
+    # LoadGen's min_query_count, with no minimum duration to raise it (min_duration_s is
+    # then not LoadGen's); None: min_duration_s and min_query_count as LoadGen takes them.
+    query_count: int | None = None
     kind = "serve"  # class constant, not a field: the runs table's `kind`
     profile_steps = 0
 
@@ -135,12 +140,25 @@ class ServeSpec:
     user_model = property(lambda self: self.sut.user_model)
 
     @property
+    def loadgen_min_duration_s(self) -> float:
+        """The minimum duration LoadGen is given: none for a fixed query count (LoadGen then
+        generates exactly min_query_count queries, GenerateQueries in its loadgen.cc, and a
+        Server test issues every one)."""
+        return 0.0 if self.query_count else self.min_duration_s
+
+    @property
+    def loadgen_min_queries(self) -> int:
+        return self.query_count or self.min_query_count
+
+    @property
     def policy(self) -> MeasurementPolicy:
-        """The common columns' policy: LoadGen's minimum duration and query count."""
+        """The common columns' policy: LoadGen's minimum duration and query count (a fixed
+        count: its queries' scheduled span at the target rate)."""
+        span = (self.query_count / self.target_qps if self.query_count and self.target_qps
+                else self.loadgen_min_duration_s)
         return MeasurementPolicy(warmup_iters=self.sut.policy.warmup_iters,
-                                 min_time_s=self.min_duration_s,
-                                 min_iters=self.min_query_count,
-                                 max_time_s=max(self.min_duration_s, 0.001))
+                                 min_time_s=span, min_iters=self.loadgen_min_queries,
+                                 max_time_s=max(span, 0.001))
 
     @property
     def server_target_latency_ns(self) -> int:
@@ -168,6 +186,13 @@ class ServeSpec:
         choice("scenario", self.scenario, SERVE_SCENARIOS)
         float_range("min_duration_s", self.min_duration_s, *SERVE_DURATION_RANGE)
         int_range("min_query_count", self.min_query_count, *SERVE_QUERIES_RANGE)
+        if self.query_count is not None:
+            int_range("query_count", self.query_count, *SEARCH_QUERIES_RANGE,
+                      hint=" (the fewest LoadGen's early stopping judges a p99 on)")
+            if self.scenario != "server":
+                raise UserError(f"query_count: a fixed query count holds a Server test's "
+                                f"p99 to one early-stopping strictness; {self.scenario} has "
+                                "none; allowed: none, or scenario server", field="query_count")
         if self.target_qps is not None:
             float_range("target_qps", self.target_qps, *SERVE_QPS_RANGE)
         elif self.scenario == "server":

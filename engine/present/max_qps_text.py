@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from engine.analysis.serving_cost import ServingCost
+from engine.core.early_stopping import held_text, probe_counts
 from engine.present.tables import format_table
 
 __all__ = ["probe_table", "cost_lines"]
@@ -11,20 +12,26 @@ __all__ = ["probe_table", "cost_lines"]
 
 def probe_table(search, p99_ms) -> str:
     """One row per probe: its target, status, LoadGen's verdict and failed rules, completed
-    samples/s and LoadGen's p99; the max marked. p99_ms(rec) -> ms or None."""
+    samples/s, LoadGen's p99, the queries it ran, how many went over the bound (LoadGen's
+    count, from each query's scheduled issue), how many its early stopping allowed and the
+    percentile that held the bound to; the max marked. p99_ms(rec) -> ms or None."""
     rows = []
     for q, rec in search.probes:
         s = rec.serving or {}
         figures = s.get("figures") or {}
         done = figures.get("completed_samples_per_s")
         p99 = p99_ms(rec)
+        n, over, allowed = probe_counts(s)
         rows.append([f"{q:,.1f}", rec.status, s.get("result") or "",
                      ", ".join(r.lower() for r in s.get("failed_rules") or ()),
                      f"{done:,.1f}" if done else "", f"{p99:,.3f}" if p99 is not None else "",
+                     f"{n:,}" if n else "", f"{over:,}" if over is not None else "",
+                     f"{allowed:,}" if allowed is not None else "", held_text(n),
                      "*" if search.max_qps is not None and q == search.max_qps
                      and rec is search.best else ""])
     return format_table(["target QPS", "status", "LoadGen", "failed rules",
-                         "completed samples/s", "p99 ms", "max"], rows)
+                         "completed samples/s", "p99 ms", "queries", "over bound",
+                         "allowed over", "held to", "max"], rows)
 
 
 def _usd(x: float) -> str:

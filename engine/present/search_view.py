@@ -9,24 +9,58 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-__all__ = ["probe_frame", "cost_frame", "front_points", "front_frame", "pareto_figure",
-           "fleet_frame", "models_frame", "pruned_frame"]
+from engine.core.early_stopping import held_text, probe_counts
+
+__all__ = ["probe_frame", "query_count_note", "PROBE_COLUMNS", "cost_frame", "front_points",
+           "front_frame", "pareto_figure", "fleet_frame", "models_frame", "pruned_frame"]
+
+
+# Who counted what: LoadGen counts a query over the bound from its scheduled issue time
+# (its detail log's result_overlatency_query_count), as its early stopping judges it.
+OVER_COLUMN = "over the bound (LoadGen's count)"
+ALLOWED_COLUMN = "allowed over (early stopping)"
+PROBE_COLUMNS = ["target QPS", "status", "LoadGen", "failed rules", "completed samples/s",
+                 "p99 ms", "queries", OVER_COLUMN, ALLOWED_COLUMN, "held to", "max"]
 
 
 def probe_frame(search, p99_ms) -> pd.DataFrame:
     """One row per probe, in probe order: target, status, LoadGen's verdict and failed rules,
-    completed samples/s, the p99 LoadGen judged, and the max marked."""
+    completed samples/s, the p99 LoadGen judged, the queries it ran, how many LoadGen
+    counted over the bound, how many its early stopping allowed and the percentile that
+    holds the bound to ('max' where none may be over), and the max marked."""
     rows = []
     for q, rec in search.probes:
         s = rec.serving or {}
+        n, over, allowed = probe_counts(s)
         rows.append({"target QPS": q, "status": rec.status, "LoadGen": s.get("result") or "",
                      "failed rules": ", ".join(r.lower() for r in s.get("failed_rules") or ()),
                      "completed samples/s": (s.get("figures") or {}).get(
                          "completed_samples_per_s"),
-                     "p99 ms": p99_ms(rec),
+                     "p99 ms": p99_ms(rec), "queries": n, OVER_COLUMN: over,
+                     ALLOWED_COLUMN: allowed, "held to": held_text(n),
                      "max": "max" if search.best is not None and rec is search.best else ""})
-    return pd.DataFrame(rows, columns=["target QPS", "status", "LoadGen", "failed rules",
-                                       "completed samples/s", "p99 ms", "max"])
+    return pd.DataFrame(rows, columns=PROBE_COLUMNS)
+
+
+def query_count_note(search) -> str | None:
+    """What a reader must know of a search's query counts: None when every probe ran the
+    count it fixed; else that its probes ran varying counts (stored before a search fixed
+    one) and so were held to varying percentiles, or that a probe's count differs."""
+    counts = [n for n in (probe_counts(rec.serving)[0] for _, rec in search.probes) if n]
+    if search.query_count is not None and all(n == search.query_count for n in counts):
+        return None
+    if not counts:
+        return ("Its probes' query counts were not stored: how strict early stopping was "
+                "cannot be told.")
+    lo, hi = min(counts), max(counts)
+    what = ("This search was stored before a search fixed its query count" if
+            search.query_count is None else
+            f"Some probes did not run the search's {search.query_count:,} queries")
+    if lo == hi:
+        return f"{what}; its probes each ran {lo:,} queries, held to {held_text(lo)}."
+    return (f"{what}: its probes ran {lo:,} to {hi:,} queries, held from {held_text(lo)} to "
+            f"{held_text(hi)} by early stopping: a probe of more queries (a faster rate, "
+            "under a fixed duration) was held to a looser percentile.")
 
 
 def _basis(fig) -> str:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.core.early_stopping import held_text, probe_counts
 from engine.core.serving import LOADGEN_SCENARIO, SCENARIO_PERCENTILE, early_stopping_note
 
 __all__ = ["SCENARIO_HELP", "scenario_label", "serve_plan", "run_label", "verdict_text",
@@ -119,6 +120,9 @@ def failed_rule_reasons(row) -> list[str]:
         elif rule == "Early stopping":
             why = ("too few queries within the bound for LoadGen to claim the percentile "
                    "with confidence")
+            n, over, allowed = probe_counts(s)
+            if over is not None and allowed is not None:
+                why += f": {over:,} of {n:,} over the bound, {allowed:,} allowed"
             if s.get("early_stopping_lines"):
                 why += " (" + "; ".join(x.rstrip(".") for x in s["early_stopping_lines"]) + ")"
         else:
@@ -163,6 +167,12 @@ def headline(row) -> list[tuple[str, str, str]]:
     if s.get("query_count") is not None:
         out.append(("queries", f"{s['query_count']:,}",
                     f"{s.get('samples_per_query') or 1} sample(s) a query"))
+    n, over, allowed = probe_counts(s)
+    if row.scenario == "server" and over is not None:  # kept since the max-QPS fix
+        out.append(("over the bound", f"{over:,} of {n:,}",
+                    f"LoadGen's count (latency from each query's scheduled issue); its early "
+                    f"stopping allows {'none' if allowed is None else f'{allowed:,}'} of "
+                    f"{n:,} ({held_text(n)})"))
     return out
 
 

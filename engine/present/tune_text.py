@@ -5,10 +5,11 @@ fields) in, lines out."""
 
 from __future__ import annotations
 
+from engine.core.early_stopping import bound_claim, bound_short
 from engine.present.tables import format_table
 
-__all__ = ["recommendation", "tune_lines", "fleet_lines", "fleet_best_lines", "models_lines",
-           "fleet_conclusion"]
+__all__ = ["recommendation", "query_count", "capped_note", "tune_lines", "fleet_lines", "fleet_best_lines",
+           "models_lines", "fleet_conclusion"]
 
 
 def _usd(x: float) -> str:
@@ -20,15 +21,44 @@ def _qps(q: float) -> str:
 
 
 def _figures(c, bound_ms: float, shape: str | None) -> str:
-    p99 = f" at p99 {c.p99_ms:,.3g} ms" if c.p99_ms is not None else ""
+    p99 = f" (LoadGen's p99 {c.p99_ms:,.3g} ms)" if c.p99_ms is not None else ""
     cost = (f", {_usd(c.cost)} per 1 M on {shape}{' (estimate)' if c.cost_note else ''}"
             if c.cost is not None and shape else "")
-    return f"{_qps(c.qps)} QPS{p99} under {bound_ms:g} ms{cost}"
+    return f"{_max(c)} QPS: {bound_short(bound_ms)}{p99}{cost}"
+
+
+def _max(c) -> str:
+    """A confirmation's max QPS; '≥ ' before one VALID at the highest target a probe of its
+    query count tests (engine/run/max_qps.py: its max is a lower bound)."""
+    capped = c.search is not None and getattr(c.search, "capped", False)
+    return f"{'≥ ' * capped}{_qps(c.qps)}"
+
+
+def query_count(t) -> int | None:
+    """The queries every Server test of the tuning ran (None: stored before it was fixed)."""
+    return next((x.search.query_count for x in (*t.confirmed, t.default)
+                 if x.search is not None and x.search.query_count), None)
+
+
+def capped_note(t) -> str | None:
+    """Confirmations VALID at the highest target a probe of the tuning's query count tests
+    (engine/run/max_qps.py): their max QPS is a lower bound, so a ranking among them is
+    not settled; None when none was."""
+    capped = [x for x in (*t.confirmed, t.default)
+              if x.search is not None and getattr(x.search, "capped", False)]
+    if not capped:
+        return None
+    n, count = len(dict.fromkeys(x.candidate for x in capped)), query_count(t)
+    probe = f"a probe of {count:,} queries" if count else "a probe"
+    return (f"{n} confirmation{'s were' if n != 1 else ' was'} VALID at the highest target "
+            f"{probe} tests under the bound ({_qps(capped[0].qps)} QPS): such a max QPS is "
+            "at least that, and no ranking among such is settled; more queries a probe "
+            "(--search-queries) reach higher rates")
 
 
 def recommendation(t, shape: str | None) -> str:
-    """'torch onnxruntime fp32, max batch 4, 2 threads: 212 QPS at p99 41 ms under 50 ms,
-    $0.11 per 1 M on c6i.4xlarge'."""
+    """'torch onnxruntime fp32, max batch 4, 2 threads: 212 QPS: p99 ≤ 50 ms at 99 %
+    confidence (LoadGen's p99 41 ms), $0.11 per 1 M on c6i.4xlarge'."""
     if t.winner is None:
         return (f"no configuration met the p99 bound of {t.bound_ms:g} ms"
                 + ("" if shape or t.objective == "qps" else " on a priced shape"))
@@ -63,7 +93,7 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
     if t.front:
         lines.append("Pareto front (p99 low, QPS high, cost low; none beats these on all "
                      "three):")
-        rows = [[x.candidate.label(), _qps(x.qps),
+        rows = [[x.candidate.label(), _max(x),
                  f"{x.p99_ms:,.3f}" if x.p99_ms is not None else "",
                  (_usd(x.cost) + (" est." if x.cost_note else "")) if x.cost is not None
                  else "",
@@ -87,8 +117,10 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
             f"no target met the bound ({x.search.stop_reason})" if x.search is not None
             else f"closed-loop probe ended {x.closed.status}"))
     lines.append(f"stopped: {t.stop_reason}")
+    if capped_note(t):
+        lines.append(f"note: {capped_note(t)}")
     lines += ["", "constraints: " + "; ".join([
-        f"Server p99 under {t.bound_ms:g} ms",
+        f"Server {bound_claim(t.bound_ms, query_count(t))}",
         "objective: " + ("most QPS" if t.objective == "qps" else
                          f"least cost per 1 M on {shape}"),
         f"margin {t.margin:.1%}", space])]

@@ -28,8 +28,7 @@ from typing import Callable
 
 from engine.analysis.pareto import pareto_front
 from engine.core.errors import UserError
-from engine.core.limits import (MARGIN_RANGE, SERVE_BOUND_MS_RANGE, SERVE_QPS_RANGE, choice,
-                                float_range)
+from engine.core.limits import MARGIN_RANGE, SERVE_BOUND_MS_RANGE, choice, float_range
 from engine.run.max_qps import QpsSearch, loadgen_p99_ms
 
 __all__ = ["Candidate", "ClosedFigure", "Confirmed", "Tuning", "autotune", "check_tune",
@@ -221,7 +220,7 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
     def confirm(c: Candidate, f: ClosedFigure) -> Confirmed:
         # only the default can come here failed or over the bound (a candidate would be
         # pruned): a Server test cannot do better than closed loop, and halving towards a
-        # rate it might meet runs ever longer tests (459 queries at 4 QPS: 2 minutes)
+        # rate it might meet runs ever longer tests (1,000 queries at 4 QPS: 4 minutes)
         if f.status != "ok" or not f.throughput or (f.p99_ms or 0) > bound_ms:
             return Confirmed(c, f, None)
         res = qps_search(c, f.throughput)
@@ -343,7 +342,8 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     skipped when the store already held that configuration on this machine as the sweep
     opened (known: stored_figures', read here when not given), a confirmation is
     stored_max_qps_search's probes (LoadGen Server tests with serve's settings:
-    min_duration_s, min_query_count, samples, seed), starting at start_qps when given, else
+    query_count, the same for every candidate, samples, seed), starting at start_qps when
+    given (refused under what runs the queries in MAX_PROBE_S), else
     at the candidate's closed-loop samples/s (far above what a Server SUT answers for a
     model of microseconds). Every spec is validated, and a start_qps over 10x the fastest
     stored closed loop of the candidates refused, before the sweep opens. A user's model
@@ -352,7 +352,8 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     False on a cluster node, where this machine's stored figures say nothing (probed afresh,
     and no start rate judged by them)."""
     from engine.core.serving import ServeSpec, check_reachable
-    from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES, find_max_qps, held_worker
+    from engine.run.max_qps import (check_first_target, find_max_qps, held_worker,
+                                    probe_qps_range)
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
 
@@ -361,12 +362,11 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
 
     def server(c: Candidate, q: float) -> ServeSpec:
         return ServeSpec(sut(c), "server", replicas=c.replicas,
-                         min_duration_s=serve["min_duration_s"],
-                         min_query_count=max(serve["min_query_count"],
-                                             EARLY_STOPPING_MIN_QUERIES),
-                         target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
-                         samples=serve["samples"], seed=serve["seed"]).validate(cores)
+                         query_count=serve["query_count"], target_qps=q, bound_ms=bound_ms,
+                         max_wait_ms=c.max_wait_ms, samples=serve["samples"],
+                         seed=serve["seed"]).validate(cores)
 
+    check_first_target(start_qps, serve["query_count"], bound_ms, "start_qps")
     for c in [*candidates, default]:  # every value refused before anything runs
         sut(c, probe_policy, c.replicas), server(c, 1.0)
     fresh = user_model is not None or not here  # the store's figures are not this SUT's
@@ -392,14 +392,16 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
         run(sut(c, probe_policy, c.replicas))))
 
     def qps_search(c: Candidate, start: float) -> QpsSearch:
-        start = min(max(start_qps or start, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])
+        lo, hi = probe_qps_range(serve["query_count"], bound_ms)
+        start = min(max(start_qps or start, lo), hi)
         with held_worker(runner) as via:  # the candidate's probes in one warm worker
             def probe(q: float):
                 [rec] = via.run([server(c, q)], on_record=sweep.store,
                                 sweep_id=sweep.sweep_id, known_stats=sweep.known_stats)
                 return rec
             return find_max_qps(probe, start_qps=start, precision=precision,
-                                max_probes=max_probes)
+                                max_probes=max_probes, query_count=serve["query_count"],
+                                bound_ms=bound_ms)
 
     return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
                                     qps_search=qps_search, price=price, bound_ms=bound_ms,

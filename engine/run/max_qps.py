@@ -9,6 +9,15 @@ stopping on, as LoadGen always judges Server) stored under the search's sweep, a
 search stores its probes. The stop rule is stated once, in `find_max_qps`, a pure function
 of the probes' answers: the CLI and the tests drive the same code.
 
+Every probe runs the same number of queries (`query_count`, LoadGen's min_query_count with
+no minimum duration): early stopping lets more queries go over the bound the more a test
+runs (none up to 661, 2 of 1,000, 33 of 5,000: engine/core/early_stopping.py), so probes of
+a fixed duration would hold a fast rate to a looser percentile than a slow one. A probe of
+N queries at q QPS runs N / q seconds; the search goes no lower than N / MAX_PROBE_S QPS,
+and no higher than N / (SPAN_BOUNDS x the bound): a shorter probe ends before a backlog
+grows past the bound, and passes a rate the system cannot sustain. A search that stops at
+that end reports its max as a lower bound.
+
 A probe that timed out or ran out of memory did not serve its rate: it counts as a miss,
 and the conclusion says so. Any other failure (the model raised, the worker was killed)
 says nothing about the bound: the search stops there with the reason.
@@ -20,13 +29,17 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_QPS_RANGE,
-                                float_range, int_range)
+from engine.core.early_stopping import bound_claim
+from engine.core.errors import UserError
+from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
+                                SERVE_QPS_RANGE, float_range, int_range)
 from engine.core.record import RunRecord
 
 __all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
            "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms",
-           "EARLY_STOPPING_MIN_QUERIES", "StoredProbe", "replay_max_qps", "held_worker"]
+           "EARLY_STOPPING_MIN_QUERIES", "StoredProbe", "replay_max_qps", "held_worker",
+           "DEFAULT_SEARCH_QUERIES", "MAX_PROBE_S", "SPAN_BOUNDS", "probe_qps_range", "check_first_target",
+           "search_timeout_s"]
 
 DEFAULT_QPS_PRECISION = 0.05
 # Doubling from an estimate within 1/8..8x of the answer takes 3-4 probes, bisecting to
@@ -35,12 +48,82 @@ DEFAULT_QPS_PROBES = 16
 # LoadGen's early stopping judges a Server test's p99 only after enough queries: with none
 # over the bound it needs n with 0.99^n <= 0.01 (its 99 % confidence), n = 459 (its
 # summary: "Processed 93 queries. Would need to run at least 366 more"). A probe with fewer
-# would be INVALID at any rate, and halving the target would only shorten it further, so
-# every probe runs at least these many.
+# would be INVALID at any rate.
 EARLY_STOPPING_MIN_QUERIES = math.ceil(math.log(0.01) / math.log(0.99))
+# Every probe's queries, unless the user names another count: 1,000 is where early stopping
+# first lets more than one query of a probe go over the bound (2: the bound holds for 99.8 %
+# of them), so one stray slow query (a page fault, a collector pause) does not fail a rate
+# a p99 meets, as it does at 459-661 queries, where the bound is a max. It is LoadGen's
+# default 10 s at 100 QPS; 5,000 holds a probe closer to a p99 (33 over, 99.34 %) at five
+# times the time. One count for every probe, whatever its rate.
+DEFAULT_SEARCH_QUERIES = 1_000
+# The longest a probe's queries are scheduled over (N / q seconds at q QPS): 5 minutes, so a
+# search of a slow model is not hours of probes; the search goes no lower than N / 300 QPS
+# (3.33 QPS at 1,000 queries) and says so, and fewer queries a probe reach lower rates.
+MAX_PROBE_S = 300.0
+# The shortest a probe's queries are scheduled over, in bounds: at a rate 5 % over what the
+# system sustains its backlog, and so each new query's wait, grows by 5 % of the time
+# elapsed, so within 20 bounds the last queries are over the bound, more than early
+# stopping allows; a shorter probe passes that rate. Seen here: the identity model VALID at
+# 64,000 QPS over 1,000 queries (15.6 ms under a 20 ms bound) while it completed 30,453
+# samples/s. So the search goes no higher than N / (20 x bound), and says so; more queries
+# a probe reach higher rates. It bounds how far a max can overstate a sustained rate (5 %,
+# the default precision), and caps a search's bound at MAX_PROBE_S / 20 (15 s).
+SPAN_BOUNDS = 20
 # Statuses that mean the rate was not served (LoadGen's INVALID; a test that never drained
 # its backlog within the deadline; a backlog that outgrew the memory cap).
 MISSED = ("invalid", "timeout", "oom")
+
+
+def probe_qps_range(query_count: int | None,
+                    bound_ms: float | None = None) -> tuple[float, float]:
+    """The targets a search of query_count queries a probe may try under bound_ms: no lower
+    than what runs them in MAX_PROBE_S, no higher than what spans them over SPAN_BOUNDS
+    bounds (None: a search stored before the count was fixed, the whole range)."""
+    lo, hi = SERVE_QPS_RANGE
+    if not query_count:
+        return lo, hi
+    if bound_ms:
+        hi = min(hi, query_count / (SPAN_BOUNDS * bound_ms / 1000))
+    return max(lo, query_count / MAX_PROBE_S), hi
+
+
+def _span(query_count: int, bound_ms: float | None) -> str:
+    """Why the targets end where they do, as a refusal and a stop reason say it."""
+    bound = f", at least {SPAN_BOUNDS}x the {bound_ms:g} ms bound" if bound_ms else ""
+    return f"{query_count:,} queries a probe span at most {MAX_PROBE_S:g} s{bound}"
+
+
+def check_first_target(q: float | None, query_count: int, bound_ms: float | None = None,
+                       field: str = "target_qps") -> None:
+    """UserError before a search runs: a query count out of its range, a bound too long for
+    a probe to span SPAN_BOUNDS of them within MAX_PROBE_S, a first target (named `field`)
+    outside probe_qps_range."""
+    int_range("search_queries", query_count, *SEARCH_QUERIES_RANGE)
+    longest = MAX_PROBE_S / SPAN_BOUNDS * 1000
+    if bound_ms is not None and bound_ms > longest:
+        raise UserError(f"bound_ms: {bound_ms:g} ms is too long for a search: a probe spans "
+                        f"at least {SPAN_BOUNDS}x the bound, so that a rate over what the "
+                        f"system sustains shows, and at most {MAX_PROBE_S:g} s; allowed: "
+                        f"up to {longest:g} ms", field="bound_ms")
+    lo, hi = probe_qps_range(query_count, bound_ms)
+    if q is not None and not lo <= q <= hi:
+        raise UserError(f"{field}: {q:,g} QPS is out of range: {_span(query_count, bound_ms)}"
+                        f"; allowed: number {_r(lo)}..{_r(hi)}, or "
+                        f"{'fewer' if q < lo else 'more'} queries a probe", field=field)
+
+
+def _r(x: float) -> str:
+    """A rate in a range as a refusal states it: 3.333, 1000, 10000000."""
+    return f"{x:.4g}" if x < 1000 else f"{x:.0f}"
+
+
+def search_timeout_s(min_duration_s: float = 0.0) -> float:
+    """A search's runner limit: its longest probe (or the Offline estimate's duration) and
+    the margin every serving run gets for load, warm-up and drain."""
+    from engine.run.requests import SERVE_TIMEOUT_MARGIN_S
+
+    return max(min_duration_s, MAX_PROBE_S) + SERVE_TIMEOUT_MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -51,19 +134,29 @@ class QpsSearch:
     bracket: tuple[float | None, float | None]  # [highest VALID, lowest missed)
     stop_reason: str
     missed_by_failure: tuple[float, ...] = ()  # targets that timed out / ran out of memory
+    # every probe's queries (None: a search stored before the count was fixed, whose
+    # probes ran varying counts and so were held to varying percentiles)
+    query_count: int | None = None
+    # VALID at the largest target a probe may run: the max is a lower bound
+    capped: bool = False
 
     def summary(self, bound_ms: float) -> str:
-        """'max 212 QPS at p99 41 ms under 50 ms; bracket [212, 223) after 7 probes'."""
+        """'max 212 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, 1,000
+        queries per probe, up to 2 over allowed); LoadGen's p99 there 41 ms; bracket [212,
+        223) after 7 probes'."""
         n = len(self.probes)
         lo, hi = self.bracket
         bracket = f"[{_q(lo) if lo else '-'}, {_q(hi) if hi else '-'})"
+        claim = bound_claim(bound_ms, self.query_count)
         if self.max_qps is None:
-            return (f"no target QPS met the p99 bound of {bound_ms:g} ms; bracket {bracket} "
+            return (f"no target QPS met {claim}; bracket {bracket} "
                     f"after {n} probe{'s' * (n != 1)}")
         p99 = loadgen_p99_ms(self.best)
-        at = f" at p99 {p99:,.3g} ms" if p99 is not None else ""
-        return (f"max {_q(self.max_qps)} QPS{at} under {bound_ms:g} ms; bracket {bracket} "
-                f"after {n} probe{'s' * (n != 1)}")
+        at = f"; LoadGen's p99 there {p99:,.3g} ms" if p99 is not None else ""
+        most = (" (the highest target a probe tests: the max is at least this)"
+                if self.capped else "")
+        return (f"max {'≥ ' * self.capped}{_q(self.max_qps)} QPS{most}: {claim}{at}; "
+                f"bracket {bracket} after {n} probe{'s' * (n != 1)}")
 
 
 def _q(qps: float) -> str:
@@ -80,23 +173,29 @@ def loadgen_p99_ms(rec: RunRecord | None) -> float | None:
 
 def find_max_qps(probe: Callable[[float], RunRecord], *, start_qps: float,
                  precision: float = DEFAULT_QPS_PRECISION,
-                 max_probes: int = DEFAULT_QPS_PROBES,
-                 qps_range: tuple[float, float] = SERVE_QPS_RANGE) -> QpsSearch:
-    """probe(target QPS) -> its run (status ok: LoadGen VALID). Pure but for what probe
-    does; the stop rule in one place:
+                 max_probes: int = DEFAULT_QPS_PROBES, query_count: int | None = None,
+                 bound_ms: float | None = None,
+                 qps_range: tuple[float, float] | None = None) -> QpsSearch:
+    """probe(target QPS) -> its run (status ok: LoadGen VALID) of query_count queries under
+    bound_ms (the caller's probe runs them; here they set the targets, probe_qps_range, and
+    the result's wording). Pure but for what probe does; the stop rule in one place:
     - within precision: highest VALID lo and lowest missed hi with hi - lo <= precision x lo;
     - the probe limit reached (the bracket so far is reported);
-    - VALID at the largest target allowed, or missed at the smallest;
+    - VALID at the largest target allowed (the max is then a lower bound), or missed at the
+      smallest (for query_count queries: the rates that span them over SPAN_BOUNDS bounds
+      and within MAX_PROBE_S);
     - a probe failed for a reason that is not the load (error, killed)."""
     float_range("precision", precision, *QPS_PRECISION_RANGE)
     int_range("max_probes", max_probes, *QPS_PROBES_RANGE)
+    qps_range = qps_range or probe_qps_range(query_count, bound_ms)
     float_range("start_qps", start_qps, *qps_range)
     q_min, q_max = qps_range
     probes: list[tuple[float, RunRecord]] = []
     by_failure: list[float] = []
     lo = hi = None
     best = None
-    q, reason = start_qps, ""
+    q, reason, capped = start_qps, "", False
+    why = f": {_span(query_count, bound_ms)}" if query_count else ""
     while True:
         if len(probes) >= max_probes:
             reason = f"probe limit ({max_probes}) reached before the bracket was within " \
@@ -116,12 +215,16 @@ def find_max_qps(probe: Callable[[float], RunRecord], *, start_qps: float,
             break
         if hi is None:  # VALID so far: double
             if q >= q_max:
-                reason = f"still VALID at the largest target allowed ({q_max:g} QPS)"
+                reason = (f"still VALID at the largest target allowed ({_r(q_max)} QPS{why}"
+                          + ("; more queries a probe reach higher rates)" if why else ")"))
+                capped = True
                 break
             q = min(2 * q, q_max)
         elif lo is None:  # missed so far: halve
             if q <= q_min:
-                reason = f"missed the bound even at the smallest target allowed ({q_min:g} QPS)"
+                reason = (f"missed the bound even at the smallest target allowed ({_r(q_min)} "
+                          f"QPS{why}" + ("; fewer queries a probe reach lower rates)" if why
+                                         else ")"))
                 break
             q = max(q / 2, q_min)
         elif hi - lo <= precision * lo:
@@ -132,33 +235,35 @@ def find_max_qps(probe: Callable[[float], RunRecord], *, start_qps: float,
     if by_failure:
         reason += ("; " + ", ".join(_q(x) for x in by_failure) + " QPS timed out or ran out "
                    "of memory: counted as missing the bound")
-    return QpsSearch(tuple(probes), lo, best, (lo, hi), reason, tuple(by_failure))
+    return QpsSearch(tuple(probes), lo, best, (lo, hi), reason, tuple(by_failure),
+                     query_count, capped)
 
 
 def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | None,
                           closed_loop: float | None = None,
                           precision: float = DEFAULT_QPS_PRECISION,
                           max_probes: int = DEFAULT_QPS_PROBES,
+                          query_count: int = DEFAULT_SEARCH_QUERIES,
                           on_start: Callable[[str], None] = lambda sweep_id: None,
                           on_stored: Callable[[RunRecord], None] = lambda rec: None,
                           on_estimate: Callable[[float, str], None] = lambda q, why: None,
                           on_event=None) -> tuple[str, QpsSearch, RunRecord | None, str]:
-    """find_max_qps on real LoadGen Server tests, every run stored under one sweep.
-    base: the Server ServeSpec (validated; its target_qps is replaced per probe). The
-    estimate: start_qps when given, else closed_loop (the store's figure), else an Offline
-    run of the same SUT, stored in the sweep too. Returns (sweep_id, search, the Offline run
-    or None, where the estimate came from); a failed Offline run leaves an empty search."""
+    """find_max_qps on real LoadGen Server tests of query_count queries each (the command,
+    which the sweep records, must say it, so that a replay is the same search), every run
+    stored under one sweep. base: the Server ServeSpec (validated; its target_qps is
+    replaced per probe, its minimum duration is the Offline estimate's only). The
+    estimate: start_qps when given (refused before the sweep opens when its probe would run
+    past MAX_PROBE_S), else closed_loop (the store's figure), else an Offline run of the
+    same SUT, stored in the sweep too. Returns (sweep_id, search, the Offline run or None,
+    where the estimate came from); a failed Offline run leaves an empty search."""
     from engine.run.sweep import open_sweep
 
-    raised = ""
-    if base.min_query_count < EARLY_STOPPING_MIN_QUERIES:
-        base = replace(base, min_query_count=EARLY_STOPPING_MIN_QUERIES)
-        raised = (f"; min queries raised to {EARLY_STOPPING_MIN_QUERIES} so that LoadGen's "
-                  "early stopping can judge p99")
+    check_first_target(start_qps, query_count, base.bound_ms)
+    probe_base = replace(base, query_count=query_count).validate()
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
     with held_worker(runner) as via:
-        return _stored_search(base, via, sweep, raised, start_qps=start_qps,
+        return _stored_search(base, probe_base, via, sweep, start_qps=start_qps,
                               closed_loop=closed_loop, precision=precision,
                               max_probes=max_probes, on_estimate=on_estimate,
                               on_event=on_event)
@@ -177,32 +282,34 @@ def held_worker(runner):
     return HeldWorker(runner) if isinstance(runner, Runner) else contextlib.nullcontext(runner)
 
 
-def _stored_search(base, runner, sweep, raised: str, *, start_qps, closed_loop, precision,
+def _stored_search(base, probe_base, runner, sweep, *, start_qps, closed_loop, precision,
                    max_probes, on_estimate, on_event):
     def run(spec) -> RunRecord:
         [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
                            on_event=on_event, known_stats=sweep.known_stats)
         return rec
 
+    n = probe_base.query_count
     offline = None
     if start_qps is not None:
         why = "the target given"
     elif closed_loop:
         start_qps, why = closed_loop, "the store's closed-loop figure for this configuration"
     else:
-        offline = run(replace(base, scenario="offline", target_qps=None,
-                              bound_ms=None).validate())
+        offline = run(replace(base, scenario="offline", target_qps=None, bound_ms=None,
+                              query_count=None).validate())
         if offline.status != "ok" or not offline.throughput:
             return sweep.sweep_id, QpsSearch((), None, None, (None, None), (
                 f"the Offline run that gives the estimate ended {offline.status}: "
-                f"{offline.reason[:120]}")), offline, ""
+                f"{offline.reason[:120]}"), query_count=n), offline, ""
         start_qps, why = offline.throughput, "the Offline run's samples/s"
-    start_qps = min(max(start_qps, SERVE_QPS_RANGE[0]), SERVE_QPS_RANGE[1])
+    lo, hi = probe_qps_range(n, probe_base.bound_ms)
+    start_qps = min(max(start_qps, lo), hi)
     on_estimate(start_qps, why)
-    res = find_max_qps(lambda q: run(replace(base, target_qps=q).validate()),
-                       start_qps=start_qps, precision=precision, max_probes=max_probes)
-    return (sweep.sweep_id, replace(res, stop_reason=res.stop_reason + raised), offline,
-            why)
+    res = find_max_qps(lambda q: run(replace(probe_base, target_qps=q).validate()),
+                       start_qps=start_qps, precision=precision, max_probes=max_probes,
+                       query_count=n, bound_ms=probe_base.bound_ms)
+    return sweep.sweep_id, res, offline, why
 
 
 @dataclass(frozen=True)
@@ -230,21 +337,26 @@ CUT_SHORT = "cut short"
 
 
 def replay_max_qps(probes, *, precision: float = DEFAULT_QPS_PRECISION,
-                   max_probes: int = DEFAULT_QPS_PROBES) -> QpsSearch:
+                   max_probes: int = DEFAULT_QPS_PROBES, query_count: int | None = None,
+                   bound_ms: float | None = None) -> QpsSearch:
     """The search as it ran, from its stored probes in order (a pure function of their
     answers): the same max, bracket and stop reason the job printed, for any reader of the
-    store. A search that stopped early (cancelled, its worker gone) says so."""
+    store. query_count and bound_ms: what the search's command recorded (query_count None:
+    stored before a search fixed it; its probes ran varying counts, and the result says
+    so). A search that stopped early (cancelled, its worker gone) says so."""
     probes = list(probes)
     if not probes:
-        return QpsSearch((), None, None, (None, None), "no probe stored")
+        return QpsSearch((), None, None, (None, None), "no probe stored",
+                         query_count=query_count)
     answers = iter(probes)
 
     def probe(q: float):
         return next(answers, None) or StoredProbe(q, CUT_SHORT, "no further probe stored")
 
-    res = find_max_qps(probe, start_qps=min(max(probes[0].target_qps, SERVE_QPS_RANGE[0]),
-                                            SERVE_QPS_RANGE[1]),
-                       precision=precision, max_probes=max_probes)
+    lo, hi = probe_qps_range(query_count, bound_ms)
+    res = find_max_qps(probe, start_qps=min(max(probes[0].target_qps, lo), hi),
+                       precision=precision, max_probes=max_probes, query_count=query_count,
+                       bound_ms=bound_ms)
     if res.probes and res.probes[-1][1].status == CUT_SHORT:
         res = replace(res, probes=res.probes[:-1], stop_reason=(
             f"stopped after {len(res.probes) - 1} probes with no further probe stored "

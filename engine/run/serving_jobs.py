@@ -19,16 +19,14 @@ from engine.core.catalog import CATALOG, DIAGNOSTIC_MODELS, REFERENCE_RUNTIME
 from engine.core.model_source import default_runtime
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
-                                SERVE_QPS_RANGE, choice, float_range, int_range,
-                                logical_cores)
+                                choice, float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
                                  autotune, check_tune, closed_by_sut, stored_figures)
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
-                                EARLY_STOPPING_MIN_QUERIES, StoredProbe, replay_max_qps,
-                                stored_max_qps_search)
-from engine.run.requests import (SERVE_TIMEOUT_MARGIN_S, ServeRequest, check_where,
-                                 local_runner)
+                                DEFAULT_SEARCH_QUERIES, StoredProbe, check_first_target,
+                                replay_max_qps, search_timeout_s, stored_max_qps_search)
+from engine.run.requests import ServeRequest, check_where, local_runner
 from engine.scenarios import INFERENCE, SERVING
 
 __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
@@ -37,8 +35,10 @@ __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
 
 MAX_QPS_COMMAND = "dashboard max-qps"
 TUNE_COMMAND = "dashboard tune"
-# As `python -m engine tune`: a closed-loop probe only ranks (1 s), a Server test of the
-# search runs 2 s (and at least EARLY_STOPPING_MIN_QUERIES queries all the same).
+# As `python -m engine tune`: a closed-loop probe only ranks (1 s); a Server test of a
+# confirmation runs the search's fixed query count (search_queries), whatever its rate, so
+# each candidate is held to the same early-stopping strictness. The specs a tuning checks
+# before it runs carry this minimum duration, which LoadGen is not given for a fixed count.
 TUNE_PROBE_S = 1.0
 TUNE_TEST_S = 2.0
 
@@ -56,10 +56,13 @@ def request_fields(command: str | None) -> dict:
 
 
 def search_limits(fields: dict) -> dict:
-    """The bracket precision and probe limit a search's sweep command records, as
-    replay_max_qps takes them; a sweep stored before they were recorded ran the defaults."""
+    """The bracket precision, probe limit, queries a probe and bound a search's sweep
+    command records, as replay_max_qps takes them; a sweep stored before the first two were
+    recorded ran the defaults, and one stored before the query count was fixed ran varying
+    counts (None: the replay says so)."""
     return {"precision": fields.get("qps_precision", DEFAULT_QPS_PRECISION),
-            "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES)}
+            "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES),
+            "query_count": fields.get("search_queries"), "bound_ms": fields.get("bound_ms")}
 
 
 def stored_probe(row) -> StoredProbe:
@@ -73,27 +76,34 @@ def stored_probe(row) -> StoredProbe:
 
 @dataclass(frozen=True)
 class _Search(ServeRequest):
-    """What both searches share: the max-QPS search's bracket precision and probe limit
-    (each of the tuner's confirmations is one such search), checked before anything runs
-    and recorded in the sweep's command so that the replay stops where the search did."""
+    """What both searches share: the max-QPS search's bracket precision, probe limit and
+    queries a probe (each of the tuner's confirmations is one such search), checked before
+    anything runs and recorded in the sweep's command so that the replay is the same
+    search. The form's minimum query count and duration are its own test's: a search's
+    probes run search_queries queries each, the Offline estimate the form's duration."""
 
     qps_precision: float = DEFAULT_QPS_PRECISION
     max_probes: int = DEFAULT_QPS_PROBES
+    search_queries: int = DEFAULT_SEARCH_QUERIES
 
     def _check_limits(self) -> None:
         float_range("qps_precision", self.qps_precision, *QPS_PRECISION_RANGE)
         int_range("max_probes", self.max_probes, *QPS_PROBES_RANGE)
+        check_first_target(None, self.search_queries, self.bound_ms)  # count, bound
 
     def _limits(self) -> dict:
-        return {"qps_precision": self.qps_precision, "max_probes": self.max_probes}
+        return {"qps_precision": self.qps_precision, "max_probes": self.max_probes,
+                "search_queries": self.search_queries}
 
     def check_stored(self, specs: list, *, db) -> None:
         """Nothing: a search picks its own rates; the form's target QPS is not one of them."""
 
-    def _min_queries(self) -> int:
-        """Every probe runs at least early stopping's minimum (None: the scenario's default,
-        no more than it)."""
-        return max(self.min_query_count or 0, EARLY_STOPPING_MIN_QUERIES)
+    def runner(self, *, db, shape: str | None = None, **options):
+        """Its longest probe (MAX_PROBE_S) or the Offline estimate's duration, and the
+        margin, unless the request names a limit."""
+        return local_runner(timeout_s=self.timeout_s or search_timeout_s(self.duration_s()),
+                            memory_cap_bytes=self.memory_cap_bytes, db=db, shape=shape,
+                            **options)
 
 
 @dataclass(frozen=True)
@@ -109,8 +119,8 @@ class MaxQpsRequest(_Search):
                             "0.001..600000 ms", field="bound_ms")
         self._check_limits()
         [base], _ = ServeRequest._expand(replace(
-            self, scenarios=("server",), target_qps=self.target_qps or 1.0,
-            min_query_count=self._min_queries()))
+            self, scenarios=("server",), target_qps=self.target_qps or 1.0))
+        base = replace(base, query_count=self.search_queries).validate(self.cores)
         return [base] * (self.max_probes + 1), []  # the most runs: Offline + the probes
 
     def command(self) -> str:
@@ -137,6 +147,7 @@ class MaxQpsRequest(_Search):
         _, res, _, _ = stored_max_qps_search(
             base, db=db, runner=runner, command=self.command(), start_qps=None,
             precision=self.qps_precision, max_probes=self.max_probes,
+            query_count=self.search_queries,
             on_start=on_start, on_stored=stored, on_event=event)
         on_stop(res.stop_reason)
         return f"{res.summary(self.bound_ms)}; stopped: {res.stop_reason}"
@@ -161,7 +172,7 @@ class TuneRequest(_Search):
     executor: str = "local"
     placements: tuple[str, ...] = ()
     # a Server test's limit, which a cluster job's runner is built with (engine/run/cluster)
-    timeout_s: float | None = TUNE_TEST_S + SERVE_TIMEOUT_MARGIN_S
+    timeout_s: float | None = search_timeout_s(TUNE_TEST_S)
     # each max-QPS search's first target (None: the candidate's closed-loop samples/s), as
     # tune's --start-qps: a model of microseconds would start LoadGen at millions of QPS
     start_qps: float | None = None
@@ -207,8 +218,7 @@ class TuneRequest(_Search):
         check_tune(bound_ms=self.bound_ms, objective=self.objective, margin=self.margin,
                    shape=self.machine_shape if self.executor == "local" else "each node's")
         self._check_limits()
-        if self.start_qps is not None:
-            float_range("start_qps", self.start_qps, *SERVE_QPS_RANGE)
+        check_first_target(self.start_qps, self.search_queries, self.bound_ms, "start_qps")
         others = self.tuned_models()[1:]
         if others and self.user_model is not None:
             raise UserError("models: a model file is tuned alone; allowed: other catalog "
@@ -222,13 +232,13 @@ class TuneRequest(_Search):
                 [spec], _ = ServeRequest._expand(replace(
                     self, model=m, scenarios=("server",), runtime=c.runtime,
                     max_batch=c.max_batch, threads=c.threads, replicas=c.replicas,
-                    target_qps=1.0, min_duration_s=TUNE_TEST_S,
-                    min_query_count=self._min_queries()))
-                specs.append(spec)
+                    target_qps=1.0, min_duration_s=TUNE_TEST_S))
+                specs.append(replace(spec, query_count=self.search_queries).validate(
+                    self.cores))
         return specs, []
 
     def runner(self, *, db, shape: str | None = None, **options):
-        return local_runner(timeout_s=TUNE_TEST_S + SERVE_TIMEOUT_MARGIN_S,
+        return local_runner(timeout_s=search_timeout_s(TUNE_TEST_S),
                             memory_cap_bytes=self.memory_cap_bytes, db=db,
                             shape=shape or self.machine_shape, **options)
 
@@ -329,8 +339,8 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
         runner=runner, command=req.command(known, node=node), known=known,
         probe_policy=policy, cores=cores, here=node is None, price=price,
         max_probes=req.max_probes, precision=req.qps_precision, start_qps=req.start_qps,
-        serve={"min_duration_s": TUNE_TEST_S, "min_query_count": req._min_queries(),
-               "samples": req.samples, "seed": req.loadgen_seed},
+        serve={"query_count": req.search_queries, "samples": req.samples,
+               "seed": req.loadgen_seed},
         user_model=req.user_model, on_start=on_start, on_stored=on_stored)
 
 

@@ -45,12 +45,14 @@ class Serving(Scenario):
 
     def config_extra(self, spec) -> dict:
         """What the test was asked for, kept on every row (failed ones included)."""
-        extra = {"scenario": spec.scenario, "min_duration_s": spec.min_duration_s,
-                 "min_query_count": spec.min_query_count, "target_qps": spec.target_qps,
+        extra = {"scenario": spec.scenario, "min_duration_s": spec.loadgen_min_duration_s,
+                 "min_query_count": spec.loadgen_min_queries, "target_qps": spec.target_qps,
                  "bound_ms": spec.bound_ms, "max_wait_ms": spec.max_wait_ms,
                  "performance_sample_count": spec.samples, "loadgen_seed": spec.seed}
         if spec.official:
             extra["preset"] = "official"
+        if spec.query_count:  # a search's probe: exactly this many, no minimum duration
+            extra["query_count"] = spec.query_count
         if spec.user_model is not None and spec.user_model.trust_code:
             extra["trust_model_code"] = True
         return extra
@@ -69,6 +71,10 @@ class Serving(Scenario):
         figures) and both logs gzipped, for the store's tables of their own."""
         summary = parse_summary(res.summary_log)
         summary["query_count"] = detail_value(res.detail_log, "result_query_count")
+        # Server: the queries over the bound as LoadGen counts them (latency from the
+        # scheduled issue), what its early stopping judged; None for the other scenarios
+        summary["overlatency_count"] = detail_value(res.detail_log,
+                                                    "result_overlatency_query_count")
         summary["samples_per_query"] = detail_value(res.detail_log,
                                                     "generated_samples_per_query")
         logs = tuple((name, len(text.encode()), gzip.compress(text.encode(), 6))

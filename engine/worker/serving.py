@@ -180,8 +180,9 @@ def _settings(lg, spec, expected_ns: int):
     ts = lg.TestSettings()
     ts.scenario = getattr(lg.TestScenario, LOADGEN_SCENARIO[spec.scenario])
     ts.mode = lg.TestMode.PerformanceOnly
-    ts.min_duration_ms = int(round(spec.min_duration_s * 1000))
-    ts.min_query_count = spec.min_query_count
+    # a fixed query count: no minimum duration, so LoadGen generates exactly that many
+    ts.min_duration_ms = int(round(spec.loadgen_min_duration_s * 1000))
+    ts.min_query_count = spec.loadgen_min_queries
     ts.qsl_rng_seed = ts.sample_index_rng_seed = ts.schedule_rng_seed = spec.seed
     ts.single_stream_expected_latency_ns = expected_ns
     ts.multi_stream_expected_latency_ns = expected_ns
