@@ -356,12 +356,13 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
         db_path, worker_env, capsys):
     """Another machine's closed loop in the store (50,000 samples/s) was the first target
     and the flat out; this machine's (1,000 samples/s, which the identity model serves far
-    inside a 1 s bound) is the start, and with no Offline run in the search flat out is an
+    inside a 50 ms bound) is the start, and with no Offline run in the search flat out is an
     estimate naming that run."""
     seed_closed_loop(db_path, "here-1", per_call_ns=1_000_000)
     seed_closed_loop(db_path, "elsewhere-1", per_call_ns=20_000, system_id="another-machine")
-    main([*SEARCH, "--bound-ms", "1000", "--max-probes", "2", "--min-duration", "0.2",
-          "--min-queries", "50", "--machine-shape", "c6i.4xlarge", "--db", str(db_path)])
+    # 1,000 queries a probe at a 50 ms bound: the search's ceiling is 1,000 QPS, one probe
+    main([*SEARCH, "--bound-ms", "50", "--max-probes", "2", "--machine-shape", "c6i.4xlarge",
+          "--db", str(db_path)])
     out = capsys.readouterr().out
     assert ("estimate 1,000.0 QPS (the store's closed-loop figure for this configuration: run "
             "here-1 on this machine, 1,000.0 samples/s at batch 1)") in out
