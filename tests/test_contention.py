@@ -14,7 +14,7 @@ from engine.core.errors import UserError
 from engine.core.inference import with_contention
 from store.db import open_db
 from store.queries import results_table
-from tests.helpers import spec
+from seeds.records import spec
 
 
 def test_contention_measures_every_configuration_beside_each_neighbour_and_torch_passive():
@@ -158,7 +158,7 @@ def test_the_compare_page_shows_shared_versus_dedicated(db_path, monkeypatch):
 
     from store.runs import save_record, save_sweep
     from tests.conftest import ROOT
-    from tests.helpers import SYSTEM, ok_record
+    from seeds.records import SYSTEM, ok_record
 
     with open_db(db_path) as con:
         save_sweep(con, "sweep-shared", rounds=3, seed=1, plan=[[]] * 3, configurations=4,

@@ -14,7 +14,7 @@ from store.db import open_db
 from store.runs import save_record, save_sweep, sweep_rounds
 from store.verdicts import sweep_verdicts
 from tests.conftest import ROOT
-from tests.helpers import SYSTEM, ok_record, seed_sweep
+from seeds.records import SYSTEM, ok_record, seed_sweep
 
 
 def test_a_seeded_sweep_is_judged_once_with_its_counts_rule_and_noise(db_path):
