@@ -28,7 +28,7 @@ import psutil  # noqa: E402
 from engine.core.catalog import CATALOG  # noqa: E402
 from store.db import open_db  # noqa: E402
 from store.runs import save_record, save_sweep  # noqa: E402
-from bench._seed import SYSTEM, ok_record  # noqa: E402
+from seeds.records import SYSTEM, ok_record  # noqa: E402
 
 PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/system.py"]
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from store.db import open_db  # noqa: E402
-from bench._seed import seed_sweep  # noqa: E402
+from seeds.records import seed_sweep  # noqa: E402
 
 PAGES = ["results", "compare", "cost", "history"]
 HOLD = """

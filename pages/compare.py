@@ -2,8 +2,6 @@
 
 import streamlit as st
 
-from engine.analysis.compare import aggregate, stored_rule
-from engine.analysis.noise import noise_model
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, raw_frame, setting_choices
@@ -20,7 +18,8 @@ from dashboard.session import read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
 from store.precision import BASELINE, precision_vs_fp32
-from store.runs import list_sweeps, sweep_rounds, sweep_rule
+from store.runs import list_sweeps
+from store.verdicts import sweep_verdicts
 
 st.title("Compare frameworks")
 link = PageLink("compare")
@@ -56,7 +55,6 @@ setting = st.selectbox("Setting (device · precision · inter-op threads · mach
                        help="figures never blend settings: runs on another device, precision, "
                             "inter-op thread count or machine are a different setting")
 summary = read(config_summary, models, sweep_id, setting)
-rounds_rows = read(sweep_rounds, sweep_id) if sweep_id else []
 
 threads_all = sorted(summary.threads.unique())
 batches_all = sorted(summary.batch_size.unique())
@@ -80,10 +78,8 @@ st.subheader("Comparison table")
 if sweep_id:
     # Verdicts and noise come from the whole sweep (each contest on its own rounds), so the
     # model filter changes which rows show, never what they say.
-    everything = aggregate(rounds_rows)
-    rule = stored_rule(read(sweep_rule, sweep_id), everything)
-    results = [r for r in everything if r.model in models]
-    df, best_cells, rounds, rows = compare_frame(results, rule=rule)
+    verdict = read(sweep_verdicts, sweep_id)
+    df, best_cells, rounds, rows = compare_frame(verdict, models=models)
     st.dataframe(highlight_cells(df, best_cells), hide_index=True, width="stretch",
                  key="compare_table")
     st.caption(f"median latency per batch [ms] over up to {rounds} rounds: {FIGURES_NOTE}. "
@@ -101,10 +97,10 @@ if sweep_id:
         for said in contest.sentences:
             st.markdown(f"- {row_text(contest.row)}: {said}")
     if any(c.comparisons for c in rows):
-        st.caption(sentence(rule_line(rule)))
-    for model, note in architecture_notes(results):
+        st.caption(sentence(rule_line(verdict.rule)))
+    for model, note in architecture_notes(verdict.results_for(models)):
         st.caption(f"**{model}** across frameworks: {note}")
-    noise = noise_model(everything)
+    noise = verdict.noise
     if noise:
         f1, f2 = st.columns(2)
         f1.metric("measurement noise (what pairing leaves)", f"±{noise.residual_pct:.1f} %",
@@ -115,9 +111,9 @@ if sweep_id:
                   help="how far the slowest round's shared effect lies from the fastest "
                        "round's: every configuration of a round moved alike, and pairing "
                        "rounds cancels it")
-        for line in noise_lines(everything, noise):
+        for line in noise_lines(verdict):
             st.caption(line)
-    shared = contention_lines(everything, rule)
+    shared = contention_lines(verdict)
     if shared:  # a sweep with --contention: what a neighbour costs each contender
         st.subheader("Shared versus dedicated")
         st.caption(sentence(shared[0]))

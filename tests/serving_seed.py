@@ -8,7 +8,7 @@ from engine.core import RunSpec
 from engine.core.protocol import ServeResult
 from engine.core.serving import ServeSpec
 from engine.run.records import config_extra, record_from_result
-from tests.helpers import SYSTEM, base_fields
+from seeds.records import SYSTEM, base_fields
 
 SINGLE_VALID = """================================================
 MLPerf Results Summary
@@ -148,7 +148,7 @@ def seed_closed_loop(db_path, run_id: str, *, per_call_ns: int = 2_427_184, batc
     from engine.run.machine import system_info
     from store.db import open_db
     from store.runs import save_record
-    from tests.helpers import ok_record
+    from seeds.records import ok_record
 
     system_id = system_id or system_info()["system_id"]
     rec = ok_record(run_id, samples=(per_call_ns,) * 3, model="identity",

@@ -9,7 +9,7 @@ from engine.run.jobs import JobManager, SessionJobs
 from engine.run.requests import SweepRequest
 from engine.core.errors import UserError
 from tests.conftest import ROOT
-from tests.helpers import seed_sweep, seed_workloads
+from seeds.records import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
 READ_PAGES = ["pages/results.py", "pages/compare.py", "pages/cost.py", "pages/system.py",

@@ -8,7 +8,7 @@ from engine.run.batch_search import batch_search
 from engine.cli import main
 from engine.present.outcome import search_outcome
 from store.db import open_db
-from tests.helpers import failed_record, ok_record, spec
+from seeds.records import failed_record, ok_record, spec
 
 
 class ScriptedRunner:

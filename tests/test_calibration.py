@@ -20,7 +20,7 @@ from engine.present.report import build_report
 from engine.present.roofline import ceiling_lines, ceiling_table
 from store.calibrations import CALIBRATION_COLUMNS, latest_calibrations, save_calibration
 from store.db import open_db
-from tests.helpers import SYSTEM, seed_sweep
+from seeds.records import SYSTEM, seed_sweep
 from tests.test_pages import page
 
 TINY = ["calibrate", "--threads", "1", "--sizes", "32", "64", "--repeats", "2",

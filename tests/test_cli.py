@@ -80,7 +80,7 @@ def test_stored_sweep_can_be_listed_and_compared_again(capsys, db_path, worker_e
 def test_compare_prints_the_noise_and_the_drift_of_fixed_rounds(capsys, db_path):
     """Seeded rounds 100 us apart: every configuration a little slower in round 2 (drift,
     which pairing cancels), by a share that differs with its median (noise it leaves)."""
-    from tests.helpers import seed_sweep
+    from seeds.records import seed_sweep
 
     seed_sweep(db_path)
     assert main(["compare", "sweep-seeded", "--db", str(db_path)]) == 0

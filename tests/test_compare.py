@@ -8,6 +8,7 @@ from engine.analysis.compare import (ConfigResult, aggregate, contender_name, co
 from engine.analysis.noise import likely_cause, noise_model
 from engine.analysis.sequential import (EQUIVALENT, SINGLE, UNDECIDED, WINNER, VerdictRule,
                                         compare_rounds)
+from engine.analysis.sweep_verdict import judge_sweep
 from engine.present.tables import compare_table, ms_text
 from engine.run.rounds import order_name, plan_rounds
 from engine.core import expand_sweep
@@ -92,7 +93,7 @@ def test_table_uses_round_aggregates_and_marks_insignificant_cells():
     runs += [_run("torch", "eager", 8, r, m) for r, m in ((1, 10), (2, 12), (3, 9))]
     runs += [_run("tensorflow", "tf_function", 8, r, m) for r, m in ((1, 11), (2, 10), (3, 10.5))]
     runs += [_run("tensorflow", "tf_function", 8, 4, None, status="timeout")]
-    text = compare_table(aggregate(runs))
+    text = compare_table(judge_sweep(runs))
     lines = text.splitlines()
     assert lines[0] == "median latency per batch [ms], lower is better (up to 3 rounds)"
     # every contender ran every round: the drift-adjusted figures are the geometric means

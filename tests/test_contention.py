@@ -6,6 +6,7 @@ import pytest
 
 from engine.analysis.compare import aggregate
 from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_effects
+from engine.analysis.sweep_verdict import judge_sweep
 from engine.cli import main
 from engine.present.tables import contention_lines
 from engine.core import expand_sweep
@@ -13,7 +14,7 @@ from engine.core.errors import UserError
 from engine.core.inference import with_contention
 from store.db import open_db
 from store.queries import results_table
-from tests.helpers import spec
+from seeds.records import spec
 
 
 def test_contention_measures_every_configuration_beside_each_neighbour_and_torch_passive():
@@ -106,13 +107,13 @@ def test_a_neighbour_that_flips_the_winner_is_said_so():
     [change] = verdict_changes(aggregate(flip))
     assert change.changed and (change.quiet, change.busy) == ("tensorflow (tf_function)",
                                                              "torch (eager)")
-    lines = contention_lines(aggregate(flip))
+    lines = contention_lines(judge_sweep(flip))
     assert "  m 64px b8 t2: the verdict changes beside a steady neighbour: tensorflow " \
            "(tf_function) wins quietly, torch (eager) beside a steady neighbour" in lines
 
 
 def test_the_table_says_what_the_neighbour_costs_and_what_passive_waits_do():
-    lines = contention_lines(aggregate(RUNS))
+    lines = contention_lines(judge_sweep(RUNS))
     assert lines[0].startswith("shared versus dedicated")
     assert ("  m 64px b8 t2 · torch (eager): 10.10x (95 % CI 9.61-10.62, 3 rounds) slower "
             "beside a steady neighbour (100.64 -> 1,016.36 ms)") in lines
@@ -120,7 +121,7 @@ def test_the_table_says_what_the_neighbour_costs_and_what_passive_waits_do():
             "is 7.18x faster (1,016.36 -> 141.63 ms, 95 % CI 6.94-7.42)") in lines
     assert ("  m 64px b8 t2 · torch (eager) on a dedicated machine: OMP_WAIT_POLICY=PASSIVE "
             "is 1.01x slower (100.64 -> 101.64 ms, 95 % CI 1.01-1.01)") in lines
-    assert contention_lines(aggregate(RUNS[:6])) == []  # no neighbour: nothing to say
+    assert contention_lines(judge_sweep(RUNS[:6])) == []  # no neighbour: nothing to say
 
 
 def test_a_real_sweep_beside_the_neighbour_stores_each_setting_apart(db_path, worker_env,
@@ -157,7 +158,7 @@ def test_the_compare_page_shows_shared_versus_dedicated(db_path, monkeypatch):
 
     from store.runs import save_record, save_sweep
     from tests.conftest import ROOT
-    from tests.helpers import SYSTEM, ok_record
+    from seeds.records import SYSTEM, ok_record
 
     with open_db(db_path) as con:
         save_sweep(con, "sweep-shared", rounds=3, seed=1, plan=[[]] * 3, configurations=4,

@@ -9,7 +9,7 @@ from engine.analysis.cost_machines import (basis, contender_rows, figure, fleet_
                                            threads_per_core, training_rows)
 from store.db import open_db
 from store.queries import machine_throughput
-from tests.helpers import seed_machines
+from seeds.records import seed_machines
 
 CATALOG = {m.shape: m for m in load_catalog()}
 C6I, E4, E5 = (CATALOG["c6i.8xlarge"], CATALOG["VM.Standard.E4.Flex 16 OCPU/32 GB"],
@@ -157,7 +157,7 @@ def test_training_is_priced_from_a_shape_it_was_measured_on(db_path):
     from dataclasses import replace
 
     from store.runs import save_record
-    from tests.helpers import SYSTEM, seed_workloads, train_record
+    from seeds.records import SYSTEM, seed_workloads, train_record
 
     seed_workloads(db_path)
     with open_db(db_path) as con:

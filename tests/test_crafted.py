@@ -12,7 +12,7 @@ never an exception, and never a write.
 import duckdb
 import pytest
 
-from tests.helpers import seed_sweep
+from seeds.records import seed_sweep
 from tests.test_pages import FakeManager, page
 
 

@@ -18,7 +18,7 @@ from engine.run.autotune import Candidate, ClosedFigure, autotune
 from engine.run.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
 from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest)
-from tests.helpers import SYSTEM, failed_record, ok_record
+from seeds.records import SYSTEM, failed_record, ok_record
 from tests.serving_seed import serve_record
 from tests.test_crafted import crafted, errors
 from tests.test_deploy import DEPLOY

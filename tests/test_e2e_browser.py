@@ -151,7 +151,7 @@ def test_training_dataload_and_profile_views_in_the_browser(server):
 
     from playwright.sync_api import expect
 
-    from tests.helpers import seed_workloads
+    from seeds.records import seed_workloads
 
     base, db = server
     seed_workloads(db)
@@ -271,7 +271,7 @@ def test_a_crafted_model_name_on_compare_gets_the_page_message(server):
     is named with what is allowed; the next honest message draws the page again."""
     from playwright.sync_api import expect
 
-    from tests.helpers import seed_sweep
+    from seeds.records import seed_sweep
 
     base, db = server
     seed_sweep(db)

@@ -16,7 +16,7 @@ import pytest
 
 from store.db import open_db
 from tests.conftest import ROOT
-from tests.helpers import seed_sweep
+from seeds.records import seed_sweep
 from tests.test_e2e_browser import ARTIFACTS, browser_page, framework_libraries, free_port
 
 pytestmark = pytest.mark.slow

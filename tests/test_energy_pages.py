@@ -9,7 +9,7 @@ from dataclasses import replace
 from engine.core.energy import POWERCAP_ENV, RAPL
 from store.db import open_db
 from store.runs import save_record
-from tests.helpers import SYSTEM, ok_record
+from seeds.records import SYSTEM, ok_record
 from tests.test_energy import zone
 from tests.test_pages import FakeManager, opened_from_link, page
 

@@ -13,7 +13,7 @@ from store.db import open_db
 from store.ingest import import_file
 from store.export import export_dir, to_yaml
 from store.runs import save_record, save_sweep
-from tests.helpers import SYSTEM, ok_record, seed_sweep, seed_workloads
+from seeds.records import SYSTEM, ok_record, seed_sweep, seed_workloads
 
 SWEEP = "sweep-seeded"
 # What a PerfZero round trip must give back, column for column (started_at to the us).

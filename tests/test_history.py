@@ -15,7 +15,7 @@ from engine.core.errors import UserError
 from store.db import open_db
 from store.history import result_sets, selection_runs
 from tests.conftest import ROOT
-from tests.helpers import SYSTEM, ok_record
+from seeds.records import SYSTEM, ok_record
 
 OTHER = {**SYSTEM, "system_id": "sys-other-0002", "hostname": "other"}
 # sweep, commit, torch version, machine, round medians (ms) of mobilenet b1 t1: the baseline

@@ -8,7 +8,7 @@ from store.queries import overview
 from store.db import open_db
 from store.ingest import export_bytes, export_runs, import_file
 from store.runs import save_record
-from tests.helpers import SYSTEM, failed_record, ok_record
+from seeds.records import SYSTEM, failed_record, ok_record
 
 # The complete example from PerfZero's documentation (also in shared/reference/).
 PERFZERO = Path(__file__).resolve().parent / "data" / "perfzero_summary_example.json"

@@ -10,6 +10,7 @@
   circle between packages (lazy imports included), nor between modules.
 - A run's kind is named by value only where it is defined: engine/scenarios/ and the specs
   of engine/core/ (and store/db.py's migrations, which are history and stay as written).
+- seeds/, the test data tests/ and bench/ share, is imported by nothing of the product.
 
 The checks are pure functions of a tree's root, so the last test can show they fail.
 """
@@ -267,6 +268,18 @@ def test_the_rooms_import_one_way():
     assert circles(import_graph(ROOT)) == []
 
 
+def seed_imports(root: Path) -> list[str]:
+    """'module -> import' for every project module outside seeds/ that imports it: the
+    test data tests/ and bench/ share is never part of the product."""
+    return sorted(f"{name} -> {d}" for name, deps in import_graph(root).items()
+                  if _room(name, root) != "seeds"
+                  for d in deps if d == "seeds" or d.startswith("seeds."))
+
+
+def test_the_product_never_imports_the_test_data():
+    assert seed_imports(ROOT) == []
+
+
 def test_the_contract_checks_find_a_store_reaching_up_a_circle_and_a_kind_literal(tmp_path):
     def write(rel, text=""):
         p = tmp_path / rel
@@ -277,7 +290,11 @@ def test_the_contract_checks_find_a_store_reaching_up_a_circle_and_a_kind_litera
                         "    return con.execute(\"SELECT 1 FROM runs WHERE kind = 'train'\")\n")
     write("engine/run/jobs.py", "from store import q\n")
     write("engine/scenarios/a.py", "KIND = 'train'\nok = kind == 'train'\n")
+    write("seeds/__init__.py")
+    write("seeds/records.py", "SYSTEM = {}\n")
+    write("store/p.py", "from seeds.records import SYSTEM\n")
     assert forbidden_imports(tmp_path) == ["store.q -> engine.run", "store.q -> engine.run.jobs"]
+    assert seed_imports(tmp_path) == ["store.p -> seeds.records"]
     assert circles(room_graph(tmp_path)) == [["engine.run", "store"]]
     assert kind_literals(tmp_path) == ["store/q.py: kind = 'train'"]
 

@@ -6,7 +6,7 @@ import pytest
 
 from engine.present.links import (encode_setting, looks_like_path, parse_choice,
                                   parse_choices, parse_integers, parse_number)
-from tests.helpers import seed_sweep, seed_workloads
+from seeds.records import seed_sweep, seed_workloads
 from tests.test_pages import opened_from_link, page
 
 

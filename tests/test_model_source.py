@@ -219,7 +219,7 @@ def test_stored_reasons_are_plain_text():
 def test_a_workers_failure_row_carries_its_reason_as_plain_text():
     from engine.core.protocol import Failed
     from engine.worker.harness import Frame
-    from tests.helpers import spec
+    from seeds.records import spec
 
     events = []
 

@@ -5,7 +5,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.run.requests import SweepRequest
 from tests.conftest import ROOT
-from tests.helpers import seed_sweep, seed_workloads
+from seeds.records import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
 PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/cost.py",
@@ -264,7 +264,7 @@ def test_results_page_names_the_bytes_a_users_model_run_measured(db_path, monkey
 
     from store.db import open_db
     from store.runs import save_record
-    from tests.helpers import SYSTEM, ok_record
+    from seeds.records import SYSTEM, ok_record
 
     with open_db(db_path) as con:
         save_record(con, replace(ok_record("mine"), model="my_net", image_size=None,
@@ -347,7 +347,7 @@ def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
 
 
 def test_cost_page_prices_measured_shapes_from_their_runs(db_path, monkeypatch):
-    from tests.helpers import seed_machines
+    from seeds.records import seed_machines
     seed_machines(db_path)
     at = page("pages/cost.py", db_path, monkeypatch,
               query={"setting": "cpu_fp32_1_sys-local"})
@@ -457,7 +457,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
     from engine.run.requests import SweepRequest
     from store.db import open_db
     from store.runs import save_record
-    from tests.helpers import SYSTEM, ok_record
+    from seeds.records import SYSTEM, ok_record
 
     seed_workloads(db_path)  # resnet18 b32 t1 at 32 px: torch eager and tf_function
     with open_db(db_path) as con:  # torch's latency is known (at 32 px; 64 px must not count)
@@ -515,7 +515,7 @@ def test_dataload_page_never_blends_two_machines(db_path, monkeypatch):
 
     from store.db import open_db
     from store.runs import save_record
-    from tests.helpers import SYSTEM, load_record
+    from seeds.records import SYSTEM, load_record
     seed_workloads(db_path)
     other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
     with open_db(db_path) as con:  # the same configuration, ten times faster elsewhere

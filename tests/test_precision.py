@@ -20,7 +20,7 @@ from engine.worker.backends.base import (OutputError, OutputMismatch, check_agre
 from store.db import open_db
 from store.precision import precision_vs_fp32
 from store.runs import save_record
-from tests.helpers import SYSTEM, ok_record
+from seeds.records import SYSTEM, ok_record
 
 NO_BF16 = ("avx512f", "avx512_vnni")
 BF16 = ("avx512f", "avx512_bf16")
@@ -172,7 +172,7 @@ def test_results_and_compare_show_the_speedup_beside_the_agreement(db_path, monk
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import ROOT
-    from tests.helpers import seed_sweep
+    from seeds.records import seed_sweep
 
     seed_sweep(db_path)
     int8 = replace(ok_record("int8-run", samples=(5_075_000,) * 3, minute=40, precision="int8",

@@ -4,7 +4,7 @@ best cells and the labels each page draws."""
 import pandas as pd
 import pytest
 
-from engine.analysis.compare import aggregate
+from engine.analysis.sweep_verdict import judge_sweep
 from engine.present.charts import fleet_bars
 from engine.present.frames import BEST_CSS, compare_frame, highlight_cells, load_grid
 
@@ -19,7 +19,7 @@ def test_compare_frame_has_one_row_per_contest_and_stars_the_best():
     rounds = [_round("torch", 1, 1, 10.0), _round("torch", 1, 2, 10.2),
               _round("tensorflow", 1, 1, 20.0), _round("tensorflow", 1, 2, 19.0),
               _round("torch", 8, 1, 80.0), _round("tensorflow", 8, 1, 60.0)]
-    df, best, n_rounds, contests = compare_frame(aggregate(rounds))
+    df, best, n_rounds, contests = compare_frame(judge_sweep(rounds))
     assert list(df.columns) == ["model", "batch", "threads", "torch (eager)",
                                 "tensorflow (eager)"]
     assert df.to_dict("records") == [
@@ -95,7 +95,7 @@ def test_gflops_use_one_flop_count_for_every_framework():
     from dataclasses import replace
 
     from engine.run.records import FLOP_BASIS, one_flop_count
-    from tests.helpers import ok_record
+    from seeds.records import ok_record
     torch_run = ok_record("t", samples=(2_000_000,) * 3)  # 1 GFLOP per sample, 2 ms
     assert one_flop_count(torch_run, None).gflops_per_s == pytest.approx(500.0)
     tf_run = replace(torch_run, framework="tensorflow", runtime="tf_function",
@@ -114,7 +114,7 @@ def test_comparisons_across_frameworks_state_the_architecture_differences():
     from engine.core.catalog import CATALOG
     rounds = [_round("torch", 1, 1, 10.0), _round("tensorflow", 1, 1, 20.0)]
     assert architecture_notes(aggregate(rounds)) == [("resnet18", CATALOG["resnet18"].note)]
-    assert f"  resnet18: {CATALOG['resnet18'].note}" in compare_table(aggregate(rounds))
+    assert f"  resnet18: {CATALOG['resnet18'].note}" in compare_table(judge_sweep(rounds))
     assert architecture_notes(aggregate(rounds[:1])) == []  # one framework: nothing crossed
 
 

@@ -285,7 +285,7 @@ def test_part_of_a_shape_measured_on_a_vm_says_so_unless_the_row_settles_it():
 def test_the_store_reads_the_hypervisor_flag_a_run_recorded(db_path):
     from store.queries import machine_throughput
     from store.runs import save_record
-    from tests.helpers import LOCAL, ok_record
+    from seeds.records import LOCAL, ok_record
     with open_db(db_path) as con:
         for i, flag in enumerate((True, None)):
             rec = ok_record(f"h-{i}", batch_size=8, intra_threads=4)

@@ -15,7 +15,7 @@ from engine.present.report import REPORT_FORMATS, build_report
 from engine.core.errors import UserError
 from store.db import open_db
 from store.runs import save_record, save_sweep
-from tests.helpers import SYSTEM, ok_record, seed_sweep, seed_workloads
+from seeds.records import SYSTEM, ok_record, seed_sweep, seed_workloads
 
 # What seed_sweep stores, worked out by hand: torch's batch-1 round medians are 10.1 and
 # 10.2 ms at 1 thread (5.1 and 5.2 ms at 2), TensorFlow's twice that.

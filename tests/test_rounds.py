@@ -10,7 +10,7 @@ from engine.cli import main
 from engine.run.sweep import config_key, next_round
 from engine.core.budget import RoundBudget, default_max_rounds, round_floor_s
 from engine.core.errors import UserError
-from tests.helpers import ok_record, spec
+from seeds.records import ok_record, spec
 
 EAGER, SCRIPT = spec(runtime="eager"), spec(runtime="torchscript")
 

@@ -14,7 +14,7 @@ from engine.core.errors import UserError
 from engine.core.serving import ServeSpec
 from engine.core.protocol import InferenceResult, Progress, Started, TrainResult
 from tests.conftest import ROOT
-from tests.helpers import failed_record, ok_record
+from seeds.records import failed_record, ok_record
 
 
 def test_every_spec_type_has_exactly_one_scenario():

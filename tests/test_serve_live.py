@@ -23,7 +23,7 @@ from engine.run.machine import system_info
 from engine.run.requests import ServeRequest
 from engine.scenarios import SERVING
 from engine.scenarios.base import phase_of
-from tests.helpers import ok_record
+from seeds.records import ok_record
 from tests.serving_seed import seed_closed_loop
 from tests.test_pages import FakeManager, page
 

@@ -11,7 +11,7 @@ import pytest
 from store.db import open_db
 from store.queries import data_version
 from store.runs import list_runs, save_record
-from tests.helpers import SYSTEM, ok_record
+from seeds.records import SYSTEM, ok_record
 
 
 def test_a_cached_read_reruns_its_query_only_after_a_write(db_path, monkeypatch):
@@ -128,7 +128,7 @@ def test_a_page_says_results_are_being_written_instead_of_failing(db_path, monke
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import ROOT
-    from tests.helpers import seed_sweep
+    from seeds.records import seed_sweep
     seed_sweep(db_path)
     monkeypatch.setenv("BENCH_DB", str(db_path))
     holder = holder_process(db_path)  # holds past the page's 5 s wait

@@ -10,7 +10,7 @@ from store.queries import overview
 from store.db import MIGRATIONS, applied_migrations, connect, open_db, resolve_db_path
 from store.runs import (EPOCH_COLUMNS, known_model_stats, list_runs, run_samples, save_record,
                         framework_version)
-from tests.helpers import SYSTEM, failed_record, ok_record
+from seeds.records import SYSTEM, failed_record, ok_record
 
 EXPECTED_RUN_COLUMNS = [
     "run_id", "sweep_id", "model", "framework", "runtime", "batch_size", "intra_threads",
@@ -149,7 +149,7 @@ def test_latest_latency_matches_runtime_and_precision(db_path):
     from dataclasses import replace
 
     from store.queries import latest_latency
-    from tests.helpers import seed_sweep, spec
+    from seeds.records import seed_sweep, spec
 
     seed_sweep(db_path)
     eager = spec(model="mobilenet_v3_small", batch_size=1, intra_threads=1)
@@ -161,7 +161,7 @@ def test_latest_latency_matches_runtime_and_precision(db_path):
 
 def test_comparable_models_are_those_with_ok_timed_inference_runs(db_path):
     from store.queries import comparable_models
-    from tests.helpers import seed_sweep, seed_workloads
+    from seeds.records import seed_sweep, seed_workloads
 
     seed_sweep(db_path)
     seed_workloads(db_path)  # resnet18 training and png loading are not comparable here
@@ -176,7 +176,7 @@ def test_aggregates_never_blend_devices_precisions_inter_threads_or_machines(db_
 
     from engine.present.frames import setting_choices
     from store.queries import config_summary, machine_throughput, settings
-    from tests.helpers import SYSTEM, ok_record
+    from seeds.records import SYSTEM, ok_record
     other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
     fast, slow = (1_000_000,) * 3, (4_000_000,) * 3
     with open_db(db_path) as con:
@@ -230,7 +230,7 @@ def test_data_loading_images_per_s_is_samples_over_measured_time_per_machine(db_
     from engine.present.frames import setting_choices
     from engine.scenarios import DATA_LOADING
     from store.queries import load_summary, settings
-    from tests.helpers import load_record
+    from seeds.records import load_record
     other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
     # Batch 8; here one batch of three stalls: median 2 ms, but 3 batches in 12 ms, so
     # 2,000 images/s (batch over the median would say 4,000). There: 1 ms each, 8,000/s.

@@ -10,7 +10,7 @@ from engine.present.study_text import STUDY_COLUMNS, study_table
 from store.db import open_db
 from store.runs import save_record
 from store.study import study_inference, study_training
-from tests.helpers import SYSTEM, ok_record, train_record
+from seeds.records import SYSTEM, ok_record, train_record
 
 MS = 1_000_000  # ns
 

@@ -15,7 +15,7 @@ from engine.run.replicas import combine_replicas, replica_window_s
 from engine.run.runner import Runner
 from engine.run.together import plan_together
 from engine.core import MeasurementPolicy, expand_sweep
-from tests.helpers import spec
+from seeds.records import spec
 
 TORCH_TF = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1, 8], [1], cores=2)
 

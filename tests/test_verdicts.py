@@ -12,6 +12,7 @@ from engine.analysis.compare import aggregate, contests
 from engine.analysis.paired import EQUIVALENT_CODE, WINNER_CODE
 from engine.analysis.sequential import EQUIVALENT, UNDECIDED, VerdictRule, compare_rounds
 from engine.analysis.simulate import simulate
+from engine.analysis.sweep_verdict import judge_sweep
 from engine.analysis.verdicts import fit_levels
 from engine.present.frames import raw_frame
 from engine.present.tables import compare_table
@@ -57,11 +58,11 @@ def test_the_worked_example_stars_the_contender_the_sentence_names():
         cmp.speedup, rel=1e-4)
     assert ("a (x) and c (x) are equivalent within ±2 % (a (x) measured 1.004x faster; "
             "97.5 % sequential interval 0.999-1.009, 3 rounds)") in contest.sentences
-    text = compare_table(aggregate(_runs(a=A, b=B, c=C)), rule=RULE)
+    text = compare_table(judge_sweep(_runs(a=A, b=B, c=C), rule=RULE))
     assert "*10.00 [9.98-11.62] ?" in text and "=10.04 [10.03-10.05]" in text
     assert "`python -m engine compare SWEEP --raw`" in text
     # the raw figures, one click (or flag) away
-    assert "10.77" in compare_table(aggregate(_runs(a=A, b=B, c=C)), rule=RULE, raw=True)
+    assert "10.77" in compare_table(judge_sweep(_runs(a=A, b=B, c=C), rule=RULE), raw=True)
     frame = raw_frame([contest])
     assert frame["geometric mean [ms]"].tolist() == ["10.77", "11.09", "10.04"]
     assert frame["round 4 [ms]"].tolist() == ["11.60", "11.95", ""]

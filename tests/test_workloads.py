@@ -19,7 +19,7 @@ from engine.worker.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs
 from store.runs import profile_ops, profile_trace, save_record, train_epochs, train_steps
-from tests.helpers import SYSTEM, base_fields, train_record as _train_record, train_spec
+from seeds.records import SYSTEM, base_fields, train_record as _train_record, train_spec
 
 
 @pytest.mark.parametrize("kw, field, text", [
@@ -236,7 +236,7 @@ def test_load_table_puts_implementations_in_columns():
 @pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
 def test_training_epochs_steps_and_operators_survive_export_and_import(fmt, tmp_path):
     from store.ingest import export_runs, import_file
-    from tests.helpers import seed_workloads
+    from seeds.records import seed_workloads
 
     src, dst = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     seed_workloads(src)

@@ -152,6 +152,12 @@ class ConfigResult:
         return _worst(v[1] for v in self.round_load.values())
 
     @property
+    def throughputs(self) -> dict:
+        """round -> samples/s: measured, or from the round median where none was stored."""
+        return dict(self.round_throughputs) or {n: self.batch_size * 1000 / m
+                                                for n, m in self.round_medians.items()}
+
+    @property
     def row(self) -> tuple:
         """A contest: (model, image size, batch, threads, contention)."""
         return (self.model, self.image_size, self.batch_size, self.threads, self.contention)

@@ -56,7 +56,7 @@ class NoiseModel:
 def _quiet(results) -> list:
     """Configurations measured without our neighbour: its busy phases are the setting a
     contention run asks for, not the machine's noise or drift."""
-    return [r for r in results if getattr(r, "contention", "none") == "none"]
+    return [r for r in results if r.contention == "none"]
 
 
 def noise_model(results) -> NoiseModel | None:

@@ -204,7 +204,7 @@ def energy_seconds(args) -> float:
 
 
 def cmd_run(args) -> int:
-    from engine.analysis.compare import aggregate
+    from engine.analysis.sweep_verdict import judge_sweep
     from engine.present.tables import compare_table
     from engine.run.sweep import verdict_rule
 
@@ -222,8 +222,8 @@ def cmd_run(args) -> int:
             print(f"left out: {split}")
 
         def table(records):
-            return compare_table(aggregate([vars(r) for r in records]),
-                                 color=sys.stdout.isatty(), rule=verdict_rule(request.budget()))
+            verdict = judge_sweep(map(vars, records), rule=verdict_rule(request.budget()))
+            return compare_table(verdict, color=sys.stdout.isatty())
         records = run_and_summarize(
             request, specs, args, table=None if args.no_table else table, noun="runs",
             seed=args.seed, process_per_run=args.process_per_run,

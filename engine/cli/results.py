@@ -97,20 +97,15 @@ def cmd_sweeps(args) -> int:
 def cmd_compare(args) -> int:
     if args.baseline or args.candidate:  # engine/cli/history.py: the regression check
         return cmd_regress(args)
-    from engine.analysis.compare import aggregate, stored_rule
     from engine.present.tables import compare_table
     from store.db import open_db
-    from store.runs import sweep_rounds, sweep_rule
     from store.sweep_ref import resolve_inference_sweep
+    from store.verdicts import sweep_verdicts
 
     with open_db(args.db) as con:
-        sweep_id = resolve_inference_sweep(con, args.sweep)
-        rows = sweep_rounds(con, sweep_id)
-        kept = sweep_rule(con, sweep_id)
-    print(f"sweep {sweep_id}: {len(rows)} runs")
-    results = aggregate(rows)
-    print(compare_table(results, color=sys.stdout.isatty(), rule=stored_rule(kept, results),
-                        raw=args.raw))
+        verdict = sweep_verdicts(con, resolve_inference_sweep(con, args.sweep))
+    print(f"sweep {verdict.sweep_id}: {verdict.runs} runs")
+    print(compare_table(verdict, color=sys.stdout.isatty(), raw=args.raw))
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from engine.analysis.compare import ConfigResult
+from engine.analysis.sweep_verdict import SweepVerdict
 from engine.present.tables import compare_grid, raw_rows, row_label
 from engine.core.inference import CONDITION_LABELS
 
@@ -14,11 +14,12 @@ __all__ = ["compare_frame", "raw_frame", "load_grid", "highlight_cells", "settin
 BEST_CSS = "background-color: #d4f4dd; font-weight: bold"
 
 
-def compare_frame(results: list[ConfigResult], marks=("★ ", "≈ ", "= "), rule=None):
+def compare_frame(verdict: SweepVerdict, marks=("★ ", "≈ ", "= "), models=None):
     """(table, best cells, rounds, contests): one row per contest (model and size, batch,
     threads), one column per contender, cells as the terminal table writes them; best cells
-    as (row index, column) pairs; rounds at least 1. rule: the sweep's VerdictRule."""
-    cols, grid, rounds = compare_grid(results, marks=marks, rule=rule)
+    as (row index, column) pairs; rounds at least 1. models: only these models' rows
+    (None: every row), judged as in the whole sweep."""
+    cols, grid, rounds = compare_grid(verdict, marks=marks, models=models)
     rows, best = [], []
     for contest, cells, winner in grid:
         if winner is not None:

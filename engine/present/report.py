@@ -11,7 +11,8 @@ sentences, the noise, one machine line and the command, for a pull request or a
 wiki page.
 
 Every figure comes from the functions the pages and `python -m engine compare` use
-(engine.analysis, engine.present), so the report cannot disagree with them. This module
+(the verdict from store.verdicts.sweep_verdicts, its words from engine.present), so the
+report cannot disagree with them. This module
 reads the store and decides what the report says (ReportData); engine/present/report_doc.py
 writes it down and escapes what came from the database.
 """
@@ -24,8 +25,6 @@ from datetime import date
 
 import pandas as pd
 
-from engine.analysis.compare import aggregate, stored_rule
-from engine.analysis.noise import noise_model
 from engine.analysis.cost import cpu_shapes, default_shape, equivalents
 from engine.analysis.cost_machines import basis, machine_rows
 from engine.analysis.price_age import age_text, stale_prices
@@ -46,8 +45,8 @@ from store.provenance import (sweep_configs, sweep_energy, sweep_info, sweep_pol
                               sweep_software, sweep_user_models, sweep_systems)
 from store.queries import (comparable_models, config_samples, config_summary,
                            machine_throughput, settings)
-from store.runs import sweep_rounds
 from store.sweep_ref import resolve_inference_sweep
+from store.verdicts import sweep_verdicts
 
 __all__ = ["build_report", "check_format", "REPORT_FORMATS"]
 
@@ -80,11 +79,9 @@ def build_report(con, sweep_id: str | None, fmt: str = "html",
 
 def _gather(con, sweep_id: str, today: date) -> ReportData:
     info = sweep_info(con, sweep_id)
-    rows = sweep_rounds(con, sweep_id)
-    results = aggregate(rows)
-    rule = stored_rule(info, results)
-    latency, best, rounds, contest_rows = compare_frame(results, marks=_MARKS, rule=rule)
-    tp_cols, tp_grid, _ = compare_grid(results, as_throughput=True, marks=_MARKS, rule=rule)
+    verdict = sweep_verdicts(con, sweep_id)
+    latency, best, rounds, contest_rows = compare_frame(verdict, marks=_MARKS)
+    tp_cols, tp_grid, _ = compare_grid(verdict, as_throughput=True, marks=_MARKS)
     sentences = [f"{row_text(c.row)}: {s}" for c in contest_rows for s in c.sentences]
 
     # The charts and the cost read one setting, as the pages do (figures never blend
@@ -107,20 +104,17 @@ def _gather(con, sweep_id: str, today: date) -> ReportData:
     policy = sweep_policy(con, sweep_id)
     user_models = sweep_user_models(con, sweep_id)
     command, command_note = _command(info, configs, policy, user_models)
-    noise = noise_model(results)
     ceilings = gather_ceilings(con, sweep_id, models, setting)
     if ceilings.figure is not None:
         charts = [*charts, ceilings.figure]
     return ReportData(
-        sweep_id=sweep_id, info=info, runs=len(rows),
-        ok=sum(r["status"] == "ok" for r in rows),
-        models=sorted({r["model"] for r in rows}),
-        contenders=list(dict.fromkeys(r.contender for r in results)),
+        sweep_id=sweep_id, info=info, runs=verdict.runs, ok=verdict.ok,
+        models=list(verdict.models), contenders=list(verdict.columns),
         latency=latency, best=best, rounds=rounds, raw=raw_frame(contest_rows),
         throughput=(tp_cols, tp_grid), sentences=sentences,
-        notes=architecture_notes(results), noise=noise,
-        noise_lines=noise_lines(results, noise), rule_text=rule_line(rule),
-        contention=contention_lines(results, rule), setting_note=setting_note,
+        notes=architecture_notes(verdict.results), noise=verdict.noise,
+        noise_lines=noise_lines(verdict), rule_text=rule_line(verdict.rule),
+        contention=contention_lines(verdict), setting_note=setting_note,
         charts=charts, chart_note=chart_note, efficiency=efficiency, cost=cost,
         systems=sweep_systems(con, sweep_id), software=sweep_software(con, sweep_id),
         user_models=user_models,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from engine.analysis.compare import ConfigResult, contests, default_rule, geomean
-from engine.analysis.verdicts import figures_of
-from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_effects
-from engine.analysis.noise import drift_cause, noise_model
+from engine.analysis.compare import ConfigResult, geomean
+from engine.analysis.noise import drift_cause
 from engine.analysis.sequential import VerdictRule
+from engine.analysis.sweep_verdict import SweepVerdict
 from engine.analysis.stats import p99_confident
 from engine.core.catalog import CATALOG, model_label
 from engine.core.inference import CONDITION_LABELS
@@ -117,11 +116,11 @@ def rule_line(rule: VerdictRule) -> str:
             "equivalent")
 
 
-def noise_lines(results: list[ConfigResult], model=None) -> list[str]:
-    """The sweep's variation split in two (engine.analysis.noise.noise_model, or the model
-    given): the noise pairing leaves, which verdicts must beat, and the drift between
-    rounds, which pairing cancels, with its likely cause."""
-    model = model or noise_model(results)
+def noise_lines(verdict: SweepVerdict) -> list[str]:
+    """The sweep's variation split in two (its noise model): the noise pairing leaves,
+    which verdicts must beat, and the drift between rounds, which pairing cancels, with its
+    likely cause."""
+    model = verdict.noise
     if model is None:
         return []
     noise = (f"measurement noise ±{model.residual_pct:.1f} %: what pairing leaves (residual "
@@ -131,7 +130,7 @@ def noise_lines(results: list[ConfigResult], model=None) -> list[str]:
         return [noise, "the machine did not drift between rounds"]
     return [noise, f"the machine drifted {model.drift_pct:.1f} % between rounds (round "
                    f"{model.slowest} against round {model.fastest}; pairing cancels it); "
-                   f"{drift_cause(results, model)}"]
+                   f"{drift_cause(verdict.results, model)}"]
 
 
 def _ratio(c) -> str:
@@ -151,11 +150,10 @@ def sentence(line: str) -> str:
     return line[:1].upper() + line[1:] + ("" if line.endswith((".", ":")) else ".")
 
 
-def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = None
-                     ) -> list[str]:
+def contention_lines(verdict: SweepVerdict) -> list[str]:
     """Shared versus dedicated: each contender's slowdown beside the neighbour, whether a
     verdict changes, and what torch's passive wait policy does (empty without contention)."""
-    slow = slowdowns(results)
+    slow = verdict.slowdowns
     if not slow:
         return []
     out = ["shared versus dedicated (a neighbour busy on one of the run's cores; paired by "
@@ -164,7 +162,7 @@ def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = Non
         out.append(f"  {row_text(s.row)} · {s.contender}: {_ratio(s.paired)} slower "
                    f"{_beside(s.condition)} ({s.quiet_ms:,.2f} -> "
                    f"{s.busy_ms:,.2f} ms)")
-    for ch in verdict_changes(results, rule):
+    for ch in verdict.changes:
         beside = _beside(ch.condition)
         if ch.changed:
             text = f"the verdict changes {beside}: {ch.quiet} wins quietly, {ch.busy} {beside}"
@@ -174,7 +172,7 @@ def contention_lines(results: list[ConfigResult], rule: VerdictRule | None = Non
             text = (f"no decided winner to compare ({ch.quiet or 'undecided'} quietly, "
                     f"{ch.busy or 'undecided'} {beside})")
         out.append(f"  {row_text(ch.row)}: {text}")
-    for row, contender, condition, default, passive, paired in wait_policy_effects(results):
+    for row, contender, condition, default, passive, paired in verdict.wait_effects:
         where = _beside(condition) if condition != "none" else "on a dedicated machine"
         faster = paired.speedup >= 1
         _, _, factor, lo, hi = paired.leaning("passive", "default")  # the side it leans to
@@ -200,23 +198,23 @@ FIGURES_NOTE = ("drift-adjusted figures: a configuration + round fit over each r
                 "its own round medians")
 
 
-def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
-                 marks: tuple[str, ...] = ("*", "~", "="), rule: VerdictRule | None = None):
+def compare_grid(verdict: SweepVerdict, *, as_throughput: bool = False,
+                 marks: tuple[str, ...] = ("*", "~", "="), models=None):
     """(columns, rows, rounds) of the comparison, for the terminal and the dashboard alike.
     columns: the contenders (framework (runtime)); rows: per contest (model, size, batch,
     threads), (contest, one text per column, the best column). A cell is the contender's
-    drift-adjusted figure (Contest.figures; for throughput the same fit on its round
-    throughputs) with the min-max over its own rounds (cell_text), prefixed with marks[0]
-    when it is the row's best, marks[1] when its gap to the best is not decided and
-    marks[2] when it is equivalent to the best within the margin; a contender with no
-    successful round shows its statuses; an empty string means not measured."""
-    cols, contest_rows = contests(results, rule)
+    drift-adjusted figure (Contest.figures; for throughput SweepVerdict.throughputs) with
+    the min-max over its own rounds (cell_text), prefixed with marks[0] when it is the
+    row's best, marks[1] when its gap to the best is not decided and marks[2] when it is
+    equivalent to the best within the margin; a contender with no successful round shows
+    its statuses; an empty string means not measured. models: only these models' rows and
+    their contenders (None: every row)."""
+    results = verdict.results_for(models)
+    cols = list(dict.fromkeys(r.contender for r in results))
     rounds = max((r.summary.rounds for r in results if r.summary), default=0)
     grid = []
-    for contest in contest_rows:
-        batch = contest.row[2]
-        figures = (figures_of({c: _throughputs(r, batch) for c, r in contest.cells.items()
-                               if r.summary}) if as_throughput else contest.figures)
+    for contest in verdict.contests_for(models):
+        figures = verdict.throughputs[contest.row] if as_throughput else contest.figures
         cells = []
         for c in cols:
             r = contest.cells.get(c)
@@ -228,15 +226,9 @@ def compare_grid(results: list[ConfigResult], *, as_throughput: bool = False,
                 mark = (marks[0] if c == contest.best else
                         marks[2] if c in contest.equivalent else
                         marks[1] if c in contest.undecided else "")
-                cells.append(mark + cell_text(r, batch, as_throughput, rounds, figures.get(c)))
+                cells.append(mark + cell_text(r, as_throughput, rounds, figures.get(c)))
         grid.append((contest, cells, contest.best))
     return cols, grid, rounds
-
-
-def _throughputs(r: ConfigResult, batch: int) -> dict:
-    """round -> samples/s: measured, or from the round median where none was stored."""
-    return dict(r.round_throughputs) or {n: batch * 1000 / m
-                                         for n, m in r.round_medians.items()}
 
 
 def raw_rows(contest_rows) -> tuple[list[str], list[list[str]]]:
@@ -265,19 +257,17 @@ def raw_lines(contest_rows) -> list[str]:
              "drift-adjusted):", format_table(headers, rows)] if rows else [])
 
 
-def compare_table(results: list[ConfigResult], *, color: bool = False,
-                  rule: VerdictRule | None = None, raw: bool = False) -> str:
+def compare_table(verdict: SweepVerdict, *, color: bool = False, raw: bool = False) -> str:
     """Rows: model / batch / threads; columns: framework (runtime). Values aggregate the
     rounds: drift-adjusted figures with the min-max over each configuration's own rounds;
     the best per row is starred, cells whose gap to the best is undecided are marked '~'
     and equivalent ones '=', and each row's verdict is spelled out below the tables with
     the sweep's noise. raw: each configuration's own round medians follow."""
     out = []
-    rule = rule or default_rule(results)
     for title, as_throughput in (
             ("median latency per batch [ms], lower is better", False),
             ("throughput [samples/s] over the measured time, higher is better", True)):
-        cols, grid, rounds = compare_grid(results, as_throughput=as_throughput, rule=rule)
+        cols, grid, rounds = compare_grid(verdict, as_throughput=as_throughput)
         table, highlight = [], set()
         for ri, (contest, cells, best) in enumerate(grid):
             table.append([row_label(contest.row), str(contest.row[2]), str(contest.row[3]),
@@ -300,17 +290,17 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
         out.append("")
     verdicts = [f"  {row_text(c.row)}: {s}" for c in rows for s in c.sentences]
     if verdicts:
-        out.append(rule_line(rule) + ":")
+        out.append(rule_line(verdict.rule) + ":")
         out.extend(verdicts)
         out.append("")
-    notes = architecture_notes(results)
+    notes = architecture_notes(verdict.results)
     if notes:
         out.append("architectures compared across frameworks (not identical graphs):")
         out.extend(f"  {m}: {note}" for m, note in notes)
         out.append("")
-    noise = noise_lines(results)
+    noise = noise_lines(verdict)
     out.extend(noise)
-    out.extend(contention_lines(results, rule))
+    out.extend(contention_lines(verdict))
     if not noise and rounds <= 1:
         out.append("one round: differences are not tested for significance "
                    "(use --rounds 2 or more)")
@@ -318,7 +308,7 @@ def compare_table(results: list[ConfigResult], *, color: bool = False,
     return "\n".join(out)
 
 
-def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int,
+def cell_text(r: ConfigResult, as_throughput: bool, rounds: int,
               figure: float | None = None) -> str:
     """The cell of one contender: `figure` (the contest's drift-adjusted one; None: the
     geometric mean over its rounds, of round medians or of round throughputs: samples over
@@ -326,7 +316,7 @@ def cell_text(r: ConfigResult, batch: int, as_throughput: bool, rounds: int,
     s = r.summary
     noisy = s.flag == "noisy" or r.noisy_rounds > 0
     if as_throughput:
-        tp = list(_throughputs(r, batch).values())
+        tp = list(r.throughputs.values())
         text = f"{geomean(tp) if figure is None else figure:,.1f}"
         if len(tp) > 1:
             text += f" [{min(tp):,.1f}-{max(tp):,.1f}]"

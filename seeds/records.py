@@ -1,11 +1,25 @@
-"""Records built by hand, for store and interop tests (no worker needed)."""
+"""Stored-looking runs built by hand, with raw samples and fixed numbers (no worker runs):
+the one builder of test data, for tests/ and for the benchmarks in bench/ that need a
+database to read. It lives outside both because neither may import the other (a benchmark
+runs from a checkout without the test tree).
+
+Records go through the engine's own record_from_result, so their statistics are derived
+from their raw samples as a real run's are. Tests assert figures worked out from these
+values and the benchmarks compare runs over time, so change a value only with both in
+mind; a new case is a new builder.
+"""
 
 from datetime import datetime, timezone
 
+from engine.core import MeasurementPolicy, RunSpec
 from engine.core.protocol import InferenceResult, TrainResult
 from engine.core.record import RunRecord
 from engine.run.records import config_extra, record_from_result
-from engine.core import MeasurementPolicy, RunSpec
+from engine.scenarios import DATA_LOADING, TRAINING
+
+__all__ = ["SYSTEM", "LOCAL", "MACHINES", "spec", "base_fields", "ok_record", "failed_record",
+           "seed_sweep", "train_spec", "train_record", "load_record", "seed_workloads",
+           "seed_machines"]
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
           "physical_cores": 1, "logical_cores": 2, "usable_cores": 2, "sockets": 1,
@@ -105,7 +119,7 @@ def train_record(run_id, framework, walls, tests, **kw):
                       epochs=tuple(epochs),
                       step_losses=tuple(2.3 - 0.1 * i for i in range(4 * len(walls))),
                       data_description="digits", feed_sha256="abc", **kw)
-    base = {**base_fields(s, run_id), "kind": "train", "dataset": "digits",
+    base = {**base_fields(s, run_id), "kind": TRAINING.kind, "dataset": "digits",
             "extra": config_extra(s)}
     return record_from_result(base, res, s)
 
@@ -122,7 +136,7 @@ def load_record(run_id, fmt, runtime, batch, workers, ms, status="ok"):
                      status=status, reason="" if status == "ok" else
                      "only 3 of the required 30 iterations ran before max_time",
                      median_ms=ms, throughput=batch * 1000 / ms, validity="valid",
-                     kind="dataload", workers=workers, dataset=f"{fmt}-64x64px-seed0",
+                     kind=DATA_LOADING.kind, workers=workers, dataset=f"{fmt}-64x64px-seed0",
                      system_id=SYSTEM["system_id"],
                      round_no=1, started_at=datetime(2026, 11, 21, 13, 0, tzinfo=timezone.utc),
                      extra={"decoder": decoder, "normalize": normalize, "pipeline": pipeline},
