@@ -193,7 +193,9 @@ def result_sets(con) -> pd.DataFrame:
         labels.setdefault(sweep_id, set()).add(label)
     sets["versions"] = [", ".join(sorted(labels.get(s, ()))) for s in sets.sweep_id]
     for col in ("commits", "machines", "machine_names"):  # no match gives NULL, not []
-        sets[col] = [list(v) if v is not None else [] for v in sets[col]]
+        # (pandas hands a NULL list over as NA, not None: a sweep run outside a git
+        # checkout has no commit)
+        sets[col] = [[] if v is None or v is pd.NA else list(v) for v in sets[col]]
     return sets
 
 

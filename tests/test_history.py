@@ -58,6 +58,22 @@ def test_result_sets_list_commit_versions_and_machine_newest_first(history_db):
     assert (sets.runs.tolist(), sets.ok.tolist()) == ([3] * 5, [3] * 5)
 
 
+def test_a_sweep_run_outside_a_git_checkout_lists_no_commit(db_path):
+    """Runs stored with no commit (a copy of the project that is not a git checkout): the
+    list of commits is empty, not a crash on the NULL DuckDB hands over."""
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, "no-git", rounds=1, seed=1, plan=[[]], configurations=1)
+        rec = ok_record("no-git-1", samples=(10_000_000,) * 3, model="mobilenet_v3_small")
+        save_record(con, replace(rec, sweep_id="no-git", round_no=1, git_commit=None,
+                                 system_id=SYSTEM["system_id"]), SYSTEM)
+        sets = result_sets(con)
+    assert sets.sweep_id.tolist() == ["no-git"]
+    assert sets.commits.tolist() == [[]]
+    assert sets.machines.tolist() == [[SYSTEM["system_id"]]]
+
+
 @pytest.mark.parametrize("selector, label, sweeps", [
     ("sweep-a", "sweep sweep-a", {"sweep-a"}),  # an exact id wins over sweep-a2
     ("sweep-a,sweep-a2", "2 sweeps (sweep-a, sweep-a2)", {"sweep-a", "sweep-a2"}),
