@@ -6,6 +6,7 @@ imports, and the browser tests the server's memory maps).
 
 import streamlit as st
 
+from dashboard.guide import guide_switch
 from dashboard.session import access
 from store.db import resolve_db_path
 
@@ -34,10 +35,15 @@ def run() -> None:
         st.Page("pages/cost.py", title="Cost", icon=":material/payments:", url_path="cost"),
         st.Page("pages/system.py", title="System", icon=":material/memory:",
                 url_path="system"),
+        # The README and docs/ in the browser: where the pages' guides link to.
+        st.Page("pages/docs.py", title="Docs", icon=":material/menu_book:", url_path="docs"),
     ]
     nav = st.navigation(pages)
     st.sidebar.caption(f"Database: `{resolve_db_path()}`")
     sign_in(who)
+    # A page's url path names its guide, docs/pages/<url path>.md; Streamlit gives the
+    # default page's as "" (it is served at /).
+    guide_switch(nav.url_path or ("results" if who.viewer else "run"))
     nav.run()
 
 

@@ -26,7 +26,7 @@ __all__ = ["Access", "decide", "viewer_mode", "is_remote", "TRUE_WORDS", "PROXY_
 TRUE_WORDS = ("1", "true", "yes", "on")
 # A reverse proxy (nginx, Caddy, a cloud load balancer) connects from loopback and names the
 # real client in one of these; jupyter-server-proxy sets X-Forwarded-* only when configured to,
-# and its own users are already signed in to Jupyter (see README).
+# and its own users are already signed in to Jupyter (see docs/SHARING.md).
 PROXY_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded")
 
 

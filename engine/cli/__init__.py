@@ -24,21 +24,35 @@ from engine.cli import (calibrate, history, inference, prices, report, results, 
                         tune, workloads)
 from engine.core.errors import UserError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "GUIDES"]
 
 _FAMILIES = (inference, results, prices, workloads, serving, tune, report, history,
              calibrate)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
+# Where each command is explained (its --help ends with it): one hop from the command to
+# its guide. docs/CLI.md lists every command and flag and where each flag is explained.
+GUIDES = {"run": "docs/CLI.md", "models": "docs/CLI.md", "runtimes": "docs/RUNTIMES.md",
+          "batch-search": "docs/RUNTIMES.md", "runs": "docs/CLI.md", "sweeps": "docs/CLI.md",
+          "compare": "docs/CLI.md", "export": "docs/CLI.md", "import": "docs/CLI.md",
+          "prices": "docs/COST.md", "train": "docs/pages/training.md",
+          "dataload": "docs/pages/dataload.md", "serve": "docs/SERVING.md",
+          "tune": "docs/SERVING.md", "report": "docs/CLI.md", "history": "docs/CLI.md",
+          "calibrate": "docs/CEILINGS.md"}
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine",
                                  description="Benchmark deep-learning inference, training "
                                              "and data loading; store results in DuckDB; "
-                                             "compare frameworks.")
+                                             "compare frameworks.",
+                                 epilog="Every command and flag: docs/CLI.md; start with "
+                                        "README.md.")
     sub = ap.add_subparsers(dest="command", required=True)
     for family in _FAMILIES:
         family.add_parsers(sub)
+    for name, parser in sub.choices.items():
+        parser.epilog = f"Guide: {GUIDES[name]}" + (
+            "" if GUIDES[name] == "docs/CLI.md" else " (every flag: docs/CLI.md)")
     return ap
 
 

@@ -25,7 +25,8 @@ _TRAIN = ["train_runs", "epochs", "s_per_epoch", "samples_per_s", "train_loss", 
 STUDY_COLUMNS = ["model", "language", "batch_size", "threads", "image_size", *_TRAIN,
                  *(f"{p} p50 [ms]" for p in _PATHS)]
 
-# The two commands that produce the study's runs (README and the page's empty state).
+# The two commands that produce the study's runs (docs/pages/training.md and the page's
+# empty state).
 STUDY_COMMANDS = (
     "python -m engine train --model resnet18 --framework torch --runtime eager libtorch "
     "--dataset digits --epochs 5 --batch 64 --threads 2",
