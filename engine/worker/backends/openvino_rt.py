@@ -1,6 +1,7 @@
 """OpenVINO on its CPU plugin (issue 28 part 5): the torch model converted by
 `openvino.convert_model` (its PyTorch frontend, from the module and an example input),
-compiled per batch size with a performance hint, the thread count and the precision pinned.
+compiled per batch size with a performance hint (the spec's `ov_hint` option), the thread
+count and the precision pinned.
 
 Why convert from the module and not from the ONNX file the onnxruntime backend exports:
 one step instead of two (no export, no temporary file), and OpenVINO's PyTorch frontend is
@@ -83,14 +84,14 @@ class Backend(torch_eager.Backend):
         model = self.ov_model.clone()
         model.reshape({i: ov.PartialShape(list(s)) for i, s in enumerate(shapes)})
         self.compiled = self.core.compile_model(model, "CPU", {
-            hints.performance_mode: _MODES[spec.ov_hint],
+            hints.performance_mode: _MODES[spec.options["ov_hint"]],
             props.inference_num_threads: torch.get_num_threads(),
             hints.inference_precision: _TYPES[spec.precision]})
         self.prepare_s = self.convert_s + time.perf_counter() - t
         self.shape = shapes
         self.request = self.compiled.create_infer_request()
         self.runtime_settings = {
-            "ov_hint": spec.ov_hint,
+            "ov_hint": spec.options["ov_hint"],
             "ov_streams": int(self.compiled.get_property(props.num_streams)),
             "ov_threads": int(self.compiled.get_property(props.inference_num_threads)),
             "ov_inference_precision":
