@@ -1,7 +1,9 @@
 """One row per runtime (engine/core/runtimes.py): every table the project reads about a
 runtime is derived from the rows, and this file fails when one disagrees with them. The
 comparison is a pure function of rows and tables, so a test plants a disagreement (a row
-changed, and the hand-written table the rows replaced) and shows it is caught."""
+changed, and the hand-written table the rows replaced) and shows it is caught. Then the
+runtime added with the rows, OpenVINO on a user's .onnx and .pt2 files: its refusals and
+acceptances by value here, real runs in tests/test_user_model_cli.py."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from engine.core import catalog, inference, model_source, precision, serving, training
 from engine.core.errors import UserError
 from engine.core.inference import RunSpec, expand_sweep
+from engine.core.model_source import InputSpec, ModelSource
 from engine.core.runtimes import OPTIONS, ROWS, RuntimeOptions, row
 from engine.core.serving import ServeSpec
 from engine.worker import backends, numerics
@@ -182,6 +185,79 @@ def test_a_spec_travels_with_its_options_and_an_old_hint_field_decodes(tmp_path)
             options or {})
     serve = ServeSpec(spec, "offline", min_query_count=10).validate(cores=2)
     assert ServeSpec.from_dict(json.loads(json.dumps(serve.to_dict()))) == serve
+
+
+def _file(tmp_path, fmt) -> ModelSource:
+    path = tmp_path / f"net.{fmt}"
+    path.write_bytes(b"x")  # never read here: the format comes from the name
+    return ModelSource("net", fmt, (InputSpec("input", (1, 3, 16, 16)),), path=str(path))
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_openvino_takes_a_users_onnx_and_pt2_file_with_its_hint(tmp_path, fmt):
+    src = _file(tmp_path, fmt)
+    assert model_source.FORMAT_RUNTIMES[fmt][1][-1] == "openvino"
+    (spec,) = expand_sweep(["net"], ["torch"], [4], [1], user_model=src, cores=2,
+                           runtimes=["openvino"], options={"ov_hint": "throughput"})
+    assert (spec.runtime, dict(spec.options), spec.weight_policy, spec.precision) == (
+        "openvino", {"ov_hint": "throughput"}, "as_given", "fp32")
+    # bf16 is the plugin's setting, so it applies to the file, where the CPU has it
+    bf16 = RunSpec("net", "torch", 4, 1, runtime="openvino", precision="bf16", user_model=src)
+    assert bf16.validate(cores=2, flags=("amx_bf16",)).precision == "bf16"
+    with pytest.raises(UserError) as info:
+        bf16.validate(cores=2, flags=("avx512f",))
+    assert str(info.value) == (
+        "precision: bf16 is not supported by torch openvino: this CPU has neither avx512_bf16 "
+        "nor amx_bf16: bf16 would be emulated in fp32 instructions, slower than fp32; "
+        "allowed for it here: fp32")
+
+
+def test_an_onnx_file_keeps_onnx_runtime_as_its_default_and_refuses_what_neither_runs(
+        tmp_path):
+    src = _file(tmp_path, "onnx")
+    (spec,) = expand_sweep(["net"], ["torch"], [1], [1], user_model=src, cores=2)
+    assert (spec.runtime, dict(spec.options)) == ("onnxruntime", {})
+    cases = [
+        (dict(runtime="eager"), "runtime",
+         "runtime: torch eager cannot run a onnx model: an ONNX file is a graph, read only by "
+         "the runtimes that read ONNX; it holds no torch module; allowed: torch onnxruntime, "
+         "openvino"),
+        (dict(runtime="openvino", precision="int8"), "precision",
+         "precision: a user's model file runs in the precision it was saved in (int8 is not "
+         "applied to it); bf16 applies to a torch factory's model on eager, channels_last, "
+         "torchscript or compile; and to any torch model on openvino where the CPU has "
+         "avx512_bf16 or amx_bf16; allowed: fp32, bf16"),
+        (dict(runtime="onnxruntime", precision="bf16"), "precision",
+         "precision: a user's model file runs in the precision it was saved in (bf16 is not "
+         "applied to it); bf16 applies to a torch factory's model on eager, channels_last, "
+         "torchscript or compile; and to any torch model on openvino where the CPU has "
+         "avx512_bf16 or amx_bf16; allowed: fp32"),
+        (dict(runtime="openvino", device="cuda"), "device",
+         "device: cuda is not available for torch openvino; allowed: cpu"),
+        (dict(runtime="openvino", profile_steps=2), "profile_steps",
+         "profile_steps: torch openvino cannot be profiled; allowed: 0, or a runtime among "
+         "eager, channels_last, torchscript, compile"),
+        (dict(runtime="onnxruntime", options={"ov_hint": "latency"}), "ov_hint",
+         "ov_hint: torch onnxruntime has no option ov_hint (it is torch openvino's); "
+         "allowed: none"),
+    ]
+    for change, field, message in cases:
+        spec = RunSpec(**{**dict(model="net", framework="torch", batch_size=1, intra_threads=1,
+                                 user_model=src), **change})
+        with pytest.raises(UserError) as info:
+            spec.validate(cores=2, flags=("amx_bf16",))
+        assert (info.value.field, str(info.value)) == (field, message)
+
+
+def test_the_tuner_searches_openvino_for_a_users_file_too(tmp_path):
+    from types import SimpleNamespace
+
+    from engine.cli.tune import candidates
+
+    args = SimpleNamespace(framework=["torch"], runtime=None, precision=["fp32"],
+                           threads=[1], replicas=[1], batches=[1], max_wait_ms=[2.0])
+    got = {(c.runtime, c.max_batch) for c in candidates(args, _file(tmp_path, "onnx"), cores=2)}
+    assert got == {("onnxruntime", 1), ("openvino", 1)}
 
 
 def test_the_checklist_names_every_file_a_runtime_touches():

@@ -223,7 +223,9 @@ ROWS: tuple[Runtime, ...] = (
                               "installed; the CPU plugin's own "
                               "DYNAMIC_QUANTIZATION_GROUP_SIZE quantizes activations only of "
                               "fully-connected layers whose weights are already compressed"},
-            options=(_OV_HINT,)),
+            # convert_model reads an ONNX file and a torch.export program natively; its
+            # inference precision is a plugin setting, so bf16 applies to a file too
+            formats=("pt2", "onnx"), file_precisions=("fp32", "bf16"), options=(_OV_HINT,)),
     *(Runtime("tensorflow", name, label, module, reference=name == "keras",
               default=name == "tf_function", cpu_only=_TF_CPU, precisions=("fp32", "bf16"),
               bf16_needs_flags=True, formats=("keras", "savedmodel"), profiled=True,
