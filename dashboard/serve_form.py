@@ -20,12 +20,13 @@ from dashboard.link_state import PageLink
 from dashboard.model_form import model_form, source_choice
 from dashboard.numbers import Numbers
 from dashboard.session import read
-from engine.core.catalog import CATALOG, RUNTIMES
+from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
 from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
                                 SERVE_QPS_RANGE, SERVE_QUERIES_RANGE, SERVE_WAIT_MS_RANGE,
                                 logical_cores)
 from engine.core.model_source import fill_inputs
+from engine.core.runtimes import rows_of
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
                                  OFFICIAL_MIN_DURATION_S, REPLICATED_SCENARIOS,
@@ -58,7 +59,8 @@ NUMBERS = {"bound_ms": ("sv_bound", "bound_ms", SERVE_BOUND_MS_RANGE, False,
 
 def _runtimes(model: str) -> list[str]:
     frameworks = ["selftest"] if model == SELFTEST_MODEL else FRAMEWORKS
-    return [f"{f}/{r}" for f in frameworks for r in RUNTIMES[f] if r != "mismatch"]
+    # a diagnostic that fails on purpose is not offered (its row says so)
+    return [f"{r.framework}/{r.name}" for f in frameworks for r in rows_of(f) if r.offered]
 
 
 def _number(link: PageLink, numbers: Numbers, where, label: str, param: str,

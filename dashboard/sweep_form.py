@@ -25,17 +25,19 @@ from dashboard.session import busy, database
 from engine.core.budget import default_max_rounds
 from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
-from engine.core.inference import OV_HINTS, PRECISIONS
+from engine.core.inference import PRECISIONS
 from engine.core.model_source import fill_inputs
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_ROUNDS,
                                 DEFAULT_VERDICT_MARGIN,
                                 IMAGE_RANGE, PROFILE_RANGE, ROUNDS_RANGE,
                                 VERDICT_MARGIN_RANGE, logical_cores)
 from engine.core.policy import MeasurementPolicy
+from engine.core.runtimes import OPTIONS, RuntimeOptions
 from engine.present.run_form import (ALL_RUNTIMES, BATCH_PRESETS, DEFAULT_BATCHES,
                                      DEFAULT_MODELS, FRAMEWORKS, batch_sizes, default_threads,
-                                     model_label, parse_image_size, parse_time_budget,
-                                     runtime_label, split_batches)
+                                     model_label, option_help, parse_image_size,
+                                     parse_time_budget, precision_help, runtime_label,
+                                     split_batches)
 from engine.run.estimate import estimate_seconds
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 
@@ -172,17 +174,15 @@ def _batches_and_threads(link: PageLink, where: Where, form: SweepForm) -> dict:
 
 
 def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
-    p1, p2 = st.columns(2)
+    p1, *boxes = st.columns(1 + len(OPTIONS))
     precision = p1.selectbox("Precision", list(PRECISIONS), key="precision",
                              **offered("precision", "precision", PRECISIONS),
-                             help="bf16: torch eager, channels_last, torchscript, compile; "
-                                  "OpenVINO and TensorFlow where the CPU has avx512_bf16 or "
-                                  "amx_bf16. int8: ONNX Runtime, torch eager. Other "
-                                  "runtimes are refused with the reason")
-    ov_hint = p2.selectbox("OpenVINO hint", list(OV_HINTS), key="ov_hint",
-                           **offered("ov_hint", "ov_hint", OV_HINTS),
-                           help="OpenVINO's performance hint (the openvino runtime only); "
-                                "the streams it chose are stored with each run")
+                             help=precision_help())
+    # each runtime option (its row's: OpenVINO's hint), a box keyed by its name
+    options = RuntimeOptions({o.name: box.selectbox(o.label, list(o.choices), key=o.name,
+                                                    **offered(o.name, o.name, o.choices),
+                                                    help=option_help(o))
+                              for o, box in zip(OPTIONS, boxes)})
     image_text = ""
     if not from_file:  # a file's input says its size
         link.text("image_size", "image_size")
@@ -190,7 +190,8 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
             "Image size (px)", key="image_size", placeholder="native size of each model",
             help=f"blank: each model's native size; else {IMAGE_RANGE[0]}..{IMAGE_RANGE[1]}",
             **link.initial("image_size", value=""))
-    form.slots["image_size"] = form.slots["precision"] = form.slots["ov_hint"] = st.empty()
+    form.slots |= dict.fromkeys(("image_size", "precision", *(o.name for o in OPTIONS)),
+                                st.empty())
     c1, c2, c3 = st.columns(3)
     min_time = _number(link, form, c1, "Min time (s)", "min_time", step=0.5)
     min_iters = _number(link, form, c2, "Min iterations", "min_iters", step=5)
@@ -246,7 +247,7 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
         except UserError as exc:
             form.errors[name] = str(exc)
     form.image_size = parsed.get("image_size")
-    return dict(precision=precision, ov_hint=ov_hint, rounds=int(rounds),
+    return dict(precision=precision, options=options, rounds=int(rounds),
                 max_rounds=int(max_rounds),
                 policy=MeasurementPolicy(warmup_iters=int(warmup), min_time_s=float(min_time),
                                          min_iters=int(min_iters),

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.core.runtimes import OPTIONS
 from engine.scenarios import INFERENCE
 
 __all__ = ["precision_vs_fp32", "BASELINE"]
 
-# What a reduced-precision run's speed-up is measured against, in words (pages say it).
+# What a reduced-precision run's speed-up is measured against, in words (pages say it); the
+# runtimes' own options (engine.core.runtimes: OpenVINO's hint) are part of the setting.
 BASELINE = ("the median p50 of every successful fp32 run of the same model, framework, "
             "runtime, batch size, threads, image size, device, replicas, neighbour setting and "
-            "OpenVINO hint on the same machine, over this run's p50")
+            f"{' and '.join(o.label for o in OPTIONS)} on the same machine, over this run's p50")
 
 # b: the fp32 runs a reduced-precision run r is compared with (see BASELINE)
 _SAME = ("b.status = 'ok' AND b.kind = r.kind AND b.precision = 'fp32' AND b.model = r.model "
@@ -22,8 +24,10 @@ _SAME = ("b.status = 'ok' AND b.kind = r.kind AND b.precision = 'fp32' AND b.mod
          "AND b.system_id IS NOT DISTINCT FROM r.system_id "
          "AND coalesce(b.replicas, 1) = coalesce(r.replicas, 1) "
          "AND coalesce(b.contention, 'none') = coalesce(r.contention, 'none') "
-         "AND coalesce(b.wait_policy, '') = coalesce(r.wait_policy, '') "
-         "AND coalesce(b.extra->>'$.ov_hint', '') = coalesce(r.extra->>'$.ov_hint', '')")
+         "AND coalesce(b.wait_policy, '') = coalesce(r.wait_policy, '')"
+         # an option's name is the project's identifier (a row's), never a user's text
+         + "".join(f" AND coalesce(b.extra->>'$.{o.name}', '') = "
+                   f"coalesce(r.extra->>'$.{o.name}', '')" for o in OPTIONS))
 
 
 def precision_vs_fp32(con, *, models=None, sweep_id: str | None = None) -> pd.DataFrame:

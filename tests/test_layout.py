@@ -25,7 +25,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 FRAMEWORKS = {"torch", "torchvision", "tensorflow", "keras", "tf_keras", "onnxruntime",
-              "onnx", "onnxscript"}
+              "onnx", "onnxscript", "openvino"}
 SKIP = {".venv", "tests", "bench", "build", "data", ".git", "node_modules", "test-artifacts"}
 WORKER = "engine.worker"
 MAX_LINES = 450

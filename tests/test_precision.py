@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.core import RunSpec
+from engine.core import RunSpec, expand_sweep
 from engine.core.errors import UserError
 from engine.core.precision import cpu_flags, parse_cpu_flags
 from engine.present.precision_text import precision_table, speedup_text, with_vs_fp32
@@ -81,14 +81,40 @@ def test_bf16_on_a_cpu_with_the_instructions_and_int8_where_a_quantizer_exists()
 
 
 def test_the_openvino_hint_is_checked_and_kept_for_openvino_alone():
+    """The hint is a runtime option of OpenVINO's row: checked there, its default filled in,
+    and refused, naming the field, on a runtime that has no such option."""
     with pytest.raises(UserError) as info:
-        RunSpec("resnet18", "torch", 1, 1, runtime="openvino", ov_hint="fast").validate(cores=2)
+        RunSpec("resnet18", "torch", 1, 1, runtime="openvino",
+                options={"ov_hint": "fast"}).validate(cores=2)
     assert info.value.field == "ov_hint"
     assert str(info.value) == "ov_hint: 'fast' is not supported; allowed: latency, throughput"
     ov = RunSpec("resnet18", "torch", 1, 1, runtime="openvino",
-                 ov_hint="throughput").validate(cores=2)
-    eager = RunSpec("resnet18", "torch", 1, 1, ov_hint="throughput").validate(cores=2)
-    assert (ov.ov_hint, eager.ov_hint) == ("throughput", "latency")
+                 options={"ov_hint": "throughput"}).validate(cores=2)
+    plain = RunSpec("resnet18", "torch", 1, 1, runtime="openvino").validate(cores=2)
+    eager = RunSpec("resnet18", "torch", 1, 1).validate(cores=2)
+    assert (dict(ov.options), dict(plain.options), dict(eager.options)) == (
+        {"ov_hint": "throughput"}, {"ov_hint": "latency"}, {})
+    # the configuration's identity keeps the hint where it was, default included
+    assert (ov.key()[-1], plain.key()[-1], eager.key()[-1]) == ("throughput", "latency",
+                                                                "latency")
+    with pytest.raises(UserError) as info:
+        RunSpec("resnet18", "torch", 1, 1, options={"ov_hint": "throughput"}).validate(cores=2)
+    assert (info.value.field, str(info.value)) == (
+        "ov_hint", "ov_hint: torch eager has no option ov_hint (it is torch openvino's); "
+                   "allowed: none")
+    # a sweep hands the hint to the runtimes that have it, and checks it once for all
+    specs = expand_sweep(["resnet18"], ["torch"], [1], [1], runtimes=["eager", "openvino"],
+                         options={"ov_hint": "throughput"}, cores=2)
+    assert [(s.runtime, dict(s.options)) for s in specs] == [
+        ("eager", {}), ("openvino", {"ov_hint": "throughput"})]
+    for bad, message in (({"ov_hint": "fast"}, "ov_hint: 'fast' is not supported; allowed: "
+                                               "latency, throughput"),
+                         ({"streams": "4"}, "streams: no runtime has an option streams; "
+                                            "allowed: ov_hint")):
+        with pytest.raises(UserError) as info:
+            expand_sweep(["resnet18"], ["torch"], [1], [1], runtimes=["eager"], options=bad,
+                         cores=2)
+        assert str(info.value) == message
 
 
 def test_cpu_flags_are_read_from_cpuinfo_the_worker_way(tmp_path):
@@ -246,8 +272,8 @@ def test_the_run_page_submits_the_openvino_hint_and_explains_a_refused_precision
     at.selectbox(key="ov_hint").set_value("throughput").run()
     at.button(key="launch").click().run()
     [req] = fake.submitted
-    assert isinstance(req, SweepRequest) and (req.precision, req.ov_hint) == ("fp32",
-                                                                              "throughput")
+    assert isinstance(req, SweepRequest) and (req.precision, req.options) == (
+        "fp32", {"ov_hint": "throughput"})
     specs, _ = req._expand()
-    assert {(s.runtime, s.ov_hint) for s in specs} == {("onnxruntime", "latency"),
-                                                       ("openvino", "throughput")}
+    assert {(s.runtime, s.options.get("ov_hint")) for s in specs} == {
+        ("onnxruntime", None), ("openvino", "throughput")}

@@ -32,7 +32,7 @@ def spec(runtime, precision="fp32", **kw):
 
 def test_openvino_and_int8_runs_are_checked_counted_and_stored(db_path, worker_env):
     specs = [spec("openvino"), spec("onnxruntime", "int8"), spec("eager", "int8"),
-             spec("openvino", ov_hint="throughput", intra_threads=2)]
+             spec("openvino", options={"ov_hint": "throughput"}, intra_threads=2)]
     if HAS_BF16:
         specs.append(spec("openvino", "bf16"))
     records = Runner(timeout_s=300).run(specs, on_record=lambda r: None)

@@ -39,7 +39,8 @@ def test_a_linked_file_is_named_given_its_input_and_submitted(models, fake, db_p
     assert at.radio(key="model_source").value == "Your model file"
     assert at.selectbox(key="um_file").value == str(onnx)
     assert at.text_input(key="um_name").value == "My_Net"  # the uploaded name, made safe
-    assert at.multiselect(key="um_runtimes_onnx").options == ["onnxruntime"]
+    # the runtimes that read ONNX (their rows say so); none picked: the format's default
+    assert at.multiselect(key="um_runtimes_onnx").options == ["onnxruntime", "openvino"]
     keys = {w.key for w in at.multiselect} | {w.key for w in at.text_input}
     assert not keys & {"models", "frameworks", "runtimes", "image_size"}
     assert [e.value for e in at.error] == [

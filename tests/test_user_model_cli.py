@@ -89,6 +89,37 @@ def test_each_file_format_runs_on_its_runtimes_and_names_what_it_measured(
                        ("net_sm", "true"), ("net_ts", "true")]
 
 
+def test_openvino_runs_a_users_onnx_and_pt2_file_checked_against_the_files_reference(
+        files, db_path, worker_env):
+    """OpenVINO reads an ONNX file and a torch.export program (issue 36), each checked
+    against its format's reference before it is timed (ONNX Runtime on the same file; the
+    program's module in eager), counted as the file's graph, with the hint asked stored and
+    the eager weights kept for the check counted apart; and a serving batcher calls it at
+    every batch size up to its max (Offline at max batch 2: each size compiled for)."""
+    for args in (["--model-file", str(files["onnx"]), "--name", "net_onnx", "--runtime",
+                  "openvino", "--ov-hint", "throughput"],
+                 ["--model-file", str(files["pt2"]), "--input-shape", "3,16,16", "--runtime",
+                  "openvino"]):
+        assert main(["run", *args, *QUICK, "--db", str(db_path)]) == 0
+    got = rows(db_path, "SELECT model, runtime, batch_size, status, model_format, "
+                        "model_sha256, params, flops_per_sample, reference_bytes, "
+                        "json_extract_string(extra, '$.ov_hint'), "
+                        "json_extract_string(extra, '$.ov_inference_precision'), "
+                        "CAST(json_extract(extra, '$.output_rel_diff') AS DOUBLE) "
+                        "FROM runs ORDER BY model, batch_size")
+    assert [r[:5] + r[6:11] for r in got] == [
+        (m, "openvino", b, "ok", fmt, PARAMS, TORCH_FLOPS, 4 * PARAMS, hint, "f32")
+        for m, fmt, hint in (("net", "pt2", "latency"), ("net_onnx", "onnx", "throughput"))
+        for b in (1, 3)]
+    assert all(r[5] == sha(files[r[4]]) and 0 <= r[11] <= 1e-3 for r in got)
+    assert main(["serve", "--scenario", "offline", "--model-file", str(files["onnx"]),
+                 "--name", "served", "--runtime", "openvino", "--max-batch", "2",
+                 "--threads", "1", "--min-duration", "0.5", "--min-queries", "1",
+                 "--db", str(db_path)]) == 0
+    assert rows(db_path, "SELECT runtime, status, reason FROM runs WHERE model = 'served'") == [
+        ("openvino", "ok", "")]
+
+
 def test_a_factory_runs_on_every_torch_runtime_and_a_token_model_on_int64(
         files, db_path, worker_env, monkeypatch):
     monkeypatch.chdir(files["factory_dir"])  # the user's folder: where their module is
@@ -314,13 +345,14 @@ def test_a_file_fixed_at_batch_1_is_refused_a_batcher_over_1_before_anything_run
 
 def test_a_user_file_is_tuned_on_its_format_s_runtimes_with_its_bytes_named(
         files, db_path, capsys, worker_env):
-    """The tuner on a user's ONNX file: its one runtime (ONNX Runtime) is searched and is
-    the default too; every probe names the file's bytes; nothing is read from the store in
-    its place (a name is not the bytes)."""
+    """The tuner on a user's ONNX file: the runtimes its format runs on are searched (ONNX
+    Runtime, the default, and OpenVINO) unless named, here ONNX Runtime; every probe names
+    the file's bytes; nothing is read from the store in its place (a name is not the
+    bytes)."""
     argv = ["tune", "--model-file", str(files["onnx"]), "--bound-ms", "50", "--batches",
             "1", "2", "--threads", "1", "--replicas", "1", "--probe-s", "0.05",
             "--search-queries", "500", "--max-probes", "2",
-            "--start-qps", "500", "--db", str(db_path)]
+            "--start-qps", "500", "--runtime", "onnxruntime", "--db", str(db_path)]
     code = main(argv)
     out = capsys.readouterr().out
     assert code in (0, 1), out

@@ -11,10 +11,11 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
 from engine.cli.progress import run_and_summarize
 from engine.run.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
 from engine.run.requests import SweepRequest, local_runner
-from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME, RUNTIMES
+from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME
 from engine.core.errors import UserError
 from engine.core.inference import RunSpec, device_choices
-from engine.core.precision import OV_HINTS, PRECISIONS, supported_precisions
+from engine.core.precision import PRECISIONS, supported_precisions
+from engine.core.runtimes import OPTIONS, ROWS, RuntimeOptions, owners
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_MAX_ROUNDS,
                                 DEFAULT_ROUNDS, ENERGY_S_RANGE,
                                 DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
@@ -55,9 +56,10 @@ def add_parsers(sub) -> None:
     r.add_argument("--precision", default="fp32",
                    help=f"{', '.join(PRECISIONS)} (default fp32); which runtime runs which: "
                         "`python -m engine runtimes`")
-    r.add_argument("--ov-hint", default="latency",
-                   help=f"OpenVINO's performance hint: {' or '.join(OV_HINTS)} (default "
-                        "latency; the runtime openvino only)")
+    for o in OPTIONS:  # each runtime's own (--ov-hint), from its row
+        r.add_argument(o.flag, default=o.default,
+                       help=f"{o.what}: {' or '.join(o.choices)} (default {o.default}; "
+                            f"{owners(o)} only)")
     r.add_argument("--device", default="cpu")
     r.add_argument("--weight-policy", default="bn_calibrated",
                    help="bn_calibrated (default) or random")
@@ -186,7 +188,8 @@ def sweep_request(args) -> SweepRequest:
         frameworks=tuple(_frameworks(args.framework, src, ["torch", "tensorflow"])),
         batch_sizes=tuple(args.batch), threads=tuple(args.threads),
         runtimes=tuple(args.runtime or ()), inter_threads=args.inter_threads,
-        precision=args.precision, ov_hint=args.ov_hint, image_size=args.image_size,
+        precision=args.precision, image_size=args.image_size,
+        options=RuntimeOptions({o.name: getattr(args, o.name) for o in OPTIONS}),
         device=args.device, weight_policy=args.weight_policy, policy=policy,
         profile_steps=args.profile,
         user_model=src, replicas=tuple(args.replicas), aa_test=args.aa_test,
@@ -346,19 +349,23 @@ def cmd_runtimes(args) -> int:
     from engine.present.tables import format_table
 
     rows = []
-    for fw, runtimes in RUNTIMES.items():
-        if fw == "selftest":
+    for r in ROWS:  # every runtime's row (engine/core/runtimes.py)
+        if r.framework == "selftest":
             continue
-        for rt, what in runtimes.items():
-            devices = ", ".join(device_choices(fw, rt))
-            rows.append([fw, rt + (" (default)" if FRAMEWORKS[fw] == rt else ""),
-                         ", ".join(supported_precisions(fw, rt)), devices,
-                         "reference" if REFERENCE_RUNTIME[fw] == rt
-                         else f"checked against {REFERENCE_RUNTIME[fw]}", what])
-    print(format_table(["framework", "runtime", "precision", "device", "output", "what"], rows))
+        fw, rt = r.framework, r.name
+        rows.append([fw, rt + (" (default)" if r.default else ""),
+                     ", ".join(supported_precisions(fw, rt)), ", ".join(device_choices(fw, rt)),
+                     "reference" if r.reference else f"checked against {REFERENCE_RUNTIME[fw]}",
+                     ", ".join(r.formats) or "-",
+                     ", ".join(f"{o.flag} {'|'.join(o.choices)}" for o in r.options) or "-",
+                     r.label])
+    print(format_table(["framework", "runtime", "precision", "device", "output", "files",
+                        "options", "what"], rows))
     print("\nEvery non-reference runtime's output is compared with its reference on the same "
           "input before timing; beyond 0.1 % of the output's magnitude the run is invalid. "
-          "bf16 runs are compared with fp32 eager by direction: cosine similarity >= 0.98.")
+          "bf16 runs are compared with fp32 eager by direction: cosine similarity >= 0.98. "
+          "A user's file is checked against its format's first runtime (an ONNX file's: "
+          "onnxruntime).")
     return 0
 
 

@@ -8,47 +8,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.runtimes import ROWS
+
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
            "CPP_RUNNER_RUNTIMES",
            "DIAGNOSTIC_MODELS", "get_model", "model_label", "keras_bn_momentum"]
 
-# Runtimes per framework, as the CLI and the dashboard name them. The first of each is the
-# reference every other runtime's output is checked against before it is timed.
-# "selftest" is a diagnostic framework (pure NumPy/Python) that exercises the harness itself:
-# an identity model for the overhead benchmark and models that fail on purpose, so the
-# failure paths (error, timeout, oom, killed, invalid) can be checked on any machine.
+# Runtimes per framework, as the CLI and the dashboard name them, with what each is: derived
+# from engine.core.runtimes' rows, where everything else about a runtime is too. The first of
+# each is the reference every other runtime's output is checked against before it is timed.
 RUNTIMES: dict[str, dict[str, str]] = {
-    "torch": {
-        "eager": "PyTorch eager under inference_mode (the reference)",
-        "channels_last": "eager, model and input in channels_last memory format",
-        "torchscript": "torch.jit.trace, then torch.jit.freeze",
-        "compile": "torch.compile (inductor, weights frozen); compile time kept apart",
-        "onnxruntime": "exported to ONNX (opset 17), run by ONNX Runtime on the CPU",
-        "libtorch": "the frozen TorchScript model measured by the LibTorch C++ runner",
-        "aoti": "torch.export (dynamic batch), AOTInductor-compiled .pt2 package run from "
-                "Python (aoti_load_package); compile time kept apart",
-        "libtorch_aoti": "the same AOTInductor .pt2 package measured by the LibTorch C++ "
-                         "runner (AOTIModelPackageLoader)",
-        "openvino": "converted by OpenVINO (convert_model), compiled for its CPU plugin with a "
-                    "performance hint (latency or throughput); precision pinned, read back",
-    },
-    "tensorflow": {
-        "keras": "the Keras model called eagerly, model(x, training=False) (the reference)",
-        "tf_function": "a compiled tf.function, the result materialised",
-        "xla": "tf.function(jit_compile=True): XLA-compiled",
-    },
-    "selftest": {
-        "python": "plain Python/NumPy (the reference)",
-        "mismatch": "returns a different output: exercises the output check",
-    },
-}
+    f: {r.name: r.label for r in ROWS if r.framework == f}
+    for f in dict.fromkeys(r.framework for r in ROWS)}
 # The runtime a framework gets when none is named (what issue #2's sweeps measured).
-FRAMEWORKS: dict[str, str] = {"torch": "eager", "tensorflow": "tf_function", "selftest": "python"}
-REFERENCE_RUNTIME = {f: next(iter(r)) for f, r in RUNTIMES.items()}
+FRAMEWORKS: dict[str, str] = {r.framework: r.name for r in ROWS if r.default}
+REFERENCE_RUNTIME = {r.framework: r.name for r in ROWS if r.reference}
 # Runtimes measured by the LibTorch C++ runner, which times its own loop in a process of its
 # own: no replicas' shared window, no interleaved blocks, no LoadGen queries, one float32
 # N,C,H,W input.
-CPP_RUNNER_RUNTIMES = ("libtorch", "libtorch_aoti")
+CPP_RUNNER_RUNTIMES = tuple(r.name for r in ROWS if r.cpp_runner)
 
 _BN_NOTE = (
     "Keras counts BatchNormalization moving mean and variance as (non-trainable) parameters; "

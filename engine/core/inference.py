@@ -18,13 +18,14 @@ from engine.core.model_source import (ModelSource, check_model_name, check_runti
 from engine.core.limits import (BATCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, choice, int_range,
                                 logical_cores, require_values, unique)
 from engine.core.policy import MeasurementPolicy
-from engine.core.precision import OV_HINTS, PRECISIONS, TORCH_BF16, check_precision
+from engine.core.precision import BF16_FLAGS, PRECISIONS, check_precision
+from engine.core.runtimes import (NO_OPTIONS, OPTIONS, ROWS, RuntimeOptions,
+                                  check_sweep_options, row)
 
 __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "WEIGHT_POLICIES", "BF16_RUNTIMES", "CPU_ONLY_RUNTIMES", "PROFILED_RUNTIMES",
            "device_choices", "USER_WEIGHTS", "left_out_splits", "CONTENTION_MODES",
-           "WAIT_POLICIES", "CONDITION_LABELS", "with_contention", "check_contention_here",
-           "OV_HINTS"]
+           "WAIT_POLICIES", "CONDITION_LABELS", "with_contention", "check_contention_here"]
 
 # Beside a controlled neighbour on one of the run's cores (engine/run/neighbour.py): "steady"
 # keeps it busy, "onoff" comes and goes; "none" is a dedicated machine. Each is a setting of
@@ -34,34 +35,28 @@ CONDITION_LABELS = {"none": "", "steady": "steady neighbour", "onoff": "on/off n
 # torch's OpenMP threads spin at barriers by default; "passive" (OMP_WAIT_POLICY=PASSIVE)
 # makes them sleep, which a busy neighbour's core can make much faster. "": the default.
 WAIT_POLICIES = ("", "passive")
-# Which runtime runs bf16 and int8, and why the others are refused: engine.core.precision.
-# The runtimes that run bf16 on any CPU (a user's torch factory may ask for it), derived from it.
-BF16_RUNTIMES = {("torch", rt) for rt in TORCH_BF16}
+# What each runtime runs, on what, and why not the rest: its row (engine.core.runtimes); the
+# tables below are derived from the rows. The runtimes that run bf16 on any CPU (a user's
+# torch factory may ask for it):
+BF16_RUNTIMES = {(r.framework, r.name) for r in ROWS
+                 if "bf16" in r.precisions and not r.bf16_needs_flags}
 DEVICES = ("cpu", "cuda")
 # Runtimes that run on the CPU only, with the reason; TensorFlow as a whole is CPU-only here.
-CPU_ONLY_RUNTIMES = {
-    ("torch", "onnxruntime"): "the project installs ONNX Runtime's CPU execution provider",
-    ("torch", "libtorch"): "the C++ runner is built against libtorch_cpu",
-    ("torch", "libtorch_aoti"): "the C++ runner is built against libtorch_cpu",
-    # a CUDA package needs the run's GPU at compile time; no GPU was here to check one on
-    ("torch", "aoti"): "AOTInductor packages are compiled and checked for the CPU here",
-    ("torch", "openvino"): "the project runs OpenVINO's CPU plugin",
-}
+CPU_ONLY_RUNTIMES = {(r.framework, r.name): r.cpu_only for r in ROWS if r.cpu_only}
 # bn_calibrated: a few train-mode passes set BatchNorm statistics to those of the input
 # distribution, as trained weights would have them; random: the initialiser's values as is.
 WEIGHT_POLICIES = ("bn_calibrated", "random")
 # A user's model runs with the weights its file or factory gave it, never re-calibrated.
 USER_WEIGHTS = "as_given"
-# ONNX Runtime and the C++ runner execute outside the torch profiler's sight.
-PROFILED_RUNTIMES = {"torch": ("eager", "channels_last", "torchscript", "compile"),
-                     "tensorflow": ("keras", "tf_function", "xla")}
+# ONNX Runtime, OpenVINO, AOTInductor and the C++ runner execute outside the profilers' sight.
+PROFILED_RUNTIMES = {f: rts for f in dict.fromkeys(r.framework for r in ROWS)
+                     if (rts := tuple(r.name for r in ROWS if r.framework == f and r.profiled))}
 
 
 def device_choices(framework: str, runtime: str) -> tuple[str, ...]:
     """The devices a runtime can run on here (TensorFlow is installed CPU-only)."""
-    if framework == "tensorflow" or (framework, runtime) in CPU_ONLY_RUNTIMES:
-        return ("cpu",)
-    return DEVICES
+    r = row(framework, runtime)
+    return DEVICES if r is None else r.devices
 
 
 @dataclass(frozen=True)
@@ -96,16 +91,23 @@ class RunSpec:
     # Issue 28 part 7: TF32 for this fp32 run's CUDA matmuls and convolutions. Off unless
     # asked: an "fp32" figure computed with 10-bit mantissas would not be fp32.
     tf32: bool = False
-    # Issue 28: OpenVINO's performance hint (OV_HINTS); "latency" for every other runtime.
-    ov_hint: str = "latency"
+    # The runtime's own settings (its row's options, e.g. OpenVINO's ov_hint), validated
+    # against its row: validate() fills in the defaults and refuses any other name.
+    options: RuntimeOptions = NO_OPTIONS
     kind = "inference"  # class constant, not a field: the runs table's `kind`
 
+    def __post_init__(self):
+        if not isinstance(self.options, RuntimeOptions):  # a dict given, or read from JSON
+            object.__setattr__(self, "options", RuntimeOptions(self.options or {}))
+
     def key(self) -> tuple:
-        """Identity of a configuration (what a comparison groups by)."""
+        """Identity of a configuration (what a comparison groups by): every option any
+        runtime has, its default where this runtime has none (the OpenVINO hint's place
+        and value as when it was a field of its own)."""
         return (self.model, self.framework, self.runtime, self.batch_size, self.intra_threads,
                 self.inter_threads, self.precision, self.image_size, self.device, self.replica,
                 self.replicas, self.contention, self.wait_policy, self.tf32,
-                self.ov_hint)
+                *(self.options.get(o.name, o.default) for o in OPTIONS))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,6 +117,11 @@ class RunSpec:
         d = dict(d)
         d["policy"] = MeasurementPolicy(**d.get("policy", {}))
         d["user_model"] = source_from_dict(d.get("user_model"))
+        # protocol 7 carried the hint as a field: the option of the runtime that has it
+        hint = d.pop("ov_hint", None)
+        r = row(d.get("framework"), d.get("runtime"))
+        if hint is not None and "options" not in d and r is not None and r.options:
+            d["options"] = {"ov_hint": hint}
         return cls(**d)
 
     def validate(self, cores: int | None = None,
@@ -127,9 +134,8 @@ class RunSpec:
             raise UserError(f"framework: unknown {self.framework!r}; allowed: "
                             f"{', '.join(f for f in FRAMEWORKS if f != 'selftest')}",
                             field="framework")
-        choice("ov_hint", self.ov_hint, OV_HINTS)
         if self.user_model is not None:
-            return self._validate_user_model(cores)
+            return self._validate_user_model(cores, flags)
         if self.framework == "selftest":
             if self.model not in DIAGNOSTIC_MODELS:
                 raise UserError(f"model: {self.model!r} is not a selftest model; allowed: "
@@ -168,10 +174,8 @@ class RunSpec:
         self._check_replicas(runtime)
         self._check_contention()
         self._check_numerics()
-        # the hint is OpenVINO's alone: any other runtime's spec keeps the one default
-        hint = self.ov_hint if runtime == "openvino" else "latency"
         return replace(self, image_size=size, runtime=runtime, policy=self.policy.validate(),
-                       ov_hint=hint)
+                       options=row(self.framework, runtime).check_options(self.options))
 
     def _check_sizes(self, cores: int) -> None:
         """Batch size, thread counts, replicas and precision: the same ranges for every
@@ -232,7 +236,7 @@ class RunSpec:
                             f"{' with profile_steps' if self.profile_steps else ''}: {why}; "
                             "allowed: 1", field="replicas")
 
-    def _validate_user_model(self, cores: int) -> "RunSpec":
+    def _validate_user_model(self, cores: int, flags) -> "RunSpec":
         """A user's model: the format decides the framework and the runtimes; it runs with
         the weights it came with (no calibration) on the inputs it describes."""
         src = self.user_model
@@ -268,12 +272,12 @@ class RunSpec:
                             f"input; this model takes {describe_inputs(src.inputs)}; allowed "
                             "for it: the other runtimes of its format", field="runtime")
         self._check_sizes(cores)
-        if self.precision != "fp32" and (src.format != "factory" or self.precision != "bf16"
-                                         or (self.framework, runtime) not in BF16_RUNTIMES):
+        allowed = user_precisions(src.format, self.framework, runtime)
+        if self.precision not in allowed:
             raise UserError(f"precision: a user's model file runs in the precision it was "
-                            f"saved in ({self.precision} is not applied to it); bf16 applies "
-                            "to a torch factory's model on eager, channels_last, torchscript "
-                            "or compile; allowed: fp32", field="precision")
+                            f"saved in ({self.precision} is not applied to it); "
+                            f"{_USER_BF16}; allowed: {', '.join(allowed)}", field="precision")
+        check_precision(self.framework, runtime, self.precision, self.device, flags)
         choice("device", self.device, DEVICES)
         if self.device == "cuda" and "cuda" not in device_choices(self.framework, runtime):
             raise UserError(f"device: cuda is not available for {self.framework} {runtime}; "
@@ -291,7 +295,36 @@ class RunSpec:
         self._check_contention()
         self._check_numerics()
         return replace(self, runtime=runtime, weight_policy=USER_WEIGHTS,
-                       policy=self.policy.validate())
+                       policy=self.policy.validate(),
+                       options=row(self.framework, runtime).check_options(self.options))
+
+
+def user_precisions(fmt: str, framework: str, runtime: str) -> tuple[str, ...]:
+    """What a runtime applies to a user's model: its row's file precisions (the precision a
+    file was saved in, fp32, unless the runtime sets it itself), and bf16 to a factory's
+    module on a runtime that casts any module to it."""
+    r = row(framework, runtime)
+    bf16 = ("bf16",) if fmt == "factory" and (framework, runtime) in BF16_RUNTIMES else ()
+    return tuple(dict.fromkeys((*r.file_precisions, *bf16)))
+
+
+def _words(names) -> str:
+    names = list(names)
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def _user_bf16() -> str:
+    """Where bf16 applies to a user's model, in words, from the rows."""
+    factory = [r for r in ROWS if (r.framework, r.name) in BF16_RUNTIMES]
+    parts = [f"a {f} factory's model on {_words(r.name for r in factory if r.framework == f)}"
+             for f in dict.fromkeys(r.framework for r in factory)]
+    parts += [f"any {r.framework} model on {r.name}"
+              + (f" where the CPU has {' or '.join(BF16_FLAGS)}" if r.bf16_needs_flags else "")
+              for r in ROWS if "bf16" in r.file_precisions]
+    return "bf16 applies to " + "; and to ".join(parts)
+
+
+_USER_BF16 = _user_bf16()
 
 
 def runtimes_for(frameworks, runtimes) -> dict[str, list[str]]:
@@ -336,6 +369,14 @@ def with_contention(specs: list[RunSpec]) -> list[RunSpec]:
     return out
 
 
+def _own(options, framework: str, runtime: str | None) -> dict:
+    """The sweep's options that this runtime has (its row's, the framework's default's when
+    the runtime is not named yet)."""
+    r = row(framework, runtime or FRAMEWORKS.get(framework))
+    names = {o.name for o in r.options} if r is not None else set()
+    return {k: v for k, v in options.items() if k in names}
+
+
 def left_out_splits(threads, replicas, cores: int | None = None) -> list[str]:
     """The thread x replica combinations expand_sweep leaves out (more threads than cores),
     as "2 threads x 2 replicas = 4 > 2 cores"; empty when all fit or none does."""
@@ -351,14 +392,15 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                  precision="fp32", image_size=None, device="cpu",
                  weight_policy="bn_calibrated", policy=None, cores=None,
                  runtimes=None, profile_steps=0, user_model=None,
-                 replicas=(1,), tf32=False,
-                 ov_hint="latency") -> list[RunSpec]:
+                 replicas=(1,), tf32=False, options=None) -> list[RunSpec]:
     """The cartesian product, validated, ordered so each (framework, threads) group is
     contiguous: the runner starts one worker per group and pays the imports once. Within
-    a group, a model's batch sizes follow each other so a built model is reused."""
+    a group, a model's batch sizes follow each other so a built model is reused.
+    options: runtime options by name, each handed to the runtimes that have it."""
     require_values(model=models, framework=frameworks, batch_size=batch_sizes,
                    threads=threads)
     policy = policy or MeasurementPolicy()
+    options = check_sweep_options(options or {})
     for f in frameworks:  # an unknown framework is named before any runtime is
         if f not in FRAMEWORKS:
             RunSpec(models[0], f, 1, 1).validate(cores)
@@ -377,7 +419,7 @@ def expand_sweep(models, frameworks, batch_sizes, threads, *, inter_threads=1,
                 inter_threads=inter_threads, precision=precision, image_size=image_size,
                 device=device, weight_policy=weight_policy, policy=policy,
                 runtime=rt, profile_steps=profile_steps, user_model=user_model,
-                replicas=r, tf32=tf32, ov_hint=ov_hint).validate(cores)
+                replicas=r, tf32=tf32, options=_own(options, f, rt)).validate(cores)
         for f in unique(frameworks) for t, r in fits
         for m in unique(models) for rt in per_fw[f] for b in unique(batch_sizes)
     ]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.errors import UserError
+from engine.core.runtimes import ROWS
 
 __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "detect_format",
            "parse_input", "parse_input_shape", "parse_factory", "check_runtime",
@@ -41,26 +42,25 @@ __all__ = ["InputSpec", "ModelSource", "FORMATS", "FORMAT_RUNTIMES", "DTYPES", "
            "UPLOAD_EXTENSIONS", "upload_format_for_name", "DECLARING_FORMATS",
            "DeclaredInput", "declared_text", "fill_inputs"]
 
-# format -> (framework, runtimes it can run on). A factory is the user's own code: every
-# runtime of the framework its model belongs to (decided in the worker, by what it returns).
-FORMAT_RUNTIMES: dict[str, tuple[str, tuple[str, ...]]] = {
-    # eager through .module(); aoti and libtorch_aoti compile the program with AOTInductor
-    "pt2": ("torch", ("eager", "compile", "onnxruntime", "aoti", "libtorch_aoti")),
-    "torchscript": ("torch", ("torchscript", "libtorch")),
-    "onnx": ("torch", ("onnxruntime",)),  # ONNX Runtime is listed under torch's runtimes
-    "keras": ("tensorflow", ("keras", "tf_function", "xla")),
-    "savedmodel": ("tensorflow", ("keras", "tf_function", "xla")),
-}
+# Why a runtime that does not read a format cannot run it: the format's own nature (which
+# runtimes read it is each runtime's row, engine.core.runtimes). The files' formats, in order.
 _WHY_NOT = {
-    "pt2": "a torch.export program runs as its module (eager), compiled, exported to ONNX, "
-           "or compiled by AOTInductor (from Python or the C++ runner); TorchScript and "
-           "LibTorch need a TorchScript file",
-    "torchscript": "a TorchScript file runs in TorchScript or the LibTorch C++ runner; its "
-                   "Python module is not in the file",
-    "onnx": "an ONNX file runs in ONNX Runtime only",
+    "pt2": "a torch.export program is read as its module or its graph, not as TorchScript "
+           "(TorchScript and LibTorch need a TorchScript file)",
+    "torchscript": "a TorchScript file is a program for TorchScript's interpreter; its Python "
+                   "module is not in the file",
+    "onnx": "an ONNX file is a graph, read only by the runtimes that read ONNX; it holds no "
+            "torch module",
     "keras": "a Keras model runs in TensorFlow's runtimes",
     "savedmodel": "a SavedModel runs in TensorFlow's runtimes",
 }
+# format -> (framework, runtimes it can run on, in the rows' order: the first is its default
+# where the framework's is not among them), derived from the rows. A factory is the user's
+# own code: every runtime of the framework its model belongs to (decided in the worker, by
+# what it returns).
+FORMAT_RUNTIMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    fmt: (next(r.framework for r in ROWS if fmt in r.formats),
+          tuple(r.name for r in ROWS if fmt in r.formats)) for fmt in _WHY_NOT}
 FORMATS = tuple(FORMAT_RUNTIMES) + ("factory",)
 _EXTENSIONS = {".pt2": "pt2", ".pt": "torchscript", ".pth": "torchscript", ".onnx": "onnx",
                ".keras": "keras"}

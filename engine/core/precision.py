@@ -8,15 +8,14 @@ reads the same flags for its machine facts (engine/worker/machine.py).
 from __future__ import annotations
 
 from engine.core.errors import UserError
+from engine.core.runtimes import ROWS, row
 
 __all__ = ["TORCH_BF16", "PRECISIONS", "REDUCED", "SPEED_FLAGS", "BF16_FLAGS", "parse_cpu_flags",
            "cpu_flags",
-           "precision_refusal", "check_precision", "supported_precisions", "OV_HINTS"]
+           "precision_refusal", "check_precision", "supported_precisions"]
 
 PRECISIONS = ("fp32", "bf16", "int8")
 REDUCED = ("bf16", "int8")  # checked against fp32 by direction, with error figures stored
-# OpenVINO's performance hint, as benchmark_app users know it (`-hint`).
-OV_HINTS = ("latency", "throughput")
 
 # The flags whose presence changes which kernels oneDNN, MKL and XNNPACK pick.
 SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
@@ -24,40 +23,10 @@ SPEED_FLAGS = ("avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
 # fp32 instructions plus conversions, slower than fp32: a bf16 figure would mislead.
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
-# torch runtimes that run bf16 on any CPU (AMX-bf16 CPUs natively)
-TORCH_BF16 = ("eager", "channels_last", "torchscript", "compile")
-# (framework, runtime) -> the precisions it runs beside fp32.
-_SUPPORTED = {
-    **{("torch", rt): ("bf16",) for rt in TORCH_BF16},
-    ("torch", "eager"): ("bf16", "int8"),
-    ("torch", "onnxruntime"): ("int8",),
-    ("torch", "openvino"): ("bf16",),
-    **{("tensorflow", rt): ("bf16",) for rt in ("keras", "tf_function", "xla")},
-}
-# Why a (framework, runtime, precision) is refused, where the reason is specific; measured
-# here with the pinned versions.
-_WHY = {
-    ("torch", "onnxruntime", "bf16"):
-        "ONNX Runtime 1.31's CPU execution provider has no bfloat16 kernel for Conv, MatMul, "
-        "Relu or Add (NOT_IMPLEMENTED when a session is made)",
-    ("torch", "libtorch", "bf16"): "the C++ runner feeds fp32 inputs",
-    ("torch", "libtorch", "int8"): "the C++ runner loads the frozen fp32 TorchScript model",
-    ("torch", "openvino", "int8"):
-        "OpenVINO's int8 needs weights quantized by NNCF, which is not installed; the CPU "
-        "plugin's own DYNAMIC_QUANTIZATION_GROUP_SIZE quantizes activations only of "
-        "fully-connected layers whose weights are already compressed",
-    ("torch", "channels_last", "int8"): "torch's dynamic quantization (quantize_dynamic) "
-                                        "covers Linear layers in eager mode only",
-    ("torch", "torchscript", "int8"): "torch's dynamic quantization (quantize_dynamic) "
-                                      "covers Linear layers in eager mode only",
-    ("torch", "compile", "int8"): "torch's dynamic quantization (quantize_dynamic) covers "
-                                  "Linear layers in eager mode only",
-    ("torch", "aoti", "int8"): "torch's dynamic quantization covers eager mode only",
-    ("torch", "aoti", "bf16"): "its package is exported and compiled from the fp32 model only "
-                               "(a bf16 package was not checked here)",
-    ("torch", "libtorch_aoti", "bf16"): "the C++ runner feeds fp32 inputs",
-    ("torch", "libtorch_aoti", "int8"): "the C++ runner loads the fp32 AOTInductor package",
-}
+# torch runtimes that run bf16 on any CPU (AMX-bf16 CPUs natively); which runtime runs which
+# precision, and why the others are refused, is each runtime's row (engine.core.runtimes).
+TORCH_BF16 = tuple(r.name for r in ROWS if r.framework == "torch" and "bf16" in r.precisions
+                   and not r.bf16_needs_flags)
 
 
 def parse_cpu_flags(cpuinfo: str, wanted=SPEED_FLAGS) -> tuple[str, ...]:
@@ -81,7 +50,8 @@ def cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:
 
 
 def supported_precisions(framework: str, runtime: str) -> tuple[str, ...]:
-    return ("fp32", *_SUPPORTED.get((framework, runtime), ()))
+    r = row(framework, runtime)
+    return r.precisions if r is not None else ("fp32",)
 
 
 def precision_refusal(framework: str, runtime: str, precision: str, device: str = "cpu",
@@ -89,14 +59,14 @@ def precision_refusal(framework: str, runtime: str, precision: str, device: str 
     """Why this runtime cannot run this precision here, or "" when it can."""
     if precision == "fp32":
         return ""
-    if precision not in supported_precisions(framework, runtime):
-        return _WHY.get((framework, runtime, precision),
-                        "diagnostic runtime" if framework == "selftest" else
-                        f"{framework} {runtime} has no {precision} path in this project")
+    r = row(framework, runtime)
+    if r is None:
+        return f"{framework} {runtime} has no {precision} path in this project"
+    if r.refusal(precision):
+        return r.refusal(precision)
     # torch's bf16 ran before this check existed, and runs (emulated) anywhere; the
     # runtimes added with it are refused where they would only emulate it.
-    if precision == "bf16" and device == "cpu" and (framework == "tensorflow"
-                                                    or runtime == "openvino"):
+    if precision == "bf16" and device == "cpu" and r.bf16_needs_flags:
         have = cpu_flags() if flags is None else flags
         if not any(f in have for f in BF16_FLAGS):
             return (f"this CPU has neither {' nor '.join(BF16_FLAGS)}: bf16 would be emulated "

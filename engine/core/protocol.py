@@ -40,10 +40,10 @@ __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "
 # 4: a serving run's result (ServeResult: LoadGen's logs and the SUT's per-query latencies).
 # 5: a serving test's live figures on Progress (completed, per_s, unit, tail_pct, tail_ms).
 # 6: serving replicas (Assign.cores, ReplicaWarm, ReplicaDone: a serving worker's own).
-# 7: issue 28: a calibration (Assign.calibration with mode CALIBRATE; Calibrated); an
-#    inference result's energy, numerics, error against fp32 (output_max_abs, _rel,
-#    top1_agreement, top1_inputs) and runtime_settings; RunSpec.tf32 and .ov_hint.
-PROTOCOL_VERSION = 7
+# 7: issue 28: a calibration (Assign.calibration, mode CALIBRATE; Calibrated); a result's
+#    energy, numerics, error against fp32 and runtime_settings; RunSpec.tf32 and .ov_hint.
+# 8: RunSpec.options (its runtime's own settings, engine.core.runtimes) replaces .ov_hint.
+PROTOCOL_VERSION = 8
 
 # The gates a parent can hold a worker's timed loop with (Assign.sync): one window for
 # every replica of a run, or blocks handed to interleaved contenders in turn.

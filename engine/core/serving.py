@@ -18,7 +18,6 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 
-from engine.core.catalog import CPP_RUNNER_RUNTIMES
 from engine.core.errors import UserError
 from engine.core.inference import RunSpec
 from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE,
@@ -27,6 +26,7 @@ from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_B
                                 float_range, int_range, logical_cores)
 from engine.core.model_source import source_from_dict
 from engine.core.policy import MeasurementPolicy
+from engine.core.runtimes import ROWS
 
 __all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAMPLES",
            "DEFAULT_MIN_DURATION_S", "DEFAULT_MIN_QUERIES", "OFFICIAL_MIN_DURATION_S",
@@ -71,9 +71,8 @@ def fixed_batch_allowed(fixed: int, option: str = "--max-batch") -> str:
             f"{fixed})")
 
 
-# Runtimes that cannot answer LoadGen's queries, and why.
-UNSERVED_RUNTIMES = {rt: "times its own loop in C++ (engine/worker/cpp) and cannot answer "
-                         "LoadGen's queries one call at a time" for rt in CPP_RUNNER_RUNTIMES}
+# Runtimes that cannot answer LoadGen's queries, and why (their rows say so).
+UNSERVED_RUNTIMES = {r.name: r.unserved for r in ROWS if r.unserved}
 # A Server target above this many times the closed loop's samples/s on this machine is
 # refused: a closed loop (no queueing, the best batch) is the most a SUT serves, and a
 # target ten times over it only fills memory with a backlog until the timeout.
@@ -174,10 +173,7 @@ class ServeSpec:
     @classmethod
     def from_dict(cls, d: dict) -> "ServeSpec":
         d = dict(d)
-        sut = dict(d["sut"])
-        sut["policy"] = MeasurementPolicy(**sut.get("policy", {}))
-        sut["user_model"] = source_from_dict(sut.get("user_model"))
-        d["sut"] = RunSpec(**sut)
+        d["sut"] = RunSpec.from_dict(d["sut"])
         return cls(**d)
 
     def validate(self, cores: int | None = None) -> "ServeSpec":

@@ -12,6 +12,7 @@ from engine.core.limits import (EPOCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, SEED_RA
                                 WARMUP_STEPS_RANGE, choice, float_range, int_range,
                                 logical_cores, require_values, unique)
 from engine.core.policy import MeasurementPolicy
+from engine.core.runtimes import ROWS, row
 
 __all__ = ["TrainSpec", "expand_train", "DATASETS", "TRAIN_RUNTIMES", "DIGITS_TRAIN"]
 
@@ -25,7 +26,9 @@ DATASETS = {
 # How each framework trains (the first is the default): torch in eager mode, or the same
 # model scripted and trained by the LibTorch C++ trainer; TensorFlow through one compiled
 # tf.function train step (what Keras' fit() runs), GradientTape inside.
-TRAIN_RUNTIMES = {"torch": ("eager", "libtorch"), "tensorflow": ("tf_function",)}
+# Derived from the rows that name a trainer (engine.core.runtimes).
+TRAIN_RUNTIMES = {f: rts for f in dict.fromkeys(r.framework for r in ROWS)
+                  if (rts := tuple(r.name for r in ROWS if r.framework == f and r.trainer))}
 DIGITS_TRAIN = 1437  # the digits split's training images (80 % of 1,797, stratified)
 
 
@@ -114,7 +117,7 @@ class TrainSpec:
         if self.device == "cuda" and self.framework == "tensorflow":
             raise UserError("device: cuda is not available for tensorflow here (the project "
                             "installs tensorflow-cpu); allowed: cpu", field="device")
-        if runtime == "libtorch":
+        if row(self.framework, runtime).cpp_runner:
             if self.device != "cpu":
                 raise UserError("device: the LibTorch trainer is built against libtorch_cpu; "
                                 "allowed: cpu", field="device")

@@ -12,11 +12,13 @@ import pandas as pd
 from engine.core.catalog import CATALOG, RUNTIMES
 from engine.core.errors import UserError
 from engine.core.limits import BATCH_RANGE, IMAGE_RANGE, TIME_BUDGET_RANGE, parse_int_list
+from engine.core.precision import BF16_FLAGS
+from engine.core.runtimes import ROWS, RuntimeOption, owners
 
 __all__ = ["FRAMEWORKS", "ALL_RUNTIMES", "BATCH_PRESETS", "DEFAULT_MODELS", "DEFAULT_BATCHES",
            "model_facts", "model_label", "runtime_label", "split_batches", "batch_sizes",
            "parse_time_budget", "parse_image_size", "default_threads", "sweep_summary",
-           "train_summary", "load_summary", "launched"]
+           "train_summary", "load_summary", "launched", "precision_help", "option_help"]
 
 FRAMEWORKS = ["torch", "tensorflow"]
 ALL_RUNTIMES = [r for f in FRAMEWORKS for r in RUNTIMES[f]]
@@ -53,6 +55,30 @@ def model_label(facts: dict) -> Callable[[str], str]:
 def runtime_label(runtime: str) -> str:
     """A runtime with the frameworks that have it: 'xla (tensorflow)'."""
     return f"{runtime} ({', '.join(f for f in FRAMEWORKS if runtime in RUNTIMES[f])})"
+
+
+def _by_framework(rows) -> str:
+    """'torch eager, channels_last; tensorflow keras'."""
+    return "; ".join(f"{f} {', '.join(r.name for r in rows if r.framework == f)}"
+                     for f in dict.fromkeys(r.framework for r in rows))
+
+
+def precision_help() -> str:
+    """The Precision box's help: which runtime runs which precision, from their rows."""
+    rows = [r for r in ROWS if r.framework in FRAMEWORKS]
+    anywhere = [r for r in rows if "bf16" in r.precisions and not r.bf16_needs_flags]
+    flagged = [r for r in rows if "bf16" in r.precisions and r.bf16_needs_flags]
+    return (f"bf16: {_by_framework(anywhere)}; {_by_framework(flagged)} where the CPU has "
+            f"{' or '.join(BF16_FLAGS)}. int8: "
+            f"{_by_framework([r for r in rows if 'int8' in r.precisions])}. Other runtimes "
+            "are refused with the reason")
+
+
+def option_help(option: RuntimeOption) -> str:
+    """A runtime option's box help: 'OpenVINO's performance hint (the runtime openvino
+    only); the streams it chose are stored with each run'."""
+    return f"{option.what} ({owners(option)} only)" + (f"; {option.stored}" if option.stored
+                                                       else "")
 
 
 def split_batches(batches: list[int]) -> tuple[list[int], str]:

@@ -21,6 +21,7 @@ from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_R
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
+from engine.core.runtimes import NO_OPTIONS, RuntimeOptions
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, default_min_queries,
                                  MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec,
                                  check_reachable)
@@ -158,7 +159,9 @@ class SweepRequest(Request):
     threads: tuple[int, ...]
     image_size: int | None = None
     precision: str = "fp32"
-    ov_hint: str = "latency"  # OpenVINO's performance hint (its runtime only)
+    # runtime options by name (engine.core.runtimes: OpenVINO's ov_hint), each handed to the
+    # runtimes that have it
+    options: RuntimeOptions = NO_OPTIONS
     device: str = "cpu"
     inter_threads: int = 1
     weight_policy: str = "bn_calibrated"
@@ -209,7 +212,7 @@ class SweepRequest(Request):
                              profile_steps=self.profile_steps,
                              user_model=self.user_model, replicas=list(self.replicas),
                              cores=self.cores, tf32=self.tf32,
-                             ov_hint=self.ov_hint)
+                             options=self.options)
         if self.aa_test:
             specs = specs + [replace(s, replica=1) for s in specs]
         if self.contention:

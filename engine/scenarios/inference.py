@@ -33,8 +33,9 @@ class Inference(Scenario):
 
     def config_extra(self, spec) -> dict:
         extra = {"profile_steps": spec.profile_steps} if spec.profile_steps else {}
-        if spec.runtime == "openvino":  # asked for; the streams it gave are the result's
-            extra["ov_hint"] = spec.ov_hint
+        # the runtime's own options as asked (OpenVINO's hint; the streams it gave are the
+        # result's), under the option's name
+        extra.update(spec.options)
         if spec.replica:
             extra["replica"] = spec.replica
         if spec.user_model is not None and spec.user_model.trust_code:

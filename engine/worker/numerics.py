@@ -23,6 +23,8 @@ multiplied in the worker's thread and the result compared with zero, not assumed
 
 from __future__ import annotations
 
+from engine.core.runtimes import ROWS
+
 __all__ = ["DENORMAL_POLICY", "CUDNN_BENCHMARK", "flush_denormals", "apply"]
 
 DENORMAL_POLICY = "flush to zero (FTZ/DAZ) in both frameworks"
@@ -31,12 +33,8 @@ CUDNN_BENCHMARK = True
 # returns exactly 0.0 for the product.
 _NORMAL, _QUARTER = 2e-38, 0.25
 # Runtimes whose arithmetic runs in threads or a process of their own, which the flag set
-# in torch's threads does not reach.
-_OWN_THREADS = {
-    "onnxruntime": "ONNX Runtime's own thread pool: its kernels are not under torch's flag",
-    "libtorch": "the C++ runner is a process of its own: torch's flag in this worker does "
-                "not reach it",
-}
+# in torch's threads does not reach: their rows say whose (engine.core.runtimes).
+_OWN_THREADS = {r.name: r.own_threads for r in ROWS if r.own_threads}
 
 
 def flush_denormals(framework: str) -> None:

@@ -1,25 +1,14 @@
-"""One file per runtime behind the `Backend` protocol (base.py). Imported only by workers."""
+"""One file per runtime behind the `Backend` protocol (base.py), named by its row in
+engine/core/runtimes.py. Imported only by workers."""
 
 import importlib
 
+from engine.core.runtimes import BACKENDS, ROWS
+
 __all__ = ["load_backend", "load_trainer", "configure_threads"]
 
-_MODULES = {
-    ("torch", "eager"): "engine.worker.backends.torch_eager",
-    ("torch", "channels_last"): "engine.worker.backends.torch_channels_last",
-    ("torch", "torchscript"): "engine.worker.backends.torch_script",
-    ("torch", "onnxruntime"): "engine.worker.backends.onnx_runtime",
-    ("torch", "compile"): "engine.worker.backends.torch_compile",
-    ("torch", "libtorch"): "engine.worker.backends.torch_libtorch",
-    ("torch", "aoti"): "engine.worker.backends.torch_aoti",
-    ("torch", "libtorch_aoti"): "engine.worker.backends.torch_libtorch_aoti",
-    ("torch", "openvino"): "engine.worker.backends.openvino_rt",
-    ("tensorflow", "keras"): "engine.worker.backends.tf_keras",
-    ("tensorflow", "tf_function"): "engine.worker.backends.tf_function",
-    ("tensorflow", "xla"): "engine.worker.backends.tf_xla",
-    ("selftest", "python"): "engine.worker.backends.selftest",
-    ("selftest", "mismatch"): "engine.worker.backends.selftest",
-}
+# (framework, runtime) -> its backend module, from the runtimes' rows
+_MODULES = {(r.framework, r.name): r.backend for r in ROWS}
 
 
 def configure_threads(framework: str, intra: int, inter: int) -> None:
@@ -47,11 +36,7 @@ def load_backend(framework: str, runtime: str):
     return importlib.import_module(_MODULES[(framework, runtime)]).Backend()
 
 
-_TRAINERS = {
-    ("torch", "eager"): "engine.worker.backends.train_torch",
-    ("torch", "libtorch"): "engine.worker.backends.train_libtorch",
-    ("tensorflow", "tf_function"): "engine.worker.backends.train_tf",
-}
+_TRAINERS = {(r.framework, r.name): BACKENDS + r.trainer for r in ROWS if r.trainer}
 
 
 def load_trainer(framework: str, runtime: str):
