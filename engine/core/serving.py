@@ -24,7 +24,6 @@ from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_B
                                 SERVE_DURATION_RANGE, SERVE_QPS_RANGE, SERVE_QUERIES_RANGE,
                                 SERVE_SAMPLES_RANGE, SERVE_WAIT_MS_RANGE, SEED_RANGE, choice,
                                 float_range, int_range, logical_cores)
-from engine.core.model_source import source_from_dict
 from engine.core.policy import MeasurementPolicy
 from engine.core.runtimes import ROWS
 
