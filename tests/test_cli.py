@@ -32,6 +32,23 @@ def test_runs_on_an_empty_database_says_what_to_do(capsys, db_path):
     assert capsys.readouterr().out.startswith("no runs stored yet: try `python -m engine run")
 
 
+def test_runs_lists_a_run_whose_integer_columns_are_empty(capsys, db_path):
+    """A user's model stores no image size (a NULL INTEGER, pd.NA in the frame): `runs`
+    shows the cell empty instead of raising on NA's truth value."""
+    from dataclasses import replace
+
+    from seeds.records import SYSTEM, ok_record
+    from store.db import open_db
+    from store.runs import save_record
+
+    with open_db(db_path) as con:
+        save_record(con, replace(ok_record("user-1", samples=(2_000_000,) * 3),
+                                 image_size=None, model="net.onnx", model_format="onnx"), SYSTEM)
+    assert main(["runs", "--db", str(db_path)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if "net.onnx" in line]
+    assert "user-1" in row and " 2.000 " in row
+
+
 def test_selftest_sweep_through_the_cli_stores_each_run_and_prints_the_table(
         capsys, db_path, worker_env):
     rc = main(["run", "--model", "identity", "fault_raise", "--framework", "selftest",

@@ -431,3 +431,21 @@ def test_a_batch_search_fails_on_anything_but_the_oom_it_bisects_after():
         1, "3 probes; 1 failed: 1 killed; 1 out of memory")
     assert search_outcome(["oom"], None) == (
         1, "1 probes; no batch fits: every probe ran out of memory")
+
+
+def test_a_missing_value_is_none_nan_or_pandas_na():
+    """DuckDB gives a NULL INTEGER to pandas 3 as pd.NA, whose `!=` raises when tested:
+    every empty cell reads as missing, and the tables that print them show it empty."""
+    import duckdb
+    import pandas as pd
+
+    from engine.present.tables import p99_text
+    from engine.present.values import missing
+
+    frame = duckdb.connect().execute(
+        "SELECT * FROM (VALUES (1, 2.5), (NULL, NULL)) t(size, p99)").df()
+    assert frame["size"][1] is pd.NA and missing(frame["size"][1])
+    assert [missing(v) for v in (None, float("nan"), pd.NaT, 0, 0.0, "", "x")] == [
+        True, True, True, False, False, False, False]
+    assert p99_text(2.5, frame["size"][1]) == "2.50 (n=0, low conf.)"
+    assert p99_text(frame["p99"][1], 5) == ""

@@ -52,6 +52,7 @@ def add_parsers(sub) -> None:
 
 def cmd_runs(args) -> int:
     from engine.present.tables import format_table, p99_text
+    from engine.present.values import missing
     from store.db import open_db
     from store.runs import list_runs
 
@@ -63,7 +64,7 @@ def cmd_runs(args) -> int:
         return 0
 
     def f(v, fmt, scale=1):
-        return "" if v is None or v != v else format(v / scale, fmt)
+        return "" if missing(v) else format(v / scale, fmt)
     rows = [[str(r.started_at)[:19], r.run_id[:8], r.model, r.framework, f(r.batch_size, ".0f"),
              f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
              r.validity or "", f(r.median_ms, ".3f"), p99_text(r.p99_ms, r.iterations),

@@ -8,6 +8,7 @@ import pandas as pd
 from engine.analysis.sweep_verdict import SweepVerdict
 from engine.present.tables import compare_grid, raw_rows, row_label
 from engine.core.inference import CONDITION_LABELS
+from engine.present.values import missing
 
 __all__ = ["compare_frame", "raw_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 
@@ -48,7 +49,7 @@ def load_grid(summary: pd.DataFrame, value: str) -> tuple[pd.DataFrame, list[tup
     best_col = values.idxmin(axis=1) if value == "ms_per_batch" else values.idxmax(axis=1)
     shown = table.copy()
     # Strings, not NaN: Streamlit shows a missing number as "None", which reads as a result.
-    shown[impls] = values.map(lambda v: "–" if v != v else f"{v:,.2f}")
+    shown[impls] = values.map(lambda v: "–" if missing(v) else f"{v:,.2f}")
     return shown, list(best_col.items())
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.present.values import missing
+
 __all__ = ["speedup_text", "with_vs_fp32", "precision_table", "ERROR_NOTE"]
 
 ERROR_NOTE = ("Error against the fp32 reference on generated inputs (at least 64: whole batches "
@@ -17,7 +19,7 @@ ERROR_NOTE = ("Error against the fp32 reference on generated inputs (at least 64
 
 
 def _num(v) -> float | None:
-    return None if v is None or v != v else float(v)
+    return None if missing(v) else float(v)
 
 
 def speedup_text(p50_ms, fp32_p50_ms, top1_agreement) -> str:

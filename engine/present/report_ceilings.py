@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from engine.analysis.roofline import Ceilings
 from engine.present.roofline import (PEAK_CAPTION, ROOFLINE_CAPTION, roofline_chart,
                                      roofline_frame)
+from engine.present.values import missing
 from store.calibrations import latest_calibrations, roofline_points
 
 __all__ = ["CeilingData", "gather_ceilings", "CEILING_HEADERS", "ceiling_cells"]
@@ -42,7 +43,7 @@ def gather_ceilings(con, sweep_id: str, models: list[str], setting) -> CeilingDa
 
 
 def _num(x, fmt: str) -> str:
-    return "" if x is None or x != x else format(x, fmt)
+    return "" if missing(x) else format(x, fmt)
 
 
 def ceiling_cells(data: CeilingData) -> list[list]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
 from engine.core.energy import energy_words
 from engine.present.tables import ms_text
+from engine.present.values import missing
 
 __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
            "run_timings", "run_provenance", "energy_text", "energy_lines", "numerics_text",
@@ -120,7 +121,7 @@ def energy_lines(readings) -> list[str]:
 
 
 def _num(v) -> float | None:
-    return None if v is None or v != v else float(v)  # NaN: none
+    return None if missing(v) else float(v)  # NaN, NA: none
 
 
 def run_timings(run: dict) -> dict:

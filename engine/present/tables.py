@@ -11,6 +11,7 @@ from engine.analysis.sweep_verdict import SweepVerdict
 from engine.analysis.stats import p99_confident
 from engine.core.catalog import CATALOG, model_label
 from engine.core.inference import CONDITION_LABELS
+from engine.present.values import missing
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
@@ -42,9 +43,9 @@ def architecture_notes(results: list[ConfigResult]) -> list[tuple[str, str]]:
 
 def p99_text(p99_ms: float | None, count: int | None) -> str:
     """p99 with its confidence: marked when from fewer than P99_MIN_SAMPLES samples."""
-    if p99_ms is None or p99_ms != p99_ms:  # None, or NaN from a frame
+    if missing(p99_ms):  # None, or NaN / NA from a frame
         return ""
-    n = int(count) if count == count and count is not None else 0
+    n = 0 if missing(count) else int(count)
     return f"{p99_ms:.2f}" + ("" if p99_confident(n) else f" (n={n}, low conf.)")
 
 
