@@ -110,9 +110,11 @@ def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
                                  extra={**rec.extra, "cores_used": threads}), SYSTEM)
 
 
-def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None):
+def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None,
+                 chosen: dict | None = None):
     """A search's sweep and probes; queries: the count its command records and every probe
-    ran (None: a search stored before the count was fixed)."""
+    ran (None: a search stored before the count was fixed); chosen: how the command says it
+    was chosen from the estimate (None: given, or not said)."""
     from store.db import open_db
     from store.runs import save_sweep
 
@@ -121,7 +123,8 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None):
                    command=MAX_QPS_COMMAND + " " + json.dumps(
                        {"model": "resnet18", "framework": "torch", "bound_ms": 15.0,
                         "max_batch": 4, "threads": 2,
-                        **({"search_queries": queries} if queries else {})}))
+                        **({"search_queries": queries} if queries else {}),
+                        **({"queries_from": chosen} if chosen else {})}))
         _probes(con, sweep_id, MAX_QPS_PROBES, batch=4, threads=2, p99_ms=12.0,
                 prefix=sweep_id, minute=0, queries=queries)
 
@@ -173,8 +176,10 @@ def test_find_max_qps_launches_one_search_of_the_forms_server_configuration(
     at.number_input(key="sv_qps_probes").set_value(8).run()
     assert any(c.value.startswith("An Offline run of this configuration gives the estimate")
                and "bisected to 10.0%, at most 8 probes" in c.value
-               and "1,000 queries, up to 2 over the bound: p99.8" in c.value
-               for c in at.caption)  # the default count
+               and "each a stored LoadGen Server test of one query count, chosen from the "
+                   "Offline run's samples/s so that the targets reach 8x it (at least 1,000;"
+               in c.value for c in at.caption)  # the default: chosen from the estimate
+    assert at.number_input(key="sv_search_queries").value == 0  # 0: automatic
     at.number_input(key="sv_search_queries").set_value(5000).run()
     assert any("each a stored LoadGen Server test of 5,000 queries, up to 33 over the bound: "
                "p99.34 (LoadGen's early stopping at 99 % confidence), at 16.7 to 12,500 QPS "
@@ -205,10 +210,15 @@ def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_
     assert type(req) is TuneRequest
     assert (req.objective, req.batches, req.thread_choices, req.replica_choices, req.bound_ms,
             req.qps_precision, req.max_probes, req.search_queries) == (
-        "cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16, 1000)
+        "cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16, None)  # None: chosen as it runs
     # every candidate's Server tests run the one count, recorded in the tuning's command
-    assert {s.query_count for s in req.specs()} == {1000}
-    assert json.loads(req.command().removeprefix(TUNE_COMMAND + " "))["search_queries"] == 1000
+    # once it is chosen (before the first confirmation); until then the command says none
+    assert json.loads(req.command().removeprefix(TUNE_COMMAND + " "))["search_queries"] is None
+    from engine.run.query_choice import choose_query_count
+    chosen = json.loads(req.command(queries=choose_query_count(
+        900, 20, lowest_qps=300, source="s")).removeprefix(TUNE_COMMAND + " "))
+    assert (chosen["search_queries"], chosen["queries_from"]) == (2_900, {
+        "estimate_qps": 900, "source": "s", "lowest_qps": 300, "binds": ""})
     assert req.machine_shape and req.machine_shape in at.selectbox(key="sv_shape").value
     # every split of 1 thread x 1 or 2 replicas (both fit 2 cores), each max batch
     assert [(c.threads, c.replicas, c.max_batch) for c in req.candidates()] == [
@@ -282,6 +292,17 @@ def test_a_stored_search_of_a_fixed_count_shows_each_probes_overs_and_what_was_a
         "queries per probe, up to 2 over allowed); LoadGen's p99 there 12 ms; bracket "
         "[169, 175) after 6 probes") for c in at.caption)
     assert not [w for w in at.warning if "query count" in w.value]  # one count: no caveat
+    assert not [c for c in at.caption if c.value.startswith("Queries: ")]  # given: claimed
+
+
+def test_a_stored_search_says_how_its_count_was_chosen(db_path, monkeypatch):
+    seed_max_qps(db_path, queries=1000, chosen={
+        "estimate_qps": 100.0, "source": "the Offline run's samples/s", "lowest_qps": None,
+        "binds": ""})
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert [c.value for c in at.caption if c.value.startswith("Queries: ")] == [
+        "Queries: 1,000 queries per probe (chosen from the estimate 100 QPS, the Offline "
+        "run's samples/s, so the search can reach 3,333 QPS)."]  # 1,000 / (20 x 15 ms)
 
 
 def test_a_stored_tuning_shows_the_recommendation_gain_front_constraints_and_pruned(
@@ -486,7 +507,7 @@ def test_a_link_sets_the_search_and_tune_widgets_and_the_page_writes_them_back(d
     shape = next(s for s in at.selectbox(key="sv_shape").options if s != default_shape)
     assert _search_widgets(at) == (default_shape, 0.05, 16, "qps", [1, 2, 4, 8],
                                    sorted({1, cores}), "sweep-maxqps-newer", "sweep-tune",
-                                   100.0, 1000)
+                                   100.0, 0)
     assert _written(at) == {}  # every one at its default: none written
     query = {"shape": shape, "qps_precision": "0.1", "max_probes": "8", "objective": "cost",
              "batches": "2,8", "tune_threads": "1", "search": "sweep-maxqps-o",
@@ -526,7 +547,7 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
     assert notes["target_rps"] == ("link: target_rps='-1' is not allowed; allowed: number "
                                    "0.001..1000000000; using 100")
     assert notes["search_queries"] == ("link: search_queries='100' is not allowed; allowed: "
-                                       "integer 459..1000000; using 1000")
+                                       r"0 \(automatic\) or integer 459..1000000; using 0")
     assert notes["objective"] == "link: objective='latency' is not allowed; allowed: one of " \
                                  "qps, cost; ignored"
     assert notes["batches"].startswith("link: batches='3' is not allowed; allowed: one of 1, 2")
@@ -536,7 +557,7 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
         assert " is not allowed; allowed: one of " in notes[param], notes[param]
     (default_shape, *rest) = _search_widgets(at)
     assert rest == [0.05, 16, "qps", [8], sorted({1, logical_cores()}), "sweep-maxqps",
-                    "sweep-tune", 100.0, 1000]
+                    "sweep-tune", 100.0, 0]
     assert _written(at) == {"batches": "8"}  # the one value used
     assert not at.error  # a refused link value is a note, not the form's error
 

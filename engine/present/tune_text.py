@@ -117,6 +117,8 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
             f"no target met the bound ({x.search.stop_reason})" if x.search is not None
             else f"closed-loop probe ended {x.closed.status}"))
     lines.append(f"stopped: {t.stop_reason}")
+    if getattr(t, "queries", None) is not None:  # engine/run/query_choice.QueryChoice
+        lines.append(f"queries: {t.queries.text()}")
     if capped_note(t):
         lines.append(f"note: {capped_note(t)}")
     lines += ["", "constraints: " + "; ".join([
