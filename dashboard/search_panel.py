@@ -243,7 +243,7 @@ def max_qps_results(machine, link: PageLink) -> None:
         st.warning(f"Not priced on {machine.label}: a figure from this machine does not "
                    "carry over to it.")
         return
-    st.dataframe(cost_frame(cost, bound), hide_index=True, key="sv_maxqps_cost",
+    st.dataframe(cost_frame(cost, bound, res.capped), hide_index=True, key="sv_maxqps_cost",
                  column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f"),
                                 "USD a month": st.column_config.NumberColumn(format="$%.2f")})
     est = "; ".join(f"{n}: estimate" for n, f in (("within the bound", cost.at_bound),

@@ -418,3 +418,38 @@ def test_a_real_tuning_chooses_its_count_from_the_fastest_stored_closed_loop(
     assert out.count(said) == 2
     assert ("Server p99 ≤ 12.5 ms at 99 % confidence (LoadGen early stopping, 1,600 queries "
             "per probe, up to 7 over allowed)") in out
+
+
+def test_a_cost_from_a_lower_bound_max_is_said_to_be_at_most_that():
+    """A candidate VALID at the highest target its search tests has a max of at least that,
+    so its cost per 1 M at the bound is at most the figure: the recommendation, the Pareto
+    table, the front's cost basis and a fleet's per-provider line say so beside it."""
+    from types import SimpleNamespace
+
+    from engine.present.search_view import front_frame, models_frame
+    from engine.present.tune_text import fleet_best_lines
+
+    b1 = C("eager", 1, 1)
+
+    def search(c, start):
+        rec = Rec("ok", p99_ms=5.0)
+        return QpsSearch(((1000.0, rec),), 1000.0, rec, (1000.0, None), "still VALID",
+                         query_count=1000, capped=True)
+    t = autotune([b1], default=b1, closed_probe=lambda c: ClosedFigure("ok", 900.0, 1.0),
+                 qps_search=search, price=lambda c, f, rate: 68 / rate, bound_ms=50,
+                 objective="cost")  # $0.068 per 1 M at 1,000 QPS
+    assert recommendation(t, "c6i.4xlarge") == (
+        "torch eager fp32, max batch 1, 1 thread: ≥ 1,000 QPS: p99 ≤ 50 ms at 99 % confidence "
+        "(LoadGen's p99 5 ms), at most $0.068 per 1 M on c6i.4xlarge: the max QPS is a lower "
+        "bound")
+    table = tune_lines(t, shape="c6i.4xlarge", space="")
+    assert ("torch eager fp32, max batch 1, 1 thread  ≥ 1,000   5.000  ≤ $0.068   winner"
+            in "\n".join(table))  # the Pareto table
+    assert front_frame(t)["cost basis"].tolist() == [
+        "at most $0.068 per 1 M: the max QPS is a lower bound; measured on the shape"]
+    assert models_frame([("resnet18", None, t)])["cost basis"].tolist() == [
+        "at most $0.068 per 1 M: the max QPS is a lower bound; measured on the shape"]
+    node = SimpleNamespace(shape="c6i.4xlarge", tuning=t)
+    best = SimpleNamespace(cheapest=node, per_provider=[("AWS", node), ("OCI", node)])
+    assert fleet_best_lines(best)[1] == "best per provider: AWS: c6i.4xlarge, at most $0.068 " \
+                                        "per 1 M; OCI: c6i.4xlarge, at most $0.068 per 1 M"

@@ -111,7 +111,7 @@ def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
 
 
 def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None,
-                 chosen: dict | None = None):
+                 chosen: dict | None = None, probes=MAX_QPS_PROBES):
     """A search's sweep and probes; queries: the count its command records and every probe
     ran (None: a search stored before the count was fixed); chosen: how the command says it
     was chosen from the estimate (None: given, or not said)."""
@@ -125,7 +125,7 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None,
                         "max_batch": 4, "threads": 2,
                         **({"search_queries": queries} if queries else {}),
                         **({"queries_from": chosen} if chosen else {})}))
-        _probes(con, sweep_id, MAX_QPS_PROBES, batch=4, threads=2, p99_ms=12.0,
+        _probes(con, sweep_id, probes, batch=4, threads=2, p99_ms=12.0,
                 prefix=sweep_id, minute=0, queries=queries)
 
 
@@ -293,6 +293,20 @@ def test_a_stored_search_of_a_fixed_count_shows_each_probes_overs_and_what_was_a
         "[169, 175) after 6 probes") for c in at.caption)
     assert not [w for w in at.warning if "query count" in w.value]  # one count: no caveat
     assert not [c for c in at.caption if c.value.startswith("Queries: ")]  # given: claimed
+
+
+def test_a_stored_search_valid_at_its_ceiling_prices_the_bound_as_at_most(db_path,
+                                                                          monkeypatch):
+    """1,000 queries a probe under 15 ms test up to 3,333 QPS: VALID there, the max is at
+    least that, so the cost per 1 M within the bound is at most the table's figure."""
+    ceiling = 1000 / (20 * 15.0 / 1000)
+    seed_max_qps(db_path, queries=1000, probes=[(ceiling / 2, True), (ceiling, True)])
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert {m.label: m.value for m in at.metric}["max QPS"] == "≥ 3,333.3"
+    cost = frame(at, "USD per 1 M")
+    [note] = cost["figure"].tolist()  # no Offline run: the one row within the bound
+    assert note == (f"at most ${cost['USD per 1 M'].iloc[0]:.3g} per 1 M: the max QPS is a "
+                    "lower bound")
 
 
 def test_a_stored_search_says_how_its_count_was_chosen(db_path, monkeypatch):

@@ -343,6 +343,29 @@ def test_the_cost_lines_label_a_flat_out_figure_from_a_closed_loop_an_estimate()
         "configuration on this machine)")
 
 
+def test_a_cost_from_a_lower_bound_max_is_at_most_its_figure():
+    """A search VALID at its highest target: the max is at least it, so the cost per 1 M
+    within the bound, the machines and the bill are at most theirs, said beside them."""
+    from engine.present.max_qps_text import cost_lines
+    from engine.present.search_view import cost_frame
+
+    c = serving_cost(FOUR, _split(900, 4), _offline(1200, 4), target_rps=2700)
+    lines = cost_lines(c, 50, lower_bound=True)
+    assert lines[1] == ("  within p99 50 ms: at least 900.0 samples/s a machine -> at most "
+                        "$0.123 per 1 M inferences: the max QPS is a lower bound [measured: "
+                        "measured on t.4core (4 threads x 1 replica; median of 1 run)]")
+    assert lines[2].startswith("  flat out (no bound): 1,200.0 samples/s -> $0.0926 per 1 M")
+    assert lines[3] == ("  2,700 requests/s within the bound: at most 3 machines x $0.4000/h "
+                        "x 730 h = at most $876.00 a month: the max QPS is a lower bound")
+    assert cost_lines(c, 50)[1].startswith("  within p99 50 ms: 900.0 samples/s a machine -> "
+                                           "$0.123 per 1 M inferences [measured")
+    df = cost_frame(c, 50, lower_bound=True)
+    assert df["figure"].tolist() == ["at most $0.123 per 1 M: the max QPS is a lower bound",
+                                     ""]
+    assert list(df.columns).index("figure") == list(df.columns).index("USD per 1 M") + 1
+    assert "figure" not in cost_frame(c, 50).columns
+
+
 def test_the_closed_loop_a_search_reads_is_this_machines_never_anothers(db_path):
     """The store's best run of any machine (an import, a fleet node) is not this one's."""
     from types import SimpleNamespace

@@ -291,7 +291,7 @@ def cmd_find_max_qps(args) -> int:
         cost = serving_cost(machine, split(res.max_qps * per_query), flat,
                             target_rps=args.target_rps)
         print()
-        print("\n".join(cost_lines(cost, args.bound_ms)) if cost is not None else
+        print("\n".join(cost_lines(cost, args.bound_ms, res.capped)) if cost is not None else
               f"not priced on {machine.label}: a figure from this machine does not carry "
               "over to it")
     statuses = [rec.status for _, rec in res.probes]
