@@ -9,16 +9,26 @@ engine/present/tune_text's."""
 
 from __future__ import annotations
 
+from datetime import date
+
 import streamlit as st
 
 from dashboard.session import read
+from engine.present.cost_text import stale_note
 from engine.present.search_view import fleet_frame, models_frame
 from engine.present.tune_text import fleet_best_lines, models_lines
 from engine.run.fleet_tune import NodeTuning, fleet_best
 from engine.run.serving_jobs import TUNE_COMMAND, replay_tune, request_fields, tune_price
 from store.serving import search_probes, search_sweeps
 
-__all__ = ["fleet_section", "group_section"]
+__all__ = ["fleet_section", "group_section", "stale_warning"]
+
+
+def stale_warning(machines) -> None:
+    """The stale prices among those a search's or tuning's cost used, and where to check
+    them (a price's age is judged on the day the page is read)."""
+    if said := stale_note(machines, date.today()):
+        st.warning(said, icon=":material/schedule:")
 
 
 def fleet_section(fleet: str, catalog) -> None:
@@ -41,6 +51,9 @@ def fleet_section(fleet: str, catalog) -> None:
                  column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f")})
     for line in fleet_best_lines(best):
         st.caption(line)
+    priced = {r.shape for r in results if r.tuning is not None and r.tuning.winner is not None
+              and r.tuning.winner.cost is not None}
+    stale_warning([m for m in catalog if m.shape in priced])
 
 
 def group_section(group: str, catalog, shape: str | None) -> None:

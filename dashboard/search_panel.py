@@ -21,7 +21,7 @@ import streamlit as st
 from dashboard.job_forms import JobForm, Launcher, plan
 from dashboard.link_state import PageLink
 from dashboard.cluster_form import executor_choice
-from dashboard.fleet_view import fleet_section, group_section
+from dashboard.fleet_view import fleet_section, group_section, stale_warning
 from dashboard.numbers import Numbers
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
@@ -253,6 +253,7 @@ def max_qps_results(machine, link: PageLink) -> None:
                f"whole machines, {cost.hours:g} h a month. "
                + (f"{est}: scaled from this machine's cores, as the basis column says."
                   if est else "Measured on this shape."))
+    stale_warning([machine])
 
 
 def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
@@ -358,6 +359,8 @@ def tune_results(link: PageLink) -> None:
         f"Recommendation: {recommendation(t, shape)}")
     if capped_note(t):
         st.warning(capped_note(t) + ".", icon=":material/warning:")
+    if any(x.cost is not None for x in (*t.confirmed, t.default)):
+        stale_warning([m for m in catalog if m.shape == shape])
     if t.gain_pct is not None:
         st.metric("gain over the default", f"{t.gain_pct:+,.1f} %",
                   help=f"default: {t.default.candidate.label()}; "

@@ -242,6 +242,8 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
             "--replicas", "1", "--probe-s", "0.05", "--search-queries", "1000",
             "--max-probes", "2", "--start-qps", "1000", "--machine-shape", "c6i.4xlarge",
             "--db", str(db_path)]
+    from tests.test_max_qps import stale_c6i
+    where = stale_c6i(db_path)  # c6i.4xlarge's price as of 2020-01
     code = main(argv)
     out = capsys.readouterr().out
     con = duckdb.connect(str(db_path), read_only=True)
@@ -264,6 +266,9 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
     assert served and {r[2] for r in served} <= {"ok", "invalid"}
     assert "recommendation: selftest python fp32, max batch " in out, out
     assert "per 1 M on c6i.4xlarge" in out
+    [note] = [line for line in out.splitlines() if line.startswith("note: 1 price")]
+    assert ("AWS c6i.4xlarge: as of 2020-01 (read as 2020-01-01" in note
+            and f"(check it at {where}). Check them there" in note)
     assert ("constraints: Server p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, "
             "1,000 queries per probe, up to 2 over allowed)") in out
     assert code == 0
@@ -453,3 +458,4 @@ def test_a_cost_from_a_lower_bound_max_is_said_to_be_at_most_that():
     best = SimpleNamespace(cheapest=node, per_provider=[("AWS", node), ("OCI", node)])
     assert fleet_best_lines(best)[1] == "best per provider: AWS: c6i.4xlarge, at most $0.068 " \
                                         "per 1 M; OCI: c6i.4xlarge, at most $0.068 per 1 M"
+

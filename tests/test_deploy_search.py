@@ -309,6 +309,30 @@ def test_a_stored_search_valid_at_its_ceiling_prices_the_bound_as_at_most(db_pat
                     "lower bound")
 
 
+def test_a_stored_search_and_tuning_name_a_stale_price_they_used(db_path, monkeypatch):
+    """The shape the page prices on, its price as of January 2020 (an imported update):
+    the search's cost table and the tuning (its objective: cost) each warn, naming the price
+    and where to check it."""
+    from engine.analysis.cost import cpu_shapes, default_shape
+    from store.db import open_db
+    from store.prices import effective_catalog, save_price_updates
+
+    with open_db(db_path) as con:
+        shapes = cpu_shapes(effective_catalog(con)[0])
+        machine = shapes[default_shape(shapes)]
+        save_price_updates(con, [], [replace(machine, as_of="2020-01")])
+    seed_max_qps(db_path)
+    seed_tuning(db_path, objective="cost", machine_shape=machine.shape)
+    at = page(DEPLOY, db_path, monkeypatch)
+    stale = [w.value for w in at.warning if " is older than 6 months on " in w.value]
+    assert len(stale) == 2, [w.value for w in at.warning]  # the search's, the tuning's
+    for said in stale:
+        assert said.startswith("1 price used here is older than 6 months on ")
+        assert (f"{machine.label}: as of 2020-01 (read as 2020-01-01, the earliest it can "
+                f"mean)" in said and f"(check it at {machine.first_party}). Check them "
+                "there before signing a budget" in said), said
+
+
 def test_a_stored_search_says_how_its_count_was_chosen(db_path, monkeypatch):
     seed_max_qps(db_path, queries=1000, chosen={
         "estimate_qps": 100.0, "source": "the Offline run's samples/s", "lowest_qps": None,

@@ -366,6 +366,39 @@ def test_a_cost_from_a_lower_bound_max_is_at_most_its_figure():
     assert "figure" not in cost_frame(c, 50).columns
 
 
+def test_a_searchs_stale_price_is_named_with_where_to_check_it():
+    """The serving cost's shape priced more than 6 months before the day it is read: one
+    line naming it and its first-party list; none when it is recent or entered by hand."""
+    from datetime import date
+    from dataclasses import replace
+
+    from engine.present.cost_text import stale_note
+
+    listed = replace(FOUR, first_party="the provider's price list API (t.4core)")
+    assert stale_note([listed, None], date(2026, 11, 27)) == (
+        "1 price used here is older than 6 months on 2026-11-27 or undated: AWS t.4core: as "
+        "of 2026-01-01, 10 months (330 days) before 2026-11-27 (check it at the provider's "
+        "price list API (t.4core)). Check them there before signing a budget, or import a "
+        "current one: `python -m engine prices import FILE`.")
+    assert stale_note([listed], date(2026, 6, 30)) is None  # 5 months old
+    assert stale_note([replace(FOUR, provider="custom")], date(2030, 1, 1)) is None
+    assert "(check it at its source)" in stale_note([FOUR], date(2026, 11, 27))
+
+
+def stale_c6i(db_path):
+    """The store's catalog with c6i.4xlarge priced as of January 2020 (an imported update):
+    stale on any day this test runs. Returns its first-party source."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.prices import effective_catalog, save_price_updates
+
+    with open_db(db_path) as con:
+        [c6i] = [m for m in effective_catalog(con)[0] if m.shape == "c6i.4xlarge"]
+        save_price_updates(con, [], [replace(c6i, as_of="2020-01")])
+    return c6i.first_party
+
+
 def test_the_closed_loop_a_search_reads_is_this_machines_never_anothers(db_path):
     """The store's best run of any machine (an import, a fleet node) is not this one's."""
     from types import SimpleNamespace
@@ -492,6 +525,7 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
     estimate naming that run."""
     seed_closed_loop(db_path, "here-1", per_call_ns=1_000_000)
     seed_closed_loop(db_path, "elsewhere-1", per_call_ns=20_000, system_id="another-machine")
+    where = stale_c6i(db_path)
     # 1,000 queries a probe at a 50 ms bound: the search's ceiling is 1,000 QPS, one probe
     main([*SEARCH, "--bound-ms", "50", "--max-probes", "2", "--machine-shape", "c6i.4xlarge",
           "--search-queries", "1000", "--db", str(db_path)])
@@ -503,6 +537,11 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
     assert ("[estimate: no Offline run in this search; closed-loop run here-1 on this machine "
             "(1,000.0 samples/s at batch 1, one replica); ") in flat
     assert "50,000" not in out and "elsewhere-1" not in out
+    # the price is older than 6 months: one line naming it and where to check it
+    [note] = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert note.startswith("note: 1 price used here is older than 6 months on ")
+    assert (": AWS c6i.4xlarge: as of 2020-01 (read as 2020-01-01, the earliest it can mean), "
+            in note and f"(check it at {where}). Check them there before signing" in note)
 
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(

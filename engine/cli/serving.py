@@ -200,9 +200,11 @@ def cmd_find_max_qps(args) -> int:
     the bound on --machine-shape (else the catalog's default shape, an estimate)."""
     import platform
     from dataclasses import replace
+    from datetime import date
 
     from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
     from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
+    from engine.present.cost_text import stale_note
     from engine.present.max_qps_text import cost_lines, probe_table
     from engine.run.machine import system_info
     from engine.run.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
@@ -294,6 +296,8 @@ def cmd_find_max_qps(args) -> int:
         print("\n".join(cost_lines(cost, args.bound_ms, res.capped)) if cost is not None else
               f"not priced on {machine.label}: a figure from this machine does not carry "
               "over to it")
+        if cost is not None and (said := stale_note([machine], date.today())):
+            print(f"note: {said}")
     statuses = [rec.status for _, rec in res.probes]
     failed = [s for s in statuses if s not in ("ok", *MISSED)]
     return EXIT_OK if res.max_qps is not None and not failed else EXIT_NOT_OK

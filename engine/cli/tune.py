@@ -236,6 +236,7 @@ def cmd_tune(args) -> int:
                                               lambda sid: None)
                 print()
                 print("\n".join(tune_lines(t, shape=shape, space=space)))
+                _stale(catalog, [shape] if _priced(t) else [])
                 print(f"every probe stored in {db} as sweep {sweep_id}")
                 ok &= t.winner is not None
                 winners.append((model, t))
@@ -272,7 +273,25 @@ def _fleet(model, tune_one, runner, catalog) -> bool:
         print(f"stored as sweep {res.sweep_id}" if res.sweep_id else "")
     print()
     print("\n".join(fleet_lines(results, fleet_best(results, providers.get))))
+    _stale(catalog, [r.shape for r in results if r.tuning is not None and _priced(r.tuning)])
     return all(r.tuning is not None and r.tuning.winner is not None for r in results)
+
+
+def _priced(t) -> bool:
+    """Whether the tuning's report shows a cost (a confirmation priced on its shape)."""
+    return any(x.cost is not None for x in (*t.confirmed, t.default))
+
+
+def _stale(catalog, shapes) -> None:
+    """A note naming the stale prices among the shapes the report priced, and where to
+    check them."""
+    from datetime import date
+
+    from engine.present.cost_text import stale_note
+
+    machines = [m for m in catalog if m.shape in set(shapes)]
+    if said := stale_note(machines, date.today()):
+        print(f"note: {said}")
 
 
 def _space(cands, args) -> str:
