@@ -232,7 +232,8 @@ def max_qps_results(machine, link: PageLink) -> None:
         return serving_split(r, threads=int(best.intra_threads or 1),
                              replicas=res.best.replicas,
                              threads_per_core=res.best.threads_per_core,
-                             cores_used=res.best.cores_used, shape=best.machine_shape)
+                             cores_used=res.best.cores_used, shape=best.machine_shape,
+                             hypervisor=res.best.hypervisor)
     # the search's own Offline run (the rule the CLI's search follows too)
     flat = choose_flat_out(split, offline=None if offline.empty else (
         offline.run_id.iloc[0], float(offline.throughput.iloc[0])))

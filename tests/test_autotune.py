@@ -459,3 +459,27 @@ def test_a_cost_from_a_lower_bound_max_is_said_to_be_at_most_that():
     assert fleet_best_lines(best)[1] == "best per provider: AWS: c6i.4xlarge, at most $0.068 " \
                                         "per 1 M; OCI: c6i.4xlarge, at most $0.068 per 1 M"
 
+
+def test_the_store_s_closed_loop_figure_carries_its_hosts_hypervisor_flag(db_path):
+    """A tuner that reads a closed-loop figure from the store instead of probing prices it
+    with the flag its run recorded (a VM reporting 1 thread per core: its cores may be
+    hyperthreads), through the row its sweep's command keeps."""
+    from dataclasses import replace
+
+    from engine.run.autotune import stored_figures
+    from engine.run.machine import system_info
+    from store.db import open_db
+    from store.runs import save_record
+    from tests.helpers import SYSTEM, ok_record
+
+    here = {**SYSTEM, "system_id": system_info()["system_id"]}
+    rec = ok_record("vm-1", samples=(2_427_184,) * 3, model="identity", framework="selftest",
+                    batch_size=1, intra_threads=1, image_size=None)
+    with open_db(db_path) as con:
+        save_record(con, replace(rec, system_id=here["system_id"], threads_per_core=1,
+                                 extra={**rec.extra, "hypervisor": True}), here)
+    b1 = Candidate("selftest", "python", "fp32", 1, 1)
+    [(c, row)] = stored_figures(db_path, [b1], model="identity", image_size=None).items()
+    assert (c, row["run_id"], row["threads_per_core"], row["hypervisor"]) == (
+        b1, "vm-1", 1, True)
+    assert ClosedFigure.stored(row).hypervisor is True

@@ -12,6 +12,7 @@ import pytest
 from engine.core import RunSpec
 from engine.core.errors import UserError
 from engine.core.limits import logical_cores
+from engine.analysis.cost import load_catalog
 from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
 from engine.run.autotune import Candidate, ClosedFigure, autotune
@@ -91,7 +92,7 @@ DEFAULT_PROBES = [(100.0, True), (200.0, False), (150.0, False), (125.0, False),
 
 
 def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
-            queries: int | None = None):
+            queries: int | None = None, tpc: int = 2, hypervisor: bool | None = None):
     """queries: every probe's fixed count, LoadGen's over count kept (1 over when VALID, 9
     when not); None: probes as stored before the count was fixed, LoadGen's 10 s at each
     target (at least 459 queries) and no over count."""
@@ -106,12 +107,13 @@ def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
                            [2_000_000] * 50, minute=minute + i,
                            queries=queries or max(459, round(10 * q)),
                            overs=None if queries is None else 1 if valid else 9)
-        save_record(con, replace(rec, sweep_id=sweep_id, round_no=1, threads_per_core=2,
-                                 extra={**rec.extra, "cores_used": threads}), SYSTEM)
+        vm = {} if hypervisor is None else {"hypervisor": hypervisor}
+        save_record(con, replace(rec, sweep_id=sweep_id, round_no=1, threads_per_core=tpc,
+                                 extra={**rec.extra, "cores_used": threads, **vm}), SYSTEM)
 
 
 def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None,
-                 chosen: dict | None = None, probes=MAX_QPS_PROBES):
+                 chosen: dict | None = None, probes=MAX_QPS_PROBES, **host):
     """A search's sweep and probes; queries: the count its command records and every probe
     ran (None: a search stored before the count was fixed); chosen: how the command says it
     was chosen from the estimate (None: given, or not said)."""
@@ -126,7 +128,7 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None,
                         **({"search_queries": queries} if queries else {}),
                         **({"queries_from": chosen} if chosen else {})}))
         _probes(con, sweep_id, probes, batch=4, threads=2, p99_ms=12.0,
-                prefix=sweep_id, minute=0, queries=queries)
+                prefix=sweep_id, minute=0, queries=queries, **host)
 
 
 def seed_tuning(db_path, sweep_id="sweep-tune", **command):
@@ -331,6 +333,49 @@ def test_a_stored_search_and_tuning_name_a_stale_price_they_used(db_path, monkey
         assert (f"{machine.label}: as of 2020-01 (read as 2020-01-01, the earliest it can "
                 f"mean)" in said and f"(check it at {machine.first_party}). Check them "
                 "there before signing a budget" in said), said
+
+
+@pytest.mark.parametrize("hypervisor, host", [
+    (True, "1 thread per core on a VM"),
+    (None, "1 thread per core on a host that did not record whether it is a VM")])
+def test_a_search_on_a_vm_reporting_1_thread_per_core_says_its_cores_may_be_hyperthreads(
+        hypervisor, host, db_path, monkeypatch):
+    """Its probes' rows record 1 thread per core and the x86 hypervisor flag: the cost's
+    per-core estimate says the cores counted may be hyperthreads of a VM, and what the
+    figure would be if so (a row that did not record the flag says that instead)."""
+    seed_max_qps(db_path, tpc=1, hypervisor=hypervisor)
+    at = page(DEPLOY, db_path, monkeypatch)
+    [basis] = frame(at, "USD per 1 M").basis.tolist()
+    assert (f"the 2 cores counted ({host}) may be hyperthreads of 1 core: if so the figure "
+            "would be") in basis, basis
+
+
+def test_a_tuning_s_cost_from_a_vm_row_says_its_cores_may_be_hyperthreads(db_path):
+    """The tuner prices a candidate from its stored probes' figure: a Server test on a VM
+    reporting 1 thread per core (store.serving.search_probes reads the flag, the replay
+    carries it to the price) is an estimate that says its cores may be hyperthreads."""
+    from engine.run.search_replay import stored_probe
+    from engine.run.serving_jobs import tune_price
+    from store.db import open_db
+    from store.serving import search_probes
+
+    seed_max_qps(db_path, tpc=1, hypervisor=True)
+    with open_db(db_path) as con:
+        row = next(search_probes(con, "sweep-maxqps").itertuples())
+    probe = stored_probe(row)
+    assert (probe.threads_per_core, probe.hypervisor) == (1, True)
+    fig = ClosedFigure.of(probe)
+    assert (fig.threads_per_core, fig.cores_used, fig.hypervisor) == (1, 2, True)
+    cost, note = tune_price(None, "c6i.4xlarge", load_catalog())(
+        Candidate("torch", "eager", "fp32", 4, 2), fig, 168.75)
+    assert cost > 0 and "(1 thread per core on a VM) may be hyperthreads" in note, note
+    fig = ClosedFigure.stored({"run_id": "r", "throughput": 100.0, "p99_ms": 1.0,
+                               "threads_per_core": 1, "cores_used": 2, "machine_shape": None,
+                               "hypervisor": True})  # as a tuning's command records it
+    assert fig.hypervisor is True
+    older = {"run_id": "r", "throughput": 100.0, "p99_ms": 1.0, "threads_per_core": 1,
+             "cores_used": 2, "machine_shape": None}  # recorded before the flag was read
+    assert ClosedFigure.stored(older).hypervisor is None
 
 
 def test_a_stored_search_says_how_its_count_was_chosen(db_path, monkeypatch):

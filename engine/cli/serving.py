@@ -285,7 +285,8 @@ def cmd_find_max_qps(args) -> int:
                                  replicas=rec.replicas or 1,
                                  threads_per_core=rec.threads_per_core,
                                  cores_used=(rec.extra or {}).get("cores_used"),
-                                 shape=rec.machine_shape, arch=arch)
+                                 shape=rec.machine_shape, arch=arch,
+                                 hypervisor=(rec.extra or {}).get("hypervisor"))
         ran = offline is not None and offline.status == "ok" and offline.throughput
         flat = choose_flat_out(split, offline=(offline.run_id, offline.throughput) if ran
                                else None, closed=closed_run, replicas=rec.replicas or 1)

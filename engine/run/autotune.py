@@ -16,9 +16,8 @@ candidate, a stop rule in one place (`autotune`, a pure function of its probes' 
    `margin` on the best so far.
 
 The default configuration (the reference runtime, batch 1, every thread, one replica) is
-confirmed too,
-so the report can say how much better the winner is. `stored_autotune` drives it on real
-runs, every probe stored under one sweep.
+confirmed too, so the report can say how much better the winner is. `stored_autotune`
+drives it on real runs, every probe stored under one sweep.
 """
 
 from __future__ import annotations
@@ -85,20 +84,23 @@ class ClosedFigure:
     threads_per_core: int | None = None
     cores_used: int | None = None
     shape: str | None = None
+    hypervisor: bool | None = None  # the host a VM (x86 cpuinfo flag); None: not recorded
 
     @classmethod
     def stored(cls, row: dict) -> "ClosedFigure":
         """The store's figure for the configuration (store.queries.closed_loop_known's row,
-        as a tuning's sweep command records it)."""
+        as a tuning's sweep command records it; one recorded before the flag: None)."""
         return cls("ok", row["throughput"], row["p99_ms"], "", "stored", row["run_id"],
-                   row["threads_per_core"], row["cores_used"], row["machine_shape"])
+                   row["threads_per_core"], row["cores_used"], row["machine_shape"],
+                   row.get("hypervisor"))
 
     @classmethod
     def of(cls, rec, source: str = "measured") -> "ClosedFigure":
+        extra = getattr(rec, "extra", None) or {}
         return cls(rec.status, rec.throughput, rec.p99_ms, rec.reason or "", source,
                    getattr(rec, "run_id", ""), getattr(rec, "threads_per_core", None),
-                   (getattr(rec, "extra", None) or {}).get("cores_used"),
-                   getattr(rec, "machine_shape", None))
+                   extra.get("cores_used"), getattr(rec, "machine_shape", None),
+                   extra.get("hypervisor"))
 
 
 @dataclass(frozen=True)

@@ -334,10 +334,11 @@ class StoredProbe:
     machine_shape: str | None = None
     cores_used: int | None = None
     replicas: int = 1
+    hypervisor: bool | None = None  # its host a VM (None: not recorded)
 
     @property
     def extra(self) -> dict:  # as a RunRecord keeps it (ClosedFigure.of reads it)
-        return {"cores_used": self.cores_used}
+        return {"cores_used": self.cores_used, "hypervisor": self.hypervisor}
 
 
 CUT_SHORT = "cut short"

@@ -53,7 +53,7 @@ def stored_probe(row) -> StoredProbe:
                        _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
                        _int(row.threads_per_core),
                        row.machine_shape, _int(row.cores_used),
-                       _int(getattr(row, "replicas", 1)) or 1)
+                       _int(getattr(row, "replicas", 1)) or 1, _flag(row))
 
 
 def replay_tune(fields: dict, probes, price) -> Tuning:
@@ -80,7 +80,7 @@ def replay_tune(fields: dict, probes, price) -> Tuning:
                 return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
                                     r.reason, "measured",
                                     r.run_id, _int(r.threads_per_core), _int(r.cores_used),
-                                    r.machine_shape)
+                                    r.machine_shape, _flag(r))
         return ClosedFigure("missing", reason="no closed-loop figure stored")
 
     known = {Candidate(*row["candidate"]).closed_loop(): row
@@ -104,6 +104,12 @@ def _none(x):
         return None if x is None or bool(x != x) else x
     except TypeError:  # pandas.NA: its comparison is NA, whose truth is ambiguous
         return None
+
+
+def _flag(row) -> bool | None:
+    """A row's hypervisor flag (None: not recorded, or a row read before it was)."""
+    x = _none(getattr(row, "hypervisor", None))
+    return None if x is None else bool(x)
 
 
 def _int(x):

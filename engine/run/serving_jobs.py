@@ -344,7 +344,8 @@ def tune_price(db, shape: str | None, catalog=None):
             return None
         cost = serving_cost(machine, serving_split(
             rate, threads=c.threads, replicas=c.replicas, threads_per_core=fig.threads_per_core,
-            cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch))
+            cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch,
+            hypervisor=fig.hypervisor))
         if cost is None:
             return None
         bound = cost.at_bound
