@@ -5,7 +5,8 @@ sweep of its own and replayed from its stored probes (engine.run.serving_jobs.re
   and the cheapest per provider (engine.run.fleet_tune.fleet_best);
 - one launch's models: each model tuned alone, the sweeps naming the launch's group.
 Streamlit glue; the tables are engine/present/search_view's, the sentences
-engine/present/tune_text's."""
+engine/present/tune_text's. A stale price a cost used (over 6 months old) is named with
+where to check it (`stale_warning`, for this page's searches too)."""
 
 from __future__ import annotations
 

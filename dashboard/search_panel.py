@@ -2,9 +2,10 @@
 Server configuration and "Tune" (the autotuner), each launched as one job
 (engine.run.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches found, read
 back from the store by replaying the search over its stored probes (so viewer mode shows
-them too): the max, its p99, the bracket, the probes, the stop reason and the cost at the
-bound on a catalog shape; the tuner's recommendation, gain, Pareto front, constraints and
-pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
+them too): the max, its p99, the bracket, the probes, how its query count was chosen, the
+stop reason and the cost at the bound on a catalog shape (an upper bound where the max is a
+lower one; a price over 6 months old named with where to check it); the tuner's
+recommendation, gain, Pareto front, constraints and pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
 the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
 
 Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
@@ -12,7 +13,7 @@ Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=
 ?tune_replicas=, ?tune_models=, ?start_qps=, ?search= and ?tuning=
 (a sweep id or a unique prefix of one) and ?target_rps= seed them when a link is opened, a
 refused value is a note naming the parameter and what is allowed, and each is written back
-when it differs from its default."""
+when it differs from its default (?search_queries=0, the default: chosen from the estimate)."""
 
 from __future__ import annotations
 
