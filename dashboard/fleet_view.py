@@ -5,20 +5,31 @@ sweep of its own and replayed from its stored probes (engine.run.serving_jobs.re
   and the cheapest per provider (engine.run.fleet_tune.fleet_best);
 - one launch's models: each model tuned alone, the sweeps naming the launch's group.
 Streamlit glue; the tables are engine/present/search_view's, the sentences
-engine/present/tune_text's."""
+engine/present/tune_text's. A stale price a cost used (over 6 months old) is named with
+where to check it (`stale_warning`, for this page's searches too)."""
 
 from __future__ import annotations
+
+from datetime import date
 
 import streamlit as st
 
 from dashboard.session import read
+from engine.present.cost_text import stale_note
 from engine.present.search_view import fleet_frame, models_frame
 from engine.present.tune_text import fleet_best_lines, models_lines
 from engine.run.fleet_tune import NodeTuning, fleet_best
 from engine.run.serving_jobs import TUNE_COMMAND, replay_tune, request_fields, tune_price
 from store.serving import search_probes, search_sweeps
 
-__all__ = ["fleet_section", "group_section"]
+__all__ = ["fleet_section", "group_section", "stale_warning"]
+
+
+def stale_warning(machines) -> None:
+    """The stale prices among those a search's or tuning's cost used, and where to check
+    them (a price's age is judged on the day the page is read)."""
+    if said := stale_note(machines, date.today()):
+        st.warning(said, icon=":material/schedule:")
 
 
 def fleet_section(fleet: str, catalog) -> None:
@@ -41,6 +52,9 @@ def fleet_section(fleet: str, catalog) -> None:
                  column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f")})
     for line in fleet_best_lines(best):
         st.caption(line)
+    priced = {r.shape for r in results if r.tuning is not None and r.tuning.winner is not None
+              and r.tuning.winner.cost is not None}
+    stale_warning([m for m in catalog if m.shape in priced])
 
 
 def group_section(group: str, catalog, shape: str | None) -> None:

@@ -85,12 +85,12 @@ class PageLink:
                    lambda values: {key: values})
 
     def number(self, param: str, key: str, lo: float, hi: float, integer: bool = False,
-               default: float | None = None) -> None:
+               default: float | None = None, zero: str | None = None) -> None:
         """default: what the widget shows instead of a refused value; the note says so
-        ("using 3"), else the value is "ignored"."""
+        ("using 3"), else the value is "ignored". zero: what 0 means, where allowed."""
         action = "ignored" if default is None else f"using {default:g}"
         self._seed(param, lambda raw: parse_number(param, raw, lo, hi, integer=integer,
-                                                   action=action),
+                                                   action=action, zero=zero),
                    lambda value: {key: value})
 
     def integers(self, param: str, lo: int, hi: int,

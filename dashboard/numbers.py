@@ -34,9 +34,11 @@ class Numbers:
 
     def __call__(self, where: Any, label: str, key: str, field: str, lo: float, hi: float, *,
                  default: float, integer: bool = False, step: float | None = None,
-                 help: str | None = None, **widget: Any) -> float | int:
+                 help: str | None = None, zero: str | None = None,
+                 **widget: Any) -> float | int:
         """Draw the box in `where` (st or a column); its value (an int when integer), or
-        `default` when refused (the refusal is in errors[field])."""
+        `default` when refused (the refusal is in errors[field]). zero: what 0 means, where
+        it is allowed outside lo..hi."""
         # The box's value is put in session state on every run, not only the first: a box
         # whose value came from session state carries it in the element the browser draws,
         # so a box the browser drew afresh (after an interrupted rerun dropped it) shows
@@ -46,12 +48,13 @@ class Numbers:
         # None) is refused in this run, and the box shows the default again.
         before = st.session_state.get(key, default) if key in st.session_state else default
         st.session_state[key] = default if before is None else before
-        allowed = "allowed: " + number_allowed(lo, hi, integer)
+        allowed = "allowed: " + number_allowed(lo, hi, integer, zero)
         value = where.number_input(
             label, key=key, value=None, step=float(step or (1 if integer else 0.01)),
             help=f"{help}; {allowed}" if help else allowed,
             **({"format": "%.0f"} if integer else {}), **widget)
-        refused = number_refused(field, None if before is None else value, lo, hi, integer)
+        refused = number_refused(field, None if before is None else value, lo, hi, integer,
+                                 zero)
         if refused:
             self.errors.setdefault(field, refused)
             return default
@@ -59,13 +62,13 @@ class Numbers:
 
     def linked(self, link: Any, param: str, where: Any, label: str, key: str, field: str,
                lo: float, hi: float, *, default: float, integer: bool = False,
-               **widget: Any) -> float | int:
+               zero: str | None = None, **widget: Any) -> float | int:
         """A box of the page's link (dashboard.link_state.PageLink): ?param= seeds it when
         a link is opened (a refused value is a note naming param and the range, and the
         box shows `default`), and its value is written back when it differs from default."""
-        link.number(param, key, lo, hi, integer=integer, default=default)
+        link.number(param, key, lo, hi, integer=integer, default=default, zero=zero)
         value = self(where, label, key, field, lo, hi, default=default, integer=integer,
-                     **widget)
+                     zero=zero, **widget)
         link.put(param, value, lambda v: f"{v:g}", default=default)
         return value
 

@@ -2,9 +2,10 @@
 Server configuration and "Tune" (the autotuner), each launched as one job
 (engine.run.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches found, read
 back from the store by replaying the search over its stored probes (so viewer mode shows
-them too): the max, its p99, the bracket, the probes, the stop reason and the cost at the
-bound on a catalog shape; the tuner's recommendation, gain, Pareto front, constraints and
-pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
+them too): the max, its p99, the bracket, the probes, how its query count was chosen, the
+stop reason and the cost at the bound on a catalog shape (an upper bound where the max is a
+lower one; a price over 6 months old named with where to check it); the tuner's
+recommendation, gain, Pareto front, constraints and pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
 the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
 
 Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
@@ -12,7 +13,7 @@ Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=
 ?tune_replicas=, ?tune_models=, ?start_qps=, ?search= and ?tuning=
 (a sweep id or a unique prefix of one) and ?target_rps= seed them when a link is opened, a
 refused value is a note naming the parameter and what is allowed, and each is written back
-when it differs from its default."""
+when it differs from its default (?search_queries=0, the default: chosen from the estimate)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import streamlit as st
 from dashboard.job_forms import JobForm, Launcher, plan
 from dashboard.link_state import PageLink
 from dashboard.cluster_form import executor_choice
-from dashboard.fleet_view import fleet_section, group_section
+from dashboard.fleet_view import fleet_section, group_section, stale_warning
 from dashboard.numbers import Numbers
 from dashboard.session import read
 from engine.analysis.cost import cpu_shapes, default_shape
@@ -37,6 +38,7 @@ from engine.run.autotune import OBJECTIVES
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
                                 loadgen_p99_ms, probe_qps_range, replay_max_qps)
+from engine.run.query_choice import HEADROOM, QueryChoice
 from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest, replay_tune, request_fields, search_limits,
                                      stored_probe, tune_price)
@@ -88,17 +90,19 @@ def limits_form(link: PageLink) -> JobForm:
         help="a search stops after this many Server tests and reports the bracket so far")
     queries = numbers.linked(
         link, "search_queries", c3, "Queries per probe (every probe, every candidate)",
-        "sv_search_queries", "search_queries", *SEARCH_QUERIES_RANGE,
-        default=DEFAULT_SEARCH_QUERIES, integer=True,
+        "sv_search_queries", "search_queries", *SEARCH_QUERIES_RANGE, default=0,
+        integer=True, zero="automatic",
         help="LoadGen's early stopping lets more queries over the bound the more a test "
              "runs, so every probe runs this many, whatever its rate, and is held to one "
-             f"percentile (default {strictness(DEFAULT_SEARCH_QUERIES)}); a probe at Q QPS "
-             f"runs N / Q s, at most {MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, "
-             "so more queries reach higher rates and fewer lower ones")
+             f"percentile; a probe at Q QPS runs N / Q s, at most {MAX_PROBE_S:g} s and at "
+             f"least {SPAN_BOUNDS}x the bound, so more queries reach higher rates and fewer "
+             f"lower ones. 0: chosen from the search's estimate before its first Server "
+             f"probe, so that it can reach {HEADROOM}x the estimate (a tuning: the fastest "
+             f"candidate's closed loop), at least {strictness(DEFAULT_SEARCH_QUERIES)}")
     for message in errors.values():
         st.error(message, icon=":material/error:")
     return JobForm(errors=errors) if errors else JobForm(
-        {"qps_precision": precision, "max_probes": probes, "search_queries": queries})
+        {"qps_precision": precision, "max_probes": probes, "search_queries": queries or None})
 
 
 NOT_SERVER = "scenario: the search runs Server tests; allowed: Server (pick it above)"
@@ -136,8 +140,11 @@ def max_qps_launch(form: JobForm, limits: JobForm, launcher: Launcher) -> None:
         "An Offline run of this configuration gives the estimate and the flat-out figure; "
         f"then the target doubles while VALID and is bisected to {r.qps_precision:.1%}, at "
         f"most {r.max_probes} probes, each a stored LoadGen Server test of "
-        f"{strictness(r.search_queries)} (LoadGen's early stopping at 99 % confidence), "
-        f"at {_targets(r.search_queries, r.bound_ms)}."))
+        + (f"{strictness(r.search_queries)} (LoadGen's early stopping at 99 % confidence), "
+           f"at {_targets(r.search_queries, r.bound_ms)}." if r.search_queries else
+           f"one query count, chosen from the Offline run's samples/s so that the targets "
+           f"reach {HEADROOM}x it (at least {DEFAULT_SEARCH_QUERIES:,}; LoadGen's early "
+           "stopping at 99 % confidence).")))
     launcher.button("Find the max QPS under the bound", "sv_maxqps_launch", job,
                     "Max-QPS search", bool(job.errors))
 
@@ -149,6 +156,11 @@ def _targets(queries: int, bound_ms: float) -> str:
     top = f"{hi:,.4g}" if hi < 1000 else f"{hi:,.0f}"
     return (f"{lo:,.3g} to {top} QPS ({queries:,} queries span at most {MAX_PROBE_S:g} s, "
             f"at least {SPAN_BOUNDS}x the {bound_ms:g} ms bound)")
+
+
+def _chosen(queries) -> bool:
+    """A count chosen from the search's estimate (a given one is in the bound's claim)."""
+    return queries is not None and queries.estimate_qps is not None
 
 
 def _sweep_picker(link: PageLink, param: str, prefix: str, key: str, what: str):
@@ -202,6 +214,8 @@ def max_qps_results(machine, link: PageLink) -> None:
                 help="highest VALID target, lowest missed one")
     c[3].metric("probes", len(res.probes))
     st.caption(f"{res.summary(bound)}. Stopped: {res.stop_reason}.")
+    if _chosen(queries := QueryChoice.from_fields(fields)):
+        st.caption(f"Queries: {queries.text()}.")
     if note:
         st.warning(note, icon=":material/warning:")
     st.dataframe(probe_frame(res, loadgen_p99_ms), hide_index=True, key="sv_maxqps_probes")
@@ -219,7 +233,8 @@ def max_qps_results(machine, link: PageLink) -> None:
         return serving_split(r, threads=int(best.intra_threads or 1),
                              replicas=res.best.replicas,
                              threads_per_core=res.best.threads_per_core,
-                             cores_used=res.best.cores_used, shape=best.machine_shape)
+                             cores_used=res.best.cores_used, shape=best.machine_shape,
+                             hypervisor=res.best.hypervisor)
     # the search's own Offline run (the rule the CLI's search follows too)
     flat = choose_flat_out(split, offline=None if offline.empty else (
         offline.run_id.iloc[0], float(offline.throughput.iloc[0])))
@@ -230,7 +245,7 @@ def max_qps_results(machine, link: PageLink) -> None:
         st.warning(f"Not priced on {machine.label}: a figure from this machine does not "
                    "carry over to it.")
         return
-    st.dataframe(cost_frame(cost, bound), hide_index=True, key="sv_maxqps_cost",
+    st.dataframe(cost_frame(cost, bound, res.capped), hide_index=True, key="sv_maxqps_cost",
                  column_config={"USD per 1 M": st.column_config.NumberColumn(format="$%.4f"),
                                 "USD a month": st.column_config.NumberColumn(format="$%.2f")})
     est = "; ".join(f"{n}: estimate" for n, f in (("within the bound", cost.at_bound),
@@ -240,6 +255,7 @@ def max_qps_results(machine, link: PageLink) -> None:
                f"whole machines, {cost.hours:g} h a month. "
                + (f"{est}: scaled from this machine's cores, as the basis column says."
                   if est else "Measured on this shape."))
+    stale_warning([machine])
 
 
 def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
@@ -289,8 +305,10 @@ def tune_launch(form: JobForm, limits: JobForm, launcher: Launcher, machine,
     _show(job, above, "Closed-loop probes prune (a failed probe, a p99 over the bound, a figure "
                       "over 2x worse than the best); the best survivors and the default get a "
                       "max-QPS search each, every Server test of every candidate "
-                      + (strictness(job.request.search_queries) if not job.errors else
-                         "the same query count") + ".")
+                      + (strictness(job.request.search_queries) if not job.errors
+                         and job.request.search_queries else "the same query count"
+                         + ("" if job.errors else ", chosen from the fastest surviving "
+                            "candidate's closed loop")) + ".")
     launcher.button("Tune", "sv_tune_launch", job, "Tuning", bool(job.errors))
 
 
@@ -343,6 +361,8 @@ def tune_results(link: PageLink) -> None:
         f"Recommendation: {recommendation(t, shape)}")
     if capped_note(t):
         st.warning(capped_note(t) + ".", icon=":material/warning:")
+    if any(x.cost is not None for x in (*t.confirmed, t.default)):
+        stale_warning([m for m in catalog if m.shape == shape])
     if t.gain_pct is not None:
         st.metric("gain over the default", f"{t.gain_pct:+,.1f} %",
                   help=f"default: {t.default.candidate.label()}; "
@@ -354,7 +374,8 @@ def tune_results(link: PageLink) -> None:
         f"Server {bound_claim(t.bound_ms, fields.get('search_queries'))}",
         "objective: " + ("most QPS" if t.objective == "qps" else
                          f"least cost per 1 M on {shown}"),
-        f"margin {t.margin:.1%}", f"{len(t.closed)} candidates", f"stopped: {t.stop_reason}"]))
+        f"margin {t.margin:.1%}", f"{len(t.closed)} candidates", f"stopped: {t.stop_reason}"]
+        + ([f"queries: {t.queries.text()}"] if _chosen(t.queries) else [])))
     if t.pruned:
         st.markdown(f"**Pruned ({len(t.pruned)})**")
         st.dataframe(pruned_frame(t), hide_index=True, key="sv_tune_pruned")

@@ -260,11 +260,11 @@ def closed_loop_known(con, spec, system_id: str) -> dict | None:
     """The latest ok closed-loop inference run of exactly this configuration (model,
     framework, runtime, precision, image size, batch, threads, replicas; no neighbour, a
     catalog model) on this machine (system_id): what an autotuner's probe would measure
-    again. A dict of its run_id, throughput, p99_ms, threads_per_core, cores_used and
-    machine_shape; None when there is none."""
+    again. A dict of its run_id, throughput, p99_ms, threads_per_core, cores_used,
+    machine_shape and hypervisor (its host a VM; None: not recorded); None when none."""
     rows = con.execute(
-        "SELECT run_id, throughput, p99_ms, threads_per_core, "
-        "TRY_CAST(extra->>'cores_used' AS INTEGER), machine_shape FROM runs "
+        "SELECT run_id, throughput, p99_ms, threads_per_core, TRY_CAST(extra->>'cores_used' "
+        "AS INTEGER), machine_shape, TRY_CAST(extra->>'hypervisor' AS BOOLEAN) FROM runs "
         "WHERE status = 'ok' AND kind = ? AND model = ? AND framework = ? AND runtime = ? "
         "AND precision = ? AND batch_size = ? AND intra_threads = ? "
         "AND image_size IS NOT DISTINCT FROM ? AND system_id = ? AND throughput > 0 "
@@ -276,7 +276,7 @@ def closed_loop_known(con, spec, system_id: str) -> dict | None:
     if not rows:
         return None
     keys = ("run_id", "throughput", "p99_ms", "threads_per_core", "cores_used",
-            "machine_shape")
+            "machine_shape", "hypervisor")
     return dict(zip(keys, rows[0]))
 
 

@@ -13,7 +13,7 @@ from engine.scenarios import SCENARIOS
 from engine.core.record import RunRecord
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
-           "save_record", "save_sweep", "sweep_rule", "extend_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
+           "save_record", "save_sweep", "sweep_rule", "extend_sweep", "restate_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
            "model_info", "save_model_stats", "framework_version", "RUN_COLUMNS",
            "serving_result", "loadgen_log", "LOG_FORMAT",
            "SYSTEM_COLUMNS"]
@@ -269,6 +269,13 @@ def extend_sweep(con, sweep_id: str, *, rounds: int, plan: list[list[str]]) -> N
     """A sweep that ran past its minimum rounds: how many ran, and every round's order."""
     con.execute("UPDATE sweeps SET rounds = ?, plan = ? WHERE sweep_id = ?",
                 [rounds, json.dumps(plan), sweep_id])
+
+
+def restate_sweep(con, sweep_id: str, command: str) -> None:
+    """A search's command once it is complete: its query count, chosen from an estimate the
+    search measured after its sweep opened (engine/run/query_choice.py), so that the command
+    names the search that ran."""
+    con.execute("UPDATE sweeps SET command = ? WHERE sweep_id = ?", [command, sweep_id])
 
 
 def list_sweeps(con, *, with_runs_only: bool = False, kind: str | None = None) -> pd.DataFrame:

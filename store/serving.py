@@ -60,13 +60,15 @@ def search_sweeps(con, command_prefix: str) -> pd.DataFrame:
 def search_probes(con, sweep_id: str) -> pd.DataFrame:
     """Every run of one search's sweep in the order it ran (oldest first), of any kind (an
     Offline estimate, closed-loop probes, Server tests), with what pricing it needs: the
-    threads per core, the cores its worker was pinned to and the shape it ran on."""
+    threads per core, the cores its worker was pinned to, whether its host was a VM (the
+    x86 `hypervisor` flag) and the shape it ran on."""
     df = con.execute(
         "SELECT r.run_id, r.kind, r.started_at, r.framework, r.runtime, r.precision, "
         "r.batch_size, r.intra_threads, coalesce(r.replicas, 1) AS replicas, r.status, "
         "coalesce(r.reason, '') AS reason, "
         "r.throughput, r.p99_ms, r.threads_per_core, r.machine_shape, "
         "(r.extra->>'cores_used')::BIGINT AS cores_used, r.extra->>'scenario' AS scenario, "
+        "(r.extra->>'hypervisor')::BOOLEAN AS hypervisor, "  # a VM's (NULL: not recorded)
         "(r.extra->>'target_qps')::DOUBLE AS target_qps, "
         "(r.extra->>'max_wait_ms')::DOUBLE AS max_wait_ms, s.summary "
         "FROM runs r LEFT JOIN serving_results s USING (run_id) "

@@ -239,9 +239,11 @@ def test_a_start_rate_over_ten_times_the_fastest_candidates_closed_loop_is_refus
 def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
         db_path, worker_env, capsys):
     argv = [*TUNE, "--bound-ms", "50", "--batches", "1", "4", "--threads", "1",
-            "--replicas", "1", "--probe-s", "0.05",  # 1,000 queries a probe, the default
+            "--replicas", "1", "--probe-s", "0.05", "--search-queries", "1000",
             "--max-probes", "2", "--start-qps", "1000", "--machine-shape", "c6i.4xlarge",
             "--db", str(db_path)]
+    from tests.test_max_qps import stale_c6i
+    where = stale_c6i(db_path)  # c6i.4xlarge's price as of 2020-01
     code = main(argv)
     out = capsys.readouterr().out
     con = duckdb.connect(str(db_path), read_only=True)
@@ -253,7 +255,7 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
     finally:
         con.close()
     assert counts == [(1000,)]  # every Server test of every candidate: the one count
-    assert command.endswith(" --search-queries 1000")  # the default, stated
+    assert command.count(" --search-queries ") == 1 and " --search-queries 1000 " in command
     assert len({r[0] for r in rows}) == 1, rows  # one sweep
     closed = [r for r in rows if r[1] == "inference"]
     served = [r for r in rows if r[1] != "inference"]
@@ -264,6 +266,9 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
     assert served and {r[2] for r in served} <= {"ok", "invalid"}
     assert "recommendation: selftest python fp32, max batch " in out, out
     assert "per 1 M on c6i.4xlarge" in out
+    [note] = [line for line in out.splitlines() if line.startswith("note: 1 price")]
+    assert ("AWS c6i.4xlarge: as of 2020-01 (read as 2020-01-01" in note
+            and f"(check it at {where}). Check them there" in note)
     assert ("constraints: Server p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, "
             "1,000 queries per probe, up to 2 over allowed)") in out
     assert code == 0
@@ -283,8 +288,9 @@ def test_a_real_tune_stores_every_probe_under_one_sweep_and_reuses_the_store(
     (["--min-duration", "2"], "min_duration_s", "allowed: --search-queries N (459..1000000)"),
     (["--min-queries", "500"], "min_query_count", "allowed: --search-queries N (459..1000000)"),
     (["--start-qps", "3"], "start_qps", "allowed: number 3.333..1000, or fewer queries"),
-    (["--start-qps", "1001"], "start_qps", "1,000 queries a probe span at most 300 s, at least "
-     "20x the 50 ms bound; allowed: number 3.333..1000, or more queries a probe"),
+    (["--start-qps", "1001", "--search-queries", "1000"], "start_qps", "1,000 queries a probe "
+     "span at most 300 s, at least 20x the 50 ms bound; allowed: number 3.333..1000, or more "
+     "queries a probe"),
 ])
 def test_a_tunings_server_tests_run_one_query_count_and_the_old_options_say_so(
         db_path, capsys, args, field, allowed):
@@ -350,3 +356,130 @@ def test_confirmations_valid_at_the_highest_target_a_probe_tests_are_lower_bound
         "such is settled; more queries a probe (--search-queries) reach higher rates")
     assert f"note: {capped_note(t)}" in tune_lines(t, shape=None, space="2 candidates")
     assert capped_note(run("qps")[0]) is None  # none reached it
+
+
+def test_one_query_count_is_chosen_for_every_confirmation_before_the_first():
+    """choose_queries hears, once and before any search, the closed loop of every candidate
+    that may be confirmed (the survivors best first, then the default's); what it answers is
+    the tuning's count. From those figures under a 50 ms bound: 8x the fastest (500 samples/s
+    would be 4,000 QPS; CC is over the bound, so B's 400: 3,200 queries), with 8 halvings
+    under the slowest (the default's 150: a probe at 18.75 QPS runs 171 s, under 300 s)."""
+    from engine.run.query_choice import choose_query_count
+
+    heard, searched = [], []
+
+    def choose(rates):
+        heard.append((list(rates), len(searched)))
+        return choose_query_count(max(rates), 50, lowest_qps=min(rates), source="scripted")
+
+    def qps_search(c, start):
+        searched.append(c)
+        q, p99 = SERVER[c]
+        rec = Rec("ok", p99_ms=p99)
+        return QpsSearch(((q, rec),), q, rec, (q, None), "scripted", query_count=1000)
+
+    t = autotune(CANDIDATES, default=DEFAULT, qps_search=qps_search, bound_ms=50,
+                 objective="qps", price=lambda c, f, rate: None, choose_queries=choose,
+                 closed_probe=lambda c: ClosedFigure(CLOSED[c][0], CLOSED[c][1], CLOSED[c][2]))
+    assert heard == [([400, 350, 300, 260, 200, 150], 0)]  # once, before the first search
+    assert (t.queries.query_count, t.queries.ceiling, t.queries.binds) == (3200, 3200.0, "")
+    assert t.queries.text() == ("3,200 queries per probe (chosen from the estimate 400 QPS, "
+                                "scripted, so the search can reach 3,200 QPS)")
+    assert "queries: 3,200 queries per probe (chosen from the estimate 400 QPS, scripted, " \
+           "so the search can reach 3,200 QPS)" in tune_lines(t, shape=None, space="")
+    # every candidate pruned and the default over the bound: nothing to choose for
+    over = {**CLOSED, DEFAULT: ("ok", 150, 60)}
+    t = autotune([CC], default=DEFAULT, qps_search=qps_search, bound_ms=50, objective="qps",
+                 price=lambda c, f, rate: None, choose_queries=choose,
+                 closed_probe=lambda c: ClosedFigure(*over[c]))
+    assert t.queries is None and len(heard) == 1
+
+
+def test_a_real_tuning_chooses_its_count_from_the_fastest_stored_closed_loop(
+        db_path, worker_env, capsys):
+    """No count given: the candidates' closed loops are the store's (identity: batch 4 800
+    samples/s, batch 1 412, the default 600), so under a 12.5 ms bound every Server test of
+    every candidate runs 20 x 12.5 ms x 8 x 800 = 1,600 queries, the count the sweep's
+    command then states (so that rerunning it is the same tuning)."""
+    from tests.serving_seed import seed_closed_loop
+
+    seed_closed_loop(db_path, "b1")
+    seed_closed_loop(db_path, "b4", batch=4, per_call_ns=5_000_000)
+    seed_closed_loop(db_path, "dflt", threads=logical_cores(), per_call_ns=1_666_667)
+    # (whether identity meets the bound on a busy machine is not what this tests)
+    main([*TUNE, "--bound-ms", "12.5", "--batches", "1", "4", "--threads", "1", "--replicas",
+          "1", "--max-probes", "2", "--db", str(db_path)])
+    out = capsys.readouterr().out
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        counts = con.execute("SELECT DISTINCT query_count FROM serving_results").fetchall()
+        [command] = con.execute("SELECT command FROM sweeps").fetchone()
+        inference = con.execute("SELECT count(*) FROM runs WHERE kind = 'inference'"
+                                ).fetchone()[0]
+    assert counts == [(1600,)] and inference == 3  # no probe: the store's figures
+    assert command.endswith(" --max-probes 2 --db " + str(db_path) + " --search-queries 1600")
+    said = ("1,600 queries per probe (chosen from the estimate 800 QPS, the fastest "
+            "candidate's closed-loop samples/s, so the search can reach 6,400 QPS)")
+    assert f"queries: {said}" in out.splitlines()  # as it was chosen, and in the report
+    assert out.count(said) == 2
+    assert ("Server p99 ≤ 12.5 ms at 99 % confidence (LoadGen early stopping, 1,600 queries "
+            "per probe, up to 7 over allowed)") in out
+
+
+def test_a_cost_from_a_lower_bound_max_is_said_to_be_at_most_that():
+    """A candidate VALID at the highest target its search tests has a max of at least that,
+    so its cost per 1 M at the bound is at most the figure: the recommendation, the Pareto
+    table, the front's cost basis and a fleet's per-provider line say so beside it."""
+    from types import SimpleNamespace
+
+    from engine.present.search_view import front_frame, models_frame
+    from engine.present.tune_text import fleet_best_lines
+
+    b1 = C("eager", 1, 1)
+
+    def search(c, start):
+        rec = Rec("ok", p99_ms=5.0)
+        return QpsSearch(((1000.0, rec),), 1000.0, rec, (1000.0, None), "still VALID",
+                         query_count=1000, capped=True)
+    t = autotune([b1], default=b1, closed_probe=lambda c: ClosedFigure("ok", 900.0, 1.0),
+                 qps_search=search, price=lambda c, f, rate: 68 / rate, bound_ms=50,
+                 objective="cost")  # $0.068 per 1 M at 1,000 QPS
+    assert recommendation(t, "c6i.4xlarge") == (
+        "torch eager fp32, max batch 1, 1 thread: ≥ 1,000 QPS: p99 ≤ 50 ms at 99 % confidence "
+        "(LoadGen's p99 5 ms), at most $0.068 per 1 M on c6i.4xlarge: the max QPS is a lower "
+        "bound")
+    table = tune_lines(t, shape="c6i.4xlarge", space="")
+    assert ("torch eager fp32, max batch 1, 1 thread  ≥ 1,000   5.000  ≤ $0.068   winner"
+            in "\n".join(table))  # the Pareto table
+    assert front_frame(t)["cost basis"].tolist() == [
+        "at most $0.068 per 1 M: the max QPS is a lower bound; measured on the shape"]
+    assert models_frame([("resnet18", None, t)])["cost basis"].tolist() == [
+        "at most $0.068 per 1 M: the max QPS is a lower bound; measured on the shape"]
+    node = SimpleNamespace(shape="c6i.4xlarge", tuning=t)
+    best = SimpleNamespace(cheapest=node, per_provider=[("AWS", node), ("OCI", node)])
+    assert fleet_best_lines(best)[1] == "best per provider: AWS: c6i.4xlarge, at most $0.068 " \
+                                        "per 1 M; OCI: c6i.4xlarge, at most $0.068 per 1 M"
+
+
+def test_the_store_s_closed_loop_figure_carries_its_hosts_hypervisor_flag(db_path):
+    """A tuner that reads a closed-loop figure from the store instead of probing prices it
+    with the flag its run recorded (a VM reporting 1 thread per core: its cores may be
+    hyperthreads), through the row its sweep's command keeps."""
+    from dataclasses import replace
+
+    from engine.run.autotune import stored_figures
+    from engine.run.machine import system_info
+    from store.db import open_db
+    from store.runs import save_record
+    from tests.helpers import SYSTEM, ok_record
+
+    here = {**SYSTEM, "system_id": system_info()["system_id"]}
+    rec = ok_record("vm-1", samples=(2_427_184,) * 3, model="identity", framework="selftest",
+                    batch_size=1, intra_threads=1, image_size=None)
+    with open_db(db_path) as con:
+        save_record(con, replace(rec, system_id=here["system_id"], threads_per_core=1,
+                                 extra={**rec.extra, "hypervisor": True}), here)
+    b1 = Candidate("selftest", "python", "fp32", 1, 1)
+    [(c, row)] = stored_figures(db_path, [b1], model="identity", image_size=None).items()
+    assert (c, row["run_id"], row["threads_per_core"], row["hypervisor"]) == (
+        b1, "vm-1", 1, True)
+    assert ClosedFigure.stored(row).hypervisor is True

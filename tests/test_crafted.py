@@ -321,11 +321,14 @@ DEPLOY_NUMBERS = [  # (scenario, key, field, outside, allowed, inside, its launc
      "sv_tune_launch"),
     ("server", "sv_qps_probes", "max_probes", 41.0, "integer 2..40", 8, "sv_maxqps_launch"),
     ("server", "sv_qps_probes", "max_probes", 1.0, "integer 2..40", 2, "sv_tune_launch"),
-    # every probe's query count: under early stopping's 459, or a fraction
-    ("server", "sv_search_queries", "search_queries", 458.0, "integer 459..1000000", 5000,
-     "sv_maxqps_launch"),
-    ("server", "sv_search_queries", "search_queries", 999.5, "integer 459..1000000", 459,
-     "sv_tune_launch"),
+    # every probe's query count: under early stopping's 459 (but 0: automatic), negative,
+    # or a fraction
+    ("server", "sv_search_queries", "search_queries", 458.0,
+     "0 (automatic) or integer 459..1000000", 5000, "sv_maxqps_launch"),
+    ("server", "sv_search_queries", "search_queries", -1.0,
+     "0 (automatic) or integer 459..1000000", 459, "sv_maxqps_launch"),
+    ("server", "sv_search_queries", "search_queries", 999.5,
+     "0 (automatic) or integer 459..1000000", 459, "sv_tune_launch"),
 ]
 
 

@@ -12,6 +12,7 @@ import pytest
 from engine.core import RunSpec
 from engine.core.errors import UserError
 from engine.core.limits import logical_cores
+from engine.analysis.cost import load_catalog
 from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
 from engine.run.autotune import Candidate, ClosedFigure, autotune
@@ -91,7 +92,7 @@ DEFAULT_PROBES = [(100.0, True), (200.0, False), (150.0, False), (125.0, False),
 
 
 def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
-            queries: int | None = None):
+            queries: int | None = None, tpc: int = 2, hypervisor: bool | None = None):
     """queries: every probe's fixed count, LoadGen's over count kept (1 over when VALID, 9
     when not); None: probes as stored before the count was fixed, LoadGen's 10 s at each
     target (at least 459 queries) and no over count."""
@@ -106,13 +107,16 @@ def _probes(con, sweep_id, probes, *, batch, threads, p99_ms, prefix, minute,
                            [2_000_000] * 50, minute=minute + i,
                            queries=queries or max(459, round(10 * q)),
                            overs=None if queries is None else 1 if valid else 9)
-        save_record(con, replace(rec, sweep_id=sweep_id, round_no=1, threads_per_core=2,
-                                 extra={**rec.extra, "cores_used": threads}), SYSTEM)
+        vm = {} if hypervisor is None else {"hypervisor": hypervisor}
+        save_record(con, replace(rec, sweep_id=sweep_id, round_no=1, threads_per_core=tpc,
+                                 extra={**rec.extra, "cores_used": threads, **vm}), SYSTEM)
 
 
-def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None):
+def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None,
+                 chosen: dict | None = None, probes=MAX_QPS_PROBES, **host):
     """A search's sweep and probes; queries: the count its command records and every probe
-    ran (None: a search stored before the count was fixed)."""
+    ran (None: a search stored before the count was fixed); chosen: how the command says it
+    was chosen from the estimate (None: given, or not said)."""
     from store.db import open_db
     from store.runs import save_sweep
 
@@ -121,9 +125,10 @@ def seed_max_qps(db_path, sweep_id="sweep-maxqps", queries: int | None = None):
                    command=MAX_QPS_COMMAND + " " + json.dumps(
                        {"model": "resnet18", "framework": "torch", "bound_ms": 15.0,
                         "max_batch": 4, "threads": 2,
-                        **({"search_queries": queries} if queries else {})}))
-        _probes(con, sweep_id, MAX_QPS_PROBES, batch=4, threads=2, p99_ms=12.0,
-                prefix=sweep_id, minute=0, queries=queries)
+                        **({"search_queries": queries} if queries else {}),
+                        **({"queries_from": chosen} if chosen else {})}))
+        _probes(con, sweep_id, probes, batch=4, threads=2, p99_ms=12.0,
+                prefix=sweep_id, minute=0, queries=queries, **host)
 
 
 def seed_tuning(db_path, sweep_id="sweep-tune", **command):
@@ -173,8 +178,10 @@ def test_find_max_qps_launches_one_search_of_the_forms_server_configuration(
     at.number_input(key="sv_qps_probes").set_value(8).run()
     assert any(c.value.startswith("An Offline run of this configuration gives the estimate")
                and "bisected to 10.0%, at most 8 probes" in c.value
-               and "1,000 queries, up to 2 over the bound: p99.8" in c.value
-               for c in at.caption)  # the default count
+               and "each a stored LoadGen Server test of one query count, chosen from the "
+                   "Offline run's samples/s so that the targets reach 8x it (at least 1,000;"
+               in c.value for c in at.caption)  # the default: chosen from the estimate
+    assert at.number_input(key="sv_search_queries").value == 0  # 0: automatic
     at.number_input(key="sv_search_queries").set_value(5000).run()
     assert any("each a stored LoadGen Server test of 5,000 queries, up to 33 over the bound: "
                "p99.34 (LoadGen's early stopping at 99 % confidence), at 16.7 to 12,500 QPS "
@@ -205,10 +212,15 @@ def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_
     assert type(req) is TuneRequest
     assert (req.objective, req.batches, req.thread_choices, req.replica_choices, req.bound_ms,
             req.qps_precision, req.max_probes, req.search_queries) == (
-        "cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16, 1000)
+        "cost", (1, 4), (1,), (1, 2), 20.0, 0.05, 16, None)  # None: chosen as it runs
     # every candidate's Server tests run the one count, recorded in the tuning's command
-    assert {s.query_count for s in req.specs()} == {1000}
-    assert json.loads(req.command().removeprefix(TUNE_COMMAND + " "))["search_queries"] == 1000
+    # once it is chosen (before the first confirmation); until then the command says none
+    assert json.loads(req.command().removeprefix(TUNE_COMMAND + " "))["search_queries"] is None
+    from engine.run.query_choice import choose_query_count
+    chosen = json.loads(req.command(queries=choose_query_count(
+        900, 20, lowest_qps=300, source="s")).removeprefix(TUNE_COMMAND + " "))
+    assert (chosen["search_queries"], chosen["queries_from"]) == (2_900, {
+        "estimate_qps": 900, "source": "s", "lowest_qps": 300, "binds": ""})
     assert req.machine_shape and req.machine_shape in at.selectbox(key="sv_shape").value
     # every split of 1 thread x 1 or 2 replicas (both fit 2 cores), each max batch
     assert [(c.threads, c.replicas, c.max_batch) for c in req.candidates()] == [
@@ -282,6 +294,98 @@ def test_a_stored_search_of_a_fixed_count_shows_each_probes_overs_and_what_was_a
         "queries per probe, up to 2 over allowed); LoadGen's p99 there 12 ms; bracket "
         "[169, 175) after 6 probes") for c in at.caption)
     assert not [w for w in at.warning if "query count" in w.value]  # one count: no caveat
+    assert not [c for c in at.caption if c.value.startswith("Queries: ")]  # given: claimed
+
+
+def test_a_stored_search_valid_at_its_ceiling_prices_the_bound_as_at_most(db_path,
+                                                                          monkeypatch):
+    """1,000 queries a probe under 15 ms test up to 3,333 QPS: VALID there, the max is at
+    least that, so the cost per 1 M within the bound is at most the table's figure."""
+    ceiling = 1000 / (20 * 15.0 / 1000)
+    seed_max_qps(db_path, queries=1000, probes=[(ceiling / 2, True), (ceiling, True)])
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert {m.label: m.value for m in at.metric}["max QPS"] == "≥ 3,333.3"
+    cost = frame(at, "USD per 1 M")
+    [note] = cost["figure"].tolist()  # no Offline run: the one row within the bound
+    assert note == (f"at most ${cost['USD per 1 M'].iloc[0]:.3g} per 1 M: the max QPS is a "
+                    "lower bound")
+
+
+def test_a_stored_search_and_tuning_name_a_stale_price_they_used(db_path, monkeypatch):
+    """The shape the page prices on, its price as of January 2020 (an imported update):
+    the search's cost table and the tuning (its objective: cost) each warn, naming the price
+    and where to check it."""
+    from engine.analysis.cost import cpu_shapes, default_shape
+    from store.db import open_db
+    from store.prices import effective_catalog, save_price_updates
+
+    with open_db(db_path) as con:
+        shapes = cpu_shapes(effective_catalog(con)[0])
+        machine = shapes[default_shape(shapes)]
+        save_price_updates(con, [], [replace(machine, as_of="2020-01")])
+    seed_max_qps(db_path)
+    seed_tuning(db_path, objective="cost", machine_shape=machine.shape)
+    at = page(DEPLOY, db_path, monkeypatch)
+    stale = [w.value for w in at.warning if " is older than 6 months on " in w.value]
+    assert len(stale) == 2, [w.value for w in at.warning]  # the search's, the tuning's
+    for said in stale:
+        assert said.startswith("1 price used here is older than 6 months on ")
+        assert (f"{machine.label}: as of 2020-01 (read as 2020-01-01, the earliest it can "
+                f"mean)" in said and f"(check it at {machine.first_party}). Check them "
+                "there before signing a budget" in said), said
+
+
+@pytest.mark.parametrize("hypervisor, host", [
+    (True, "1 thread per core on a VM"),
+    (None, "1 thread per core on a host that did not record whether it is a VM")])
+def test_a_search_on_a_vm_reporting_1_thread_per_core_says_its_cores_may_be_hyperthreads(
+        hypervisor, host, db_path, monkeypatch):
+    """Its probes' rows record 1 thread per core and the x86 hypervisor flag: the cost's
+    per-core estimate says the cores counted may be hyperthreads of a VM, and what the
+    figure would be if so (a row that did not record the flag says that instead)."""
+    seed_max_qps(db_path, tpc=1, hypervisor=hypervisor)
+    at = page(DEPLOY, db_path, monkeypatch)
+    [basis] = frame(at, "USD per 1 M").basis.tolist()
+    assert (f"the 2 cores counted ({host}) may be hyperthreads of 1 core: if so the figure "
+            "would be") in basis, basis
+
+
+def test_a_tuning_s_cost_from_a_vm_row_says_its_cores_may_be_hyperthreads(db_path):
+    """The tuner prices a candidate from its stored probes' figure: a Server test on a VM
+    reporting 1 thread per core (store.serving.search_probes reads the flag, the replay
+    carries it to the price) is an estimate that says its cores may be hyperthreads."""
+    from engine.run.search_replay import stored_probe
+    from engine.run.serving_jobs import tune_price
+    from store.db import open_db
+    from store.serving import search_probes
+
+    seed_max_qps(db_path, tpc=1, hypervisor=True)
+    with open_db(db_path) as con:
+        row = next(search_probes(con, "sweep-maxqps").itertuples())
+    probe = stored_probe(row)
+    assert (probe.threads_per_core, probe.hypervisor) == (1, True)
+    fig = ClosedFigure.of(probe)
+    assert (fig.threads_per_core, fig.cores_used, fig.hypervisor) == (1, 2, True)
+    cost, note = tune_price(None, "c6i.4xlarge", load_catalog())(
+        Candidate("torch", "eager", "fp32", 4, 2), fig, 168.75)
+    assert cost > 0 and "(1 thread per core on a VM) may be hyperthreads" in note, note
+    fig = ClosedFigure.stored({"run_id": "r", "throughput": 100.0, "p99_ms": 1.0,
+                               "threads_per_core": 1, "cores_used": 2, "machine_shape": None,
+                               "hypervisor": True})  # as a tuning's command records it
+    assert fig.hypervisor is True
+    older = {"run_id": "r", "throughput": 100.0, "p99_ms": 1.0, "threads_per_core": 1,
+             "cores_used": 2, "machine_shape": None}  # recorded before the flag was read
+    assert ClosedFigure.stored(older).hypervisor is None
+
+
+def test_a_stored_search_says_how_its_count_was_chosen(db_path, monkeypatch):
+    seed_max_qps(db_path, queries=1000, chosen={
+        "estimate_qps": 100.0, "source": "the Offline run's samples/s", "lowest_qps": None,
+        "binds": ""})
+    at = page(DEPLOY, db_path, monkeypatch)
+    assert [c.value for c in at.caption if c.value.startswith("Queries: ")] == [
+        "Queries: 1,000 queries per probe (chosen from the estimate 100 QPS, the Offline "
+        "run's samples/s, so the search can reach 3,333 QPS)."]  # 1,000 / (20 x 15 ms)
 
 
 def test_a_stored_tuning_shows_the_recommendation_gain_front_constraints_and_pruned(
@@ -486,7 +590,7 @@ def test_a_link_sets_the_search_and_tune_widgets_and_the_page_writes_them_back(d
     shape = next(s for s in at.selectbox(key="sv_shape").options if s != default_shape)
     assert _search_widgets(at) == (default_shape, 0.05, 16, "qps", [1, 2, 4, 8],
                                    sorted({1, cores}), "sweep-maxqps-newer", "sweep-tune",
-                                   100.0, 1000)
+                                   100.0, 0)
     assert _written(at) == {}  # every one at its default: none written
     query = {"shape": shape, "qps_precision": "0.1", "max_probes": "8", "objective": "cost",
              "batches": "2,8", "tune_threads": "1", "search": "sweep-maxqps-o",
@@ -526,7 +630,7 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
     assert notes["target_rps"] == ("link: target_rps='-1' is not allowed; allowed: number "
                                    "0.001..1000000000; using 100")
     assert notes["search_queries"] == ("link: search_queries='100' is not allowed; allowed: "
-                                       "integer 459..1000000; using 1000")
+                                       r"0 \(automatic\) or integer 459..1000000; using 0")
     assert notes["objective"] == "link: objective='latency' is not allowed; allowed: one of " \
                                  "qps, cost; ignored"
     assert notes["batches"].startswith("link: batches='3' is not allowed; allowed: one of 1, 2")
@@ -536,7 +640,7 @@ def test_refused_search_link_values_are_named_and_the_widgets_keep_their_default
         assert " is not allowed; allowed: one of " in notes[param], notes[param]
     (default_shape, *rest) = _search_widgets(at)
     assert rest == [0.05, 16, "qps", [8], sorted({1, logical_cores()}), "sweep-maxqps",
-                    "sweep-tune", 100.0, 1000]
+                    "sweep-tune", 100.0, 0]
     assert _written(at) == {"batches": "8"}  # the one value used
     assert not at.error  # a refused link value is a note, not the form's error
 

@@ -303,4 +303,9 @@ def test_a_fleet_tune_tunes_each_node_kind_on_its_cores_and_names_the_cheapest(
     assert "(estimate)" in conclusion  # 1 of the shape's cores, scaled to the whole machine
     # the OCI shape's hourly price per core is the lower here: it is the cheapest
     assert f"cheapest per 1 M at the bound: {SHAPE_B}:" in conclusion
-    assert "best per provider: OCI: " in conclusion and "; AWS: c6i.4xlarge, $" in conclusion
+    # a winner VALID at the highest target its 1,000 queries test (1,000 QPS under 50 ms)
+    # has a lower-bound max, so its cost is an upper bound: "at most $..."
+    [per] = [line for line in conclusion.splitlines() if line.startswith("best per provider:")]
+    aws = next(line for line in conclusion.splitlines() if line.startswith("  c6i.4xlarge: "))
+    at_most = "at most " if "≥ " in aws else ""
+    assert per.startswith("best per provider: OCI: ") and f"; AWS: c6i.4xlarge, {at_most}$" in per

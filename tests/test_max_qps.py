@@ -137,6 +137,115 @@ def test_the_targets_are_those_whose_queries_span_20_bounds_and_at_most_300_s():
                                   "3.33333..1000")
 
 
+# -- the query count chosen from the estimate ---------------------------------------------
+
+def test_the_count_is_chosen_so_the_targets_reach_8x_the_estimate():
+    """20 bounds x bound x 8 x the estimate, two significant digits up, at least 1,000."""
+    from engine.run.query_choice import choose_query_count, readable
+
+    assert (readable(145_048), readable(1_875), readable(1_875, up=False)) == (
+        150_000, 1_900, 1_800)
+    for estimate, bound, n, ceiling in [(18_131.8, 50, 150_000, 150_000), (1_000, 50, 8_000,
+                                        8_000), (1_000, 12.5, 2_000, 8_000),
+                                        (30, 100, 1_000, 500)]:  # at least 1,000
+        c = choose_query_count(estimate, bound, source="the Offline run's samples/s")
+        assert (c.query_count, c.ceiling, c.binds) == (n, ceiling, "")
+    assert c.text() == ("1,000 queries per probe (chosen from the estimate 30.0 QPS, the "
+                        "Offline run's samples/s, so the search can reach 500 QPS)")
+    assert choose_query_count(18_131.8, 50).text() == (
+        "150,000 queries per probe (chosen from the estimate 18,132 QPS so the search can "
+        "reach 150,000 QPS)")
+
+
+def test_the_chosen_count_keeps_8_halvings_under_the_lowest_estimate_and_a_million_at_most():
+    from engine.run.query_choice import QueryChoice, choose_query_count
+
+    # a 1 s bound: 8x 50 QPS needs 8,000 queries, but then a probe at 6.25 QPS would run
+    # 1,280 s; 300 s at 6.25 QPS is 1,875 queries, 1,800 read down: up to 90 QPS
+    c = choose_query_count(50, 1000)
+    assert (c.query_count, c.ceiling, c.binds) == (1_800, 90.0, "duration")
+    assert c.text() == ("1,800 queries per probe (chosen from the estimate 50.0 QPS so the "
+                        "search can reach 90.0 QPS, 1.8x the estimate, not 8x: more queries "
+                        "would run a probe at 1/8 of the estimate past 300 s)")
+    # a tuning whose slowest candidate (its default) does 500: 18,750 queries at most
+    c = choose_query_count(15_000, 50, lowest_qps=500)
+    assert (c.query_count, c.ceiling, c.binds) == (18_000, 18_000.0, "duration")
+    assert c.text().endswith("so the search can reach 18,000 QPS, 1.2x the estimate, not 8x: "
+                             "more queries would run a probe at 1/8 of the slowest "
+                             "candidate's 500 QPS past 300 s)")
+    c = choose_query_count(400_000, 50)
+    assert (c.query_count, c.ceiling, c.binds) == (1_000_000, 1_000_000.0, "range")
+    assert c.text().endswith("2.5x the estimate, not 8x: 1,000,000 queries is the most a "
+                             "probe runs)")
+    # what a stored request records reads back as it was chosen; a given count says so
+    assert QueryChoice.from_fields({"bound_ms": 50, **c.fields()}) == c
+    assert QueryChoice.from_fields({"search_queries": 5000}).text() == (
+        "5,000 queries per probe (given)")
+    assert QueryChoice.from_fields({}) is None
+    assert QueryChoice.from_fields({"search_queries": None}) is None
+
+
+def test_a_fast_configuration_is_decided_at_the_chosen_count_not_stopped_at_1000():
+    """The tuner's bench: mobilenet_v3_small on onnxruntime, 2 replicas, served 11,349 QPS
+    under a 50 ms bound; from a closed-loop estimate of 15,000 the old fixed 1,000 queries
+    a probe stopped at 1,000 QPS (max >= 1,000), the chosen 120,000 bracket it to 5 %."""
+    from engine.run.query_choice import choose_query_count
+
+    probe, asked = scripted(11_349)
+    old = find_max_qps(probe, start_qps=1000, query_count=1000, bound_ms=50)
+    assert (old.max_qps, old.capped, asked) == (1000, True, [1000])
+    c = choose_query_count(15_000, 50)
+    assert (c.query_count, c.ceiling) == (120_000, 120_000)
+    probe, asked = scripted(11_349)
+    new = find_max_qps(probe, start_qps=15_000, query_count=c.query_count, bound_ms=50)
+    assert asked == [15_000, 7_500, 11_250, 13_125, 12_187.5, 11_718.75]
+    assert (new.max_qps, new.bracket, new.capped) == (11_250, (11_250, 11_718.75), False)
+
+
+def test_a_search_states_its_chosen_count_in_its_command_before_its_first_server_probe(
+        db_path):
+    """No count given and no estimate before the sweep opens: the Offline run's samples/s
+    gives it, and the sweep's command is restated with it before the first Server probe."""
+    from engine.core import RunSpec
+    from engine.core.serving import ServeSpec
+    from engine.run.max_qps import stored_max_qps_search
+
+    said, seen = [], []
+
+    class Runner:  # scripted: Offline 5,000 samples/s, Server VALID below 6,000 QPS
+        def run(self, specs, *, on_record, sweep_id, on_event=None, known_stats=None):
+            [spec] = specs
+            with duckdb.connect(str(db_path), read_only=True) as con:
+                said.append(con.execute("SELECT command FROM sweeps").fetchone()[0])
+            seen.append((spec.scenario, spec.query_count, spec.target_qps))
+            if spec.scenario == "offline":
+                return [SimpleRec("ok", throughput=5_000.0)]
+            return [SimpleRec("ok" if spec.target_qps < 6_000 else "invalid")]
+
+    base = ServeSpec(RunSpec("identity", "selftest", 1, 1), "server", target_qps=1.0,
+                     bound_ms=10.0).validate(8)
+    _, res, offline, why = stored_max_qps_search(
+        base, db=db_path, runner=Runner(), start_qps=None, max_probes=3,
+        command=lambda c: "search" + (f" --search-queries {c.query_count}" if c else ""))
+    # 20 x 10 ms x 8 x 5,000 = 8,000 queries, up to 40,000 QPS
+    assert seen == [("offline", None, None), ("server", 8000, 5000.0),
+                    ("server", 8000, 10000.0), ("server", 8000, 7500.0)]
+    assert said == ["search", "search --search-queries 8000", "search --search-queries 8000",
+                    "search --search-queries 8000"]
+    assert res.query_count == 8000 and res.queries.text() == (
+        "8,000 queries per probe (chosen from the estimate 5,000 QPS, the Offline run's "
+        "samples/s, so the search can reach 40,000 QPS)")
+
+
+@dataclass
+class SimpleRec:
+    status: str
+    throughput: float | None = None
+    reason: str = ""
+    serving: dict = field(default_factory=dict)
+    p99_ms: float | None = None
+
+
 @pytest.mark.parametrize("kw, field, allowed", [
     ({"precision": 0.0}, "precision", "0.005..0.5"),
     ({"precision": 0.9}, "precision", "0.005..0.5"),
@@ -234,6 +343,62 @@ def test_the_cost_lines_label_a_flat_out_figure_from_a_closed_loop_an_estimate()
         "configuration on this machine)")
 
 
+def test_a_cost_from_a_lower_bound_max_is_at_most_its_figure():
+    """A search VALID at its highest target: the max is at least it, so the cost per 1 M
+    within the bound, the machines and the bill are at most theirs, said beside them."""
+    from engine.present.max_qps_text import cost_lines
+    from engine.present.search_view import cost_frame
+
+    c = serving_cost(FOUR, _split(900, 4), _offline(1200, 4), target_rps=2700)
+    lines = cost_lines(c, 50, lower_bound=True)
+    assert lines[1] == ("  within p99 50 ms: at least 900.0 samples/s a machine -> at most "
+                        "$0.123 per 1 M inferences: the max QPS is a lower bound [measured: "
+                        "measured on t.4core (4 threads x 1 replica; median of 1 run)]")
+    assert lines[2].startswith("  flat out (no bound): 1,200.0 samples/s -> $0.0926 per 1 M")
+    assert lines[3] == ("  2,700 requests/s within the bound: at most 3 machines x $0.4000/h "
+                        "x 730 h = at most $876.00 a month: the max QPS is a lower bound")
+    assert cost_lines(c, 50)[1].startswith("  within p99 50 ms: 900.0 samples/s a machine -> "
+                                           "$0.123 per 1 M inferences [measured")
+    df = cost_frame(c, 50, lower_bound=True)
+    assert df["figure"].tolist() == ["at most $0.123 per 1 M: the max QPS is a lower bound",
+                                     ""]
+    assert list(df.columns).index("figure") == list(df.columns).index("USD per 1 M") + 1
+    assert "figure" not in cost_frame(c, 50).columns
+
+
+def test_a_searchs_stale_price_is_named_with_where_to_check_it():
+    """The serving cost's shape priced more than 6 months before the day it is read: one
+    line naming it and its first-party list; none when it is recent or entered by hand."""
+    from datetime import date
+    from dataclasses import replace
+
+    from engine.present.cost_text import stale_note
+
+    listed = replace(FOUR, first_party="the provider's price list API (t.4core)")
+    assert stale_note([listed, None], date(2026, 11, 27)) == (
+        "1 price used here is older than 6 months on 2026-11-27 or undated: AWS t.4core: as "
+        "of 2026-01-01, 10 months (330 days) before 2026-11-27 (check it at the provider's "
+        "price list API (t.4core)). Check them there before signing a budget, or import a "
+        "current one: `python -m engine prices import FILE`.")
+    assert stale_note([listed], date(2026, 6, 30)) is None  # 5 months old
+    assert stale_note([replace(FOUR, provider="custom")], date(2030, 1, 1)) is None
+    assert "(check it at its source)" in stale_note([FOUR], date(2026, 11, 27))
+
+
+def stale_c6i(db_path):
+    """The store's catalog with c6i.4xlarge priced as of January 2020 (an imported update):
+    stale on any day this test runs. Returns its first-party source."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.prices import effective_catalog, save_price_updates
+
+    with open_db(db_path) as con:
+        [c6i] = [m for m in effective_catalog(con)[0] if m.shape == "c6i.4xlarge"]
+        save_price_updates(con, [], [replace(c6i, as_of="2020-01")])
+    return c6i.first_party
+
+
 def test_the_closed_loop_a_search_reads_is_this_machines_never_anothers(db_path):
     """The store's best run of any machine (an import, a fleet node) is not this one's."""
     from types import SimpleNamespace
@@ -290,7 +455,7 @@ SEARCH = ["serve", "--scenario", "server", *IDENTITY, "--find-max-qps"]
     (["--bound-ms", "50", "--target-qps", "3"], "target_qps",
      "3 QPS is out of range: 1,000 queries a probe span at most 300 s, at least 20x the 50 ms "
      "bound; allowed: number 3.333..1000, or fewer queries a probe"),
-    (["--bound-ms", "50", "--target-qps", "2000"], "target_qps",
+    (["--bound-ms", "50", "--target-qps", "2000", "--search-queries", "1000"], "target_qps",
      "2,000 QPS is out of range: 1,000 queries a probe span at most 300 s, at least 20x the 50 "
      "ms bound; allowed: number 3.333..1000, or more queries a probe"),
     (["--bound-ms", "50", "--target-qps", "30", "--search-queries", "10000"], "target_qps",
@@ -360,9 +525,10 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
     estimate naming that run."""
     seed_closed_loop(db_path, "here-1", per_call_ns=1_000_000)
     seed_closed_loop(db_path, "elsewhere-1", per_call_ns=20_000, system_id="another-machine")
+    where = stale_c6i(db_path)
     # 1,000 queries a probe at a 50 ms bound: the search's ceiling is 1,000 QPS, one probe
     main([*SEARCH, "--bound-ms", "50", "--max-probes", "2", "--machine-shape", "c6i.4xlarge",
-          "--db", str(db_path)])
+          "--search-queries", "1000", "--db", str(db_path)])
     out = capsys.readouterr().out
     assert ("estimate 1,000.0 QPS (the store's closed-loop figure for this configuration: run "
             "here-1 on this machine, 1,000.0 samples/s at batch 1)") in out
@@ -371,11 +537,17 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
     assert ("[estimate: no Offline run in this search; closed-loop run here-1 on this machine "
             "(1,000.0 samples/s at batch 1, one replica); ") in flat
     assert "50,000" not in out and "elsewhere-1" not in out
+    # the price is older than 6 months: one line naming it and where to check it
+    [note] = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert note.startswith("note: 1 price used here is older than 6 months on ")
+    assert (": AWS c6i.4xlarge: as of 2020-01 (read as 2020-01-01, the earliest it can mean), "
+            in note and f"(check it at {where}). Check them there before signing" in note)
 
 
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
         db_path, worker_env, capsys):
-    # 1,000 queries a probe under 12.5 ms: targets up to 4,000 QPS (20 bounds, 250 ms)
+    # No count given: chosen from the first target, 20 bounds x 12.5 ms x 8 x 1,000 QPS =
+    # 2,000 queries a probe, so the targets reach 8,000 QPS (2,000 queries over 250 ms)
     code = main([*SEARCH, "--bound-ms", "12.5", "--target-qps", "1000", "--max-probes", "3",
                  "--min-duration", "0.2", "--max-batch", "4",
                  "--machine-shape", "c6i.4xlarge", "--target-rps", "100000",
@@ -396,26 +568,34 @@ def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
     assert len(rows) == 3 and len({r[0] for r in rows}) == 1  # one sweep
     # every probe in one worker held warm: one import for the whole search
     assert len({r[5] for r in rows}) == 1
-    # every probe ran exactly the default 1,000 queries, whatever its rate (LoadGen: min
-    # query count 1,000, no minimum duration), and LoadGen's over count is kept
-    assert [(r[6], r[8], r[9]) for r in rows] == [(1000, 1000, 0.0)] * 3
-    assert all(r[7] is not None and 0 <= r[7] <= 1000 for r in rows)
+    # every probe ran exactly the 2,000 queries chosen, whatever its rate (LoadGen: min
+    # query count 2,000, no minimum duration), and LoadGen's over count is kept
+    assert [(r[6], r[8], r[9]) for r in rows] == [(2000, 2000, 0.0)] * 3
+    assert all(r[7] is not None and 0 <= r[7] <= 2000 for r in rows)
     for _, status, _, _, result, *_ in rows:
         assert status == ("ok" if result == "VALID" else "invalid")
     assert [r[2] for r in rows] == ["server"] * 3
     # identity at 1000 QPS: part 1 holds it VALID at 3000; then doubled
     assert rows[0][1] == "ok", out
-    assert rows[0][7] <= 2  # VALID over 1,000 queries: at most 2 over the bound
+    assert rows[0][7] <= 9  # VALID over 2,000 queries: at most 9 over the bound
     assert [r[3] for r in rows][:2] == [1000.0, 2000.0]
-    assert command.endswith(" --search-queries 1000")  # the stored request says it
-    assert "each probe 1,000 queries, up to 2 over the bound: p99.8" in out
-    assert "estimate 1,000.0 QPS (the target given)" in out
+    assert command.endswith(" --search-queries 2000")  # the stored request says it
+    assert ("estimate 1,000.0 QPS (the target given)\nqueries: 2,000 queries per probe "
+            "(chosen from the estimate 1,000 QPS, the target given, so the search can reach "
+            "8,000 QPS); each probe 2,000 queries, up to 9 over the bound: p99.55\n") in out
     assert "over bound" in out and "allowed over" in out and "held to" in out  # the table
-    assert "p99 ≤ 12.5 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per " \
-           "probe, up to 2 over allowed)" in out
+    assert "p99 ≤ 12.5 ms at 99 % confidence (LoadGen early stopping, 2,000 queries per " \
+           "probe, up to 9 over allowed)" in out
     assert "after 3 probes" in out and "stopped: " in out
     assert "cost on AWS c6i.4xlarge ($0.6800/h" in out
     assert "per 1 M inferences [estimate:" in out  # 1 thread on part of the shape
+    # this host's own record of the x86 hypervisor flag reaches the estimate's caveat
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        tpc, vm = con.execute("SELECT threads_per_core, (extra->>'hypervisor')::BOOLEAN "
+                              "FROM runs LIMIT 1").fetchone()
+    if tpc == 1 and vm is not False:
+        host = "a VM" if vm else "a host that did not record whether it is a VM"
+        assert f"(1 thread per core on {host}) may be hyperthreads" in out
     assert "100,000 requests/s within the bound:" in out
     assert code == 0
 

@@ -80,14 +80,18 @@ def choose_flat_out(split: Callable[[float], Split], *, offline: tuple[str, floa
 
 def serving_split(rate: float, *, threads: int, threads_per_core: int | None,
                   cores_used: int | None, shape: str | None, arch: str | None = "x86_64",
-                  replicas: int = 1, machine: str = "") -> Split:
+                  replicas: int = 1, machine: str = "",
+                  hypervisor: bool | None = None) -> Split:
     """One serving configuration's figure (samples/s) as cost_machines prices a split: its
-    threads x replicas, the physical cores its worker was pinned to, the shape it ran on."""
+    threads x replicas, the physical cores its worker was pinned to, the shape it ran on,
+    and whether that host was a VM (the x86 `hypervisor` flag its worker recorded; None:
+    not recorded), which says whether cores counted at 1 thread per core may be
+    hyperthreads."""
     if not rate > 0:
         raise UserError(f"throughput: {rate!r} must be positive to price", field="throughput")
     return Split(threads=threads, replicas=replicas, throughput=rate, runs=1,
                  threads_per_core=threads_per_core, shape=shape, cores_used=cores_used,
-                 arch=arch, machine=machine)
+                 arch=arch, machine=machine, hypervisor=hypervisor)
 
 
 def _figure(split: Split, m: Machine) -> Figure | None:

@@ -26,6 +26,7 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED, SPAN_BOUNDS)
+from engine.run.query_choice import HEADROOM
 from engine.run.requests import ServeRequest
 from engine.scenarios import SERVING
 
@@ -112,10 +113,12 @@ def add_parsers(sub) -> None:
                    default=None, metavar="N",
                    help=f"the queries every probe runs, whatever its rate, so every probe is "
                         f"held to one early-stopping strictness ({SEARCH_QUERIES_RANGE[0]}.."
-                        f"{SEARCH_QUERIES_RANGE[1]}; default "
-                        f"{strictness(DEFAULT_SEARCH_QUERIES)}); a probe at Q QPS runs N / Q "
-                        f"s, at most {MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, so "
-                        "more queries reach higher rates")
+                        f"{SEARCH_QUERIES_RANGE[1]}); a probe at Q QPS runs N / Q s, at most "
+                        f"{MAX_PROBE_S:g} s and at least {SPAN_BOUNDS}x the bound, so more "
+                        f"queries reach higher rates (default: chosen from the estimate, before "
+                        f"the first Server probe, so that the search can reach {HEADROOM}x it; "
+                        f"at least {DEFAULT_SEARCH_QUERIES:,}, "
+                        f"{strictness(DEFAULT_SEARCH_QUERIES)})")
     m.add_argument("--target-rps", type=float_arg("target_rps"), default=None, metavar="N",
                    help="the monthly bill for serving N requests/s within the bound, on "
                         "--machine-shape (whole machines x hourly price x 730 h)")
@@ -185,8 +188,7 @@ def _check_search(args) -> None:
         raise UserError("rounds: a search is one pass; allowed: 1", field="rounds")
     from engine.run.max_qps import check_first_target
 
-    check_first_target(args.target_qps, args.search_queries or DEFAULT_SEARCH_QUERIES,
-                       args.bound_ms)
+    check_first_target(args.target_qps, args.search_queries, args.bound_ms)
     if args.min_queries is not None:  # every probe runs --search-queries, no more, no fewer
         raise UserError(f"min_query_count: a search's probes run a fixed query count; "
                         f"allowed: --search-queries N ({SEARCH_QUERIES_RANGE[0]}.."
@@ -198,9 +200,11 @@ def cmd_find_max_qps(args) -> int:
     the bound on --machine-shape (else the catalog's default shape, an estimate)."""
     import platform
     from dataclasses import replace
+    from datetime import date
 
     from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
     from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
+    from engine.present.cost_text import stale_note
     from engine.present.max_qps_text import cost_lines, probe_table
     from engine.run.machine import system_info
     from engine.run.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
@@ -215,7 +219,7 @@ def cmd_find_max_qps(args) -> int:
     db = resolve_db_path(args.db)
     if args.target_qps is not None:  # the first probe's rate: unreachable is refused
         request.check_stored([base], db=db)
-    queries = args.search_queries or DEFAULT_SEARCH_QUERIES
+    queries = args.search_queries  # None: chosen from the estimate
     runner = replace(request, timeout_s=args.timeout or search_timeout_s(
         request.duration_s())).runner(db=db, shape=args.machine_shape)  # shape checked here
     # This machine's closed loop only, for the first target and (without an Offline run in
@@ -234,24 +238,32 @@ def cmd_find_max_qps(args) -> int:
         print(f"max-QPS search {sweep_id}: {base.model} {base.framework} ({base.runtime}), "
               f"{base.intra_threads} threads{reps}, max batch {base.batch_size}, p99 bound "
               f"{args.bound_ms:g} ms, precision {args.qps_precision:.1%}, each probe "
-              f"{strictness(queries)} -> {db}", flush=True)
+              + (strictness(queries) if queries else "of a query count chosen from the "
+                 "estimate") + f" -> {db}", flush=True)
 
     def stored(rec):
         print(f"stored {rec.run_id} {SERVING.describe_record(rec)}", flush=True)
 
-    # the stored command states the query count, the default's too: the search it names
-    said = [] if args.search_queries else ["--search-queries", str(queries)]
+    def estimate(q, why, choice):
+        print(f"estimate {q:,.1f} QPS ({why}{_closed_note(closed, closed_run, base.replicas)})"
+              f"\nqueries: {choice.text()}; each probe {strictness(choice.query_count)}",
+              flush=True)
+
+    # the stored command states the query count, a chosen one too: the search it names
+    def command(choice):
+        said = ([] if queries or choice is None else
+                ["--search-queries", str(choice.query_count)])
+        return " ".join(["python -m engine", *args.argv, *said])
     sweep_id, res, offline, _ = stored_max_qps_search(
-        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv, *said]),
-        start_qps=args.target_qps, closed_loop=closed, precision=args.qps_precision,
-        max_probes=args.max_probes, query_count=queries, on_start=started, on_stored=stored,
-        on_estimate=lambda q, why: print(
-            f"estimate {q:,.1f} QPS ({why}{_closed_note(closed, closed_run, base.replicas)})",
-            flush=True))
+        base, db=db, runner=runner, command=command, start_qps=args.target_qps,
+        closed_loop=closed, precision=args.qps_precision, max_probes=args.max_probes,
+        query_count=queries, on_start=started, on_stored=stored, on_estimate=estimate)
     if res.probes:
         print()
         print(probe_table(res, loadgen_p99_ms))
     print(f"\n{res.summary(args.bound_ms)}\nstopped: {res.stop_reason}")
+    if res.queries is not None:
+        print(f"queries: {res.queries.text()}")
     print(f"probes stored in {db} as sweep {sweep_id}")
     if res.best is not None:
         if db.exists():
@@ -273,7 +285,8 @@ def cmd_find_max_qps(args) -> int:
                                  replicas=rec.replicas or 1,
                                  threads_per_core=rec.threads_per_core,
                                  cores_used=(rec.extra or {}).get("cores_used"),
-                                 shape=rec.machine_shape, arch=arch)
+                                 shape=rec.machine_shape, arch=arch,
+                                 hypervisor=(rec.extra or {}).get("hypervisor"))
         ran = offline is not None and offline.status == "ok" and offline.throughput
         flat = choose_flat_out(split, offline=(offline.run_id, offline.throughput) if ran
                                else None, closed=closed_run, replicas=rec.replicas or 1)
@@ -281,9 +294,11 @@ def cmd_find_max_qps(args) -> int:
         cost = serving_cost(machine, split(res.max_qps * per_query), flat,
                             target_rps=args.target_rps)
         print()
-        print("\n".join(cost_lines(cost, args.bound_ms)) if cost is not None else
+        print("\n".join(cost_lines(cost, args.bound_ms, res.capped)) if cost is not None else
               f"not priced on {machine.label}: a figure from this machine does not carry "
               "over to it")
+        if cost is not None and (said := stale_note([machine], date.today())):
+            print(f"note: {said}")
     statuses = [rec.status for _, rec in res.probes]
     failed = [s for s in statuses if s not in ("ok", *MISSED)]
     return EXIT_OK if res.max_qps is not None and not failed else EXIT_NOT_OK

@@ -27,9 +27,10 @@ __all__ = ["add_parsers", "COMMANDS"]
 
 # A closed-loop probe only ranks candidates: 1 s and 30 calls put p99 between real samples.
 DEFAULT_PROBE_S = 1.0
-# A Server test of a confirmation runs --search-queries queries (max_qps.
-# DEFAULT_SEARCH_QUERIES), the same for every candidate: a duration would give a fast
-# candidate more queries, and early stopping more of them over the bound.
+# A Server test of a confirmation runs --search-queries queries (default: chosen from the
+# fastest surviving candidate's closed loop, engine/run/query_choice.py), the same for every
+# candidate: a duration would give a fast candidate more queries, and early stopping more
+# of them over the bound.
 DEFAULT_BATCHES = (1, 2, 4, 8)
 # Options a tuning had before its Server tests ran a fixed query count: refused, naming it.
 DROPPED = {"min_duration": "min_duration_s", "min_queries": "min_query_count"}
@@ -38,7 +39,8 @@ DROPPED = {"min_duration": "min_duration_s", "min_queries": "min_query_count"}
 def add_parsers(sub) -> None:
     from engine.run.autotune import DEFAULT_TUNE_MARGIN, OBJECTIVES, PRUNE_FACTOR, TOP_N
     from engine.core.early_stopping import strictness
-    from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, DEFAULT_SEARCH_QUERIES
+    from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
+    from engine.run.query_choice import DEFAULT_SEARCH_QUERIES, HEADROOM, ROOM_BELOW
 
     s = sub.add_parser("tune", help="the serving configuration (runtime x precision x max "
                                     "batch x max wait x threads x replicas) with the most "
@@ -82,10 +84,13 @@ def add_parsers(sub) -> None:
                    metavar="S", help=f"a closed-loop probe's timed seconds (default "
                                      f"{DEFAULT_PROBE_S:g})")
     s.add_argument("--search-queries", type=int_arg("search_queries", *SEARCH_QUERIES_RANGE),
-                   default=DEFAULT_SEARCH_QUERIES, metavar="N",
+                   default=None, metavar="N",
                    help=f"the queries of every Server test of every candidate, so each is held "
                         f"to one early-stopping strictness ({SEARCH_QUERIES_RANGE[0]}.."
-                        f"{SEARCH_QUERIES_RANGE[1]}; default {strictness(DEFAULT_SEARCH_QUERIES)})")
+                        f"{SEARCH_QUERIES_RANGE[1]}; default: chosen before the first "
+                        f"confirmation so that the searches reach {HEADROOM}x the fastest "
+                        f"surviving candidate's closed loop and 1/{ROOM_BELOW} of the slowest's, "
+                        f"at least {strictness(DEFAULT_SEARCH_QUERIES)})")
     for name in DROPPED:
         s.add_argument("--" + name.replace("_", "-"), default=None, help=argparse.SUPPRESS)
     s.add_argument("--samples", type=int_arg("samples", *SERVE_SAMPLES_RANGE),
@@ -194,9 +199,10 @@ def cmd_tune(args) -> int:
     policy = MeasurementPolicy(min_time_s=args.probe_s, max_time_s=max(10 * args.probe_s, 5),
                                warmup_max_s=min(1.0, args.probe_s))
 
-    # the stored command states the query count, the default's too: the tuning it names
-    said = ([] if "--search-queries" in args.argv
-            else ["--search-queries", str(args.search_queries)])
+    def command(choice):  # the stored command states the query count, a chosen one too
+        said = ([] if args.search_queries or choice is None else
+                ["--search-queries", str(choice.query_count)])
+        return " ".join(["python -m engine", *args.argv, *said])
 
     def tune_one(model, r, node_shape, cores, on_start):
         cands = candidates(args, src, cores)
@@ -206,7 +212,7 @@ def cmd_tune(args) -> int:
             cands, default=Candidate(fw, runtime, args.precision[0], 1, cores), model=model,
             image_size=args.image_size, user_model=src, bound_ms=args.bound_ms,
             objective=args.objective, margin=args.margin, db=db, runner=r,
-            command=" ".join(["python -m engine", *args.argv, *said]), probe_policy=policy,
+            command=command, probe_policy=policy,
             price=tune_price(db, node_shape, catalog), max_probes=args.max_probes,
             precision=args.qps_precision, start_qps=args.start_qps, cores=cores,
             here=cluster is None,
@@ -216,7 +222,8 @@ def cmd_tune(args) -> int:
                 f"tune {sid}{where}: {model}, p99 under {args.bound_ms:g} ms, objective "
                 f"{args.objective}; {space} -> {db}", flush=True)),
             on_stored=lambda rec: print(f"stored {rec.run_id} "
-                                        f"{scenario_of(rec).describe_record(rec)}", flush=True))
+                                        f"{scenario_of(rec).describe_record(rec)}", flush=True),
+            on_queries=lambda choice: print(f"queries{where}: {choice.text()}", flush=True))
         return sweep_id, t, space
 
     ok, winners = True, []
@@ -229,6 +236,7 @@ def cmd_tune(args) -> int:
                                               lambda sid: None)
                 print()
                 print("\n".join(tune_lines(t, shape=shape, space=space)))
+                _stale(catalog, [shape] if _priced(t) else [])
                 print(f"every probe stored in {db} as sweep {sweep_id}")
                 ok &= t.winner is not None
                 winners.append((model, t))
@@ -265,7 +273,25 @@ def _fleet(model, tune_one, runner, catalog) -> bool:
         print(f"stored as sweep {res.sweep_id}" if res.sweep_id else "")
     print()
     print("\n".join(fleet_lines(results, fleet_best(results, providers.get))))
+    _stale(catalog, [r.shape for r in results if r.tuning is not None and _priced(r.tuning)])
     return all(r.tuning is not None and r.tuning.winner is not None for r in results)
+
+
+def _priced(t) -> bool:
+    """Whether the tuning's report shows a cost (a confirmation priced on its shape)."""
+    return any(x.cost is not None for x in (*t.confirmed, t.default))
+
+
+def _stale(catalog, shapes) -> None:
+    """A note naming the stale prices among the shapes the report priced, and where to
+    check them."""
+    from datetime import date
+
+    from engine.present.cost_text import stale_note
+
+    machines = [m for m in catalog if m.shape in set(shapes)]
+    if said := stale_note(machines, date.today()):
+        print(f"note: {said}")
 
 
 def _space(cands, args) -> str:

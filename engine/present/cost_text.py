@@ -10,12 +10,12 @@ import pandas as pd
 from engine.analysis.break_even import Step
 from engine.analysis.cost import Machine, equivalents, monthly_cost
 from engine.analysis.cost_machines import MEASURE_HINT, Basis, Figure
-from engine.analysis.price_age import MAX_AGE_MONTHS, PriceAge, age_text
+from engine.analysis.price_age import MAX_AGE_MONTHS, PriceAge, age_text, stale_prices
 from engine.present.tables import p99_text
 
 __all__ = ["claim_text", "catalog_frame", "source_caption", "figure_caption",
            "bars_captions", "extras_caption", "not_measured_text", "versus_missing_text",
-           "break_even_defaults", "break_even_text", "versus_frame", "stale_text",
+           "break_even_defaults", "break_even_text", "versus_frame", "stale_text", "stale_note",
            "sources_caption", "threads_text"]
 
 CHANGES_SHOWN = 12  # break-even points listed; a long list says nothing more
@@ -69,20 +69,31 @@ def sources_caption(catalog: list[Machine]) -> str:
             "saved price list with `python -m engine prices import FILE`.")
 
 
-def stale_text(ages: list[PriceAge], today: date, *, shown: int = 4) -> str | None:
+def stale_text(ages: list[PriceAge], today: date, *, shown: int = 4,
+               where: bool = False) -> str | None:
     """engine.analysis.price_age.stale_prices() of the prices a view uses, in words; None
-    when none is stale."""
+    when none is stale. where: each price names where to check it (its first-party source),
+    for a view without the price catalog's "check at" column (Deploy, the CLI)."""
     if not ages:
         return None
     more = len(ages) - shown
+    check = ("Check them there" if where else
+             "Check them against the provider's list (the catalog's \"check at\" column)")
     return (f"{len(ages)} price{'s' if len(ages) > 1 else ''} used here "
             f"{'are' if len(ages) > 1 else 'is'} older than {MAX_AGE_MONTHS} months on "
             f"{today.isoformat()} or undated: "
-            + "; ".join(age_text(a, today) for a in ages[:shown])
+            + "; ".join(age_text(a, today) + (f" (check it at {a.first_party or 'its source'})"
+                                              if where else "") for a in ages[:shown])
             + (f"; and {more} more" if more > 0 else "")
-            + ". Check them against the provider's list (the catalog's \"check at\" "
-              "column) before signing a budget, or import a current one: "
+            + f". {check} before signing a budget, or import a current one: "
               "`python -m engine prices import FILE`.")
+
+
+def stale_note(machines, today: date) -> str | None:
+    """The stale_text, with where to check each, of the machines a serving cost priced (a
+    max-QPS search's shape, a tuning's, a fleet's node shapes); None when none is stale."""
+    return stale_text(stale_prices([m for m in machines if m is not None], today=today),
+                      today, where=True)
 
 
 def threads_text(m: Machine) -> str:

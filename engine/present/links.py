@@ -72,20 +72,26 @@ def _spell(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
-def number_allowed(lo: float, hi: float, integer: bool = False) -> str:
-    """'integer 1..100', 'number 0..50': what a number box allows, as its messages say."""
-    return f"{'integer' if integer else 'number'} {_spell(lo)}..{_spell(hi)}"
+def number_allowed(lo: float, hi: float, integer: bool = False,
+                   zero: str | None = None) -> str:
+    """'integer 1..100', 'number 0..50': what a number box allows, as its messages say;
+    zero: what 0 means where it is allowed outside lo..hi ('0 (automatic) or integer
+    459..1000000')."""
+    head = f"0 ({zero}) or " if zero else ""
+    return f"{head}{'integer' if integer else 'number'} {_spell(lo)}..{_spell(hi)}"
 
 
 def number_refused(field: str, value: float | None, lo: float, hi: float,
-                   integer: bool = False) -> str | None:
+                   integer: bool = False, zero: str | None = None) -> str | None:
     """A number box's value outside lo..hi, or a fraction where an integer is asked for: the
     message naming the field and the range, or None. value None: the box was emptied, or
     Streamlit put its (None) default in place of a non-finite number (NaN, inf) a crafted
     rerun message sent (dashboard/numbers.py)."""
-    allowed = number_allowed(lo, hi, integer)
+    allowed = number_allowed(lo, hi, integer, zero)
     if value is None or isinstance(value, bool) or not math.isfinite(value):
         return f"{field}: an empty or non-finite value is not allowed; allowed: {allowed}"
+    if zero and value == 0:
+        return None
     if not lo <= value <= hi or (integer and not float(value).is_integer()):
         return f"{field}: {_spell(value)} is not allowed; allowed: {allowed}"
     return None
@@ -145,12 +151,13 @@ def parse_choices(field: str, raw: str | None, options: dict[str, Any],
 
 
 def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
-                 integer: bool = False, action: str = "ignored"
+                 integer: bool = False, action: str = "ignored", zero: str | None = None
                  ) -> tuple[float | int | None, str | None]:
-    """A number in lo..hi; action says what the page does instead (e.g. "using 3")."""
+    """A number in lo..hi (or 0, where zero says what it means); action says what the page
+    does instead (e.g. "using 3")."""
     if raw is None or raw == "":
         return None, None
-    allowed = number_allowed(lo, hi, integer)  # spelled as the box's own refusal spells it
+    allowed = number_allowed(lo, hi, integer, zero)  # as the box's own refusal spells it
     bad = _refused(field, raw, allowed, action)
     if bad:
         return None, bad
@@ -158,7 +165,7 @@ def parse_number(field: str, raw: str | None, lo: float, hi: float, *,
         value = int(raw) if integer else float(raw)
     except ValueError:
         return None, note(field, raw, allowed, action)
-    if not math.isfinite(value) or not lo <= value <= hi:
+    if not math.isfinite(value) or not (lo <= value <= hi or (zero and value == 0)):
         return None, note(field, raw, allowed, action)
     return value, None
 

@@ -7,7 +7,7 @@ from engine.analysis.serving_cost import ServingCost
 from engine.core.early_stopping import held_text, probe_counts
 from engine.present.tables import format_table
 
-__all__ = ["probe_table", "cost_lines"]
+__all__ = ["probe_table", "cost_lines", "LOWER_BOUND"]
 
 
 def probe_table(search, p99_ms) -> str:
@@ -39,11 +39,19 @@ def _usd(x: float) -> str:
     return f"${x:,.2f}" if x >= 1 else f"${x:.3g}"
 
 
-def cost_lines(c: ServingCost, bound_ms: float) -> list[str]:
+LOWER_BOUND = "the max QPS is a lower bound"
+
+
+def cost_lines(c: ServingCost, bound_ms: float, lower_bound: bool = False) -> list[str]:
+    """The cost at the bound, flat out and for the target rate, each with its basis.
+    lower_bound: the search was VALID at the highest target it tests (its max is at least
+    that), so the cost per 1 M within the bound and the bill are at most these."""
     m = c.machine
+    most, least = ("at most ", "at least ") if lower_bound else ("", "")
+    why = f": {LOWER_BOUND}" if lower_bound else ""
     lines = [f"cost on {m.label} (${m.usd_per_hour:,.4f}/h, {m.as_of}, whole machines):",
-             f"  within p99 {bound_ms:g} ms: {c.at_bound.throughput:,.1f} samples/s a machine "
-             f"-> {_usd(c.per_million_at_bound)} per 1 M inferences"
+             f"  within p99 {bound_ms:g} ms: {least}{c.at_bound.throughput:,.1f} samples/s a "
+             f"machine -> {most}{_usd(c.per_million_at_bound)} per 1 M inferences{why}"
              f" [{'estimate' if c.at_bound.estimate else 'measured'}: "
              f"{c.at_bound.assumption.removeprefix('estimate: ')}]"]
     if c.flat_out is not None:
@@ -56,9 +64,9 @@ def cost_lines(c: ServingCost, bound_ms: float) -> list[str]:
         lines.append("  flat out: no figure (no Offline run in this search and no closed-loop "
                      "run of this configuration on this machine)")
     if c.target_rps:
-        lines.append(f"  {c.target_rps:,.6g} requests/s within the bound: {c.machines} "
+        lines.append(f"  {c.target_rps:,.6g} requests/s within the bound: {most}{c.machines} "
                      f"machine{'s' * (c.machines != 1)} x ${m.usd_per_hour:,.4f}/h x "
-                     f"{c.hours:g} h = {_usd(c.monthly)} a month")
+                     f"{c.hours:g} h = {most}{_usd(c.monthly)} a month{why}")
         if c.machines_flat_out is not None:
             lines.append(f"  (flat out, ignoring the bound: {c.machines_flat_out} machine"
                          f"{'s' * (c.machines_flat_out != 1)}, {_usd(c.monthly_flat_out)} a "

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 
 from engine.core.early_stopping import held_text, probe_counts
 
-__all__ = ["probe_frame", "query_count_note", "PROBE_COLUMNS", "cost_frame", "front_points",
+__all__ = ["probe_frame", "query_count_note", "PROBE_COLUMNS", "cost_frame", "lower_bound_note",
+           "front_points",
            "front_frame", "pareto_figure", "fleet_frame", "models_frame", "pruned_frame"]
 
 
@@ -68,17 +69,33 @@ def _basis(fig) -> str:
             else "measured")
 
 
-def cost_frame(c, bound_ms: float) -> pd.DataFrame:
+LOWER_BOUND = "the max QPS is a lower bound"
+
+
+def lower_bound_note(per_million: float | None) -> str:
+    """What a cost from a max QPS that is a lower bound (VALID at the highest target its
+    search tests) is: 'at most $0.0123 per 1 M: the max QPS is a lower bound'."""
+    if per_million is None:
+        return ""
+    return f"at most ${per_million:.3g} per 1 M: {LOWER_BOUND}"
+
+
+def cost_frame(c, bound_ms: float, lower_bound: bool = False) -> pd.DataFrame:
     """Within the bound and flat out: samples/s a machine, USD per 1 M, and for the target
-    rate the machines and the monthly bill; each row says measured or estimate and why."""
+    rate the machines and the monthly bill; each row says measured or estimate and why.
+    lower_bound: the max QPS is at least its figure, so the row within the bound is at most
+    its cost, machines and bill (its `figure` says so beside them)."""
     rows = [{"": f"within p99 {bound_ms:g} ms", "samples/s a machine": c.at_bound.throughput,
-             "USD per 1 M": c.per_million_at_bound, "machines": c.machines,
-             "USD a month": c.monthly, "basis": _basis(c.at_bound)}]
+             "USD per 1 M": c.per_million_at_bound,
+             "figure": lower_bound_note(c.per_million_at_bound) if lower_bound else "",
+             "machines": c.machines, "USD a month": c.monthly, "basis": _basis(c.at_bound)}]
     if c.flat_out is not None:
         rows.append({"": "flat out (no bound)", "samples/s a machine": c.flat_out.throughput,
-                     "USD per 1 M": c.per_million_flat_out, "machines": c.machines_flat_out,
-                     "USD a month": c.monthly_flat_out, "basis": _basis(c.flat_out)})
-    return pd.DataFrame(rows)
+                     "USD per 1 M": c.per_million_flat_out, "figure": "",
+                     "machines": c.machines_flat_out, "USD a month": c.monthly_flat_out,
+                     "basis": _basis(c.flat_out)})
+    df = pd.DataFrame(rows)
+    return df if lower_bound else df.drop(columns="figure")
 
 
 def front_points(t) -> list[tuple[str, float, float | None, float | None, str]]:
@@ -94,9 +111,23 @@ def front_frame(t) -> pd.DataFrame:
     or the estimate's assumption."""
     df = pd.DataFrame(front_points(t), columns=["configuration", "max QPS", "p99 ms",
                                                 "USD per 1 M", "role"])
-    df["cost basis"] = [("" if x.cost is None else x.cost_note or "measured on the shape")
-                        for x in t.front]
+    df["cost basis"] = [_cost_basis(x) for x in t.front]
     return df
+
+
+def _capped(x) -> bool:
+    """A confirmation VALID at the highest target its search tests: its max is a lower
+    bound, so its cost per 1 M is an upper bound."""
+    return x.search is not None and getattr(x.search, "capped", False)
+
+
+def _cost_basis(x) -> str:
+    """A confirmation's cost basis: measured on the shape, or the estimate's assumption; an
+    upper bound said first."""
+    if x.cost is None:
+        return ""
+    basis = x.cost_note or "measured on the shape"
+    return f"{lower_bound_note(x.cost)}; {basis}" if _capped(x) else basis
 
 
 def pruned_frame(t) -> pd.DataFrame:
@@ -143,8 +174,7 @@ def _winner_cells(t) -> tuple:
     w = t.winner if t is not None else None
     if w is None:
         return ("none met it", None, None, None, "")
-    return (w.candidate.label(), w.qps, w.p99_ms, w.cost,
-            "" if w.cost is None else w.cost_note or "measured on the shape")
+    return (w.candidate.label(), w.qps, w.p99_ms, w.cost, _cost_basis(w))
 
 
 _WINNER_COLUMNS = ["winner", "max QPS", "p99 ms", "USD per 1 M", "cost basis"]

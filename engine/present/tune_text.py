@@ -22,16 +22,24 @@ def _qps(q: float) -> str:
 
 def _figures(c, bound_ms: float, shape: str | None) -> str:
     p99 = f" (LoadGen's p99 {c.p99_ms:,.3g} ms)" if c.p99_ms is not None else ""
-    cost = (f", {_usd(c.cost)} per 1 M on {shape}{' (estimate)' if c.cost_note else ''}"
-            if c.cost is not None and shape else "")
+    cost = ""
+    if c.cost is not None and shape:
+        cost = (f", {'at most ' * _capped(c)}{_usd(c.cost)} per 1 M on {shape}"
+                f"{' (estimate)' if c.cost_note else ''}"
+                + (": the max QPS is a lower bound" if _capped(c) else ""))
     return f"{_max(c)} QPS: {bound_short(bound_ms)}{p99}{cost}"
+
+
+def _capped(c) -> bool:
+    """VALID at the highest target a probe of its query count tests: a lower-bound max QPS,
+    so an upper-bound cost per 1 M."""
+    return c.search is not None and getattr(c.search, "capped", False)
 
 
 def _max(c) -> str:
     """A confirmation's max QPS; '≥ ' before one VALID at the highest target a probe of its
     query count tests (engine/run/max_qps.py: its max is a lower bound)."""
-    capped = c.search is not None and getattr(c.search, "capped", False)
-    return f"{'≥ ' * capped}{_qps(c.qps)}"
+    return f"{'≥ ' * _capped(c)}{_qps(c.qps)}"
 
 
 def query_count(t) -> int | None:
@@ -95,8 +103,8 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
                      "three):")
         rows = [[x.candidate.label(), _max(x),
                  f"{x.p99_ms:,.3f}" if x.p99_ms is not None else "",
-                 (_usd(x.cost) + (" est." if x.cost_note else "")) if x.cost is not None
-                 else "",
+                 ("≤ " * _capped(x) + _usd(x.cost) + (" est." if x.cost_note else ""))
+                 if x.cost is not None else "",
                  "winner" if x is t.winner else "default" if x is t.default else ""]
                 for x in t.front]
         lines += [format_table(["configuration", "max QPS", "p99 ms", "$ per 1 M", ""], rows),
@@ -117,6 +125,8 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
             f"no target met the bound ({x.search.stop_reason})" if x.search is not None
             else f"closed-loop probe ended {x.closed.status}"))
     lines.append(f"stopped: {t.stop_reason}")
+    if getattr(t, "queries", None) is not None:  # engine/run/query_choice.QueryChoice
+        lines.append(f"queries: {t.queries.text()}")
     if capped_note(t):
         lines.append(f"note: {capped_note(t)}")
     lines += ["", "constraints: " + "; ".join([
@@ -156,7 +166,8 @@ def fleet_best_lines(best) -> list[str]:
              f"{recommendation(c.tuning, c.shape)}"]
     if len(best.per_provider) > 1:
         lines.append("best per provider: " + "; ".join(
-            f"{provider}: {r.shape}, {_usd(r.tuning.winner.cost)} per 1 M"
+            f"{provider}: {r.shape}, {'at most ' * _capped(r.tuning.winner)}"
+            f"{_usd(r.tuning.winner.cost)} per 1 M"
             for provider, r in best.per_provider))
     return lines
 

@@ -16,9 +16,8 @@ candidate, a stop rule in one place (`autotune`, a pure function of its probes' 
    `margin` on the best so far.
 
 The default configuration (the reference runtime, batch 1, every thread, one replica) is
-confirmed too,
-so the report can say how much better the winner is. `stored_autotune` drives it on real
-runs, every probe stored under one sweep.
+confirmed too, so the report can say how much better the winner is. `stored_autotune`
+drives it on real runs, every probe stored under one sweep.
 """
 
 from __future__ import annotations
@@ -85,20 +84,23 @@ class ClosedFigure:
     threads_per_core: int | None = None
     cores_used: int | None = None
     shape: str | None = None
+    hypervisor: bool | None = None  # the host a VM (x86 cpuinfo flag); None: not recorded
 
     @classmethod
     def stored(cls, row: dict) -> "ClosedFigure":
         """The store's figure for the configuration (store.queries.closed_loop_known's row,
-        as a tuning's sweep command records it)."""
+        as a tuning's sweep command records it; one recorded before the flag: None)."""
         return cls("ok", row["throughput"], row["p99_ms"], "", "stored", row["run_id"],
-                   row["threads_per_core"], row["cores_used"], row["machine_shape"])
+                   row["threads_per_core"], row["cores_used"], row["machine_shape"],
+                   row.get("hypervisor"))
 
     @classmethod
     def of(cls, rec, source: str = "measured") -> "ClosedFigure":
+        extra = getattr(rec, "extra", None) or {}
         return cls(rec.status, rec.throughput, rec.p99_ms, rec.reason or "", source,
                    getattr(rec, "run_id", ""), getattr(rec, "threads_per_core", None),
-                   (getattr(rec, "extra", None) or {}).get("cores_used"),
-                   getattr(rec, "machine_shape", None))
+                   extra.get("cores_used"), getattr(rec, "machine_shape", None),
+                   extra.get("hypervisor"))
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class Tuning:
     stop_reason: str
     front: tuple[Confirmed, ...]  # Pareto: p99 low, QPS high, cost low
     gain_pct: float | None  # winner over default: % more QPS, or % cheaper
+    # every confirmation's query count and where it came from (engine/run/query_choice.
+    # QueryChoice); None: nothing was confirmed, or not recorded
+    queries: object = None
 
     def value(self, c: Confirmed) -> float | None:
         return _value(self.objective, c)
@@ -208,20 +213,30 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
              qps_search: Callable[[Candidate, float], QpsSearch],
              price: Callable[[Candidate, ClosedFigure, float], float | None],
              bound_ms: float, objective: str, margin: float = DEFAULT_TUNE_MARGIN,
-             top_n: int = TOP_N, prune_factor: float = PRUNE_FACTOR) -> Tuning:
+             top_n: int = TOP_N, prune_factor: float = PRUNE_FACTOR,
+             choose_queries: Callable[[list[float]], object] = lambda rates: None) -> Tuning:
     """closed_probe(c) -> its closed-loop figure; qps_search(c, start samples/s) -> its
     max-QPS search; price(c, figure, samples/s) -> USD per 1 M on the shape, or (USD, the
     estimate's assumption, "" when measured there), or None. Pure but for what those do;
     the prune rule in _prune, the stop rule here. top_n and prune_factor as TOP_N and
-    PRUNE_FACTOR say (an exhaustive search: every candidate, no factor)."""
+    PRUNE_FACTOR say (an exhaustive search: every candidate, no factor).
+    choose_queries(rates) is called once, after pruning and before the first confirmation,
+    with the closed-loop samples/s of every candidate that may be confirmed (the survivors,
+    best first, then the default's when it is searched): every confirmation then runs the
+    one query count it settles (its answer is the Tuning's `queries`)."""
     closed = [(c, closed_probe(c)) for c in candidates]
     survivors, pruned = _prune(closed, bound_ms, objective, price, prune_factor)
+    default_fig = next((f for c, f in closed if c == default), None) or closed_probe(default)
+    rates = [f.throughput for _, f, _ in survivors]
+    if _searchable(default_fig, bound_ms):
+        rates.append(default_fig.throughput)
+    queries = choose_queries(rates) if rates else None
 
     def confirm(c: Candidate, f: ClosedFigure) -> Confirmed:
         # only the default can come here failed or over the bound (a candidate would be
         # pruned): a Server test cannot do better than closed loop, and halving towards a
         # rate it might meet runs ever longer tests (1,000 queries at 4 QPS: 4 minutes)
-        if f.status != "ok" or not f.throughput or (f.p99_ms or 0) > bound_ms:
+        if not _searchable(f, bound_ms):
             return Confirmed(c, f, None)
         res = qps_search(c, f.throughput)
         cost, note = None, ""
@@ -254,8 +269,7 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
             gains.append(0.0)
     default_conf = next((x for x in confirmed if x.candidate == default), None)
     if default_conf is None:
-        f = next((f for c, f in closed if c == default), None) or closed_probe(default)
-        default_conf = confirm(default, f)
+        default_conf = confirm(default, default_fig)
     ranked = [x for x in confirmed if _value(objective, x) is not None]
     winner = None
     for x in ranked:
@@ -270,7 +284,13 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
     front = pareto_front([x for x in measured if x.qps is not None],
                          key=lambda x: (x.p99_ms, -x.qps, x.cost))
     return Tuning(objective, bound_ms, margin, tuple(closed), tuple(pruned),
-                  tuple(confirmed), default_conf, winner, reason, tuple(front), gain)
+                  tuple(confirmed), default_conf, winner, reason, tuple(front), gain, queries)
+
+
+def _searchable(f: ClosedFigure, bound_ms: float) -> bool:
+    """Whether a candidate's figure gets a max-QPS search: an ok closed loop within the
+    bound (only the default can be confirmed without one; a candidate would be pruned)."""
+    return f.status == "ok" and bool(f.throughput) and (f.p99_ms or 0) <= bound_ms
 
 
 def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
@@ -330,41 +350,49 @@ def stored_figures(db, candidates: list[Candidate], *, model: str,
 
 def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: str,
                     image_size: int | None, bound_ms: float, objective: str, margin: float,
-                    db, runner, command: str, probe_policy, serve: dict, price,
+                    db, runner, command, probe_policy, serve: dict, price,
                     max_probes: int, precision: float, start_qps: float | None = None,
                     known: dict[Candidate, dict] | None = None, user_model=None,
                     cores: int | None = None, here: bool = True, top_n: int = TOP_N,
                     prune_factor: float = PRUNE_FACTOR,
                     on_start: Callable[[str], None] = lambda sweep_id: None,
-                    on_stored: Callable = lambda rec: None) -> tuple[str, Tuning]:
+                    on_stored: Callable = lambda rec: None,
+                    on_queries: Callable = lambda choice: None) -> tuple[str, Tuning]:
     """autotune on real runs on this machine, every probe stored under one sweep: a closed-
     loop probe is an inference run with probe_policy, once per closed-loop configuration,
     skipped when the store already held that configuration on this machine as the sweep
     opened (known: stored_figures', read here when not given), a confirmation is
-    stored_max_qps_search's probes (LoadGen Server tests with serve's settings:
-    query_count, the same for every candidate, samples, seed), starting at start_qps when
-    given (refused under what runs the queries in MAX_PROBE_S), else
-    at the candidate's closed-loop samples/s (far above what a Server SUT answers for a
-    model of microseconds). Every spec is validated, and a start_qps over 10x the fastest
-    stored closed loop of the candidates refused, before the sweep opens. A user's model
-    file (user_model) is probed afresh: the store's figures of a name are not of its bytes.
-    cores: what threads x replicas must fit (a cluster node's; None: this machine's); here:
-    False on a cluster node, where this machine's stored figures say nothing (probed afresh,
-    and no start rate judged by them)."""
+    stored_max_qps_search's probes (LoadGen Server tests with serve's settings: samples,
+    seed, query_count, one for every candidate; None: chosen from the fastest survivor's
+    closed loop before the first confirmation, with room under the slowest, query_choice.py;
+    command(choice) restates the sweep's command with it, on_queries(choice) hears it),
+    starting at start_qps when given, else at the candidate's closed-loop samples/s. Every
+    spec is validated, and a start_qps over 10x the fastest stored closed loop of the
+    candidates refused, before the sweep opens. A user's model file (user_model) is probed
+    afresh: the store's figures of a name are not of its bytes. cores: what threads x
+    replicas must fit (a cluster node's; None: this machine's); here: False on a cluster
+    node, where this machine's stored figures say nothing (probed afresh, and no start rate
+    judged by them)."""
     from engine.core.serving import ServeSpec, check_reachable
-    from engine.run.max_qps import (check_first_target, find_max_qps, held_worker,
-                                    probe_qps_range)
+    from engine.run.max_qps import (check_first_target, find_max_qps, first_choice,
+                                    held_worker, probe_qps_range)
+    from engine.run.query_choice import DEFAULT_SEARCH_QUERIES, choose_query_count
     from engine.run.requests import stored_closed_loop
     from engine.run.sweep import open_sweep
 
     def sut(c: Candidate, policy=None, replicas: int = 1):
         return _sut(model, image_size, c, policy, replicas, user_model, cores)
 
+    # the count given, or chosen from a start rate given, or (None) from the fastest
+    # survivor's closed loop once the candidates are pruned: one count for every
+    # confirmation, so that every candidate is held to one early-stopping strictness
+    chosen = [first_choice(start_qps, serve["query_count"], bound_ms)]
+
     def server(c: Candidate, q: float) -> ServeSpec:
-        return ServeSpec(sut(c), "server", replicas=c.replicas,
-                         query_count=serve["query_count"], target_qps=q, bound_ms=bound_ms,
-                         max_wait_ms=c.max_wait_ms, samples=serve["samples"],
-                         seed=serve["seed"]).validate(cores)
+        n = chosen[0].query_count if chosen[0] else DEFAULT_SEARCH_QUERIES  # checks: any
+        return ServeSpec(sut(c), "server", replicas=c.replicas, query_count=n,
+                         target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
+                         samples=serve["samples"], seed=serve["seed"]).validate(cores)
 
     check_first_target(start_qps, serve["query_count"], bound_ms, "start_qps")
     for c in [*candidates, default]:  # every value refused before anything runs
@@ -378,8 +406,18 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     if known is None:
         known = ({} if fresh else
                  stored_figures(db, [*candidates, default], model=model, image_size=image_size))
-    sweep = open_sweep(db, command=command, on_stored=on_stored)
+    say = command if callable(command) else (lambda choice: command)
+    sweep = open_sweep(db, command=say(chosen[0]), on_stored=on_stored)
     on_start(sweep.sweep_id)
+
+    def choose_queries(rates: list[float]):
+        if chosen[0] is None:  # chosen now, before the first confirmation, and recorded
+            chosen[0] = choose_query_count(
+                max(rates), bound_ms, lowest_qps=min(rates),
+                source="the fastest candidate's closed-loop samples/s")
+            sweep.restate(say(chosen[0]))
+        on_queries(chosen[0])
+        return chosen[0]
 
     def run(spec):
         [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
@@ -392,19 +430,20 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
         run(sut(c, probe_policy, c.replicas))))
 
     def qps_search(c: Candidate, start: float) -> QpsSearch:
-        lo, hi = probe_qps_range(serve["query_count"], bound_ms)
+        n = chosen[0].query_count
+        lo, hi = probe_qps_range(n, bound_ms)
         start = min(max(start_qps or start, lo), hi)
         with held_worker(runner) as via:  # the candidate's probes in one warm worker
             def probe(q: float):
                 [rec] = via.run([server(c, q)], on_record=sweep.store,
                                 sweep_id=sweep.sweep_id, known_stats=sweep.known_stats)
                 return rec
-            return find_max_qps(probe, start_qps=start, precision=precision,
-                                max_probes=max_probes, query_count=serve["query_count"],
-                                bound_ms=bound_ms)
+            return replace(find_max_qps(probe, start_qps=start, precision=precision,
+                                        max_probes=max_probes, query_count=n,
+                                        bound_ms=bound_ms), queries=chosen[0])
 
     return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
                                     qps_search=qps_search, price=price, bound_ms=bound_ms,
                                     objective=objective, margin=margin, top_n=top_n,
-                                    prune_factor=prune_factor)
+                                    prune_factor=prune_factor, choose_queries=choose_queries)
 

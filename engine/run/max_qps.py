@@ -16,7 +16,10 @@ a fixed duration would hold a fast rate to a looser percentile than a slow one. 
 N queries at q QPS runs N / q seconds; the search goes no lower than N / MAX_PROBE_S QPS,
 and no higher than N / (SPAN_BOUNDS x the bound): a shorter probe ends before a backlog
 grows past the bound, and passes a rate the system cannot sustain. A search that stops at
-that end reports its max as a lower bound.
+that end reports its max as a lower bound. Unless the user names N, it is chosen from the
+search's estimate before the first Server probe so that the ceiling sits 8x above it
+(engine/run/query_choice.py), and the stored command then names it, so a replay is the same
+search.
 
 A probe that timed out or ran out of memory did not serve its rate: it counts as a miss,
 and the conclusion says so. Any other failure (the model raised, the worker was killed)
@@ -32,14 +35,16 @@ from typing import Callable
 from engine.core.early_stopping import bound_claim
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
-                                SERVE_QPS_RANGE, float_range, int_range)
+                                float_range, int_range)
 from engine.core.record import RunRecord
+from engine.run.query_choice import (DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
+                                     QueryChoice, choose_query_count, probe_qps_range)
 
 __all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
            "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms",
            "EARLY_STOPPING_MIN_QUERIES", "StoredProbe", "replay_max_qps", "held_worker",
-           "DEFAULT_SEARCH_QUERIES", "MAX_PROBE_S", "SPAN_BOUNDS", "probe_qps_range", "check_first_target",
-           "search_timeout_s"]
+           "DEFAULT_SEARCH_QUERIES", "MAX_PROBE_S", "SPAN_BOUNDS", "probe_qps_range",
+           "check_first_target", "search_timeout_s", "first_choice"]
 
 DEFAULT_QPS_PRECISION = 0.05
 # Doubling from an estimate within 1/8..8x of the answer takes 3-4 probes, bisecting to
@@ -50,42 +55,9 @@ DEFAULT_QPS_PROBES = 16
 # summary: "Processed 93 queries. Would need to run at least 366 more"). A probe with fewer
 # would be INVALID at any rate.
 EARLY_STOPPING_MIN_QUERIES = math.ceil(math.log(0.01) / math.log(0.99))
-# Every probe's queries, unless the user names another count: 1,000 is where early stopping
-# first lets more than one query of a probe go over the bound (2: the bound holds for 99.8 %
-# of them), so one stray slow query (a page fault, a collector pause) does not fail a rate
-# a p99 meets, as it does at 459-661 queries, where the bound is a max. It is LoadGen's
-# default 10 s at 100 QPS; 5,000 holds a probe closer to a p99 (33 over, 99.34 %) at five
-# times the time. One count for every probe, whatever its rate.
-DEFAULT_SEARCH_QUERIES = 1_000
-# The longest a probe's queries are scheduled over (N / q seconds at q QPS): 5 minutes, so a
-# search of a slow model is not hours of probes; the search goes no lower than N / 300 QPS
-# (3.33 QPS at 1,000 queries) and says so, and fewer queries a probe reach lower rates.
-MAX_PROBE_S = 300.0
-# The shortest a probe's queries are scheduled over, in bounds: at a rate 5 % over what the
-# system sustains its backlog, and so each new query's wait, grows by 5 % of the time
-# elapsed, so within 20 bounds the last queries are over the bound, more than early
-# stopping allows; a shorter probe passes that rate. Seen here: the identity model VALID at
-# 64,000 QPS over 1,000 queries (15.6 ms under a 20 ms bound) while it completed 30,453
-# samples/s. So the search goes no higher than N / (20 x bound), and says so; more queries
-# a probe reach higher rates. It bounds how far a max can overstate a sustained rate (5 %,
-# the default precision), and caps a search's bound at MAX_PROBE_S / 20 (15 s).
-SPAN_BOUNDS = 20
 # Statuses that mean the rate was not served (LoadGen's INVALID; a test that never drained
 # its backlog within the deadline; a backlog that outgrew the memory cap).
 MISSED = ("invalid", "timeout", "oom")
-
-
-def probe_qps_range(query_count: int | None,
-                    bound_ms: float | None = None) -> tuple[float, float]:
-    """The targets a search of query_count queries a probe may try under bound_ms: no lower
-    than what runs them in MAX_PROBE_S, no higher than what spans them over SPAN_BOUNDS
-    bounds (None: a search stored before the count was fixed, the whole range)."""
-    lo, hi = SERVE_QPS_RANGE
-    if not query_count:
-        return lo, hi
-    if bound_ms:
-        hi = min(hi, query_count / (SPAN_BOUNDS * bound_ms / 1000))
-    return max(lo, query_count / MAX_PROBE_S), hi
 
 
 def _span(query_count: int, bound_ms: float | None) -> str:
@@ -94,20 +66,38 @@ def _span(query_count: int, bound_ms: float | None) -> str:
     return f"{query_count:,} queries a probe span at most {MAX_PROBE_S:g} s{bound}"
 
 
-def check_first_target(q: float | None, query_count: int, bound_ms: float | None = None,
-                       field: str = "target_qps") -> None:
+def first_choice(q: float | None, query_count: int | None,
+                 bound_ms: float | None) -> QueryChoice | None:
+    """A search's query count as far as it is known before anything runs: the count given,
+    else the one chosen from a first target given; None: chosen later, from the estimate."""
+    if query_count is not None:
+        return QueryChoice(query_count, bound_ms)
+    if q is not None and bound_ms:
+        return choose_query_count(q, bound_ms, source="the target given")
+    return None
+
+
+def check_first_target(q: float | None, query_count: int | None,
+                       bound_ms: float | None = None, field: str = "target_qps") -> None:
     """UserError before a search runs: a query count out of its range, a bound too long for
     a probe to span SPAN_BOUNDS of them within MAX_PROBE_S, a first target (named `field`)
-    outside probe_qps_range."""
-    int_range("search_queries", query_count, *SEARCH_QUERIES_RANGE)
+    outside probe_qps_range. query_count None: chosen from the estimate (first_choice)."""
+    if query_count is not None:
+        int_range("search_queries", query_count, *SEARCH_QUERIES_RANGE)
     longest = MAX_PROBE_S / SPAN_BOUNDS * 1000
     if bound_ms is not None and bound_ms > longest:
         raise UserError(f"bound_ms: {bound_ms:g} ms is too long for a search: a probe spans "
                         f"at least {SPAN_BOUNDS}x the bound, so that a rate over what the "
                         f"system sustains shows, and at most {MAX_PROBE_S:g} s; allowed: "
                         f"up to {longest:g} ms", field="bound_ms")
+    if q is None:
+        return
+    choice = first_choice(q, query_count, bound_ms)
+    if choice is None:  # no bound to choose a count for: the spec refuses it
+        return
+    query_count = choice.query_count
     lo, hi = probe_qps_range(query_count, bound_ms)
-    if q is not None and not lo <= q <= hi:
+    if not lo <= q <= hi:
         raise UserError(f"{field}: {q:,g} QPS is out of range: {_span(query_count, bound_ms)}"
                         f"; allowed: number {_r(lo)}..{_r(hi)}, or "
                         f"{'fewer' if q < lo else 'more'} queries a probe", field=field)
@@ -139,6 +129,8 @@ class QpsSearch:
     query_count: int | None = None
     # VALID at the largest target a probe may run: the max is a lower bound
     capped: bool = False
+    # how query_count was had: given, or chosen from the estimate (None: not recorded)
+    queries: QueryChoice | None = None
 
     def summary(self, bound_ms: float) -> str:
         """'max 212 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, 1,000
@@ -239,34 +231,44 @@ def find_max_qps(probe: Callable[[float], RunRecord], *, start_qps: float,
                      query_count, capped)
 
 
-def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | None,
+def stored_max_qps_search(base, *, db, runner, command, start_qps: float | None,
                           closed_loop: float | None = None,
                           precision: float = DEFAULT_QPS_PRECISION,
                           max_probes: int = DEFAULT_QPS_PROBES,
-                          query_count: int = DEFAULT_SEARCH_QUERIES,
+                          query_count: int | None = None,
                           on_start: Callable[[str], None] = lambda sweep_id: None,
                           on_stored: Callable[[RunRecord], None] = lambda rec: None,
-                          on_estimate: Callable[[float, str], None] = lambda q, why: None,
+                          on_estimate: Callable[..., None] = lambda q, why, choice: None,
                           on_event=None) -> tuple[str, QpsSearch, RunRecord | None, str]:
-    """find_max_qps on real LoadGen Server tests of query_count queries each (the command,
-    which the sweep records, must say it, so that a replay is the same search), every run
-    stored under one sweep. base: the Server ServeSpec (validated; its target_qps is
-    replaced per probe, its minimum duration is the Offline estimate's only). The
-    estimate: start_qps when given (refused before the sweep opens when its probe would run
-    past MAX_PROBE_S), else closed_loop (the store's figure), else an Offline run of the
-    same SUT, stored in the sweep too. Returns (sweep_id, search, the Offline run or None,
-    where the estimate came from); a failed Offline run leaves an empty search."""
+    """find_max_qps on real LoadGen Server tests of one query count each, every run stored
+    under one sweep. query_count: the count given; None: chosen from the estimate before the
+    first Server probe (engine/run/query_choice.py). command(choice) -> the sweep's command,
+    which must state the count (choice: a QueryChoice; None while it is not chosen yet, as
+    the sweep opens before an Offline estimate), so that a replay is the same search; the
+    sweep's command is restated once it is. base: the Server ServeSpec (validated; its
+    target_qps and query count are replaced per probe, its minimum duration is the Offline
+    estimate's only). The estimate: start_qps when given (refused before the sweep opens
+    when its probe would run past MAX_PROBE_S), else closed_loop (the store's figure), else
+    an Offline run of the same SUT, stored in the sweep too. on_estimate(rate, where from,
+    the QueryChoice). Returns (sweep_id, search, the Offline run or None, where the
+    estimate came from); a failed Offline run leaves an empty search."""
     from engine.run.sweep import open_sweep
 
     check_first_target(start_qps, query_count, base.bound_ms)
-    probe_base = replace(base, query_count=query_count).validate()
-    sweep = open_sweep(db, command=command, on_stored=on_stored)
+    choice = first_choice(start_qps, query_count, base.bound_ms)
+    if choice is None and closed_loop:
+        choice = choose_query_count(closed_loop, base.bound_ms, source=CLOSED_SOURCE)
+    say = command if callable(command) else (lambda chosen: command)
+    sweep = open_sweep(db, command=say(choice), on_stored=on_stored)
     on_start(sweep.sweep_id)
     with held_worker(runner) as via:
-        return _stored_search(base, probe_base, via, sweep, start_qps=start_qps,
+        return _stored_search(base, choice, via, sweep, start_qps=start_qps,
                               closed_loop=closed_loop, precision=precision,
                               max_probes=max_probes, on_estimate=on_estimate,
-                              on_event=on_event)
+                              on_event=on_event, restate=lambda c: sweep.restate(say(c)))
+
+
+CLOSED_SOURCE = "the store's closed-loop figure for this configuration"
 
 
 def held_worker(runner):
@@ -282,34 +284,39 @@ def held_worker(runner):
     return HeldWorker(runner) if isinstance(runner, Runner) else contextlib.nullcontext(runner)
 
 
-def _stored_search(base, probe_base, runner, sweep, *, start_qps, closed_loop, precision,
-                   max_probes, on_estimate, on_event):
+def _stored_search(base, choice, runner, sweep, *, start_qps, closed_loop, precision,
+                   max_probes, on_estimate, on_event, restate):
     def run(spec) -> RunRecord:
         [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
                            on_event=on_event, known_stats=sweep.known_stats)
         return rec
 
-    n = probe_base.query_count
     offline = None
     if start_qps is not None:
         why = "the target given"
     elif closed_loop:
-        start_qps, why = closed_loop, "the store's closed-loop figure for this configuration"
+        start_qps, why = closed_loop, CLOSED_SOURCE
     else:
         offline = run(replace(base, scenario="offline", target_qps=None, bound_ms=None,
                               query_count=None).validate())
         if offline.status != "ok" or not offline.throughput:
             return sweep.sweep_id, QpsSearch((), None, None, (None, None), (
                 f"the Offline run that gives the estimate ended {offline.status}: "
-                f"{offline.reason[:120]}"), query_count=n), offline, ""
+                f"{offline.reason[:120]}"), query_count=choice and choice.query_count,
+                queries=choice), offline, ""
         start_qps, why = offline.throughput, "the Offline run's samples/s"
+        if choice is None:  # chosen now, before the first Server probe, and recorded
+            choice = choose_query_count(start_qps, base.bound_ms, source=why)
+            restate(choice)
+    n = choice.query_count
+    probe_base = replace(base, query_count=n).validate()
     lo, hi = probe_qps_range(n, probe_base.bound_ms)
     start_qps = min(max(start_qps, lo), hi)
-    on_estimate(start_qps, why)
+    on_estimate(start_qps, why, choice)
     res = find_max_qps(lambda q: run(replace(probe_base, target_qps=q).validate()),
                        start_qps=start_qps, precision=precision, max_probes=max_probes,
                        query_count=n, bound_ms=probe_base.bound_ms)
-    return sweep.sweep_id, res, offline, why
+    return sweep.sweep_id, replace(res, queries=choice), offline, why
 
 
 @dataclass(frozen=True)
@@ -327,10 +334,11 @@ class StoredProbe:
     machine_shape: str | None = None
     cores_used: int | None = None
     replicas: int = 1
+    hypervisor: bool | None = None  # its host a VM (None: not recorded)
 
     @property
     def extra(self) -> dict:  # as a RunRecord keeps it (ClosedFigure.of reads it)
-        return {"cores_used": self.cores_used}
+        return {"cores_used": self.cores_used, "hypervisor": self.hypervisor}
 
 
 CUT_SHORT = "cut short"

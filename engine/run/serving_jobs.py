@@ -4,9 +4,11 @@ wraps the stored search the CLI runs (engine/run/max_qps.py's stored_max_qps_sea
 engine/run/autotune.py's stored_autotune), so there is one search, not a second one.
 
 A job's sweep carries its request in its command (MAX_QPS_COMMAND or TUNE_COMMAND, then the
-request's fields as JSON), so what it found is read back from the store by replaying the
-pure search over the stored probes (`replay_max_qps`, `replay_tune`): any reader of the
-database, viewer mode included, sees the same conclusion the job printed.
+request's fields as JSON; a query count chosen from the search's estimate is restated there
+before the first Server probe), so what it found is read back from the store by replaying
+the pure search over the stored probes (engine/run/search_replay.py, whose names are
+re-exported here): any reader of the database, viewer mode included, sees the same
+conclusion the job printed.
 """
 
 from __future__ import annotations
@@ -21,57 +23,24 @@ from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
                                 choice, float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
-from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
-                                 autotune, check_tune, closed_by_sut, stored_figures)
+from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, check_tune,
+                                 stored_figures)
 from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
-                                DEFAULT_SEARCH_QUERIES, StoredProbe, check_first_target,
-                                replay_max_qps, search_timeout_s, stored_max_qps_search)
+                                check_first_target, search_timeout_s, stored_max_qps_search)
 from engine.run.requests import ServeRequest, check_where, local_runner
-from engine.scenarios import INFERENCE, SERVING
+from engine.run.search_replay import (MAX_QPS_COMMAND, TUNE_COMMAND, replay_tune,
+                                      request_fields, search_limits, stored_probe)
 
 __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
            "request_fields", "search_limits", "stored_probe", "replay_tune", "TUNE_TEST_S",
            "TUNE_PROBE_S"]
 
-MAX_QPS_COMMAND = "dashboard max-qps"
-TUNE_COMMAND = "dashboard tune"
 # As `python -m engine tune`: a closed-loop probe only ranks (1 s); a Server test of a
 # confirmation runs the search's fixed query count (search_queries), whatever its rate, so
 # each candidate is held to the same early-stopping strictness. The specs a tuning checks
 # before it runs carry this minimum duration, which LoadGen is not given for a fixed count.
 TUNE_PROBE_S = 1.0
 TUNE_TEST_S = 2.0
-
-
-def request_fields(command: str | None) -> dict:
-    """The request fields a search's sweep command carries ({} for any other command)."""
-    for prefix in (MAX_QPS_COMMAND, TUNE_COMMAND):
-        if command and command.startswith(prefix + " {"):
-            try:
-                fields = json.loads(command[len(prefix) + 1:])
-            except ValueError:
-                return {}
-            return fields if isinstance(fields, dict) else {}
-    return {}
-
-
-def search_limits(fields: dict) -> dict:
-    """The bracket precision, probe limit, queries a probe and bound a search's sweep
-    command records, as replay_max_qps takes them; a sweep stored before the first two were
-    recorded ran the defaults, and one stored before the query count was fixed ran varying
-    counts (None: the replay says so)."""
-    return {"precision": fields.get("qps_precision", DEFAULT_QPS_PRECISION),
-            "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES),
-            "query_count": fields.get("search_queries"), "bound_ms": fields.get("bound_ms")}
-
-
-def stored_probe(row) -> StoredProbe:
-    """A row of store.serving.search_probes as the search reads a probe."""
-    return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
-                       _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
-                       _int(row.threads_per_core),
-                       row.machine_shape, _int(row.cores_used),
-                       _int(getattr(row, "replicas", 1)) or 1)
 
 
 @dataclass(frozen=True)
@@ -84,16 +53,19 @@ class _Search(ServeRequest):
 
     qps_precision: float = DEFAULT_QPS_PRECISION
     max_probes: int = DEFAULT_QPS_PROBES
-    search_queries: int = DEFAULT_SEARCH_QUERIES
+    search_queries: int | None = None  # None: chosen from the search's estimate
 
     def _check_limits(self) -> None:
         float_range("qps_precision", self.qps_precision, *QPS_PRECISION_RANGE)
         int_range("max_probes", self.max_probes, *QPS_PROBES_RANGE)
         check_first_target(None, self.search_queries, self.bound_ms)  # count, bound
 
-    def _limits(self) -> dict:
+    def _limits(self, queries=None) -> dict:
+        """queries: the QueryChoice once the count is known (None: the count given, or
+        none yet: an automatic count is restated in the command once chosen)."""
         return {"qps_precision": self.qps_precision, "max_probes": self.max_probes,
-                "search_queries": self.search_queries}
+                **(queries.fields() if queries is not None else
+                   {"search_queries": self.search_queries})}
 
     def check_stored(self, specs: list, *, db) -> None:
         """Nothing: a search picks its own rates; the form's target QPS is not one of them."""
@@ -123,11 +95,11 @@ class MaxQpsRequest(_Search):
         base = replace(base, query_count=self.search_queries).validate(self.cores)
         return [base] * (self.max_probes + 1), []  # the most runs: Offline + the probes
 
-    def command(self) -> str:
+    def command(self, queries=None) -> str:
         return f"{MAX_QPS_COMMAND} " + json.dumps({
             "model": self.model, "framework": self.framework, "runtime": self.runtime,
             "threads": self.threads, "max_batch": self.max_batch, "bound_ms": self.bound_ms,
-            "max_wait_ms": self.max_wait_ms, **self._limits()})
+            "max_wait_ms": self.max_wait_ms, **self._limits(queries)})
 
     def label(self) -> str:
         return f"max-QPS search {self.model} {self.framework}, p99 under {self.bound_ms:g} ms"
@@ -145,7 +117,7 @@ class MaxQpsRequest(_Search):
             on_stored(rec)
         base = replace(specs[0], target_qps=self.target_qps or 1.0).validate()
         _, res, _, _ = stored_max_qps_search(
-            base, db=db, runner=runner, command=self.command(), start_qps=None,
+            base, db=db, runner=runner, command=self.command, start_qps=None,
             precision=self.qps_precision, max_probes=self.max_probes,
             query_count=self.search_queries,
             on_start=on_start, on_stored=stored, on_event=event)
@@ -243,18 +215,19 @@ class TuneRequest(_Search):
                             shape=shape or self.machine_shape, **options)
 
     def command(self, known: dict[Candidate, dict] | None = None, *,
-                node: dict | None = None) -> str:
+                node: dict | None = None, queries=None) -> str:
         """known: the store's figures the tuner uses instead of probes (autotune.
         stored_figures, read as the sweep opens), recorded so that the replay uses them too:
         they are older runs, not in the sweep. node: a fleet tuning's node kind (its fleet
-        id, shape, cores and label): that node's candidates, priced on its shape."""
+        id, shape, cores and label): that node's candidates, priced on its shape. queries:
+        the confirmations' QueryChoice, once known."""
         cores = node["cores"] if node else None
         return f"{TUNE_COMMAND} " + json.dumps({
             "model": self.model, "objective": self.objective, "bound_ms": self.bound_ms,
             "margin": self.margin,
             "machine_shape": node["shape"] if node else self.machine_shape,
             "candidates": [_cand_json(c) for c in self.candidates(cores)],
-            "default": _cand_json(self.default(cores)), **self._limits(),
+            "default": _cand_json(self.default(cores)), **self._limits(queries),
             "stored": [{"candidate": _cand_json(c), **row}
                        for c, row in (known or {}).items()], **(node or {}),
             **({"group": self.group} if self.group else {})})
@@ -336,7 +309,8 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
     return stored_autotune(
         cands, default=default, model=req.model, image_size=req.image_size,
         bound_ms=req.bound_ms, objective=req.objective, margin=req.margin, db=db,
-        runner=runner, command=req.command(known, node=node), known=known,
+        runner=runner, command=lambda queries: req.command(known, node=node, queries=queries),
+        known=known,
         probe_policy=policy, cores=cores, here=node is None, price=price,
         max_probes=req.max_probes, precision=req.qps_precision, start_qps=req.start_qps,
         serve={"query_count": req.search_queries, "samples": req.samples,
@@ -370,65 +344,13 @@ def tune_price(db, shape: str | None, catalog=None):
             return None
         cost = serving_cost(machine, serving_split(
             rate, threads=c.threads, replicas=c.replicas, threads_per_core=fig.threads_per_core,
-            cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch))
+            cores_used=fig.cores_used, shape=fig.shape or shape, arch=arch,
+            hypervisor=fig.hypervisor))
         if cost is None:
             return None
         bound = cost.at_bound
         return cost.per_million_at_bound, (bound.assumption if bound.estimate else "")
     return price
-
-
-def replay_tune(fields: dict, probes, price) -> Tuning:
-    """The tuning as it ran, from its sweep's stored runs in order (store.serving.
-    search_probes' rows): each candidate's closed-loop figure the store's the tuner used
-    (as its command recorded it), else the first inference run of its configuration in the
-    sweep, each confirmation the max-QPS search replayed over that candidate's Server
-    tests. fields: the sweep command's (request_fields). A tuning stored before its
-    command recorded the store's figures shows a candidate that used one as missing."""
-    cands = [Candidate(*c) for c in fields["candidates"]]
-    rows = list(probes)
-
-    def same(c: Candidate, r) -> bool:
-        wait = _none(r.max_wait_ms)
-        return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads,
-                _int(getattr(r, "replicas", 1)) or 1) == (
-            c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.replicas) and (
-            r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
-
-    def probed(c: Candidate) -> ClosedFigure:
-        for r in rows:
-            if r.kind == INFERENCE.kind and same(c, r):
-                return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
-                                    r.reason, "measured",
-                                    r.run_id, _int(r.threads_per_core), _int(r.cores_used),
-                                    r.machine_shape)
-        return ClosedFigure("missing", reason="no closed-loop figure stored")
-
-    known = {Candidate(*row["candidate"]).closed_loop(): row
-             for row in fields.get("stored", [])}
-    closed_probe = closed_by_sut(known, probed)
-
-    def qps_search(c: Candidate, start: float):
-        return replay_max_qps([stored_probe(r) for r in rows
-                               if r.kind == SERVING.kind and same(c, r)],
-                              **search_limits(fields))
-
-    return autotune(cands, default=Candidate(*fields["default"]), closed_probe=closed_probe,
-                    qps_search=qps_search, price=price, bound_ms=fields["bound_ms"],
-                    objective=fields["objective"], margin=fields["margin"])
-
-
-def _none(x):
-    """None for a missing value as a DataFrame row holds one (None, NaN, pandas' NA)."""
-    try:
-        return None if x is None or bool(x != x) else x
-    except TypeError:  # pandas.NA: its comparison is NA, whose truth is ambiguous
-        return None
-
-
-def _int(x):
-    x = _none(x)
-    return None if x is None else int(x)
 
 
 def _catalog(db):

@@ -47,6 +47,7 @@ class StoredSweep:
     store: Callable[[RunRecord], None]
     known_stats: Callable[[RunSpec], dict | None]
     extend: Callable[[int, list], None] = lambda rounds, plan: None  # rounds run, their order
+    restate: Callable[[str], None] = lambda command: None  # its command, once complete
 
 
 def verdict_rule(budget: RoundBudget) -> VerdictRule:
@@ -64,7 +65,7 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
     what this returns."""
     from store.db import open_db
     from store.runs import (extend_sweep, framework_version, known_model_stats,
-                            reference_flops, save_record, save_sweep)
+                            reference_flops, restate_sweep, save_record, save_sweep)
 
     sweep_id = new_id()
     with open_db(db) as con:  # fails here, before any run, if the file is busy or bad
@@ -94,7 +95,11 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
         with open_db(db) as con:
             extend_sweep(con, sweep_id, rounds=rounds, plan=labels)
 
-    return StoredSweep(sweep_id, store, known, extend)
+    def restate(text: str):
+        with open_db(db) as con:
+            restate_sweep(con, sweep_id, text)
+
+    return StoredSweep(sweep_id, store, known, extend, restate)
 
 
 def config_key(spec) -> tuple:
