@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from engine.core import MeasurementPolicy, RunSpec
 from engine.core.protocol import InferenceResult
 from engine.core.record import RunRecord
-from engine.run.records import record_from_result
+from engine.run.process.records import record_from_result
 
 __all__ = ["SYSTEM", "ok_record", "seed_sweep"]
 

@@ -1,6 +1,6 @@
 """The Deploy page's searches (issue 27): "Find the max QPS under the bound" for the form's
 Server configuration and "Tune" (the autotuner), each launched as one job
-(engine.run.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches found, read
+(engine.run.search.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches found, read
 back from the store by replaying the search over its stored probes (so viewer mode shows
 them too): the max, its p99, the bracket, the probes, the stop reason and the cost at the
 bound on a catalog shape; the tuner's recommendation, gain, Pareto front, constraints and
@@ -33,11 +33,11 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
                                         pruned_frame, query_count_note)
 from engine.present.tune_text import capped_note, recommendation
-from engine.run.autotune import OBJECTIVES
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+from engine.run.search.autotune import OBJECTIVES
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
                                 loadgen_p99_ms, probe_qps_range, replay_max_qps)
-from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
+from engine.run.search.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest, replay_tune, request_fields, search_limits,
                                      stored_probe, tune_price)
 from engine.scenarios import SERVING

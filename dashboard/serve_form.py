@@ -1,4 +1,4 @@
-"""The Deploy page's form: one MLPerf LoadGen test (engine.run.requests.ServeRequest) of a
+"""The Deploy page's form: one MLPerf LoadGen test (engine.run.jobs.requests.ServeRequest) of a
 model (the catalog's, the selftest identity, or a user's file as the Run page's model form
 picks it), its runtime and threads, the scenario and what the scenario is judged on (the
 bound, the target QPS, Server's dynamic batching) and the test's minimum duration (LoadGen's
@@ -33,7 +33,7 @@ from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
                                  fixed_batch_allowed)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
-from engine.run.machine import system_info
+from engine.run.process.machine import system_info
 from store.queries import serve_closed_loop
 
 __all__ = ["serve_form", "refuse_unreachable", "SERVE_MODELS", "DURATIONS"]

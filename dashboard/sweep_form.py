@@ -36,7 +36,7 @@ from engine.present.run_form import (ALL_RUNTIMES, BATCH_PRESETS, DEFAULT_BATCHE
                                      DEFAULT_MODELS, FRAMEWORKS, batch_sizes, default_threads,
                                      model_label, parse_image_size, parse_time_budget,
                                      runtime_label, split_batches)
-from engine.run.estimate import estimate_seconds
+from engine.run.jobs.estimate import estimate_seconds
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 
 __all__ = ["SweepForm", "sweep_form", "sweep_seconds"]

@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 from engine.core.protocol import InferenceResult, TrainResult
 from engine.core.record import RunRecord
-from engine.run.records import config_extra, record_from_result
+from engine.run.process.records import config_extra, record_from_result
 from engine.core import MeasurementPolicy, RunSpec
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",

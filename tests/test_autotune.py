@@ -15,8 +15,8 @@ from engine.analysis.pareto import dominates, pareto_front
 from engine.cli import main
 from engine.core.limits import logical_cores
 from engine.present.tune_text import recommendation, tune_lines
-from engine.run.autotune import Candidate, ClosedFigure, autotune, closed_by_sut
-from engine.run.max_qps import QpsSearch
+from engine.run.search.autotune import Candidate, ClosedFigure, autotune, closed_by_sut
+from engine.run.search.max_qps import QpsSearch
 
 
 @dataclass

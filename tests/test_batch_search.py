@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.run.batch_search import batch_search
+from engine.run.search.batch_search import batch_search
 from engine.cli import main
 from engine.present.outcome import search_outcome
 from store.db import open_db
@@ -174,7 +174,7 @@ def test_cli_fits_mode_reports_the_largest_batch_that_fits(db_path, worker_env, 
 
 def test_a_search_request_carries_its_mode(db_path):
     from engine.core.errors import UserError
-    from engine.run.batch_search import BatchSearchRequest
+    from engine.run.search.batch_search import BatchSearchRequest
 
     req = BatchSearchRequest(model="resnet18", framework="torch", runtime=None, threads=1,
                              image_size=64, max_batch=8, mode="fits")

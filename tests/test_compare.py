@@ -9,7 +9,7 @@ from engine.analysis.noise import likely_cause, noise_model
 from engine.analysis.sequential import (EQUIVALENT, SINGLE, UNDECIDED, WINNER, VerdictRule,
                                         compare_rounds)
 from engine.present.tables import compare_table, ms_text
-from engine.run.rounds import order_name, plan_rounds
+from engine.run.jobs.rounds import order_name, plan_rounds
 from engine.core import expand_sweep
 
 

@@ -14,9 +14,9 @@ from engine.core.errors import UserError
 from engine.core.limits import logical_cores
 from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
-from engine.run.autotune import Candidate, ClosedFigure, autotune
-from engine.run.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
-from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
+from engine.run.search.autotune import Candidate, ClosedFigure, autotune
+from engine.run.search.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
+from engine.run.search.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
                                      TuneRequest)
 from tests.helpers import SYSTEM, failed_record, ok_record
 from tests.serving_seed import serve_record
@@ -28,7 +28,7 @@ from tests.test_pages import FakeManager, page
 @pytest.fixture
 def fake(monkeypatch):
     manager = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     return manager
 
 
@@ -36,7 +36,7 @@ class QueueingManager(FakeManager):
     """A job queue that keeps what it was given: the panel lists it as waiting."""
 
     def _view(self, job_id, request):
-        from engine.run.jobs import JobView
+        from engine.run.jobs.queue import JobView
         return JobView(job_id, request, "queued", 17, 0, None, None, (), "", 0.0, None, None,
                        ())
 
@@ -448,7 +448,7 @@ def test_a_search_launched_below_the_panel_shows_in_it_in_the_same_run(button, l
     """The panel sits under the form, above the searches: it is drawn after their buttons,
     so the job they queued is listed in the run the button was pressed in, once."""
     manager = QueueingManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     at = _server(page(DEPLOY, db_path, monkeypatch))
     at.button(key=button).click().run()
     assert not at.exception and len(manager.submitted) == 1
@@ -547,9 +547,9 @@ def test_a_tuning_that_read_a_stored_figure_replays_with_that_figure(db_path, mo
     figure stored", and not a newer run stored since), with source "stored"."""
     import duckdb
 
-    from engine.run.autotune import stored_figures
-    from engine.run.machine import system_info
-    from engine.run.serving_jobs import replay_tune, request_fields
+    from engine.run.search.autotune import stored_figures
+    from engine.run.process.machine import system_info
+    from engine.run.search.serving_jobs import replay_tune, request_fields
     from store.db import open_db
     from store.runs import save_record, save_sweep
     from store.serving import search_probes

@@ -5,7 +5,7 @@ imports neither framework)."""
 import pytest
 
 from engine.cli import main
-from engine.run.runner import Runner, count_model_stats
+from engine.run.process.runner import Runner, count_model_stats
 from engine.core import MeasurementPolicy, RunSpec
 from store.db import open_db
 

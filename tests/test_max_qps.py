@@ -15,7 +15,7 @@ from engine.analysis.cost import Machine
 from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
 from engine.cli import main
 from engine.core.errors import UserError
-from engine.run.max_qps import find_max_qps
+from engine.run.search.max_qps import find_max_qps
 from tests.serving_seed import seed_closed_loop
 
 
@@ -238,7 +238,7 @@ def test_the_closed_loop_a_search_reads_is_this_machines_never_anothers(db_path)
     """The store's best run of any machine (an import, a fleet node) is not this one's."""
     from types import SimpleNamespace
 
-    from engine.run.machine import system_info
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.queries import closed_loop_best
     from store.serving import closed_loop_run

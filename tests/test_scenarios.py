@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from engine.run.batch_search import BatchSearchRequest
-from engine.run.requests import LoadRequest, ServeRequest, SweepRequest, TrainRequest
+from engine.run.search.batch_search import BatchSearchRequest
+from engine.run.jobs.requests import LoadRequest, ServeRequest, SweepRequest, TrainRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
 from engine.core import LoadSpec, RunSpec, TrainSpec
 from engine.core.errors import UserError

@@ -1,6 +1,6 @@
 """`python -m engine serve`: MLPerf LoadGen serving scenarios against one model and runtime.
 
-It builds the ServeRequest (engine/run/requests.py) and goes through the same sweep driver
+It builds the ServeRequest (engine/run/jobs/requests.py) and goes through the same sweep driver
 as `run`, so every attempted test is one stored row with its LoadGen verdict, figures,
 per-query latencies and logs. Exit statuses as `run`'s (engine/present/outcome.py): a
 LoadGen INVALID result is an `invalid` row, so it exits 1.
@@ -24,9 +24,9 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
                                 SERVE_BOUND_MS_RANGE, SERVE_QPS_RANGE, SERVE_RATE_RANGE,
                                 float_range)
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED, SPAN_BOUNDS)
-from engine.run.requests import ServeRequest
+from engine.run.jobs.requests import ServeRequest
 from engine.scenarios import SERVING
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -183,7 +183,7 @@ def _check_search(args) -> None:
         float_range("target_rps", args.target_rps, *SERVE_RATE_RANGE)
     if args.rounds != 1:
         raise UserError("rounds: a search is one pass; allowed: 1", field="rounds")
-    from engine.run.max_qps import check_first_target
+    from engine.run.search.max_qps import check_first_target
 
     check_first_target(args.target_qps, args.search_queries or DEFAULT_SEARCH_QUERIES,
                        args.bound_ms)
@@ -202,8 +202,8 @@ def cmd_find_max_qps(args) -> int:
     from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
     from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
     from engine.present.max_qps_text import cost_lines, probe_table
-    from engine.run.machine import system_info
-    from engine.run.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
+    from engine.run.process.machine import system_info
+    from engine.run.search.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog
     from store.serving import closed_loop_run

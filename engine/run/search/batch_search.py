@@ -23,10 +23,10 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from engine.run.held import HeldWorker
-from engine.run.runner import Runner
-from engine.run.requests import Request
-from engine.run.requests import SweepRequest
+from engine.run.process.held import HeldWorker
+from engine.run.process.runner import Runner
+from engine.run.jobs.requests import Request
+from engine.run.jobs.requests import SweepRequest
 from engine.analysis.sequential import LookPlan, VerdictRule, compare_rounds
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.core.inference import RunSpec
@@ -63,7 +63,7 @@ class SearchResult:
 
 def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecord], None],
                  **search) -> SearchResult:
-    """Every probe in one worker, held warm between probes (engine/run/held.py): the framework is
+    """Every probe in one worker, held warm between probes (engine/run/process/held.py): the framework is
     imported once, and probes compared with each other were timed in one process. A probe
     that kills its worker (out of memory) gets a fresh one for the rest. Keyword arguments:
     _search's; on_event and known_stats are passed to every probe's run."""
@@ -227,7 +227,7 @@ def stored_batch_search(base: RunSpec, *, db, runner: Runner, command: str,
     """batch_search with every probe stored under one sweep, as a sweep's runs are (and
     with the stored params/FLOPs passed on, so probes do not count them again): the CLI and
     the dashboard both search through this. Returns (sweep_id, result)."""
-    from engine.run.sweep import open_sweep
+    from engine.run.jobs.sweep import open_sweep
 
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)

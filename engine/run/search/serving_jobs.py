@@ -1,7 +1,7 @@
 """The Deploy page's searches as dashboard jobs (issue 27): the max-QPS search of one Server
 configuration and the autotuner, each a request in the style of BatchSearchRequest that
-wraps the stored search the CLI runs (engine/run/max_qps.py's stored_max_qps_search,
-engine/run/autotune.py's stored_autotune), so there is one search, not a second one.
+wraps the stored search the CLI runs (engine/run/search/max_qps.py's stored_max_qps_search,
+engine/run/search/autotune.py's stored_autotune), so there is one search, not a second one.
 
 A job's sweep carries its request in its command (MAX_QPS_COMMAND or TUNE_COMMAND, then the
 request's fields as JSON), so what it found is read back from the store by replaying the
@@ -21,12 +21,12 @@ from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
                                 choice, float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
-from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
+from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
                                  autotune, check_tune, closed_by_sut, stored_figures)
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, StoredProbe, check_first_target,
                                 replay_max_qps, search_timeout_s, stored_max_qps_search)
-from engine.run.requests import ServeRequest, check_where, local_runner
+from engine.run.jobs.requests import ServeRequest, check_where, local_runner
 from engine.scenarios import INFERENCE, SERVING
 
 __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
@@ -168,10 +168,10 @@ class TuneRequest(_Search):
     machine_shape: str | None = None  # this machine's (a cluster: each node's own shape)
     margin: float = DEFAULT_TUNE_MARGIN
     # where (issue 15): "local", or "ray" on the node kinds `placements` name (none: every
-    # kind), the same search on each at once (engine/run/fleet_tune.py)
+    # kind), the same search on each at once (engine/run/search/fleet_tune.py)
     executor: str = "local"
     placements: tuple[str, ...] = ()
-    # a Server test's limit, which a cluster job's runner is built with (engine/run/cluster)
+    # a Server test's limit, which a cluster job's runner is built with (engine/run/cluster/join)
     timeout_s: float | None = search_timeout_s(TUNE_TEST_S)
     # each max-QPS search's first target (None: the candidate's closed-loop samples/s), as
     # tune's --start-qps: a model of microseconds would start LoadGen at millions of QPS
@@ -272,7 +272,7 @@ class TuneRequest(_Search):
         from engine.present.tune_text import recommendation
 
         if len(self.tuned_models()) > 1:  # each model alone, in turn, under one group
-            from engine.run.records import new_id
+            from engine.run.process.records import new_id
 
             group = self.group or new_id()
             return "; ".join(
@@ -292,12 +292,12 @@ class TuneRequest(_Search):
                                on_stop=on_stop)
 
     def _run_fleet(self, *, db, runner, on_start, on_stored, on_stop) -> str:
-        """The same tuning on each node kind at once (engine/run/fleet_tune.py), each in a
+        """The same tuning on each node kind at once (engine/run/search/fleet_tune.py), each in a
         sweep of its own that names the fleet, its node's shape and cores."""
         from engine.present.tune_text import fleet_conclusion
-        from engine.run.fleet import node_runners
-        from engine.run.fleet_tune import fleet_autotune, fleet_best
-        from engine.run.records import new_id
+        from engine.run.cluster.fleet import node_runners
+        from engine.run.search.fleet_tune import fleet_autotune, fleet_best
+        from engine.run.process.records import new_id
 
         fleet = new_id()
         catalog = _catalog(db)
@@ -324,7 +324,7 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
     """One tuning of the request: on this machine, or on one node kind of a fleet (node:
     its fleet id, shape and cores), where the store's figures of this machine say nothing
     and every candidate is probed."""
-    from engine.run.autotune import stored_autotune
+    from engine.run.search.autotune import stored_autotune
 
     policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
                                warmup_max_s=TUNE_PROBE_S)

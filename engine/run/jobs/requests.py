@@ -1,7 +1,7 @@
 """The jobs a user asks for, on the parent side: a request expands into a scenario's specs,
 says how many rounds it may take, builds the Runner that runs it and runs it as one stored
 sweep. The Run page and the CLI build the same request and call the same `run`; a batch
-search (engine/run/batch_search.py) is a request too.
+search (engine/run/search/batch_search.py) is a request too.
 
 engine/scenarios/ describes the kinds of work and imports nothing from here.
 """
@@ -25,7 +25,7 @@ from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, defaul
                                  MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec,
                                  check_reachable)
 from engine.core.training import expand_train
-from engine.run.runner import Runner
+from engine.run.process.runner import Runner
 from engine.scenarios import DATA_LOADING, INFERENCE, SERVING, TRAINING, Scenario
 
 __all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "ServeRequest",
@@ -50,7 +50,7 @@ def stored_closed_loop(db, suts) -> float | None:
     None: none stored, or no database yet."""
     from pathlib import Path
 
-    from engine.run.machine import system_info
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.queries import closed_loop_best
 
@@ -100,7 +100,7 @@ class Request:
         return type(other) is type(self) and replace(self, seed=None) == replace(other, seed=None)
 
     def runner(self, *, db, shape: str | None = None, **options) -> Runner:
-        """This machine's Runner for the request (a cluster's: engine/run/cluster.py)."""
+        """This machine's Runner for the request (a cluster's: engine/run/cluster/join.py)."""
         return local_runner(timeout_s=self.timeout_s, memory_cap_bytes=self.memory_cap_bytes,
                             db=db, shape=shape, **options)
 
@@ -110,9 +110,9 @@ class Request:
         """Run the job's specs as one stored sweep; returns its conclusion: why no further
         round ran ("stopped: every contest decided after 4 rounds"; empty when cancelled).
         Its figures are its stored runs. A search overrides this. on_plan(step) before each
-        round (engine.run.sweep.RoundPlan); on_stop(why) as the sweep stops; command: what
+        round (engine.run.jobs.sweep.RoundPlan); on_stop(why) as the sweep stops; command: what
         launched it, kept with the sweep."""
-        from engine.run.sweep import run_sweep  # sweep -> runner -> ...: not at import time
+        from engine.run.jobs.sweep import run_sweep  # sweep -> runner -> ...: not at import time
 
         stopped = []
 
@@ -183,7 +183,7 @@ class SweepRequest(Request):
     # (RunSpec.replica), after the originals so each worker's group stays contiguous
     aa_test: bool = False
     # where it runs, issue 15: "local" (this machine) or "ray" (the cluster at
-    # $BENCH_RAY_ADDRESS, engine/run/cluster.py) on the nodes `placements` name, each
+    # $BENCH_RAY_ADDRESS, engine/run/cluster/join.py) on the nodes `placements` name, each
     # shape=NAME or node=ID; none: one node of every kind (a fleet sweep)
     executor: str = "local"
     placements: tuple[str, ...] = ()

@@ -5,8 +5,8 @@ paid once per group and torch and TensorFlow never share a process. The parent e
 wall-time limit per run (killing the worker's whole process group), passes the memory cap to
 the worker (RLIMIT_AS per run), and respawns a worker for the rest of a group when one dies,
 so results already reported are kept and the next runs still run. Where a worker runs is
-the executor's business (engine/run/executors.py); turning its events into records is
-engine/run/records.py's.
+the executor's business (engine/run/process/executors.py); turning its events into records is
+engine/run/process/records.py's.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from engine.core.model_source import DECLARING_FORMATS, ModelSource, fill_inputs
 from engine.core.protocol import (WINDOW, Armed, DeclaredInputs, Failed, InferenceResult, Ready,
                                   Result, RunOrder, Started, Stats)
 from engine.core.record import RunRecord
-from engine.run.drive import Pool, RunContext, Timing, Worker
-from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
-from engine.run.records import base_fields, new_id, record_from_result
-from engine.run.replicas import combine_replicas, replica_window_s
-from engine.run.neighbour import Neighbour
-from engine.run.together import plan_together, run_together, worker_key
-from engine.run.machine import git_commit, system_info
+from engine.run.process.drive import Pool, RunContext, Timing, Worker
+from engine.run.process.executors import STDERR_TAIL_BYTES, LocalProcesses
+from engine.run.process.records import base_fields, new_id, record_from_result
+from engine.run.process.replicas import combine_replicas, replica_window_s
+from engine.run.process.neighbour import Neighbour
+from engine.run.process.together import plan_together, run_together, worker_key
+from engine.run.process.machine import git_commit, system_info
 from engine.scenarios import scenario_of
 
 __all__ = ["Runner", "count_model_stats", "read_declared", "model_inputs",
@@ -63,7 +63,7 @@ class Runner:
         # time); the default shares one worker per (framework, threads) group.
         self.process_per_run = process_per_run
         # interleave: a round's contenders in different workers are timed alternately in
-        # blocks (engine/run/together.py) where they can be; else one group after another.
+        # blocks (engine/run/process/together.py) where they can be; else one group after another.
         self.interleave = interleave
         self._peaks: dict = {}  # worker key -> largest resident size its runs reached
 
@@ -73,7 +73,7 @@ class Runner:
             known_stats: Callable[[RunSpec], dict | None] | None = None) -> list[RunRecord]:
         """known_stats(spec): params and FLOPs the store already holds for the spec's model
         (its scenario counts them), passed to the worker so it does not count them again.
-        on_event(notice): every worker event as it arrives (engine.run.drive.WorkerEvent),
+        on_event(notice): every worker event as it arrives (engine.run.process.drive.WorkerEvent),
         and how each round's contenders are timed (Timing)."""
         on_event = on_event or (lambda e: None)
         known_stats = known_stats or (lambda spec: None)
@@ -121,7 +121,7 @@ class Runner:
         return record
 
     def _together(self, specs, tags, record, on_event, known_stats, timing) -> list:
-        """Time what interleaves (engine/run/together.py); return the specs left for one
+        """Time what interleaves (engine/run/process/together.py); return the specs left for one
         group after another, saying why in an event and on their records."""
         if (not self.interleave or self.process_per_run or not specs
                 or not getattr(self.executor, "interleaves", False)
@@ -260,7 +260,7 @@ class Runner:
                 worker) -> RunRecord:
         ready = ctx.ready
         # A cluster node's worker: the record names that node, its system and its checkout
-        # (engine/run/node_host.py adds them to `ready`); its tagged shape unless the
+        # (engine/run/cluster/node_host.py adds them to `ready`); its tagged shape unless the
         # caller named one. A node lost before `ready` is named by the executor.
         node = (ready.node if ready is not None else None) or {}
         if not node and getattr(worker, "node", None) is not None:

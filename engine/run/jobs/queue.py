@@ -7,7 +7,7 @@ snapshots: a request equal to one queued or running is refused, and a closed tab
 job running (reopen the page to see it). Cancel sets an event the Runner checks every
 poll: it kills the worker's whole process group and records the run in flight as killed.
 A request whose executor is "ray" runs on the nodes of the cluster the server is configured
-with (engine/run/cluster.py); its progress arrives through the same callbacks.
+with (engine/run/cluster/join.py); its progress arrives through the same callbacks.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.run.cluster import release
-from engine.run.together import timing_line
-from engine.run.requests import Request
+from engine.run.cluster.join import release
+from engine.run.process.together import timing_line
+from engine.run.jobs.requests import Request
 from engine.core.errors import UserError
 from engine.core.protocol import Progress, Ready, Started
-from engine.run.drive import Timing
+from engine.run.process.drive import Timing
 from engine.scenarios.base import phase_of
 
 __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
@@ -247,11 +247,11 @@ class JobManager:
 
     def _runner(self, job: _Job):
         """This machine's Runner, or for a request whose executor is "ray" a runner on the
-        cluster's nodes it names (engine/run/cluster.py), its specs checked against the
+        cluster's nodes it names (engine/run/cluster/join.py), its specs checked against the
         cores of the nodes it got (one may have left since the page listed them)."""
         req = job.request
         if getattr(req, "executor", "local") == "ray":
-            from engine.run.cluster import job_runner
+            from engine.run.cluster.join import job_runner
 
             plan, runner = job_runner(req, db=self.db_path, cancel=job.cancel)
             try:

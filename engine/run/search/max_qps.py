@@ -121,7 +121,7 @@ def _r(x: float) -> str:
 def search_timeout_s(min_duration_s: float = 0.0) -> float:
     """A search's runner limit: its longest probe (or the Offline estimate's duration) and
     the margin every serving run gets for load, warm-up and drain."""
-    from engine.run.requests import SERVE_TIMEOUT_MARGIN_S
+    from engine.run.jobs.requests import SERVE_TIMEOUT_MARGIN_S
 
     return max(min_duration_s, MAX_PROBE_S) + SERVE_TIMEOUT_MARGIN_S
 
@@ -256,7 +256,7 @@ def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | 
     past MAX_PROBE_S), else closed_loop (the store's figure), else an Offline run of the
     same SUT, stored in the sweep too. Returns (sweep_id, search, the Offline run or None,
     where the estimate came from); a failed Offline run leaves an empty search."""
-    from engine.run.sweep import open_sweep
+    from engine.run.jobs.sweep import open_sweep
 
     check_first_target(start_qps, query_count, base.bound_ms)
     probe_base = replace(base, query_count=query_count).validate()
@@ -270,14 +270,14 @@ def stored_max_qps_search(base, *, db, runner, command: str, start_qps: float | 
 
 
 def held_worker(runner):
-    """Every probe of a search in one worker, held warm between probes (engine/run/held.py):
+    """Every probe of a search in one worker, held warm between probes (engine/run/process/held.py):
     the framework is imported and the model built once, not once a probe, and the probes
     compared with each other ran in one process. A probe that ends its worker (timeout,
     out of memory) gets a fresh one. A runner that cannot hold a worker runs as it is."""
     import contextlib
 
-    from engine.run.held import HeldWorker
-    from engine.run.runner import Runner
+    from engine.run.process.held import HeldWorker
+    from engine.run.process.runner import Runner
 
     return HeldWorker(runner) if isinstance(runner, Runner) else contextlib.nullcontext(runner)
 

@@ -1,7 +1,7 @@
 """Replicas in one window: how long the window is, and what counts in it.
 
 R replicas of one spec are released together into one window on the machine's monotonic
-clock (engine.run.executors.window_times), the window long enough for the slowest
+clock (engine.run.process.executors.window_times), the window long enough for the slowest
 replica's min_iters. Each reports its samples with their end times; the machine's
 throughput is summed only over the window every replica covered, a sample cut by an edge
 counting by the share of it inside, so no replica's early start or late end, timed while

@@ -10,7 +10,7 @@ candidate, a stop rule in one place (`autotune`, a pure function of its probes' 
    a candidate whose probe failed, whose closed-loop p99 at its batch already exceeds the
    bound, or whose figure (samples/s, or cost per 1 M flat out) is worse than the best
    candidate's by more than PRUNE_FACTOR is pruned with that reason;
-2. confirm the survivors, best first, with the max-QPS search (engine/run/max_qps.py):
+2. confirm the survivors, best first, with the max-QPS search (engine/run/search/max_qps.py):
    at least the top TOP_N;
 3. go on to the next survivor only while the last STOP_STEPS confirmations gained at least
    `margin` on the best so far.
@@ -29,7 +29,7 @@ from typing import Callable
 from engine.analysis.pareto import pareto_front
 from engine.core.errors import UserError
 from engine.core.limits import MARGIN_RANGE, SERVE_BOUND_MS_RANGE, choice, float_range
-from engine.run.max_qps import QpsSearch, loadgen_p99_ms
+from engine.run.search.max_qps import QpsSearch, loadgen_p99_ms
 
 __all__ = ["Candidate", "ClosedFigure", "Confirmed", "Tuning", "autotune", "check_tune",
            "closed_by_sut", "stored_figures", "OBJECTIVES", "TOP_N", "PRUNE_FACTOR",
@@ -278,7 +278,7 @@ def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
     """autotune's closed_probe: a candidate's figure is its closed-loop configuration's
     (Candidate.closed_loop), the store's when `known` (that configuration -> a
     store.queries.closed_loop_known row) holds one, else probe(c), once per configuration.
-    The tuner and its replay (engine/run/serving_jobs.replay_tune) both read their figures
+    The tuner and its replay (engine/run/search/serving_jobs.replay_tune) both read their figures
     through this, from the same known rows and the same first probe, so the replay sees
     the figure the tuner used."""
     seen = {k: ClosedFigure.stored(row) for k, row in known.items()}
@@ -312,7 +312,7 @@ def stored_figures(db, candidates: list[Candidate], *, model: str,
     dashboard tuning records in its sweep's command for the replay."""
     from pathlib import Path
 
-    from engine.run.machine import system_info
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.queries import closed_loop_known
 
@@ -352,10 +352,10 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     False on a cluster node, where this machine's stored figures say nothing (probed afresh,
     and no start rate judged by them)."""
     from engine.core.serving import ServeSpec, check_reachable
-    from engine.run.max_qps import (check_first_target, find_max_qps, held_worker,
+    from engine.run.search.max_qps import (check_first_target, find_max_qps, held_worker,
                                     probe_qps_range)
-    from engine.run.requests import stored_closed_loop
-    from engine.run.sweep import open_sweep
+    from engine.run.jobs.requests import stored_closed_loop
+    from engine.run.jobs.sweep import open_sweep
 
     def sut(c: Candidate, policy=None, replicas: int = 1):
         return _sut(model, image_size, c, policy, replicas, user_model, cores)
@@ -387,7 +387,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
         return rec
 
     # R replicas' closed loop: R workers of the candidate's threads timed in one window,
-    # their throughput summed (engine/run/replicas.py)
+    # their throughput summed (engine/run/process/replicas.py)
     closed_probe = closed_by_sut(known, lambda c: ClosedFigure.of(
         run(sut(c, probe_policy, c.replicas))))
 
