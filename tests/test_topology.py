@@ -10,7 +10,7 @@ from engine.analysis.cost_machines import basis, figure, machine_rows
 from engine.core.topology import (cores_counted, leave_one_core, split_whole_cores,
                                   whole_cores)
 from engine.run.process import pinning
-from engine.run.process.runner import replicas_cores_used
+from engine.run.process.replicas import replicas_cores_used
 
 # 16 logical CPUs on 8 physical cores, one package.
 HALVES = {c: (0, c % 8) for c in range(16)}       # siblings i and i+8 (Intel on Linux)

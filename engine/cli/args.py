@@ -213,6 +213,6 @@ def user_model(args, catalog_models, batch_sizes=(1,), **allowed):
                       trust_code=bool(args.trust_model_code) and fmt in CODE_FORMATS)
     # What the file declares (read by a worker) fills the inputs or checks the ones given,
     # before anything is launched: a mismatch is an error here, not a failed row.
-    from engine.run.process.runner import model_inputs
+    from engine.run.process.worker_steps import model_inputs
     given = args.input_shape or " ".join(args.input or ()) or None
     return model_inputs(src, batch_sizes, given, **allowed)

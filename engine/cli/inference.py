@@ -237,7 +237,7 @@ def cmd_run(args) -> int:
 def cmd_models(args) -> int:
     from engine.present.tables import format_table
     from engine.core.protocol import Stats
-    from engine.run.process.runner import count_model_stats
+    from engine.run.process.worker_steps import count_model_stats
     from store.db import open_db
     from store.runs import model_info, save_model_stats
 
