@@ -14,7 +14,7 @@ import streamlit as st
 from engine.present.charts import search_probes
 from engine.present.tables import sentence
 from engine.run.search.batch_search import BatchSearchRequest
-from engine.run.jobs.requests import ServeRequest
+from engine.run.jobs.serve_request import ServeRequest
 
 __all__ = ["jobs_section", "in_flight_text", "POLL_S", "IDLE"]
 

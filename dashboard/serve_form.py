@@ -1,8 +1,8 @@
-"""The Deploy page's form: one MLPerf LoadGen test (engine.run.jobs.requests.ServeRequest) of a
-model (the catalog's, the selftest identity, or a user's file as the Run page's model form
-picks it), its runtime and threads, the scenario and what the scenario is judged on (the
-bound, the target QPS, Server's dynamic batching) and the test's minimum duration (LoadGen's
-default 10 s, MLPerf's official 600 s, or a custom one).
+"""The Deploy page's form: one MLPerf LoadGen test (engine.run.jobs.serve_request's
+ServeRequest) of a model (the catalog's, the selftest identity, or a user's file as the Run
+page's model form picks it), its runtime and threads, the scenario and what the scenario is
+judged on (the bound, the target QPS, Server's dynamic batching) and the test's minimum
+duration (LoadGen's default 10 s, MLPerf's official 600 s, or a custom one).
 
 Streamlit widgets over the page's PageLink (?scenario=server&target_qps=50&bound_ms=15):
 a link opened fills them, a refused link value is a note naming the field, and the form

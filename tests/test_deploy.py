@@ -8,7 +8,7 @@ import pytest
 from engine.core.serving import parse_summary
 from engine.present.serving_text import (failed_rule_reasons, latency_distribution,
                                          serve_plan)
-from engine.run.jobs.requests import ServeRequest
+from engine.run.jobs.serve_request import ServeRequest
 from tests.serving_seed import SERVER_INVALID, seed_serving
 from tests.test_pages import FakeManager, page
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from engine.run.search.batch_search import BatchSearchRequest
-from engine.run.jobs.requests import LoadRequest, ServeRequest, SweepRequest, TrainRequest
+from engine.run.jobs.requests import LoadRequest, SweepRequest, TrainRequest
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
 from engine.core import LoadSpec, RunSpec, TrainSpec
 from engine.core.errors import UserError

@@ -20,7 +20,7 @@ from engine.core.serving import (EARLY_STOPPING_MIN_QUERIES, LatencyHistogram, c
                                  default_min_queries, early_stopping_note)
 from engine.present.serving_text import serve_plan
 from engine.run.process.machine import system_info
-from engine.run.jobs.requests import ServeRequest
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import SERVING
 from engine.scenarios.base import phase_of
 from tests.helpers import ok_record

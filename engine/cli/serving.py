@@ -1,6 +1,6 @@
 """`python -m engine serve`: MLPerf LoadGen serving scenarios against one model and runtime.
 
-It builds the ServeRequest (engine/run/jobs/requests.py) and goes through the same sweep driver
+It builds the ServeRequest (engine/run/jobs/serve_request.py) and goes through the same sweep driver
 as `run`, so every attempted test is one stored row with its LoadGen verdict, figures,
 per-query latencies and logs. Exit statuses as `run`'s (engine/present/outcome.py): a
 LoadGen INVALID result is an `invalid` row, so it exits 1.
@@ -26,7 +26,7 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
 from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED, SPAN_BOUNDS)
-from engine.run.jobs.requests import ServeRequest
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import SERVING
 
 __all__ = ["add_parsers", "COMMANDS"]

@@ -1,7 +1,8 @@
 """The jobs a user asks for, on the parent side: a request expands into a scenario's specs,
 says how many rounds it may take, builds the Runner that runs it and runs it as one stored
-sweep. The Run page and the CLI build the same request and call the same `run`; a batch
-search (engine/run/search/batch_search.py) is a request too.
+sweep. The Run page and the CLI build the same request and call the same `run`; a serving
+test's is engine/run/jobs/serve_request.py, and a batch search (engine/run/search/
+batch_search.py) is a request too.
 
 engine/scenarios/ describes the kinds of work and imports nothing from here.
 """
@@ -15,22 +16,18 @@ from engine.core.budget import RoundBudget, default_max_rounds
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.core.dataload import expand_load
 from engine.core.errors import UserError
-from engine.core.inference import (RunSpec, check_contention_here, expand_sweep,
-                                   left_out_splits, with_contention)
+from engine.core.inference import (check_contention_here, expand_sweep, left_out_splits,
+                                   with_contention)
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, default_min_queries,
-                                 MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec,
-                                 check_reachable)
 from engine.core.training import expand_train
 from engine.run.process.runner import Runner
-from engine.scenarios import DATA_LOADING, INFERENCE, SERVING, TRAINING, Scenario
+from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING, Scenario
 
-__all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "ServeRequest",
-           "local_runner", "stored_closed_loop",
-           "EXECUTORS", "check_where"]
+__all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "local_runner",
+           "stored_closed_loop", "EXECUTORS", "check_where"]
 
 
 def local_runner(*, timeout_s: float, memory_cap_bytes: int | None, db,
@@ -321,89 +318,3 @@ class LoadRequest(Request):
     def label(self) -> str:
         return (f"{', '.join(self.formats)} × {', '.join(self.decoders)} × "
                 f"{', '.join(self.pipelines)}")
-
-
-# A serving run's wall-time limit beyond its LoadGen test's minimum duration: the model's
-# load, the warm-up of every batch size and LoadGen's drain of late queries.
-SERVE_TIMEOUT_MARGIN_S = 600.0
-
-
-@dataclass(frozen=True)
-class ServeRequest(Request):
-    """Serving runs (engine.core.serving.ServeSpec): one LoadGen test per scenario, each a
-    stored row, against one model and runtime."""
-
-    scenario = SERVING
-
-    scenarios: tuple[str, ...]
-    model: str
-    framework: str
-    runtime: str | None = None
-    threads: int = 1
-    inter_threads: int = 1
-    image_size: int | None = None
-    precision: str = "fp32"
-    device: str = "cpu"
-    weight_policy: str = "bn_calibrated"
-    user_model: ModelSource | None = None
-    max_batch: int = 1  # Server's dynamic batcher and Offline's calls
-    target_qps: float | None = None
-    bound_ms: float | None = None
-    max_wait_ms: float = 0.0
-    min_duration_s: float | None = None  # None: LoadGen's 10 s, or the official 600 s
-    min_query_count: int | None = None  # None: the scenario's (default_min_queries)
-    official: bool = False
-    samples: int = DEFAULT_SAMPLES
-    replicas: int = 1
-    loadgen_seed: int = 0
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float | None = None  # None: the test's duration plus SERVE_TIMEOUT_MARGIN_S
-    memory_cap_bytes: int | None = None
-    # what threads x replicas must fit: None, this machine's logical cores; a tuning on a
-    # cluster's node kinds validates each node's candidates against that node's
-    cores: int | None = None
-
-    def duration_s(self) -> float:
-        if self.min_duration_s is not None:
-            return self.min_duration_s
-        return OFFICIAL_MIN_DURATION_S if self.official else DEFAULT_MIN_DURATION_S
-
-    def _expand(self):
-        require_values(scenario=self.scenarios)
-        specs = []
-        for name in self.scenarios:
-            batch = (1 if name == "single-stream" else MULTI_STREAM_SAMPLES
-                     if name == "multi-stream" else self.max_batch)
-            sut = RunSpec(self.model, self.framework, batch, self.threads,
-                          inter_threads=self.inter_threads, precision=self.precision,
-                          image_size=self.image_size, device=self.device,
-                          weight_policy=self.weight_policy, runtime=self.runtime,
-                          user_model=self.user_model)
-            specs.append(ServeSpec(
-                sut, name, min_duration_s=self.duration_s(),
-                min_query_count=(default_min_queries(name) if self.min_query_count is None
-                                 else self.min_query_count),
-                target_qps=self.target_qps if name in ("server", "offline") else None,
-                bound_ms=self.bound_ms if name in ("server", "single-stream") else None,
-                max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
-                seed=self.loadgen_seed, official=self.official).validate(self.cores))
-        return specs, []
-
-    def check_stored(self, specs: list, *, db) -> None:
-        """A Server target over 10x the store's closed loop of its SUT on this machine
-        (engine.core.serving.check_reachable): the Deploy form checks it as it is drawn,
-        this again when the test is submitted or the CLI runs it."""
-        for spec in specs:
-            if spec.scenario == "server":
-                check_reachable(spec.target_qps,
-                                stored_closed_loop(db, [(spec.sut, spec.batch_size)]),
-                                spec.replicas)
-
-    def runner(self, *, db, shape: str | None = None, **options) -> Runner:
-        timeout = self.timeout_s or self.duration_s() + SERVE_TIMEOUT_MARGIN_S
-        return local_runner(timeout_s=timeout, memory_cap_bytes=self.memory_cap_bytes,
-                            db=db, shape=shape, **options)
-
-    def label(self) -> str:
-        return f"serve {', '.join(self.scenarios)}: {self.model} {self.framework}"

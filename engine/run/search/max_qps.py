@@ -121,7 +121,7 @@ def _r(x: float) -> str:
 def search_timeout_s(min_duration_s: float = 0.0) -> float:
     """A search's runner limit: its longest probe (or the Offline estimate's duration) and
     the margin every serving run gets for load, warm-up and drain."""
-    from engine.run.jobs.requests import SERVE_TIMEOUT_MARGIN_S
+    from engine.run.jobs.serve_request import SERVE_TIMEOUT_MARGIN_S
 
     return max(min_duration_s, MAX_PROBE_S) + SERVE_TIMEOUT_MARGIN_S
 

@@ -26,7 +26,8 @@ from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFi
 from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, StoredProbe, check_first_target,
                                 replay_max_qps, search_timeout_s, stored_max_qps_search)
-from engine.run.jobs.requests import ServeRequest, check_where, local_runner
+from engine.run.jobs.requests import check_where, local_runner
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import INFERENCE, SERVING
 
 __all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
