@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine.core.policy import MeasurementPolicy  # noqa: E402
 from engine.core.limits import logical_cores  # noqa: E402
-from engine.run.search.autotune import Candidate, stored_autotune  # noqa: E402
+from engine.run.search.autotune import Candidate  # noqa: E402
+from engine.run.search.autotune_runs import stored_autotune  # noqa: E402
 from engine.run.jobs.requests import local_runner  # noqa: E402
 from engine.run.jobs.serve_request import SERVE_TIMEOUT_MARGIN_S  # noqa: E402
 from store.db import open_db  # noqa: E402

@@ -37,9 +37,9 @@ from engine.run.search.autotune import OBJECTIVES
 from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
                                 loadgen_p99_ms, probe_qps_range, replay_max_qps)
-from engine.run.search.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
-                                     TuneRequest, replay_tune, request_fields, search_limits,
-                                     stored_probe, tune_price)
+from engine.run.search.replays import (MAX_QPS_COMMAND, TUNE_COMMAND, replay_tune,
+                                       request_fields, search_limits, stored_probe)
+from engine.run.search.serving_jobs import MaxQpsRequest, TuneRequest, tune_price
 from engine.scenarios import SERVING
 from store.prices import effective_catalog
 from store.serving import search_probes, search_sweeps

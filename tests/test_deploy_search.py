@@ -16,8 +16,8 @@ from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
 from engine.run.search.autotune import Candidate, ClosedFigure, autotune
 from engine.run.search.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
-from engine.run.search.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
-                                     TuneRequest)
+from engine.run.search.replays import MAX_QPS_COMMAND, TUNE_COMMAND
+from engine.run.search.serving_jobs import MaxQpsRequest, TuneRequest
 from tests.helpers import SYSTEM, failed_record, ok_record
 from tests.serving_seed import serve_record
 from tests.test_crafted import crafted, errors
@@ -547,9 +547,9 @@ def test_a_tuning_that_read_a_stored_figure_replays_with_that_figure(db_path, mo
     figure stored", and not a newer run stored since), with source "stored"."""
     import duckdb
 
-    from engine.run.search.autotune import stored_figures
+    from engine.run.search.autotune_runs import stored_figures
     from engine.run.process.machine import system_info
-    from engine.run.search.serving_jobs import replay_tune, request_fields
+    from engine.run.search.replays import replay_tune, request_fields
     from store.db import open_db
     from store.runs import save_record, save_sweep
     from store.serving import search_probes

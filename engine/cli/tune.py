@@ -146,7 +146,8 @@ def cmd_tune(args) -> int:
     from engine.cli.args import cluster_runner
     from engine.core.policy import MeasurementPolicy
     from engine.present.tune_text import models_lines, tune_lines
-    from engine.run.search.autotune import Candidate, check_tune, stored_autotune
+    from engine.run.search.autotune import Candidate, check_tune
+    from engine.run.search.autotune_runs import stored_autotune
     from engine.run.search.max_qps import check_first_target, search_timeout_s
     from engine.run.jobs.requests import local_runner
     from engine.run.search.serving_jobs import tune_price

@@ -1,11 +1,12 @@
 """The Deploy page's searches as dashboard jobs (issue 27): the max-QPS search of one Server
 configuration and the autotuner, each a request in the style of BatchSearchRequest that
 wraps the stored search the CLI runs (engine/run/search/max_qps.py's stored_max_qps_search,
-engine/run/search/autotune.py's stored_autotune), so there is one search, not a second one.
+engine/run/search/autotune_runs.py's stored_autotune), so there is one search, not a
+second one.
 
 A job's sweep carries its request in its command (MAX_QPS_COMMAND or TUNE_COMMAND, then the
 request's fields as JSON), so what it found is read back from the store by replaying the
-pure search over the stored probes (`replay_max_qps`, `replay_tune`): any reader of the
+pure search over the stored probes (engine/run/search/replays.py): any reader of the
 database, viewer mode included, sees the same conclusion the job printed.
 """
 
@@ -21,58 +22,25 @@ from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
                                 choice, float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
-from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, Tuning,
-                                 autotune, check_tune, closed_by_sut, stored_figures)
+from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure,
+                                        check_tune)
+from engine.run.search.autotune_runs import stored_figures
 from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
-                                DEFAULT_SEARCH_QUERIES, StoredProbe, check_first_target,
-                                replay_max_qps, search_timeout_s, stored_max_qps_search)
+                                DEFAULT_SEARCH_QUERIES, check_first_target,
+                                search_timeout_s, stored_max_qps_search)
 from engine.run.jobs.requests import check_where, local_runner
 from engine.run.jobs.serve_request import ServeRequest
-from engine.scenarios import INFERENCE, SERVING
+from engine.run.search.replays import MAX_QPS_COMMAND, TUNE_COMMAND
 
-__all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
-           "request_fields", "search_limits", "stored_probe", "replay_tune", "TUNE_TEST_S",
-           "TUNE_PROBE_S"]
+__all__ = ["MaxQpsRequest", "TuneRequest", "TUNE_TEST_S", "TUNE_PROBE_S", "tune_price",
+           "stored_autotune_job"]
 
-MAX_QPS_COMMAND = "dashboard max-qps"
-TUNE_COMMAND = "dashboard tune"
 # As `python -m engine tune`: a closed-loop probe only ranks (1 s); a Server test of a
 # confirmation runs the search's fixed query count (search_queries), whatever its rate, so
 # each candidate is held to the same early-stopping strictness. The specs a tuning checks
 # before it runs carry this minimum duration, which LoadGen is not given for a fixed count.
 TUNE_PROBE_S = 1.0
 TUNE_TEST_S = 2.0
-
-
-def request_fields(command: str | None) -> dict:
-    """The request fields a search's sweep command carries ({} for any other command)."""
-    for prefix in (MAX_QPS_COMMAND, TUNE_COMMAND):
-        if command and command.startswith(prefix + " {"):
-            try:
-                fields = json.loads(command[len(prefix) + 1:])
-            except ValueError:
-                return {}
-            return fields if isinstance(fields, dict) else {}
-    return {}
-
-
-def search_limits(fields: dict) -> dict:
-    """The bracket precision, probe limit, queries a probe and bound a search's sweep
-    command records, as replay_max_qps takes them; a sweep stored before the first two were
-    recorded ran the defaults, and one stored before the query count was fixed ran varying
-    counts (None: the replay says so)."""
-    return {"precision": fields.get("qps_precision", DEFAULT_QPS_PRECISION),
-            "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES),
-            "query_count": fields.get("search_queries"), "bound_ms": fields.get("bound_ms")}
-
-
-def stored_probe(row) -> StoredProbe:
-    """A row of store.serving.search_probes as the search reads a probe."""
-    return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
-                       _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
-                       _int(row.threads_per_core),
-                       row.machine_shape, _int(row.cores_used),
-                       _int(getattr(row, "replicas", 1)) or 1)
 
 
 @dataclass(frozen=True)
@@ -325,7 +293,7 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
     """One tuning of the request: on this machine, or on one node kind of a fleet (node:
     its fleet id, shape and cores), where the store's figures of this machine say nothing
     and every candidate is probed."""
-    from engine.run.search.autotune import stored_autotune
+    from engine.run.search.autotune_runs import stored_autotune
 
     policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
                                warmup_max_s=TUNE_PROBE_S)
@@ -377,59 +345,6 @@ def tune_price(db, shape: str | None, catalog=None):
         bound = cost.at_bound
         return cost.per_million_at_bound, (bound.assumption if bound.estimate else "")
     return price
-
-
-def replay_tune(fields: dict, probes, price) -> Tuning:
-    """The tuning as it ran, from its sweep's stored runs in order (store.serving.
-    search_probes' rows): each candidate's closed-loop figure the store's the tuner used
-    (as its command recorded it), else the first inference run of its configuration in the
-    sweep, each confirmation the max-QPS search replayed over that candidate's Server
-    tests. fields: the sweep command's (request_fields). A tuning stored before its
-    command recorded the store's figures shows a candidate that used one as missing."""
-    cands = [Candidate(*c) for c in fields["candidates"]]
-    rows = list(probes)
-
-    def same(c: Candidate, r) -> bool:
-        wait = _none(r.max_wait_ms)
-        return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads,
-                _int(getattr(r, "replicas", 1)) or 1) == (
-            c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.replicas) and (
-            r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
-
-    def probed(c: Candidate) -> ClosedFigure:
-        for r in rows:
-            if r.kind == INFERENCE.kind and same(c, r):
-                return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
-                                    r.reason, "measured",
-                                    r.run_id, _int(r.threads_per_core), _int(r.cores_used),
-                                    r.machine_shape)
-        return ClosedFigure("missing", reason="no closed-loop figure stored")
-
-    known = {Candidate(*row["candidate"]).closed_loop(): row
-             for row in fields.get("stored", [])}
-    closed_probe = closed_by_sut(known, probed)
-
-    def qps_search(c: Candidate, start: float):
-        return replay_max_qps([stored_probe(r) for r in rows
-                               if r.kind == SERVING.kind and same(c, r)],
-                              **search_limits(fields))
-
-    return autotune(cands, default=Candidate(*fields["default"]), closed_probe=closed_probe,
-                    qps_search=qps_search, price=price, bound_ms=fields["bound_ms"],
-                    objective=fields["objective"], margin=fields["margin"])
-
-
-def _none(x):
-    """None for a missing value as a DataFrame row holds one (None, NaN, pandas' NA)."""
-    try:
-        return None if x is None or bool(x != x) else x
-    except TypeError:  # pandas.NA: its comparison is NA, whose truth is ambiguous
-        return None
-
-
-def _int(x):
-    x = _none(x)
-    return None if x is None else int(x)
 
 
 def _catalog(db):

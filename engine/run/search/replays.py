@@ -1,0 +1,105 @@
+"""A dashboard search read back from the store: its sweep's command carries the request
+(MAX_QPS_COMMAND or TUNE_COMMAND, then the request's fields as JSON), and the pure search
+is replayed over the sweep's stored runs in order (store.serving.search_probes' rows), so
+the max, bracket, stop reason, Pareto front and pruned candidates come back exactly as the
+job (engine/run/search/serving_jobs.py) found them, for viewer mode and any reader.
+"""
+
+from __future__ import annotations
+
+import json
+
+from engine.run.search.autotune import Candidate, ClosedFigure, Tuning, autotune, closed_by_sut
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, StoredProbe,
+                                       replay_max_qps)
+from engine.scenarios import INFERENCE, SERVING
+
+__all__ = ["MAX_QPS_COMMAND", "TUNE_COMMAND", "request_fields", "search_limits",
+           "stored_probe", "replay_tune"]
+
+MAX_QPS_COMMAND = "dashboard max-qps"
+TUNE_COMMAND = "dashboard tune"
+
+
+def request_fields(command: str | None) -> dict:
+    """The request fields a search's sweep command carries ({} for any other command)."""
+    for prefix in (MAX_QPS_COMMAND, TUNE_COMMAND):
+        if command and command.startswith(prefix + " {"):
+            try:
+                fields = json.loads(command[len(prefix) + 1:])
+            except ValueError:
+                return {}
+            return fields if isinstance(fields, dict) else {}
+    return {}
+
+
+def search_limits(fields: dict) -> dict:
+    """The bracket precision, probe limit, queries a probe and bound a search's sweep
+    command records, as replay_max_qps takes them; a sweep stored before the first two were
+    recorded ran the defaults, and one stored before the query count was fixed ran varying
+    counts (None: the replay says so)."""
+    return {"precision": fields.get("qps_precision", DEFAULT_QPS_PRECISION),
+            "max_probes": fields.get("max_probes", DEFAULT_QPS_PROBES),
+            "query_count": fields.get("search_queries"), "bound_ms": fields.get("bound_ms")}
+
+
+def stored_probe(row) -> StoredProbe:
+    """A row of store.serving.search_probes as the search reads a probe."""
+    return StoredProbe(float(_none(row.target_qps) or 0.0), row.status, row.reason or "",
+                       _none(row.p99_ms), row.summary, row.run_id, _none(row.throughput),
+                       _int(row.threads_per_core),
+                       row.machine_shape, _int(row.cores_used),
+                       _int(getattr(row, "replicas", 1)) or 1)
+
+
+def replay_tune(fields: dict, probes, price) -> Tuning:
+    """The tuning as it ran, from its sweep's stored runs in order (store.serving.
+    search_probes' rows): each candidate's closed-loop figure the store's the tuner used
+    (as its command recorded it), else the first inference run of its configuration in the
+    sweep, each confirmation the max-QPS search replayed over that candidate's Server
+    tests. fields: the sweep command's (request_fields). A tuning stored before its
+    command recorded the store's figures shows a candidate that used one as missing."""
+    cands = [Candidate(*c) for c in fields["candidates"]]
+    rows = list(probes)
+
+    def same(c: Candidate, r) -> bool:
+        wait = _none(r.max_wait_ms)
+        return (r.framework, r.runtime, r.precision, r.batch_size, r.intra_threads,
+                _int(getattr(r, "replicas", 1)) or 1) == (
+            c.framework, c.runtime, c.precision, c.max_batch, c.threads, c.replicas) and (
+            r.kind != SERVING.kind or (wait or 0.0) == c.max_wait_ms)
+
+    def probed(c: Candidate) -> ClosedFigure:
+        for r in rows:
+            if r.kind == INFERENCE.kind and same(c, r):
+                return ClosedFigure(r.status, _none(r.throughput), _none(r.p99_ms),
+                                    r.reason, "measured",
+                                    r.run_id, _int(r.threads_per_core), _int(r.cores_used),
+                                    r.machine_shape)
+        return ClosedFigure("missing", reason="no closed-loop figure stored")
+
+    known = {Candidate(*row["candidate"]).closed_loop(): row
+             for row in fields.get("stored", [])}
+    closed_probe = closed_by_sut(known, probed)
+
+    def qps_search(c: Candidate, start: float):
+        return replay_max_qps([stored_probe(r) for r in rows
+                               if r.kind == SERVING.kind and same(c, r)],
+                              **search_limits(fields))
+
+    return autotune(cands, default=Candidate(*fields["default"]), closed_probe=closed_probe,
+                    qps_search=qps_search, price=price, bound_ms=fields["bound_ms"],
+                    objective=fields["objective"], margin=fields["margin"])
+
+
+def _none(x):
+    """None for a missing value as a DataFrame row holds one (None, NaN, pandas' NA)."""
+    try:
+        return None if x is None or bool(x != x) else x
+    except TypeError:  # pandas.NA: its comparison is NA, whose truth is ambiguous
+        return None
+
+
+def _int(x):
+    x = _none(x)
+    return None if x is None else int(x)
