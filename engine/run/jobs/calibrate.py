@@ -99,6 +99,7 @@ class _Calibrating:
 
     executor: LocalProcesses
     cancel: threading.Event | None
+    width = 1  # one machine, as a Runner's
 
 
 @dataclass(frozen=True)

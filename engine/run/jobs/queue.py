@@ -27,6 +27,7 @@ from engine.run.jobs.requests import Request
 from engine.core.errors import UserError
 from engine.core.protocol import Progress, Ready, Started
 from engine.run.process.drive import Timing
+from engine.scenarios import scenario_of
 from engine.scenarios.base import phase_of
 
 __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
@@ -218,8 +219,10 @@ class JobManager:
                 elif notice.spec is not None and isinstance(notice.event, (Started, Progress)):
                     ev, spec = notice.event, notice.spec
                     job.current = {"model": spec.model, "framework": spec.framework,
-                                   # a serving test's scenario (single-stream, server, ...)
-                                   "scenario": getattr(spec, "scenario", None),
+                                   # a serving test's scenario (single-stream, server,
+                                   # ...), as its stored row's extra will carry it
+                                   "scenario": scenario_of(spec).config_extra(spec)
+                                   .get("scenario"),
                                    "batch_size": spec.batch_size,
                                    "threads": spec.intra_threads, "round": round_no,
                                    "phase": phase_of(ev),
@@ -228,7 +231,7 @@ class JobManager:
 
         runner = self._runner(job)
         try:
-            width = getattr(runner, "width", 1)  # a fleet runs every run on each node kind
+            width = runner.width  # a fleet runs every run on each node kind
             if width > 1:
                 self._update(job, total=job.total * width)
 
@@ -250,7 +253,7 @@ class JobManager:
         cluster's nodes it names (engine/run/cluster/join.py), its specs checked against the
         cores of the nodes it got (one may have left since the page listed them)."""
         req = job.request
-        if getattr(req, "executor", "local") == "ray":
+        if req.executor == "ray":
             from engine.run.cluster.join import job_runner
 
             plan, runner = job_runner(req, db=self.db_path, cancel=job.cancel)
@@ -273,13 +276,30 @@ class SessionJobs:
     """The job queue as one browser session may use it: reads pass through; submit and
     cancel need a session that may write (dashboard.access.Access.can_write). Pages
     only get this, so a crafted request from a read-only session changes nothing even where
-    a page forgot to hide a control."""
+    a page forgot to hide a control. Each read is named here: a page that asks for anything
+    else fails where it asks."""
 
     def __init__(self, manager: JobManager, access):
         self._manager, self._access = manager, access
 
-    def __getattr__(self, name):  # active, queued, history, get, wait, db_path
-        return getattr(self._manager, name)
+    @property
+    def db_path(self) -> Path:
+        return self._manager.db_path
+
+    def active(self) -> JobView | None:
+        return self._manager.active()
+
+    def queued(self) -> list[JobView]:
+        return self._manager.queued()
+
+    def history(self) -> list[JobView]:
+        return self._manager.history()
+
+    def get(self, job_id: int) -> JobView | None:
+        return self._manager.get(job_id)
+
+    def wait(self, predicate: Callable[[JobManager], bool], timeout: float) -> bool:
+        return self._manager.wait(predicate, timeout)
 
     def _check(self, action: str) -> None:
         why = self._access.why_read_only()

@@ -67,6 +67,10 @@ class Request:
     dataclasses with `rounds` and `seed` fields. Subclasses implement _expand()."""
 
     scenario: ClassVar[Scenario]
+    # Where the job runs: this machine. A request that may run on the Ray cluster has a
+    # field of this name instead ("local" or "ray": SweepRequest, TuneRequest), which the
+    # job queue reads to build its runner there.
+    executor = "local"
 
     def expand(self) -> tuple[list, list[str]]:
         """(specs, skipped): what runs, validated, and a line for each combination that
@@ -123,9 +127,12 @@ class Request:
 
     def label(self) -> str:
         """A short description of the job for the queue on the Run page."""
-        models = ", ".join(getattr(self, "models", ()))
-        frameworks = ", ".join(getattr(self, "frameworks", ()))
-        return f"{models} × {frameworks}"
+        raise NotImplementedError
+
+
+def models_label(models, frameworks) -> str:
+    """'resnet18, mobilenet_v3_small × torch': a sweep's label, its models by frameworks."""
+    return f"{', '.join(models)} × {', '.join(frameworks)}"
 
 
 EXECUTORS = ("local", "ray")
@@ -229,7 +236,7 @@ class SweepRequest(Request):
 
     def label(self) -> str:
         where = self.where()
-        return super().label() + (f", {where}" if where else "")
+        return models_label(self.models, self.frameworks) + (f", {where}" if where else "")
 
     @classmethod
     def covering(cls, configs: list[dict]) -> list["SweepRequest"]:
@@ -275,6 +282,9 @@ class TrainRequest(Request):
     seed: int | None = None
     timeout_s: float = 3600.0
     memory_cap_bytes: int | None = None
+
+    def label(self) -> str:
+        return models_label(self.models, self.frameworks)
 
     def _expand(self):
         return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),

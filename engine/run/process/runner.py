@@ -40,6 +40,8 @@ __all__ = ["Runner", "worker_groups"]
 class Runner:
     """Runs a list of validated specs; calls on_record once per spec, as each one ends."""
 
+    width = 1  # the machines each spec runs on (a fleet's runner: one per node kind)
+
     def __init__(self, *, timeout_s: float = 600.0, memory_cap_bytes: int | None = None,
                  python: str = sys.executable, clock: Callable[[], float] = time.monotonic,
                  poll_s: float = 0.2, cancel: threading.Event | None = None,
