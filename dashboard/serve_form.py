@@ -27,8 +27,8 @@ from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_D
                                 logical_cores)
 from engine.core.model_source import fill_inputs
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
-                                 DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, REPLICATED_SCENARIOS,
+                                 DEFAULT_SERVER_BOUND_MS, OFFICIAL_MIN_DURATION_S,
+                                 REPLICATED_SCENARIOS, SCENARIO_INPUTS,
                                  SERVE_SCENARIOS, check_reachable, default_min_queries,
                                  fixed_batch_allowed)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
@@ -146,7 +146,7 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
     n1, n2, n3, n4, n5 = st.columns(5)
     bound = qps = None
     batch, wait, replicas = 1, 0.0, 1
-    if scenario in ("server", "single-stream"):
+    if SCENARIO_INPUTS[scenario].bound:
         bound = _number(link, numbers, n1, "p99 bound (ms)" if scenario == "server"
                         else "Latency bound (ms; p90 reported)", "bound_ms",
                         help="server: LoadGen's target latency, the p99 every query is judged "
@@ -164,8 +164,8 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
                            help=f"processes of Threads threads each, on cores of their own, "
                                 f"behind one queue: whichever is free takes the next batch "
                                 f"(replicas x threads <= {cores})")
-    elif scenario == "multi-stream":
-        batch = MULTI_STREAM_SAMPLES
+    else:  # a stream's query: one sample, or MultiStream's 8
+        batch = SCENARIO_INPUTS[scenario].query_batch
     d1, d2, d3 = st.columns([2, 1, 1])
     link.choice("duration", "sv_duration", list(DURATIONS))
     preset = d1.radio("Minimum duration", list(DURATIONS), key="sv_duration", horizontal=True,

@@ -16,8 +16,8 @@ from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, logical_cores)
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, default_min_queries,
-                                 early_stopping_note, fixed_batch_allowed)
+                                 OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
+                                 default_min_queries, early_stopping_note, fixed_batch_allowed)
 from engine.core.errors import UserError
 from engine.core.early_stopping import strictness
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
@@ -127,8 +127,9 @@ def serve_request(args) -> ServeRequest:
     # calls 1 .. max batch (a fixed batch axis is refused here, naming it), MultiStream 8.
     sizes = set()
     for name in args.scenario:
-        sizes |= ({1} if name == "single-stream" else {MULTI_STREAM_SAMPLES}
-                  if name == "multi-stream" else set(range(1, max(args.max_batch, 1) + 1)))
+        takes = SCENARIO_INPUTS.get(name)  # an unknown name: refused with the request
+        sizes |= ({takes.query_batch} if takes and takes.query_batch is not None
+                  else set(range(1, max(args.max_batch, 1) + 1)))
     src = user_model(args, args.model, batch_sizes=tuple(sorted(sizes)),
                      allowed_batch=fixed_batch_allowed)
     if src is None and len(args.model) != 1:

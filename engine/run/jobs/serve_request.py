@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from engine.core.inference import RunSpec
 from engine.core.model_source import ModelSource
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, default_min_queries,
-                                 MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec,
-                                 check_reachable)
-from engine.core.limits import require_values
+from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES,
+                                 OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
+                                 ServeSpec, check_reachable, default_min_queries)
+from engine.core.limits import choice, require_values
 from engine.run.jobs.requests import Request, local_runner, stored_closed_loop
 from engine.run.process.runner import Runner
 from engine.scenarios import SERVING
@@ -71,8 +71,9 @@ class ServeRequest(Request):
         require_values(scenario=self.scenarios)
         specs = []
         for name in self.scenarios:
-            batch = (1 if name == "single-stream" else MULTI_STREAM_SAMPLES
-                     if name == "multi-stream" else self.max_batch)
+            choice("scenario", name, SERVE_SCENARIOS)  # as the spec's validate refuses it
+            takes = SCENARIO_INPUTS[name]
+            batch = self.max_batch if takes.query_batch is None else takes.query_batch
             sut = RunSpec(self.model, self.framework, batch, self.threads,
                           inter_threads=self.inter_threads, precision=self.precision,
                           image_size=self.image_size, device=self.device,
@@ -82,8 +83,8 @@ class ServeRequest(Request):
                 sut, name, min_duration_s=self.duration_s(),
                 min_query_count=(default_min_queries(name) if self.min_query_count is None
                                  else self.min_query_count),
-                target_qps=self.target_qps if name in ("server", "offline") else None,
-                bound_ms=self.bound_ms if name in ("server", "single-stream") else None,
+                target_qps=self.target_qps if takes.rate else None,
+                bound_ms=self.bound_ms if takes.bound else None,
                 max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
                 seed=self.loadgen_seed, official=self.official).validate(self.cores))
         return specs, []
