@@ -32,6 +32,7 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
                                 SERVE_QPS_RANGE, SERVE_RATE_RANGE, logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
                                         pruned_frame, query_count_note)
+from engine.present.search_text import qps_summary
 from engine.present.tune_text import capped_note, recommendation
 from engine.run.search.autotune import OBJECTIVES
 from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
@@ -201,7 +202,7 @@ def max_qps_results(machine, link: PageLink) -> None:
     c[2].metric("bracket", f"[{lo or 0:,.1f}, {hi:,.1f})" if hi else f"[{lo or 0:,.1f}, -)",
                 help="highest VALID target, lowest missed one")
     c[3].metric("probes", len(res.probes))
-    st.caption(f"{res.summary(bound)}. Stopped: {res.stop_reason}.")
+    st.caption(f"{qps_summary(res, bound)}. Stopped: {res.stop_reason}.")
     if note:
         st.warning(note, icon=":material/warning:")
     st.dataframe(probe_frame(res, loadgen_p99_ms), hide_index=True, key="sv_maxqps_probes")

@@ -15,6 +15,7 @@ from engine.analysis.cost import Machine
 from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
 from engine.cli import main
 from engine.core.errors import UserError
+from engine.present.search_text import qps_summary
 from engine.run.search.max_qps import find_max_qps
 from tests.serving_seed import seed_closed_loop
 
@@ -49,7 +50,7 @@ def test_doubles_while_valid_then_bisects_to_the_precision():
     assert res.best.status == "ok"
     assert res.stop_reason == "bracket [225, 231) within 5.0% of its VALID end"
     # worded as LoadGen judged it: early stopping over 1,000 queries a probe, 2 allowed over
-    assert res.summary(50) == ("max 225 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early "
+    assert qps_summary(res, 50) == ("max 225 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early "
                                "stopping, 1,000 queries per probe, up to 2 over allowed); "
                                "LoadGen's p99 there 0.225 ms; bracket [225, 231) after 8 "
                                "probes")
@@ -103,7 +104,7 @@ def test_the_ends_of_the_allowed_range_stop_it():
     probe, asked = scripted(0.5)
     res = find_max_qps(probe, start_qps=4, qps_range=(1, 8))
     assert asked == [4, 2, 1] and res.max_qps is None and res.bracket == (None, 1)
-    assert res.summary(50).startswith("no target QPS met p99 ≤ 50 ms at 99 % confidence "
+    assert qps_summary(res, 50).startswith("no target QPS met p99 ≤ 50 ms at 99 % confidence "
                                       "(LoadGen early stopping; probes of varying query "
                                       "counts)")
 
@@ -126,7 +127,7 @@ def test_the_targets_are_those_whose_queries_span_20_bounds_and_at_most_300_s():
     assert res.stop_reason == ("still VALID at the largest target allowed (1000 QPS: 1,000 "
                                "queries a probe span at most 300 s, at least 20x the 50 ms "
                                "bound; more queries a probe reach higher rates)")
-    assert res.summary(50).startswith(
+    assert qps_summary(res, 50).startswith(
         "max ≥ 1,000 QPS (the highest target a probe tests: the max is at least this): p99 ≤ "
         "50 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per probe, up to 2 "
         "over allowed)")

@@ -203,6 +203,7 @@ def cmd_find_max_qps(args) -> int:
     from engine.analysis.cost import cpu_shapes, default_shape, load_catalog
     from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
     from engine.present.max_qps_text import cost_lines, probe_table
+    from engine.present.search_text import qps_summary
     from engine.run.process.machine import system_info
     from engine.run.search.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
     from store.db import open_db, resolve_db_path
@@ -252,7 +253,7 @@ def cmd_find_max_qps(args) -> int:
     if res.probes:
         print()
         print(probe_table(res, loadgen_p99_ms))
-    print(f"\n{res.summary(args.bound_ms)}\nstopped: {res.stop_reason}")
+    print(f"\n{qps_summary(res, args.bound_ms)}\nstopped: {res.stop_reason}")
     print(f"probes stored in {db} as sweep {sweep_id}")
     if res.best is not None:
         if db.exists():

@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from engine.core.early_stopping import bound_claim
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
                                 SERVE_QPS_RANGE, float_range, int_range)
@@ -140,23 +139,10 @@ class QpsSearch:
     # VALID at the largest target a probe may run: the max is a lower bound
     capped: bool = False
 
-    def summary(self, bound_ms: float) -> str:
-        """'max 212 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, 1,000
-        queries per probe, up to 2 over allowed); LoadGen's p99 there 41 ms; bracket [212,
-        223) after 7 probes'."""
-        n = len(self.probes)
-        lo, hi = self.bracket
-        bracket = f"[{_q(lo) if lo else '-'}, {_q(hi) if hi else '-'})"
-        claim = bound_claim(bound_ms, self.query_count)
-        if self.max_qps is None:
-            return (f"no target QPS met {claim}; bracket {bracket} "
-                    f"after {n} probe{'s' * (n != 1)}")
-        p99 = loadgen_p99_ms(self.best)
-        at = f"; LoadGen's p99 there {p99:,.3g} ms" if p99 is not None else ""
-        most = (" (the highest target a probe tests: the max is at least this)"
-                if self.capped else "")
-        return (f"max {'≥ ' * self.capped}{_q(self.max_qps)} QPS{most}: {claim}{at}; "
-                f"bracket {bracket} after {n} probe{'s' * (n != 1)}")
+    @property
+    def p99_ms(self) -> float | None:
+        """LoadGen's p99 at the max (its summary's, else the SUT's own); None: no max."""
+        return loadgen_p99_ms(self.best)
 
 
 def _q(qps: float) -> str:

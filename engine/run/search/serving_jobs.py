@@ -104,6 +104,8 @@ class MaxQpsRequest(_Search):
     def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
             on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
             command: str | None = None) -> str:
+        from engine.present.search_text import qps_conclusion
+
         count = [1]
 
         def event(ev):  # progress names the probe
@@ -119,7 +121,7 @@ class MaxQpsRequest(_Search):
             query_count=self.search_queries,
             on_start=on_start, on_stored=stored, on_event=event)
         on_stop(res.stop_reason)
-        return f"{res.summary(self.bound_ms)}; stopped: {res.stop_reason}"
+        return qps_conclusion(res, self.bound_ms)
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,7 @@ class TuneRequest(_Search):
     def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
             on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
             command: str | None = None) -> str:
-        from engine.present.tune_text import recommendation
+        from engine.present.search_text import tune_conclusion
 
         if len(self.tuned_models()) > 1:  # each model alone, in turn, under one group
             from engine.run.process.records import new_id
@@ -255,8 +257,7 @@ class TuneRequest(_Search):
             _, t = stored_autotune_job(self, db=db, runner=runner, on_start=on_start,
                                        on_stored=on_stored, price=price)
             on_stop(t.stop_reason)
-            gain = f"; {t.gain_pct:,.1f}% over the default" if t.gain_pct is not None else ""
-            return f"{recommendation(t, self.machine_shape)}{gain}; stopped: {t.stop_reason}"
+            return tune_conclusion(t, self.machine_shape)
         return self._run_fleet(db=db, runner=runner, on_start=on_start, on_stored=on_stored,
                                on_stop=on_stop)
 
