@@ -27,7 +27,7 @@ from engine.run.process.runner import Runner
 from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING, Scenario
 
 __all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "local_runner",
-           "stored_closed_loop", "EXECUTORS", "check_where"]
+           "stored_closed_loop", "EXECUTORS", "check_where", "models_label"]
 
 
 def local_runner(*, timeout_s: float, memory_cap_bytes: int | None, db,
