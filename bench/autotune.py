@@ -9,7 +9,7 @@ The space is runtime x max batch x (threads x replicas) of one catalog model: 4 
 closed-loop probe per candidate (an inference run), then the max-QPS search (LoadGen Server
 tests, doubling then bisection to 5 %) from that figure.
 
-- the autotuner: engine.run.autotune as `python -m engine tune` runs it (prune beyond 2x,
+- the autotuner: engine.run.search.autotune as `python -m engine tune` runs it (prune beyond 2x,
   confirm the top 3, go on while the last 2 confirmations gained 5 %);
 - the exhaustive search: the same code with nothing pruned on the figure and every
   candidate confirmed (top_n = every candidate, prune factor infinite). A candidate whose
@@ -39,8 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 from engine.core.policy import MeasurementPolicy  # noqa: E402
 from engine.core.limits import logical_cores  # noqa: E402
-from engine.run.autotune import Candidate, stored_autotune  # noqa: E402
-from engine.run.requests import SERVE_TIMEOUT_MARGIN_S, local_runner  # noqa: E402
+from engine.run.search.autotune import Candidate  # noqa: E402
+from engine.run.search.autotune_runs import stored_autotune  # noqa: E402
+from engine.run.jobs.requests import local_runner  # noqa: E402
+from engine.run.jobs.serve_request import SERVE_TIMEOUT_MARGIN_S  # noqa: E402
 from store.db import open_db  # noqa: E402
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.core.calibration import DEFAULT_SIZES, TRIAD_LLC_FACTOR, CalibrationPlan  # noqa: E402
 from engine.core.protocol import Calibrated  # noqa: E402
-from engine.run.calibrate import calibration_line, run_calibrations  # noqa: E402
+from engine.run.jobs.calibrate import calibration_line, run_calibrations  # noqa: E402
 
 TARGET_S = 30.0
 AGREE = 0.05

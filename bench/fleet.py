@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.run.runner import Runner  # noqa: E402
-from engine.run.sweep import run_sweep  # noqa: E402
+from engine.run.process.runner import Runner  # noqa: E402
+from engine.run.jobs.sweep import run_sweep  # noqa: E402
 from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
 
 SHAPES = ("c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB")
@@ -90,9 +90,9 @@ def main() -> int:
     import ray
     from ray.cluster_utils import Cluster
 
-    from engine.run.cluster import release
-    from engine.run.fleet import cluster_plan, ray_runner
-    from engine.run.ray_cluster import RayExecutor, cluster_nodes, connect
+    from engine.run.cluster.join import release
+    from engine.run.cluster.fleet import cluster_plan, ray_runner
+    from engine.run.cluster.ray_cluster import RayExecutor, cluster_nodes, connect
 
     cpus = len(os.sched_getaffinity(0))
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.worker.measure import time_loop  # noqa: E402
-from engine.run.runner import Runner  # noqa: E402
+from engine.run.process.runner import Runner  # noqa: E402
 from engine.core import MeasurementPolicy, RunSpec  # noqa: E402
 
 

@@ -60,7 +60,7 @@ def main():
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
     from engine.core import MeasurementPolicy, RunSpec
-    from engine.run.runner import Runner
+    from engine.run.process.runner import Runner
 
     runs, skipped = configurations(args.framework, WANTED)
     for line in skipped:

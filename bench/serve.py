@@ -36,7 +36,7 @@ from engine.analysis.stats import summarize  # noqa: E402
 from engine.core import MeasurementPolicy, RunSpec  # noqa: E402
 from engine.core.limits import logical_cores  # noqa: E402
 from engine.core.serving import ServeSpec  # noqa: E402
-from engine.run.runner import Runner  # noqa: E402
+from engine.run.process.runner import Runner  # noqa: E402
 
 
 def one(runner: Runner, spec):

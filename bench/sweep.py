@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.run.runner import Runner  # noqa: E402
+from engine.run.process.runner import Runner  # noqa: E402
 from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
-from engine.run.sweep import run_sweep  # noqa: E402
+from engine.run.jobs.sweep import run_sweep  # noqa: E402
 
 
 def run(specs, db, process_per_run):

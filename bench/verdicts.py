@@ -10,7 +10,7 @@ to 6 while a contest is undecided, fresh worker processes every round):
   own (RunSpec.replica: "#2"), so the true answer is a tie (no winner; "equivalent" and
   "no decision" are both right).
 
-The neighbour (engine.run.neighbour) is another process's busy thread on one core, busy for
+The neighbour (engine.run.process.neighbour) is another process's busy thread on one core, busy for
 3-8 s then idle for 4-12 s (seeded per sweep), started before a noisy sweep and stopped
 after it. Per contest and condition the table says how many sweeps named the right winner,
 said equivalent or no decision, or named the wrong one; the rounds its configurations ran;
@@ -20,7 +20,7 @@ contests' runs alone (what a sweep without a tie would take).
 
 It uses only what the sweep driver offered before issue 24 as well (run_sweep, Runner,
 aggregate, contests), so the same script measures an older checkout: put it and
-engine/run/neighbour.py there and run it with --label. Results go to a temporary database.
+engine/run/process/neighbour.py there and run it with --label. Results go to a temporary database.
 
     .venv/bin/python bench/verdicts.py [--sweeps 10] [--conditions quiet noisy]
         [--min-time 2] [--label new] [--json out.json] [--no-interleave]
@@ -42,9 +42,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.analysis.compare import aggregate, contests  # noqa: E402
-from engine.run.neighbour import Neighbour  # noqa: E402
-from engine.run.runner import Runner  # noqa: E402
-from engine.run.sweep import run_sweep  # noqa: E402
+from engine.run.process.neighbour import Neighbour  # noqa: E402
+from engine.run.process.runner import Runner  # noqa: E402
+from engine.run.jobs.sweep import run_sweep  # noqa: E402
 from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
 from engine.core.budget import RoundBudget  # noqa: E402
 from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS  # noqa: E402
@@ -197,7 +197,7 @@ def main():
     ap.add_argument("--core", type=int, default=1, help="the neighbour's core (default 1)")
     ap.add_argument("--no-interleave", action="store_true",
                     help="time a round's contenders one after another (the design before "
-                         "engine/run/together.py), to measure what interleaving changes")
+                         "engine/run/process/together.py), to measure what interleaving changes")
     args = ap.parse_args()
     specs = sweep_specs(MeasurementPolicy(min_time_s=args.min_time))
     results: dict = {c: [] for c in args.conditions}

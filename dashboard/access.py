@@ -2,7 +2,7 @@
 
 Pure decisions, no Streamlit: dashboard/session.py gathers the session's facts (environment,
 secrets, client address, signed-in user) and the pages ask the resulting `Access`. The job
-queue refuses writes on its own too (engine/run/jobs.py), so a page that forgot to ask, or a
+queue refuses writes on its own too (engine/run/jobs/queue.py), so a page that forgot to ask, or a
 crafted request, still changes nothing.
 
 - Viewer mode (`BENCH_VIEWER=1`, or `viewer = true` under `[dashboard]` in

@@ -14,7 +14,7 @@ from dashboard.session import read
 from engine.analysis.roofline import Ceilings, with_peak
 from engine.present.roofline import (PEAK_CAPTION, ROOFLINE_CAPTION, ceiling_table,
                                      roofline_chart, roofline_frame)
-from engine.run.calibrate import CalibrateRequest
+from engine.run.jobs.calibrate import CalibrateRequest
 from store.calibrations import latest_calibrations, roofline_points, run_figures
 
 __all__ = ["system_ceilings", "peak_columns", "PEAK_COLUMNS", "compare_ceilings",

@@ -1,7 +1,7 @@
 """The Run page's executor choice (issue 15): this machine, or the Ray cluster the server
-is configured with ($BENCH_RAY_ADDRESS, else $RAY_ADDRESS; engine/run/cluster.py), and on
+is configured with ($BENCH_RAY_ADDRESS, else $RAY_ADDRESS; engine/run/cluster/join.py), and on
 the cluster which node kinds. Streamlit glue: the nodes are listed by
-engine.run.cluster.list_nodes, cached briefly, and a cluster that cannot be reached is a
+engine.run.cluster.join.list_nodes, cached briefly, and a cluster that cannot be reached is a
 message on the page, never an exception.
 
 Without an address nothing renders and the sweep runs here. The choice only exists for a
@@ -17,7 +17,7 @@ import streamlit as st
 
 from dashboard.offered import offered
 from engine.present.links import md_escape
-from engine.run.cluster import NodeKinds, cluster_address, list_nodes
+from engine.run.cluster.join import NodeKinds, cluster_address, list_nodes
 from engine.core.errors import UserError
 
 __all__ = ["Where", "executor_choice", "NODES_TTL_S"]

@@ -1,8 +1,8 @@
 """Tunings shown side by side on the Deploy page (issue 27 parts 3 and 5), each stored in a
-sweep of its own and replayed from its stored probes (engine.run.serving_jobs.replay_tune):
+sweep of its own and replayed from its stored probes (engine.run.search.replays.replay_tune):
 - a fleet tuning: the same tuning on each node kind of a Ray cluster, the sweep naming the
   fleet; each priced on its own shape: each one's winner, the cheapest per 1 M at the bound
-  and the cheapest per provider (engine.run.fleet_tune.fleet_best);
+  and the cheapest per provider (engine.run.search.fleet_tune.fleet_best);
 - one launch's models: each model tuned alone, the sweeps naming the launch's group.
 Streamlit glue; the tables are engine/present/search_view's, the sentences
 engine/present/tune_text's. A stale price a cost used (over 6 months old) is named with
@@ -18,8 +18,9 @@ from dashboard.session import read
 from engine.present.cost_text import stale_note
 from engine.present.search_view import fleet_frame, models_frame
 from engine.present.tune_text import fleet_best_lines, models_lines
-from engine.run.fleet_tune import NodeTuning, fleet_best
-from engine.run.serving_jobs import TUNE_COMMAND, replay_tune, request_fields, tune_price
+from engine.run.search.fleet_tune import NodeTuning, fleet_best
+from engine.run.search.replays import TUNE_COMMAND, replay_tune, request_fields
+from engine.run.search.serving_jobs import tune_price
 from store.serving import search_probes, search_sweeps
 
 __all__ = ["fleet_section", "group_section", "stale_warning"]

@@ -25,7 +25,7 @@ from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, LOAD_COUNT_RANGE, LOAD
 from engine.core.paths import data_root
 from engine.core.training import DATASETS, TRAIN_RUNTIMES
 from engine.present.run_form import FRAMEWORKS, launched
-from engine.run.batch_search import DEFAULT_MARGIN, FITS, MODES
+from engine.run.search.batch_search import DEFAULT_MARGIN, FITS, MODES
 
 __all__ = ["JobForm", "Plan", "plan", "Launcher", "batch_search_form", "training_form",
            "data_loading_form"]

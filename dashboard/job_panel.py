@@ -1,6 +1,6 @@
 """The Run page's job panel: the job running (live progress, the run in flight, its
 finished runs, Cancel), the queue, and the last finished jobs with a batch search's probes.
-Streamlit glue over the job queue's snapshots (engine/run/jobs.py JobView); it reads them,
+Streamlit glue over the job queue's snapshots (engine/run/jobs/queue.py JobView); it reads them,
 it decides nothing.
 
 The panel polls only while a job is queued or running, and every 2 s: on a 2-core machine
@@ -13,8 +13,8 @@ import streamlit as st
 
 from engine.present.charts import search_probes
 from engine.present.tables import sentence
-from engine.run.batch_search import BatchSearchRequest
-from engine.run.requests import ServeRequest
+from engine.run.search.batch_search import BatchSearchRequest
+from engine.run.jobs.serve_request import ServeRequest
 
 __all__ = ["jobs_section", "in_flight_text", "POLL_S", "IDLE"]
 

@@ -26,7 +26,7 @@ from engine.core.model_source import (DECLARING_FORMATS, FORMAT_RUNTIMES, InputS
                                       ModelSource, CODE_FORMATS, DeclaredInput,
                                       check_model_name, declared_text, default_runtime,
                                       parse_input, parse_input_shape, upload_format_for_name)
-from engine.run.runner import read_declared
+from engine.run.process.worker_steps import read_declared
 from store.models_dir import (list_models, models_dir, save_upload, size_text,
                               upload_cap_bytes)
 

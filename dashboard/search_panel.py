@@ -1,12 +1,13 @@
 """The Deploy page's searches (issue 27): "Find the max QPS under the bound" for the form's
 Server configuration and "Tune" (the autotuner), each launched as one job
-(engine.run.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches found, read
-back from the store by replaying the search over its stored probes (so viewer mode shows
-them too): the max, its p99, the bracket, the probes, how its query count was chosen, the
-stop reason and the cost at the bound on a catalog shape (an upper bound where the max is a
-lower one; a price over 6 months old named with where to check it); the tuner's
-recommendation, gain, Pareto front, constraints and pruned candidates. Streamlit glue; the tables and the chart are engine/present/search_view's,
-the sentences engine/present/tune_text's and the figures engine/analysis/serving_cost's.
+(engine.run.search.serving_jobs' MaxQpsRequest, TuneRequest), and what stored searches
+found, read back from the store by replaying the search over its stored probes (so viewer
+mode shows them too): the max, its p99, the bracket, the probes, how its query count was
+chosen, the stop reason and the cost at the bound on a catalog shape (an upper bound where
+the max is a lower one; a price over 6 months old named with where to check it); the
+tuner's recommendation, gain, Pareto front, constraints and pruned candidates. Streamlit
+glue; the tables and the chart are engine/present/search_view's, the sentences
+engine/present/tune_text's and the figures engine/analysis/serving_cost's.
 
 Every widget here is in the page's link (dashboard/link_state.PageLink): ?shape=,
 ?qps_precision=, ?max_probes=, ?search_queries=, ?objective=, ?batches=, ?tune_threads=,
@@ -33,15 +34,16 @@ from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QU
                                 SERVE_QPS_RANGE, SERVE_RATE_RANGE, logical_cores)
 from engine.present.search_view import (cost_frame, front_frame, pareto_figure, probe_frame,
                                         pruned_frame, query_count_note)
+from engine.present.search_text import qps_summary
 from engine.present.tune_text import capped_note, recommendation
-from engine.run.autotune import OBJECTIVES
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+from engine.run.search.autotune import OBJECTIVES
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
                                 loadgen_p99_ms, probe_qps_range, replay_max_qps)
-from engine.run.query_choice import HEADROOM, QueryChoice
-from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
-                                     TuneRequest, replay_tune, request_fields, search_limits,
-                                     stored_probe, tune_price)
+from engine.run.search.query_choice import HEADROOM, QueryChoice
+from engine.run.search.replays import (MAX_QPS_COMMAND, TUNE_COMMAND, replay_tune,
+                                       request_fields, search_limits, stored_probe)
+from engine.run.search.serving_jobs import MaxQpsRequest, TuneRequest, tune_price
 from engine.scenarios import SERVING
 from store.prices import effective_catalog
 from store.serving import search_probes, search_sweeps
@@ -213,7 +215,7 @@ def max_qps_results(machine, link: PageLink) -> None:
     c[2].metric("bracket", f"[{lo or 0:,.1f}, {hi:,.1f})" if hi else f"[{lo or 0:,.1f}, -)",
                 help="highest VALID target, lowest missed one")
     c[3].metric("probes", len(res.probes))
-    st.caption(f"{res.summary(bound)}. Stopped: {res.stop_reason}.")
+    st.caption(f"{qps_summary(res, bound)}. Stopped: {res.stop_reason}.")
     if _chosen(queries := QueryChoice.from_fields(fields)):
         st.caption(f"Queries: {queries.text()}.")
     if note:

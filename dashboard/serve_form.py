@@ -1,8 +1,8 @@
-"""The Deploy page's form: one MLPerf LoadGen test (engine.run.requests.ServeRequest) of a
-model (the catalog's, the selftest identity, or a user's file as the Run page's model form
-picks it), its runtime and threads, the scenario and what the scenario is judged on (the
-bound, the target QPS, Server's dynamic batching) and the test's minimum duration (LoadGen's
-default 10 s, MLPerf's official 600 s, or a custom one).
+"""The Deploy page's form: one MLPerf LoadGen test (engine.run.jobs.serve_request's
+ServeRequest) of a model (the catalog's, the selftest identity, or a user's file as the Run
+page's model form picks it), its runtime and threads, the scenario and what the scenario is
+judged on (the bound, the target QPS, Server's dynamic batching) and the test's minimum
+duration (LoadGen's default 10 s, MLPerf's official 600 s, or a custom one).
 
 Streamlit widgets over the page's PageLink (?scenario=server&target_qps=50&bound_ms=15):
 a link opened fills them, a refused link value is a note naming the field, and the form
@@ -28,13 +28,13 @@ from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_D
 from engine.core.model_source import fill_inputs
 from engine.core.runtimes import rows_of
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
-                                 DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, REPLICATED_SCENARIOS,
+                                 DEFAULT_SERVER_BOUND_MS, OFFICIAL_MIN_DURATION_S,
+                                 REPLICATED_SCENARIOS, SCENARIO_INPUTS,
                                  SERVE_SCENARIOS, check_reachable, default_min_queries,
                                  fixed_batch_allowed)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
-from engine.run.machine import system_info
+from engine.run.process.machine import system_info
 from store.queries import serve_closed_loop
 
 __all__ = ["serve_form", "refuse_unreachable", "SERVE_MODELS", "DURATIONS"]
@@ -148,7 +148,7 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
     n1, n2, n3, n4, n5 = st.columns(5)
     bound = qps = None
     batch, wait, replicas = 1, 0.0, 1
-    if scenario in ("server", "single-stream"):
+    if SCENARIO_INPUTS[scenario].bound:
         bound = _number(link, numbers, n1, "p99 bound (ms)" if scenario == "server"
                         else "Latency bound (ms; p90 reported)", "bound_ms",
                         help="server: LoadGen's target latency, the p99 every query is judged "
@@ -166,8 +166,8 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
                            help=f"processes of Threads threads each, on cores of their own, "
                                 f"behind one queue: whichever is free takes the next batch "
                                 f"(replicas x threads <= {cores})")
-    elif scenario == "multi-stream":
-        batch = MULTI_STREAM_SAMPLES
+    else:  # a stream's query: one sample, or MultiStream's 8
+        batch = SCENARIO_INPUTS[scenario].query_batch
     d1, d2, d3 = st.columns([2, 1, 1])
     link.choice("duration", "sv_duration", list(DURATIONS))
     preset = d1.radio("Minimum duration", list(DURATIONS), key="sv_duration", horizontal=True,

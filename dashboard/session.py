@@ -148,8 +148,8 @@ def database() -> Database:
 
 @st.cache_resource(show_spinner=False)
 def _job_manager(path: str, read_only: bool):
-    from engine.run import jobs  # looked up at call time: tests replace get_manager
-    return jobs.get_manager(path, read_only)
+    from engine.run.jobs import queue  # looked up at call time: tests replace get_manager
+    return queue.get_manager(path, read_only)
 
 
 @functools.cache
@@ -193,8 +193,8 @@ def access():
 def job_manager():
     """The server process's one job queue for this database, as this session may use it:
     viewer mode makes the queue itself refuse writes; a session that may not write gets
-    refusals from its handle (engine.run.jobs.SessionJobs)."""
-    from engine.run.jobs import SessionJobs
+    refusals from its handle (engine.run.jobs.queue.SessionJobs)."""
+    from engine.run.jobs.queue import SessionJobs
 
     a = access()
     return SessionJobs(_job_manager(str(database().path), a.viewer), a)

@@ -38,7 +38,7 @@ from engine.present.run_form import (ALL_RUNTIMES, BATCH_PRESETS, DEFAULT_BATCHE
                                      model_label, option_help, parse_image_size,
                                      parse_time_budget, precision_help, runtime_label,
                                      split_batches)
-from engine.run.estimate import estimate_seconds
+from engine.run.jobs.estimate import estimate_seconds
 from store.queries import flops_for, framework_gflops_per_thread, latest_latency
 
 __all__ = ["SweepForm", "sweep_form", "sweep_seconds"]

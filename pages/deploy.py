@@ -15,7 +15,7 @@ from dashboard.serving_view import run_detail, run_picker, runs_table
 from dashboard.session import access, job_manager, read
 from engine.present.serving_report import build_serving_report
 from engine.present.serving_text import serve_plan
-from engine.run.requests import ServeRequest
+from engine.run.jobs.serve_request import ServeRequest
 from store.serving import serving_runs
 
 

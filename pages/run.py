@@ -11,9 +11,9 @@ from dashboard.link_state import PageLink
 from dashboard.session import access, job_manager, read
 from dashboard.sweep_form import sweep_form, sweep_seconds
 from engine.present.run_form import load_summary, model_facts, sweep_summary, train_summary
-from engine.run.batch_search import BatchSearchRequest
-from engine.run.machine import system_info
-from engine.run.requests import LoadRequest, SweepRequest, TrainRequest
+from engine.run.search.batch_search import BatchSearchRequest
+from engine.run.process.machine import system_info
+from engine.run.jobs.requests import LoadRequest, SweepRequest, TrainRequest
 from store.runs import model_info
 
 WHO = access()

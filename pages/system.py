@@ -5,7 +5,7 @@ import streamlit as st
 from engine.present.system_text import (database_line, machine_line, metric_label,
                                         package_versions, status_line)
 from engine.core.energy import rapl_status
-from engine.run.machine import git_commit, system_info
+from engine.run.process.machine import git_commit, system_info
 from dashboard.ceilings_panel import system_ceilings
 from dashboard.session import database, read
 from store.queries import overview

@@ -15,7 +15,7 @@ from engine.present.charts_workloads import (epoch_time_bars, samples_per_s_bars
 from engine.present.tables import sweep_labels
 from engine.present.training_text import (accuracy_gap_text, accuracy_metrics, cost_caption,
                                           final_epochs, measure_label, priced_machines)
-from engine.run.requests import SweepRequest
+from engine.run.jobs.requests import SweepRequest
 from engine.scenarios import TRAINING
 from engine.core.errors import UserError
 from dashboard.session import access, job_manager, read

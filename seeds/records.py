@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from engine.core import MeasurementPolicy, RunSpec
 from engine.core.protocol import InferenceResult, TrainResult
 from engine.core.record import RunRecord
-from engine.run.records import config_extra, record_from_result
+from engine.run.process.records import config_extra, record_from_result
 from engine.scenarios import DATA_LOADING, TRAINING
 
 __all__ = ["SYSTEM", "LOCAL", "MACHINES", "spec", "base_fields", "ok_record", "failed_record",

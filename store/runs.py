@@ -273,7 +273,7 @@ def extend_sweep(con, sweep_id: str, *, rounds: int, plan: list[list[str]]) -> N
 
 def restate_sweep(con, sweep_id: str, command: str) -> None:
     """A search's command once it is complete: its query count, chosen from an estimate the
-    search measured after its sweep opened (engine/run/query_choice.py), so that the command
+    search measured after its sweep opened (engine/run/search/query_choice.py), so that the command
     names the search that ran."""
     con.execute("UPDATE sweeps SET command = ? WHERE sweep_id = ?", [command, sweep_id])
 

@@ -47,7 +47,7 @@ def loadgen_log_sizes(con, run_id: str) -> dict[str, int]:
 
 def search_sweeps(con, command_prefix: str) -> pd.DataFrame:
     """The sweeps a dashboard search stored (its command starts with command_prefix, such
-    as engine.run.serving_jobs.MAX_QPS_COMMAND), newest first, with their command and
+    as engine.run.search.replays.MAX_QPS_COMMAND), newest first, with their command and
     how many runs each holds."""
     return con.execute(
         "SELECT s.sweep_id, s.created_at, s.command, count(r.run_id) AS runs "

@@ -41,7 +41,7 @@ def ray_cluster():
     tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_USAGE_STATS_ENABLED",
                                              "PYTHONPATH")}
-    # the nodes' workers import engine.run.node_host from this checkout
+    # the nodes' workers import engine.run.cluster.node_host from this checkout
     os.environ.update(RAY_TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0",
                       PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), saved["PYTHONPATH"])
                                                  if p))

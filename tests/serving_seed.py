@@ -7,7 +7,7 @@ from dataclasses import replace
 from engine.core import RunSpec
 from engine.core.protocol import ServeResult
 from engine.core.serving import ServeSpec
-from engine.run.records import config_extra, record_from_result
+from engine.run.process.records import config_extra, record_from_result
 from seeds.records import SYSTEM, base_fields
 
 SINGLE_VALID = """================================================
@@ -145,7 +145,7 @@ def seed_closed_loop(db_path, run_id: str, *, per_call_ns: int = 2_427_184, batc
     """An ok closed-loop run of the selftest identity model at (batch, threads) on the
     machine system_id names (None: this one), each call per_call_ns: batch x 1e9 /
     per_call_ns samples/s (412 at the default). Returns its stored throughput."""
-    from engine.run.machine import system_info
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.runs import save_record
     from seeds.records import ok_record

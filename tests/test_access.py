@@ -5,8 +5,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.access import decide, is_remote, viewer_mode
-from engine.run.jobs import JobManager, SessionJobs
-from engine.run.requests import SweepRequest
+from engine.run.jobs.queue import JobManager, SessionJobs
+from engine.run.jobs.requests import SweepRequest
 from engine.core.errors import UserError
 from tests.conftest import ROOT
 from seeds.records import seed_sweep, seed_workloads

@@ -10,7 +10,7 @@ from engine.cli import main
 from engine.core import RunSpec
 from engine.core.errors import UserError
 from engine.core.model_source import InputSpec, ModelSource
-from engine.run.runner import Runner
+from engine.run.process.runner import Runner
 from store.db import open_db
 from tests.model_files import make_model_files
 from tests.test_user_model_cli import PARAMS, QUICK

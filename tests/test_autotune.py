@@ -15,8 +15,8 @@ from engine.analysis.pareto import dominates, pareto_front
 from engine.cli import main
 from engine.core.limits import logical_cores
 from engine.present.tune_text import recommendation, tune_lines
-from engine.run.autotune import Candidate, ClosedFigure, autotune, closed_by_sut
-from engine.run.max_qps import QpsSearch
+from engine.run.search.autotune import Candidate, ClosedFigure, autotune, closed_by_sut
+from engine.run.search.max_qps import QpsSearch
 
 
 @dataclass
@@ -364,7 +364,7 @@ def test_one_query_count_is_chosen_for_every_confirmation_before_the_first():
     the tuning's count. From those figures under a 50 ms bound: 8x the fastest (500 samples/s
     would be 4,000 QPS; CC is over the bound, so B's 400: 3,200 queries), with 8 halvings
     under the slowest (the default's 150: a probe at 18.75 QPS runs 171 s, under 300 s)."""
-    from engine.run.query_choice import choose_query_count
+    from engine.run.search.query_choice import choose_query_count
 
     heard, searched = [], []
 
@@ -466,11 +466,11 @@ def test_the_store_s_closed_loop_figure_carries_its_hosts_hypervisor_flag(db_pat
     hyperthreads), through the row its sweep's command keeps."""
     from dataclasses import replace
 
-    from engine.run.autotune import stored_figures
-    from engine.run.machine import system_info
+    from engine.run.search.autotune_runs import stored_figures
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.runs import save_record
-    from tests.helpers import SYSTEM, ok_record
+    from seeds.records import SYSTEM, ok_record
 
     here = {**SYSTEM, "system_id": system_info()["system_id"]}
     rec = ok_record("vm-1", samples=(2_427_184,) * 3, model="identity", framework="selftest",

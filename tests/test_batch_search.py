@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.run.batch_search import batch_search
+from engine.run.search.batch_search import batch_search
 from engine.cli import main
 from engine.present.outcome import search_outcome
 from store.db import open_db
@@ -174,7 +174,7 @@ def test_cli_fits_mode_reports_the_largest_batch_that_fits(db_path, worker_env, 
 
 def test_a_search_request_carries_its_mode(db_path):
     from engine.core.errors import UserError
-    from engine.run.batch_search import BatchSearchRequest
+    from engine.run.search.batch_search import BatchSearchRequest
 
     req = BatchSearchRequest(model="resnet18", framework="torch", runtime=None, threads=1,
                              image_size=64, max_batch=8, mode="fits")
@@ -237,3 +237,17 @@ def test_a_probe_out_of_memory_in_a_later_round_ends_the_doubling():
     assert [p.status for p in res.probes][-2:] == ["ok", "oom"]
     assert (res.best_batch, res.best_throughput, res.largest_fit) == (2, 200, 2)
     assert res.stop_reason == "out of memory at batch 4; the largest batch that fits lies in [2, 4)"
+
+
+def test_a_search_conclusion_is_worded_from_its_result():
+    """engine.present.search_text words the typed result, as the job queue shows it."""
+    from engine.present.search_text import batch_conclusion
+    from engine.run.search.batch_search import FITS, SearchResult
+
+    res = SearchResult((), 16, 1234.5, 8, "reached the largest batch allowed (16)", 16)
+    assert batch_conclusion(res, 20.0) == (
+        "optimal batch 16 (1,234.5 samples/s); largest batch with p99 <= 20 ms: 8; stopped: "
+        "reached the largest batch allowed (16)")
+    none = SearchResult((), None, None, None, "batch 1 ended error: boom", None, FITS)
+    assert batch_conclusion(none, None) == ("no batch size succeeded; stopped: batch 1 ended "
+                                            "error: boom")

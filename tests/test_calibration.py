@@ -203,12 +203,12 @@ def test_pages_and_report_show_a_stored_calibration(db_path, monkeypatch):
 
 
 def test_the_run_page_offers_a_calibration_the_sweep_lacks(db_path, monkeypatch):
-    from engine.run.calibrate import CalibrateRequest
-    from engine.run.machine import system_info
+    from engine.run.jobs.calibrate import CalibrateRequest
+    from engine.run.process.machine import system_info
     from tests.test_pages import FakeManager
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="threads").set_value([1]).run()
     offer = [i.value for i in at.info if i.value.startswith("This machine has no measured")]
@@ -224,8 +224,8 @@ def test_the_run_page_offers_a_calibration_the_sweep_lacks(db_path, monkeypatch)
 
 
 def test_a_calibration_job_runs_in_the_queue_and_says_its_ceilings(db_path, worker_env):
-    from engine.run.calibrate import CalibrateRequest
-    from engine.run.jobs import DONE, JobManager
+    from engine.run.jobs.calibrate import CalibrateRequest
+    from engine.run.jobs.queue import DONE, JobManager
 
     manager = JobManager(db_path)
     job = manager.submit(CalibrateRequest(threads=(1,), sizes=(32,)))

@@ -10,7 +10,7 @@ from engine.analysis.sequential import (EQUIVALENT, SINGLE, UNDECIDED, WINNER, V
                                         compare_rounds)
 from engine.analysis.sweep_verdict import judge_sweep
 from engine.present.tables import compare_table, ms_text
-from engine.run.rounds import order_name, plan_rounds
+from engine.run.jobs.rounds import order_name, plan_rounds
 from engine.core import expand_sweep
 
 

@@ -160,7 +160,7 @@ def test_the_run_page_launches_nothing_for_a_value_it_did_not_offer(case, db_pat
                                                                     monkeypatch):
     kind, key, value, field, button = (*case, "launch")[:5]
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     crafted(at, kind, key, click=button, **value)  # its button pressed in the same message
     assert not at.exception, [e.value for e in at.exception]
@@ -173,7 +173,7 @@ def test_the_run_page_launches_nothing_for_a_value_it_did_not_offer(case, db_pat
 def test_a_crafted_press_of_a_disabled_launch_button_queues_nothing(db_path, monkeypatch):
     """Streamlit ignores a press of a button it drew disabled."""
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="models").set_value([]).run()
     assert at.button(key="launch").disabled is True
@@ -211,7 +211,7 @@ NUMBER_CASES = [
 
 def _crafted_number(db_path, monkeypatch, key, button, **value):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     crafted(at, "number_input", key, click=button, **value)  # pressed in the same message
     assert not at.exception, [e.value for e in at.exception]
@@ -268,7 +268,7 @@ def test_a_number_in_range_sent_with_the_press_is_launched(key, button, value, f
 def test_an_emptied_number_box_is_named_and_refused(db_path, monkeypatch):
     """The boxes have no Streamlit default: an honest user who empties one is told so."""
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.number_input(key="tr_epochs").set_value(None).run()
     assert errors(at) == ["epochs: an empty or non-finite value is not allowed; allowed: "
@@ -296,7 +296,7 @@ DEPLOY_CASES = [
 def test_the_deploy_page_launches_nothing_for_a_value_it_did_not_offer(kind, key, value, field,
                                                                        db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/deploy.py", db_path, monkeypatch)
     crafted(at, kind, key, click="sv_launch", **value)
     assert not at.exception, [e.value for e in at.exception]
@@ -339,7 +339,7 @@ def test_the_deploy_page_launches_nothing_for_a_number_outside_its_range(case, s
                                                                         monkeypatch):
     scenario, key, field, value, allowed, ok, button = (*case, "sv_launch")[:7]
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/deploy.py", db_path, monkeypatch)
     at.radio(key="sv_scenario").set_value(scenario).run()
     crafted(at, "number_input", key, click=button,

@@ -8,7 +8,7 @@ import pytest
 from engine.core.serving import parse_summary
 from engine.present.serving_text import (failed_rule_reasons, latency_distribution,
                                          serve_plan)
-from engine.run.requests import ServeRequest
+from engine.run.jobs.serve_request import ServeRequest
 from tests.serving_seed import SERVER_INVALID, seed_serving
 from tests.test_pages import FakeManager, page
 
@@ -18,7 +18,7 @@ DEPLOY = "pages/deploy.py"
 @pytest.fixture
 def fake(monkeypatch):
     manager = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     return manager
 
 

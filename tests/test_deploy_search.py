@@ -15,10 +15,10 @@ from engine.core.limits import logical_cores
 from engine.analysis.cost import load_catalog
 from engine.core.serving import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
-from engine.run.autotune import Candidate, ClosedFigure, autotune
-from engine.run.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
-from engine.run.serving_jobs import (MAX_QPS_COMMAND, TUNE_COMMAND, MaxQpsRequest,
-                                     TuneRequest)
+from engine.run.search.autotune import Candidate, ClosedFigure, autotune
+from engine.run.search.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps
+from engine.run.search.replays import MAX_QPS_COMMAND, TUNE_COMMAND
+from engine.run.search.serving_jobs import MaxQpsRequest, TuneRequest
 from seeds.records import SYSTEM, failed_record, ok_record
 from tests.serving_seed import serve_record
 from tests.test_crafted import crafted, errors
@@ -29,7 +29,7 @@ from tests.test_pages import FakeManager, page
 @pytest.fixture
 def fake(monkeypatch):
     manager = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     return manager
 
 
@@ -37,7 +37,7 @@ class QueueingManager(FakeManager):
     """A job queue that keeps what it was given: the panel lists it as waiting."""
 
     def _view(self, job_id, request):
-        from engine.run.jobs import JobView
+        from engine.run.jobs.queue import JobView
         return JobView(job_id, request, "queued", 17, 0, None, None, (), "", 0.0, None, None,
                        ())
 
@@ -216,7 +216,7 @@ def test_tune_launches_one_tuning_with_the_chosen_objective_batches_threads_and_
     # every candidate's Server tests run the one count, recorded in the tuning's command
     # once it is chosen (before the first confirmation); until then the command says none
     assert json.loads(req.command().removeprefix(TUNE_COMMAND + " "))["search_queries"] is None
-    from engine.run.query_choice import choose_query_count
+    from engine.run.search.query_choice import choose_query_count
     chosen = json.loads(req.command(queries=choose_query_count(
         900, 20, lowest_qps=300, source="s")).removeprefix(TUNE_COMMAND + " "))
     assert (chosen["search_queries"], chosen["queries_from"]) == (2_900, {
@@ -354,8 +354,8 @@ def test_a_tuning_s_cost_from_a_vm_row_says_its_cores_may_be_hyperthreads(db_pat
     """The tuner prices a candidate from its stored probes' figure: a Server test on a VM
     reporting 1 thread per core (store.serving.search_probes reads the flag, the replay
     carries it to the price) is an estimate that says its cores may be hyperthreads."""
-    from engine.run.search_replay import stored_probe
-    from engine.run.serving_jobs import tune_price
+    from engine.run.search.replays import stored_probe
+    from engine.run.search.serving_jobs import tune_price
     from store.db import open_db
     from store.serving import search_probes
 
@@ -552,7 +552,7 @@ def test_a_search_launched_below_the_panel_shows_in_it_in_the_same_run(button, l
     """The panel sits under the form, above the searches: it is drawn after their buttons,
     so the job they queued is listed in the run the button was pressed in, once."""
     manager = QueueingManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     at = _server(page(DEPLOY, db_path, monkeypatch))
     at.button(key=button).click().run()
     assert not at.exception and len(manager.submitted) == 1
@@ -651,9 +651,9 @@ def test_a_tuning_that_read_a_stored_figure_replays_with_that_figure(db_path, mo
     figure stored", and not a newer run stored since), with source "stored"."""
     import duckdb
 
-    from engine.run.autotune import stored_figures
-    from engine.run.machine import system_info
-    from engine.run.serving_jobs import replay_tune, request_fields
+    from engine.run.search.autotune_runs import stored_figures
+    from engine.run.process.machine import system_info
+    from engine.run.search.replays import replay_tune, request_fields
     from store.db import open_db
     from store.runs import save_record, save_sweep
     from store.serving import search_probes

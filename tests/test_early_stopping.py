@@ -16,7 +16,7 @@ from engine.core.early_stopping import (allowed_overs, bound_claim, fewest_queri
                                         held_percentile, held_text, probe_counts, strictness)
 from engine.core.limits import SEARCH_QUERIES_RANGE
 from engine.core.serving import EARLY_STOPPING_MIN_QUERIES, detail_value, parse_summary
-from engine.run.max_qps import DEFAULT_SEARCH_QUERIES, EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
+from engine.run.search.max_qps import DEFAULT_SEARCH_QUERIES, EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
 
 
 @pytest.mark.parametrize("n, overs", [

@@ -16,7 +16,7 @@ from tests.test_pages import FakeManager, opened_from_link, page
 
 def test_the_run_page_asks_for_energy_from_its_checkbox_and_its_link(db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = opened_from_link(db_path, monkeypatch, {"energy": "1"})
     assert at.checkbox(key="energy").value
     at.button(key="launch").click().run()

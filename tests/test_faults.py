@@ -5,10 +5,10 @@ import psutil
 import pytest
 
 from engine.core.protocol import Ready
-from engine.run.drive import WorkerEvent
-from engine.run.executors import classify_exit
-from engine.run.held import HeldWorker
-from engine.run.runner import Runner
+from engine.run.process.drive import WorkerEvent
+from engine.run.process.executors import classify_exit
+from engine.run.process.held import HeldWorker
+from engine.run.process.runner import Runner
 from engine.core import MeasurementPolicy, RunSpec
 
 POLICY = MeasurementPolicy(warmup_iters=1, min_time_s=0.05, min_iters=5)
@@ -132,8 +132,8 @@ def test_a_run_past_its_resident_cap_is_one_oom_row_saying_what_held_it(worker_e
     """The cap is on resident memory the run adds, held by the kernel in a memory cgroup of
     the worker's own where the machine allows one, else by the worker's RSS watchdog; the
     row says which, and the next run gets a fresh worker."""
-    from engine.run.cgroups import make_worker_cgroup
-    from engine.run.executors import LocalProcesses
+    from engine.run.process.cgroups import make_worker_cgroup
+    from engine.run.process.executors import LocalProcesses
 
     if held_by == "cgroup":
         probe = make_worker_cgroup()

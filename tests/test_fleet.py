@@ -9,7 +9,7 @@ import pytest
 
 from engine.cli import main
 from engine.core.protocol import Progress, Ready
-from engine.run.drive import WorkerEvent
+from engine.run.process.drive import WorkerEvent
 from store.db import open_db
 
 from tests.conftest import SHAPE_A, SHAPE_B
@@ -122,9 +122,9 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     """A third node joins, and is removed while its first run is being timed: that run and
     the two queued behind it are `killed` rows naming the node; the other node's runs are
     all ok. Exactly one row per attempted run."""
-    from engine.run.cluster import release
-    from engine.run.fleet import cluster_plan, ray_runner
-    from engine.run.sweep import run_sweep
+    from engine.run.cluster.join import release
+    from engine.run.cluster.fleet import cluster_plan, ray_runner
+    from engine.run.jobs.sweep import run_sweep
     from engine.core.inference import expand_sweep
     from engine.core.policy import MeasurementPolicy
 
@@ -181,7 +181,7 @@ def test_a_port_that_answers_but_is_not_a_ray_head_is_refused_within_the_bound()
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        probe = ("from engine.run.ray_cluster import connect\n"
+        probe = ("from engine.run.cluster.ray_cluster import connect\n"
                  "from engine.core.errors import UserError\n"
                  "try:\n"
                  f"    connect('127.0.0.1:{port}', timeout_s=3)\n"
@@ -196,7 +196,7 @@ def test_a_port_that_answers_but_is_not_a_ray_head_is_refused_within_the_bound()
 def test_node_tags_are_checked_against_the_catalog_and_one_shape_runs_once(ray_cluster):
     """A node's shape tag the catalog lacks is refused naming the node and its tag; two
     chosen nodes that resolve to one shape would be one machine in every figure: refused."""
-    from engine.run.fleet import cluster_plan
+    from engine.run.cluster.fleet import cluster_plan
     from engine.core.errors import UserError
 
     import ray
@@ -222,8 +222,8 @@ def test_node_tags_are_checked_against_the_catalog_and_one_shape_runs_once(ray_c
 def test_a_node_host_refuses_a_start_that_arrives_after_its_kill():
     """Calls to the threaded host actor may overtake each other: a group the driver has
     already killed or closed never starts a worker afterwards."""
-    from engine.run.node_host import NodeHost
-    from engine.run.machine import system_info
+    from engine.run.cluster.node_host import NodeHost
+    from engine.run.process.machine import system_info
 
     host = NodeHost("n1", SHAPE_A)
     host.kill("g1")
@@ -242,8 +242,8 @@ def test_a_node_that_fails_stops_the_others_with_the_reason_not_as_a_user_cancel
     node failed (not "cancelled by the user"), and the failure reaches the caller."""
     import threading
 
-    from engine.run.fleet import FleetRunner
-    from engine.run.runner import Runner
+    from engine.run.cluster.fleet import FleetRunner
+    from engine.run.process.runner import Runner
     from engine.core.inference import expand_sweep
     from engine.core.policy import MeasurementPolicy
 

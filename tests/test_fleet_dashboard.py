@@ -8,10 +8,10 @@ import socket
 
 import pytest
 
-from engine.run.cluster import NodeKinds, cluster_address
-from engine.run.jobs import DONE, FAILED, JobManager
-from engine.run.ray_cluster import Node
-from engine.run.requests import SweepRequest
+from engine.run.cluster.join import NodeKinds, cluster_address
+from engine.run.jobs.queue import DONE, FAILED, JobManager
+from engine.run.cluster.ray_cluster import Node
+from engine.run.jobs.requests import SweepRequest
 from engine.core import MeasurementPolicy
 from engine.core.errors import UserError
 from store.db import open_db
@@ -102,7 +102,7 @@ def test_node_kinds_give_the_plans_cores_and_a_fleet_takes_one_node_per_kind():
 def test_replicas_on_the_run_page_reach_the_request_and_left_out_splits_are_named(
         db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     cores = len(at.multiselect(key="threads").options)
     assert at.multiselect(key="replicas").value == [1]
@@ -169,7 +169,7 @@ def test_a_read_only_session_gets_no_executor_choice_and_no_launch(db_path, monk
 
 def test_the_run_page_offers_the_clusters_node_kinds(on_cluster, db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="frameworks").set_value(["torch"])
     at.radio(key="executor").set_value("ray").run()
@@ -251,7 +251,7 @@ def test_a_fleet_tuning_job_tunes_each_node_kind_and_deploy_shows_them_side_by_s
     """The Deploy page's tuner on the cluster (issue 27 part 3): one job, a tuning of its own
     on each node kind at once (each a sweep naming the fleet, its shape and its cores), and
     the page replays every node's tuning from its probes, side by side, with the cheapest."""
-    from engine.run.serving_jobs import TuneRequest
+    from engine.run.search.serving_jobs import TuneRequest
 
     jm = JobManager(db_path)
     view = jm.submit(TuneRequest(

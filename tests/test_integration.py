@@ -5,7 +5,8 @@ imports neither framework)."""
 import pytest
 
 from engine.cli import main
-from engine.run.runner import Runner, count_model_stats
+from engine.run.process.runner import Runner
+from engine.run.process.worker_steps import count_model_stats
 from engine.core import MeasurementPolicy, RunSpec
 from store.db import open_db
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from engine.core.limits import logical_cores
-from engine.run import pinning
+from engine.run.process import pinning
 from engine.worker.interference import Snapshot, interference
 
 

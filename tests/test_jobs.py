@@ -4,8 +4,8 @@ import psutil
 import pytest
 
 from engine.core.errors import UserError
-from engine.run.jobs import CANCELLED, DONE, QUEUED, JobManager, get_manager
-from engine.run.requests import SweepRequest
+from engine.run.jobs.queue import CANCELLED, DONE, QUEUED, JobManager, get_manager
+from engine.run.jobs.requests import SweepRequest
 from engine.core import MeasurementPolicy
 from store.db import open_db
 
@@ -85,7 +85,7 @@ def test_invalid_request_is_refused_before_queueing(db_path):
 
 
 def test_a_batch_search_runs_as_a_job_and_reports_its_conclusion(db_path, worker_env):
-    from engine.run.batch_search import BatchSearchRequest
+    from engine.run.search.batch_search import BatchSearchRequest
 
     jm = JobManager(db_path)
     req = BatchSearchRequest(model="identity", framework="selftest", runtime="python",

@@ -8,6 +8,8 @@
 - The rooms import one way: store/ imports no Streamlit and nothing of engine/run,
   engine/present or dashboard/; engine/scenarios/ imports nothing of engine/run; no import
   circle between packages (lazy imports included), nor between modules.
+- engine/run is split by job, and its packages import one way too: search -> jobs ->
+  cluster -> process; every module of engine/run lives in one of them.
 - A run's kind is named by value only where it is defined: engine/scenarios/ and the specs
   of engine/core/ (and store/db.py's migrations, which are history and stay as written).
 - seeds/, the test data tests/ and bench/ share, is imported by nothing of the product.
@@ -40,6 +42,11 @@ KIND_HOMES = ("engine/scenarios/", "engine/core/", "store/db.py")
 FORBIDDEN = {"store": ("streamlit", "engine.run", "engine.present", "dashboard"),
              "engine.scenarios": ("engine.run",),
              "engine.present": ("streamlit", "dashboard", "engine.run")}
+# engine/run's jobs, top floor first: each package imports only the ones after it (lazy
+# imports included), so the process engine knows nothing of jobs or searches, and the Ray
+# cluster, one executor among others, nothing of the jobs it runs.
+RUN_PACKAGES = ("engine.run.search", "engine.run.jobs", "engine.run.cluster",
+                "engine.run.process")
 
 
 def project_files(root: Path) -> dict[str, Path]:
@@ -149,7 +156,8 @@ def test_only_the_worker_side_imports_a_framework():
 
 def test_nothing_outside_the_worker_side_reaches_it():
     starts = outside_worker(ROOT)
-    assert {"app", "pages.run", "store.db", "engine.run.runner", "engine.cli"} <= set(starts)
+    assert {"app", "pages.run", "store.db", "engine.run.process.runner",
+            "engine.cli"} <= set(starts)
     chains = worker_reach(ROOT, starts)
     assert chains == [], "the dashboard side imports worker code:\n" + "\n".join(chains)
 
@@ -262,6 +270,28 @@ def room_graph(root: Path) -> dict[str, set[str]]:
     return {k: v - {k} for k, v in graph.items()}
 
 
+def _run_package(name: str) -> str | None:
+    return next((p for p in RUN_PACKAGES if name == p or name.startswith(p + ".")), None)
+
+
+def run_imports_up(root: Path) -> list[str]:
+    """'module -> module' for every import in engine/run from a package to one above it
+    in RUN_PACKAGES, and 'module: outside the packages' for a module in none of them."""
+    bad = []
+    for name, deps in import_graph(root).items():
+        if not name.startswith("engine.run."):
+            continue
+        own = _run_package(name)
+        if own is None:
+            bad.append(f"{name}: outside the packages")
+            continue
+        for d in sorted(deps):
+            other = _run_package(d)
+            if other is not None and RUN_PACKAGES.index(other) < RUN_PACKAGES.index(own):
+                bad.append(f"{name} -> {d}")
+    return bad
+
+
 def test_the_rooms_import_one_way():
     assert forbidden_imports(ROOT) == []
     assert circles(room_graph(ROOT)) == []
@@ -278,6 +308,32 @@ def seed_imports(root: Path) -> list[str]:
 
 def test_the_product_never_imports_the_test_data():
     assert seed_imports(ROOT) == []
+
+
+def test_engine_run_is_split_by_job_and_its_packages_import_one_way():
+    assert run_imports_up(ROOT) == []
+    assert {n.split(".")[2] for n in project_files(ROOT)
+            if n.startswith("engine.run.")} == {"search", "jobs", "cluster", "process"}
+
+
+def test_the_run_check_finds_a_lazy_import_up_and_a_loose_module(tmp_path):
+    def write(rel, text=""):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for pkg in RUN_PACKAGES:
+        write(pkg.replace(".", "/") + "/__init__.py")
+    write("engine/run/process/runner.py", "def f():\n    from engine.run.jobs import sweep\n")
+    write("engine/run/cluster/fleet.py", "from engine.run.process.runner import f\n")
+    write("engine/run/jobs/sweep.py", "from engine.run.cluster import fleet\n"
+                                      "from engine.run.search.max_qps import q\n")
+    write("engine/run/search/max_qps.py", "from engine.run.jobs import sweep\nq = 1\n")
+    write("engine/run/loose.py", "from engine.run.process import runner\n")
+    assert run_imports_up(tmp_path) == [
+        "engine.run.jobs.sweep -> engine.run.search.max_qps",
+        "engine.run.loose: outside the packages",
+        "engine.run.process.runner -> engine.run.jobs",
+        "engine.run.process.runner -> engine.run.jobs.sweep"]
 
 
 def test_the_contract_checks_find_a_store_reaching_up_a_circle_and_a_kind_literal(tmp_path):

@@ -42,7 +42,7 @@ def test_pinned_cpus_count_as_the_physical_cores_they_belong_to(tmp_path):
     assert physical_cores_of([0, 2], root) == 2  # same core id, other socket
     assert physical_cores_of(range(8), root) == 4
     assert physical_cores_of([9], root) is None  # /sys does not say
-    # named, so that replicas on siblings of one core count it once (engine/run/runner.py)
+    # named, so that replicas on siblings of one core count it once (engine/run/process/runner.py)
     assert core_ids_of([0, 4, 1], root) == ["0:0", "0:1"]
     assert core_ids_of([0, 9], root) is None
 

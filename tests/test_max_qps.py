@@ -15,7 +15,8 @@ from engine.analysis.cost import Machine
 from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
 from engine.cli import main
 from engine.core.errors import UserError
-from engine.run.max_qps import find_max_qps
+from engine.present.search_text import qps_summary
+from engine.run.search.max_qps import find_max_qps
 from tests.serving_seed import seed_closed_loop
 
 
@@ -49,7 +50,7 @@ def test_doubles_while_valid_then_bisects_to_the_precision():
     assert res.best.status == "ok"
     assert res.stop_reason == "bracket [225, 231) within 5.0% of its VALID end"
     # worded as LoadGen judged it: early stopping over 1,000 queries a probe, 2 allowed over
-    assert res.summary(50) == ("max 225 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early "
+    assert qps_summary(res, 50) == ("max 225 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early "
                                "stopping, 1,000 queries per probe, up to 2 over allowed); "
                                "LoadGen's p99 there 0.225 ms; bracket [225, 231) after 8 "
                                "probes")
@@ -103,7 +104,7 @@ def test_the_ends_of_the_allowed_range_stop_it():
     probe, asked = scripted(0.5)
     res = find_max_qps(probe, start_qps=4, qps_range=(1, 8))
     assert asked == [4, 2, 1] and res.max_qps is None and res.bracket == (None, 1)
-    assert res.summary(50).startswith("no target QPS met p99 ≤ 50 ms at 99 % confidence "
+    assert qps_summary(res, 50).startswith("no target QPS met p99 ≤ 50 ms at 99 % confidence "
                                       "(LoadGen early stopping; probes of varying query "
                                       "counts)")
 
@@ -126,7 +127,7 @@ def test_the_targets_are_those_whose_queries_span_20_bounds_and_at_most_300_s():
     assert res.stop_reason == ("still VALID at the largest target allowed (1000 QPS: 1,000 "
                                "queries a probe span at most 300 s, at least 20x the 50 ms "
                                "bound; more queries a probe reach higher rates)")
-    assert res.summary(50).startswith(
+    assert qps_summary(res, 50).startswith(
         "max ≥ 1,000 QPS (the highest target a probe tests: the max is at least this): p99 ≤ "
         "50 ms at 99 % confidence (LoadGen early stopping, 1,000 queries per probe, up to 2 "
         "over allowed)")
@@ -141,7 +142,7 @@ def test_the_targets_are_those_whose_queries_span_20_bounds_and_at_most_300_s():
 
 def test_the_count_is_chosen_so_the_targets_reach_8x_the_estimate():
     """20 bounds x bound x 8 x the estimate, two significant digits up, at least 1,000."""
-    from engine.run.query_choice import choose_query_count, readable
+    from engine.run.search.query_choice import choose_query_count, readable
 
     assert (readable(145_048), readable(1_875), readable(1_875, up=False)) == (
         150_000, 1_900, 1_800)
@@ -158,7 +159,7 @@ def test_the_count_is_chosen_so_the_targets_reach_8x_the_estimate():
 
 
 def test_the_chosen_count_keeps_8_halvings_under_the_lowest_estimate_and_a_million_at_most():
-    from engine.run.query_choice import QueryChoice, choose_query_count
+    from engine.run.search.query_choice import QueryChoice, choose_query_count
 
     # a 1 s bound: 8x 50 QPS needs 8,000 queries, but then a probe at 6.25 QPS would run
     # 1,280 s; 300 s at 6.25 QPS is 1,875 queries, 1,800 read down: up to 90 QPS
@@ -189,7 +190,7 @@ def test_a_fast_configuration_is_decided_at_the_chosen_count_not_stopped_at_1000
     """The tuner's bench: mobilenet_v3_small on onnxruntime, 2 replicas, served 11,349 QPS
     under a 50 ms bound; from a closed-loop estimate of 15,000 the old fixed 1,000 queries
     a probe stopped at 1,000 QPS (max >= 1,000), the chosen 120,000 bracket it to 5 %."""
-    from engine.run.query_choice import choose_query_count
+    from engine.run.search.query_choice import choose_query_count
 
     probe, asked = scripted(11_349)
     old = find_max_qps(probe, start_qps=1000, query_count=1000, bound_ms=50)
@@ -208,7 +209,7 @@ def test_a_search_states_its_chosen_count_in_its_command_before_its_first_server
     gives it, and the sweep's command is restated with it before the first Server probe."""
     from engine.core import RunSpec
     from engine.core.serving import ServeSpec
-    from engine.run.max_qps import stored_max_qps_search
+    from engine.run.search.max_qps import stored_max_qps_search
 
     said, seen = [], []
 
@@ -403,7 +404,7 @@ def test_the_closed_loop_a_search_reads_is_this_machines_never_anothers(db_path)
     """The store's best run of any machine (an import, a fleet node) is not this one's."""
     from types import SimpleNamespace
 
-    from engine.run.machine import system_info
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.queries import closed_loop_best
     from store.serving import closed_loop_run

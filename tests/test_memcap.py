@@ -6,7 +6,7 @@ worker are in tests/test_faults.py."""
 import threading
 from pathlib import Path
 
-from engine.run.cgroups import WorkerCgroup, make_worker_cgroup, own_memory_cgroup
+from engine.run.process.cgroups import WorkerCgroup, make_worker_cgroup, own_memory_cgroup
 from engine.worker.memcap import ResidentCap, tree_rss_bytes
 
 V1_MOUNTS = ("35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"

@@ -3,7 +3,7 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.run.requests import SweepRequest
+from engine.run.jobs.requests import SweepRequest
 from tests.conftest import ROOT
 from seeds.records import seed_sweep, seed_workloads
 
@@ -107,7 +107,7 @@ class FakeManager:
 
     def submit(self, request):
         self.submitted.append(request)
-        from engine.run.jobs import JobView
+        from engine.run.jobs.queue import JobView
         return JobView(1, request, "queued", 0, 0, None, None, (), "", 0.0, None, None, ())
 
     def active(self):
@@ -122,7 +122,7 @@ class FakeManager:
 
 def test_widgets_drive_the_submitted_request(db_path, monkeypatch):
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="models").set_value(["mobilenet_v3_small", "resnet18"])
     at.multiselect(key="frameworks").set_value(["torch"])
@@ -381,10 +381,10 @@ def test_run_page_runtimes_expand_the_sweep_and_bad_pairs_are_explained(db_path,
 
 
 def test_run_page_submits_a_batch_search(db_path, monkeypatch):
-    from engine.run.batch_search import BatchSearchRequest
+    from engine.run.search.batch_search import BatchSearchRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.selectbox(key="bs_model").set_value("resnet18")
     at.selectbox(key="bs_runtime").set_value("torch/onnxruntime")
@@ -454,7 +454,7 @@ def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, m
 
 def test_training_page_shows_inference_latency_of_the_same_configurations(db_path,
                                                                            monkeypatch):
-    from engine.run.requests import SweepRequest
+    from engine.run.jobs.requests import SweepRequest
     from store.db import open_db
     from store.runs import save_record
     from seeds.records import SYSTEM, ok_record
@@ -466,7 +466,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
         save_record(con, ok_record("i-64", model="resnet18", batch_size=32, image_size=64,
                                    minute=1, samples=(400_000_000,) * 3), SYSTEM)
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/training.py", db_path, monkeypatch)
     latency = at.dataframe[1].value
     assert latency[["framework", "runtime", "image_size", "runs"]].values.tolist() == [
@@ -552,10 +552,10 @@ def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
 
 def test_run_page_takes_a_verdict_margin_and_contention_from_the_form_and_the_link(
         db_path, monkeypatch):
-    from engine.run.requests import SweepRequest
+    from engine.run.jobs.requests import SweepRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = opened_from_link(db_path, monkeypatch, {"margin": "5", "contention": "1"})
     assert at.number_input(key="margin").value == 5.0 and at.checkbox(key="contention").value
     # 4 configurations, each quiet and beside 2 neighbours, torch's also with passive waits
@@ -572,10 +572,10 @@ def test_run_page_takes_a_verdict_margin_and_contention_from_the_form_and_the_li
 
 
 def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
-    from engine.run.requests import SweepRequest, TrainRequest
+    from engine.run.jobs.requests import SweepRequest, TrainRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.text_input(key="tr_batch").set_value("16, 32")
     at.number_input(key="tr_steps").set_value(5)
@@ -605,10 +605,10 @@ def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
 
 
 def test_run_page_submits_a_data_loading_sweep_and_says_what_it_skips(db_path, monkeypatch):
-    from engine.run.requests import LoadRequest
+    from engine.run.jobs.requests import LoadRequest
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     at = page("pages/run.py", db_path, monkeypatch)
     at.multiselect(key="dl_formats").set_value(["png", "tiff"])
     at.multiselect(key="dl_decoders").set_value(["pillow", "opencv"])

@@ -14,7 +14,7 @@ from engine.core import RunSpec, expand_sweep
 from engine.core.errors import UserError
 from engine.core.precision import cpu_flags, parse_cpu_flags
 from engine.present.precision_text import precision_table, speedup_text, with_vs_fp32
-from engine.run.runner import worker_groups
+from engine.run.process.runner import worker_groups
 from engine.worker.backends.base import (OutputError, OutputMismatch, check_agreement,
                                          error_batches, output_error)
 from store.db import open_db
@@ -248,12 +248,12 @@ def test_the_run_page_submits_the_openvino_hint_and_explains_a_refused_precision
         db_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from engine.run.requests import SweepRequest
+    from engine.run.jobs.requests import SweepRequest
     from tests.conftest import ROOT
     from tests.test_pages import FakeManager
 
     fake = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: fake)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()

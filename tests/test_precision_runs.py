@@ -9,7 +9,7 @@ import pytest
 
 from engine.core import MeasurementPolicy, RunSpec
 from engine.core.precision import BF16_FLAGS, cpu_flags
-from engine.run.runner import Runner
+from engine.run.process.runner import Runner
 from store.db import open_db
 from store.runs import save_record
 

@@ -94,7 +94,7 @@ def test_cost_bars_name_memory_where_the_machines_compared_differ_in_it():
 def test_gflops_use_one_flop_count_for_every_framework():
     from dataclasses import replace
 
-    from engine.run.records import FLOP_BASIS, one_flop_count
+    from engine.run.process.records import FLOP_BASIS, one_flop_count
     from seeds.records import ok_record
     torch_run = ok_record("t", samples=(2_000_000,) * 3)  # 1 GFLOP per sample, 2 ms
     assert one_flop_count(torch_run, None).gflops_per_s == pytest.approx(500.0)

@@ -22,7 +22,7 @@ from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, Blo
                                   Progress, ProtocolError, Ready, ReplicaDone, ReplicaWarm,
                                   RunNext, RunOrder, ServeResult, Started, Stats,
                                   Stop, TimeBlock, TrainResult, decode, encode)
-from engine.run.runner import Runner
+from engine.run.process.runner import Runner
 from tests.conftest import ROOT
 
 _RESULT = dict(load_s=0.5, first_forward_s=0.02, warmup_ns=(9_000_000, 5_000_000),
@@ -291,7 +291,7 @@ EXTRA_WHEN_OK = ["block_calls", "cores_used", "first_forward_from", "gc_disabled
 
 
 def test_a_real_workers_runs_are_stored_with_the_columns_they_had(worker_env, db_path):
-    from engine.run.sweep import run_sweep
+    from engine.run.jobs.sweep import run_sweep
     from store.db import open_db
 
     specs = [RunSpec(m, "selftest", 1, 1, policy=POLICY).validate(cores=2)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from engine.cli import main
-from engine.run.sweep import config_key, next_round
+from engine.run.jobs.sweep import config_key, next_round
 from engine.core.budget import RoundBudget, default_max_rounds, round_floor_s
 from engine.core.errors import UserError
 from seeds.records import ok_record, spec
@@ -148,7 +148,7 @@ def test_an_aa_test_runs_a_copy_in_its_own_worker_and_extends_only_while_undecid
 def test_the_plan_names_every_kind_of_spec_and_only_inference_has_replicas():
     """A data-loading or training sweep goes through the same driver: its plan labels must
     not ask for an inference-only field (a data-loading job once failed on `replica`)."""
-    from engine.run.sweep import plan_labels
+    from engine.run.jobs.sweep import plan_labels
     from engine.core.dataload import LoadSpec
     from engine.core.training import TrainSpec
 

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from dashboard.access import decide
-from engine.run.requests import SweepRequest
+from engine.run.jobs.requests import SweepRequest
 from engine.core.model_source import InputSpec, ModelSource
 from store.models_dir import save_upload
 from tests.test_pages import FakeManager, page
@@ -27,7 +27,7 @@ def models(tmp_path, monkeypatch):
 @pytest.fixture
 def fake(monkeypatch):
     manager = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     return manager
 
 

@@ -6,12 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from engine.run.batch_search import BatchSearchRequest
-from engine.run.requests import LoadRequest, ServeRequest, SweepRequest, TrainRequest
+from engine.run.search.batch_search import BatchSearchRequest
+from engine.run.jobs.requests import LoadRequest, SweepRequest, TrainRequest
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
 from engine.core import LoadSpec, RunSpec, TrainSpec
 from engine.core.errors import UserError
-from engine.core.serving import ServeSpec
+from engine.core.serving import SCENARIO_INPUTS, SERVE_SCENARIOS, ServeSpec
 from engine.core.protocol import InferenceResult, Progress, Started, TrainResult
 from tests.conftest import ROOT
 from seeds.records import failed_record, ok_record
@@ -115,6 +116,8 @@ def test_requests_share_rounds_check_duplicate_rule_and_label():
     assert not sweep.same_work(replace(sweep, batch_sizes=(2,)))
     assert not sweep.same_work(TrainRequest(("resnet18",), ("torch",), (1,), (1,)))
     assert sweep.label() == "resnet18 × torch"
+    assert TrainRequest(("resnet18", "vgg11"), ("torch", "tensorflow"), (1,), (1,)).label() \
+        == "resnet18, vgg11 × torch, tensorflow"
     load = LoadRequest(("png", "jpeg"), ("pillow",), ("numpy",), ("loop",), (8,), (0,), (1,))
     assert load.label() == "png, jpeg × pillow × loop"
     for bad in (0, 101):
@@ -125,3 +128,19 @@ def test_requests_share_rounds_check_duplicate_rule_and_label():
     specs, skipped = replace(load, decoders=("pillow", "tf_io")).expand()
     assert [s.decoder for s in specs] == ["pillow", "pillow"]
     assert len(skipped) == 2  # tf_io runs only inside tf_data, for both formats
+
+
+def test_a_serving_request_gives_each_scenario_what_its_row_takes():
+    """engine.core.serving.SCENARIO_INPUTS, not the names, decides: the bound reaches Server
+    and SingleStream, the rate Server and Offline, a stream's query its own batch (1, 8)
+    whatever the max batch; an unknown name is refused as the spec refuses it."""
+    assert set(SCENARIO_INPUTS) == set(SERVE_SCENARIOS)
+    req = ServeRequest(SERVE_SCENARIOS, "identity", "selftest", max_batch=4, target_qps=50.0,
+                       bound_ms=20.0)
+    got = {s.scenario: (s.bound_ms, s.target_qps, s.sut.batch_size) for s in req.specs()}
+    assert got == {"single-stream": (20.0, None, 1), "multi-stream": (None, None, 8),
+                   "server": (20.0, 50.0, 4), "offline": (None, 50.0, 4)}
+    with pytest.raises(UserError) as e:
+        replace(req, scenarios=("server", "closed-loop")).specs()
+    assert str(e.value) == ("scenario: 'closed-loop' is not supported; allowed: single-stream, "
+                            "multi-stream, server, offline")

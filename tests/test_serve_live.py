@@ -19,8 +19,8 @@ from engine.core.protocol import Progress
 from engine.core.serving import (EARLY_STOPPING_MIN_QUERIES, LatencyHistogram, check_reachable,
                                  default_min_queries, early_stopping_note)
 from engine.present.serving_text import serve_plan
-from engine.run.machine import system_info
-from engine.run.requests import ServeRequest
+from engine.run.process.machine import system_info
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import SERVING
 from engine.scenarios.base import phase_of
 from seeds.records import ok_record
@@ -99,7 +99,7 @@ def test_the_histogram_s_percentile_is_within_a_bucket_of_the_exact_one():
 # -- 2. Server's minimum query count ---------------------------------------------------------
 
 def test_a_server_test_asks_for_459_queries_unless_the_user_names_fewer():
-    from engine.run.max_qps import EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
+    from engine.run.search.max_qps import EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
 
     assert EARLY_STOPPING_MIN_QUERIES == {"single-stream": 64, "multi-stream": 662,
                                           "server": 459}
@@ -175,7 +175,7 @@ def test_the_cli_refuses_a_target_over_ten_times_this_machine_s_closed_loop(db_p
 
 def test_the_deploy_form_refuses_it_before_launch(db_path, monkeypatch):
     manager = FakeManager()
-    monkeypatch.setattr("engine.run.jobs.get_manager", lambda db, read_only=False: manager)
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     _seed_closed_loop(db_path, system_info()["system_id"])
     at = page("pages/deploy.py", db_path, monkeypatch)
     at.selectbox(key="sv_model").set_value("identity").run()
@@ -195,8 +195,8 @@ def test_the_deploy_form_refuses_it_before_launch(db_path, monkeypatch):
 def test_the_job_queue_judges_it_again_when_the_test_is_submitted(db_path):
     """The form judged the store as it was drawn; a closed loop stored since (another
     launch, the CLI) is judged when the test is submitted: nothing is queued or stored."""
-    from engine.run.jobs import JobManager
-    from engine.run.serving_jobs import MaxQpsRequest
+    from engine.run.jobs.queue import JobManager
+    from engine.run.search.serving_jobs import MaxQpsRequest
 
     seed_closed_loop(db_path, "closed-1")
     manager = JobManager(db_path)

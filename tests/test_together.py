@@ -8,12 +8,12 @@ import pytest
 
 from engine.core.protocol import (Armed, BlockTimed, Failed, InferenceResult, Ready, RunNext,
                                   Started, Stop, TimeBlock)
-from engine.run.drive import Timing, WorkerEvent
-from engine.run.executors import window_times
-from engine.run.neighbour import _phases
-from engine.run.replicas import combine_replicas, replica_window_s
-from engine.run.runner import Runner
-from engine.run.together import plan_together
+from engine.run.process.drive import Timing, WorkerEvent
+from engine.run.process.executors import window_times
+from engine.run.process.neighbour import _phases
+from engine.run.process.replicas import combine_replicas, replica_window_s
+from engine.run.process.runner import Runner
+from engine.run.process.together import plan_together
 from engine.core import MeasurementPolicy, expand_sweep
 from seeds.records import spec
 
@@ -200,7 +200,7 @@ class _Handle:
 
 
 def test_a_timed_out_phase_leaves_one_row_per_run_whatever_its_workers_still_send():
-    from engine.run.together import plan_together, run_together
+    from engine.run.process.together import plan_together, run_together
 
     class Executor:
         interleaves = True
@@ -236,7 +236,7 @@ def test_a_timed_out_phase_leaves_one_row_per_run_whatever_its_workers_still_sen
 def test_a_phases_rows_are_written_reference_counter_first_whoever_finished_first():
     """TensorFlow's GFLOP/s is computed on the torch FLOP count stored with torch's row: a
     phase holds its results and writes torch's first even when TensorFlow's came first."""
-    from engine.run.together import plan_together, run_together
+    from engine.run.process.together import plan_together, run_together
     handles = {}
 
     class Handle(_Handle):

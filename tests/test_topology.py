@@ -9,8 +9,8 @@ from engine.analysis.cost import load_catalog
 from engine.analysis.cost_machines import basis, figure, machine_rows
 from engine.core.topology import (cores_counted, leave_one_core, split_whole_cores,
                                   whole_cores)
-from engine.run import pinning
-from engine.run.runner import replicas_cores_used
+from engine.run.process import pinning
+from engine.run.process.replicas import replicas_cores_used
 
 # 16 logical CPUs on 8 physical cores, one package.
 HALVES = {c: (0, c % 8) for c in range(16)}       # siblings i and i+8 (Intel on Linux)
@@ -124,7 +124,7 @@ def test_a_cluster_node_leaves_one_whole_core_to_rays_processes(topology, ray):
 def test_a_node_host_keeps_its_workers_off_the_core_left_to_ray():
     import os
 
-    from engine.run.node_host import NodeHost
+    from engine.run.cluster.node_host import NodeHost
 
     every = sorted(os.sched_getaffinity(0))
     host = NodeHost("n1", None)
@@ -137,7 +137,7 @@ def test_a_node_host_keeps_its_workers_off_the_core_left_to_ray():
 
 
 def test_the_row_of_a_node_run_says_which_core_was_left_to_ray():
-    from engine.run.records import base_fields
+    from engine.run.process.records import base_fields
     from engine.core.inference import RunSpec
 
     spec = RunSpec(model="identity", framework="selftest", batch_size=1, intra_threads=1)

@@ -13,7 +13,7 @@ from engine.worker.datasets import epoch_order, load_data
 from engine.core.errors import UserError
 from engine.core.record import RunRecord
 from engine.present.tables import load_table, train_table
-from engine.run.records import config_extra
+from engine.run.process.records import config_extra
 from engine.core import LoadSpec, expand_load, expand_train
 from engine.worker.train_loop import cross_entropy
 from store.db import open_db

@@ -131,7 +131,7 @@ class ConfigResult:
     summary: RoundSummary | None
     noisy_rounds: int = 0  # measured rounds flagged noisy (dispersion or tail)
     round_throughputs: dict = field(default_factory=dict)  # round -> samples/s
-    # The contender as its spec names it (engine.run.sweep.config_key), before a machine or
+    # The contender as its spec names it (engine.run.jobs.sweep.config_key), before a machine or
     # model-file suffix: which configuration another round must run, on every machine.
     spec_contender: str = ""
     # round -> (steal, other processes' CPU) of that round's run, shares of its cores

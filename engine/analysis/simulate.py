@@ -4,7 +4,7 @@ bench/verdict_rates.py measure the verdicts' error rates, power and projections 
 A simulated sweep is a contest of k contenders whose log round medians are a true level
 per contender + the machine's drift that round (shared by every contender of the round,
 normal with sd `drift`) + each process's own noise (normal with sd `noise`). It runs as
-engine/run/sweep.py runs one: every contender for the plan's first rounds, then after each
+engine/run/jobs/sweep.py runs one: every contender for the plan's first rounds, then after each
 round only the configurations engine/analysis/verdicts.judge says another round could
 decide (the best and each rival neither decided nor futile), until none is left or the
 plan's last round. Each look judges every simulated contest still running in one call of

@@ -78,13 +78,13 @@ def executor_options(p) -> None:
 
 @dataclass
 class ClusterRun:
-    plan: object  # engine.run.fleet.ClusterPlan
+    plan: object  # engine.run.cluster.fleet.ClusterPlan
     runner: object  # a Runner on one node, or a FleetRunner
 
     def close(self) -> None:
         import ray
 
-        from engine.run.cluster import release
+        from engine.run.cluster.join import release
 
         release(self.runner)
         ray.shutdown()  # the CLI leaves the cluster; the dashboard stays joined
@@ -105,10 +105,10 @@ def cluster_runner(args) -> ClusterRun | None:
         raise UserError("machine_shape: on a cluster each node's shape is its shape:NAME "
                         "resource; allowed with --executor ray: leave --machine-shape out",
                         field="machine_shape")
-    from engine.run.cluster import plan_and_runner
+    from engine.run.cluster.join import plan_and_runner
     from store.db import resolve_db_path
 
-    # No --memory-cap-mb: each node caps at 75 % of its own memory (engine/run/node_host.py)
+    # No --memory-cap-mb: each node caps at 75 % of its own memory (engine/run/cluster/node_host.py)
     plan, runner = plan_and_runner(
         args.address or os.environ.get("RAY_ADDRESS"), args.placement, args.fleet,
         db=resolve_db_path(args.db), timeout_s=args.timeout,
@@ -128,7 +128,7 @@ def memory_cap_option(p) -> None:
 
 def memory_cap(args) -> int:
     """--memory-cap-mb, else 75 % of this machine's memory."""
-    from engine.run.machine import default_memory_cap
+    from engine.run.process.machine import default_memory_cap
     return args.memory_cap_mb * 2**20 if args.memory_cap_mb else default_memory_cap()
 
 
@@ -213,6 +213,6 @@ def user_model(args, catalog_models, batch_sizes=(1,), **allowed):
                       trust_code=bool(args.trust_model_code) and fmt in CODE_FORMATS)
     # What the file declares (read by a worker) fills the inputs or checks the ones given,
     # before anything is launched: a mismatch is an error here, not a failed row.
-    from engine.run.runner import model_inputs
+    from engine.run.process.worker_steps import model_inputs
     given = args.input_shape or " ".join(args.input or ()) or None
     return model_inputs(src, batch_sizes, given, **allowed)

@@ -1,6 +1,6 @@
 """`python -m engine calibrate`: this machine's measured ceilings (GEMM fp32 and bf16
 GFLOP/s, triad GB/s) per thread count, stored for Results, Compare, System and the report
-to hold every run against (engine/run/calibrate.py)."""
+to hold every run against (engine/run/jobs/calibrate.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def add_parsers(sub) -> None:
 
 def cmd_calibrate(args) -> int:
     from engine.present.roofline import ceiling_lines, ceiling_table
-    from engine.run.calibrate import calibration_line, run_calibrations
+    from engine.run.jobs.calibrate import calibration_line, run_calibrations
     from store.calibrations import latest_calibrations
     from store.db import open_db
 

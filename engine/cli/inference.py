@@ -9,8 +9,8 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
                              memory_cap_option, sweep_options, user_model,
                              user_model_options, executor_options, cluster_runner)
 from engine.cli.progress import run_and_summarize
-from engine.run.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
-from engine.run.requests import SweepRequest, local_runner
+from engine.run.search.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
+from engine.run.jobs.requests import SweepRequest, local_runner
 from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME
 from engine.core.errors import UserError
 from engine.core.inference import RunSpec, device_choices
@@ -209,7 +209,7 @@ def energy_seconds(args) -> float:
 def cmd_run(args) -> int:
     from engine.analysis.sweep_verdict import judge_sweep
     from engine.present.tables import compare_table
-    from engine.run.sweep import verdict_rule
+    from engine.run.jobs.sweep import verdict_rule
 
     request = sweep_request(args)
     # On a cluster: its nodes are chosen (and an unreachable address refused) before any
@@ -240,7 +240,7 @@ def cmd_run(args) -> int:
 def cmd_models(args) -> int:
     from engine.present.tables import format_table
     from engine.core.protocol import Stats
-    from engine.run.runner import count_model_stats
+    from engine.run.process.worker_steps import count_model_stats
     from store.db import open_db
     from store.runs import model_info, save_model_stats
 
@@ -296,7 +296,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_batch_search(args) -> int:
-    from engine.run.batch_search import stored_batch_search
+    from engine.run.search.batch_search import stored_batch_search
     from engine.present.tables import format_table, p99_text
     from store.db import resolve_db_path
 

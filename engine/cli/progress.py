@@ -20,9 +20,9 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
     from tqdm import tqdm
 
     from engine.core.protocol import Progress, Started
-    from engine.run.drive import Timing
-    from engine.run.rounds import order_name
-    from engine.run.together import timing_line
+    from engine.run.process.drive import Timing
+    from engine.run.jobs.rounds import order_name
+    from engine.run.process.together import timing_line
     from store.db import resolve_db_path
 
     budget = request.budget()

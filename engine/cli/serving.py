@@ -1,6 +1,6 @@
 """`python -m engine serve`: MLPerf LoadGen serving scenarios against one model and runtime.
 
-It builds the ServeRequest (engine/run/requests.py) and goes through the same sweep driver
+It builds the ServeRequest (engine/run/jobs/serve_request.py) and goes through the same sweep driver
 as `run`, so every attempted test is one stored row with its LoadGen verdict, figures,
 per-query latencies and logs. Exit statuses as `run`'s (engine/present/outcome.py): a
 LoadGen INVALID result is an `invalid` row, so it exits 1.
@@ -16,18 +16,18 @@ from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, logical_cores)
 from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
                                  DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SERVE_SCENARIOS, default_min_queries,
-                                 early_stopping_note, fixed_batch_allowed)
+                                 OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
+                                 default_min_queries, early_stopping_note, fixed_batch_allowed)
 from engine.core.errors import UserError
 from engine.core.early_stopping import strictness
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
                                 SERVE_BOUND_MS_RANGE, SERVE_QPS_RANGE, SERVE_RATE_RANGE,
                                 float_range)
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK, runs_exit
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                 DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, MISSED, SPAN_BOUNDS)
-from engine.run.query_choice import HEADROOM
-from engine.run.requests import ServeRequest
+from engine.run.search.query_choice import HEADROOM
+from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import SERVING
 
 __all__ = ["add_parsers", "COMMANDS"]
@@ -130,8 +130,9 @@ def serve_request(args) -> ServeRequest:
     # calls 1 .. max batch (a fixed batch axis is refused here, naming it), MultiStream 8.
     sizes = set()
     for name in args.scenario:
-        sizes |= ({1} if name == "single-stream" else {MULTI_STREAM_SAMPLES}
-                  if name == "multi-stream" else set(range(1, max(args.max_batch, 1) + 1)))
+        takes = SCENARIO_INPUTS.get(name)  # an unknown name: refused with the request
+        sizes |= ({takes.query_batch} if takes and takes.query_batch is not None
+                  else set(range(1, max(args.max_batch, 1) + 1)))
     src = user_model(args, args.model, batch_sizes=tuple(sorted(sizes)),
                      allowed_batch=fixed_batch_allowed)
     if src is None and len(args.model) != 1:
@@ -186,7 +187,7 @@ def _check_search(args) -> None:
         float_range("target_rps", args.target_rps, *SERVE_RATE_RANGE)
     if args.rounds != 1:
         raise UserError("rounds: a search is one pass; allowed: 1", field="rounds")
-    from engine.run.max_qps import check_first_target
+    from engine.run.search.max_qps import check_first_target
 
     check_first_target(args.target_qps, args.search_queries, args.bound_ms)
     if args.min_queries is not None:  # every probe runs --search-queries, no more, no fewer
@@ -206,8 +207,10 @@ def cmd_find_max_qps(args) -> int:
     from engine.analysis.serving_cost import choose_flat_out, serving_cost, serving_split
     from engine.present.cost_text import stale_note
     from engine.present.max_qps_text import cost_lines, probe_table
-    from engine.run.machine import system_info
-    from engine.run.max_qps import loadgen_p99_ms, search_timeout_s, stored_max_qps_search
+    from engine.present.search_text import qps_summary
+    from engine.run.process.machine import system_info
+    from engine.run.search.max_qps import (loadgen_p99_ms, search_timeout_s,
+                                           stored_max_qps_search)
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog
     from store.serving import closed_loop_run
@@ -261,7 +264,7 @@ def cmd_find_max_qps(args) -> int:
     if res.probes:
         print()
         print(probe_table(res, loadgen_p99_ms))
-    print(f"\n{res.summary(args.bound_ms)}\nstopped: {res.stop_reason}")
+    print(f"\n{qps_summary(res, args.bound_ms)}\nstopped: {res.stop_reason}")
     if res.queries is not None:
         print(f"queries: {res.queries.text()}")
     print(f"probes stored in {db} as sweep {sweep_id}")

@@ -1,7 +1,7 @@
 """`python -m engine tune`: the autotuner (issue 27, part 3). For each model, a Server p99
 bound and an objective (most QPS, or least cost per 1 M on --machine-shape), the serving
 configuration to deploy: closed-loop probes prune, the max-QPS search confirms the best,
-every probe stored under one sweep per model (engine/run/autotune.py); the report is
+every probe stored under one sweep per model (engine/run/search/autotune.py); the report is
 engine/present/tune_text.py's, and with several models their winners side by side."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["add_parsers", "COMMANDS"]
 # A closed-loop probe only ranks candidates: 1 s and 30 calls put p99 between real samples.
 DEFAULT_PROBE_S = 1.0
 # A Server test of a confirmation runs --search-queries queries (default: chosen from the
-# fastest surviving candidate's closed loop, engine/run/query_choice.py), the same for every
+# fastest surviving candidate's closed loop, engine/run/search/query_choice.py), the same for every
 # candidate: a duration would give a fast candidate more queries, and early stopping more
 # of them over the bound.
 DEFAULT_BATCHES = (1, 2, 4, 8)
@@ -37,10 +37,10 @@ DROPPED = {"min_duration": "min_duration_s", "min_queries": "min_query_count"}
 
 
 def add_parsers(sub) -> None:
-    from engine.run.autotune import DEFAULT_TUNE_MARGIN, OBJECTIVES, PRUNE_FACTOR, TOP_N
+    from engine.run.search.autotune import DEFAULT_TUNE_MARGIN, OBJECTIVES, PRUNE_FACTOR, TOP_N
     from engine.core.early_stopping import strictness
-    from engine.run.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
-    from engine.run.query_choice import DEFAULT_SEARCH_QUERIES, HEADROOM, ROOM_BELOW
+    from engine.run.search.max_qps import DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
+    from engine.run.search.query_choice import DEFAULT_SEARCH_QUERIES, HEADROOM, ROOM_BELOW
 
     s = sub.add_parser("tune", help="the serving configuration (runtime x precision x max "
                                     "batch x max wait x threads x replicas) with the most "
@@ -114,7 +114,7 @@ def candidates(args, src=None, cores: int | None = None) -> list:
     """Every candidate the options name; src, a user's model: its framework, and the
     runtimes its format serves (or those named, which its spec then checks); cores: the
     machine's the splits must fit (a cluster node's; None: this machine's)."""
-    from engine.run.autotune import Candidate
+    from engine.run.search.autotune import Candidate
 
     for fw in args.framework:
         choice("framework", fw, tuple(FRAMEWORKS))
@@ -151,10 +151,11 @@ def cmd_tune(args) -> int:
     from engine.cli.args import cluster_runner
     from engine.core.policy import MeasurementPolicy
     from engine.present.tune_text import models_lines, tune_lines
-    from engine.run.autotune import Candidate, check_tune, stored_autotune
-    from engine.run.max_qps import check_first_target, search_timeout_s
-    from engine.run.requests import local_runner
-    from engine.run.serving_jobs import tune_price
+    from engine.run.search.autotune import Candidate, check_tune
+    from engine.run.search.autotune_runs import stored_autotune
+    from engine.run.search.max_qps import check_first_target, search_timeout_s
+    from engine.run.jobs.requests import local_runner
+    from engine.run.search.serving_jobs import tune_price
     from engine.scenarios import scenario_of
     from store.db import resolve_db_path
     from store.prices import machine_shape
@@ -255,8 +256,8 @@ def _fleet(model, tune_one, runner, catalog) -> bool:
     """One model tuned on each node kind of the cluster at once; whether every kind has a
     winner under the bound."""
     from engine.present.tune_text import fleet_lines, tune_lines
-    from engine.run.fleet import node_runners
-    from engine.run.fleet_tune import fleet_autotune, fleet_best
+    from engine.run.cluster.fleet import node_runners
+    from engine.run.search.fleet_tune import fleet_autotune, fleet_best
 
     spaces: dict = {}
 

@@ -1,6 +1,6 @@
 """Commands for the work beyond inference: `train` and `dataload`.
 
-Both build the request the Run page builds (engine/run/requests.py) and go through the same
+Both build the request the Run page builds (engine/run/jobs/requests.py) and go through the same
 sweep driver as `run`, so their rows, rounds and failures are stored exactly like inference
 runs.
 """
@@ -20,7 +20,7 @@ from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUN
 from engine.core.policy import MeasurementPolicy
 from engine.present.outcome import runs_exit
 from engine.core.training import DATASETS, TRAIN_RUNTIMES
-from engine.run.requests import LoadRequest, TrainRequest
+from engine.run.jobs.requests import LoadRequest, TrainRequest
 
 __all__ = ["add_parsers", "COMMANDS"]
 

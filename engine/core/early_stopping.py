@@ -14,7 +14,7 @@ A pass says "p99 <= bound at 99 % confidence" at any N, but how strict the test 
 on N: under 459 queries no count passes; from 459 to 661 none may be over (the bound is a
 max, not a p99); 2 of 1,000 (the bound held for 99.8 % of them), 33 of 5,000 (99.34 %). Two
 probes of different query counts are held to different percentiles, so a search holds N
-fixed (engine/run/max_qps.py).
+fixed (engine/run/search/max_qps.py).
 
 Pure arithmetic, in log space (0.99^N underflows past about 70,000 queries).
 """

@@ -27,7 +27,7 @@ __all__ = ["RunSpec", "expand_sweep", "runtimes_for", "PRECISIONS", "DEVICES",
            "device_choices", "USER_WEIGHTS", "left_out_splits", "CONTENTION_MODES",
            "WAIT_POLICIES", "CONDITION_LABELS", "with_contention", "check_contention_here"]
 
-# Beside a controlled neighbour on one of the run's cores (engine/run/neighbour.py): "steady"
+# Beside a controlled neighbour on one of the run's cores (engine/run/process/neighbour.py): "steady"
 # keeps it busy, "onoff" comes and goes; "none" is a dedicated machine. Each is a setting of
 # its own, never blended with another.
 CONTENTION_MODES = ("none", "steady", "onoff")

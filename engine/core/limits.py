@@ -93,7 +93,7 @@ SERVE_DURATION_RANGE = (0.01, 86_400.0)
 SERVE_QUERIES_RANGE = (1, 100_000_000)
 SERVE_WAIT_MS_RANGE = (0.0, 10_000.0)
 SERVE_SAMPLES_RANGE = (1, 1024)
-# The max-QPS search (engine/run/max_qps.py) bisects until its bracket [VALID, INVALID) is
+# The max-QPS search (engine/run/search/max_qps.py) bisects until its bracket [VALID, INVALID) is
 # this close, as a fraction of the VALID end: 0.5 % is finer than two LoadGen runs of one
 # target agree here, and a bracket wider than 50 % says little. Its probes: at least the
 # first one and one more; each is a whole LoadGen test, so a search stops at 40.
@@ -108,7 +108,7 @@ SEARCH_QUERIES_RANGE = (459, 1_000_000)
 SERVE_RATE_RANGE = (0.001, 1e9)
 
 
-# The cores this process had before engine/run/pinning.parent_off kept every thread of it
+# The cores this process had before engine/run/process/pinning.parent_off kept every thread of it
 # off a timed worker's cores (None: not held). While a run is timed the parent's own mask is
 # narrowed, and a form drawn meanwhile must still offer the machine's cores, not what the
 # parent is lent for the moment.

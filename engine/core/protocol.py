@@ -100,7 +100,7 @@ class Assign(Command):
     trace_dir: str | None = None  # where profiled runs leave their Chrome traces
     sync: str | None = None  # WINDOW (a replica) or BLOCKS (an interleaved contender)
     held: bool = False  # after its runs, wait warm for More until the parent closes stdin
-    # The memory cgroup the parent made for this worker alone (engine/run/cgroups.py): the
+    # The memory cgroup the parent made for this worker alone (engine/run/process/cgroups.py): the
     # kernel holds each run to memory_cap_bytes of resident memory over what the worker held
     # when the run began. None: the worker's own watchdog does (engine/worker/memcap.py).
     cgroup: str | None = None
@@ -216,7 +216,7 @@ class BlockTimed(Event):
 @dataclass(frozen=True)
 class Result(Event):
     """A run that measured: what every kind reports. The parent derives statistics and the
-    verdict from the raw samples (engine.run.records). Subclasses add each kind's own."""
+    verdict from the raw samples (engine.run.process.records). Subclasses add each kind's own."""
 
     run_id: str
     load_s: float | None
@@ -277,13 +277,13 @@ class InferenceResult(Result):
     first_forward_from: str | None = None  # which call first_forward_s timed
     sample_ends_ns: tuple[int, ...] | None = None  # a replica's: each sample's end
     blocks: int = 0  # an interleaved contender's timed blocks
-    # Set by the parent: replicas combined over their common window (engine.run.replicas)
+    # Set by the parent: replicas combined over their common window (engine.run.process.replicas)
     window_s: float | None = None
     replica_throughputs: tuple[float, ...] | None = None
     window_start_skew_ms: float | None = None
     window_end_skew_ms: float | None = None
     window_skew_frac: float | None = None
-    # Set by the parent: timed alternately with whom (engine.run.together), or alone and why
+    # Set by the parent: timed alternately with whom (engine.run.process.together), or alone and why
     interleaved: dict | None = None
     sequential: str | None = None
     # the energy loop's reading (engine.core.energy.EnergyReading; None: not asked) and the

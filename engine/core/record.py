@@ -14,7 +14,7 @@ OOM_MARKERS = ("std::bad_alloc", "memoryerror", "cannot allocate memory",
                "can't allocate memory", "out of memory", "resourceexhausted",
                "oom when allocating")
 # A line of a worker's stderr saying its memory cap ended it, and why (engine/worker/memcap.py
-# writes it for its watchdog, engine/run/executors.py for the kernel's cgroup OOM kill).
+# writes it for its watchdog, engine/run/process/executors.py for the kernel's cgroup OOM kill).
 MEMORY_CAP_MARKER = "memory cap: "
 
 

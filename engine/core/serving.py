@@ -33,7 +33,7 @@ __all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAM
            "SCENARIO_PERCENTILE", "EARLY_STOPPING_MIN_QUERIES", "default_min_queries",
            "early_stopping_note", "LIVE_PROGRESS_S", "LatencyHistogram", "live_text",
            "CLOSED_LOOP_HEADROOM", "check_reachable", "REPLICATED_SCENARIOS",
-           "UNSERVED_RUNTIMES", "fixed_batch_allowed"]
+           "UNSERVED_RUNTIMES", "fixed_batch_allowed", "ScenarioInputs", "SCENARIO_INPUTS"]
 
 # Our names (the CLI's) -> LoadGen's TestScenario names.
 LOADGEN_SCENARIO = {"single-stream": "SingleStream", "multi-stream": "MultiStream",
@@ -61,6 +61,26 @@ LIVE_PROGRESS_S = 1.0
 # The scenarios a queue feeds (R replicas take whichever batch is next); the streams wait for
 # each query before issuing the next, so one replica answers them.
 REPLICATED_SCENARIOS = ("server", "offline")
+
+
+@dataclass(frozen=True)
+class ScenarioInputs:
+    """What a test of one scenario takes from a request (a serving job's expansion, the
+    forms and the CLI read it here, never from the names): a latency bound (Server's p99 it
+    is held to, SingleStream's p90 it is reported against), a target rate (Server's Poisson
+    arrivals, Offline's expected QPS), and the samples a query is answered with (None: the
+    batcher's max batch)."""
+
+    bound: bool
+    rate: bool
+    query_batch: int | None = None
+
+
+SCENARIO_INPUTS = {"single-stream": ScenarioInputs(bound=True, rate=False, query_batch=1),
+                   "multi-stream": ScenarioInputs(bound=False, rate=False,
+                                                  query_batch=MULTI_STREAM_SAMPLES),
+                   "server": ScenarioInputs(bound=True, rate=True),
+                   "offline": ScenarioInputs(bound=False, rate=True)}
 def fixed_batch_allowed(fixed: int, option: str = "--max-batch") -> str:
     """What a serving test may run with a user's file whose batch axis is fixed at `fixed`,
     as its refusal says it: a Server or Offline batcher calls every batch from 1 to its max
@@ -200,12 +220,11 @@ class ServeSpec:
         int_range("samples", self.samples, *SERVE_SAMPLES_RANGE)
         int_range("seed", self.seed, *SEED_RANGE)
         int_range("max_batch", self.sut.batch_size, *SERVE_BATCH_RANGE)
-        if self.scenario in ("single-stream", "multi-stream"):
-            want = 1 if self.scenario == "single-stream" else MULTI_STREAM_SAMPLES
-            if self.sut.batch_size != want:
-                raise UserError(f"max_batch: {self.scenario} calls the model with {want} "
-                                f"sample(s) a query; allowed: {want} (the batcher's max batch "
-                                "is for server and offline)", field="max_batch")
+        want = SCENARIO_INPUTS[self.scenario].query_batch
+        if want is not None and self.sut.batch_size != want:
+            raise UserError(f"max_batch: {self.scenario} calls the model with {want} "
+                            f"sample(s) a query; allowed: {want} (the batcher's max batch "
+                            "is for server and offline)", field="max_batch")
         if self.sut.profile_steps or self.sut.replicas != 1:
             raise UserError("sut: a serving run's model is profiled and replicated by the "
                             "serving run itself; allowed: profile_steps 0, replicas 1",

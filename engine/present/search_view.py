@@ -1,7 +1,7 @@
 """What the Deploy page shows of its searches (issue 27): the max-QPS search's probes as a
 table and its cost at the bound as rows labelled measured or estimate, and the autotuner's
 Pareto front as a table and a chart (p99 against QPS, cost as colour). Pure: searches and
-figures in (engine.run.max_qps's QpsSearch, engine.run.autotune's Tuning,
+figures in (engine.run.search.max_qps's QpsSearch, engine.run.search.autotune's Tuning,
 engine.analysis.serving_cost's ServingCost), DataFrames and figures out."""
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def models_frame(rows) -> pd.DataFrame:
 
 
 def fleet_frame(results) -> pd.DataFrame:
-    """A fleet tuning's node kinds side by side (engine.run.fleet_tune.NodeTuning each):
+    """A fleet tuning's node kinds side by side (engine.run.search.fleet_tune.NodeTuning each):
     the shape, the cores its candidates fit, its winner, max QPS and p99 under the bound,
     the cost per 1 M on that shape and its basis."""
     return pd.DataFrame([(r.shape or r.label, r.cores, *_winner_cells(r.tuning))

@@ -24,7 +24,7 @@ def package_versions(packages=PACKAGES) -> list[dict]:
 
 
 def machine_line(info: dict, commit: str | None) -> str:
-    """engine.run.machine.system_info() and the project's commit, as one Markdown line."""
+    """engine.run.process.machine.system_info() and the project's commit, as one Markdown line."""
     return (f"**CPU** {info['cpu_model']} · {info['sockets']} socket(s) · **OS** "
             f"{info['platform']} · **Python** {info['python']} · **host** {info['hostname']} "
             f"· **project commit** `{commit or 'unknown'}`")

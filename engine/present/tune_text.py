@@ -1,6 +1,6 @@
 """What `python -m engine tune` says: the recommendation in one sentence with its figures,
 the default and the winner's gain over it, the Pareto front as a table, the constraints,
-and every pruned candidate with why. Pure: a Tuning (engine.run.autotune's, read by its
+and every pruned candidate with why. Pure: a Tuning (engine.run.search.autotune's, read by its
 fields) in, lines out."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _capped(c) -> bool:
 
 def _max(c) -> str:
     """A confirmation's max QPS; '≥ ' before one VALID at the highest target a probe of its
-    query count tests (engine/run/max_qps.py: its max is a lower bound)."""
+    query count tests (engine/run/search/max_qps.py: its max is a lower bound)."""
     return f"{'≥ ' * _capped(c)}{_qps(c.qps)}"
 
 
@@ -50,7 +50,7 @@ def query_count(t) -> int | None:
 
 def capped_note(t) -> str | None:
     """Confirmations VALID at the highest target a probe of the tuning's query count tests
-    (engine/run/max_qps.py): their max QPS is a lower bound, so a ranking among them is
+    (engine/run/search/max_qps.py): their max QPS is a lower bound, so a ranking among them is
     not settled; None when none was."""
     capped = [x for x in (*t.confirmed, t.default)
               if x.search is not None and getattr(x.search, "capped", False)]
@@ -143,7 +143,7 @@ def tune_lines(t, *, shape: str | None, space: str) -> list[str]:
 
 
 def fleet_lines(results, best) -> list[str]:
-    """A fleet tuning's conclusion (engine.run.fleet_tune): each node kind's recommendation
+    """A fleet tuning's conclusion (engine.run.search.fleet_tune): each node kind's recommendation
     on its own shape, the cheapest per 1 M at the bound among them, and the cheapest per
     provider. results: NodeTuning each; best: their FleetBest."""
     lines = ["every node kind (each tuned on its own cores, priced on its own shape):"]

@@ -3,7 +3,7 @@
 A scenario owns its spec type, the module whose `run_group` is the worker body, the fields
 a record of its kind carries beyond the common columns, and how the CLI describes its
 progress and results (the job request that expands into its specs lives on the parent
-side, engine/run/requests.py). The runner, the sweep driver,
+side, engine/run/jobs/requests.py). The runner, the sweep driver,
 the job queue, the worker's harness and the CLI are shared by every kind and ask the
 scenario (through engine.scenarios.scenario_of) instead of branching on the kind.
 
@@ -45,11 +45,11 @@ class Scenario:
     counts_model_stats: ClassVar[bool] = False
     # Its runs form contests (contenders side by side) that extra rounds can decide.
     decides_contests: ClassVar[bool] = False
-    # A worker with fewer threads than cores gets cores of its own (engine/run/pinning.py).
+    # A worker with fewer threads than cores gets cores of its own (engine/run/process/pinning.py).
     # Not data loading: its loader processes inherit the worker's affinity.
     pinnable: ClassVar[bool] = True
     # A spec's replicas > 1 are R workers the runner starts and times in one window
-    # (engine/run/replicas.py); serving's replicas are its worker's own processes instead.
+    # (engine/run/process/replicas.py); serving's replicas are its worker's own processes instead.
     runner_replicates: ClassVar[bool] = True
     # What the CLI's progress bar counts: "run", or "step" (read from progress events).
     progress_unit: ClassVar[str] = "run"

@@ -5,7 +5,7 @@ open (a dynamic batch) is None; a dtype it does not say is None. TorchScript, Sa
 factories declare nothing read here. The worker checks the inputs given against it before
 anything is prepared or timed (engine/worker/inference.py), and a worker started only to
 read it (Assign mode "declared", engine/worker/main.py) replies with DeclaredInputs, so the
-parent can fill or check the inputs before it launches anything (engine.run.runner.
+parent can fill or check the inputs before it launches anything (engine.run.process.runner.
 read_declared)."""
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def interference_over(windows: list[tuple[Snapshot, Snapshot]]) -> dict:
 
 def pinning() -> dict:
     """Whether the parent pinned this worker to its cores (and kept itself on the others):
-    it says so in the worker's environment (engine/run/pinning.py)."""
+    it says so in the worker's environment (engine/run/process/pinning.py)."""
     parent = os.environ.get(PARENT_CORES_ENV)
     return {"pinned": parent is not None,
             "parent_cores": [int(c) for c in parent.split(",") if c] if parent else None}

@@ -12,7 +12,7 @@ overhead is paid once per block. The block size is stored with the samples.
 
 Three ways to decide when timing ends (`gate`):
 - none (a run on its own): until the policy is met (min_time and min_iters) or a max is hit;
-- a window (a replica, engine/run/runner.py): wait, warm, for the parent's one start and end
+- a window (a replica, engine/run/process/runner.py): wait, warm, for the parent's one start and end
   on CLOCK_MONOTONIC (shared by every process of the machine), time until the end, and keep
   each sample's end time so the parent counts only what fell inside every replica's window;
 - blocks (contenders interleaved): time one block of the length the parent asks for, say

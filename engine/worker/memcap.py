@@ -4,13 +4,13 @@ Each run may add `cap` bytes of resident memory (the worker's and its children's
 LibTorch runner, DataLoader workers) over what the worker held when the run began, so a held
 worker's earlier runs are not charged to the next one. Two ways to hold it:
 
-- the worker's own memory cgroup, made by the parent (engine/run/cgroups.py): the limit is
+- the worker's own memory cgroup, made by the parent (engine/run/process/cgroups.py): the limit is
   set to the group's usage at the run's start plus the cap, and lifted after it; past it
   the kernel's OOM killer ends the worker before the machine swaps, and the parent reads
-  the group's oom_kill count to call the run "oom" (engine/run/executors.py);
+  the group's oom_kill count to call the run "oom" (engine/run/process/executors.py);
 - else a watchdog thread that reads the resident size of the worker and its children every
   WATCH_S; past the cap it writes the sizes it saw to stderr on a line of its own (MARKER,
-  which the parent's exit classification reads: engine/run/executors.py) and ends the
+  which the parent's exit classification reads: engine/run/process/executors.py) and ends the
   worker's process group (a run's C++ call cannot be interrupted any other way). It sees
   a spike shorter than WATCH_S late or not at all: the reason says the watchdog held it.
 

@@ -96,7 +96,7 @@ def build_bf16(spec: RunSpec, reference):
     variables) with the fp32 reference's weights. Keras reads the global policy when a layer
     is made, so the policy is set for the build alone and the previous one restored: no
     later model of this process is built in bf16 by accident. The runner gives bf16
-    TensorFlow runs a worker of their own as well (engine.run.together.worker_key)."""
+    TensorFlow runs a worker of their own as well (engine.run.process.together.worker_key)."""
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:

@@ -5,8 +5,8 @@ paid once per group and torch and TensorFlow never share a process. The parent e
 wall-time limit per run (killing the worker's whole process group), passes the memory cap to
 the worker (RLIMIT_AS per run), and respawns a worker for the rest of a group when one dies,
 so results already reported are kept and the next runs still run. Where a worker runs is
-the executor's business (engine/run/executors.py); turning its events into records is
-engine/run/records.py's.
+the executor's business (engine/run/process/executors.py); turning its events into records is
+engine/run/process/records.py's.
 """
 
 from __future__ import annotations
@@ -23,25 +23,24 @@ from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.inference import RunSpec
-from engine.core.model_source import DECLARING_FORMATS, ModelSource, fill_inputs
-from engine.core.protocol import (WINDOW, Armed, DeclaredInputs, Failed, InferenceResult, Ready,
-                                  Result, RunOrder, Started, Stats)
+from engine.core.protocol import WINDOW, Failed, Result, RunOrder, Started
 from engine.core.record import RunRecord
-from engine.run.drive import Pool, RunContext, Timing, Worker
-from engine.run.executors import STDERR_TAIL_BYTES, LocalProcesses
-from engine.run.records import base_fields, new_id, record_from_result
-from engine.run.replicas import combine_replicas, replica_window_s
-from engine.run.neighbour import Neighbour
-from engine.run.together import plan_together, run_together, worker_key
-from engine.run.machine import git_commit, system_info
+from engine.run.process.drive import Pool, RunContext, Timing, Worker
+from engine.run.process.executors import STDERR_TAIL_BYTES, LocalProcesses
+from engine.run.process.records import base_fields, new_id, record_from_result
+from engine.run.process.replicas import Replicas, replica_window_s, with_every_replicas_cores
+from engine.run.process.neighbour import Neighbour
+from engine.run.process.together import plan_together, run_together, worker_key
+from engine.run.process.machine import git_commit, system_info
 from engine.scenarios import scenario_of
 
-__all__ = ["Runner", "count_model_stats", "read_declared", "model_inputs",
-           "worker_groups", "replicas_cores_used"]
+__all__ = ["Runner", "worker_groups"]
 
 
 class Runner:
     """Runs a list of validated specs; calls on_record once per spec, as each one ends."""
+
+    width = 1  # the machines each spec runs on (a fleet's runner: one per node kind)
 
     def __init__(self, *, timeout_s: float = 600.0, memory_cap_bytes: int | None = None,
                  python: str = sys.executable, clock: Callable[[], float] = time.monotonic,
@@ -63,7 +62,7 @@ class Runner:
         # time); the default shares one worker per (framework, threads) group.
         self.process_per_run = process_per_run
         # interleave: a round's contenders in different workers are timed alternately in
-        # blocks (engine/run/together.py) where they can be; else one group after another.
+        # blocks (engine/run/process/together.py) where they can be; else one group after another.
         self.interleave = interleave
         self._peaks: dict = {}  # worker key -> largest resident size its runs reached
 
@@ -73,7 +72,7 @@ class Runner:
             known_stats: Callable[[RunSpec], dict | None] | None = None) -> list[RunRecord]:
         """known_stats(spec): params and FLOPs the store already holds for the spec's model
         (its scenario counts them), passed to the worker so it does not count them again.
-        on_event(notice): every worker event as it arrives (engine.run.drive.WorkerEvent),
+        on_event(notice): every worker event as it arrives (engine.run.process.drive.WorkerEvent),
         and how each round's contenders are timed (Timing)."""
         on_event = on_event or (lambda e: None)
         known_stats = known_stats or (lambda spec: None)
@@ -121,7 +120,7 @@ class Runner:
         return record
 
     def _together(self, specs, tags, record, on_event, known_stats, timing) -> list:
-        """Time what interleaves (engine/run/together.py); return the specs left for one
+        """Time what interleaves (engine/run/process/together.py); return the specs left for one
         group after another, saying why in an event and on their records."""
         if (not self.interleave or self.process_per_run or not specs
                 or not getattr(self.executor, "interleaves", False)
@@ -232,7 +231,7 @@ class Runner:
         order = RunOrder(rid, spec.to_dict(), known_stats(spec))
         ctx = RunContext()  # the run's, shared: the first replica's Ready and start
         with self._pool(on_event) as pool, contextlib.ExitStack() as neighbour:
-            job = _Replicas(rid, spec, release=lambda per_sample_ns: self.executor.release(
+            job = Replicas(rid, spec, release=lambda per_sample_ns: self.executor.release(
                 [w.handle for w in pool.workers], replica_window_s(spec.policy, per_sample_ns)))
             neighbour.enter_context(self.beside(spec, tags))
             for i in range(n):
@@ -246,7 +245,7 @@ class Runner:
                 job.failure = Failed(rid, *self.stopped(
                     outcome, f"in phase {ctx.phase}, {len(job.armed)} of {n} replicas armed"))
             pool.close(kill=job.failure is not None)
-        ctx.ready = _with_every_replicas_cores(ctx.ready, pool.workers)
+        ctx.ready = with_every_replicas_cores(ctx.ready, pool.workers)
         record(self._record(rid, spec, tags, job.ending(), ctx, pool.workers[0].handle))
 
     def stopped(self, outcome: str, where: str) -> tuple[str, str]:
@@ -260,7 +259,7 @@ class Runner:
                 worker) -> RunRecord:
         ready = ctx.ready
         # A cluster node's worker: the record names that node, its system and its checkout
-        # (engine/run/node_host.py adds them to `ready`); its tagged shape unless the
+        # (engine/run/cluster/node_host.py adds them to `ready`); its tagged shape unless the
         # caller named one. A node lost before `ready` is named by the executor.
         node = (ready.node if ready is not None else None) or {}
         if not node and getattr(worker, "node", None) is not None:
@@ -285,62 +284,6 @@ class Runner:
         return record_from_result(base, ev, spec)
 
 
-class _Replicas:
-    """What a replicated run gathers from its replicas' events (the Pool's handler): who is
-    armed, each one's result, the first failure; and the one ending they make."""
-
-    def __init__(self, rid: str, spec: RunSpec, release: Callable[[int], None]):
-        self.rid, self.spec, self.release = rid, spec, release
-        self.armed: dict[int, int] = {}  # worker index -> its sample's length
-        self.results: dict[int, InferenceResult] = {}
-        self.failure: Failed | None = None
-
-    def on(self, w: Worker, ev) -> None:
-        n = self.spec.replicas
-        label = f"replica {w.index + 1} of {n}"
-        if ev is None and w.index not in self.results:  # it exited without its result
-            status, reason, sig = w.exit()
-            self.failure = self.failure or Failed(self.rid, status, f"{label}: {reason}",
-                                                  signal=sig)
-        elif isinstance(ev, Armed):
-            self.armed[w.index] = ev.per_sample_ns or 0
-            if len(self.armed) == n:  # every replica warm: one window for all
-                self.release(max(self.armed.values()))
-        elif isinstance(ev, InferenceResult):
-            self.results[w.index] = ev
-        elif isinstance(ev, Failed):  # the digest of a user's model travels with it
-            self.failure = self.failure or replace(ev, reason=f"{label}: {ev.reason}")
-
-    def ending(self) -> Result | Failed:
-        n = self.spec.replicas
-        if self.failure is None and len(self.results) < n:
-            self.failure = Failed(self.rid, "killed", f"{n - len(self.results)} of {n} "
-                                                      "replicas ended without a result")
-        if self.failure is not None:
-            return replace(self.failure, ended_at=time.time())
-        return combine_replicas([self.results[i] for i in range(n)], self.spec.batch_size)
-
-
-def _with_every_replicas_cores(ready: Ready | None, workers: list[Worker]) -> Ready | None:
-    """The run's Ready with the physical cores of every replica, each counted once (what
-    Cost divides the summed throughput by): replicas on hardware threads of one core share
-    it, and a sum would count it twice. Not known (left out) when a replica's worker did not
-    name its cores."""
-    if ready is None:
-        return ready
-    return replace(ready, machine={**ready.machine,
-                                   "cores_used": replicas_cores_used(
-                                       [w.ready.machine if w.ready else {} for w in workers])})
-
-
-def replicas_cores_used(machines: list[dict]) -> int | None:
-    """Distinct physical cores over the replicas' machine facts (their core_ids)."""
-    ids = [m.get("core_ids") for m in machines]
-    if not ids or not all(ids):
-        return None
-    return len({c for i in ids for c in i})
-
-
 def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
     """Consecutive specs sharing a worker: same framework, thread counts and device (and
     replica: an A/A test's second copy runs in a process of its own)."""
@@ -352,54 +295,3 @@ def worker_groups(specs: list[RunSpec]) -> list[list[RunSpec]]:
         else:
             groups.append([s])
     return groups
-
-
-def count_model_stats(specs: list[RunSpec], *, on_stats: Callable[[Stats | Failed], None],
-                      timeout_s: float = 1800.0, python: str = sys.executable) -> None:
-    """Build each model in a worker (one per framework) and report params and FLOPs.
-
-    Used by `python -m engine models` to fill the catalog; nothing is timed."""
-    for group in worker_groups(specs):
-        runs = [(new_id(), s) for s in group]
-        handle = LocalProcesses(python).start([RunOrder(rid, s.to_dict()) for rid, s in runs],
-                                              group[0], None, mode="stats")
-        with Pool(clock=time.monotonic, poll_s=0.2, cancel=threading.Event()) as pool:
-            w = pool.start(handle, runs)
-            pool.renew(timeout_s)  # past it, what was counted is kept
-            pool.drive(lambda w, ev: isinstance(ev, (Stats, Failed)) and on_stats(ev),
-                       until=lambda: w.ended)
-            pool.close(kill=True)
-
-
-def read_declared(source: ModelSource, *, timeout_s: float = 120.0,
-                  python: str = sys.executable) -> DeclaredInputs:
-    """What a user's model file declares about its inputs, read by a worker started for it
-    alone (the parent never opens the file; the worker imports no framework and runs
-    nothing of it). Its inputs are None where the format declares none read, the file's
-    description could not be read, or the worker gave no answer (why says which)."""
-    spec = RunSpec(source.name, source.framework or "torch", 1, 1, user_model=source)
-    rid = new_id()
-    handle = LocalProcesses(python).start([RunOrder(rid, spec.to_dict())], spec, None,
-                                          mode="declared")
-    got: list = []
-    with Pool(clock=time.monotonic, poll_s=0.2, cancel=threading.Event()) as pool:
-        w = pool.start(handle, [(rid, spec)])
-        pool.renew(timeout_s)
-        pool.drive(lambda w, ev: isinstance(ev, (DeclaredInputs, Failed)) and got.append(ev),
-                   until=lambda: bool(got) or w.ended)
-        pool.close(kill=True)
-    if got and isinstance(got[0], DeclaredInputs):
-        return got[0]
-    why = got[0].reason if got else "the worker reading it ended without an answer"
-    return DeclaredInputs(rid, None, why)
-
-
-def model_inputs(source: ModelSource, batch_sizes, given: str | None = None, *,
-                 timeout_s: float = 120.0, **allowed) -> ModelSource:
-    """The user's model with its inputs, before anything is launched: what the file declares
-    (read by read_declared, for the formats that declare) fills them when none were given and
-    checks them when some were (engine.core.model_source.fill_inputs); UserError naming the
-    field otherwise."""
-    declared = (read_declared(source, timeout_s=timeout_s).inputs
-                if source.format in DECLARING_FORMATS and source.path else None)
-    return fill_inputs(source, declared, batch_sizes, given, **allowed)

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.run.runner import Runner
+from engine.run.process.runner import Runner
 from engine.core.errors import UserError
 from engine.core.topology import cpus_for_workers
 
@@ -25,20 +25,20 @@ __all__ = ["ClusterPlan", "cluster_plan", "FleetRunner", "ray_runner", "NodeRunn
 
 @dataclass(frozen=True)
 class ClusterPlan:
-    nodes: tuple  # engine.run.ray_cluster.Node, one per placement (or per node kind)
+    nodes: tuple  # engine.run.cluster.ray_cluster.Node, one per placement (or per node kind)
     shapes: tuple  # each node's catalog shape, resolved (None: untagged node)
 
     @property
     def cores(self) -> int:
         """The fewest CPUs among the nodes, less the one left on each to Ray's processes
-        (engine/run/node_host.py): what a spec's threads x replicas must fit."""
+        (engine/run/cluster/node_host.py): what a spec's threads x replicas must fit."""
         return min(cpus_for_workers(n.cpus) for n in self.nodes)
 
 
 def cluster_plan(address: str | None, placements: list[str] | None, fleet: bool, *,
                  resolve_shape: Callable[[str], str]) -> ClusterPlan:
     """resolve_shape(name) -> the catalog's name (UserError with close matches)."""
-    from engine.run.ray_cluster import cluster_nodes, connect, fleet_nodes, place
+    from engine.run.cluster.ray_cluster import cluster_nodes, connect, fleet_nodes, place
 
     if not address:
         raise UserError("address: --executor ray needs the cluster's head, HOST:PORT "
@@ -82,7 +82,7 @@ def cluster_plan(address: str | None, placements: list[str] | None, fleet: bool,
 def ray_runner(plan: ClusterPlan, *, timeout_s: float, memory_cap_bytes,
                cancel: threading.Event | None = None, process_per_run: bool = False):
     """A Runner on the plan's one node, or a FleetRunner over several."""
-    from engine.run.ray_cluster import RayExecutor
+    from engine.run.cluster.ray_cluster import RayExecutor
 
     cancel = cancel or threading.Event()
     runners = [Runner(timeout_s=timeout_s, memory_cap_bytes=memory_cap_bytes,

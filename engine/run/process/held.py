@@ -8,10 +8,10 @@ from typing import Callable
 from engine.core.inference import RunSpec
 from engine.core.protocol import More, RunOrder
 from engine.core.record import RunRecord
-from engine.run.drive import Pool, Worker
-from engine.run.records import new_id
-from engine.run.runner import Runner
-from engine.run.together import worker_key
+from engine.run.process.drive import Pool, Worker
+from engine.run.process.records import new_id
+from engine.run.process.runner import Runner
+from engine.run.process.together import worker_key
 
 __all__ = ["HeldWorker"]
 

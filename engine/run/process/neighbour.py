@@ -1,6 +1,6 @@
 """A controlled noisy neighbour: another process's busy thread on one core, as on a shared VM.
 
-`Neighbour` starts `python -m engine.run.neighbour` pinned to one core. "steady" keeps that
+`Neighbour` starts `python -m engine.run.process.neighbour` pinned to one core. "steady" keeps that
 core busy throughout; "onoff" is busy for a few seconds, then idle for a few, in durations
 drawn from a seeded generator (another tenant's work coming and going). The process stops by
 itself after its lifetime, and with its parent (PDEATHSIG and its stdin's end), so a crashed
@@ -55,7 +55,7 @@ class Neighbour:
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "Neighbour":
-        args = [sys.executable, "-m", "engine.run.neighbour", "--core", str(self.core),
+        args = [sys.executable, "-m", "engine.run.process.neighbour", "--core", str(self.core),
                 "--mode", self.mode, "--seed", str(self.seed), "--lifetime",
                 str(self.lifetime_s), "--busy", *map(str, self.busy_s),
                 "--idle", *map(str, self.idle_s)]

@@ -1,7 +1,8 @@
 """The jobs a user asks for, on the parent side: a request expands into a scenario's specs,
 says how many rounds it may take, builds the Runner that runs it and runs it as one stored
-sweep. The Run page and the CLI build the same request and call the same `run`; a batch
-search (engine/run/batch_search.py) is a request too.
+sweep. The Run page and the CLI build the same request and call the same `run`; a serving
+test's is engine/run/jobs/serve_request.py, and a batch search (engine/run/search/
+batch_search.py) is a request too.
 
 engine/scenarios/ describes the kinds of work and imports nothing from here.
 """
@@ -15,23 +16,19 @@ from engine.core.budget import RoundBudget, default_max_rounds
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.core.dataload import expand_load
 from engine.core.errors import UserError
-from engine.core.inference import (RunSpec, check_contention_here, expand_sweep,
-                                   left_out_splits, with_contention)
+from engine.core.inference import (check_contention_here, expand_sweep, left_out_splits,
+                                   with_contention)
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
 from engine.core.runtimes import NO_OPTIONS, RuntimeOptions
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES, default_min_queries,
-                                 MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S, ServeSpec,
-                                 check_reachable)
 from engine.core.training import expand_train
-from engine.run.runner import Runner
-from engine.scenarios import DATA_LOADING, INFERENCE, SERVING, TRAINING, Scenario
+from engine.run.process.runner import Runner
+from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING, Scenario
 
-__all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "ServeRequest",
-           "local_runner", "stored_closed_loop",
-           "EXECUTORS", "check_where"]
+__all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "local_runner",
+           "stored_closed_loop", "EXECUTORS", "check_where", "models_label"]
 
 
 def local_runner(*, timeout_s: float, memory_cap_bytes: int | None, db,
@@ -51,7 +48,7 @@ def stored_closed_loop(db, suts) -> float | None:
     None: none stored, or no database yet."""
     from pathlib import Path
 
-    from engine.run.machine import system_info
+    from engine.run.process.machine import system_info
     from store.db import open_db
     from store.queries import closed_loop_best
 
@@ -71,6 +68,10 @@ class Request:
     dataclasses with `rounds` and `seed` fields. Subclasses implement _expand()."""
 
     scenario: ClassVar[Scenario]
+    # Where the job runs: this machine. A request that may run on the Ray cluster has a
+    # field of this name instead ("local" or "ray": SweepRequest, TuneRequest), which the
+    # job queue reads to build its runner there.
+    executor = "local"
 
     def expand(self) -> tuple[list, list[str]]:
         """(specs, skipped): what runs, validated, and a line for each combination that
@@ -101,7 +102,7 @@ class Request:
         return type(other) is type(self) and replace(self, seed=None) == replace(other, seed=None)
 
     def runner(self, *, db, shape: str | None = None, **options) -> Runner:
-        """This machine's Runner for the request (a cluster's: engine/run/cluster.py)."""
+        """This machine's Runner for the request (a cluster's: engine/run/cluster/join.py)."""
         return local_runner(timeout_s=self.timeout_s, memory_cap_bytes=self.memory_cap_bytes,
                             db=db, shape=shape, **options)
 
@@ -111,9 +112,9 @@ class Request:
         """Run the job's specs as one stored sweep; returns its conclusion: why no further
         round ran ("stopped: every contest decided after 4 rounds"; empty when cancelled).
         Its figures are its stored runs. A search overrides this. on_plan(step) before each
-        round (engine.run.sweep.RoundPlan); on_stop(why) as the sweep stops; command: what
+        round (engine.run.jobs.sweep.RoundPlan); on_stop(why) as the sweep stops; command: what
         launched it, kept with the sweep."""
-        from engine.run.sweep import run_sweep  # sweep -> runner -> ...: not at import time
+        from engine.run.jobs.sweep import run_sweep  # sweep -> runner -> ...: not at import time
 
         stopped = []
 
@@ -127,9 +128,12 @@ class Request:
 
     def label(self) -> str:
         """A short description of the job for the queue on the Run page."""
-        models = ", ".join(getattr(self, "models", ()))
-        frameworks = ", ".join(getattr(self, "frameworks", ()))
-        return f"{models} × {frameworks}"
+        raise NotImplementedError
+
+
+def models_label(models, frameworks) -> str:
+    """'resnet18, mobilenet_v3_small × torch': a sweep's label, its models by frameworks."""
+    return f"{', '.join(models)} × {', '.join(frameworks)}"
 
 
 EXECUTORS = ("local", "ray")
@@ -186,7 +190,7 @@ class SweepRequest(Request):
     # (RunSpec.replica), after the originals so each worker's group stays contiguous
     aa_test: bool = False
     # where it runs, issue 15: "local" (this machine) or "ray" (the cluster at
-    # $BENCH_RAY_ADDRESS, engine/run/cluster.py) on the nodes `placements` name, each
+    # $BENCH_RAY_ADDRESS, engine/run/cluster/join.py) on the nodes `placements` name, each
     # shape=NAME or node=ID; none: one node of every kind (a fleet sweep)
     executor: str = "local"
     placements: tuple[str, ...] = ()
@@ -235,7 +239,7 @@ class SweepRequest(Request):
 
     def label(self) -> str:
         where = self.where()
-        return super().label() + (f", {where}" if where else "")
+        return models_label(self.models, self.frameworks) + (f", {where}" if where else "")
 
     @classmethod
     def covering(cls, configs: list[dict]) -> list["SweepRequest"]:
@@ -282,6 +286,9 @@ class TrainRequest(Request):
     timeout_s: float = 3600.0
     memory_cap_bytes: int | None = None
 
+    def label(self) -> str:
+        return models_label(self.models, self.frameworks)
+
     def _expand(self):
         return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
                             list(self.threads), runtimes=list(self.runtimes) or None,
@@ -324,89 +331,3 @@ class LoadRequest(Request):
     def label(self) -> str:
         return (f"{', '.join(self.formats)} × {', '.join(self.decoders)} × "
                 f"{', '.join(self.pipelines)}")
-
-
-# A serving run's wall-time limit beyond its LoadGen test's minimum duration: the model's
-# load, the warm-up of every batch size and LoadGen's drain of late queries.
-SERVE_TIMEOUT_MARGIN_S = 600.0
-
-
-@dataclass(frozen=True)
-class ServeRequest(Request):
-    """Serving runs (engine.core.serving.ServeSpec): one LoadGen test per scenario, each a
-    stored row, against one model and runtime."""
-
-    scenario = SERVING
-
-    scenarios: tuple[str, ...]
-    model: str
-    framework: str
-    runtime: str | None = None
-    threads: int = 1
-    inter_threads: int = 1
-    image_size: int | None = None
-    precision: str = "fp32"
-    device: str = "cpu"
-    weight_policy: str = "bn_calibrated"
-    user_model: ModelSource | None = None
-    max_batch: int = 1  # Server's dynamic batcher and Offline's calls
-    target_qps: float | None = None
-    bound_ms: float | None = None
-    max_wait_ms: float = 0.0
-    min_duration_s: float | None = None  # None: LoadGen's 10 s, or the official 600 s
-    min_query_count: int | None = None  # None: the scenario's (default_min_queries)
-    official: bool = False
-    samples: int = DEFAULT_SAMPLES
-    replicas: int = 1
-    loadgen_seed: int = 0
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float | None = None  # None: the test's duration plus SERVE_TIMEOUT_MARGIN_S
-    memory_cap_bytes: int | None = None
-    # what threads x replicas must fit: None, this machine's logical cores; a tuning on a
-    # cluster's node kinds validates each node's candidates against that node's
-    cores: int | None = None
-
-    def duration_s(self) -> float:
-        if self.min_duration_s is not None:
-            return self.min_duration_s
-        return OFFICIAL_MIN_DURATION_S if self.official else DEFAULT_MIN_DURATION_S
-
-    def _expand(self):
-        require_values(scenario=self.scenarios)
-        specs = []
-        for name in self.scenarios:
-            batch = (1 if name == "single-stream" else MULTI_STREAM_SAMPLES
-                     if name == "multi-stream" else self.max_batch)
-            sut = RunSpec(self.model, self.framework, batch, self.threads,
-                          inter_threads=self.inter_threads, precision=self.precision,
-                          image_size=self.image_size, device=self.device,
-                          weight_policy=self.weight_policy, runtime=self.runtime,
-                          user_model=self.user_model)
-            specs.append(ServeSpec(
-                sut, name, min_duration_s=self.duration_s(),
-                min_query_count=(default_min_queries(name) if self.min_query_count is None
-                                 else self.min_query_count),
-                target_qps=self.target_qps if name in ("server", "offline") else None,
-                bound_ms=self.bound_ms if name in ("server", "single-stream") else None,
-                max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
-                seed=self.loadgen_seed, official=self.official).validate(self.cores))
-        return specs, []
-
-    def check_stored(self, specs: list, *, db) -> None:
-        """A Server target over 10x the store's closed loop of its SUT on this machine
-        (engine.core.serving.check_reachable): the Deploy form checks it as it is drawn,
-        this again when the test is submitted or the CLI runs it."""
-        for spec in specs:
-            if spec.scenario == "server":
-                check_reachable(spec.target_qps,
-                                stored_closed_loop(db, [(spec.sut, spec.batch_size)]),
-                                spec.replicas)
-
-    def runner(self, *, db, shape: str | None = None, **options) -> Runner:
-        timeout = self.timeout_s or self.duration_s() + SERVE_TIMEOUT_MARGIN_S
-        return local_runner(timeout_s=timeout, memory_cap_bytes=self.memory_cap_bytes,
-                            db=db, shape=shape, **options)
-
-    def label(self) -> str:
-        return f"serve {', '.join(self.scenarios)}: {self.model} {self.framework}"

@@ -1,6 +1,6 @@
 """The parent's side of a worker group, run on a cluster node (a Ray actor's body).
 
-The driver (engine/run/ray_cluster.py) places one NodeHost per node; it starts the same
+The driver (engine/run/cluster/ray_cluster.py) places one NodeHost per node; it starts the same
 `python -m engine.worker` subprocess a local run starts, with the same thread environment
 and pinning, but on the node's cores, and hands the worker's protocol lines back when the
 driver polls. It imports no framework and writes no database: the driver alone stores.
@@ -20,8 +20,8 @@ from types import SimpleNamespace
 
 from engine.core.protocol import Go, ProtocolError, Ready, RunOrder, decode, encode
 from engine.core.topology import leave_one_core, read_topology
-from engine.run import pinning
-from engine.run.executors import WorkerProcess, thread_env, window_times
+from engine.run.process import pinning
+from engine.run.process.executors import WorkerProcess, thread_env, window_times
 
 __all__ = ["NodeHost", "SHAPE_PREFIX", "node_shape"]
 
@@ -39,7 +39,7 @@ class NodeHost:
     """Worker subprocesses of this node, by the driver's key (one per group or replica)."""
 
     def __init__(self, node_id: str, shape: str | None):
-        from engine.run.machine import git_commit, system_info  # psutil only, no framework
+        from engine.run.process.machine import git_commit, system_info  # psutil only, no framework
 
         self.node_id, self.shape = node_id, shape
         self.workers: dict[str, WorkerProcess] = {}
@@ -74,7 +74,7 @@ class NodeHost:
         if key in self.ended:  # killed or closed before this call arrived (a threaded
             return             # actor does not keep call order)
         if memory_cap_bytes is None:  # the driver's RAM says nothing of this node's
-            from engine.run.machine import default_memory_cap
+            from engine.run.process.machine import default_memory_cap
             memory_cap_bytes = default_memory_cap()
         if slots is not None:
             pins = (tuple(self.cores[i] for i in slots), tuple(self.cores))

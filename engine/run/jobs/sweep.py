@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from engine.analysis.compare import aggregate, contender_name, contests, undecided
 from engine.analysis.sequential import EQUIVALENT, WINNER, VerdictRule
-from engine.run.records import FLOP_FRAMEWORK, new_id, one_flop_count
-from engine.run.rounds import plan_rounds
-from engine.run.runner import Runner
-from engine.run.machine import system_info
+from engine.run.process.records import FLOP_FRAMEWORK, new_id, one_flop_count
+from engine.run.jobs.rounds import plan_rounds
+from engine.run.process.runner import Runner
+from engine.run.process.machine import system_info
 from engine.scenarios import scenario_of
 from engine.core.budget import RoundBudget, round_floor_s
 from engine.core.inference import RunSpec

@@ -10,14 +10,15 @@ candidate, a stop rule in one place (`autotune`, a pure function of its probes' 
    a candidate whose probe failed, whose closed-loop p99 at its batch already exceeds the
    bound, or whose figure (samples/s, or cost per 1 M flat out) is worse than the best
    candidate's by more than PRUNE_FACTOR is pruned with that reason;
-2. confirm the survivors, best first, with the max-QPS search (engine/run/max_qps.py):
+2. confirm the survivors, best first, with the max-QPS search (engine/run/search/max_qps.py):
    at least the top TOP_N;
 3. go on to the next survivor only while the last STOP_STEPS confirmations gained at least
    `margin` on the best so far.
 
 The default configuration (the reference runtime, batch 1, every thread, one replica) is
 confirmed too, so the report can say how much better the winner is. `stored_autotune`
-drives it on real runs, every probe stored under one sweep.
+(engine/run/search/autotune_runs.py) drives it on real runs, every probe stored under one
+sweep.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from typing import Callable
 from engine.analysis.pareto import pareto_front
 from engine.core.errors import UserError
 from engine.core.limits import MARGIN_RANGE, SERVE_BOUND_MS_RANGE, choice, float_range
-from engine.run.max_qps import QpsSearch, loadgen_p99_ms
+from engine.run.search.max_qps import QpsSearch, loadgen_p99_ms
 
 __all__ = ["Candidate", "ClosedFigure", "Confirmed", "Tuning", "autotune", "check_tune",
-           "closed_by_sut", "stored_figures", "OBJECTIVES", "TOP_N", "PRUNE_FACTOR",
-           "STOP_STEPS", "DEFAULT_TUNE_MARGIN"]
+           "closed_by_sut", "OBJECTIVES", "TOP_N", "PRUNE_FACTOR", "STOP_STEPS",
+           "DEFAULT_TUNE_MARGIN"]
 
 OBJECTIVES = ("qps", "cost")
 # Closed-loop figures of two processes here differ by up to 40 % run to run (see
@@ -298,7 +299,7 @@ def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
     """autotune's closed_probe: a candidate's figure is its closed-loop configuration's
     (Candidate.closed_loop), the store's when `known` (that configuration -> a
     store.queries.closed_loop_known row) holds one, else probe(c), once per configuration.
-    The tuner and its replay (engine/run/serving_jobs.replay_tune) both read their figures
+    The tuner and its replay (engine/run/search/replays.replay_tune) both read their figures
     through this, from the same known rows and the same first probe, so the replay sees
     the figure the tuner used."""
     seen = {k: ClosedFigure.stored(row) for k, row in known.items()}
@@ -309,141 +310,3 @@ def closed_by_sut(known: dict, probe: Callable[[Candidate], ClosedFigure]
             seen[key] = probe(c)
         return seen[key]
     return closed_probe
-
-
-def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas: int = 1,
-         user_model=None, cores: int | None = None):
-    """A candidate's model as inference runs it: one replica (a Server test's SUT), or the
-    candidate's replicas (its closed loop: R workers in one window); a catalog model, or
-    the user's file (user_model, a ModelSource)."""
-    from engine.core.inference import RunSpec
-
-    return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
-                   image_size=image_size, runtime=c.runtime, replicas=replicas,
-                   user_model=user_model,
-                   **({"policy": policy} if policy else {})).validate(cores)
-
-
-def stored_figures(db, candidates: list[Candidate], *, model: str,
-                   image_size: int | None) -> dict[Candidate, dict]:
-    """The store's closed-loop figure on this machine for each candidate's closed-loop
-    configuration that has one (store.queries.closed_loop_known: the latest ok run), read
-    once, before a tuning's sweep opens: what the tuner uses instead of a probe, and what a
-    dashboard tuning records in its sweep's command for the replay."""
-    from pathlib import Path
-
-    from engine.run.machine import system_info
-    from store.db import open_db
-    from store.queries import closed_loop_known
-
-    if str(db) == ":memory:" or not Path(db).exists():
-        return {}
-    system_id = system_info()["system_id"]
-    configurations = list(dict.fromkeys(c.closed_loop() for c in candidates))
-    # Read-write, as the dashboard's own handle is: DuckDB refuses a read-only connection
-    # to a file this process already holds read-write (a dashboard job reads from there).
-    with open_db(db) as con:
-        rows = {c: closed_loop_known(con, _sut(model, image_size, c, replicas=c.replicas),
-                                     system_id) for c in configurations}
-    return {c: row for c, row in rows.items() if row is not None}
-
-
-def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: str,
-                    image_size: int | None, bound_ms: float, objective: str, margin: float,
-                    db, runner, command, probe_policy, serve: dict, price,
-                    max_probes: int, precision: float, start_qps: float | None = None,
-                    known: dict[Candidate, dict] | None = None, user_model=None,
-                    cores: int | None = None, here: bool = True, top_n: int = TOP_N,
-                    prune_factor: float = PRUNE_FACTOR,
-                    on_start: Callable[[str], None] = lambda sweep_id: None,
-                    on_stored: Callable = lambda rec: None,
-                    on_queries: Callable = lambda choice: None) -> tuple[str, Tuning]:
-    """autotune on real runs on this machine, every probe stored under one sweep: a closed-
-    loop probe is an inference run with probe_policy, once per closed-loop configuration,
-    skipped when the store already held that configuration on this machine as the sweep
-    opened (known: stored_figures', read here when not given), a confirmation is
-    stored_max_qps_search's probes (LoadGen Server tests with serve's settings: samples,
-    seed, query_count, one for every candidate; None: chosen from the fastest survivor's
-    closed loop before the first confirmation, with room under the slowest, query_choice.py;
-    command(choice) restates the sweep's command with it, on_queries(choice) hears it),
-    starting at start_qps when given, else at the candidate's closed-loop samples/s. Every
-    spec is validated, and a start_qps over 10x the fastest stored closed loop of the
-    candidates refused, before the sweep opens. A user's model file (user_model) is probed
-    afresh: the store's figures of a name are not of its bytes. cores: what threads x
-    replicas must fit (a cluster node's; None: this machine's); here: False on a cluster
-    node, where this machine's stored figures say nothing (probed afresh, and no start rate
-    judged by them)."""
-    from engine.core.serving import ServeSpec, check_reachable
-    from engine.run.max_qps import (check_first_target, find_max_qps, first_choice,
-                                    held_worker, probe_qps_range)
-    from engine.run.query_choice import DEFAULT_SEARCH_QUERIES, choose_query_count
-    from engine.run.requests import stored_closed_loop
-    from engine.run.sweep import open_sweep
-
-    def sut(c: Candidate, policy=None, replicas: int = 1):
-        return _sut(model, image_size, c, policy, replicas, user_model, cores)
-
-    # the count given, or chosen from a start rate given, or (None) from the fastest
-    # survivor's closed loop once the candidates are pruned: one count for every
-    # confirmation, so that every candidate is held to one early-stopping strictness
-    chosen = [first_choice(start_qps, serve["query_count"], bound_ms)]
-
-    def server(c: Candidate, q: float) -> ServeSpec:
-        n = chosen[0].query_count if chosen[0] else DEFAULT_SEARCH_QUERIES  # checks: any
-        return ServeSpec(sut(c), "server", replicas=c.replicas, query_count=n,
-                         target_qps=q, bound_ms=bound_ms, max_wait_ms=c.max_wait_ms,
-                         samples=serve["samples"], seed=serve["seed"]).validate(cores)
-
-    check_first_target(start_qps, serve["query_count"], bound_ms, "start_qps")
-    for c in [*candidates, default]:  # every value refused before anything runs
-        sut(c, probe_policy, c.replicas), server(c, 1.0)
-    fresh = user_model is not None or not here  # the store's figures are not this SUT's
-    if start_qps is not None and not fresh:  # a rate no candidate could serve
-        check_reachable(start_qps, stored_closed_loop(
-            db, [(sut(c), c.max_batch) for c in candidates]),
-            max(c.replicas for c in candidates), field="start_qps",
-            of="the fastest candidate stored")
-    if known is None:
-        known = ({} if fresh else
-                 stored_figures(db, [*candidates, default], model=model, image_size=image_size))
-    say = command if callable(command) else (lambda choice: command)
-    sweep = open_sweep(db, command=say(chosen[0]), on_stored=on_stored)
-    on_start(sweep.sweep_id)
-
-    def choose_queries(rates: list[float]):
-        if chosen[0] is None:  # chosen now, before the first confirmation, and recorded
-            chosen[0] = choose_query_count(
-                max(rates), bound_ms, lowest_qps=min(rates),
-                source="the fastest candidate's closed-loop samples/s")
-            sweep.restate(say(chosen[0]))
-        on_queries(chosen[0])
-        return chosen[0]
-
-    def run(spec):
-        [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
-                           known_stats=sweep.known_stats)
-        return rec
-
-    # R replicas' closed loop: R workers of the candidate's threads timed in one window,
-    # their throughput summed (engine/run/replicas.py)
-    closed_probe = closed_by_sut(known, lambda c: ClosedFigure.of(
-        run(sut(c, probe_policy, c.replicas))))
-
-    def qps_search(c: Candidate, start: float) -> QpsSearch:
-        n = chosen[0].query_count
-        lo, hi = probe_qps_range(n, bound_ms)
-        start = min(max(start_qps or start, lo), hi)
-        with held_worker(runner) as via:  # the candidate's probes in one warm worker
-            def probe(q: float):
-                [rec] = via.run([server(c, q)], on_record=sweep.store,
-                                sweep_id=sweep.sweep_id, known_stats=sweep.known_stats)
-                return rec
-            return replace(find_max_qps(probe, start_qps=start, precision=precision,
-                                        max_probes=max_probes, query_count=n,
-                                        bound_ms=bound_ms), queries=chosen[0])
-
-    return sweep.sweep_id, autotune(candidates, default=default, closed_probe=closed_probe,
-                                    qps_search=qps_search, price=price, bound_ms=bound_ms,
-                                    objective=objective, margin=margin, top_n=top_n,
-                                    prune_factor=prune_factor, choose_queries=choose_queries)
-

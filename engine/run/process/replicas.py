@@ -1,20 +1,27 @@
 """Replicas in one window: how long the window is, and what counts in it.
 
 R replicas of one spec are released together into one window on the machine's monotonic
-clock (engine.run.executors.window_times), the window long enough for the slowest
+clock (engine.run.process.executors.window_times), the window long enough for the slowest
 replica's min_iters. Each reports its samples with their end times; the machine's
 throughput is summed only over the window every replica covered, a sample cut by an edge
 counting by the share of it inside, so no replica's early start or late end, timed while
-the others had stopped, flatters the sum.
+the others had stopped, flatters the sum. `Replicas` gathers the replicas' events while the
+Runner drives them (who is armed, each result, the first failure) and makes their one
+ending; the run's cores are every replica's, each physical core counted once.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
+from typing import Callable
 
-from engine.core.protocol import InferenceResult
+from engine.core.inference import RunSpec
+from engine.core.protocol import Armed, Failed, InferenceResult, Ready, Result
+from engine.run.process.drive import Worker
 
-__all__ = ["replica_window_s", "combine_replicas", "WINDOW_SKEW_FLAG"]
+__all__ = ["replica_window_s", "combine_replicas", "WINDOW_SKEW_FLAG", "Replicas",
+           "with_every_replicas_cores", "replicas_cores_used"]
 
 
 def replica_window_s(policy, per_sample_ns: int) -> float:
@@ -94,3 +101,59 @@ def _over_common_window(results: list[InferenceResult], batch_size: int) -> dict
                         f"above {WINDOW_SKEW_FLAG:.0%}): the summed throughput counts only "
                         "the common window",)
     return out
+
+
+class Replicas:
+    """What a replicated run gathers from its replicas' events (the Pool's handler): who is
+    armed, each one's result, the first failure; and the one ending they make."""
+
+    def __init__(self, rid: str, spec: RunSpec, release: Callable[[int], None]):
+        self.rid, self.spec, self.release = rid, spec, release
+        self.armed: dict[int, int] = {}  # worker index -> its sample's length
+        self.results: dict[int, InferenceResult] = {}
+        self.failure: Failed | None = None
+
+    def on(self, w: Worker, ev) -> None:
+        n = self.spec.replicas
+        label = f"replica {w.index + 1} of {n}"
+        if ev is None and w.index not in self.results:  # it exited without its result
+            status, reason, sig = w.exit()
+            self.failure = self.failure or Failed(self.rid, status, f"{label}: {reason}",
+                                                  signal=sig)
+        elif isinstance(ev, Armed):
+            self.armed[w.index] = ev.per_sample_ns or 0
+            if len(self.armed) == n:  # every replica warm: one window for all
+                self.release(max(self.armed.values()))
+        elif isinstance(ev, InferenceResult):
+            self.results[w.index] = ev
+        elif isinstance(ev, Failed):  # the digest of a user's model travels with it
+            self.failure = self.failure or replace(ev, reason=f"{label}: {ev.reason}")
+
+    def ending(self) -> Result | Failed:
+        n = self.spec.replicas
+        if self.failure is None and len(self.results) < n:
+            self.failure = Failed(self.rid, "killed", f"{n - len(self.results)} of {n} "
+                                                      "replicas ended without a result")
+        if self.failure is not None:
+            return replace(self.failure, ended_at=time.time())
+        return combine_replicas([self.results[i] for i in range(n)], self.spec.batch_size)
+
+
+def with_every_replicas_cores(ready: Ready | None, workers: list[Worker]) -> Ready | None:
+    """The run's Ready with the physical cores of every replica, each counted once (what
+    Cost divides the summed throughput by): replicas on hardware threads of one core share
+    it, and a sum would count it twice. Not known (left out) when a replica's worker did not
+    name its cores."""
+    if ready is None:
+        return ready
+    return replace(ready, machine={**ready.machine,
+                                   "cores_used": replicas_cores_used(
+                                       [w.ready.machine if w.ready else {} for w in workers])})
+
+
+def replicas_cores_used(machines: list[dict]) -> int | None:
+    """Distinct physical cores over the replicas' machine facts (their core_ids)."""
+    ids = [m.get("core_ids") for m in machines]
+    if not ids or not all(ids):
+        return None
+    return len({c for i in ids for c in i})

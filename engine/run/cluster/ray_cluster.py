@@ -5,7 +5,7 @@ answers on); `cluster_nodes()` lists its live nodes with their CPUs and shapes (
 which catalog shape it is with a custom resource "shape:<name>"); `place(text, nodes)`
 picks the node a `--placement shape=NAME` or `node=ID` names, or refuses with what the
 cluster has. A RayExecutor then implements LocalProcesses' `start` on that node: one
-NodeHost actor (engine/run/node_host.py) starts the same worker subprocess there, and a
+NodeHost actor (engine/run/cluster/node_host.py) starts the same worker subprocess there, and a
 thread here polls its protocol lines and decodes them into the handle's `events` (so a
 node of another checkout is told by its protocol version), and the Runner drives a remote
 worker exactly as a local one. Only this process writes the database.
@@ -25,9 +25,9 @@ import time
 from dataclasses import dataclass
 
 from engine.core.protocol import Command, RunOrder, encode
-from engine.run import pinning
-from engine.run.executors import classify_exit, read_line
-from engine.run.node_host import SHAPE_PREFIX, NodeHost, node_shape
+from engine.run.process import pinning
+from engine.run.process.executors import classify_exit, read_line
+from engine.run.cluster.node_host import SHAPE_PREFIX, NodeHost, node_shape
 from engine.scenarios import scenario_of
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.core.errors import UserError
@@ -202,7 +202,7 @@ class RayExecutor:
         # set above them (--num-cpus, a cpuset), and replica slots index the real ones.
         try:
             facts = ray.get(self.host.facts.remote(), timeout=POLL_DEADLINE_S)
-            # one of the node's cores is left to Ray's processes (engine/run/node_host.py)
+            # one of the node's cores is left to Ray's processes (engine/run/cluster/node_host.py)
             self.cores = min(cpus_for_workers(node.cpus), facts["cores"])
             # The node's topology by position: replicas get whole cores of their own.
             self.topology = {i: tuple(pc) for i, pc in enumerate(facts.get("topology") or [])

@@ -1,6 +1,6 @@
 """The machine's ceilings, parent side (issue 28 part 1): one worker of Assign mode CALIBRATE
 per thread count, pinned and threaded as an inference run of that many threads is
-(engine/run/executors.py), its Calibrated stored per machine and thread count
+(engine/run/process/executors.py), its Calibrated stored per machine and thread count
 (store/calibrations.py). `python -m engine calibrate` and the Run page's job both call
 `run_calibrations`; `CalibrateRequest` is the job the dashboard's queue runs."""
 
@@ -18,11 +18,11 @@ from engine.core.errors import UserError
 from engine.core.inference import RunSpec
 from engine.core.limits import logical_cores
 from engine.core.protocol import CALIBRATE, Calibrated, Failed, RunOrder
-from engine.run.records import new_id
-from engine.run.drive import Pool
-from engine.run.executors import LocalProcesses
-from engine.run.machine import git_commit, system_info
-from engine.run.requests import Request
+from engine.run.process.records import new_id
+from engine.run.process.drive import Pool
+from engine.run.process.executors import LocalProcesses
+from engine.run.process.machine import git_commit, system_info
+from engine.run.jobs.requests import Request
 from engine.scenarios import INFERENCE
 
 __all__ = ["calibrate", "run_calibrations", "calibration_line", "CalibrateRequest",
@@ -99,6 +99,7 @@ class _Calibrating:
 
     executor: LocalProcesses
     cancel: threading.Event | None
+    width = 1  # one machine, as a Runner's
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """The Deploy page's searches as dashboard jobs (issue 27): the max-QPS search of one Server
 configuration and the autotuner, each a request in the style of BatchSearchRequest that
-wraps the stored search the CLI runs (engine/run/max_qps.py's stored_max_qps_search,
-engine/run/autotune.py's stored_autotune), so there is one search, not a second one.
+wraps the stored search the CLI runs (engine/run/search/max_qps.py's stored_max_qps_search,
+engine/run/search/autotune_runs.py's stored_autotune), so there is one search, not a
+second one.
 
 A job's sweep carries its request in its command (MAX_QPS_COMMAND or TUNE_COMMAND, then the
 request's fields as JSON; a query count chosen from the search's estimate is restated there
 before the first Server probe), so what it found is read back from the store by replaying
-the pure search over the stored probes (engine/run/search_replay.py, whose names are
-re-exported here): any reader of the database, viewer mode included, sees the same
-conclusion the job printed.
+the pure search over the stored probes (engine/run/search/replays.py): any reader of the
+database, viewer mode included, sees the same conclusion the job printed.
 """
 
 from __future__ import annotations
@@ -23,17 +23,18 @@ from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SERVE_BATCH_RANGE,
                                 choice, float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
-from engine.run.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure, check_tune,
-                                 stored_figures)
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
-                                check_first_target, search_timeout_s, stored_max_qps_search)
-from engine.run.requests import ServeRequest, check_where, local_runner
-from engine.run.search_replay import (MAX_QPS_COMMAND, TUNE_COMMAND, replay_tune,
-                                      request_fields, search_limits, stored_probe)
+from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, Candidate, ClosedFigure,
+                                        check_tune)
+from engine.run.search.autotune_runs import stored_figures
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
+                                       check_first_target, search_timeout_s,
+                                       stored_max_qps_search)
+from engine.run.jobs.requests import check_where, local_runner
+from engine.run.jobs.serve_request import ServeRequest
+from engine.run.search.replays import MAX_QPS_COMMAND, TUNE_COMMAND
 
-__all__ = ["MaxQpsRequest", "TuneRequest", "MAX_QPS_COMMAND", "TUNE_COMMAND",
-           "request_fields", "search_limits", "stored_probe", "replay_tune", "TUNE_TEST_S",
-           "TUNE_PROBE_S"]
+__all__ = ["MaxQpsRequest", "TuneRequest", "TUNE_TEST_S", "TUNE_PROBE_S", "tune_price",
+           "stored_autotune_job"]
 
 # As `python -m engine tune`: a closed-loop probe only ranks (1 s); a Server test of a
 # confirmation runs the search's fixed query count (search_queries), whatever its rate, so
@@ -107,6 +108,8 @@ class MaxQpsRequest(_Search):
     def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
             on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
             command: str | None = None) -> str:
+        from engine.present.search_text import qps_conclusion
+
         count = [1]
 
         def event(ev):  # progress names the probe
@@ -122,7 +125,7 @@ class MaxQpsRequest(_Search):
             query_count=self.search_queries,
             on_start=on_start, on_stored=stored, on_event=event)
         on_stop(res.stop_reason)
-        return f"{res.summary(self.bound_ms)}; stopped: {res.stop_reason}"
+        return qps_conclusion(res, self.bound_ms)
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,10 @@ class TuneRequest(_Search):
     machine_shape: str | None = None  # this machine's (a cluster: each node's own shape)
     margin: float = DEFAULT_TUNE_MARGIN
     # where (issue 15): "local", or "ray" on the node kinds `placements` name (none: every
-    # kind), the same search on each at once (engine/run/fleet_tune.py)
+    # kind), the same search on each at once (engine/run/search/fleet_tune.py)
     executor: str = "local"
     placements: tuple[str, ...] = ()
-    # a Server test's limit, which a cluster job's runner is built with (engine/run/cluster)
+    # a Server test's limit, which a cluster job's runner is built with (engine/run/cluster/join)
     timeout_s: float | None = search_timeout_s(TUNE_TEST_S)
     # each max-QPS search's first target (None: the candidate's closed-loop samples/s), as
     # tune's --start-qps: a model of microseconds would start LoadGen at millions of QPS
@@ -242,10 +245,10 @@ class TuneRequest(_Search):
     def run(self, specs, *, db, runner, seed: int, on_start, on_stored, on_event,
             on_plan=lambda step: None, on_stop: Callable[[str], None] = lambda why: None,
             command: str | None = None) -> str:
-        from engine.present.tune_text import recommendation
+        from engine.present.search_text import tune_conclusion
 
         if len(self.tuned_models()) > 1:  # each model alone, in turn, under one group
-            from engine.run.records import new_id
+            from engine.run.process.records import new_id
 
             group = self.group or new_id()
             return "; ".join(
@@ -259,18 +262,17 @@ class TuneRequest(_Search):
             _, t = stored_autotune_job(self, db=db, runner=runner, on_start=on_start,
                                        on_stored=on_stored, price=price)
             on_stop(t.stop_reason)
-            gain = f"; {t.gain_pct:,.1f}% over the default" if t.gain_pct is not None else ""
-            return f"{recommendation(t, self.machine_shape)}{gain}; stopped: {t.stop_reason}"
+            return tune_conclusion(t, self.machine_shape)
         return self._run_fleet(db=db, runner=runner, on_start=on_start, on_stored=on_stored,
                                on_stop=on_stop)
 
     def _run_fleet(self, *, db, runner, on_start, on_stored, on_stop) -> str:
-        """The same tuning on each node kind at once (engine/run/fleet_tune.py), each in a
+        """The same tuning on each node kind at once (engine/run/search/fleet_tune.py), each in a
         sweep of its own that names the fleet, its node's shape and cores."""
         from engine.present.tune_text import fleet_conclusion
-        from engine.run.fleet import node_runners
-        from engine.run.fleet_tune import fleet_autotune, fleet_best
-        from engine.run.records import new_id
+        from engine.run.cluster.fleet import node_runners
+        from engine.run.search.fleet_tune import fleet_autotune, fleet_best
+        from engine.run.process.records import new_id
 
         fleet = new_id()
         catalog = _catalog(db)
@@ -297,7 +299,7 @@ def stored_autotune_job(req: TuneRequest, *, db, runner, on_start, on_stored, pr
     """One tuning of the request: on this machine, or on one node kind of a fleet (node:
     its fleet id, shape and cores), where the store's figures of this machine say nothing
     and every candidate is probed."""
-    from engine.run.autotune import stored_autotune
+    from engine.run.search.autotune_runs import stored_autotune
 
     policy = MeasurementPolicy(min_time_s=TUNE_PROBE_S, max_time_s=5.0,
                                warmup_max_s=TUNE_PROBE_S)

@@ -90,5 +90,5 @@ def system_info() -> dict:
 
 def default_memory_cap() -> int:
     """The resident memory a run may add to its worker when none is given: 75 % of this
-    machine's memory (a cluster node computes its own, engine/run/node_host.py)."""
+    machine's memory (a cluster node computes its own, engine/run/cluster/node_host.py)."""
     return int(psutil.virtual_memory().total * 0.75)

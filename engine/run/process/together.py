@@ -30,8 +30,8 @@ from engine.analysis.compare import contender_name
 from engine.core.catalog import CPP_RUNNER_RUNTIMES
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, InferenceResult, Result,
                                   RunNext, RunOrder, Stop, TimeBlock)
-from engine.run.drive import Pool, Timing, Worker
-from engine.run.records import FLOP_FRAMEWORK, new_id
+from engine.run.process.drive import Pool, Timing, Worker
+from engine.run.process.records import FLOP_FRAMEWORK, new_id
 from engine.scenarios import scenario_of
 
 __all__ = ["TogetherPlan", "plan_together", "run_together", "worker_key", "timing_line",
@@ -73,7 +73,7 @@ def interleavable(spec) -> str:
 
 
 def worker_key(s) -> tuple:
-    """The worker group a spec (or its record) runs in, as engine.run.runner groups them."""
+    """The worker group a spec (or its record) runs in, as engine.run.process.runner groups them."""
     replica = getattr(s, "replica", None)
     if replica is None:  # a record keeps an A/A copy's number in its extra
         replica = (getattr(s, "extra", None) or {}).get("replica", 0)
@@ -180,7 +180,7 @@ def run_together(runner, plan: TogetherPlan, tags: dict, record, on_event,
 
 
 class _Together:
-    """The plan's workers in one Pool (engine.run.drive), driven phase by phase."""
+    """The plan's workers in one Pool (engine.run.process.drive), driven phase by phase."""
 
     def __init__(self, runner, tags, record, on_event, known_stats, block_s):
         self.runner, self.tags, self.record = runner, tags, record

@@ -7,7 +7,7 @@ snapshots: a request equal to one queued or running is refused, and a closed tab
 job running (reopen the page to see it). Cancel sets an event the Runner checks every
 poll: it kills the worker's whole process group and records the run in flight as killed.
 A request whose executor is "ray" runs on the nodes of the cluster the server is configured
-with (engine/run/cluster.py); its progress arrives through the same callbacks.
+with (engine/run/cluster/join.py); its progress arrives through the same callbacks.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.run.cluster import release
-from engine.run.together import timing_line
-from engine.run.requests import Request
+from engine.run.cluster.join import release
+from engine.run.process.together import timing_line
+from engine.run.jobs.requests import Request
 from engine.core.errors import UserError
 from engine.core.protocol import Progress, Ready, Started
-from engine.run.drive import Timing
+from engine.run.process.drive import Timing
+from engine.scenarios import scenario_of
 from engine.scenarios.base import phase_of
 
 __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUNNING", "DONE",
@@ -218,8 +219,10 @@ class JobManager:
                 elif notice.spec is not None and isinstance(notice.event, (Started, Progress)):
                     ev, spec = notice.event, notice.spec
                     job.current = {"model": spec.model, "framework": spec.framework,
-                                   # a serving test's scenario (single-stream, server, ...)
-                                   "scenario": getattr(spec, "scenario", None),
+                                   # a serving test's scenario (single-stream, server,
+                                   # ...), as its stored row's extra will carry it
+                                   "scenario": scenario_of(spec).config_extra(spec)
+                                   .get("scenario"),
                                    "batch_size": spec.batch_size,
                                    "threads": spec.intra_threads, "round": round_no,
                                    "phase": phase_of(ev),
@@ -228,7 +231,7 @@ class JobManager:
 
         runner = self._runner(job)
         try:
-            width = getattr(runner, "width", 1)  # a fleet runs every run on each node kind
+            width = runner.width  # a fleet runs every run on each node kind
             if width > 1:
                 self._update(job, total=job.total * width)
 
@@ -247,11 +250,11 @@ class JobManager:
 
     def _runner(self, job: _Job):
         """This machine's Runner, or for a request whose executor is "ray" a runner on the
-        cluster's nodes it names (engine/run/cluster.py), its specs checked against the
+        cluster's nodes it names (engine/run/cluster/join.py), its specs checked against the
         cores of the nodes it got (one may have left since the page listed them)."""
         req = job.request
-        if getattr(req, "executor", "local") == "ray":
-            from engine.run.cluster import job_runner
+        if req.executor == "ray":
+            from engine.run.cluster.join import job_runner
 
             plan, runner = job_runner(req, db=self.db_path, cancel=job.cancel)
             try:
@@ -273,13 +276,30 @@ class SessionJobs:
     """The job queue as one browser session may use it: reads pass through; submit and
     cancel need a session that may write (dashboard.access.Access.can_write). Pages
     only get this, so a crafted request from a read-only session changes nothing even where
-    a page forgot to hide a control."""
+    a page forgot to hide a control. Each read is named here: a page that asks for anything
+    else fails where it asks."""
 
     def __init__(self, manager: JobManager, access):
         self._manager, self._access = manager, access
 
-    def __getattr__(self, name):  # active, queued, history, get, wait, db_path
-        return getattr(self._manager, name)
+    @property
+    def db_path(self) -> Path:
+        return self._manager.db_path
+
+    def active(self) -> JobView | None:
+        return self._manager.active()
+
+    def queued(self) -> list[JobView]:
+        return self._manager.queued()
+
+    def history(self) -> list[JobView]:
+        return self._manager.history()
+
+    def get(self, job_id: int) -> JobView | None:
+        return self._manager.get(job_id)
+
+    def wait(self, predicate: Callable[[JobManager], bool], timeout: float) -> bool:
+        return self._manager.wait(predicate, timeout)
 
     def _check(self, action: str) -> None:
         why = self._access.why_read_only()

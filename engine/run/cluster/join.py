@@ -3,10 +3,10 @@ offers the Run page, and a queued job's runner on the nodes the job names.
 
 The address is the server's setting, never a page's input: $BENCH_RAY_ADDRESS, else
 $RAY_ADDRESS; without one the Run page offers no executor choice. The dashboard process
-joins the cluster once (engine.run.ray_cluster.connect is a no-op when already joined) and
+joins the cluster once (engine.run.cluster.ray_cluster.connect is a no-op when already joined) and
 stays joined between jobs: a job ends by killing its NodeHost actors, not the connection.
-Which nodes a request's placements choose is engine.run.ray_cluster's `place` and
-`fleet_nodes`, the same functions the job's engine.run.fleet.cluster_plan uses, so the
+Which nodes a request's placements choose is engine.run.cluster.ray_cluster's `place` and
+`fleet_nodes`, the same functions the job's engine.run.cluster.fleet.cluster_plan uses, so the
 cores the page validated a sweep against are the cores the job runs on.
 """
 
@@ -37,7 +37,7 @@ def cluster_address(environ=os.environ) -> str | None:
 
 @dataclass(frozen=True)
 class NodeKinds:
-    """The live nodes of the cluster at `address` (engine.run.ray_cluster.Node), or why
+    """The live nodes of the cluster at `address` (engine.run.cluster.ray_cluster.Node), or why
     they could not be listed (`error`, a sentence naming the address)."""
 
     address: str
@@ -64,7 +64,7 @@ class NodeKinds:
         kind, a fleet), less the core each leaves to Ray's processes: what each spec's
         threads x replicas must fit. UserError naming `placement` when no live node answers
         one."""
-        from engine.run.ray_cluster import fleet_nodes, place
+        from engine.run.cluster.ray_cluster import fleet_nodes, place
 
         nodes = list(self.nodes)
         chosen = [place(p, nodes) for p in placements] if placements else fleet_nodes(nodes)
@@ -75,7 +75,7 @@ def list_nodes(address: str) -> NodeKinds:
     """Join the cluster at `address` (once per process) and list its live nodes; a refusal
     (an address that is not HOST:PORT, nothing answering, not a Ray head) comes back as
     NodeKinds.error, for the page to show, never as an exception."""
-    from engine.run.ray_cluster import cluster_nodes, connect
+    from engine.run.cluster.ray_cluster import cluster_nodes, connect
 
     try:
         connect(address)
@@ -113,7 +113,7 @@ def plan_and_runner(address: str | None, placements, fleet: bool, *, db, timeout
     cluster as found (a refusal after joining disconnects)."""
     import ray
 
-    from engine.run.fleet import cluster_plan, ray_runner
+    from engine.run.cluster.fleet import cluster_plan, ray_runner
     from store.prices import machine_shape
 
     joined = ray.is_initialized()

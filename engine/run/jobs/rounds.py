@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from engine.run.runner import worker_groups
+from engine.run.process.runner import worker_groups
 from engine.core.inference import RunSpec
 
 __all__ = ["plan_rounds", "order_name"]

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.run.autotune import Tuning
+from engine.run.search.autotune import Tuning
 
 __all__ = ["NodeTuning", "fleet_autotune", "FleetBest", "fleet_best"]
 
@@ -31,7 +31,7 @@ class NodeTuning:
 
 def fleet_autotune(nodes, tune_one: Callable) -> list[NodeTuning]:
     """tune_one(runner, shape, cores, on_start) -> (sweep_id, Tuning) on each node at once
-    (engine.run.fleet.node_runners: one runner per node kind), a thread each. Each starts
+    (engine.run.cluster.fleet.node_runners: one runner per node kind), a thread each. Each starts
     once the one before it opened its sweep (on_start), so what they first write to the
     store (its tables, the sweep's row) is written one at a time; after that every stored
     run is written under one lock (a systems row two nodes add is written once). A node

@@ -1,7 +1,7 @@
 """The parent's one protocol loop: every event of every worker passes through Pool.drive.
 
 A Pool holds the worker handles of one of the Runner's jobs: one worker over a group of
-runs, R replicas of one run, or a round's interleaved contenders (engine/run/together.py).
+runs, R replicas of one run, or a round's interleaved contenders (engine/run/process/together.py).
 drive() takes their events from one queue and keeps what every job needs (each worker's
 Ready, its run in flight with its phase and iterations, the runs that ended, a line that
 broke the protocol, the end of its stream), then hands each event to the job's handler,
@@ -23,7 +23,7 @@ from typing import Callable
 
 from engine.core.protocol import (BlockTimed, Event, Failed, Progress, ProtocolError, Ready,
                                   Result, Started)
-from engine.run.records import load_avg
+from engine.run.process.records import load_avg
 
 __all__ = ["Pool", "Worker", "RunContext", "WorkerEvent", "Timing"]
 

@@ -23,10 +23,10 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from engine.run.held import HeldWorker
-from engine.run.runner import Runner
-from engine.run.requests import Request
-from engine.run.requests import SweepRequest
+from engine.run.process.held import HeldWorker
+from engine.run.process.runner import Runner
+from engine.run.jobs.requests import Request
+from engine.run.jobs.requests import SweepRequest
 from engine.analysis.sequential import LookPlan, VerdictRule, compare_rounds
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.core.inference import RunSpec
@@ -60,10 +60,15 @@ class SearchResult:
     largest_fit: int | None = None  # largest batch probed ok (None: nothing fitted)
     mode: str = THROUGHPUT
 
+    @property
+    def fits_only(self) -> bool:
+        """Only the memory question was asked (FITS): no throughput-optimal batch."""
+        return self.mode == FITS
+
 
 def batch_search(base: RunSpec, *, runner: Runner, on_record: Callable[[RunRecord], None],
                  **search) -> SearchResult:
-    """Every probe in one worker, held warm between probes (engine/run/held.py): the framework is
+    """Every probe in one worker, held warm between probes (engine/run/process/held.py): the framework is
     imported once, and probes compared with each other were timed in one process. A probe
     that kills its worker (out of memory) gets a fresh one for the rest. Keyword arguments:
     _search's; on_event and known_stats are passed to every probe's run."""
@@ -227,7 +232,7 @@ def stored_batch_search(base: RunSpec, *, db, runner: Runner, command: str,
     """batch_search with every probe stored under one sweep, as a sweep's runs are (and
     with the stored params/FLOPs passed on, so probes do not count them again): the CLI and
     the dashboard both search through this. Returns (sweep_id, result)."""
-    from engine.run.sweep import open_sweep
+    from engine.run.jobs.sweep import open_sweep
 
     sweep = open_sweep(db, command=command, on_stored=on_stored)
     on_start(sweep.sweep_id)
@@ -294,6 +299,8 @@ class BatchSearchRequest(Request):
             on_event, on_plan=lambda step: None, on_stop=lambda why: None,
             command: str | None = None) -> str:
         """Probe, store every probe, and say what was found (on_stop(why) too)."""
+        from engine.present.search_text import batch_conclusion
+
         def probe_event(ev):  # a search's progress names the probe where a sweep's the round
             on_event(ev, probe_event.count)
         probe_event.count = 1
@@ -307,14 +314,5 @@ class BatchSearchRequest(Request):
             on_start=on_start, on_stored=stored, start=self.start, max_batch=self.max_batch,
             margin=self.margin, p99_bound_ms=self.p99_bound_ms, on_event=probe_event,
             mode=self.mode)
-        if self.mode == FITS:
-            summary = (f"largest batch that fits {res.largest_fit}" if res.largest_fit
-                       else "no batch size succeeded")
-        else:
-            summary = (f"optimal batch {res.best_batch} ({res.best_throughput:,.1f} samples/s)"
-                       if res.best_batch else "no batch size succeeded")
-        if self.p99_bound_ms is not None:
-            summary += (f"; largest batch with p99 <= {self.p99_bound_ms:g} ms: "
-                        f"{res.p99_batch}")
         on_stop(res.stop_reason)
-        return f"{summary}; stopped: {res.stop_reason}"
+        return batch_conclusion(res, self.p99_bound_ms)

@@ -4,7 +4,7 @@ fields as JSON), and the pure search is replayed over the stored probes (`replay
 `replay_tune`), so any reader of the database, viewer mode included, sees the conclusion
 the job printed. The query count every probe ran is the command's (a count chosen from the
 search's estimate is restated there before the first Server probe: engine/run/
-query_choice.py); a search stored before the count was fixed says its probes varied.
+search/query_choice.py); a search stored before the count was fixed says its probes varied.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from engine.run.autotune import Candidate, ClosedFigure, Tuning, autotune, closed_by_sut
-from engine.run.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, StoredProbe,
-                                replay_max_qps)
-from engine.run.query_choice import QueryChoice
+from engine.run.search.autotune import Candidate, ClosedFigure, Tuning, autotune, closed_by_sut
+from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES, StoredProbe,
+                                       replay_max_qps)
+from engine.run.search.query_choice import QueryChoice
 from engine.scenarios import INFERENCE, SERVING
 
 __all__ = ["MAX_QPS_COMMAND", "TUNE_COMMAND", "request_fields", "search_limits",

@@ -18,7 +18,7 @@ and no higher than N / (SPAN_BOUNDS x the bound): a shorter probe ends before a 
 grows past the bound, and passes a rate the system cannot sustain. A search that stops at
 that end reports its max as a lower bound. Unless the user names N, it is chosen from the
 search's estimate before the first Server probe so that the ceiling sits 8x above it
-(engine/run/query_choice.py), and the stored command then names it, so a replay is the same
+(engine/run/search/query_choice.py), and the stored command then names it, so a replay is the same
 search.
 
 A probe that timed out or ran out of memory did not serve its rate: it counts as a miss,
@@ -32,13 +32,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from engine.core.early_stopping import bound_claim
 from engine.core.errors import UserError
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,
                                 float_range, int_range)
 from engine.core.record import RunRecord
-from engine.run.query_choice import (DEFAULT_SEARCH_QUERIES, MAX_PROBE_S, SPAN_BOUNDS,
-                                     QueryChoice, choose_query_count, probe_qps_range)
+from engine.run.search.query_choice import (DEFAULT_SEARCH_QUERIES, MAX_PROBE_S,
+                                            SPAN_BOUNDS, QueryChoice, choose_query_count,
+                                            probe_qps_range)
 
 __all__ = ["QpsSearch", "find_max_qps", "stored_max_qps_search", "DEFAULT_QPS_PRECISION",
            "DEFAULT_QPS_PROBES", "MISSED", "loadgen_p99_ms",
@@ -111,7 +111,7 @@ def _r(x: float) -> str:
 def search_timeout_s(min_duration_s: float = 0.0) -> float:
     """A search's runner limit: its longest probe (or the Offline estimate's duration) and
     the margin every serving run gets for load, warm-up and drain."""
-    from engine.run.requests import SERVE_TIMEOUT_MARGIN_S
+    from engine.run.jobs.serve_request import SERVE_TIMEOUT_MARGIN_S
 
     return max(min_duration_s, MAX_PROBE_S) + SERVE_TIMEOUT_MARGIN_S
 
@@ -132,23 +132,10 @@ class QpsSearch:
     # how query_count was had: given, or chosen from the estimate (None: not recorded)
     queries: QueryChoice | None = None
 
-    def summary(self, bound_ms: float) -> str:
-        """'max 212 QPS: p99 ≤ 50 ms at 99 % confidence (LoadGen early stopping, 1,000
-        queries per probe, up to 2 over allowed); LoadGen's p99 there 41 ms; bracket [212,
-        223) after 7 probes'."""
-        n = len(self.probes)
-        lo, hi = self.bracket
-        bracket = f"[{_q(lo) if lo else '-'}, {_q(hi) if hi else '-'})"
-        claim = bound_claim(bound_ms, self.query_count)
-        if self.max_qps is None:
-            return (f"no target QPS met {claim}; bracket {bracket} "
-                    f"after {n} probe{'s' * (n != 1)}")
-        p99 = loadgen_p99_ms(self.best)
-        at = f"; LoadGen's p99 there {p99:,.3g} ms" if p99 is not None else ""
-        most = (" (the highest target a probe tests: the max is at least this)"
-                if self.capped else "")
-        return (f"max {'≥ ' * self.capped}{_q(self.max_qps)} QPS{most}: {claim}{at}; "
-                f"bracket {bracket} after {n} probe{'s' * (n != 1)}")
+    @property
+    def p99_ms(self) -> float | None:
+        """LoadGen's p99 at the max (its summary's, else the SUT's own); None: no max."""
+        return loadgen_p99_ms(self.best)
 
 
 def _q(qps: float) -> str:
@@ -242,7 +229,7 @@ def stored_max_qps_search(base, *, db, runner, command, start_qps: float | None,
                           on_event=None) -> tuple[str, QpsSearch, RunRecord | None, str]:
     """find_max_qps on real LoadGen Server tests of one query count each, every run stored
     under one sweep. query_count: the count given; None: chosen from the estimate before the
-    first Server probe (engine/run/query_choice.py). command(choice) -> the sweep's command,
+    first Server probe (engine/run/search/query_choice.py). command(choice) -> the sweep's command,
     which must state the count (choice: a QueryChoice; None while it is not chosen yet, as
     the sweep opens before an Offline estimate), so that a replay is the same search; the
     sweep's command is restated once it is. base: the Server ServeSpec (validated; its
@@ -252,7 +239,7 @@ def stored_max_qps_search(base, *, db, runner, command, start_qps: float | None,
     an Offline run of the same SUT, stored in the sweep too. on_estimate(rate, where from,
     the QueryChoice). Returns (sweep_id, search, the Offline run or None, where the
     estimate came from); a failed Offline run leaves an empty search."""
-    from engine.run.sweep import open_sweep
+    from engine.run.jobs.sweep import open_sweep
 
     check_first_target(start_qps, query_count, base.bound_ms)
     choice = first_choice(start_qps, query_count, base.bound_ms)
@@ -272,14 +259,14 @@ CLOSED_SOURCE = "the store's closed-loop figure for this configuration"
 
 
 def held_worker(runner):
-    """Every probe of a search in one worker, held warm between probes (engine/run/held.py):
+    """Every probe of a search in one worker, held warm between probes (engine/run/process/held.py):
     the framework is imported and the model built once, not once a probe, and the probes
     compared with each other ran in one process. A probe that ends its worker (timeout,
     out of memory) gets a fresh one. A runner that cannot hold a worker runs as it is."""
     import contextlib
 
-    from engine.run.held import HeldWorker
-    from engine.run.runner import Runner
+    from engine.run.process.held import HeldWorker
+    from engine.run.process.runner import Runner
 
     return HeldWorker(runner) if isinstance(runner, Runner) else contextlib.nullcontext(runner)
 

@@ -23,8 +23,8 @@ import time
 
 from engine.core.protocol import (CALIBRATE, Assign, Command, Go, Message, ProtocolError,
                                   RunOrder, decode, encode)
-from engine.run import pinning
-from engine.run.cgroups import make_worker_cgroup
+from engine.run.process import pinning
+from engine.run.process.cgroups import make_worker_cgroup
 from engine.scenarios import scenario_of
 from engine.core.paths import PROJECT_ROOT
 from engine.core.record import MEMORY_CAP_MARKER, OOM_MARKERS
@@ -224,7 +224,7 @@ class LocalProcesses:
     def __init__(self, python: str = sys.executable, pin: bool = True,
                  memory_cgroups: bool = True):
         self.python = python
-        self.pin = pin  # pin a worker with fewer threads than cores (engine/run/pinning.py)
+        self.pin = pin  # pin a worker with fewer threads than cores (engine/run/process/pinning.py)
         # False: the worker's watchdog holds the memory cap even where a cgroup could
         self.memory_cgroups = memory_cgroups
 
@@ -237,9 +237,9 @@ class LocalProcesses:
         """Each replica's CPUs: whole cores of its own on this machine's topology."""
         return pinning.replica_cores(pinning.usable_cores(), replicas, threads)
 
-    # Contenders of a contest can be timed alternately in blocks (engine/run/together.py).
+    # Contenders of a contest can be timed alternately in blocks (engine/run/process/together.py).
     interleaves = True
-    # A worker can be held warm for runs given later (engine/run/held.py: a batch search's
+    # A worker can be held warm for runs given later (engine/run/process/held.py: a batch search's
     # probes).
     holds = True
 
