@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.core import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import DeclaredInput
 from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
                                   Calibrated,

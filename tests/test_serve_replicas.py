@@ -15,9 +15,9 @@ import duckdb
 import pytest
 
 from engine.cli import main
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import logical_cores
-from engine.core.serving import ServeSpec
+from engine.scenarios.serving.spec import ServeSpec
 from engine.worker.replica import replica_cores
 from engine.worker.serving import _Batcher
 

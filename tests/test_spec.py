@@ -1,7 +1,8 @@
 import pytest
 
 from engine.core.errors import UserError
-from engine.core import MeasurementPolicy, RunSpec, expand_sweep
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec, expand_sweep
 
 
 def err(fn):

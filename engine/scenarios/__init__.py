@@ -8,10 +8,10 @@ Framework-free: the worker body is named by module path and imported only in a w
 from __future__ import annotations
 
 from engine.scenarios.base import Scenario
-from engine.scenarios.dataload import DATA_LOADING
-from engine.scenarios.inference import INFERENCE
-from engine.scenarios.serving import SERVING
-from engine.scenarios.training import TRAINING
+from engine.scenarios.dataload.hooks import DATA_LOADING
+from engine.scenarios.inference.hooks import INFERENCE
+from engine.scenarios.serving.hooks import SERVING
+from engine.scenarios.training.hooks import TRAINING
 
 __all__ = ["SCENARIOS", "scenario_of", "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING",
            "SERVING"]

@@ -10,7 +10,7 @@ from typing import Callable
 
 from engine.worker.images import check_batch, generate_dataset, make_batch_source
 from engine.worker.measure import time_loop
-from engine.core import LoadSpec
+from engine.scenarios.dataload.spec import LoadSpec
 from engine.core.paths import data_root
 from engine.core.protocol import LoadResult
 

@@ -31,7 +31,7 @@ import threading
 import time
 
 from engine.core.protocol import Progress, ServeResult
-from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE,
+from engine.scenarios.serving.spec import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE,
                                  LatencyHistogram)
 from engine.worker.harness import Frame, peak_resident_bytes, resident_bytes
 from engine.worker.inference import Models

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from engine.core.serving import MULTI_STREAM_SAMPLES
+from engine.scenarios.serving.spec import MULTI_STREAM_SAMPLES
 from engine.worker.inference import Models, inputs_named
 
 __all__ = ["Warmed", "warm_model", "batch_sizes", "WARM_CALLS"]

@@ -19,7 +19,7 @@ from engine.worker.datasets import CLASSES, epoch_order, load_data
 from engine.worker.errors import Diverged
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
-from engine.core import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 from engine.core.protocol import TrainResult
 
 __all__ = ["run_training", "Diverged", "cross_entropy"]

@@ -14,16 +14,16 @@ from typing import Callable, ClassVar
 
 from engine.core.budget import RoundBudget, default_max_rounds
 from engine.core.cluster import check_profile_on_cluster, parse_placement
-from engine.core.dataload import expand_load
+from engine.scenarios.dataload.spec import expand_load
 from engine.core.errors import UserError
-from engine.core.inference import (check_contention_here, expand_sweep, left_out_splits,
+from engine.scenarios.inference.spec import (check_contention_here, expand_sweep, left_out_splits,
                                    with_contention)
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
 from engine.core.policy import MeasurementPolicy
 from engine.core.runtimes import NO_OPTIONS, RuntimeOptions
-from engine.core.training import expand_train
+from engine.scenarios.training.spec import expand_train
 from engine.run.process.runner import Runner
 from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING, Scenario
 
@@ -153,7 +153,7 @@ def check_where(executor: str, placements) -> None:
 
 @dataclass(frozen=True)
 class SweepRequest(Request):
-    """An inference sweep (engine.core.inference.RunSpec) as a dashboard job."""
+    """An inference sweep (engine.scenarios.inference.spec.RunSpec) as a dashboard job."""
 
     scenario = INFERENCE
 
@@ -175,7 +175,7 @@ class SweepRequest(Request):
     time_budget_s: float | None = None
     margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
     # every configuration also beside a controlled neighbour (steady, on/off), torch also
-    # with OpenMP's passive wait policy (engine.core.inference.with_contention)
+    # with OpenMP's passive wait policy (engine.scenarios.inference.spec.with_contention)
     contention: bool = False
     seed: int | None = None
     timeout_s: float = 600.0
@@ -261,7 +261,7 @@ class SweepRequest(Request):
 
 @dataclass(frozen=True)
 class TrainRequest(Request):
-    """A training sweep (engine.core.training.TrainSpec) as a dashboard job."""
+    """A training sweep (engine.scenarios.training.spec.TrainSpec) as a dashboard job."""
 
     scenario = TRAINING
 
@@ -302,7 +302,7 @@ class TrainRequest(Request):
 
 @dataclass(frozen=True)
 class LoadRequest(Request):
-    """A data-loading sweep (engine.core.dataload.LoadSpec) as a dashboard job."""
+    """A data-loading sweep (engine.scenarios.dataload.spec.LoadSpec) as a dashboard job."""
 
     scenario = DATA_LOADING
 

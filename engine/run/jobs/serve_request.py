@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import ModelSource
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES,
+from engine.scenarios.serving.spec import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES,
                                  OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
                                  ServeSpec, check_reachable, default_min_queries)
 from engine.core.limits import choice, require_values
@@ -28,7 +28,7 @@ SERVE_TIMEOUT_MARGIN_S = 600.0
 
 @dataclass(frozen=True)
 class ServeRequest(Request):
-    """Serving runs (engine.core.serving.ServeSpec): one LoadGen test per scenario, each a
+    """Serving runs (engine.scenarios.serving.spec.ServeSpec): one LoadGen test per scenario, each a
     stored row, against one model and runtime."""
 
     scenario = SERVING
@@ -91,7 +91,7 @@ class ServeRequest(Request):
 
     def check_stored(self, specs: list, *, db) -> None:
         """A Server target over 10x the store's closed loop of its SUT on this machine
-        (engine.core.serving.check_reachable): the Deploy form checks it as it is drawn,
+        (engine.scenarios.serving.spec.check_reachable): the Deploy form checks it as it is drawn,
         this again when the test is submitted or the CLI runs it."""
         for spec in specs:
             if spec.scenario == "server":

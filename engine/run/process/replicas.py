@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.protocol import Armed, Failed, InferenceResult, Ready, Result
 from engine.run.process.drive import Worker
 

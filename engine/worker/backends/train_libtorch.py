@@ -28,7 +28,7 @@ import torchvision
 from engine.worker.backends.base import ModelStats
 from engine.core.catalog import get_model
 from engine.worker.datasets import CLASSES
-from engine.core import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 from engine.core.paths import CPP_BUILD_DIR
 
 # Built by scripts/build_libtorch_runner.sh; LIBTORCH_TRAIN points elsewhere.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.core.energy import EnergyReading, energy_words
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import describe_inputs
 from engine.core.protocol import Event, InferenceResult, Progress
 from engine.scenarios.base import Scenario, phase_of

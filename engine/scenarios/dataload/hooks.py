@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.core.dataload import LoadSpec
+from engine.scenarios.dataload.spec import LoadSpec
 from engine.core.protocol import Event, LoadResult
 from engine.scenarios.base import Scenario, phase_of
 

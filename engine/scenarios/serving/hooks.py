@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from engine.core.model_source import describe_inputs
 from engine.core.protocol import Event, ServeResult
-from engine.core.serving import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
+from engine.scenarios.serving.spec import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
                                  early_stopping_note, parse_summary)
 from engine.scenarios.base import Scenario, phase_of
 

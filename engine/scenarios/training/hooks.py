@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.core.catalog import CATALOG
 from engine.core.protocol import Event, Progress, TrainResult
-from engine.core.training import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 from engine.scenarios.base import Scenario
 
 __all__ = ["Training", "TRAINING"]

@@ -19,7 +19,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from engine.core.errors import UserError
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE,
                                 SERVE_DURATION_RANGE, SERVE_QPS_RANGE, SERVE_QUERIES_RANGE,
                                 SERVE_SAMPLES_RANGE, SERVE_WAIT_MS_RANGE, SEED_RANGE, choice,
