@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 
 from engine.core import MeasurementPolicy
 from engine.scenarios.inference.spec import RunSpec
-from engine.core.protocol import InferenceResult, TrainResult
+from engine.scenarios.inference.messages import InferenceResult
+from engine.scenarios.training.messages import TrainResult
 from engine.core.record import RunRecord
 from engine.run.process.records import config_extra, record_from_result
 from engine.scenarios import DATA_LOADING, TRAINING

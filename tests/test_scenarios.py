@@ -15,7 +15,9 @@ from engine.scenarios.inference.spec import RunSpec
 from engine.scenarios.training.spec import TrainSpec
 from engine.core.errors import UserError
 from engine.scenarios.serving.spec import SCENARIO_INPUTS, SERVE_SCENARIOS, ServeSpec
-from engine.core.protocol import InferenceResult, Progress, Started, TrainResult
+from engine.core.protocol import Progress, Started
+from engine.scenarios.inference.messages import InferenceResult
+from engine.scenarios.training.messages import TrainResult
 from tests.conftest import ROOT
 from seeds.records import failed_record, ok_record
 

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from engine.core.protocol import (Armed, BlockTimed, Failed, InferenceResult, Ready, RunNext,
-                                  Started, Stop, TimeBlock)
+from engine.core.protocol import (Armed, BlockTimed, Failed, Ready,
+                                  RunNext, Started, Stop, TimeBlock)
+from engine.scenarios.inference.messages import InferenceResult
 from engine.run.process.drive import Timing, WorkerEvent
 from engine.run.process.executors import window_times
 from engine.run.process.neighbour import _phases

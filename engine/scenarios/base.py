@@ -56,6 +56,9 @@ class Scenario:
     # Other tools' one-file-per-run formats a run of this kind can be written in
     # (store/export.py): both describe a model's inference, so only inference has them.
     exports: ClassVar[tuple[str, ...]] = ()
+    # Its own protocol messages (its messages.py: its Result subclass, any events of its
+    # own), which the registry joins with the protocol's into the decoder's map.
+    messages: ClassVar[tuple[type, ...]] = ()
 
     def spec_from_dict(self, d: dict):
         return self.spec_type.from_dict(d)

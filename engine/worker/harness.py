@@ -18,7 +18,8 @@ from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message, Progress,
-                                  Ready, Result, RunNext, Started, Stop, TimeBlock, decode)
+                                  Ready, Result, RunNext, Started, Stop, TimeBlock)
+from engine.scenarios import decode
 from engine.core.record import OOM_MARKERS
 from engine.worker.errors import WRONG_ANSWERS, ReplicaFailed
 from engine.worker.memcap import ResidentCap

@@ -12,7 +12,7 @@ from engine.worker.images import check_batch, generate_dataset, make_batch_sourc
 from engine.worker.measure import time_loop
 from engine.scenarios.dataload.spec import LoadSpec
 from engine.core.paths import data_root
-from engine.core.protocol import LoadResult
+from engine.scenarios.dataload.messages import LoadResult
 
 __all__ = ["measure_loading", "versions", "batches_per_sample"]
 

@@ -32,8 +32,9 @@ import sys
 import time
 
 from engine.core.errors import plain_text
-from engine.core.protocol import (REPLICA, Assign, Failed, Ready, ReplicaDone, ReplicaWarm,
-                                  RunOrder, decode, encode)
+from engine.core.protocol import REPLICA, Assign, Failed, Ready, RunOrder, encode
+from engine.scenarios import decode
+from engine.scenarios.serving.messages import ReplicaDone, ReplicaWarm
 from engine.core.topology import read_topology, replica_cpus
 from engine.worker.errors import ReplicaFailed
 

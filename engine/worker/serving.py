@@ -30,7 +30,8 @@ import tempfile
 import threading
 import time
 
-from engine.core.protocol import Progress, ServeResult
+from engine.core.protocol import Progress
+from engine.scenarios.serving.messages import ServeResult
 from engine.scenarios.serving.spec import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE,
                                  LatencyHistogram)
 from engine.worker.harness import Frame, peak_resident_bytes, resident_bytes

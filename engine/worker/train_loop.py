@@ -20,7 +20,7 @@ from engine.worker.errors import Diverged
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
 from engine.scenarios.training.spec import TrainSpec
-from engine.core.protocol import TrainResult
+from engine.scenarios.training.messages import TrainResult
 
 __all__ = ["run_training", "Diverged", "cross_entropy"]
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 
 from engine.analysis.compare import contender_name
 from engine.core.catalog import CPP_RUNNER_RUNTIMES
-from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, InferenceResult, Result,
-                                  RunNext, RunOrder, Stop, TimeBlock)
+from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed,
+                                  Result, RunNext, RunOrder, Stop, TimeBlock)
+from engine.scenarios.inference.messages import InferenceResult
 from engine.run.process.drive import Pool, Timing, Worker
 from engine.run.process.records import FLOP_FRAMEWORK, new_id
 from engine.scenarios import scenario_of

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.scenarios.dataload.spec import LoadSpec
-from engine.core.protocol import Event, LoadResult
+from engine.core.protocol import Event
+from engine.scenarios.dataload.messages import MESSAGES, LoadResult
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["DataLoading", "DATA_LOADING"]
@@ -14,6 +15,7 @@ class DataLoading(Scenario):
     pinnable = False
     spec_type = LoadSpec
     worker_body = "engine.worker.dataload"
+    messages = MESSAGES
     title = "Data loading"
     sample_unit = "batch"
 

@@ -7,7 +7,8 @@ import gzip
 from dataclasses import replace
 
 from engine.core.model_source import describe_inputs
-from engine.core.protocol import Event, ServeResult
+from engine.core.protocol import Event
+from engine.scenarios.serving.messages import MESSAGES, ServeResult
 from engine.scenarios.serving.spec import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
                                  early_stopping_note, parse_summary)
 from engine.scenarios.base import Scenario, phase_of
@@ -26,6 +27,7 @@ class Serving(Scenario):
     kind = ServeSpec.kind
     spec_type = ServeSpec
     worker_body = "engine.worker.serving"
+    messages = MESSAGES
     title = "Serve"
     sample_unit = "query"
     step_noun = "query"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.core.catalog import CATALOG
-from engine.core.protocol import Event, Progress, TrainResult
+from engine.core.protocol import Event, Progress
+from engine.scenarios.training.messages import MESSAGES, TrainResult
 from engine.scenarios.training.spec import TrainSpec
 from engine.scenarios.base import Scenario
 
@@ -14,6 +15,7 @@ class Training(Scenario):
     kind = TrainSpec.kind
     spec_type = TrainSpec
     worker_body = "engine.worker.training"
+    messages = MESSAGES
     title = "Training"
     sample_unit = "training step"
     step_noun = "step"
