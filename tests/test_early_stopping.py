@@ -94,7 +94,7 @@ def _loadgen_server(n: int, held: int) -> tuple[dict, int, int]:
     ts = lg.TestSettings()
     ts.scenario, ts.mode = lg.TestScenario.Server, lg.TestMode.PerformanceOnly
     ts.server_target_qps, ts.server_target_latency_ns = QPS, BOUND_NS
-    ts.min_duration_ms, ts.min_query_count = 0, n  # as engine/worker/serving.py sets them
+    ts.min_duration_ms, ts.min_query_count = 0, n  # as engine/worker/serving/body.py sets them
     with tempfile.TemporaryDirectory() as out:
         log = lg.LogSettings()
         log.log_output.outdir = out

@@ -18,8 +18,8 @@ from engine.cli import main
 from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import logical_cores
 from engine.scenarios.serving.spec import ServeSpec
-from engine.worker.replica import replica_cores
-from engine.worker.serving import _Batcher
+from engine.worker.serving.replica import replica_cores
+from engine.worker.serving.body import _Batcher
 
 IDENTITY = ["--model", "identity", "--framework", "selftest"]
 TWO = ["--replicas", "2", "--threads", "1"]

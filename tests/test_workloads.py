@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from engine.cli import main
-from engine.worker.images import OutputMismatch, check_batch, expected_batch, generate_dataset
-from engine.worker.datasets import epoch_order, load_data
+from engine.worker.dataload.images import OutputMismatch, check_batch, expected_batch, generate_dataset
+from engine.worker.training.datasets import epoch_order, load_data
 from engine.core.errors import UserError
 from engine.core.record import RunRecord
 from engine.present.tables import load_table, train_table
 from engine.run.process.records import config_extra
 from engine.scenarios.dataload.spec import LoadSpec, expand_load
 from engine.scenarios.training.spec import expand_train
-from engine.worker.train_loop import cross_entropy
+from engine.worker.training.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs
 from store.runs import profile_ops, profile_trace, save_record, train_epochs, train_steps

@@ -51,7 +51,7 @@ PROTOCOL_VERSION = 8
 # every replica of a run, or blocks handed to interleaved contenders in turn.
 WINDOW, BLOCKS = "window", "blocks"
 # The Assign mode of a serving replica: a process a serving worker starts (never the parent)
-# to answer its batches on the cores it is given (engine/worker/replica.py).
+# to answer its batches on the cores it is given (engine/worker/serving/replica.py).
 REPLICA = "replica"
 # A worker that only measures the machine's ceilings (engine/worker/calibrate.py)
 CALIBRATE = "calibrate"
@@ -182,7 +182,7 @@ class Progress(Event):
     run_id: str
     phase: str  # load, prepare, first forward, warmup, measure, profile, epoch i/n, ...
     iters: int
-    # A serving test's live figures, every ~1 s of LoadGen's test (engine/worker/serving.py);
+    # A serving test's live figures, every ~1 s of LoadGen's test (engine/worker/serving/body.py);
     # None for every other progress: what completed so far (unit "query"; Offline's one
     # query: "sample"), its rate since the test began, and the scenario's tail percentile
     # (p90 SingleStream, else p99; None for Offline) of the SUT's own latencies so far

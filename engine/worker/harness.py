@@ -2,7 +2,7 @@
 peak-RSS reset, then exactly one result or failed event; and the worker's ready event.
 Every message is engine.core.protocol's.
 
-Framework-free: the kind's body (engine/worker/inference.py, training.py, dataload.py)
+Framework-free: the kind's body (engine/worker/inference/body.py, training.py, dataload.py)
 imports its framework itself.
 """
 

@@ -14,7 +14,7 @@ class DataLoading(Scenario):
     kind = LoadSpec.kind
     pinnable = False
     spec_type = LoadSpec
-    worker_body = "engine.worker.dataload"
+    worker_body = "engine.worker.dataload.body"
     messages = MESSAGES
     title = "Data loading"
     sample_unit = "batch"

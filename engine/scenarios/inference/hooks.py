@@ -15,7 +15,7 @@ __all__ = ["Inference", "INFERENCE"]
 class Inference(Scenario):
     kind = RunSpec.kind
     spec_type = RunSpec
-    worker_body = "engine.worker.inference"
+    worker_body = "engine.worker.inference.body"
     messages = MESSAGES
     title = "Compare"
     sample_unit = "batch"

@@ -26,7 +26,7 @@ LATENCY_SOURCE = ("the SUT's clock: from LoadGen's IssueQuery call to just befor
 class Serving(Scenario):
     kind = ServeSpec.kind
     spec_type = ServeSpec
-    worker_body = "engine.worker.serving"
+    worker_body = "engine.worker.serving.body"
     messages = MESSAGES
     title = "Serve"
     sample_unit = "query"

@@ -5,7 +5,7 @@ A serving run is one LoadGen test in PerformanceOnly mode, in a worker subproces
 against a model built the way inference builds it (`sut`, a RunSpec: catalog model or a
 user's file, any runtime; its batch_size is the largest batch the SUT calls the model
 with). LoadGen owns the arrival schedule, the timing and the verdict; the SUT only
-answers (engine/worker/serving.py).
+answers (engine/worker/serving/body.py).
 
 Framework-free: LoadGen is imported only in the worker; the summary is parsed here so the
 parent derives a run's figures from the log it stores.
@@ -56,7 +56,7 @@ DEFAULT_SAMPLES = 64  # performance_sample_count: generated inputs kept in memor
 # p99 662, Server's p99 "Processed 10 queries. Would need to run at least 449 more" (459).
 # Fewer makes the test INVALID at any rate; Offline has no early stopping.
 EARLY_STOPPING_MIN_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459}
-# How often the worker reports a test's live figures (engine/worker/serving.py).
+# How often the worker reports a test's live figures (engine/worker/serving/body.py).
 LIVE_PROGRESS_S = 1.0
 # The scenarios a queue feeds (R replicas take whichever batch is next); the streams wait for
 # each query before issuing the next, so one replica answers them.

@@ -14,7 +14,7 @@ __all__ = ["Training", "TRAINING"]
 class Training(Scenario):
     kind = TrainSpec.kind
     spec_type = TrainSpec
-    worker_body = "engine.worker.training"
+    worker_body = "engine.worker.training.body"
     messages = MESSAGES
     title = "Training"
     sample_unit = "training step"

@@ -27,7 +27,7 @@ import torchvision
 
 from engine.worker.backends.base import ModelStats
 from engine.core.catalog import get_model
-from engine.worker.datasets import CLASSES
+from engine.worker.training.datasets import CLASSES
 from engine.scenarios.training.spec import TrainSpec
 from engine.core.paths import CPP_BUILD_DIR
 

@@ -8,7 +8,7 @@ import json
 import time
 from typing import Callable
 
-from engine.worker.images import check_batch, generate_dataset, make_batch_source
+from engine.worker.dataload.images import check_batch, generate_dataset, make_batch_source
 from engine.worker.measure import time_loop
 from engine.scenarios.dataload.spec import LoadSpec
 from engine.core.paths import data_root

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from engine.worker.datasets import CLASSES, epoch_order, load_data
+from engine.worker.training.datasets import CLASSES, epoch_order, load_data
 from engine.worker.errors import Diverged
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
