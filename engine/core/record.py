@@ -152,3 +152,6 @@ class RunRecord:
     # its logs as (file name, bytes, gzipped bytes)
     serving: dict | None = None
     loadgen_logs: tuple = ()
+    # a kind's rows for its own tables, {table: [row dict]} (engine.scenarios.tables), as
+    # its Scenario.result_columns gives them
+    kind_rows: dict | None = None

@@ -20,9 +20,10 @@ from engine.scenarios.base import Scenario
 from engine.scenarios.dataload.hooks import DATA_LOADING
 from engine.scenarios.inference.hooks import INFERENCE
 from engine.scenarios.serving.hooks import SERVING
+from engine.scenarios.tables import KindTable
 from engine.scenarios.training.hooks import TRAINING
 
-__all__ = ["KINDS", "SCENARIOS", "MESSAGES", "scenario_of", "decode", "Scenario", "INFERENCE",
+__all__ = ["KINDS", "SCENARIOS", "MESSAGES", "KIND_TABLES", "scenario_of", "decode", "Scenario", "INFERENCE",
            "TRAINING", "DATA_LOADING", "SERVING"]
 
 # Every kind of work, in the order the product lists them.
@@ -32,6 +33,9 @@ SCENARIOS: dict[str, Scenario] = {s.kind: s for s in KINDS}
 assert len(SCENARIOS) == len(KINDS), "two kinds share a name"
 # Wire name -> message type: the protocol's, then each kind's (a name taken twice raises)
 MESSAGES: dict[str, type[Message]] = message_types(CORE_MESSAGES, *(s.messages for s in KINDS))
+# Every kind's own measurement tables, which store/db.py creates (engine.scenarios.tables)
+KIND_TABLES: tuple[KindTable, ...] = tuple(t for s in KINDS for t in s.tables)
+assert len({t.name for t in KIND_TABLES}) == len(KIND_TABLES), "two kinds share a table"
 
 
 def scenario_of(spec) -> Scenario:

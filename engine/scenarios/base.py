@@ -7,8 +7,9 @@ side, engine/run/jobs/requests.py). The runner, the sweep driver,
 the job queue, the worker's harness and the CLI are shared by every kind and ask the
 scenario (through engine.scenarios.scenario_of) instead of branching on the kind.
 
-Adding a kind is adding a module here (plus its spec and its worker body) and registering
-it in engine/scenarios/__init__.py.
+Adding a kind is adding a package here (its spec, messages, hooks and tables) and its
+worker body (engine/worker/<kind>/), and registering it in engine/scenarios/__init__.py:
+docs/ARCHITECTURE.md, "Adding a kind of work".
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class Scenario:
     # Its own protocol messages (its messages.py: its Result subclass, any events of its
     # own), which the registry joins with the protocol's into the decoder's map.
     messages: ClassVar[tuple[type, ...]] = ()
+    # Its own measurement tables, keyed by run id (its table.py: engine.scenarios.tables),
+    # which store/db.py creates from the registry: a kind's figures beyond the common
+    # columns go there, never into a migration of `runs`.
+    tables: ClassVar[tuple] = ()
 
     def spec_from_dict(self, d: dict):
         return self.spec_type.from_dict(d)
@@ -81,8 +86,14 @@ class Scenario:
         return {}
 
     def result_columns(self, res: Result) -> dict:
-        """Record fields of its kind a successful run fills from its result (epochs)."""
+        """Record fields of its kind a successful run fills from its result (epochs); a
+        kind with tables of its own puts their rows under `kind_rows` ({table: [row]})."""
         return {}
+
+    def table_rows(self, rec) -> dict[str, list[dict]]:
+        """The rows a stored record adds to the kind's own tables: table name -> rows, each
+        a dict of its columns (store/kinds.py writes them in the run's transaction)."""
+        return {name: list(rows) for name, rows in (rec.kind_rows or {}).items()}
 
     def finish_record(self, rec, res: Result):
         """The record of a successful run, as its kind judges it (serving: LoadGen's
