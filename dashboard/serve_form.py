@@ -28,10 +28,10 @@ from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_D
 from engine.core.model_source import fill_inputs
 from engine.core.runtimes import rows_of
 from engine.scenarios.serving.spec import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
-                                 DEFAULT_SERVER_BOUND_MS, OFFICIAL_MIN_DURATION_S,
-                                 REPLICATED_SCENARIOS, SCENARIO_INPUTS,
-                                 SERVE_SCENARIOS, check_reachable, default_min_queries,
-                                 fixed_batch_allowed)
+                                           DEFAULT_SERVER_BOUND_MS, OFFICIAL_MIN_DURATION_S,
+                                           REPLICATED_SCENARIOS, SCENARIO_INPUTS, SERVE_SCENARIOS,
+                                           check_reachable, default_min_queries,
+                                           fixed_batch_allowed)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
 from engine.run.process.machine import system_info

@@ -263,8 +263,8 @@ TOY_FILES = {
 }
 # The one shared edit: the registry lists the kind.
 REGISTRY_EDIT = [
-    ("from engine.scenarios.base import Scenario\n",
-     "from engine.scenarios.base import Scenario\nfrom engine.scenarios.count.hooks import COUNT\n"),
+    ("from engine.scenarios.base import Scenario\n", "from engine.scenarios.base import "
+     "Scenario\nfrom engine.scenarios.count.hooks import COUNT\n"),
     ("KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING)",
      "KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, COUNT)"),
 ]

@@ -1,8 +1,9 @@
 """The worker protocol (engine/core/protocol.py, and each kind's messages.py joined by the
 registry): every message survives encode/decode with its values, a line of another version
 or kind is refused in words, a worker that writes one leaves a failed row instead of a
-traceback, the kind names live in those modules alone (checked from the source, with a planted violation to show the check bites), and a real
-worker's run is stored with the columns a run had before the protocol was typed."""
+traceback, the kind names live in those modules alone (checked from the source, with a
+planted violation to show the check bites), and a real worker's run is stored with the
+columns a run had before the protocol was typed."""
 
 from __future__ import annotations
 

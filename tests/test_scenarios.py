@@ -135,8 +135,8 @@ def test_requests_share_rounds_check_duplicate_rule_and_label():
 
 
 def test_a_serving_request_gives_each_scenario_what_its_row_takes():
-    """engine.scenarios.serving.spec.SCENARIO_INPUTS, not the names, decides: the bound reaches Server
-    and SingleStream, the rate Server and Offline, a stream's query its own batch (1, 8)
+    """engine.scenarios.serving.spec.SCENARIO_INPUTS, not the names, decides: the bound reaches
+    Server and SingleStream, the rate Server and Offline, a stream's query its own batch (1, 8)
     whatever the max batch; an unknown name is refused as the spec refuses it."""
     assert set(SCENARIO_INPUTS) == set(SERVE_SCENARIOS)
     req = ServeRequest(SERVE_SCENARIOS, "identity", "selftest", max_batch=4, target_qps=50.0,

@@ -5,8 +5,9 @@ fills and the keys of its `extra`, compared with tests/data/schema_expectation.j
 The expectation was dumped from commit c244be9, before engine/ was split into
 sub-packages, with the same sweep: the layout change dropped no column and no field. A
 deliberate change (a migration adding a column, a new record field or extra key) updates
-the file on purpose (a new kind's own tables need not: they are held to their declaration): run `python -m tests.test_schema DB_FOLDER` to print the current facts
-and review the difference before replacing it.
+the file on purpose (a new kind's own tables need not: they are held to their
+declaration): run `python -m tests.test_schema DB_FOLDER` to print the current facts and
+review the difference before replacing it.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from engine.scenarios.serving.hooks import SERVING
 from engine.scenarios.tables import KindTable
 from engine.scenarios.training.hooks import TRAINING
 
-__all__ = ["KINDS", "SCENARIOS", "MESSAGES", "KIND_TABLES", "scenario_of", "decode", "Scenario", "INFERENCE",
-           "TRAINING", "DATA_LOADING", "SERVING"]
+__all__ = ["KINDS", "SCENARIOS", "MESSAGES", "KIND_TABLES", "scenario_of", "decode",
+           "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING", "SERVING"]
 
 # Every kind of work, in the order the product lists them.
 KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING)

@@ -17,7 +17,7 @@ from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.scenarios.dataload.spec import expand_load
 from engine.core.errors import UserError
 from engine.scenarios.inference.spec import (check_contention_here, expand_sweep, left_out_splits,
-                                   with_contention)
+                                             with_contention)
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
                                 int_range, require_values)
 from engine.core.model_source import ModelSource

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import ModelSource
 from engine.scenarios.serving.spec import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
-                                 ServeSpec, check_reachable, default_min_queries)
+                                           OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS,
+                                           SERVE_SCENARIOS, ServeSpec, check_reachable,
+                                           default_min_queries)
 from engine.core.limits import choice, require_values
 from engine.run.jobs.requests import Request, local_runner, stored_closed_loop
 from engine.run.process.runner import Runner

@@ -11,7 +11,7 @@ from engine.core.protocol import Event
 from engine.scenarios.serving.messages import MESSAGES, ServeResult
 from engine.scenarios.serving.table import TABLES, table_rows
 from engine.scenarios.serving.spec import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
-                                 early_stopping_note, parse_summary)
+                                           early_stopping_note, parse_summary)
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["Serving", "SERVING", "LATENCY_SOURCE"]
