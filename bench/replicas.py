@@ -23,7 +23,7 @@ from engine.analysis.compare import t975  # noqa: E402
 from engine.run.process.runner import Runner  # noqa: E402
 from engine.run.jobs.sweep import run_sweep  # noqa: E402
 from engine.core import MeasurementPolicy  # noqa: E402
-from engine.scenarios.inference.spec import expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
 from engine.core.limits import logical_cores  # noqa: E402
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.run.process.runner import Runner  # noqa: E402
 from engine.core import MeasurementPolicy  # noqa: E402
-from engine.scenarios.inference.spec import expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
 from engine.run.jobs.sweep import run_sweep  # noqa: E402
 
 

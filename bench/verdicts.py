@@ -46,7 +46,7 @@ from engine.run.process.neighbour import Neighbour  # noqa: E402
 from engine.run.process.runner import Runner  # noqa: E402
 from engine.run.jobs.sweep import run_sweep  # noqa: E402
 from engine.core import MeasurementPolicy  # noqa: E402
-from engine.scenarios.inference.spec import expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
 from engine.core.budget import RoundBudget  # noqa: E402
 from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS  # noqa: E402
 

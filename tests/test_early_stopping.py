@@ -15,7 +15,8 @@ import pytest
 from engine.core.early_stopping import (allowed_overs, bound_claim, fewest_queries,
                                         held_percentile, held_text, probe_counts, strictness)
 from engine.core.limits import SEARCH_QUERIES_RANGE
-from engine.scenarios.serving.spec import EARLY_STOPPING_MIN_QUERIES, detail_value, parse_summary
+from engine.scenarios.serving.loadgen import detail_value, parse_summary
+from engine.scenarios.serving.spec import EARLY_STOPPING_MIN_QUERIES
 from engine.run.search.max_qps import DEFAULT_SEARCH_QUERIES, EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
 
 

@@ -16,7 +16,8 @@ import pytest
 from engine.core import catalog, model_source, precision
 from engine.core.errors import UserError
 from engine.scenarios.inference import spec as inference
-from engine.scenarios.inference.spec import RunSpec, expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import InputSpec, ModelSource
 from engine.core.runtimes import OPTIONS, ROWS, RuntimeOptions, row
 from engine.scenarios.serving import spec as serving

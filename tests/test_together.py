@@ -16,7 +16,7 @@ from engine.run.process.replicas import combine_replicas, replica_window_s
 from engine.run.process.runner import Runner
 from engine.run.process.together import plan_together
 from engine.core import MeasurementPolicy
-from engine.scenarios.inference.spec import expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
 from seeds.records import spec
 
 TORCH_TF = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1, 8], [1], cores=2)

@@ -15,7 +15,7 @@ from engine.core.catalog import (CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, REFEREN
                                  RUNTIMES)
 from engine.core.model_source import FORMAT_RUNTIMES, default_runtime
 from engine.core.errors import UserError
-from engine.scenarios.inference.spec import runtimes_for
+from engine.scenarios.inference.expand import runtimes_for
 from engine.core.limits import (IMAGE_RANGE, QPS_PRECISION_RANGE, QPS_PROBES_RANGE,
                                 SEARCH_QUERIES_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, choice, float_range, int_range,

@@ -186,7 +186,7 @@ class Progress(Event):
     # None for every other progress: what completed so far (unit "query"; Offline's one
     # query: "sample"), its rate since the test began, and the scenario's tail percentile
     # (p90 SingleStream, else p99; None for Offline) of the SUT's own latencies so far
-    # (engine.scenarios.serving.spec.LatencyHistogram: within 4.4 %).
+    # (engine.scenarios.serving.loadgen.LatencyHistogram: within 4.4 %).
     completed: int | None = None
     per_s: float | None = None
     unit: str | None = None

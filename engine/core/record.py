@@ -148,7 +148,7 @@ class RunRecord:
     profile_ops: tuple = ()  # profiled runs: top operators by self time (dicts)
     trace_gz: bytes | None = None  # profiled runs: the gzipped Chrome trace
     node_system: dict | None = None  # a node's systems row (None: this machine's)
-    # serve (issue 27): LoadGen's summary as engine.scenarios.serving.spec.parse_summary
+    # serve (issue 27): LoadGen's summary as engine.scenarios.serving.loadgen.parse_summary
     # reads it, and its logs as (file name, bytes, gzipped bytes)
     serving: dict | None = None
     loadgen_logs: tuple = ()

@@ -2,7 +2,7 @@
 of a launch, each stored test's label, LoadGen's verdict with a reason per failed rule, the
 headline figures and percentiles, and the latency distribution of the raw per-query
 samples. Built from store/serving.py's frames and LoadGen's parsed summary
-(engine.scenarios.serving.spec.parse_summary); no Streamlit."""
+(engine.scenarios.serving.loadgen.parse_summary); no Streamlit."""
 
 from __future__ import annotations
 

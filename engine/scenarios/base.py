@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from engine.core.protocol import Event, Progress, Result
-from engine.scenarios.serving.spec import live_text
+from engine.scenarios.serving.loadgen import live_text
 
 __all__ = ["Scenario", "phase_of"]
 

@@ -16,8 +16,8 @@ from engine.core.budget import RoundBudget, default_max_rounds
 from engine.core.cluster import check_profile_on_cluster, parse_placement
 from engine.scenarios.dataload.spec import expand_load
 from engine.core.errors import UserError
-from engine.scenarios.inference.spec import (check_contention_here, expand_sweep, left_out_splits,
-                                             with_contention)
+from engine.scenarios.inference.expand import (check_contention_here, expand_sweep,
+                                               left_out_splits, with_contention)
 from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
                                 int_range, require_values)
 from engine.core.model_source import ModelSource
@@ -175,7 +175,7 @@ class SweepRequest(Request):
     time_budget_s: float | None = None
     margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
     # every configuration also beside a controlled neighbour (steady, on/off), torch also
-    # with OpenMP's passive wait policy (engine.scenarios.inference.spec.with_contention)
+    # with OpenMP's passive wait policy (engine.scenarios.inference.expand.with_contention)
     contention: bool = False
     seed: int | None = None
     timeout_s: float = 600.0

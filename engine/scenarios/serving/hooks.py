@@ -10,8 +10,8 @@ from engine.core.model_source import describe_inputs
 from engine.core.protocol import Event
 from engine.scenarios.serving.messages import MESSAGES, ServeResult
 from engine.scenarios.serving.table import TABLES, table_rows
-from engine.scenarios.serving.spec import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
-                                           early_stopping_note, parse_summary)
+from engine.scenarios.serving.loadgen import detail_value, parse_summary
+from engine.scenarios.serving.spec import SCENARIO_PERCENTILE, ServeSpec, early_stopping_note
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["Serving", "SERVING", "LATENCY_SOURCE"]

@@ -32,8 +32,8 @@ import time
 
 from engine.core.protocol import Progress
 from engine.scenarios.serving.messages import ServeResult
-from engine.scenarios.serving.spec import (LIVE_PROGRESS_S, LOADGEN_SCENARIO,
-                                           SCENARIO_PERCENTILE, LatencyHistogram)
+from engine.scenarios.serving.loadgen import LatencyHistogram
+from engine.scenarios.serving.spec import LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE
 from engine.worker.harness import Frame, peak_resident_bytes, resident_bytes
 from engine.worker.inference.body import Models
 from engine.worker.serving.replica import ReplicaSet
