@@ -2,8 +2,8 @@
 work"): every per-kind table is derived from the registry and a kind missing from any of
 them fails here; serving's tables, declared as data, are the ones its migration created;
 and a toy kind built from nothing but the checklist (a package under engine/scenarios/, a
-worker body under engine/worker/, one line in the registry) runs end to end through a real
-worker subprocess into a real DuckDB file, its measurements in its own table and `runs`
+worker body under engine/worker/, its request under engine/run/jobs/, one line in the
+registry) runs end to end, launched as a job, through a real worker subprocess into a real DuckDB file, its measurements in its own table and `runs`
 unchanged.
 
 The toy runs in a copy of engine/ (the real files, with the checklist's edit applied to the
@@ -242,6 +242,41 @@ TOY_FILES = {
 
         COUNT = Count()
         ''',
+    "engine/scenarios/count/request.py": '''
+        from dataclasses import dataclass
+
+        from engine.core.policy import MeasurementPolicy
+        from engine.scenarios.count.hooks import COUNT
+        from engine.scenarios.count.spec import CountSpec
+
+
+        @dataclass(frozen=True)
+        class CountJob:
+            ns: tuple[int, ...]
+            rounds: int = 1
+            seed: int | None = None
+            timeout_s: float = 60.0
+            memory_cap_bytes: int | None = None
+            scenario = COUNT
+
+            def _expand(self):
+                policy = MeasurementPolicy(warmup_iters=1, min_time_s=0.01, min_iters=3)
+                return [CountSpec(n, policy=policy) for n in self.ns], []
+
+            def label(self):
+                return "count " + ", ".join(map(str, self.ns))
+        ''',
+    "engine/run/jobs/count_request.py": '''
+        from dataclasses import dataclass
+
+        from engine.run.jobs.requests import Request
+        from engine.scenarios.count.request import CountJob
+
+
+        @dataclass(frozen=True)
+        class CountRequest(CountJob, Request):
+            """A count as a job: queued, run and stored as a sweep like any kind's."""
+        ''',
     "engine/worker/count/__init__.py": "",
     "engine/worker/count/body.py": '''
         from engine.scenarios.count.messages import CountResult
@@ -270,19 +305,17 @@ REGISTRY_EDIT = [
 ]
 DRIVE = '''
 import sys
-from engine.core.policy import MeasurementPolicy
-from engine.run.jobs.sweep import run_sweep
-from engine.run.process.runner import Runner
-from engine.scenarios.count.spec import CountSpec
+from engine.run.jobs.count_request import CountRequest
 
-policy = MeasurementPolicy(warmup_iters=1, min_time_s=0.01, min_iters=3)
-run_sweep([CountSpec(10, policy=policy), CountSpec(1000, policy=policy)], db=sys.argv[1],
-          rounds=1, seed=1, runner=Runner(timeout_s=60), command="toy")
+request = CountRequest(ns=(10, 1000))
+request.run(request.specs(), db=sys.argv[1], runner=request.runner(db=sys.argv[1]), seed=1,
+            on_start=print, on_stored=print, on_event=lambda ev, r: None, command="toy")
 '''
 
 
 def _toy_tree(dest):
-    """engine/ and store/ as they are, the toy kind's new files, the registry's one edit."""
+    """engine/ and store/ as they are, the toy kind's new files (its package, its body, its
+    job made a Request), the registry's one edit."""
     shutil.copytree(ROOT / "engine", dest / "engine", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__", "build", "cpp"))
     shutil.copytree(ROOT / "store", dest / "store",

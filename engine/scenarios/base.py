@@ -1,13 +1,15 @@
-"""What a scenario is: one kind of work (inference, training, data loading), end to end.
+"""What a scenario is: one kind of work (inference, training, data loading, serving), end to
+end.
 
-A scenario owns its spec type, the module whose `run_group` is the worker body, the fields
-a record of its kind carries beyond the common columns, and how the CLI describes its
-progress and results (the job request that expands into its specs lives on the parent
-side, engine/run/jobs/requests.py). The runner, the sweep driver,
-the job queue, the worker's harness and the CLI are shared by every kind and ask the
-scenario (through engine.scenarios.scenario_of) instead of branching on the kind.
+A scenario owns its spec type, the module whose `run_group` is the worker body, its
+protocol messages and measurement tables, the fields a record of its kind carries beyond
+the common columns, and how the CLI describes its progress and results (the job a user
+asks for is its package's request.py, made a Request on the parent side,
+engine/run/jobs/). The runner, the sweep driver, the job queue, the worker's harness and
+the CLI are shared by every kind and ask the scenario (through
+engine.scenarios.scenario_of) instead of branching on the kind.
 
-Adding a kind is adding a package here (its spec, messages, hooks and tables) and its
+Adding a kind is adding a package here (its spec, messages, hooks, tables, request) and its
 worker body (engine/worker/<kind>/), and registering it in engine/scenarios/__init__.py:
 docs/ARCHITECTURE.md, "Adding a kind of work".
 """
@@ -19,7 +21,7 @@ from typing import ClassVar
 from engine.core.protocol import Event, Progress, Result
 from engine.scenarios.serving.loadgen import live_text
 
-__all__ = ["Scenario", "phase_of"]
+__all__ = ["Scenario", "phase_of", "models_label"]
 
 
 def phase_of(ev: Event) -> str:
@@ -30,6 +32,11 @@ def phase_of(ev: Event) -> str:
         return ev.phase
     return live_text(ev.phase, ev.completed, ev.per_s, ev.unit or "query", ev.tail_pct,
                      ev.tail_ms)
+
+
+def models_label(models, frameworks) -> str:
+    """'resnet18, mobilenet_v3_small × torch': a sweep's label, its models by frameworks."""
+    return f"{', '.join(models)} × {', '.join(frameworks)}"
 
 
 class Scenario:
