@@ -32,7 +32,8 @@ def main():
     from engine.worker.backends import configure_threads
     from engine.worker.backends.torch_eager import Backend
     from engine.worker.measure import time_loop
-    from engine.core import MeasurementPolicy, RunSpec
+    from engine.core import MeasurementPolicy
+    from engine.scenarios.inference.spec import RunSpec
 
     policy = MeasurementPolicy(min_time_s=args.min_time)
     configure_threads("torch", args.threads, 1)

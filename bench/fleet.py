@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine.run.process.runner import Runner  # noqa: E402
 from engine.run.jobs.sweep import run_sweep  # noqa: E402
-from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.core import MeasurementPolicy  # noqa: E402
+from engine.scenarios.inference.expand import expand_sweep
 
 SHAPES = ("c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB")
 

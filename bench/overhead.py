@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.worker.measure import time_loop  # noqa: E402
 from engine.run.process.runner import Runner  # noqa: E402
-from engine.core import MeasurementPolicy, RunSpec  # noqa: E402
+from engine.core import MeasurementPolicy  # noqa: E402
+from engine.scenarios.inference.spec import RunSpec
 
 
 def noop():

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.analysis.compare import t975  # noqa: E402
 from engine.run.process.runner import Runner  # noqa: E402
 from engine.run.jobs.sweep import run_sweep  # noqa: E402
-from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.core import MeasurementPolicy  # noqa: E402
+from engine.scenarios.inference.expand import expand_sweep
 from engine.core.limits import logical_cores  # noqa: E402
 
 

@@ -59,7 +59,8 @@ def main():
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
-    from engine.core import MeasurementPolicy, RunSpec
+    from engine.core import MeasurementPolicy
+    from engine.scenarios.inference.spec import RunSpec
     from engine.run.process.runner import Runner
 
     runs, skipped = configurations(args.framework, WANTED)

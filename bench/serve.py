@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.analysis.stats import summarize  # noqa: E402
-from engine.core import MeasurementPolicy, RunSpec  # noqa: E402
+from engine.core import MeasurementPolicy  # noqa: E402
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import logical_cores  # noqa: E402
-from engine.core.serving import ServeSpec  # noqa: E402
+from engine.scenarios.serving.spec import ServeSpec  # noqa: E402
 from engine.run.process.runner import Runner  # noqa: E402
 
 

@@ -45,7 +45,8 @@ from engine.analysis.compare import aggregate, contests  # noqa: E402
 from engine.run.process.neighbour import Neighbour  # noqa: E402
 from engine.run.process.runner import Runner  # noqa: E402
 from engine.run.jobs.sweep import run_sweep  # noqa: E402
-from engine.core import MeasurementPolicy, expand_sweep  # noqa: E402
+from engine.core import MeasurementPolicy  # noqa: E402
+from engine.scenarios.inference.expand import expand_sweep
 from engine.core.budget import RoundBudget  # noqa: E402
 from engine.core.limits import DEFAULT_MAX_ROUNDS, DEFAULT_ROUNDS  # noqa: E402
 

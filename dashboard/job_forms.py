@@ -16,14 +16,14 @@ import streamlit as st
 from dashboard.numbers import Numbers
 from dashboard.offered import MAX_VALUE_LEN, offered
 from engine.core.catalog import CATALOG, RUNTIMES
-from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.scenarios.dataload.spec import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.errors import UserError
 from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
                                 MARGIN_RANGE, MEMORY_CAP_MB_RANGE, P99_BOUND_MS_RANGE,
                                 PROFILE_RANGE, STEPS_RANGE, TRAIN_BATCH_RANGE, WORKERS_RANGE,
                                 logical_cores, parse_int_list)
 from engine.core.paths import data_root
-from engine.core.training import DATASETS, TRAIN_RUNTIMES
+from engine.scenarios.training.spec import DATASETS, TRAIN_RUNTIMES
 from engine.present.run_form import FRAMEWORKS, launched
 from engine.run.search.batch_search import DEFAULT_MARGIN, FITS, MODES
 

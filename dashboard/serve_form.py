@@ -27,11 +27,11 @@ from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_D
                                 logical_cores)
 from engine.core.model_source import fill_inputs
 from engine.core.runtimes import rows_of
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
-                                 DEFAULT_SERVER_BOUND_MS, OFFICIAL_MIN_DURATION_S,
-                                 REPLICATED_SCENARIOS, SCENARIO_INPUTS,
-                                 SERVE_SCENARIOS, check_reachable, default_min_queries,
-                                 fixed_batch_allowed)
+from engine.scenarios.serving.spec import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
+                                           DEFAULT_SERVER_BOUND_MS, OFFICIAL_MIN_DURATION_S,
+                                           REPLICATED_SCENARIOS, SCENARIO_INPUTS, SERVE_SCENARIOS,
+                                           check_reachable, default_min_queries,
+                                           fixed_batch_allowed)
 from engine.present.run_form import FRAMEWORKS, parse_image_size
 from engine.present.serving_text import SCENARIO_HELP, scenario_label
 from engine.run.process.machine import system_info
@@ -112,7 +112,7 @@ def _file(link: PageLink, can_write: bool, may_trust: bool, errors: dict) -> tup
 
 
 def _min_queries_default(scenario: str) -> int:
-    """The scenario's default minimum queries (engine.core.serving.default_min_queries:
+    """The scenario's default minimum queries (engine.scenarios.serving.spec.default_min_queries:
     Server's 459, early stopping's), carried over a change of scenario while the box still
     holds the previous scenario's default; a value the user typed stays."""
     previous = st.session_state.get("sv_min_queries_for")
@@ -202,7 +202,7 @@ def serve_form(link: PageLink, *, can_write: bool, may_trust: bool) -> JobForm:
 
 def refuse_unreachable(test: Plan) -> Plan:
     """A Server target over 10x the stored closed loop of its SUT on this machine is the
-    form's error under target_qps (engine.core.serving.check_reachable, as the CLI)."""
+    form's error under target_qps (engine.scenarios.serving.spec.check_reachable, as the CLI)."""
     if test.errors or not test.specs or test.specs[0].scenario != "server":
         return test
     spec = test.specs[0]

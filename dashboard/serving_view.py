@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard.link_state import PageLink
 from dashboard.session import read
-from engine.core.serving import SCENARIO_PERCENTILE
+from engine.scenarios.serving.spec import SCENARIO_PERCENTILE
 from engine.present.serving_text import (failed_rule_reasons, headline, latency_distribution,
                                          loadgen_column, percentile_table, run_label,
                                          scenario_label, verdict_text)

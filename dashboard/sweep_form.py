@@ -25,7 +25,7 @@ from dashboard.session import busy, database
 from engine.core.budget import default_max_rounds
 from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
-from engine.core.inference import PRECISIONS
+from engine.scenarios.inference.spec import PRECISIONS
 from engine.core.model_source import fill_inputs
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_ROUNDS,
                                 DEFAULT_VERDICT_MARGIN,

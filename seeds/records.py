@@ -11,8 +11,10 @@ mind; a new case is a new builder.
 
 from datetime import datetime, timezone
 
-from engine.core import MeasurementPolicy, RunSpec
-from engine.core.protocol import InferenceResult, TrainResult
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec
+from engine.scenarios.inference.messages import InferenceResult
+from engine.scenarios.training.messages import TrainResult
 from engine.core.record import RunRecord
 from engine.run.process.records import config_extra, record_from_result
 from engine.scenarios import DATA_LOADING, TRAINING
@@ -99,7 +101,7 @@ def seed_sweep(db_path, sweep_id="sweep-seeded"):
 
 
 def train_spec(**kw):
-    from engine.core import TrainSpec
+    from engine.scenarios.training.spec import TrainSpec
     return TrainSpec(**{"model": "resnet18", "framework": "torch", "batch_size": 32,
                         "intra_threads": 1, **kw}).validate(cores=4)
 

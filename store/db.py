@@ -18,6 +18,8 @@ from pathlib import Path
 import duckdb
 
 from engine.core.errors import UserError
+from engine.scenarios import KIND_TABLES
+from store.kinds import create_kind_tables
 
 __all__ = ["default_db_path", "resolve_db_path", "connect", "open_db", "MIGRATIONS",
            "applied_migrations", "writer_waiting", "close"]
@@ -280,6 +282,20 @@ def _migrate(con) -> None:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+    _kind_tables(con)
+
+
+def _kind_tables(con) -> None:
+    """Every registered kind's own tables (engine.scenarios.KIND_TABLES), after the
+    migrations: a kind added or grown creates its tables or columns here, never a migration
+    of `runs`."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        create_kind_tables(con, KIND_TABLES)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def applied_migrations(con) -> list[str]:

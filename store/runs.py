@@ -9,8 +9,10 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from engine.scenarios import SCENARIOS
 from engine.core.record import RunRecord
+from engine.scenarios import SCENARIOS
+from engine.scenarios.serving.table import LOG_FORMAT
+from store.kinds import save_kind_rows
 
 __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH_COLUMNS",
            "save_record", "save_sweep", "sweep_rule", "extend_sweep", "restate_sweep", "sweep_rounds", "list_sweeps", "run_exists", "known_model_stats", "reference_flops", "list_runs", "run_samples",
@@ -21,7 +23,7 @@ __all__ = ["train_epochs", "train_steps", "profile_ops", "profile_trace", "EPOCH
 _JSON_FIELDS = ("versions", "threads_effective", "env", "extra", "numerics")
 # RunRecord fields kept in tables of their own, not in `runs`
 _SAMPLE_FIELDS = ("warmup_ns", "samples_ns", "epochs", "step_losses", "profile_ops", "trace_gz",
-                  "node_system", "serving", "loadgen_logs")
+                  "node_system", "serving", "loadgen_logs", "kind_rows")
 EPOCH_COLUMNS = ["epoch", "steps", "samples", "wall_s", "samples_per_s", "train_loss",
                  "train_acc", "test_loss", "test_acc", "eval_s"]
 PROFILE_COLUMNS = ["op", "device", "calls", "self_ms", "total_ms"]
@@ -100,7 +102,8 @@ def save_record(con, record: RunRecord, system: dict | None = None) -> None:
 
 
 def _save_extras(con, record: RunRecord) -> None:
-    """Epochs, per-step losses and the profile of a run, in the same transaction."""
+    """Epochs, per-step losses, the profile of a run and its kind's own tables' rows, in
+    the same transaction."""
     for e in record.epochs:
         con.execute(f"INSERT INTO train_epochs (run_id, {', '.join(EPOCH_COLUMNS)}) "
                     f"VALUES ({', '.join('?' * (len(EPOCH_COLUMNS) + 1))})",
@@ -112,30 +115,11 @@ def _save_extras(con, record: RunRecord) -> None:
         con.execute(f"INSERT INTO profile_ops (run_id, rank, {', '.join(PROFILE_COLUMNS)}) "
                     f"VALUES (?, ?, {', '.join('?' * len(PROFILE_COLUMNS))})",
                     [record.run_id, rank] + [op.get(c) for c in PROFILE_COLUMNS])
-    _save_serving(con, record)
+    save_kind_rows(con, SCENARIOS[record.kind], record)  # its kind's own tables
     if record.trace_gz:
         con.execute("INSERT INTO profile_traces VALUES (?, ?, ?, ?)",
                     [record.run_id, "chrome-trace-json-gzip", len(record.trace_gz),
                      record.trace_gz])
-
-
-LOG_FORMAT = "text-gzip"
-
-
-def _save_serving(con, record: RunRecord) -> None:
-    """A serving run's LoadGen summary (parsed) and logs, in the run's transaction."""
-    s = record.serving
-    if s is not None:
-        con.execute("INSERT INTO serving_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [record.run_id, (record.extra or {}).get("scenario", ""), s.get("result"),
-                     json.dumps(s.get("failed_rules", [])),
-                     json.dumps(s.get("recommendations", [])),
-                     json.dumps(s.get("early_stopping", {})),
-                     json.dumps(s.get("percentiles_ns", {})), json.dumps(s.get("figures", {})),
-                     s.get("query_count"), s.get("samples_per_query"), json.dumps(s)])
-    for name, size, data in record.loadgen_logs:
-        con.execute("INSERT INTO loadgen_logs VALUES (?, ?, ?, ?, ?)",
-                    [record.run_id, name, size, LOG_FORMAT, data])
 
 
 def serving_result(con, run_id: str) -> dict | None:

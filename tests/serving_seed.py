@@ -4,9 +4,9 @@ a run the engine finished, for the Deploy page's tests."""
 
 from dataclasses import replace
 
-from engine.core import RunSpec
-from engine.core.protocol import ServeResult
-from engine.core.serving import ServeSpec
+from engine.scenarios.inference.spec import RunSpec
+from engine.scenarios.serving.messages import ServeResult
+from engine.scenarios.serving.spec import ServeSpec
 from engine.run.process.records import config_extra, record_from_result
 from seeds.records import SYSTEM, base_fields
 

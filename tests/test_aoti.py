@@ -7,7 +7,7 @@ model on both; and what is refused, or fails, with the reason. Real workers, tin
 import pytest
 
 from engine.cli import main
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.errors import UserError
 from engine.core.model_source import InputSpec, ModelSource
 from engine.run.process.runner import Runner

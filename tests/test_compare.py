@@ -11,7 +11,7 @@ from engine.analysis.sequential import (EQUIVALENT, SINGLE, UNDECIDED, WINNER, V
 from engine.analysis.sweep_verdict import judge_sweep
 from engine.present.tables import compare_table, ms_text
 from engine.run.jobs.rounds import order_name, plan_rounds
-from engine.core import expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
 
 
 def test_round_aggregation_is_exact():

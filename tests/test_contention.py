@@ -9,9 +9,9 @@ from engine.analysis.contention import slowdowns, verdict_changes, wait_policy_e
 from engine.analysis.sweep_verdict import judge_sweep
 from engine.cli import main
 from engine.present.tables import contention_lines
-from engine.core import expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
 from engine.core.errors import UserError
-from engine.core.inference import with_contention
+from engine.scenarios.inference.expand import with_contention
 from store.db import open_db
 from store.queries import results_table
 from seeds.records import spec

@@ -5,7 +5,7 @@ its report; and the pure builders it draws with."""
 
 import pytest
 
-from engine.core.serving import parse_summary
+from engine.scenarios.serving.loadgen import parse_summary
 from engine.present.serving_text import (failed_rule_reasons, latency_distribution,
                                          serve_plan)
 from engine.run.jobs.serve_request import ServeRequest

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.errors import UserError
 from engine.core.limits import logical_cores
 from engine.analysis.cost import load_catalog
-from engine.core.serving import ServeSpec
+from engine.scenarios.serving.spec import ServeSpec
 from engine.present.search_view import front_points, pareto_figure, probe_frame
 from engine.run.search.autotune import Candidate, ClosedFigure, autotune
 from engine.run.search.max_qps import QpsSearch, StoredProbe, loadgen_p99_ms, replay_max_qps

@@ -15,7 +15,8 @@ import pytest
 from engine.core.early_stopping import (allowed_overs, bound_claim, fewest_queries,
                                         held_percentile, held_text, probe_counts, strictness)
 from engine.core.limits import SEARCH_QUERIES_RANGE
-from engine.core.serving import EARLY_STOPPING_MIN_QUERIES, detail_value, parse_summary
+from engine.scenarios.serving.loadgen import detail_value, parse_summary
+from engine.scenarios.serving.spec import EARLY_STOPPING_MIN_QUERIES
 from engine.run.search.max_qps import DEFAULT_SEARCH_QUERIES, EARLY_STOPPING_MIN_QUERIES as SEARCH_MIN
 
 
@@ -94,7 +95,7 @@ def _loadgen_server(n: int, held: int) -> tuple[dict, int, int]:
     ts = lg.TestSettings()
     ts.scenario, ts.mode = lg.TestScenario.Server, lg.TestMode.PerformanceOnly
     ts.server_target_qps, ts.server_target_latency_ns = QPS, BOUND_NS
-    ts.min_duration_ms, ts.min_query_count = 0, n  # as engine/worker/serving.py sets them
+    ts.min_duration_ms, ts.min_query_count = 0, n  # as engine/worker/serving/body.py sets them
     with tempfile.TemporaryDirectory() as out:
         log = lg.LogSettings()
         log.log_output.outdir = out

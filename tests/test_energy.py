@@ -13,7 +13,7 @@ import pytest
 
 from engine.core.energy import (NVML, RAPL, EnergyAbsent, EnergyReading, RaplMeter,
                                 energy_words, rapl_status)
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.policy import MeasurementPolicy
 from engine.worker import energy
 from engine.worker.energy import NvmlMeter, energy_loop, measure_energy

@@ -9,7 +9,8 @@ from engine.run.process.drive import WorkerEvent
 from engine.run.process.executors import classify_exit
 from engine.run.process.held import HeldWorker
 from engine.run.process.runner import Runner
-from engine.core import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec
 
 POLICY = MeasurementPolicy(warmup_iters=1, min_time_s=0.05, min_iters=5)
 

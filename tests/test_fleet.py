@@ -125,7 +125,7 @@ def test_a_node_lost_mid_sweep_gives_killed_rows_and_the_rest_completes(ray_clus
     from engine.run.cluster.join import release
     from engine.run.cluster.fleet import cluster_plan, ray_runner
     from engine.run.jobs.sweep import run_sweep
-    from engine.core.inference import expand_sweep
+    from engine.scenarios.inference.expand import expand_sweep
     from engine.core.policy import MeasurementPolicy
 
     import ray
@@ -244,7 +244,7 @@ def test_a_node_that_fails_stops_the_others_with_the_reason_not_as_a_user_cancel
 
     from engine.run.cluster.fleet import FleetRunner
     from engine.run.process.runner import Runner
-    from engine.core.inference import expand_sweep
+    from engine.scenarios.inference.expand import expand_sweep
     from engine.core.policy import MeasurementPolicy
 
     timing = threading.Event()

@@ -7,7 +7,8 @@ import pytest
 from engine.cli import main
 from engine.run.process.runner import Runner
 from engine.run.process.worker_steps import count_model_stats
-from engine.core import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec
 from store.db import open_db
 
 pytestmark = pytest.mark.slow

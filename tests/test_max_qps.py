@@ -207,8 +207,8 @@ def test_a_search_states_its_chosen_count_in_its_command_before_its_first_server
         db_path):
     """No count given and no estimate before the sweep opens: the Offline run's samples/s
     gives it, and the sweep's command is restated with it before the first Server probe."""
-    from engine.core import RunSpec
-    from engine.core.serving import ServeSpec
+    from engine.scenarios.inference.spec import RunSpec
+    from engine.scenarios.serving.spec import ServeSpec
     from engine.run.search.max_qps import stored_max_qps_search
 
     said, seen = [], []
@@ -602,8 +602,8 @@ def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
 
 
 def test_a_fixed_query_count_is_a_server_tests_with_no_minimum_duration_to_raise_it():
-    from engine.core import RunSpec
-    from engine.core.serving import ServeSpec
+    from engine.scenarios.inference.spec import RunSpec
+    from engine.scenarios.serving.spec import ServeSpec
     from engine.scenarios import SERVING
 
     spec = ServeSpec(RunSpec("identity", "selftest", 1, 1), "server", target_qps=100.0,

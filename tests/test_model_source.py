@@ -108,7 +108,8 @@ def _source(tmp_path, fmt="pt2", name="net", inputs=None):
 def test_a_user_model_spec_resolves_from_its_format_and_travels_as_json(tmp_path):
     import json
 
-    from engine.core.inference import RunSpec, expand_sweep
+    from engine.scenarios.inference.expand import expand_sweep
+    from engine.scenarios.inference.spec import RunSpec
 
     src = _source(tmp_path, "onnx")
     (spec,) = expand_sweep(["net"], ["torch"], [4], [1], user_model=src, cores=2)
@@ -130,7 +131,7 @@ def test_a_user_model_spec_resolves_from_its_format_and_travels_as_json(tmp_path
 ])
 def test_a_user_model_spec_refuses_what_its_format_cannot_do(tmp_path, change, field,
                                                              message):
-    from engine.core.inference import RunSpec
+    from engine.scenarios.inference.spec import RunSpec
 
     spec = RunSpec(**{**dict(model="net", framework="torch", batch_size=1, intra_threads=1,
                              user_model=_source(tmp_path)), **change})
@@ -170,7 +171,8 @@ def test_a_file_whose_loading_runs_code_runs_only_when_the_user_says_so(tmp_path
                                                                          framework, what):
     import json
 
-    from engine.core.inference import RunSpec, expand_sweep
+    from engine.scenarios.inference.expand import expand_sweep
+    from engine.scenarios.inference.spec import RunSpec
 
     with pytest.raises(UserError) as e:
         expand_sweep(["net"], [framework], [1], [1], user_model=_program(tmp_path, fmt, False),

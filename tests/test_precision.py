@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.core import RunSpec, expand_sweep
+from engine.scenarios.inference.expand import expand_sweep
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.errors import UserError
 from engine.core.precision import cpu_flags, parse_cpu_flags
 from engine.present.precision_text import precision_table, speedup_text, with_vs_fp32

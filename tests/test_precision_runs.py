@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.core import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.precision import BF16_FLAGS, cpu_flags
 from engine.run.process.runner import Runner
 from store.db import open_db

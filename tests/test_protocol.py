@@ -1,8 +1,9 @@
-"""The worker protocol (engine/core/protocol.py): every message survives encode/decode with
-its values, a line of another version or kind is refused in words, a worker that writes
-one leaves a failed row instead of a traceback, the kind names live in that module alone
-(checked from the source, with a planted violation to show the check bites), and a real
-worker's run is stored with the columns a run had before the protocol was typed."""
+"""The worker protocol (engine/core/protocol.py, and each kind's messages.py joined by the
+registry): every message survives encode/decode with its values, a line of another version
+or kind is refused in words, a worker that writes one leaves a failed row instead of a
+traceback, the kind names live in those modules alone (checked from the source, with a
+planted violation to show the check bites), and a real worker's run is stored with the
+columns a run had before the protocol was typed."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from engine.core import MeasurementPolicy, RunSpec
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import DeclaredInput
-from engine.core.protocol import (MESSAGES, PROTOCOL_VERSION, Armed, Assign, BlockTimed,
-                                  Calibrated,
-                                  DeclaredInputs, Failed, Go, InferenceResult, LoadResult, More,
-                                  Progress, ProtocolError, Ready, ReplicaDone, ReplicaWarm,
-                                  RunNext, RunOrder, ServeResult, Started, Stats,
-                                  Stop, TimeBlock, TrainResult, decode, encode)
+from engine.core.protocol import (PROTOCOL_VERSION, Armed, Assign, BlockTimed, Calibrated,
+                                  DeclaredInputs, Failed, Go, More, Progress, ProtocolError,
+                                  Ready, RunNext, RunOrder, Started, Stats, Stop, TimeBlock,
+                                  encode)
+from engine.scenarios import MESSAGES, decode
+from engine.scenarios.dataload.messages import LoadResult
+from engine.scenarios.inference.messages import InferenceResult
+from engine.scenarios.serving.messages import ReplicaDone, ReplicaWarm, ServeResult
+from engine.scenarios.training.messages import TrainResult
 from engine.run.process.runner import Runner
 from tests.conftest import ROOT
 
@@ -145,6 +150,8 @@ def test_a_worker_that_speaks_another_version_leaves_a_failed_row_not_a_tracebac
 # ----------------------------------------------------- the kind names live in one module
 
 PROTOCOL_MODULE = "engine/core/protocol.py"
+# A kind's own messages are defined in its package, the one other home of their names.
+KIND_MESSAGES = "engine/scenarios/*/messages.py"
 # Lines of another protocol that happen to share a word: the LibTorch C++ runner and
 # trainer (engine/worker/cpp) write their own JSON events to the Python worker.
 OTHER_PROTOCOLS = {"engine/worker/backends/torch_libtorch.py",
@@ -211,7 +218,8 @@ def kind_literals(root: Path) -> list[str]:
         for name in sorted(n for n in names if n.endswith(".py")):
             path = Path(folder) / name
             rel = path.relative_to(root).as_posix()
-            if rel == PROTOCOL_MODULE or rel in OTHER_PROTOCOLS:
+            if (rel == PROTOCOL_MODULE or rel in OTHER_PROTOCOLS
+                    or Path(rel).match(KIND_MESSAGES)):
                 continue
             out += [f"{rel}:{line}: {kind}"
                     for line, kind in kind_literal_hits(ast.parse(path.read_text()))]
@@ -220,9 +228,11 @@ def kind_literals(root: Path) -> list[str]:
 
 def test_kind_names_appear_only_in_the_protocol_module():
     assert kind_literals(ROOT) == []
-    # the protocol module is where they are: the check would see them there
-    assert {k for _, k in kind_literal_hits(ast.parse((ROOT / PROTOCOL_MODULE)
-                                                      .read_text()))} == set(MESSAGES)
+    # the protocol module and the kinds' messages are where they are: the check would see
+    # them there
+    homes = [ROOT / PROTOCOL_MODULE, *sorted(ROOT.glob(KIND_MESSAGES))]
+    assert {k for home in homes
+            for _, k in kind_literal_hits(ast.parse(home.read_text()))} == set(MESSAGES)
 
 
 def test_the_kind_check_finds_a_planted_violation_and_nothing_else(tmp_path):

@@ -7,7 +7,8 @@ import pytest
 
 from engine.cli import main
 from engine.core.errors import UserError
-from engine.core.inference import RunSpec, expand_sweep, left_out_splits
+from engine.scenarios.inference.expand import expand_sweep, left_out_splits
+from engine.scenarios.inference.spec import RunSpec
 from store.db import open_db
 
 QUICK = ["--model", "identity", "--framework", "selftest", "--batch", "1", "--rounds", "1",

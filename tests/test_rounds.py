@@ -149,8 +149,8 @@ def test_the_plan_names_every_kind_of_spec_and_only_inference_has_replicas():
     """A data-loading or training sweep goes through the same driver: its plan labels must
     not ask for an inference-only field (a data-loading job once failed on `replica`)."""
     from engine.run.jobs.sweep import plan_labels
-    from engine.core.dataload import LoadSpec
-    from engine.core.training import TrainSpec
+    from engine.scenarios.dataload.spec import LoadSpec
+    from engine.scenarios.training.spec import TrainSpec
 
     load = LoadSpec("png", "pillow", "numpy", "loop", 8)
     train = TrainSpec("resnet18", "torch", 32, 1)

@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.core import catalog, inference, model_source, precision, serving, training
+from engine.core import catalog, model_source, precision
 from engine.core.errors import UserError
-from engine.core.inference import RunSpec, expand_sweep
+from engine.scenarios.inference import spec as inference
+from engine.scenarios.inference.expand import expand_sweep
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import InputSpec, ModelSource
 from engine.core.runtimes import OPTIONS, ROWS, RuntimeOptions, row
-from engine.core.serving import ServeSpec
+from engine.scenarios.serving import spec as serving
+from engine.scenarios.serving.spec import ServeSpec
+from engine.scenarios.training import spec as training
 from engine.worker import backends, numerics
 from store import precision as store_precision
 from tests.conftest import ROOT

@@ -10,10 +10,14 @@ from engine.run.search.batch_search import BatchSearchRequest
 from engine.run.jobs.requests import LoadRequest, SweepRequest, TrainRequest
 from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
-from engine.core import LoadSpec, RunSpec, TrainSpec
+from engine.scenarios.dataload.spec import LoadSpec
+from engine.scenarios.inference.spec import RunSpec
+from engine.scenarios.training.spec import TrainSpec
 from engine.core.errors import UserError
-from engine.core.serving import SCENARIO_INPUTS, SERVE_SCENARIOS, ServeSpec
-from engine.core.protocol import InferenceResult, Progress, Started, TrainResult
+from engine.scenarios.serving.spec import SCENARIO_INPUTS, SERVE_SCENARIOS, ServeSpec
+from engine.core.protocol import Progress, Started
+from engine.scenarios.inference.messages import InferenceResult
+from engine.scenarios.training.messages import TrainResult
 from tests.conftest import ROOT
 from seeds.records import failed_record, ok_record
 
@@ -131,8 +135,8 @@ def test_requests_share_rounds_check_duplicate_rule_and_label():
 
 
 def test_a_serving_request_gives_each_scenario_what_its_row_takes():
-    """engine.core.serving.SCENARIO_INPUTS, not the names, decides: the bound reaches Server
-    and SingleStream, the rate Server and Offline, a stream's query its own batch (1, 8)
+    """engine.scenarios.serving.spec.SCENARIO_INPUTS, not the names, decides: the bound reaches
+    Server and SingleStream, the rate Server and Offline, a stream's query its own batch (1, 8)
     whatever the max batch; an unknown name is refused as the spec refuses it."""
     assert set(SCENARIO_INPUTS) == set(SERVE_SCENARIOS)
     req = ServeRequest(SERVE_SCENARIOS, "identity", "selftest", max_batch=4, target_qps=50.0,

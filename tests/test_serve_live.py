@@ -16,8 +16,9 @@ import pytest
 from engine.cli import main
 from engine.core.errors import UserError
 from engine.core.protocol import Progress
-from engine.core.serving import (EARLY_STOPPING_MIN_QUERIES, LatencyHistogram, check_reachable,
-                                 default_min_queries, early_stopping_note)
+from engine.scenarios.serving.loadgen import LatencyHistogram
+from engine.scenarios.serving.spec import (EARLY_STOPPING_MIN_QUERIES, check_reachable,
+                                           default_min_queries, early_stopping_note)
 from engine.present.serving_text import serve_plan
 from engine.run.process.machine import system_info
 from engine.run.jobs.serve_request import ServeRequest

@@ -15,11 +15,11 @@ import duckdb
 import pytest
 
 from engine.cli import main
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import logical_cores
-from engine.core.serving import ServeSpec
-from engine.worker.replica import replica_cores
-from engine.worker.serving import _Batcher
+from engine.scenarios.serving.spec import ServeSpec
+from engine.worker.serving.replica import replica_cores
+from engine.worker.serving.body import _Batcher
 
 IDENTITY = ["--model", "identity", "--framework", "selftest"]
 TWO = ["--replicas", "2", "--threads", "1"]

@@ -10,11 +10,12 @@ import duckdb
 import pytest
 
 from engine.cli import main
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.errors import UserError
 from engine.core.limits import logical_cores
 from engine.core.early_stopping import allowed_overs
-from engine.core.serving import ServeSpec, detail_value, parse_summary
+from engine.scenarios.serving.loadgen import detail_value, parse_summary
+from engine.scenarios.serving.spec import ServeSpec
 from engine.scenarios import SERVING
 from store.runs import loadgen_log, serving_result
 

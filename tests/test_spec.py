@@ -1,7 +1,9 @@
 import pytest
 
 from engine.core.errors import UserError
-from engine.core import MeasurementPolicy, RunSpec, expand_sweep
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.expand import expand_sweep
+from engine.scenarios.inference.spec import RunSpec
 
 
 def err(fn):

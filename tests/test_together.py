@@ -6,15 +6,17 @@ from dataclasses import replace
 
 import pytest
 
-from engine.core.protocol import (Armed, BlockTimed, Failed, InferenceResult, Ready, RunNext,
-                                  Started, Stop, TimeBlock)
+from engine.core.protocol import (Armed, BlockTimed, Failed, Ready,
+                                  RunNext, Started, Stop, TimeBlock)
+from engine.scenarios.inference.messages import InferenceResult
 from engine.run.process.drive import Timing, WorkerEvent
 from engine.run.process.executors import window_times
 from engine.run.process.neighbour import _phases
 from engine.run.process.replicas import combine_replicas, replica_window_s
 from engine.run.process.runner import Runner
 from engine.run.process.together import plan_together
-from engine.core import MeasurementPolicy, expand_sweep
+from engine.core import MeasurementPolicy
+from engine.scenarios.inference.expand import expand_sweep
 from seeds.records import spec
 
 TORCH_TF = expand_sweep(["mobilenet_v3_small"], ["torch", "tensorflow"], [1, 8], [1], cores=2)

@@ -138,7 +138,7 @@ def test_a_node_host_keeps_its_workers_off_the_core_left_to_ray():
 
 def test_the_row_of_a_node_run_says_which_core_was_left_to_ray():
     from engine.run.process.records import base_fields
-    from engine.core.inference import RunSpec
+    from engine.scenarios.inference.spec import RunSpec
 
     spec = RunSpec(model="identity", framework="selftest", batch_size=1, intra_threads=1)
     common = dict(run_id="r", tags={}, ready=None, started_at=None, ended_at=None,

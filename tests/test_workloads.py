@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 from engine.cli import main
-from engine.worker.images import OutputMismatch, check_batch, expected_batch, generate_dataset
-from engine.worker.datasets import epoch_order, load_data
+from engine.worker.dataload.images import OutputMismatch, check_batch, expected_batch, generate_dataset
+from engine.worker.training.datasets import epoch_order, load_data
 from engine.core.errors import UserError
 from engine.core.record import RunRecord
 from engine.present.tables import load_table, train_table
 from engine.run.process.records import config_extra
-from engine.core import LoadSpec, expand_load, expand_train
-from engine.worker.train_loop import cross_entropy
+from engine.scenarios.dataload.spec import LoadSpec, expand_load
+from engine.scenarios.training.spec import expand_train
+from engine.worker.training.train_loop import cross_entropy
 from store.db import open_db
 from store.queries import load_summary, train_runs
 from store.runs import profile_ops, profile_trace, save_record, train_epochs, train_steps
@@ -258,7 +259,7 @@ def test_training_epochs_steps_and_operators_survive_export_and_import(fmt, tmp_
 
 _BN_PROBE = """
 import json, torch, torchvision
-from engine.core import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 from engine.worker.backends.train_tf import Trainer
 out = {}
 for name in ("resnet18", "resnet50", "mobilenet_v3_small"):

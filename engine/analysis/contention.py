@@ -1,8 +1,8 @@
 """Shared versus dedicated, measured: what a neighbour on one of the run's cores costs each
 contender, whether it changes a verdict, and what torch's OpenMP wait policy does about it.
 
-A sweep with contention (engine.core.inference.with_contention) measures every configuration
-in every round quietly and beside a controlled neighbour (steady, on/off), each a setting of
+A sweep with contention (engine.scenarios.inference.expand.with_contention) measures every
+configuration in every round quietly and beside a controlled neighbour (steady, on/off), each a setting of
 its own. The slowdown of a contender is paired by round: its round median beside the
 neighbour over its quiet round median in the same round (a 95 % interval over the rounds).
 A verdict changes when the contest's decided winner beside the neighbour is not the quiet

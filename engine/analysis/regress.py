@@ -40,7 +40,7 @@ from engine.analysis.compare import ConfigResult, aggregate, contender_name
 from engine.analysis.evidence import SWEEPS, Evidence, Side, evidence, sweep_spread
 from engine.analysis.multiplicity import Statistic, step_down_minp
 from engine.core.catalog import model_label
-from engine.core.inference import CONDITION_LABELS
+from engine.scenarios.inference.spec import CONDITION_LABELS
 from engine.core.limits import FAIL_ABOVE_RANGE, THRESHOLD_RANGE, float_range
 
 __all__ = ["Config", "Decision", "Change", "SetComparison", "decide", "compare_sets",

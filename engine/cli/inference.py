@@ -13,7 +13,7 @@ from engine.run.search.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHP
 from engine.run.jobs.requests import SweepRequest, local_runner
 from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME
 from engine.core.errors import UserError
-from engine.core.inference import RunSpec, device_choices
+from engine.scenarios.inference.spec import RunSpec, device_choices
 from engine.core.precision import PRECISIONS, supported_precisions
 from engine.core.runtimes import OPTIONS, ROWS, RuntimeOptions, owners
 from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_MAX_ROUNDS,

@@ -14,10 +14,11 @@ from engine.cli.progress import run_and_summarize
 from engine.core.catalog import CATALOG, FRAMEWORKS
 from engine.core.limits import (IMAGE_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, logical_cores)
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES, DEFAULT_SAMPLES,
-                                 DEFAULT_SERVER_BOUND_MS, MULTI_STREAM_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
-                                 default_min_queries, early_stopping_note, fixed_batch_allowed)
+from engine.scenarios.serving.spec import (DEFAULT_MIN_DURATION_S, DEFAULT_MIN_QUERIES,
+                                           DEFAULT_SAMPLES, DEFAULT_SERVER_BOUND_MS,
+                                           MULTI_STREAM_SAMPLES, OFFICIAL_MIN_DURATION_S,
+                                           SCENARIO_INPUTS, SERVE_SCENARIOS, default_min_queries,
+                                           early_stopping_note, fixed_batch_allowed)
 from engine.core.errors import UserError
 from engine.core.early_stopping import strictness
 from engine.core.limits import (QPS_PRECISION_RANGE, QPS_PROBES_RANGE, SEARCH_QUERIES_RANGE,

@@ -15,12 +15,12 @@ from engine.core.catalog import (CATALOG, DIAGNOSTIC_MODELS, FRAMEWORKS, REFEREN
                                  RUNTIMES)
 from engine.core.model_source import FORMAT_RUNTIMES, default_runtime
 from engine.core.errors import UserError
-from engine.core.inference import runtimes_for
+from engine.scenarios.inference.expand import runtimes_for
 from engine.core.limits import (IMAGE_RANGE, QPS_PRECISION_RANGE, QPS_PROBES_RANGE,
                                 SEARCH_QUERIES_RANGE, SEED_RANGE, SERVE_BATCH_RANGE,
                                 SERVE_SAMPLES_RANGE, choice, float_range, int_range,
                                 logical_cores)
-from engine.core.serving import DEFAULT_SAMPLES, UNSERVED_RUNTIMES, fixed_batch_allowed
+from engine.scenarios.serving.spec import DEFAULT_SAMPLES, UNSERVED_RUNTIMES, fixed_batch_allowed
 from engine.present.outcome import EXIT_NOT_OK, EXIT_OK
 
 __all__ = ["add_parsers", "COMMANDS"]

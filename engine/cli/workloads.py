@@ -11,7 +11,7 @@ from engine.cli.args import float_arg, int_arg, memory_cap, sweep_options
 from engine.cli.progress import run_and_summarize
 from engine.present.tables import load_table, train_table
 from engine.core.catalog import CATALOG
-from engine.core.dataload import DECODERS, FORMATS, NORMALIZERS, PIPELINES
+from engine.scenarios.dataload.spec import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.errors import UserError
 from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUNT_RANGE,
                                 LOAD_SIZE_RANGE, PROFILE_RANGE, SEED_RANGE, STEPS_RANGE,
@@ -19,7 +19,7 @@ from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, IMAGE_RANGE, LOAD_COUN
                                 WORKERS_RANGE, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.present.outcome import runs_exit
-from engine.core.training import DATASETS, TRAIN_RUNTIMES
+from engine.scenarios.training.spec import DATASETS, TRAIN_RUNTIMES
 from engine.run.jobs.requests import LoadRequest, TrainRequest
 
 __all__ = ["add_parsers", "COMMANDS"]

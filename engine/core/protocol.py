@@ -5,15 +5,18 @@ holds it at a gate, one command a line (`Go`, `RunNext`, `TimeBlock`, `Stop`); i
 its events one a line on stdout (`Ready`, then per run `Started`, `Progress`, `Armed`,
 `BlockTimed`, exactly one result or `Failed`; `Stats` in the catalog's counting mode,
 `DeclaredInputs` when only asked what a user's model file declares, `Calibrated` in mode
-calibrate). A serving worker speaks it to its replicas too (`ReplicaWarm`, `ReplicaDone`).
-Both sides import this module and nothing else of each other; `encode` writes and `decode`
-reads every line, here, so a field renamed on one side cannot go unread on the other.
+calibrate). Each kind of work defines its own result (a `Result` subclass) and events in
+its package (engine/scenarios/<kind>/messages.py: a serving worker's `ReplicaWarm` and
+`ReplicaDone` to its replicas too), and the registry joins them with these into the one map
+`decode` reads with (engine.scenarios.decode). Both sides import this module and the
+registry and nothing else of each other; `encode` writes and `decode` reads every line, here,
+so a field renamed on one side cannot go unread on the other.
 
 A line is one JSON object: {"v": PROTOCOL_VERSION, "kind": KIND, ...the message's fields}.
 A line of another version (a cluster node running another checkout), of an unknown kind
 or with fields its kind does not have decodes to a `ProtocolError` that says so; the
 parent ends that worker and its run becomes a failed row with that reason. Framework-free:
-the standard library and engine.core only.
+the standard library and engine.core only; it knows no kind of work.
 """
 
 from __future__ import annotations
@@ -28,10 +31,9 @@ from engine.core.wire import clip, hints, plain, typed
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "Message", "Command", "Event", "RunOrder",
            "Assign", "More", "Go", "RunNext", "TimeBlock", "Stop", "Ready", "Started",
-           "Progress", "Armed", "BlockTimed", "Result", "InferenceResult", "TrainResult",
-           "LoadResult", "ServeResult", "Failed", "Stats", "DeclaredInputs", "ReplicaWarm",
-           "ReplicaDone", "Calibrated", "MESSAGES", "WINDOW", "BLOCKS", "REPLICA", "CALIBRATE",
-           "encode", "decode"]
+           "Progress", "Armed", "BlockTimed", "Result", "Failed", "Stats", "DeclaredInputs",
+           "Calibrated", "CORE_MESSAGES", "message_types", "WINDOW", "BLOCKS", "REPLICA",
+           "CALIBRATE", "encode", "decode"]
 
 # Raised with any change to a message's fields or meaning: both sides must agree on it.
 # 2: a result's memory the model adds (model_baseline_bytes, reference_bytes, model_peak_bytes).
@@ -49,7 +51,7 @@ PROTOCOL_VERSION = 8
 # every replica of a run, or blocks handed to interleaved contenders in turn.
 WINDOW, BLOCKS = "window", "blocks"
 # The Assign mode of a serving replica: a process a serving worker starts (never the parent)
-# to answer its batches on the cores it is given (engine/worker/replica.py).
+# to answer its batches on the cores it is given (engine/worker/serving/replica.py).
 REPLICA = "replica"
 # A worker that only measures the machine's ceilings (engine/worker/calibrate.py)
 CALIBRATE = "calibrate"
@@ -180,11 +182,11 @@ class Progress(Event):
     run_id: str
     phase: str  # load, prepare, first forward, warmup, measure, profile, epoch i/n, ...
     iters: int
-    # A serving test's live figures, every ~1 s of LoadGen's test (engine/worker/serving.py);
+    # A serving test's live figures, every ~1 s of LoadGen's test (engine/worker/serving/body.py);
     # None for every other progress: what completed so far (unit "query"; Offline's one
     # query: "sample"), its rate since the test began, and the scenario's tail percentile
     # (p90 SingleStream, else p99; None for Offline) of the SUT's own latencies so far
-    # (engine.core.serving.LatencyHistogram: within 4.4 %).
+    # (engine.scenarios.serving.loadgen.LatencyHistogram: within 4.4 %).
     completed: int | None = None
     per_s: float | None = None
     unit: str | None = None
@@ -263,67 +265,8 @@ class Result(Event):
     broken: str | None = None  # a rule broken: the run is invalid
 
 
-@dataclass(frozen=True)
-class InferenceResult(Result):
-    kind = "inference_result"
-    model_reused: bool | None = None  # the model built for an earlier batch size
-    output_rel_diff: float | None = None  # against the reference, from the output check
-    # bf16/int8 against fp32 on generated inputs (engine.worker.backends.base.OutputError)
-    output_max_abs: float | None = None
-    output_max_rel: float | None = None
-    top1_agreement: float | None = None
-    top1_inputs: int | None = None
-    runtime_settings: dict | None = None  # what the runtime chose, read back (OpenVINO's)
-    first_forward_from: str | None = None  # which call first_forward_s timed
-    sample_ends_ns: tuple[int, ...] | None = None  # a replica's: each sample's end
-    blocks: int = 0  # an interleaved contender's timed blocks
-    # Set by the parent: replicas combined over their common window (engine.run.process.replicas)
-    window_s: float | None = None
-    replica_throughputs: tuple[float, ...] | None = None
-    window_start_skew_ms: float | None = None
-    window_end_skew_ms: float | None = None
-    window_skew_frac: float | None = None
-    # Set by the parent: timed alternately with whom (engine.run.process.together), or alone and why
-    interleaved: dict | None = None
-    sequential: str | None = None
-    # the energy loop's reading (engine.core.energy.EnergyReading; None: not asked) and the
-    # numerics read back after setting them (engine.worker.numerics)
-    energy: dict | None = None
-    numerics: dict | None = None
 
 
-@dataclass(frozen=True)
-class TrainResult(Result):
-    kind = "train_result"
-    epochs: tuple[dict, ...] = ()  # per epoch: wall time, train and test loss and accuracy
-    step_losses: tuple[float, ...] = ()
-    data_description: str | None = None
-    feed_sha256: str | None = None  # the images, labels and orders fed, in order
-
-
-@dataclass(frozen=True)
-class LoadResult(Result):
-    kind = "load_result"
-    check_error: float | None = None  # the first batch against the ground truth
-    bytes_on_disk: int | None = None
-    batches_per_sample: int | None = None
-
-
-@dataclass(frozen=True)
-class ServeResult(Result):
-    """A serving run: one LoadGen test. samples_ns: every query's latency as the SUT saw it
-    (IssueQuery's call to just before QuerySamplesComplete; Offline's one query: each
-    sample's): LoadGen's logs, which the parent parses and stores, give percentiles."""
-
-    kind = "serve_result"
-    summary_log: str = ""  # mlperf_log_summary.txt
-    detail_log: str = ""  # mlperf_log_detail.txt
-    loadgen_version: str | None = None
-    expected_latency_ns: int | None = None  # the warm call LoadGen's schedule was sized on
-    queries: int = 0  # IssueQuery calls the SUT answered
-    model_calls: int = 0  # batches the SUT ran (Server's batcher, Offline's chunks)
-    replica_cpus: tuple[str, ...] = ()  # R replicas behind the queue: each one's CPUs, "2,3"
-    replica_calls: tuple[int, ...] = ()  # and the batches each one answered
 
 
 @dataclass(frozen=True)
@@ -371,20 +314,6 @@ class DeclaredInputs(Event):
     why: str | None = None
 
 
-@dataclass(frozen=True)
-class ReplicaWarm(Result):
-    """A serving replica's model built, checked and warm (replica to its front): a Result's
-    build, counts (the first replica's alone), memory and digest; nothing timed yet."""
-    kind = "replica_warm"
-
-
-@dataclass(frozen=True)
-class ReplicaDone(Event):
-    """A serving replica's last word when its front closes it: what it did and held."""
-    kind = "replica_done"
-    run_id: str
-    calls: int
-    peak_rss_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -411,13 +340,27 @@ class Calibrated(Event):
     seconds: dict
 
 
-MESSAGES: dict[str, type[Message]] = {m.kind: m for m in (
+# The messages every kind speaks; each kind adds its own results and events (its
+# messages.py), and the registry (engine/scenarios/__init__.py) joins them with
+# message_types into the map decode() reads with.
+CORE_MESSAGES: tuple[type[Message], ...] = (
     Assign, More, Go, RunNext, TimeBlock, Stop, Ready, Started, Progress, Armed, BlockTimed,
-    InferenceResult, TrainResult, LoadResult, ServeResult, Failed, Stats, DeclaredInputs,
-    ReplicaWarm, ReplicaDone, Calibrated)}
+    Failed, Stats, DeclaredInputs, Calibrated)
 _ENVELOPE = ("v", "kind")
-assert len(MESSAGES) == 21 and not any(  # a field named like the envelope would be lost
-    f.name in _ENVELOPE for m in MESSAGES.values() for f in dataclasses.fields(m))
+
+
+def message_types(*groups) -> dict[str, type[Message]]:
+    """Wire name -> message type over the groups, in order; ValueError for a name two
+    types share or a field named like the envelope (it would be lost on the way)."""
+    out: dict[str, type[Message]] = {}
+    for cls in (c for group in groups for c in group):
+        if cls.kind in out:
+            raise ValueError(f"message kind {cls.kind!r} is taken by {out[cls.kind].__name__}")
+        if any(f.name in _ENVELOPE for f in dataclasses.fields(cls)):
+            raise ValueError(f"{cls.__name__} has a field named like the envelope "
+                             f"({', '.join(_ENVELOPE)})")
+        out[cls.kind] = cls
+    return out
 
 
 def encode(msg: Message) -> str:
@@ -426,8 +369,10 @@ def encode(msg: Message) -> str:
     return json.dumps({"v": msg.version, "kind": msg.kind, **fields})
 
 
-def decode(line: str | bytes) -> Message:
-    """The message a line holds; ProtocolError, saying why, for anything else."""
+def decode(line: str | bytes, *, messages: dict[str, type[Message]]) -> Message:
+    """The message a line holds, of one of `messages` (wire name -> type: the registry's,
+    engine.scenarios.MESSAGES, through engine.scenarios.decode); ProtocolError, saying why,
+    for anything else."""
     try:
         obj = json.loads(line)
     except ValueError:
@@ -438,10 +383,10 @@ def decode(line: str | bytes) -> Message:
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"protocol version {version!r} where this side speaks "
                             f"{PROTOCOL_VERSION}: parent and worker run different checkouts")
-    cls = MESSAGES.get(kind)
+    cls = messages.get(kind)
     if cls is None:
         raise ProtocolError(f"unknown message kind {kind!r} in protocol version "
-                            f"{PROTOCOL_VERSION} (known: {', '.join(MESSAGES)})")
+                            f"{PROTOCOL_VERSION} (known: {', '.join(messages)})")
     fields = hints(cls)
     try:
         return cls(**{k: typed(fields.get(k), v) for k, v in obj.items()})

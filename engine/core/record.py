@@ -148,7 +148,10 @@ class RunRecord:
     profile_ops: tuple = ()  # profiled runs: top operators by self time (dicts)
     trace_gz: bytes | None = None  # profiled runs: the gzipped Chrome trace
     node_system: dict | None = None  # a node's systems row (None: this machine's)
-    # serve (issue 27): LoadGen's summary as engine.core.serving.parse_summary reads it, and
-    # its logs as (file name, bytes, gzipped bytes)
+    # serve (issue 27): LoadGen's summary as engine.scenarios.serving.loadgen.parse_summary
+    # reads it, and its logs as (file name, bytes, gzipped bytes)
     serving: dict | None = None
     loadgen_logs: tuple = ()
+    # a kind's rows for its own tables, {table: [row dict]} (engine.scenarios.tables), as
+    # its Scenario.result_columns gives them
+    kind_rows: dict | None = None

@@ -7,7 +7,7 @@ import pandas as pd
 
 from engine.analysis.sweep_verdict import SweepVerdict
 from engine.present.tables import compare_grid, raw_rows, row_label
-from engine.core.inference import CONDITION_LABELS
+from engine.scenarios.inference.spec import CONDITION_LABELS
 from engine.present.values import missing
 
 __all__ = ["compare_frame", "raw_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]

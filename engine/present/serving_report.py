@@ -12,7 +12,7 @@ from engine.core.errors import UserError
 from engine.present.report import check_format
 from engine.present.serving_text import (failed_rule_reasons, headline, latency_distribution,
                                          percentile_table, run_label, verdict_text)
-from engine.core.serving import SCENARIO_PERCENTILE
+from engine.scenarios.serving.spec import SCENARIO_PERCENTILE
 from store.runs import loadgen_log, run_samples
 from store.serving import serving_runs
 

@@ -2,7 +2,7 @@
 of a launch, each stored test's label, LoadGen's verdict with a reason per failed rule, the
 headline figures and percentiles, and the latency distribution of the raw per-query
 samples. Built from store/serving.py's frames and LoadGen's parsed summary
-(engine.core.serving.parse_summary); no Streamlit."""
+(engine.scenarios.serving.loadgen.parse_summary); no Streamlit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from engine.core.early_stopping import held_text, probe_counts
-from engine.core.serving import LOADGEN_SCENARIO, SCENARIO_PERCENTILE, early_stopping_note
+from engine.scenarios.serving.spec import LOADGEN_SCENARIO, SCENARIO_PERCENTILE, early_stopping_note
 
 __all__ = ["SCENARIO_HELP", "scenario_label", "serve_plan", "run_label", "verdict_text",
            "failed_rule_reasons", "headline", "percentile_table", "latency_distribution",

@@ -10,7 +10,7 @@ from engine.analysis.sequential import VerdictRule
 from engine.analysis.sweep_verdict import SweepVerdict
 from engine.analysis.stats import p99_confident
 from engine.core.catalog import CATALOG, model_label
-from engine.core.inference import CONDITION_LABELS
+from engine.scenarios.inference.spec import CONDITION_LABELS
 from engine.present.values import missing
 
 __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_text",

@@ -1,14 +1,17 @@
-"""What a scenario is: one kind of work (inference, training, data loading), end to end.
+"""What a scenario is: one kind of work (inference, training, data loading, serving), end to
+end.
 
-A scenario owns its spec type, the module whose `run_group` is the worker body, the fields
-a record of its kind carries beyond the common columns, and how the CLI describes its
-progress and results (the job request that expands into its specs lives on the parent
-side, engine/run/jobs/requests.py). The runner, the sweep driver,
-the job queue, the worker's harness and the CLI are shared by every kind and ask the
-scenario (through engine.scenarios.scenario_of) instead of branching on the kind.
+A scenario owns its spec type, the module whose `run_group` is the worker body, its
+protocol messages and measurement tables, the fields a record of its kind carries beyond
+the common columns, and how the CLI describes its progress and results (the job a user
+asks for is its package's request.py, made a Request on the parent side,
+engine/run/jobs/). The runner, the sweep driver, the job queue, the worker's harness and
+the CLI are shared by every kind and ask the scenario (through
+engine.scenarios.scenario_of) instead of branching on the kind.
 
-Adding a kind is adding a module here (plus its spec and its worker body) and registering
-it in engine/scenarios/__init__.py.
+Adding a kind is adding a package here (its spec, messages, hooks, tables, request) and its
+worker body (engine/worker/<kind>/), and registering it in engine/scenarios/__init__.py:
+docs/ARCHITECTURE.md, "Adding a kind of work".
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from engine.core.protocol import Event, Progress, Result
-from engine.core.serving import live_text
+from engine.scenarios.serving.loadgen import live_text
 
-__all__ = ["Scenario", "phase_of"]
+__all__ = ["Scenario", "phase_of", "models_label"]
 
 
 def phase_of(ev: Event) -> str:
@@ -29,6 +32,11 @@ def phase_of(ev: Event) -> str:
         return ev.phase
     return live_text(ev.phase, ev.completed, ev.per_s, ev.unit or "query", ev.tail_pct,
                      ev.tail_ms)
+
+
+def models_label(models, frameworks) -> str:
+    """'resnet18, mobilenet_v3_small × torch': a sweep's label, its models by frameworks."""
+    return f"{', '.join(models)} × {', '.join(frameworks)}"
 
 
 class Scenario:
@@ -56,6 +64,13 @@ class Scenario:
     # Other tools' one-file-per-run formats a run of this kind can be written in
     # (store/export.py): both describe a model's inference, so only inference has them.
     exports: ClassVar[tuple[str, ...]] = ()
+    # Its own protocol messages (its messages.py: its Result subclass, any events of its
+    # own), which the registry joins with the protocol's into the decoder's map.
+    messages: ClassVar[tuple[type, ...]] = ()
+    # Its own measurement tables, keyed by run id (its table.py: engine.scenarios.tables),
+    # which store/db.py creates from the registry: a kind's figures beyond the common
+    # columns go there, never into a migration of `runs`.
+    tables: ClassVar[tuple] = ()
 
     def spec_from_dict(self, d: dict):
         return self.spec_type.from_dict(d)
@@ -78,8 +93,14 @@ class Scenario:
         return {}
 
     def result_columns(self, res: Result) -> dict:
-        """Record fields of its kind a successful run fills from its result (epochs)."""
+        """Record fields of its kind a successful run fills from its result (epochs); a
+        kind with tables of its own puts their rows under `kind_rows` ({table: [row]})."""
         return {}
+
+    def table_rows(self, rec) -> dict[str, list[dict]]:
+        """The rows a stored record adds to the kind's own tables: table name -> rows, each
+        a dict of its columns (store/kinds.py writes them in the run's transaction)."""
+        return {name: list(rows) for name, rows in (rec.kind_rows or {}).items()}
 
     def finish_record(self, rec, res: Result):
         """The record of a successful run, as its kind judges it (serving: LoadGen's

@@ -3,7 +3,7 @@ as data (JSON or protobuf; nothing unpickled, no code run) from a .keras file's 
 a .pt2 archive's serialized program, an .onnx graph's inputs. A dimension the file leaves
 open (a dynamic batch) is None; a dtype it does not say is None. TorchScript, SavedModel and
 factories declare nothing read here. The worker checks the inputs given against it before
-anything is prepared or timed (engine/worker/inference.py), and a worker started only to
+anything is prepared or timed (engine/worker/inference/body.py), and a worker started only to
 read it (Assign mode "declared", engine/worker/main.py) replies with DeclaredInputs, so the
 parent can fill or check the inputs before it launches anything (engine.run.process.runner.
 read_declared)."""

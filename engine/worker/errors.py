@@ -19,7 +19,7 @@ WRONG_ANSWERS = (OutputMismatch, Diverged)
 
 
 class ReplicaFailed(Exception):
-    """A serving replica's own failure (engine/worker/replica.py: its load, its output
+    """A serving replica's own failure (engine/worker/serving/replica.py: its load, its output
     check, a call), carrying the status the replica gave it."""
 
     def __init__(self, status: str, reason: str):

@@ -2,7 +2,7 @@
 peak-RSS reset, then exactly one result or failed event; and the worker's ready event.
 Every message is engine.core.protocol's.
 
-Framework-free: the kind's body (engine/worker/inference.py, training.py, dataload.py)
+Framework-free: the kind's body (engine/worker/inference/body.py, training.py, dataload.py)
 imports its framework itself.
 """
 
@@ -18,7 +18,8 @@ from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message, Progress,
-                                  Ready, Result, RunNext, Started, Stop, TimeBlock, decode)
+                                  Ready, Result, RunNext, Started, Stop, TimeBlock)
+from engine.scenarios import decode
 from engine.core.record import OOM_MARKERS
 from engine.worker.errors import WRONG_ANSWERS, ReplicaFailed
 from engine.worker.memcap import ResidentCap

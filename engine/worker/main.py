@@ -8,9 +8,9 @@ a `sync` (a replica's window, or interleaved blocks) reads the parent's commands
 same stdin, one line each (engine.worker.harness.command).
 
 The Assign's `scenario` names the kind (engine.scenarios), whose `worker_body` module runs
-the group: engine/worker/inference.py (a backend per runtime, timed by engine.worker.measure),
-training.py (a trainer per runtime, engine.worker.train_loop) or dataload.py
-(engine.worker.load_loop). Every run gets the same frame (engine.worker.harness), whatever
+the group: engine/worker/inference/body.py (a backend per runtime, timed by engine.worker.measure),
+training.py (a trainer per runtime, engine.worker.training.train_loop) or dataload.py
+(engine.worker.dataload.load_loop). Every run gets the same frame (engine.worker.harness), whatever
 its kind.
 
 Protocol: engine.core.protocol's messages, one JSON line each, on the original stdout
@@ -82,7 +82,7 @@ def main() -> None:
     with os.fdopen(os.dup(0), "rb", buffering=0) as first_line:  # unbuffered: no byte past
         assign = command(first_line.readline(), Assign)           # the line is consumed
     if assign.mode == REPLICA:  # a serving worker's replica: its front's batches on stdin,
-        from engine.worker.replica import serve_replica  # read here, on the query path
+        from engine.worker.serving.replica import serve_replica  # read here, on the query path
 
         serve_replica(assign, proto.fileno(), 0)
         return

@@ -18,7 +18,8 @@ import time
 from dataclasses import replace
 from types import SimpleNamespace
 
-from engine.core.protocol import Go, ProtocolError, Ready, RunOrder, decode, encode
+from engine.core.protocol import Go, ProtocolError, Ready, RunOrder, encode
+from engine.scenarios import decode
 from engine.core.topology import leave_one_core, read_topology
 from engine.run.process import pinning
 from engine.run.process.executors import WorkerProcess, thread_env, window_times

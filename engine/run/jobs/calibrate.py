@@ -15,7 +15,7 @@ from typing import Callable
 from engine.core.budget import RoundBudget
 from engine.core.calibration import CalibrationPlan
 from engine.core.errors import UserError
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import logical_cores
 from engine.core.protocol import CALIBRATE, Calibrated, Failed, RunOrder
 from engine.run.process.records import new_id

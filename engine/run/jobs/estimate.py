@@ -10,7 +10,7 @@ labelled rough on the page: first runs of a model are guesses.
 from __future__ import annotations
 
 from engine.run.process.runner import worker_groups
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 __all__ = ["estimate_seconds", "IMPORT_S", "BUILD_S", "DEFAULT_GFLOPS_PER_THREAD"]
 

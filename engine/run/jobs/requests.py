@@ -1,34 +1,29 @@
 """The jobs a user asks for, on the parent side: a request expands into a scenario's specs,
 says how many rounds it may take, builds the Runner that runs it and runs it as one stored
-sweep. The Run page and the CLI build the same request and call the same `run`; a serving
-test's is engine/run/jobs/serve_request.py, and a batch search (engine/run/search/
-batch_search.py) is a request too.
+sweep. A kind's request is its job (fields, expansion, label: engine/scenarios/<kind>/
+request.py) made a `Request` here, `class SweepRequest(SweepJob, Request)`. The Run page
+and the CLI build the same request and call the same `run`; a serving test's is
+engine/run/jobs/serve_request.py, and a batch search (engine/run/search/batch_search.py)
+is a request too.
 
 engine/scenarios/ describes the kinds of work and imports nothing from here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
-from engine.core.budget import RoundBudget, default_max_rounds
-from engine.core.cluster import check_profile_on_cluster, parse_placement
-from engine.core.dataload import expand_load
-from engine.core.errors import UserError
-from engine.core.inference import (check_contention_here, expand_sweep, left_out_splits,
-                                   with_contention)
-from engine.core.limits import (DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN, ROUNDS_RANGE,
-                                int_range, require_values)
-from engine.core.model_source import ModelSource
-from engine.core.policy import MeasurementPolicy
-from engine.core.runtimes import NO_OPTIONS, RuntimeOptions
-from engine.core.training import expand_train
+from engine.core.budget import RoundBudget
+from engine.core.limits import ROUNDS_RANGE, int_range
 from engine.run.process.runner import Runner
-from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING, Scenario
+from engine.scenarios import Scenario
+from engine.scenarios.dataload.request import LoadJob
+from engine.scenarios.inference.request import SweepJob
+from engine.scenarios.training.request import TrainJob
 
 __all__ = ["Request", "SweepRequest", "TrainRequest", "LoadRequest", "local_runner",
-           "stored_closed_loop", "EXECUTORS", "check_where", "models_label"]
+           "stored_closed_loop"]
 
 
 def local_runner(*, timeout_s: float, memory_cap_bytes: int | None, db,
@@ -131,203 +126,17 @@ class Request:
         raise NotImplementedError
 
 
-def models_label(models, frameworks) -> str:
-    """'resnet18, mobilenet_v3_small × torch': a sweep's label, its models by frameworks."""
-    return f"{', '.join(models)} × {', '.join(frameworks)}"
-
-
-EXECUTORS = ("local", "ray")
-
-
-def check_where(executor: str, placements) -> None:
-    """A known executor, and placements (shape=NAME or node=ID) only on the cluster."""
-    if executor not in EXECUTORS:
-        raise UserError(f"executor: {executor!r} is not known; allowed: "
-                        f"{', '.join(EXECUTORS)}", field="executor")
-    if executor == "local" and placements:
-        raise UserError("placement: only with the ray executor; allowed on this machine: "
-                        "none", field="placement")
-    for p in placements:
-        parse_placement(p)
+@dataclass(frozen=True)
+class SweepRequest(SweepJob, Request):
+    """An inference sweep as a job: its fields and expansion are the kind's
+    (engine/scenarios/inference/request.py), how it is queued, run and stored the Request's."""
 
 
 @dataclass(frozen=True)
-class SweepRequest(Request):
-    """An inference sweep (engine.core.inference.RunSpec) as a dashboard job."""
-
-    scenario = INFERENCE
-
-    models: tuple[str, ...]
-    frameworks: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    threads: tuple[int, ...]
-    image_size: int | None = None
-    precision: str = "fp32"
-    # runtime options by name (engine.core.runtimes: OpenVINO's ov_hint), each handed to the
-    # runtimes that have it
-    options: RuntimeOptions = NO_OPTIONS
-    device: str = "cpu"
-    inter_threads: int = 1
-    weight_policy: str = "bn_calibrated"
-    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
-    rounds: int = DEFAULT_ROUNDS
-    max_rounds: int | None = None  # None: default_max_rounds(rounds)
-    time_budget_s: float | None = None
-    margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
-    # every configuration also beside a controlled neighbour (steady, on/off), torch also
-    # with OpenMP's passive wait policy (engine.core.inference.with_contention)
-    contention: bool = False
-    seed: int | None = None
-    timeout_s: float = 600.0
-    memory_cap_bytes: int | None = None
-    runtimes: tuple[str, ...] = ()  # empty: each framework's default runtime
-    profile_steps: int = 0  # >0: profile this many iterations after each timed pass
-    user_model: ModelSource | None = None  # a user's model (models = its name), issue #14
-    # R identical workers per configuration, each with its threads on cores of its own,
-    # timed over one window; splits (threads x replicas) over `cores` are left out
-    replicas: tuple[int, ...] = (1,)
-    # an A/A test: every configuration twice, the copy in a worker of its own
-    # (RunSpec.replica), after the originals so each worker's group stays contiguous
-    aa_test: bool = False
-    # where it runs, issue 15: "local" (this machine) or "ray" (the cluster at
-    # $BENCH_RAY_ADDRESS, engine/run/cluster/join.py) on the nodes `placements` name, each
-    # shape=NAME or node=ID; none: one node of every kind (a fleet sweep)
-    executor: str = "local"
-    placements: tuple[str, ...] = ()
-    # the cores each configuration's threads x replicas must fit: None, this machine's
-    # logical cores; a cluster request carries its nodes' (NodeKinds.cores), and its job
-    # checks them again against the nodes it gets
-    cores: int | None = None
-    tf32: bool = False  # TF32 for fp32 CUDA matmuls and convolutions (RunSpec.tf32)
-
-    def budget(self) -> RoundBudget:
-        return RoundBudget(self.rounds, default_max_rounds(self.rounds)
-                           if self.max_rounds is None else self.max_rounds,
-                           self.time_budget_s, self.margin)
-
-    def _expand(self):
-        self.check_where()
-        require_values(replicas=self.replicas)
-        specs = expand_sweep(list(self.models), list(self.frameworks), list(self.batch_sizes),
-                             list(self.threads), inter_threads=self.inter_threads,
-                             precision=self.precision, image_size=self.image_size,
-                             device=self.device, weight_policy=self.weight_policy, policy=self.policy,
-                             runtimes=list(self.runtimes) or None,
-                             profile_steps=self.profile_steps,
-                             user_model=self.user_model, replicas=list(self.replicas),
-                             cores=self.cores, tf32=self.tf32,
-                             options=self.options)
-        if self.aa_test:
-            specs = specs + [replace(s, replica=1) for s in specs]
-        if self.contention:
-            specs = with_contention(specs)
-        return specs, left_out_splits(self.threads, self.replicas, self.cores)
-
-    def check_where(self) -> None:
-        """Refuse what the executor cannot run, before a cluster is joined."""
-        check_where(self.executor, self.placements)
-        if self.executor == "ray":
-            check_profile_on_cluster(self.profile_steps)
-            check_contention_here(self.contention)
-
-    def where(self) -> str:
-        """Where the sweep runs, in words (empty on this machine)."""
-        if self.executor != "ray":
-            return ""
-        kinds = [p.partition("=")[2] for p in self.placements]
-        return ("on " + ", ".join(kinds)) if kinds else "on every node kind"
-
-    def label(self) -> str:
-        where = self.where()
-        return models_label(self.models, self.frameworks) + (f", {where}" if where else "")
-
-    @classmethod
-    def covering(cls, configs: list[dict]) -> list["SweepRequest"]:
-        """Inference sweeps that measure these configurations (dicts with model, framework,
-        runtime, batch_size, threads, image_size), one per image size: each sweep is the
-        cross product of what its configurations use, so it may measure a few more."""
-        by_size: dict[int, list[dict]] = {}
-        for c in configs:
-            by_size.setdefault(int(c["image_size"]), []).append(c)
-
-        def values(rows, key, cast=str):
-            return tuple(sorted({cast(r[key]) for r in rows}))
-        return [cls(models=values(rows, "model"), frameworks=values(rows, "framework"),
-                    batch_sizes=values(rows, "batch_size", int),
-                    threads=values(rows, "threads", int), image_size=size,
-                    runtimes=values(rows, "runtime"))
-                for size, rows in sorted(by_size.items())]
+class TrainRequest(TrainJob, Request):
+    """A training sweep as a job (engine/scenarios/training/request.py)."""
 
 
 @dataclass(frozen=True)
-class TrainRequest(Request):
-    """A training sweep (engine.core.training.TrainSpec) as a dashboard job."""
-
-    scenario = TRAINING
-
-    models: tuple[str, ...]
-    frameworks: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    threads: tuple[int, ...]
-    epochs: int = 1
-    steps_per_epoch: int | None = None
-    dataset: str = "digits"
-    lr: float = 0.01
-    momentum: float = 0.9
-    inter_threads: int = 1
-    image_size: int | None = None
-    synthetic_samples: int = 2048
-    warmup_steps: int = 5
-    data_seed: int = 0  # the model's initialisation and the data's order (TrainSpec.seed)
-    profile_steps: int = 0
-    runtimes: tuple[str, ...] = ()  # empty: each framework's default
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float = 3600.0
-    memory_cap_bytes: int | None = None
-
-    def label(self) -> str:
-        return models_label(self.models, self.frameworks)
-
-    def _expand(self):
-        return expand_train(list(self.models), list(self.frameworks), list(self.batch_sizes),
-                            list(self.threads), runtimes=list(self.runtimes) or None,
-                            epochs=self.epochs, steps_per_epoch=self.steps_per_epoch,
-                            dataset=self.dataset, lr=self.lr, momentum=self.momentum,
-                            inter_threads=self.inter_threads, image_size=self.image_size,
-                            synthetic_samples=self.synthetic_samples,
-                            warmup_steps=self.warmup_steps, seed=self.data_seed,
-                            profile_steps=self.profile_steps), []
-
-
-@dataclass(frozen=True)
-class LoadRequest(Request):
-    """A data-loading sweep (engine.core.dataload.LoadSpec) as a dashboard job."""
-
-    scenario = DATA_LOADING
-
-    formats: tuple[str, ...]
-    decoders: tuple[str, ...]
-    normalizers: tuple[str, ...]
-    pipelines: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    workers: tuple[int, ...]
-    threads: tuple[int, ...]
-    count: int = 256
-    image_size: int = 256
-    data_seed: int = 0  # the generated images (LoadSpec.seed)
-    policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float = 1800.0
-    memory_cap_bytes: int | None = None
-
-    def _expand(self):
-        return expand_load(list(self.formats), list(self.decoders), list(self.normalizers),
-                           list(self.pipelines), list(self.batch_sizes), list(self.workers),
-                           list(self.threads), count=self.count, image_size=self.image_size,
-                           seed=self.data_seed, policy=self.policy)
-
-    def label(self) -> str:
-        return (f"{', '.join(self.formats)} × {', '.join(self.decoders)} × "
-                f"{', '.join(self.pipelines)}")
+class LoadRequest(LoadJob, Request):
+    """A data-loading sweep as a job (engine/scenarios/dataload/request.py)."""

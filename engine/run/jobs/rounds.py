@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from engine.run.process.runner import worker_groups
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 __all__ = ["plan_rounds", "order_name"]
 

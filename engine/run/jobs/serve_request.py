@@ -1,22 +1,18 @@
 """A serving job (issue 27): one MLPerf LoadGen test per scenario against one model and
 runtime, each a stored row, expanded from the Deploy form's or `python -m engine serve`'s
 request into ServeSpecs; the searches' requests (engine/run/search/serving_jobs.py) build on
-it. Refused before it is queued: a Server target over 10x the store's closed loop.
+it. Its fields and expansion are the kind's (engine/scenarios/serving/request.py). Refused
+before it is queued: a Server target over 10x the store's closed loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.core.inference import RunSpec
-from engine.core.model_source import ModelSource
-from engine.core.serving import (DEFAULT_MIN_DURATION_S, DEFAULT_SAMPLES,
-                                 OFFICIAL_MIN_DURATION_S, SCENARIO_INPUTS, SERVE_SCENARIOS,
-                                 ServeSpec, check_reachable, default_min_queries)
-from engine.core.limits import choice, require_values
 from engine.run.jobs.requests import Request, local_runner, stored_closed_loop
 from engine.run.process.runner import Runner
-from engine.scenarios import SERVING
+from engine.scenarios.serving.request import ServeJob
+from engine.scenarios.serving.spec import check_reachable
 
 __all__ = ["ServeRequest", "SERVE_TIMEOUT_MARGIN_S"]
 
@@ -27,72 +23,14 @@ SERVE_TIMEOUT_MARGIN_S = 600.0
 
 
 @dataclass(frozen=True)
-class ServeRequest(Request):
-    """Serving runs (engine.core.serving.ServeSpec): one LoadGen test per scenario, each a
-    stored row, against one model and runtime."""
-
-    scenario = SERVING
-
-    scenarios: tuple[str, ...]
-    model: str
-    framework: str
-    runtime: str | None = None
-    threads: int = 1
-    inter_threads: int = 1
-    image_size: int | None = None
-    precision: str = "fp32"
-    device: str = "cpu"
-    weight_policy: str = "bn_calibrated"
-    user_model: ModelSource | None = None
-    max_batch: int = 1  # Server's dynamic batcher and Offline's calls
-    target_qps: float | None = None
-    bound_ms: float | None = None
-    max_wait_ms: float = 0.0
-    min_duration_s: float | None = None  # None: LoadGen's 10 s, or the official 600 s
-    min_query_count: int | None = None  # None: the scenario's (default_min_queries)
-    official: bool = False
-    samples: int = DEFAULT_SAMPLES
-    replicas: int = 1
-    loadgen_seed: int = 0
-    rounds: int = 1
-    seed: int | None = None
-    timeout_s: float | None = None  # None: the test's duration plus SERVE_TIMEOUT_MARGIN_S
-    memory_cap_bytes: int | None = None
-    # what threads x replicas must fit: None, this machine's logical cores; a tuning on a
-    # cluster's node kinds validates each node's candidates against that node's
-    cores: int | None = None
-
-    def duration_s(self) -> float:
-        if self.min_duration_s is not None:
-            return self.min_duration_s
-        return OFFICIAL_MIN_DURATION_S if self.official else DEFAULT_MIN_DURATION_S
-
-    def _expand(self):
-        require_values(scenario=self.scenarios)
-        specs = []
-        for name in self.scenarios:
-            choice("scenario", name, SERVE_SCENARIOS)  # as the spec's validate refuses it
-            takes = SCENARIO_INPUTS[name]
-            batch = self.max_batch if takes.query_batch is None else takes.query_batch
-            sut = RunSpec(self.model, self.framework, batch, self.threads,
-                          inter_threads=self.inter_threads, precision=self.precision,
-                          image_size=self.image_size, device=self.device,
-                          weight_policy=self.weight_policy, runtime=self.runtime,
-                          user_model=self.user_model)
-            specs.append(ServeSpec(
-                sut, name, min_duration_s=self.duration_s(),
-                min_query_count=(default_min_queries(name) if self.min_query_count is None
-                                 else self.min_query_count),
-                target_qps=self.target_qps if takes.rate else None,
-                bound_ms=self.bound_ms if takes.bound else None,
-                max_wait_ms=self.max_wait_ms, samples=self.samples, replicas=self.replicas,
-                seed=self.loadgen_seed, official=self.official).validate(self.cores))
-        return specs, []
+class ServeRequest(ServeJob, Request):
+    """Serving runs as a job: its fields and expansion are the kind's
+    (engine/scenarios/serving/request.py); the store's check and its runner are here."""
 
     def check_stored(self, specs: list, *, db) -> None:
         """A Server target over 10x the store's closed loop of its SUT on this machine
-        (engine.core.serving.check_reachable): the Deploy form checks it as it is drawn,
-        this again when the test is submitted or the CLI runs it."""
+        (engine.scenarios.serving.spec.check_reachable): the Deploy form checks it as it is
+        drawn, this again when the test is submitted or the CLI runs it."""
         for spec in specs:
             if spec.scenario == "server":
                 check_reachable(spec.target_qps,
@@ -103,6 +41,3 @@ class ServeRequest(Request):
         timeout = self.timeout_s or self.duration_s() + SERVE_TIMEOUT_MARGIN_S
         return local_runner(timeout_s=timeout, memory_cap_bytes=self.memory_cap_bytes,
                             db=db, shape=shape, **options)
-
-    def label(self) -> str:
-        return f"serve {', '.join(self.scenarios)}: {self.model} {self.framework}"

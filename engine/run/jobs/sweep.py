@@ -22,7 +22,7 @@ from engine.run.process.runner import Runner
 from engine.run.process.machine import system_info
 from engine.scenarios import scenario_of
 from engine.core.budget import RoundBudget, round_floor_s
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.record import RunRecord
 
 __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round", "RoundPlan",

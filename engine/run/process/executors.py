@@ -22,7 +22,8 @@ import threading
 import time
 
 from engine.core.protocol import (CALIBRATE, Assign, Command, Go, Message, ProtocolError,
-                                  RunOrder, decode, encode)
+                                  RunOrder, encode)
+from engine.scenarios import decode
 from engine.run.process import pinning
 from engine.run.process.cgroups import make_worker_cgroup
 from engine.scenarios import scenario_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.protocol import More, RunOrder
 from engine.core.record import RunRecord
 from engine.run.process.drive import Pool, Worker

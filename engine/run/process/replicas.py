@@ -16,8 +16,9 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from engine.core.inference import RunSpec
-from engine.core.protocol import Armed, Failed, InferenceResult, Ready, Result
+from engine.scenarios.inference.spec import RunSpec
+from engine.core.protocol import Armed, Failed, Ready, Result
+from engine.scenarios.inference.messages import InferenceResult
 from engine.run.process.drive import Worker
 
 __all__ = ["replica_window_s", "combine_replicas", "WINDOW_SKEW_FLAG", "Replicas",

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Callable
 
 from engine.core.errors import plain_text
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.protocol import WINDOW, Failed, Result, RunOrder, Started
 from engine.core.record import RunRecord
 from engine.run.process.drive import Pool, RunContext, Timing, Worker

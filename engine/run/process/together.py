@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 
 from engine.analysis.compare import contender_name
 from engine.core.catalog import CPP_RUNNER_RUNTIMES
-from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, InferenceResult, Result,
-                                  RunNext, RunOrder, Stop, TimeBlock)
+from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed,
+                                  Result, RunNext, RunOrder, Stop, TimeBlock)
+from engine.scenarios.inference.messages import InferenceResult
 from engine.run.process.drive import Pool, Timing, Worker
 from engine.run.process.records import FLOP_FRAMEWORK, new_id
 from engine.scenarios import scenario_of
@@ -90,7 +91,7 @@ def _row(s) -> tuple:
 
 
 def _model(s) -> tuple:
-    """What a worker's built model is keyed on (engine.worker.inference)."""
+    """What a worker's built model is keyed on (engine.worker.inference.body)."""
     return (s.model, s.image_size, getattr(s, "weight_policy", None), s.device, s.runtime,
             getattr(s, "user_model", None), s.precision)
 
@@ -131,7 +132,7 @@ def plan_together(specs: list, *, available_bytes: int | None = None,
     phases, loaded = [], [None] * len(keys)
     for row in rows:
         per = [[s for s in mine if _row(s) == row and worker_key(s) == k] for k in keys]
-        # A worker keeps one model built (engine.worker.inference): the contender whose model
+        # A worker keeps one model built (engine.worker.inference.body): the contender whose model
         # it holds from the last contest goes first, so a second batch size reuses it.
         per = [sorted(p, key=lambda s, w=w: _model(s) != loaded[w]) for w, p in enumerate(per)]
         loaded = [_model(p[-1]) if p else loaded[w] for w, p in enumerate(per)]

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable
 
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import DECLARING_FORMATS, ModelSource, fill_inputs
 from engine.core.protocol import DeclaredInputs, Failed, RunOrder, Stats
 from engine.run.process.drive import Pool

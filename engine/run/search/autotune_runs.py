@@ -23,7 +23,7 @@ def _sut(model: str, image_size: int | None, c: Candidate, policy=None, replicas
     """A candidate's model as inference runs it: one replica (a Server test's SUT), or the
     candidate's replicas (its closed loop: R workers in one window); a catalog model, or
     the user's file (user_model, a ModelSource)."""
-    from engine.core.inference import RunSpec
+    from engine.scenarios.inference.spec import RunSpec
 
     return RunSpec(model, c.framework, c.max_batch, c.threads, precision=c.precision,
                    image_size=image_size, runtime=c.runtime, replicas=replicas,
@@ -80,7 +80,7 @@ def stored_autotune(candidates: list[Candidate], *, default: Candidate, model: s
     replicas must fit (a cluster node's; None: this machine's); here: False on a cluster
     node, where this machine's stored figures say nothing (probed afresh, and no start rate
     judged by them)."""
-    from engine.core.serving import ServeSpec, check_reachable
+    from engine.scenarios.serving.spec import ServeSpec, check_reachable
     from engine.run.search.max_qps import (check_first_target, find_max_qps, first_choice,
                                     held_worker, probe_qps_range)
     from engine.run.search.query_choice import DEFAULT_SEARCH_QUERIES, choose_query_count

@@ -29,7 +29,7 @@ from engine.run.jobs.requests import Request
 from engine.run.jobs.requests import SweepRequest
 from engine.analysis.sequential import LookPlan, VerdictRule, compare_rounds
 from engine.analysis.stats import P99_MIN_SAMPLES
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import BATCH_RANGE, MARGIN_RANGE, choice, float_range
 from engine.core.policy import MeasurementPolicy
 from engine.core.record import RunRecord

@@ -29,7 +29,8 @@ from engine.run.search.autotune_runs import stored_figures
 from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                        check_first_target, search_timeout_s,
                                        stored_max_qps_search)
-from engine.run.jobs.requests import check_where, local_runner
+from engine.core.cluster import check_where
+from engine.run.jobs.requests import local_runner
 from engine.run.jobs.serve_request import ServeRequest
 from engine.run.search.replays import MAX_QPS_COMMAND, TUNE_COMMAND
 

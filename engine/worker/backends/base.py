@@ -8,7 +8,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.precision import REDUCED
 from engine.worker.errors import OutputMismatch  # the one class the frame classifies
 

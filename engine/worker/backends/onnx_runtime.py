@@ -20,7 +20,7 @@ from engine.worker import user_models
 from engine.worker.backends import torch_eager
 from engine.worker.backends.base import ModelStats
 from engine.worker.backends.torch_eager import as_matrix, input_tensors, make_inputs
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 
 def _options() -> ort.SessionOptions:

@@ -44,7 +44,7 @@ import openvino.properties as props
 import openvino.properties.hint as hints
 import torch
 
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.errors import plain_text
 from engine.worker import user_models
 from engine.worker.backends import torch_eager

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from engine.worker.backends.base import ModelStats, check_close
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 
 DELAY_ENV = "BENCH_SELFTEST_DELAY_MS"

@@ -14,7 +14,7 @@ from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_clo
                                          output_matrix)
 from engine.core.catalog import get_model
 from engine.core.precision import REDUCED
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 CALIBRATION_PASSES = 3
 CALIBRATION_BATCH = 2

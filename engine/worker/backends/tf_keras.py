@@ -7,7 +7,7 @@ import tensorflow as tf
 from engine.worker.backends import tf_function
 from engine.worker.backends.base import check_close, compared_rows
 from engine.worker.backends.tf_function import as_matrix, make_inputs, materialise
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 
 class Backend(tf_function.Backend):

@@ -33,7 +33,7 @@ import torch._inductor
 from engine.worker import user_models
 from engine.worker.backends import torch_eager
 from engine.worker.backends.torch_eager import input_tensors
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import BATCH_RANGE
 
 # The export's example batch: torch.export specialises an axis whose example size is 0 or 1.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from engine.worker.backends import torch_eager
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 
 class Backend(torch_eager.Backend):

@@ -18,7 +18,7 @@ import torch
 import torch._inductor.config as inductor_config
 
 from engine.worker.backends import torch_eager
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 # Freezing folds weights into the graph as constants: measured here, it is what makes
 # inductor beat eager on CPU inference (without it, compiled resnet18 was slower).

@@ -21,7 +21,7 @@ from engine.worker.backends import torch_eager
 from engine.worker.backends.base import check_close, compared_rows
 from engine.worker.backends.torch_eager import as_matrix, make_inputs
 from engine.worker.measure import LoopResult
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.paths import CPP_BUILD_DIR
 
 # Built by scripts/build_libtorch_runner.sh; LIBTORCH_RUNNER points elsewhere (tests use it

@@ -15,7 +15,7 @@ import os
 import tempfile
 
 from engine.worker.backends import torch_aoti, torch_libtorch
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 
 class Backend(torch_libtorch.Backend):

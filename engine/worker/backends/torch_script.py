@@ -13,7 +13,7 @@ import torch
 
 from engine.worker.backends import torch_eager
 from engine.worker.backends.torch_eager import input_tensors
-from engine.core import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 
 
 class Backend(torch_eager.Backend):

@@ -27,8 +27,8 @@ import torchvision
 
 from engine.worker.backends.base import ModelStats
 from engine.core.catalog import get_model
-from engine.worker.datasets import CLASSES
-from engine.core import TrainSpec
+from engine.worker.training.datasets import CLASSES
+from engine.scenarios.training.spec import TrainSpec
 from engine.core.paths import CPP_BUILD_DIR
 
 # Built by scripts/build_libtorch_runner.sh; LIBTORCH_TRAIN points elsewhere.

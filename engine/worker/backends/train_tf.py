@@ -9,7 +9,7 @@ import keras
 
 from engine.worker.backends.base import ModelStats
 from engine.worker.backends.tf_function import build_keras
-from engine.core import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 from engine.core.catalog import keras_bn_momentum
 
 

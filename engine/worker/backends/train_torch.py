@@ -8,7 +8,7 @@ import torchvision
 
 from engine.worker.backends.base import ModelStats
 from engine.core.catalog import get_model
-from engine.core import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 
 
 class Trainer:

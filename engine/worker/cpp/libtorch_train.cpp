@@ -1,6 +1,6 @@
 // LibTorch C++ trainer: trains a TorchScript module (scripted from the torchvision model by
 // engine/worker/backends/train_libtorch.py) with the same loop as the Python trainer
-// (engine/worker/train_loop.py + engine/worker/backends/train_torch.py): SGD with momentum, cross-entropy
+// (engine/worker/training/train_loop.py + engine/worker/backends/train_torch.py): SGD with momentum, cross-entropy
 // on logits, the same batches in the same order, and one steady_clock sample per step.
 //
 // Per step, untimed: the batch is gathered (index_select on the preloaded training tensor

@@ -15,12 +15,12 @@ from typing import Callable
 
 import numpy as np
 
-from engine.worker.datasets import CLASSES, epoch_order, load_data
+from engine.worker.training.datasets import CLASSES, epoch_order, load_data
 from engine.worker.errors import Diverged
 from engine.worker.interference import interference, snapshot
 from engine.worker.profiling import profile_pass
-from engine.core import TrainSpec
-from engine.core.protocol import TrainResult
+from engine.scenarios.training.spec import TrainSpec
+from engine.scenarios.training.messages import TrainResult
 
 __all__ = ["run_training", "Diverged", "cross_entropy"]
 

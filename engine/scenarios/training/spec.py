@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, replace
 
 from engine.core.catalog import CATALOG
 from engine.core.errors import UserError
-from engine.core.inference import DEVICES
+from engine.scenarios.inference.spec import DEVICES
 from engine.core.limits import (EPOCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, SEED_RANGE,
                                 STEPS_RANGE, SYNTHETIC_RANGE, TRAIN_BATCH_RANGE,
                                 WARMUP_STEPS_RANGE, choice, float_range, int_range,

@@ -1,10 +1,10 @@
-"""The data-loading body of a worker: each run timed by engine.worker.load_loop inside the
+"""The data-loading body of a worker: each run timed by engine.worker.dataload.load_loop inside the
 worker's frame."""
 
 from __future__ import annotations
 
 from engine.worker.harness import Frame
-from engine.worker.load_loop import measure_loading, versions
+from engine.worker.dataload.load_loop import measure_loading, versions
 
 __all__ = ["run_group"]
 

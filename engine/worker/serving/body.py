@@ -1,5 +1,5 @@
 """The serving body of a worker: one MLPerf LoadGen test per run against a warm system under
-test (SUT), built the way inference builds it (engine.worker.inference's Models: a
+test (SUT), built the way inference builds it (engine.worker.inference.body's Models: a
 backend per runtime, catalog model or a user's file).
 
 LoadGen owns the arrival schedule, the clock and the verdict; the SUT only answers. The
@@ -8,7 +8,7 @@ dispatch stays lean: SingleStream and MultiStream answer inside LoadGen's IssueQ
 one batcher thread per replica calls its model on up to max_batch of them, as Triton's
 dynamic batcher does: a batch leaves when it is full or when its oldest sample has waited
 max_wait_ms. One replica is this process's model; R replicas are R processes of their own
-(engine/worker/replica.py), each on whole cores of its own, fed by their batcher threads. The query sample library holds `samples` generated inputs in memory; the
+(engine/worker/serving/replica.py), each on whole cores of its own, fed by their batcher threads. The query sample library holds `samples` generated inputs in memory; the
 backends' generated inputs for each batch size stand in for the samples LoadGen picks
 (loading a sample is a no-op), so a query costs LoadGen's callback, one model call and
 QuerySamplesComplete. Every query's latency is recorded by the SUT (engine/scenarios/
@@ -30,13 +30,14 @@ import tempfile
 import threading
 import time
 
-from engine.core.protocol import Progress, ServeResult
-from engine.core.serving import (LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE,
-                                 LatencyHistogram)
+from engine.core.protocol import Progress
+from engine.scenarios.serving.messages import ServeResult
+from engine.scenarios.serving.loadgen import LatencyHistogram
+from engine.scenarios.serving.spec import LIVE_PROGRESS_S, LOADGEN_SCENARIO, SCENARIO_PERCENTILE
 from engine.worker.harness import Frame, peak_resident_bytes, resident_bytes
-from engine.worker.inference import Models
-from engine.worker.replica import ReplicaSet
-from engine.worker.serving_model import warm_model
+from engine.worker.inference.body import Models
+from engine.worker.serving.replica import ReplicaSet
+from engine.worker.serving.model import warm_model
 
 __all__ = ["run_group", "EXPECTED_LATENCY_FLOOR_NS"]
 

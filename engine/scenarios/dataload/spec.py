@@ -1,7 +1,7 @@
 """What to run for data loading: the formats, decoders, normalisers and pipelines by name,
 which combinations can run, a frozen `LoadSpec` and the expansion of a data-loading sweep.
 
-Names and rules only: the worker side (engine/worker/images.py) implements them, and the
+Names and rules only: the worker side (engine/worker/dataload/images.py) implements them, and the
 dashboard reads them from here without importing a decoder or a framework.
 """
 
@@ -78,7 +78,7 @@ def framework_of(decoder: str, normalize: str, pipeline: str) -> str:
 class LoadSpec:
     """One data-loading run: read, decode and normalise batches of images from disk.
 
-    A generated, deterministic image set (engine.worker.images) is read in a fixed order,
+    A generated, deterministic image set (engine.worker.dataload.images) is read in a fixed order,
     cycling epochs; each timed iteration delivers one batch, fully materialised. The first
     batch is checked against the ground truth before anything is timed.
     """

@@ -1,5 +1,5 @@
-"""A serving test's model ready to answer (engine/worker/serving.py's, or a replica's:
-engine/worker/replica.py): built as inference builds it, checked, a step per batch size
+"""A serving test's model ready to answer (engine/worker/serving/body.py's, or a replica's:
+engine/worker/serving/replica.py): built as inference builds it, checked, a step per batch size
 the scenario calls, warm."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from engine.core.serving import MULTI_STREAM_SAMPLES
-from engine.worker.inference import Models, inputs_named
+from engine.scenarios.serving.spec import MULTI_STREAM_SAMPLES
+from engine.worker.inference.body import Models, inputs_named
 
 __all__ = ["Warmed", "warm_model", "batch_sizes", "WARM_CALLS"]
 
@@ -39,7 +39,7 @@ class Warmed:
 def warm_model(models: Models, spec, known, progress) -> Warmed:
     """The SUT's model built (or reused), checked against what its file declares, prepared
     (its output checked against the reference), each batch size's step made and warmed:
-    here, or in a replica process of its own (engine/worker/replica.py)."""
+    here, or in a replica process of its own (engine/worker/serving/replica.py)."""
     sut = spec.sut
     models.ensure(sut, progress)
     models.check_declared(sut)

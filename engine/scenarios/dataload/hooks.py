@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from engine.core.dataload import LoadSpec
-from engine.core.protocol import Event, LoadResult
+from engine.scenarios.dataload.spec import LoadSpec
+from engine.core.protocol import Event
+from engine.scenarios.dataload.messages import MESSAGES, LoadResult
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["DataLoading", "DATA_LOADING"]
@@ -13,7 +14,8 @@ class DataLoading(Scenario):
     kind = LoadSpec.kind
     pinnable = False
     spec_type = LoadSpec
-    worker_body = "engine.worker.dataload"
+    worker_body = "engine.worker.dataload.body"
+    messages = MESSAGES
     title = "Data loading"
     sample_unit = "batch"
 

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass
 
 from engine.core.errors import plain_text
 from engine.core.model_source import describe_inputs
-from engine.core.protocol import Failed, InferenceResult, Stats
+from engine.core.protocol import Failed, Stats
+from engine.scenarios.inference.messages import InferenceResult
 from engine.worker.backends import load_backend
 from engine.worker.backends.base import ModelStats
 from engine.worker.harness import Frame, resident_bytes, status_of

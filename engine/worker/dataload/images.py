@@ -6,7 +6,7 @@ a `BatchSource` that yields fully materialised batches forever, and checks a bat
 the ground truth so that a fast-but-wrong combination (BGR order, dropped band) cannot win.
 
 The names and the rules of what can run together live framework-free in
-engine/core/dataload.py (the dashboard reads them there). Framework and codec imports
+engine/scenarios/dataload/spec.py (the dashboard reads them there). Framework and codec imports
 happen inside the functions that need them, and a torch pipeline and a TF pipeline never
 share a process (`framework_of` tells the caller which process family a combination
 belongs to).
@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from engine.core.dataload import BANDS, FORMATS, incompatibility
+from engine.scenarios.dataload.spec import BANDS, FORMATS, incompatibility
 from engine.worker.errors import OutputMismatch  # the one class the frame classifies
 
 __all__ = ["MEAN", "STD", "JPEG_MAE_BOUND", "OutputMismatch", "BatchSource", "source_image", "dataset_dir", "generate_dataset", "decode", "normalize_numpy",

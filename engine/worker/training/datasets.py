@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.core import TrainSpec
+from engine.scenarios.training.spec import TrainSpec
 
 __all__ = ["TrainData", "load_data", "epoch_order", "CLASSES"]
 

@@ -7,9 +7,11 @@ import gzip
 from dataclasses import replace
 
 from engine.core.model_source import describe_inputs
-from engine.core.protocol import Event, ServeResult
-from engine.core.serving import (SCENARIO_PERCENTILE, ServeSpec, detail_value,
-                                 early_stopping_note, parse_summary)
+from engine.core.protocol import Event
+from engine.scenarios.serving.messages import MESSAGES, ServeResult
+from engine.scenarios.serving.table import TABLES, table_rows
+from engine.scenarios.serving.loadgen import detail_value, parse_summary
+from engine.scenarios.serving.spec import SCENARIO_PERCENTILE, ServeSpec, early_stopping_note
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["Serving", "SERVING", "LATENCY_SOURCE"]
@@ -25,7 +27,9 @@ LATENCY_SOURCE = ("the SUT's clock: from LoadGen's IssueQuery call to just befor
 class Serving(Scenario):
     kind = ServeSpec.kind
     spec_type = ServeSpec
-    worker_body = "engine.worker.serving"
+    worker_body = "engine.worker.serving.body"
+    messages = MESSAGES
+    tables = TABLES
     title = "Serve"
     sample_unit = "query"
     step_noun = "query"
@@ -94,6 +98,9 @@ class Serving(Scenario):
             return qps * (figures.get("samples_per_query") or 1)
         # MultiStream reports latency alone: its samples over the queries' own time
         return super().throughput(spec, res, samples_ns)
+
+    def table_rows(self, rec) -> dict[str, list[dict]]:
+        return table_rows(rec)
 
     def finish_record(self, rec, res: ServeResult):
         """LoadGen's verdict is the run's: INVALID makes the row `invalid` with the failed

@@ -1,38 +1,35 @@
 """What to run for serving: a frozen `ServeSpec` (one MLPerf LoadGen test against a warm
-system under test) and the reading of LoadGen's summary log.
+system under test), its expansion's rules and the refusals it states; what LoadGen writes
+back (its logs, a test's live figures) is read in loadgen.py.
 
 A serving run is one LoadGen test in PerformanceOnly mode, in a worker subprocess,
 against a model built the way inference builds it (`sut`, a RunSpec: catalog model or a
 user's file, any runtime; its batch_size is the largest batch the SUT calls the model
 with). LoadGen owns the arrival schedule, the timing and the verdict; the SUT only
-answers (engine/worker/serving.py).
+answers (engine/worker/serving/body.py).
 
-Framework-free: LoadGen is imported only in the worker; the summary is parsed here so the
-parent derives a run's figures from the log it stores.
+Framework-free: LoadGen is imported only in the worker.
 """
 
 from __future__ import annotations
 
-import collections
-import math
-import re
 from dataclasses import asdict, dataclass, replace
 
 from engine.core.errors import UserError
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE,
                                 SERVE_DURATION_RANGE, SERVE_QPS_RANGE, SERVE_QUERIES_RANGE,
                                 SERVE_SAMPLES_RANGE, SERVE_WAIT_MS_RANGE, SEED_RANGE, choice,
                                 float_range, int_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.core.runtimes import ROWS
+from engine.scenarios.serving.loadgen import rate_text
 
 __all__ = ["ServeSpec", "SERVE_SCENARIOS", "LOADGEN_SCENARIO", "MULTI_STREAM_SAMPLES",
            "DEFAULT_MIN_DURATION_S", "DEFAULT_MIN_QUERIES", "OFFICIAL_MIN_DURATION_S",
-           "DEFAULT_SERVER_BOUND_MS", "DEFAULT_SAMPLES", "parse_summary", "detail_value",
-           "SCENARIO_PERCENTILE", "EARLY_STOPPING_MIN_QUERIES", "default_min_queries",
-           "early_stopping_note", "LIVE_PROGRESS_S", "LatencyHistogram", "live_text",
-           "CLOSED_LOOP_HEADROOM", "check_reachable", "REPLICATED_SCENARIOS",
+           "DEFAULT_SERVER_BOUND_MS", "DEFAULT_SAMPLES", "SCENARIO_PERCENTILE",
+           "EARLY_STOPPING_MIN_QUERIES", "default_min_queries", "early_stopping_note",
+           "LIVE_PROGRESS_S", "CLOSED_LOOP_HEADROOM", "check_reachable", "REPLICATED_SCENARIOS",
            "UNSERVED_RUNTIMES", "fixed_batch_allowed", "ScenarioInputs", "SCENARIO_INPUTS"]
 
 # Our names (the CLI's) -> LoadGen's TestScenario names.
@@ -56,7 +53,7 @@ DEFAULT_SAMPLES = 64  # performance_sample_count: generated inputs kept in memor
 # p99 662, Server's p99 "Processed 10 queries. Would need to run at least 449 more" (459).
 # Fewer makes the test INVALID at any rate; Offline has no early stopping.
 EARLY_STOPPING_MIN_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459}
-# How often the worker reports a test's live figures (engine/worker/serving.py).
+# How often the worker reports a test's live figures (engine/worker/serving/body.py).
 LIVE_PROGRESS_S = 1.0
 # The scenarios a queue feeds (R replicas take whichever batch is next); the streams wait for
 # each query before issuing the next, so one replica answers them.
@@ -274,154 +271,8 @@ def check_reachable(target_qps: float | None, closed_loop: float | None,
     most = CLOSED_LOOP_HEADROOM * closed_loop * replicas
     if target_qps > most:
         reps = f" x {replicas} replicas" if replicas > 1 else ""
-        raise UserError(f"{field}: {_rate(target_qps)} QPS cannot be reached: the closed "
-                        f"loop of {of} on this machine did {_rate(closed_loop)} samples/s; "
+        raise UserError(f"{field}: {rate_text(target_qps)} QPS cannot be reached: the closed "
+                        f"loop of {of} on this machine did {rate_text(closed_loop)} samples/s; "
                         f"allowed: up to {CLOSED_LOOP_HEADROOM:g}x the closed loop's "
-                        f"{_rate(closed_loop)} samples/s{reps}, i.e. {_rate(most)}",
+                        f"{rate_text(closed_loop)} samples/s{reps}, i.e. {rate_text(most)}",
                         field=field)
-
-
-# -- a test's live figures (the worker's Progress every LIVE_PROGRESS_S) --------------------
-
-class LatencyHistogram:
-    """Latencies in log-spaced buckets (BUCKETS_PER_OCTAVE a doubling, each about 4.4 %
-    wide): adding n latencies costs O(n) and a percentile O(buckets), whatever the count so
-    far, so a report every second stays cheap in a test of millions of queries. A
-    percentile is its bucket's upper edge: at most one bucket (4.4 %) over the exact one."""
-
-    BUCKETS_PER_OCTAVE = 16
-
-    def __init__(self) -> None:
-        self.counts: collections.Counter = collections.Counter()
-        self.n = 0
-
-    def add(self, values_ns) -> None:
-        k = self.BUCKETS_PER_OCTAVE
-        self.counts.update(int(math.log2(max(v, 1)) * k) for v in values_ns)
-        self.n = sum(self.counts.values())
-
-    def percentile_ns(self, pct: float) -> float | None:
-        if not self.n:
-            return None
-        rank, seen = math.ceil(pct / 100 * self.n), 0
-        for bucket in sorted(self.counts):
-            seen += self.counts[bucket]
-            if seen >= rank:
-                return 2 ** ((bucket + 1) / self.BUCKETS_PER_OCTAVE)
-        return None  # not reached: the last bucket holds rank n
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def _ms(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3f}"
-
-
-def live_text(phase: str, completed: int, per_s: float | None, unit: str = "query",
-              tail_pct: float | None = None, tail_ms: float | None = None) -> str:
-    """'serve: 1,234 queries, 412 QPS, p99 so far 23.1 ms' (Offline: samples, samples/s)."""
-    noun = {"query": "queries", "sample": "samples"}.get(unit, unit + "s")
-    parts = [f"{phase}: {completed:,} {noun if completed != 1 else unit}"]
-    if per_s is not None:
-        parts.append(f"{_rate(per_s)} {'QPS' if unit == 'query' else noun + '/s'}")
-    if tail_pct is not None and tail_ms is not None:
-        parts.append(f"p{tail_pct:g} so far {_ms(tail_ms)} ms")
-    return ", ".join(parts)
-
-
-# -- LoadGen's summary log (mlperf_log_summary.txt), as it prints it -------------------------
-
-_RULE = re.compile(r"^\s+(.+?) satisfied\s*:\s*(\S+)\s*$")
-_ESTIMATE = re.compile(r"Early stopping ([\d.]+)th percentile estimate\s*:\s*(\d+)")
-_PERCENTILE = re.compile(r"^([\d.]+) percentile latency \(ns\)\s*:\s*(\d+)")
-_FIGURES = {
-    "Completed samples per second": "completed_samples_per_s",
-    "Scheduled samples per second": "scheduled_samples_per_s",
-    "Samples per second": "samples_per_s",
-    "QPS w/ loadgen overhead": "qps_with_loadgen_overhead",
-    "QPS w/o loadgen overhead": "qps_without_loadgen_overhead",
-    "Min latency (ns)": "min_latency_ns", "Max latency (ns)": "max_latency_ns",
-    "Mean latency (ns)": "mean_latency_ns", "target_qps": "target_qps",
-    "target_latency (ns)": "target_latency_ns", "min_duration (ms)": "min_duration_ms",
-    "min_query_count": "min_query_count", "samples_per_query": "samples_per_query",
-    "performance_sample_count": "performance_sample_count",
-}
-
-
-def _number(text: str):
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def parse_summary(text: str) -> dict:
-    """What LoadGen's summary says: its scenario, result (VALID/INVALID), every rule with
-    its outcome (and the failed ones' names as printed: "Min duration", "Performance
-    constraints", "Early stopping"), its recommendations, the early-stopping percentile
-    estimates and the latency percentiles (ns, keyed "90", "99.9": JSON keeps them) and the
-    headline figures."""
-    out: dict = {"result": None, "rules": {}, "failed_rules": [], "recommendations": [],
-                 "early_stopping": {}, "percentiles_ns": {}, "figures": {},
-                 "early_stopping_lines": []}
-    section = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("Recommendations:"):
-            section = "recommendations"
-            continue
-        if stripped.startswith("Early Stopping Result:"):
-            section = "early"
-            continue
-        if stripped.startswith("====="):
-            section = None
-            continue
-        if section == "recommendations" and stripped.startswith("*"):
-            out["recommendations"].append(stripped.lstrip("* ").strip())
-            continue
-        if section == "early" and stripped:
-            out["early_stopping_lines"].append(stripped.lstrip("* ").strip())
-            m = _ESTIMATE.search(stripped)
-            if m:
-                out["early_stopping"][f"{float(m.group(1)):g}"] = int(m.group(2))
-            continue
-        rule = _RULE.match(line)
-        if rule:
-            ok = rule.group(2).lower() == "yes"
-            out["rules"][rule.group(1).strip()] = ok
-            if not ok:
-                out["failed_rules"].append(rule.group(1).strip())
-            continue
-        key, sep, value = (part.strip() for part in line.partition(":"))
-        if not sep:
-            continue
-        if key == "Result is":
-            out["result"] = value
-        elif key == "Scenario":
-            out["scenario"] = value
-        elif _PERCENTILE.match(stripped):
-            m = _PERCENTILE.match(stripped)
-            out["percentiles_ns"][f"{float(m.group(1)):g}"] = int(m.group(2))
-        elif key in _FIGURES and _number(value) is not None:
-            out["figures"][_FIGURES[key]] = _number(value)
-        elif key.endswith("percentile latency (ns)") and _number(value) is not None:
-            out["figures"]["scenario_latency_ns"] = _number(value)  # the judged percentile
-    return out
-
-
-_DETAIL = re.compile(r'"key": "([a-z_]+)", "value": ("[^"]*"|[^,]+)')
-
-
-def detail_value(text: str, key: str):
-    """One value of LoadGen's detail log (its :::MLLOG lines): result_query_count,
-    generated_samples_per_query, ...; None when absent."""
-    for k, v in _DETAIL.findall(text):
-        if k == key:
-            v = v.strip()
-            if v.startswith('"'):
-                return v.strip('"')
-            return int(float(v)) if _number(v) is not None and float(v).is_integer() \
-                else _number(v)
-    return None

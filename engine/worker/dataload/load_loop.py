@@ -8,11 +8,11 @@ import json
 import time
 from typing import Callable
 
-from engine.worker.images import check_batch, generate_dataset, make_batch_source
+from engine.worker.dataload.images import check_batch, generate_dataset, make_batch_source
 from engine.worker.measure import time_loop
-from engine.core import LoadSpec
+from engine.scenarios.dataload.spec import LoadSpec
 from engine.core.paths import data_root
-from engine.core.protocol import LoadResult
+from engine.scenarios.dataload.messages import LoadResult
 
 __all__ = ["measure_loading", "versions", "batches_per_sample"]
 

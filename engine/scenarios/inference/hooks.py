@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from engine.core.energy import EnergyReading, energy_words
-from engine.core.inference import RunSpec
+from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import describe_inputs
-from engine.core.protocol import Event, InferenceResult, Progress
+from engine.core.protocol import Event, Progress
+from engine.scenarios.inference.messages import MESSAGES, InferenceResult
 from engine.scenarios.base import Scenario, phase_of
 
 __all__ = ["Inference", "INFERENCE"]
@@ -14,7 +15,8 @@ __all__ = ["Inference", "INFERENCE"]
 class Inference(Scenario):
     kind = RunSpec.kind
     spec_type = RunSpec
-    worker_body = "engine.worker.inference"
+    worker_body = "engine.worker.inference.body"
+    messages = MESSAGES
     title = "Compare"
     sample_unit = "batch"
     counts_model_stats = True

@@ -1,7 +1,7 @@
 """R replicas behind one queue (issue 27): a serving test's model in R processes of its own,
 each pinned to whole cores of its own, answering the batches one front sends them.
 
-The front is the serving worker (engine/worker/serving.py): LoadGen, its queue and one
+The front is the serving worker (engine/worker/serving/body.py): LoadGen, its queue and one
 batcher thread per replica. Each replica is `python -m engine.worker` given an Assign of
 mode REPLICA with its cores: it pins itself before its framework starts a thread (so its
 intra-op pool of `threads` threads inherits those cores), builds the model as inference
@@ -32,8 +32,9 @@ import sys
 import time
 
 from engine.core.errors import plain_text
-from engine.core.protocol import (REPLICA, Assign, Failed, Ready, ReplicaDone, ReplicaWarm,
-                                  RunOrder, decode, encode)
+from engine.core.protocol import REPLICA, Assign, Failed, Ready, RunOrder, encode
+from engine.scenarios import decode
+from engine.scenarios.serving.messages import ReplicaDone, ReplicaWarm
 from engine.core.topology import read_topology, replica_cpus
 from engine.worker.errors import ReplicaFailed
 
@@ -237,9 +238,9 @@ def serve_replica(assign: Assign, out_fd: int, in_fd: int) -> None:
         os.sched_setaffinity(0, assign.cores)
     from engine.worker.backends import configure_threads
     from engine.worker.harness import THREAD_ENV, peak_resident_bytes, status_of
-    from engine.worker.inference import Models
+    from engine.worker.inference.body import Models
     from engine.worker.machine import machine_facts
-    from engine.worker.serving_model import warm_model
+    from engine.worker.serving.model import warm_model
 
     t0 = time.perf_counter()
     models = None

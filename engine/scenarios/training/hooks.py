@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from engine.core.catalog import CATALOG
-from engine.core.protocol import Event, Progress, TrainResult
-from engine.core.training import TrainSpec
+from engine.core.protocol import Event, Progress
+from engine.scenarios.training.messages import MESSAGES, TrainResult
+from engine.scenarios.training.spec import TrainSpec
 from engine.scenarios.base import Scenario
 
 __all__ = ["Training", "TRAINING"]
@@ -13,7 +14,8 @@ __all__ = ["Training", "TRAINING"]
 class Training(Scenario):
     kind = TrainSpec.kind
     spec_type = TrainSpec
-    worker_body = "engine.worker.training"
+    worker_body = "engine.worker.training.body"
+    messages = MESSAGES
     title = "Training"
     sample_unit = "training step"
     step_noun = "step"

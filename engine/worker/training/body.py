@@ -1,11 +1,11 @@
 """The training body of a worker: one trainer per runtime, each run trained and scored by
-engine.worker.train_loop inside the worker's frame."""
+engine.worker.training.train_loop inside the worker's frame."""
 
 from __future__ import annotations
 
 from engine.worker.backends import load_trainer
 from engine.worker.harness import Frame
-from engine.worker.train_loop import run_training
+from engine.worker.training.train_loop import run_training
 
 __all__ = ["run_group"]
 
