@@ -181,6 +181,14 @@ def test_no_page_is_over_250_lines():
     assert big == {}
 
 
+def test_no_pages_folder_sits_beside_app_py():
+    # Streamlit takes a pages/ folder beside the entry for its legacy pages directory: on a
+    # fresh server the first deep link (/compare) runs that file alone, bypassing app.py's
+    # st.navigation (no router menu, no guide switch, the Run page open in viewer mode).
+    assert not (ROOT / "pages").exists()
+    assert (ROOT / "views" / "compare.py").is_file()
+
+
 def kind_literals(root: Path) -> list[str]:
     """'file: match' for every run kind named by value outside its homes."""
     hits = []
