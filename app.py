@@ -18,25 +18,25 @@ def run() -> None:
     pages = [
         # Viewer mode has no Run page at all: nothing there can be used read-only.
         *([] if who.viewer else [
-            st.Page("pages/run.py", title="Run", icon=":material/play_arrow:", url_path="run",
+            st.Page("views/run.py", title="Run", icon=":material/play_arrow:", url_path="run",
                     default=True)]),
-        st.Page("pages/results.py", title="Results", icon=":material/table:",
+        st.Page("views/results.py", title="Results", icon=":material/table:",
                 url_path="results", default=who.viewer),
-        st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:",
+        st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:",
                 url_path="compare"),
-        st.Page("pages/history.py", title="History", icon=":material/history:",
+        st.Page("views/history.py", title="History", icon=":material/history:",
                 url_path="history"),
-        st.Page("pages/training.py", title="Training", icon=":material/model_training:",
+        st.Page("views/training.py", title="Training", icon=":material/model_training:",
                 url_path="training"),
-        st.Page("pages/dataload.py", title="Data loading", icon=":material/photo_library:",
+        st.Page("views/dataload.py", title="Data loading", icon=":material/photo_library:",
                 url_path="dataload"),
-        st.Page("pages/deploy.py", title="Deploy", icon=":material/rocket_launch:",
+        st.Page("views/deploy.py", title="Deploy", icon=":material/rocket_launch:",
                 url_path="deploy"),
-        st.Page("pages/cost.py", title="Cost", icon=":material/payments:", url_path="cost"),
-        st.Page("pages/system.py", title="System", icon=":material/memory:",
+        st.Page("views/cost.py", title="Cost", icon=":material/payments:", url_path="cost"),
+        st.Page("views/system.py", title="System", icon=":material/memory:",
                 url_path="system"),
         # The README and docs/ in the browser: where the pages' guides link to.
-        st.Page("pages/docs.py", title="Docs", icon=":material/menu_book:", url_path="docs"),
+        st.Page("views/docs.py", title="Docs", icon=":material/menu_book:", url_path="docs"),
     ]
     nav = st.navigation(pages)
     st.sidebar.caption(f"Database: `{resolve_db_path()}`")

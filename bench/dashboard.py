@@ -30,7 +30,7 @@ from store.db import open_db  # noqa: E402
 from store.runs import save_record, save_sweep  # noqa: E402
 from seeds.records import SYSTEM, ok_record  # noqa: E402
 
-PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/system.py"]
+PAGES = ["views/run.py", "views/results.py", "views/compare.py", "views/system.py"]
 
 
 def generate(db: Path, runs: int, n_samples: int) -> float:
@@ -82,7 +82,7 @@ def main():
         views = [(page, page, None) for page in PAGES]
         # The heaviest view: Compare over all stored runs of a model (quantiles of 500
         # runs' samples computed in DuckDB), not just the newest sweep.
-        views.append(("compare (all runs)", "pages/compare.py",
+        views.append(("compare (all runs)", "views/compare.py",
                       lambda at: at.selectbox(key="sweep").set_value(None)))
         worst = 0.0
         for label, page, adjust in views:

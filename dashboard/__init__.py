@@ -1,4 +1,4 @@
 """The dashboard side: Streamlit session, access, link state, forms and the job panel.
 
-Only app.py, pages/ and this package import Streamlit; engine/present/ stays pure and
+Only app.py, views/ and this package import Streamlit; engine/present/ stays pure and
 store/ never reaches up here."""

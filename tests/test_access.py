@@ -12,8 +12,8 @@ from tests.conftest import ROOT
 from seeds.records import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
-READ_PAGES = ["pages/results.py", "pages/compare.py", "pages/cost.py", "pages/system.py",
-              "pages/training.py", "pages/dataload.py"]
+READ_PAGES = ["views/results.py", "views/compare.py", "views/cost.py", "views/system.py",
+              "views/training.py", "views/dataload.py"]
 
 
 def who(**kw):
@@ -136,7 +136,7 @@ def test_a_deep_link_to_the_run_page_in_viewer_mode_stops_before_any_control(db_
     """Streamlit serves a fresh server's first deep link through the page file itself."""
     monkeypatch.setenv("BENCH_DB", str(db_path))
     monkeypatch.setenv("BENCH_VIEWER", "1")
-    at = AppTest.from_file(str(ROOT / "pages/run.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "views/run.py"), default_timeout=60)
     at.run()
     assert not at.exception
     assert len(at.button) == 0 and len(at.multiselect) == 0

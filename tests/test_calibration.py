@@ -176,19 +176,19 @@ def test_pages_and_report_show_a_stored_calibration(db_path, monkeypatch):
     seed_sweep(db_path)  # 1 and 2 threads; FLOPs 1e9 a sample
     with open_db(db_path) as con:
         save_calibration(con, _calibrated(threads=1), CalibrationPlan(1), SYSTEM)
-    at = page("pages/system.py", db_path, monkeypatch)
+    at = page("views/system.py", db_path, monkeypatch)
     shown = _frame(at, "ceiling").set_index("ceiling")
     assert shown.loc["GEMM fp32", "measured"] == 400.0
     assert shown.loc["GEMM fp32", "theoretical"] == "160"
     assert shown.loc["triad bandwidth", "theoretical"] == "unknown"
 
-    at = page("pages/results.py", db_path, monkeypatch)
+    at = page("views/results.py", db_path, monkeypatch)
     runs = at.dataframe[0].value.set_index("run_id")
     one = runs.loc["torch-1-1-1"]  # 1e9 FLOPs at ~10.1 ms: ~99 GFLOP/s of the 400 measured
     assert one.pct_of_peak == pytest.approx(100 * one.gflops_per_s / 400.0)
     assert pd.isna(runs.loc["torch-1-2-1", "pct_of_peak"])  # 2 threads: not calibrated
 
-    at = page("pages/compare.py", db_path, monkeypatch, {"threads": "1"})
+    at = page("views/compare.py", db_path, monkeypatch, {"threads": "1"})
     table = _frame(at, "peak_note")
     assert set(table[table.threads == 2].peak_note) == {
         "not calibrated at 2 threads (calibrated at 1): none shown rather than mixed"}
@@ -209,7 +209,7 @@ def test_the_run_page_offers_a_calibration_the_sweep_lacks(db_path, monkeypatch)
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="threads").set_value([1]).run()
     offer = [i.value for i in at.info if i.value.startswith("This machine has no measured")]
     assert offer and offer[0].startswith("This machine has no measured ceilings at 1 threads")
@@ -217,7 +217,7 @@ def test_the_run_page_offers_a_calibration_the_sweep_lacks(db_path, monkeypatch)
     assert fake.submitted == [CalibrateRequest(threads=(1,))]
     with open_db(db_path) as con:  # calibrated at 1 thread: nothing more to offer
         save_calibration(con, _calibrated(threads=1), CalibrationPlan(1), system_info())
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="threads").set_value([1]).run()
     assert "calibrate" not in [b.key for b in at.button]
     assert not any(i.value.startswith("This machine has no measured") for i in at.info)

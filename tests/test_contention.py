@@ -177,7 +177,7 @@ def test_the_compare_page_shows_shared_versus_dedicated(db_path, monkeypatch):
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("views/compare.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert [h.value for h in at.subheader if h.value == "Shared versus dedicated"]
     shown = [m.value for m in at.markdown]

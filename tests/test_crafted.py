@@ -48,27 +48,27 @@ def runs_stored(db_path):
 LONG = "9," * 5000  # 10,000 characters
 
 READ_CASES = [
-    ("pages/compare.py", "selectbox", "sweep", dict(string_value="../../etc/passwd"), "sweep"),
-    ("pages/compare.py", "multiselect", "models", dict(string_array_value=["vgg"]), "models"),
-    ("pages/compare.py", "selectbox", "setting", dict(string_value="zzz"), "setting"),
-    ("pages/compare.py", "selectbox", "threads", dict(string_value="abc"), "threads"),
-    ("pages/compare.py", "selectbox", "batch", dict(string_value=LONG), "batch"),
-    ("pages/compare.py", "radio", "band", dict(string_value="p1-p99"), "band"),
-    ("pages/compare.py", "radio", "dist_kind", dict(string_value="strip"), "dist"),
-    ("pages/compare.py", "selectbox", "heat_a", dict(string_value="jax"), "a"),
-    ("pages/compare.py", "radio", "report_format", dict(string_value="pdf"), "report_format"),
-    ("pages/cost.py", "selectbox", "setting", dict(string_value="cpu"), "setting"),
-    ("pages/cost.py", "selectbox", "model", dict(string_value="vgg"), "model"),
-    ("pages/cost.py", "selectbox", "contender", dict(string_value="jax"), "fw"),
-    ("pages/cost.py", "selectbox", "batch", dict(string_value="7"), "batch"),
-    ("pages/cost.py", "radio", "machine_mode", dict(string_value="free"), "machine"),
-    ("pages/cost.py", "selectbox", "shape", dict(string_value="OCI nope"), "shape"),
-    ("pages/cost.py", "selectbox", "b_shape", dict(string_value=LONG), "b_shape"),
-    ("pages/history.py", "multiselect", "baseline", dict(string_array_value=["nope"]),
+    ("views/compare.py", "selectbox", "sweep", dict(string_value="../../etc/passwd"), "sweep"),
+    ("views/compare.py", "multiselect", "models", dict(string_array_value=["vgg"]), "models"),
+    ("views/compare.py", "selectbox", "setting", dict(string_value="zzz"), "setting"),
+    ("views/compare.py", "selectbox", "threads", dict(string_value="abc"), "threads"),
+    ("views/compare.py", "selectbox", "batch", dict(string_value=LONG), "batch"),
+    ("views/compare.py", "radio", "band", dict(string_value="p1-p99"), "band"),
+    ("views/compare.py", "radio", "dist_kind", dict(string_value="strip"), "dist"),
+    ("views/compare.py", "selectbox", "heat_a", dict(string_value="jax"), "a"),
+    ("views/compare.py", "radio", "report_format", dict(string_value="pdf"), "report_format"),
+    ("views/cost.py", "selectbox", "setting", dict(string_value="cpu"), "setting"),
+    ("views/cost.py", "selectbox", "model", dict(string_value="vgg"), "model"),
+    ("views/cost.py", "selectbox", "contender", dict(string_value="jax"), "fw"),
+    ("views/cost.py", "selectbox", "batch", dict(string_value="7"), "batch"),
+    ("views/cost.py", "radio", "machine_mode", dict(string_value="free"), "machine"),
+    ("views/cost.py", "selectbox", "shape", dict(string_value="OCI nope"), "shape"),
+    ("views/cost.py", "selectbox", "b_shape", dict(string_value=LONG), "b_shape"),
+    ("views/history.py", "multiselect", "baseline", dict(string_array_value=["nope"]),
      "baseline"),
-    ("pages/history.py", "multiselect", "candidate", dict(string_array_value=[LONG]),
+    ("views/history.py", "multiselect", "candidate", dict(string_array_value=[LONG]),
      "candidate"),
-    ("pages/history.py", "selectbox", "config", dict(string_value="zzz"), "config"),
+    ("views/history.py", "selectbox", "config", dict(string_value="zzz"), "config"),
 ]
 
 
@@ -91,15 +91,15 @@ def test_a_value_the_page_did_not_offer_gets_its_message(name, kind, key, value,
 
 
 READ_NUMBER_CASES = [
-    ("pages/cost.py", "hours", dict(double_value=1e9), "hours: 1000000000 is not allowed; "
+    ("views/cost.py", "hours", dict(double_value=1e9), "hours: 1000000000 is not allowed; "
                                                        "allowed: number 1..744"),
-    ("pages/cost.py", "hours", dict(double_value=float("nan")),
+    ("views/cost.py", "hours", dict(double_value=float("nan")),
      "hours: an empty or non-finite value is not allowed; allowed: number 1..744"),
-    ("pages/cost.py", "rate", dict(double_value=0.0), "rate: 0 is not allowed; allowed: "
+    ("views/cost.py", "rate", dict(double_value=0.0), "rate: 0 is not allowed; allowed: "
                                                       "number 0.1..1000000000"),
-    ("pages/history.py", "threshold", dict(double_value=-5.0),
+    ("views/history.py", "threshold", dict(double_value=-5.0),
      "threshold: -5 is not allowed; allowed: number 1..100"),
-    ("pages/history.py", "threshold", dict(double_value=float("inf")),
+    ("views/history.py", "threshold", dict(double_value=float("inf")),
      "threshold: an empty or non-finite value is not allowed; allowed: number 1..100"),
 ]
 
@@ -122,7 +122,7 @@ def test_a_number_outside_its_range_is_named_not_replaced(name, key, value, mess
 def test_a_nan_in_the_cost_pages_integer_box_is_named(db_path, monkeypatch):
     """An integer st.number_input would raise on it (int(nan)) before the page runs."""
     seed_sweep(db_path)
-    at = page("pages/cost.py", db_path, monkeypatch)
+    at = page("views/cost.py", db_path, monkeypatch)
     at.radio(key="machine_mode").set_value("Enter a price").run()
     crafted(at, "number_input", "custom_vcpus", double_value=float("nan"))
     assert not at.exception, [e.value for e in at.exception]
@@ -161,7 +161,7 @@ def test_the_run_page_launches_nothing_for_a_value_it_did_not_offer(case, db_pat
     kind, key, value, field, button = (*case, "launch")[:5]
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     crafted(at, kind, key, click=button, **value)  # its button pressed in the same message
     assert not at.exception, [e.value for e in at.exception]
     (msg,) = errors(at)
@@ -174,7 +174,7 @@ def test_a_crafted_press_of_a_disabled_launch_button_queues_nothing(db_path, mon
     """Streamlit ignores a press of a button it drew disabled."""
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="models").set_value([]).run()
     assert at.button(key="launch").disabled is True
     crafted(at, "multiselect", "models", click="launch", string_array_value=[])
@@ -212,7 +212,7 @@ NUMBER_CASES = [
 def _crafted_number(db_path, monkeypatch, key, button, **value):
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     crafted(at, "number_input", key, click=button, **value)  # pressed in the same message
     assert not at.exception, [e.value for e in at.exception]
     return at, fake
@@ -269,7 +269,7 @@ def test_an_emptied_number_box_is_named_and_refused(db_path, monkeypatch):
     """The boxes have no Streamlit default: an honest user who empties one is told so."""
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.number_input(key="tr_epochs").set_value(None).run()
     assert errors(at) == ["epochs: an empty or non-finite value is not allowed; allowed: "
                           "integer 1..1000"]
@@ -297,7 +297,7 @@ def test_the_deploy_page_launches_nothing_for_a_value_it_did_not_offer(kind, key
                                                                        db_path, monkeypatch):
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/deploy.py", db_path, monkeypatch)
+    at = page("views/deploy.py", db_path, monkeypatch)
     crafted(at, kind, key, click="sv_launch", **value)
     assert not at.exception, [e.value for e in at.exception]
     (msg,) = errors(at)
@@ -340,7 +340,7 @@ def test_the_deploy_page_launches_nothing_for_a_number_outside_its_range(case, s
     scenario, key, field, value, allowed, ok, button = (*case, "sv_launch")[:7]
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/deploy.py", db_path, monkeypatch)
+    at = page("views/deploy.py", db_path, monkeypatch)
     at.radio(key="sv_scenario").set_value(scenario).run()
     crafted(at, "number_input", key, click=button,
             double_value=NAN if sent == "nan" else value)
@@ -366,7 +366,7 @@ def test_the_deploy_pages_read_side_refuses_a_value_it_did_not_offer(kind, key, 
     from tests.serving_seed import seed_serving
 
     seed_serving(db_path)
-    at = page("pages/deploy.py", db_path, monkeypatch)
+    at = page("views/deploy.py", db_path, monkeypatch)
     crafted(at, kind, key, **value)
     assert not at.exception, [e.value for e in at.exception]
     (msg,) = errors(at)

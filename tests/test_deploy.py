@@ -12,7 +12,7 @@ from engine.run.jobs.serve_request import ServeRequest
 from tests.serving_seed import SERVER_INVALID, seed_serving
 from tests.test_pages import FakeManager, page
 
-DEPLOY = "pages/deploy.py"
+DEPLOY = "views/deploy.py"
 
 
 @pytest.fixture

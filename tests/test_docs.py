@@ -135,7 +135,7 @@ def test_the_docs_page_opens_a_document_from_its_link(doc, title, db_path, monke
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("pages/docs.py")
+    at.switch_page("views/docs.py")
     at.query_params.update({"doc": doc} if doc else {})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -147,7 +147,7 @@ def test_the_docs_page_refuses_a_path_in_its_link(db_path, monkeypatch):
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("pages/docs.py")
+    at.switch_page("views/docs.py")
     at.query_params.update({"doc": "../../etc/passwd"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]

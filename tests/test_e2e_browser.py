@@ -1,9 +1,10 @@
 """End to end in a real browser: streamlit run app.py on a free loopback port against a
 temporary database; Playwright drives Debian's chromium to launch a tiny sweep of both
-frameworks from the Run page, wait for it, and find the chart on Compare; and rewrite the
-browser's own rerun messages on the websocket (a crafted client) to check that a value the
-page does not offer gets its message and launches nothing. Screenshots are saved under
-test-artifacts/."""
+frameworks from the Run page, wait for it, and find the chart on Compare; to open /compare as
+a fresh server's very first request and find app.py's router there (not Streamlit's legacy
+pages-directory runner); and to rewrite the browser's own rerun messages on the websocket (a
+crafted client) to check that a value the page does not offer gets its message and launches
+nothing. Screenshots are saved under test-artifacts/."""
 
 import contextlib
 import os
@@ -103,6 +104,25 @@ def test_launch_a_sweep_in_the_browser_and_find_the_compare_chart(server):
                            "ORDER BY framework").fetchall()
     assert [(f, size) for f, _, size in rows] == [("tensorflow", 64)] * 2 + [("torch", 64)] * 2
     assert [s for _, s, _ in rows] == ["ok"] * 4
+
+
+def test_a_fresh_servers_first_request_for_compare_draws_the_router(server):
+    """The first request a fresh server ever gets is a deep link to /compare: it goes
+    through app.py's st.navigation (the titled menu, the database caption, the guide
+    switch), not through Streamlit's legacy pages-directory runner and its file-name menu."""
+    from playwright.sync_api import expect
+
+    base, db = server
+    with browser_page("fresh-deep-link") as page:
+        page.goto(f"{base}/compare")
+        nav = page.get_by_test_id("stSidebarNav")
+        expect(nav.get_by_text("Compare", exact=True)).to_be_visible(timeout=60_000)
+        expect(nav.get_by_text("Data loading", exact=True)).to_be_visible()
+        expect(nav.get_by_text("compare", exact=True)).to_have_count(0)
+        expect(page.get_by_test_id("stSidebar").get_by_text(f"Database: {db}")) \
+            .to_be_visible()
+        expect(page.get_by_text("Guide to this page")).to_be_visible()
+        expect(page.get_by_test_id("stException")).to_have_count(0)
 
 
 def _drive(page, base, db):

@@ -45,7 +45,7 @@ def test_results_show_the_figure_with_its_tag_and_an_absent_one_with_its_reason(
     with open_db(db_path) as con:
         for rec in (measured, absent):
             save_record(con, rec, SYSTEM)
-    at = page("pages/results.py", db_path, monkeypatch, {"run": "r-rapl"})
+    at = page("views/results.py", db_path, monkeypatch, {"run": "r-rapl"})
     table = at.dataframe[0].value.set_index("run_id")
     assert table.loc["r-rapl", "energy_source"] == RAPL
     assert table.loc["r-rapl", "energy_j_per_sample"] == 0.41234
@@ -63,6 +63,6 @@ def test_results_show_the_figure_with_its_tag_and_an_absent_one_with_its_reason(
 def test_system_says_whether_this_machine_exposes_rapl(db_path, monkeypatch, tmp_path):
     zone(tmp_path / "powercap", "intel-rapl:0", "package-0", 5)
     monkeypatch.setenv(POWERCAP_ENV, str(tmp_path / "powercap"))
-    at = page("pages/system.py", db_path, monkeypatch)
+    at = page("views/system.py", db_path, monkeypatch)
     assert "CPU energy: measured (RAPL) from package-0 (intel-rapl:0)" in [
         c.value for c in at.caption]

@@ -103,7 +103,7 @@ def test_replicas_on_the_run_page_reach_the_request_and_left_out_splits_are_name
         db_path, monkeypatch):
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     cores = len(at.multiselect(key="threads").options)
     assert at.multiselect(key="replicas").value == [1]
     assert at.multiselect(key="replicas").options == [str(c) for c in range(1, cores + 1)]
@@ -141,7 +141,7 @@ def test_a_link_fills_the_replicas_and_a_bad_value_names_the_field(db_path, monk
 def test_an_unreachable_cluster_is_a_message_on_the_page(db_path, monkeypatch):
     port = _unused_port()
     monkeypatch.setenv("BENCH_RAY_ADDRESS", f"127.0.0.1:{port}")
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     radio = at.radio(key="executor")
     assert radio.value == "local" and radio.options == [
         "this machine", f"Ray cluster at 127.0.0.1\\:{port}"]
@@ -161,7 +161,7 @@ def test_an_unreachable_cluster_is_a_message_on_the_page(db_path, monkeypatch):
 def test_a_read_only_session_gets_no_executor_choice_and_no_launch(db_path, monkeypatch):
     monkeypatch.setenv("BENCH_RAY_ADDRESS", f"127.0.0.1:{_unused_port()}")
     monkeypatch.setenv("BENCH_TRUST_LOOPBACK", "no")  # this session counts as remote
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     assert "executor" not in [r.key for r in at.radio]
     assert "launch" not in [b.key for b in at.button]
     assert at.multiselect(key="replicas").value == [1]  # the form still shows its size
@@ -170,7 +170,7 @@ def test_a_read_only_session_gets_no_executor_choice_and_no_launch(db_path, monk
 def test_the_run_page_offers_the_clusters_node_kinds(on_cluster, db_path, monkeypatch):
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="frameworks").set_value(["torch"])
     at.radio(key="executor").set_value("ray").run()
     kinds = at.multiselect(key="node_kinds")
@@ -269,7 +269,7 @@ def test_a_fleet_tuning_job_tunes_each_node_kind_and_deploy_shows_them_side_by_s
     fleets = {json.loads(c.split(" ", 2)[2])["fleet"] for _, c in sweeps}
     assert len(fleets) == 1  # both nodes' sweeps name one fleet
 
-    at = page("pages/deploy.py", db_path, monkeypatch, query={"tuning": sweeps[0][0]})
+    at = page("views/deploy.py", db_path, monkeypatch, query={"tuning": sweeps[0][0]})
     [table] = [d.value for d in at.dataframe if "cost basis" in d.value.columns
                and "shape" in d.value.columns]
     assert sorted(table["shape"]) == sorted([SHAPE_A, SHAPE_B])

@@ -256,7 +256,7 @@ def test_a_real_delayed_selftest_sweep_records_its_delay(db_path, worker_env, mo
 def history_page(db_path, monkeypatch, query=None):
     monkeypatch.setenv("BENCH_DB", str(db_path))
     # app.py does not route to it yet: the page runs on its own, as Streamlit allows
-    at = AppTest.from_file(str(ROOT / "pages" / "history.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "views" / "history.py"), default_timeout=60)
     at.query_params.update(query or {})
     at.run()
     assert not at.exception, [e.value for e in at.exception]

@@ -113,7 +113,7 @@ def test_a_rerun_carrying_an_older_address_of_the_page_keeps_what_the_user_typed
 def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_path,
                                                                           monkeypatch):
     seed_sweep(db_path)
-    at = page("pages/compare.py", db_path, monkeypatch, {
+    at = page("views/compare.py", db_path, monkeypatch, {
         "sweep": "sweep-se", "models": "mobilenet_v3_small", "threads": "1", "batch": "8",
         "band": "IQR", "dist": "violin"})
     assert [w.value for w in at.warning] == []
@@ -132,20 +132,20 @@ def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_pa
 
 
 @pytest.mark.parametrize("name, query, refused", [
-    ("pages/run.py", {"model": "../../etc/passwd", "framework": "torch,jax", "batch": "abc,8",
+    ("views/run.py", {"model": "../../etc/passwd", "framework": "torch,jax", "batch": "abc,8",
                       "threads": "999"}, ["batch", "model", "framework", "threads"]),
-    ("pages/compare.py", {"sweep": "../../etc/passwd", "models": "x" * 300, "threads": "abc",
+    ("views/compare.py", {"sweep": "../../etc/passwd", "models": "x" * 300, "threads": "abc",
                           "setting": "zzz", "a": "<script>"},
      ["sweep", "models", "setting", "threads", "a"]),
-    ("pages/results.py", {"model": "vgg", "status": "ok,bogus", "run": "../../etc/passwd"},
+    ("views/results.py", {"model": "vgg", "status": "ok,bogus", "run": "../../etc/passwd"},
      ["run", "model", "status"]),
-    ("pages/cost.py", {"hours": "inf", "rate": "-3", "shape": "nope", "model": "/tmp/x",
+    ("views/cost.py", {"hours": "inf", "rate": "-3", "shape": "nope", "model": "/tmp/x",
                        "machine": "free"},
      ["hours", "model", "machine", "shape", "rate"]),
-    ("pages/training.py", {"sweep": "zzzz", "setting": "..", "shape": "big",
+    ("views/training.py", {"sweep": "zzzz", "setting": "..", "shape": "big",
                            "study_batch": "-1"},
      ["sweep", "setting", "study_batch", "shape"]),
-    ("pages/dataload.py", {"sweep": "zzzz", "format": "bmp", "show": "fps"},
+    ("views/dataload.py", {"sweep": "zzzz", "format": "bmp", "show": "fps"},
      ["sweep", "format", "show"]),
 ])
 def test_a_bad_link_value_is_named_and_ignored_never_an_exception(name, query, refused,
@@ -163,15 +163,15 @@ def test_values_the_page_offers_reopen_even_with_a_slash_or_as_all(db_path, monk
     page's own values and reopen the same view."""
     seed_sweep(db_path)
     shape = "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
-    at = page("pages/cost.py", db_path, monkeypatch, {"shape": shape})
+    at = page("views/cost.py", db_path, monkeypatch, {"shape": shape})
     assert [w.value for w in at.warning if w.value.startswith("link: ")] == []
     assert at.selectbox(key="shape").value == shape and at.query_params["shape"] == shape
-    at = page("pages/compare.py", db_path, monkeypatch, {"sweep": "all"})
+    at = page("views/compare.py", db_path, monkeypatch, {"sweep": "all"})
     assert at.selectbox(key="sweep").value is None and at.query_params["sweep"] == "all"
 
 
 def test_a_link_value_cannot_put_a_link_on_our_page(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
                    {"rounds": "[Sign in](https://evil.example)"})
     (msg,) = [w.value for w in at.warning if w.value.startswith("link: ")]
     assert msg.startswith("link: rounds='\\[Sign in\\]\\(https\\://evil.example\\)' is not")

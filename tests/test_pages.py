@@ -8,8 +8,8 @@ from tests.conftest import ROOT
 from seeds.records import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
-PAGES = ["pages/run.py", "pages/results.py", "pages/compare.py", "pages/cost.py",
-         "pages/system.py", "pages/training.py", "pages/dataload.py", "pages/history.py"]
+PAGES = ["views/run.py", "views/results.py", "views/compare.py", "views/cost.py",
+         "views/system.py", "views/training.py", "views/dataload.py", "views/history.py"]
 
 
 def page(name, db_path, monkeypatch, query=None):
@@ -41,12 +41,12 @@ def seeded(db_path):
 
 
 @pytest.mark.parametrize("name, hint", [
-    ("pages/results.py", "No runs stored yet. Launch a sweep on the **Run** page"),
-    ("pages/compare.py", "Nothing to compare yet"),
-    ("pages/system.py", "The database is empty: launch a sweep on the **Run** page"),
-    ("pages/cost.py", "No measured throughput yet"),
-    ("pages/training.py", "No training runs stored yet"),
-    ("pages/dataload.py", "No data-loading runs stored yet"),
+    ("views/results.py", "No runs stored yet. Launch a sweep on the **Run** page"),
+    ("views/compare.py", "Nothing to compare yet"),
+    ("views/system.py", "The database is empty: launch a sweep on the **Run** page"),
+    ("views/cost.py", "No measured throughput yet"),
+    ("views/training.py", "No training runs stored yet"),
+    ("views/dataload.py", "No data-loading runs stored yet"),
 ])
 def test_empty_database_pages_say_what_to_do(name, hint, db_path, monkeypatch):
     at = page(name, db_path, monkeypatch)
@@ -55,7 +55,7 @@ def test_empty_database_pages_say_what_to_do(name, hint, db_path, monkeypatch):
 
 
 def test_run_page_shows_sweep_size_and_launch_on_empty_database(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     cores = len(at.multiselect(key="threads").options)
     assert at.multiselect(key="models").value == ["efficientnet_b0"]
     assert at.multiselect(key="frameworks").value == ["torch", "tensorflow"]
@@ -68,7 +68,7 @@ def test_run_page_shows_sweep_size_and_launch_on_empty_database(db_path, monkeyp
 
 
 def test_run_page_refuses_a_round_budget_it_cannot_keep(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.number_input(key="rounds").set_value(4)
     at.number_input(key="max_rounds").set_value(3)
     at.run()
@@ -91,7 +91,7 @@ def test_run_page_refuses_a_round_budget_it_cannot_keep(db_path, monkeypatch):
 
 
 def test_a_bad_link_value_is_named_and_the_page_still_draws(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch, query={
+    at = page("views/run.py", db_path, monkeypatch, query={
         "rounds": "lots", "max_rounds": "500", "min_time": "abc", "min_iters": "-3"})
     assert [w.value for w in at.warning] == [
         "link: min_time='abc' is not allowed; allowed: number 0..3600; using 2",
@@ -123,7 +123,7 @@ class FakeManager:
 def test_widgets_drive_the_submitted_request(db_path, monkeypatch):
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="models").set_value(["mobilenet_v3_small", "resnet18"])
     at.multiselect(key="frameworks").set_value(["torch"])
     at.multiselect(key="batch_presets").set_value([1])
@@ -150,21 +150,21 @@ def test_widgets_drive_the_submitted_request(db_path, monkeypatch):
 ])
 def test_invalid_input_is_explained_and_disables_launch(widget, value, message, db_path,
                                                         monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.text_input(key=widget).set_value(value).run()
     assert [e.value for e in at.error] == [message]
     assert at.button(key="launch").disabled is True
 
 
 def test_empty_choice_is_explained_and_disables_launch(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="frameworks").set_value([]).run()
     assert [e.value for e in at.error] == ["framework: pick at least one value"]
     assert at.button(key="launch").disabled is True
 
 
 def test_results_page_lists_every_run_and_filters(seeded, monkeypatch):
-    at = page("pages/results.py", seeded, monkeypatch)
+    at = page("views/results.py", seeded, monkeypatch)
     df = at.dataframe[0].value
     assert len(df) == 17 and sorted(set(df.status)) == ["ok", "oom"]
     # the process's peak, and what the model added over that process before it
@@ -181,7 +181,7 @@ def test_results_page_lists_every_run_and_filters(seeded, monkeypatch):
 
 
 def test_compare_page_prepares_a_report_of_the_sweep_on_request(seeded, monkeypatch):
-    at = page("pages/compare.py", seeded, monkeypatch)
+    at = page("views/compare.py", seeded, monkeypatch)
     labels = [b.proto.label for b in at.get("download_button")]  # the page's CSV, before
     at.radio(key="report_format").set_value("md").run()
     at.button(key="prepare_report").click().run()
@@ -193,7 +193,7 @@ def test_compare_page_prepares_a_report_of_the_sweep_on_request(seeded, monkeypa
 
 
 def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
-    at = page("pages/compare.py", seeded, monkeypatch)
+    at = page("views/compare.py", seeded, monkeypatch)
     assert at.selectbox(key="sweep").value == "sweep-seeded"
     assert at.multiselect(key="models").value == ["mobilenet_v3_small"]
     charts = at.get("plotly_chart")
@@ -221,7 +221,7 @@ def test_compare_page_draws_every_view_with_significance(seeded, monkeypatch):
 
 
 def test_system_page_shows_machine_and_database(seeded, monkeypatch):
-    at = page("pages/system.py", seeded, monkeypatch)
+    at = page("views/system.py", seeded, monkeypatch)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["runs"] == "17" and metrics["samples"] == f"{16 * 7:,}"
     assert metrics["sweeps"] == "1"
@@ -234,7 +234,7 @@ def test_results_page_shows_one_run_from_a_link(seeded, monkeypatch):
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["run"] = "torch-1-1-1"
     at.run()
-    at.switch_page("pages/results.py")
+    at.switch_page("views/results.py")
     at.query_params["run"] = "torch-1-1-1"
     at.run()
     assert not at.exception
@@ -251,7 +251,7 @@ def test_results_page_shows_a_failed_run_with_its_reason_and_stderr(seeded, monk
     monkeypatch.setenv("BENCH_DB", str(seeded))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("pages/results.py")
+    at.switch_page("views/results.py")
     at.query_params["run"] = "tf-oom"
     at.run()
     assert not at.exception
@@ -271,7 +271,7 @@ def test_results_page_names_the_bytes_a_users_model_run_measured(db_path, monkey
                                  model_format="onnx", model_origin="/m/3f2a.onnx",
                                  model_inputs="input:1x3x16x16:float32",
                                  model_sha256="c0" * 32, model_bytes=1204), SYSTEM)
-    at = page("pages/results.py", db_path, monkeypatch, {"run": "mine"})
+    at = page("views/results.py", db_path, monkeypatch, {"run": "mine"})
     assert at.subheader[0].value.startswith("inference · my_net · torch (eager)")
     (line,) = [c.value for c in at.caption if c.value.startswith("Your model")]
     assert line.startswith("Your model: onnx from /m/3f2a.onnx · inputs input")  # escaped ':'
@@ -279,7 +279,7 @@ def test_results_page_names_the_bytes_a_users_model_run_measured(db_path, monkey
 
 
 def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monkeypatch):
-    at = page("pages/run.py", seeded, monkeypatch)
+    at = page("views/run.py", seeded, monkeypatch)
     at.multiselect(key="models").set_value(["mobilenet_v3_small"])
     at.multiselect(key="frameworks").set_value(["torch"])
     at.multiselect(key="batch_presets").set_value([1])
@@ -294,7 +294,7 @@ def test_run_page_estimate_uses_stored_latency_on_a_seeded_database(seeded, monk
 
 
 def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, monkeypatch):
-    at = page("pages/cost.py", db_path, monkeypatch)
+    at = page("views/cost.py", db_path, monkeypatch)
     assert at.subheader[0].value == ("OCI vs AWS: a 16-OCPU OCI machine against the 32-vCPU "
                                      "AWS machines, per month, at the same memory")
     claim = [m.value for m in at.markdown if m.value.startswith("At catalog list prices")][0]
@@ -314,7 +314,7 @@ def test_cost_page_on_an_empty_database_still_compares_oci_with_aws(db_path, mon
 
 
 def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
-    at = page("pages/cost.py", seeded, monkeypatch)
+    at = page("views/cost.py", seeded, monkeypatch)
     assert at.selectbox(key="model").value == "mobilenet_v3_small"
     at.selectbox(key="contender").set_value("torch (eager)")
     at.selectbox(key="batch").set_value(1)
@@ -349,7 +349,7 @@ def test_cost_page_prices_measured_throughput(seeded, monkeypatch):
 def test_cost_page_prices_measured_shapes_from_their_runs(db_path, monkeypatch):
     from seeds.records import seed_machines
     seed_machines(db_path)
-    at = page("pages/cost.py", db_path, monkeypatch,
+    at = page("views/cost.py", db_path, monkeypatch,
               query={"setting": "cpu_fp32_1_sys-local"})
     assert at.selectbox(key="setting").value == ("cpu", "fp32", 1, "sys-local", "", "none")
     at.selectbox(key="shape").set_value("AWS c6i.8xlarge").run()
@@ -369,7 +369,7 @@ def test_cost_page_prices_measured_shapes_from_their_runs(db_path, monkeypatch):
 
 
 def test_run_page_runtimes_expand_the_sweep_and_bad_pairs_are_explained(db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="runtimes").set_value(["eager", "onnxruntime", "xla"]).run()
     assert at.info[0].value.startswith("**6 configurations × 3 rounds = 18 runs**")
     at.multiselect(key="frameworks").set_value(["tensorflow"])
@@ -385,7 +385,7 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.selectbox(key="bs_model").set_value("resnet18")
     at.selectbox(key="bs_runtime").set_value("torch/onnxruntime")
     at.selectbox(key="bs_threads").set_value(1)
@@ -409,7 +409,7 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
 def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, monkeypatch):
     seed_workloads(db_path)
     seed_sweep(db_path)  # inference runs must not leak into the training views
-    at = page("pages/training.py", db_path, monkeypatch)
+    at = page("views/training.py", db_path, monkeypatch)
     table = at.dataframe[0].value
     assert table.run.tolist() == ["tensorflow (tf_function)", "torch (eager)"]
     assert table.final_test_acc.tolist() == [0.7, 0.8]
@@ -467,7 +467,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
                                    minute=1, samples=(400_000_000,) * 3), SYSTEM)
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/training.py", db_path, monkeypatch)
+    at = page("views/training.py", db_path, monkeypatch)
     latency = at.dataframe[1].value
     assert latency[["framework", "runtime", "image_size", "runs"]].values.tolist() == [
         ["tensorflow", "tf_function", 32, 0], ["torch", "eager", 32, 1]]
@@ -495,7 +495,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
 def test_dataload_page_tabulates_batch_by_workers_against_implementations(db_path,
                                                                          monkeypatch):
     seed_workloads(db_path)
-    at = page("pages/dataload.py", db_path, monkeypatch)
+    at = page("views/dataload.py", db_path, monkeypatch)
     table = at.dataframe[0].value
     assert list(table.columns) == ["workers", "threads", "batch_size", "loop:opencv+numpy",
                                    "loop:pillow+numpy", "torch_dataloader:opencv+torch"]
@@ -521,7 +521,7 @@ def test_dataload_page_never_blends_two_machines(db_path, monkeypatch):
     with open_db(db_path) as con:  # the same configuration, ten times faster elsewhere
         save_record(con, replace(load_record("l-far", "png", "loop:opencv+numpy", 8, 0, 0.2),
                                  system_id="sys-other"), other)
-    at = page("pages/dataload.py", db_path, monkeypatch)
+    at = page("views/dataload.py", db_path, monkeypatch)
     box = at.selectbox(key="load_setting")
     assert box.options == ["cpu · inter-op 1 · Test CPU @ 2 GHz on box (8 runs)",
                            "cpu · inter-op 1 · Other CPU on cloud (1 runs)"]
@@ -537,7 +537,7 @@ def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("pages/results.py")
+    at.switch_page("views/results.py")
     at.query_params["run"] = "t-torch"
     at.run()
     assert not at.exception
@@ -576,7 +576,7 @@ def test_run_page_submits_training_and_profiled_sweeps(db_path, monkeypatch):
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.text_input(key="tr_batch").set_value("16, 32")
     at.number_input(key="tr_steps").set_value(5)
     at.number_input(key="tr_profile").set_value(2)
@@ -609,7 +609,7 @@ def test_run_page_submits_a_data_loading_sweep_and_says_what_it_skips(db_path, m
 
     fake = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     at.multiselect(key="dl_formats").set_value(["png", "tiff"])
     at.multiselect(key="dl_decoders").set_value(["pillow", "opencv"])
     at.multiselect(key="dl_normalizers").set_value(["numpy"])

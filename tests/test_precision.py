@@ -211,13 +211,13 @@ def test_results_and_compare_show_the_speedup_beside_the_agreement(db_path, monk
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("pages/results.py").run()
+    at.switch_page("views/results.py").run()
     assert not at.exception, [e.value for e in at.exception]
     table = at.dataframe[0].value.set_index("run_id")
     said = "2.0x faster, top-1 agrees on 92.2 % of inputs"
     assert table.loc["int8-run", ["precision", "vs_fp32"]].tolist() == ["int8", said]
     assert set(table.drop(index="int8-run").vs_fp32) == {""}
-    at.switch_page("pages/compare.py").run()
+    at.switch_page("views/compare.py").run()
     assert not at.exception, [e.value for e in at.exception]
     [reduced] = [d.value for d in at.dataframe if "vs_fp32" in d.value.columns]
     assert reduced[["runtime", "precision", "batch_size", "vs_fp32", "top1_inputs"]].values \
@@ -258,7 +258,7 @@ def test_the_run_page_submits_the_openvino_hint_and_explains_a_refused_precision
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("pages/run.py").run()
+    at.switch_page("views/run.py").run()
     at.multiselect(key="frameworks").set_value(["torch"])
     at.multiselect(key="runtimes").set_value(["onnxruntime", "openvino"])
     at.selectbox(key="precision").set_value("int8").run()

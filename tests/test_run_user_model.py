@@ -34,7 +34,7 @@ def fake(monkeypatch):
 def test_a_linked_file_is_named_given_its_input_and_submitted(models, fake, db_path,
                                                               monkeypatch):
     _, onnx, _ = models
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
               query={"source": "file", "model_file": onnx.name})
     assert at.radio(key="model_source").value == "Your model file"
     assert at.selectbox(key="um_file").value == str(onnx)
@@ -68,7 +68,7 @@ def test_a_linked_file_is_named_given_its_input_and_submitted(models, fake, db_p
 
 def test_bad_fields_are_named_where_they_are_typed(models, fake, db_path, monkeypatch):
     _, _, keras = models
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
               query={"source": "file", "model_file": keras.name})
     # The default name of resnet18.keras would pass for the catalog's resnet18.
     assert at.text_input(key="um_name").value == "my_resnet18"
@@ -96,12 +96,12 @@ def test_a_link_value_that_is_a_path_or_unknown_is_refused_with_a_note(models, d
                                                                        monkeypatch):
     folder, onnx, keras = models
     for raw in (str(onnx), "../models/" + onnx.name, "nothere.onnx"):
-        at = page("pages/run.py", db_path, monkeypatch,
+        at = page("views/run.py", db_path, monkeypatch,
                   query={"source": "file", "model_file": raw})
         [warning] = at.warning
         assert warning.value.startswith("link: model_file="), warning.value
         assert at.selectbox(key="um_file").value == str(keras)  # newest first: the default
-    at = page("pages/run.py", db_path, monkeypatch, query={"source": "files"})
+    at = page("views/run.py", db_path, monkeypatch, query={"source": "files"})
     assert at.radio(key="model_source").value == "Catalog"
     assert [w.value for w in at.warning] == [
         "link: source='files' is not allowed; allowed: one of catalog, file; ignored"]
@@ -109,7 +109,7 @@ def test_a_link_value_that_is_a_path_or_unknown_is_refused_with_a_note(models, d
 
 def test_an_empty_models_folder_says_where_to_put_a_file(tmp_path, db_path, monkeypatch):
     monkeypatch.setenv("BENCH_MODELS_DIR", str(tmp_path / "none"))
-    at = page("pages/run.py", db_path, monkeypatch, query={"source": "file"})
+    at = page("views/run.py", db_path, monkeypatch, query={"source": "file"})
     assert [e.value for e in at.error] == [
         f"model_file: no model file in {tmp_path / 'none'} yet; allowed: upload one above, or "
         "copy a .pt2, .pt, .pth, .onnx or .keras file or a SavedModel folder there"]
@@ -121,14 +121,14 @@ def test_a_session_that_may_not_write_gets_no_upload_control(models, db_path, mo
                     headers={}, email=None)
     assert not remote.can_write and not remote.viewer
     monkeypatch.setattr("dashboard.session.access", lambda: remote)
-    at = page("pages/run.py", db_path, monkeypatch, query={"source": "file"})
+    at = page("views/run.py", db_path, monkeypatch, query={"source": "file"})
     assert "Uploading needs write access" in " ".join(c.value for c in at.caption)
     assert not [b for b in at.button if b.key in ("um_save", "launch")]
     assert at.get("file_uploader") == []
 
 
 def test_the_catalog_form_is_the_default_and_unchanged(models, db_path, monkeypatch):
-    at = page("pages/run.py", db_path, monkeypatch)
+    at = page("views/run.py", db_path, monkeypatch)
     assert at.radio(key="model_source").value == "Catalog"
     assert at.multiselect(key="models").value == ["efficientnet_b0"]
     assert at.get("file_uploader") == [] and not [s for s in at.selectbox if s.key == "um_file"]
@@ -141,7 +141,7 @@ def test_the_catalog_form_is_the_default_and_unchanged(models, db_path, monkeypa
 def test_a_link_seeds_the_name_input_and_runtimes_and_names_a_runtime_the_format_lacks(
         models, fake, db_path, monkeypatch):
     _, onnx, keras = models
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
               query={"source": "file", "model_file": keras.name, "name": "shared_net",
                      "input": "image:1x16x16x3", "runtime": "xla,keras,eager"})
     assert at.text_input(key="um_name").value == "shared_net"
@@ -166,7 +166,7 @@ def test_a_torchscript_file_runs_only_once_its_code_is_allowed_and_a_link_cannot
     folder, _, _ = models
     hand = folder / "hand.pt"
     hand.write_bytes(b"torchscript bytes")  # copied in by hand: uploads take no .pt
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
               query={"source": "file", "model_file": hand.name, "input": "3,16,16",
                      "trust_model_code": "1", "um_trust_hand.pt": "true"})
     box = at.checkbox(key="um_trust_hand.pt")
@@ -194,7 +194,7 @@ def test_a_remote_session_never_lets_a_files_code_run_even_an_admins(models, db_
                    ip_address="10.0.0.7", headers={}, email="a@example.com")
     assert admin.can_write and admin.remote
     monkeypatch.setattr("dashboard.session.access", lambda: admin)
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
               query={"source": "file", "model_file": "hand.pt", "input": "3,16,16"})
     assert not [c for c in at.checkbox if c.key.startswith("um_trust")]
     assert [e.value for e in at.error] == [
@@ -227,7 +227,7 @@ def test_a_file_that_declares_its_input_needs_none_typed_and_a_typed_one_must_fi
     input that does not fit is named before any launch."""
     net = save_upload(io.BytesIO(_keras_declaring([None, 64, 64, 3])), "net64.keras",
                       cap_bytes=10_000)
-    at = page("pages/run.py", db_path, monkeypatch,
+    at = page("views/run.py", db_path, monkeypatch,
               query={"source": "file", "model_file": net.name})
     assert ("the file declares 1x64x64x3 float32 \\(NHWC\\): leave Input empty to use it"
             in [c.value for c in at.caption])

@@ -178,7 +178,7 @@ def test_the_deploy_form_refuses_it_before_launch(db_path, monkeypatch):
     manager = FakeManager()
     monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: manager)
     _seed_closed_loop(db_path, system_info()["system_id"])
-    at = page("pages/deploy.py", db_path, monkeypatch)
+    at = page("views/deploy.py", db_path, monkeypatch)
     at.selectbox(key="sv_model").set_value("identity").run()
     at.selectbox(key="sv_threads").set_value(1)
     at.radio(key="sv_scenario").set_value("server").run()

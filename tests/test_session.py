@@ -135,7 +135,7 @@ def test_a_page_says_results_are_being_written_instead_of_failing(db_path, monke
     try:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
         at.run()
-        at.switch_page("pages/results.py")
+        at.switch_page("views/results.py")
         at.run()
     finally:
         holder.stdin.close()

@@ -81,7 +81,7 @@ def test_the_page_the_report_and_the_cli_only_present_it():
     """None of the three reads the runs or judges them itself: each calls sweep_verdicts."""
     judging = {"aggregate", "stored_rule", "contests", "noise_model", "sweep_rounds",
                "sweep_rule", "judge_sweep", "verdict_of", "slowdowns", "verdict_changes"}
-    for path in ("pages/compare.py", "engine/present/report.py", "engine/cli/results.py"):
+    for path in ("views/compare.py", "engine/present/report.py", "engine/cli/results.py"):
         tree = ast.parse((ROOT / path).read_text())
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                  for a in n.names}
