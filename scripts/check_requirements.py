@@ -9,10 +9,12 @@ import sys
 from importlib import metadata
 
 
-def main(path: str) -> int:
+def main(*paths: str) -> int:
     wrong = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    lines = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            lines += f.read().splitlines()
     for line in lines:
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -35,4 +37,4 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "requirements.txt"))
+    sys.exit(main(*(sys.argv[1:] or ["requirements.txt"])))

@@ -30,7 +30,9 @@ from engine.scenarios import SCENARIOS
 from tests.conftest import ROOT
 
 FRAMEWORKS = {"torch", "torchvision", "tensorflow", "keras", "tf_keras", "onnxruntime",
-              "onnx", "onnxscript", "openvino"}
+              "onnx", "onnxscript", "openvino", "transformers", "keras_hub", "tokenizers",
+              "safetensors", "huggingface_hub", "optimum", "nncf", "openvino_genai",
+              "openvino_tokenizers", "onnxruntime_genai"}
 SKIP = {".venv", "tests", "bench", "build", "data", ".git", "node_modules", "test-artifacts"}
 WORKER = "engine.worker"
 MAX_LINES = 450

@@ -1,0 +1,1 @@
+"""The generation body of a worker and its runtimes (imported only in a worker)."""
