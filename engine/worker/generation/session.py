@@ -41,6 +41,9 @@ class Timed:
     end_ns: int
     token_ns: tuple[int, ...] = ()  # one reading per step (all rows of the batch at once)
     no_steps: str = ""  # why token_ns is empty
+    # Only where token_ns is empty: the time to first token of a separate generate of one
+    # token on the same prompt (its start to its end), so TTFT and TPOT still exist
+    ttft_ns: int | None = None
 
 
 class Session(Protocol):
