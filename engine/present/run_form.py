@@ -43,7 +43,9 @@ def model_label(facts: dict) -> Callable[[str], str]:
     """The Models box's label for a catalog model: its native size, then what is counted."""
     def label(name: str) -> str:
         t, k = facts.get((name, "torch")), facts.get((name, "tensorflow"))
-        parts = [f"{CATALOG[name].native_size}px"]
+        info = CATALOG[name]
+        parts = [f"{info.native_size}px" if info.size_unit == "px"
+                 else f"{info.native_size} tokens"]
         if t is not None:
             parts.append(f"{t[0] / 1e6:.1f}M params, {t[1] / 1e9:.2f} GFLOPs (torch)")
         if k is not None:
@@ -109,10 +111,11 @@ def parse_time_budget(text: str) -> float | None:
 
 
 def parse_image_size(text: str) -> int | None:
-    """The "Image size (px)" box: blank is each model's native size."""
+    """The "Image size (px) or sequence length (tokens)" box: blank is each model's native
+    size; from 1 (a sequence length), each model's own range checked by RunSpec."""
     if not text.strip():
         return None
-    return parse_int_list(text, "image_size", *IMAGE_RANGE)[0]
+    return parse_int_list(text, "image_size", 1, IMAGE_RANGE[1])[0]
 
 
 def default_threads(cores: int, sweep_cores: int) -> list[int]:
