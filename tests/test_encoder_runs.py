@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from engine.__main__ import main
+from engine.cli import main
 from engine.core.encoders import encoder_flops
 from store.db import open_db
 
