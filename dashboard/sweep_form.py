@@ -65,6 +65,7 @@ class SweepForm:
     errors: dict[str, str] = field(default_factory=dict)
     slots: dict = field(default_factory=dict)
     image_size: int | None = None  # the batch search measures at the same size
+    models: tuple = ()  # the catalog models chosen: the size box is checked against each
     model: object = None  # a user's model file: dashboard.model_form.ModelForm
 
     def show_errors(self, errors: dict[str, str]) -> None:
@@ -107,6 +108,7 @@ def _catalog_models(link: PageLink, facts: dict, form: SweepForm) -> dict:
     link.put("model", models, default=DEFAULT_MODELS)
     link.put("framework", frameworks, default=FRAMEWORKS)
     link.put("runtime", runtimes)
+    form.models = tuple(models)
     return dict(models=tuple(models), frameworks=tuple(frameworks), runtimes=tuple(runtimes))
 
 
@@ -243,7 +245,8 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
     link.put("energy", "1" if energy else None)
     parsed = {}
     for name, parse, text in (("time_budget_s", parse_time_budget, budget_text),
-                              ("image_size", parse_image_size, image_text)):
+                              ("image_size", lambda t: parse_image_size(t, form.models),
+                               image_text)):
         try:
             parsed[name] = parse(text)
         except UserError as exc:

@@ -114,3 +114,14 @@ def test_compare_table_adds_tokens_per_second_for_token_models_only():
     assert "*12,800.0" in block and "6,400.0" in block
     only_images = compare_table(judge_sweep(rounds[2:]))
     assert TOKENS_TITLE not in only_images
+
+
+def test_the_run_forms_size_box_checks_each_chosen_model():
+    from engine.present.run_form import parse_image_size
+
+    assert parse_image_size("16", ("bert_base",)) == 16
+    assert parse_image_size("512", ("bert_base", "resnet18")) == 512
+    with pytest.raises(UserError, match="allowed: integer 32..1024"):
+        parse_image_size("16", ("bert_base", "resnet18"))
+    with pytest.raises(UserError, match=r"allowed: integer 1\.\.512 \(for bert_base"):
+        parse_image_size("1024", ("bert_base",))
