@@ -100,7 +100,7 @@ _ENCODER_ROWS = (
               "LayerNorm epsilon 1e-6 on both (keras-hub's). Output: the last hidden "
               "state of all 197 tokens."),
     ModelInfo("tiny_bert", "BERT", 32, "transformers:BertModel", "keras_hub:BertBackbone",
-              "2 layers, width 64, 512 tokens: for tests.", input_kind="tokens",
+              "2 layers, width 64, a vocabulary of 512 ids: for tests.", input_kind="tokens",
               offered=False),
     ModelInfo("tiny_vit", "ViT", 32, "transformers:ViTModel", "keras_hub:ViTBackbone",
               "2 layers, width 64, patch 8: for tests.", offered=False),
