@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard.numbers import Numbers
 from dashboard.offered import MAX_VALUE_LEN, offered
-from engine.core.catalog import CATALOG, RUNTIMES
+from engine.core.catalog import IMAGE_MODELS, OFFERED_MODELS, RUNTIMES
 from engine.scenarios.dataload.spec import DECODERS, FORMATS, NORMALIZERS, PIPELINES
 from engine.core.errors import UserError
 from engine.core.limits import (BATCH_RANGE, EPOCH_RANGE, LOAD_COUNT_RANGE, LOAD_SIZE_RANGE,
@@ -100,8 +100,8 @@ def batch_search_form(image_size: int | None) -> JobForm:
                "add to its worker: held by the kernel (a memory cgroup) where this machine "
                "allows one, else by a watchdog.")
     b1, b2, b3, b4 = st.columns(4)
-    model = b1.selectbox("Model", list(CATALOG), key="bs_model",
-                         **offered("bs_model", "model", CATALOG))
+    model = b1.selectbox("Model", list(OFFERED_MODELS), key="bs_model",
+                         **offered("bs_model", "model", OFFERED_MODELS))
     runtimes = [f"{f}/{r}" for f in FRAMEWORKS for r in RUNTIMES[f]]
     runtime = b2.selectbox("Runtime", runtimes, key="bs_runtime",
                            **offered("bs_runtime", "runtime", runtimes))
@@ -137,8 +137,8 @@ def training_form() -> JobForm:
     st.caption("SGD on the same images in the same order in every framework; each step "
                "timed, each epoch scored on the test split. Results on the Training page.")
     t1, t2, t3, t4 = st.columns(4)
-    models = t1.multiselect("Models", list(CATALOG), default=["resnet18"], key="tr_models",
-                            **offered("tr_models", "model", CATALOG))
+    models = t1.multiselect("Models", list(IMAGE_MODELS), default=["resnet18"],
+                            key="tr_models", **offered("tr_models", "model", IMAGE_MODELS))
     frameworks = t2.multiselect("Frameworks", FRAMEWORKS, default=FRAMEWORKS,
                                 key="tr_frameworks",
                                 **offered("tr_frameworks", "framework", FRAMEWORKS))

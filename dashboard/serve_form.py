@@ -20,7 +20,7 @@ from dashboard.link_state import PageLink
 from dashboard.model_form import model_form, source_choice
 from dashboard.numbers import Numbers
 from dashboard.session import read
-from engine.core.catalog import CATALOG
+from engine.core.catalog import IMAGE_MODELS
 from engine.core.errors import UserError
 from engine.core.limits import (SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE, SERVE_DURATION_RANGE,
                                 SERVE_QPS_RANGE, SERVE_QUERIES_RANGE, SERVE_WAIT_MS_RANGE,
@@ -41,7 +41,7 @@ __all__ = ["serve_form", "refuse_unreachable", "SERVE_MODELS", "DURATIONS"]
 
 # The catalog, and the selftest identity: a test of the harness and LoadGen themselves.
 SELFTEST_MODEL = "identity"
-SERVE_MODELS = [*CATALOG, SELFTEST_MODEL]
+SERVE_MODELS = [*IMAGE_MODELS, SELFTEST_MODEL]  # serving draws image samples
 DURATIONS = {"default": f"LoadGen default ({DEFAULT_MIN_DURATION_S:g} s)",
              "official": f"Official ({OFFICIAL_MIN_DURATION_S:g} s)", "custom": "Custom"}
 # link parameter -> (widget key, field, range, integer, default)

@@ -23,7 +23,7 @@ from dashboard.numbers import Numbers
 from dashboard.offered import MAX_VALUE_LEN, offered
 from dashboard.session import busy, database
 from engine.core.budget import default_max_rounds
-from engine.core.catalog import CATALOG
+from engine.core.catalog import OFFERED_MODELS
 from engine.core.errors import UserError
 from engine.scenarios.inference.spec import PRECISIONS
 from engine.core.model_source import fill_inputs
@@ -65,6 +65,7 @@ class SweepForm:
     errors: dict[str, str] = field(default_factory=dict)
     slots: dict = field(default_factory=dict)
     image_size: int | None = None  # the batch search measures at the same size
+    models: tuple = ()  # the catalog models chosen: the size box is checked against each
     model: object = None  # a user's model file: dashboard.model_form.ModelForm
 
     def show_errors(self, errors: dict[str, str]) -> None:
@@ -85,8 +86,9 @@ def _number(link: PageLink, form: SweepForm, col, label: str, param: str, **widg
 
 
 def _catalog_models(link: PageLink, facts: dict, form: SweepForm) -> dict:
-    link.choices("model", "models", list(CATALOG))
-    models = st.multiselect("Models", list(CATALOG), key="models", format_func=model_label(facts),
+    link.choices("model", "models", list(OFFERED_MODELS))
+    models = st.multiselect("Models", list(OFFERED_MODELS), key="models",
+                            format_func=model_label(facts),
                             help="params and FLOPs appear once counted "
                                  "(`python -m engine models`, or after a first run)",
                             **link.initial("models", default=DEFAULT_MODELS))
@@ -106,6 +108,7 @@ def _catalog_models(link: PageLink, facts: dict, form: SweepForm) -> dict:
     link.put("model", models, default=DEFAULT_MODELS)
     link.put("framework", frameworks, default=FRAMEWORKS)
     link.put("runtime", runtimes)
+    form.models = tuple(models)
     return dict(models=tuple(models), frameworks=tuple(frameworks), runtimes=tuple(runtimes))
 
 
@@ -188,7 +191,8 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
         link.text("image_size", "image_size")
         image_text = st.text_input(
             "Image size (px)", key="image_size", placeholder="native size of each model",
-            help=f"blank: each model's native size; else {IMAGE_RANGE[0]}..{IMAGE_RANGE[1]}",
+            help=f"blank: each model's native size; else {IMAGE_RANGE[0]}..{IMAGE_RANGE[1]} px, "
+                 "or a token model's (bert_base) sequence length, 1..512 tokens",
             **link.initial("image_size", value=""))
     form.slots |= dict.fromkeys(("image_size", "precision", *(o.name for o in OPTIONS)),
                                 st.empty())
@@ -241,7 +245,8 @@ def _policy(link: PageLink, from_file: bool, form: SweepForm) -> dict:
     link.put("energy", "1" if energy else None)
     parsed = {}
     for name, parse, text in (("time_budget_s", parse_time_budget, budget_text),
-                              ("image_size", parse_image_size, image_text)):
+                              ("image_size", lambda t: parse_image_size(t, form.models),
+                               image_text)):
         try:
             parsed[name] = parse(text)
         except UserError as exc:

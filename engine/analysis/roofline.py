@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from engine.core.calibration import TRIAD, gemm_kind
+from engine.core.catalog import input_values
 
 __all__ = ["Ceilings", "Peak", "peak_for", "percent_of_peak", "with_peak", "min_bytes",
            "intensity", "BYTES_PER_VALUE", "INTENSITY_NOTE", "FLOPS_NOTE"]
@@ -112,19 +113,24 @@ def with_peak(frame: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     return out
 
 
-def min_bytes(params, batch_size, image_size, precision: str, channels: int = 3) -> float | None:
-    """A lower bound of the bytes one call moves: the parameters and the input, once each."""
+def min_bytes(params, batch_size, image_size, precision: str, channels: int = 3,
+              model: str | None = None) -> float | None:
+    """A lower bound of the bytes one call moves: the parameters and the input, once each.
+    model: a catalog token model's input is its ids and mask (2 x the sequence length held
+    in image_size, catalog.input_values), each counted at the precision's bytes too."""
     per = BYTES_PER_VALUE.get(precision)
     p, b, s = _finite(params), _finite(batch_size), _finite(image_size)
     if per is None or p is None or b is None or s is None:
         return None
-    return per * (p + b * channels * s * s)
+    values = input_values(model, s) if model is not None else None
+    return per * (p + b * (channels * s * s if values is None else values))
 
 
-def intensity(flops_per_sample, batch_size, params, image_size, precision: str) -> float | None:
+def intensity(flops_per_sample, batch_size, params, image_size, precision: str,
+              model: str | None = None) -> float | None:
     """FLOPs per byte of one call, over min_bytes: an upper bound of the true intensity."""
     f, b = _finite(flops_per_sample), _finite(batch_size)
-    nbytes = min_bytes(params, batch_size, image_size, precision)
+    nbytes = min_bytes(params, batch_size, image_size, precision, model=model)
     if f is None or b is None or not nbytes:
         return None
     return f * b / nbytes

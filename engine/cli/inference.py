@@ -11,7 +11,7 @@ from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, m
 from engine.cli.progress import run_and_summarize
 from engine.run.search.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
 from engine.run.jobs.requests import SweepRequest, local_runner
-from engine.core.catalog import CATALOG, FRAMEWORKS, REFERENCE_RUNTIME
+from engine.core.catalog import CATALOG, FRAMEWORKS, OFFERED_MODELS, REFERENCE_RUNTIME
 from engine.core.errors import UserError
 from engine.scenarios.inference.spec import RunSpec, device_choices
 from engine.core.precision import PRECISIONS, supported_precisions
@@ -32,7 +32,8 @@ USER_FRAMEWORKS = [f for f in FRAMEWORKS if f != "selftest"]
 def add_parsers(sub) -> None:
     r = sub.add_parser("run", help="run a sweep of benchmarks and store every result")
     r.add_argument("--model", nargs="+", metavar="NAME",
-                   help=f"catalog names: {', '.join(CATALOG)} (or your own model: see below)")
+                   help=f"catalog names: {', '.join(OFFERED_MODELS)} (or your own model: "
+                        "see below)")
     r.add_argument("--framework", nargs="+", default=None, metavar="FW",
                    help=f"{', '.join(USER_FRAMEWORKS)} (default: both; your model file: "
                         "its format's)")
@@ -51,8 +52,11 @@ def add_parsers(sub) -> None:
                    metavar="R", help="identical workers at once, each with --threads threads "
                                      "on cores of its own, timed over one window; "
                                      "throughput is their sum (default 1)")
-    r.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None,
-                   help="input height and width (default: each model's native size)")
+    # one flag for both kinds of input: RunSpec checks each model's own range
+    r.add_argument("--image-size", "--seq-len", dest="image_size",
+                   type=int_arg("image_size", 1, IMAGE_RANGE[1]), default=None,
+                   help="input height and width in px; a token model's (bert_base) sequence "
+                        "length in tokens (default: each model's native size)")
     r.add_argument("--precision", default="fp32",
                    help=f"{', '.join(PRECISIONS)} (default fp32); which runtime runs which: "
                         "`python -m engine runtimes`")
@@ -146,7 +150,8 @@ def add_parsers(sub) -> None:
     user_model_options(bs)
     bs.add_argument("--runtime", default=None)
     bs.add_argument("--threads", type=int_arg("threads", 1), default=1)
-    bs.add_argument("--image-size", type=int_arg("image_size", *IMAGE_RANGE), default=None)
+    bs.add_argument("--image-size", "--seq-len", dest="image_size",
+                    type=int_arg("image_size", 1, IMAGE_RANGE[1]), default=None)
     bs.add_argument("--precision", default="fp32")
     bs.add_argument("--start", type=int_arg("start", *BATCH_RANGE), default=1)
     bs.add_argument("--max-batch", type=int_arg("max_batch", *BATCH_RANGE), default=BATCH_RANGE[1])
@@ -244,7 +249,7 @@ def cmd_models(args) -> int:
     from store.db import open_db
     from store.runs import model_info, save_model_stats
 
-    names = args.model or list(CATALOG)
+    names = args.model or list(OFFERED_MODELS)
     for n in names:
         if n not in CATALOG:
             raise UserError(f"model: unknown {n!r}; allowed: {', '.join(CATALOG)}",
@@ -288,7 +293,9 @@ def cmd_models(args) -> int:
           "forward of one image at the native size.\n  torch: "
           "torch.utils.flop_counter.FlopCounterMode (convolutions, matmuls).\n  keras: "
           "TensorFlow's graph profiler on the frozen graph (also counts BatchNorm, "
-          "activations and other elementwise ops).\nWhy the parameter counts differ:")
+          "activations and other elementwise ops).\n  transformer encoders (bert, vit): "
+          "both frameworks from the configuration (engine/core/encoders.py), bert at its "
+          "native 128 tokens.\nWhy the parameter counts differ:")
     for note in dict.fromkeys(CATALOG[n].note for n in names):
         fams = [n for n in names if CATALOG[n].note == note]
         print(f"  {', '.join(fams)}: {note}")

@@ -68,14 +68,25 @@ def cmd_runs(args) -> int:
     rows = [[str(r.started_at)[:19], r.run_id[:8], r.model, r.framework, f(r.batch_size, ".0f"),
              f(r.intra_threads, ".0f"), f(r.image_size, ".0f"), r.status,
              r.validity or "", f(r.median_ms, ".3f"), p99_text(r.p99_ms, r.iterations),
-             f(r.throughput, ",.1f"), f(r.peak_rss_bytes, ",.0f", 2**20),
+             f(r.throughput, ",.1f"), _tokens_s(r), f(r.peak_rss_bytes, ",.0f", 2**20),
              f(r.model_peak_bytes, ",.1f", 2**20), (r.reason or "")[:60]]
             for r in df.itertuples()]
     # the process's peak, and what the model added over that process before it (issue 26)
     print(format_table(["started (UTC)", "run", "model", "framework", "batch", "threads",
                         "size", "status", "validity", "p50 ms", "p99 ms", "samples/s",
+                        "tokens/s",
                         "process peak MiB", "model MiB", "reason"], rows))
     return 0
+
+
+def _tokens_s(r) -> str:
+    """A token model's tokens/s (samples/s x its sequence length, the size column); ""
+    for an image model."""
+    from engine.core.catalog import tokens_per_sample
+    from engine.present.values import missing
+
+    tokens = tokens_per_sample(r.model, None if missing(r.image_size) else r.image_size)
+    return "" if not tokens or missing(r.throughput) else f"{r.throughput * tokens:,.0f}"
 
 
 def cmd_sweeps(args) -> int:

@@ -82,6 +82,8 @@ def _gather(con, sweep_id: str, today: date) -> ReportData:
     verdict = sweep_verdicts(con, sweep_id)
     latency, best, rounds, contest_rows = compare_frame(verdict, marks=_MARKS)
     tp_cols, tp_grid, _ = compare_grid(verdict, as_throughput=True, marks=_MARKS)
+    tok_cols, tok_grid, _ = compare_grid(verdict, as_throughput=True, marks=_MARKS,
+                                         per_token=True)
     sentences = [f"{row_text(c.row)}: {s}" for c in contest_rows for s in c.sentences]
 
     # The charts and the cost read one setting, as the pages do (figures never blend
@@ -120,7 +122,8 @@ def _gather(con, sweep_id: str, today: date) -> ReportData:
         user_models=user_models,
         policy_lines=_policy_lines(info, configs, policy),
         energy=tuple(energy_lines(sweep_energy(con, sweep_id))),
-        command=command, command_note=command_note, ceilings=ceilings)
+        command=command, command_note=command_note, ceilings=ceilings,
+        tokens=(tok_cols, tok_grid))
 
 
 def _charts(con, summary: pd.DataFrame, models: list[str], sweep_id: str, setting):

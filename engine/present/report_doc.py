@@ -15,7 +15,7 @@ import pandas as pd
 
 from engine.analysis.price_age import MAX_AGE_MONTHS
 from engine.present.report_ceilings import CEILING_HEADERS, CeilingData, ceiling_cells
-from engine.present.tables import FIGURES_NOTE, row_label, sentence
+from engine.present.tables import FIGURES_NOTE, TOKENS_TITLE, row_label, sentence
 
 __all__ = ["ReportData", "CostData", "to_html", "to_markdown"]
 
@@ -73,6 +73,8 @@ class ReportData:
     energy: tuple[str, ...] = ()
     # each configuration over its own rounds (frames.raw_frame): the cells' raw figures
     raw: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # token models' rows as tokens/s (compare_grid per_token): empty without one
+    tokens: tuple = ((), ())
 
 
 ENERGY_NOTE = ("measured in a loop of its own after each timed one, so the latencies above "
@@ -165,8 +167,8 @@ def _latency_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
     return headers, df.astype(object).values.tolist(), cells
 
 
-def _throughput_rows(rep: ReportData) -> tuple[list[str], list[list], set]:
-    cols, grid = rep.throughput
+def _throughput_rows(rep: ReportData, grid=None) -> tuple[list[str], list[list], set]:
+    cols, grid = grid or rep.throughput
     rows, best = [], set()
     for ri, (contest, cells, winner) in enumerate(grid):
         rows.append([row_label(contest.row), contest.row[2], contest.row[3], *cells])
@@ -212,6 +214,10 @@ def to_html(rep: ReportData) -> str:
     headers, rows, best = _throughput_rows(rep)
     out.append("<h3>Throughput [samples/s] over the measured time, higher is better</h3>"
                f"{_table(headers, rows, best)}")
+    if rep.tokens[1]:
+        headers, rows, best = _throughput_rows(rep, rep.tokens)
+        out.append(f"<h3>{_e(TOKENS_TITLE[0].upper() + TOKENS_TITLE[1:])}</h3>"
+                   f"{_table(headers, rows, best)}")
     out.append(f"<p class=\"caption\">Cells over up to {rep.rounds} rounds: "
                f"{_e(FIGURES_NOTE)}. ★ best in row (by latency) · ≈ no decision against the "
                "best · = equivalent to the best within the margin · ? noisy: rounds disagree "
@@ -380,6 +386,10 @@ def to_markdown(rep: ReportData) -> str:
            "= equivalent within the margin, ? noisy.", ""]
     headers, rows, best = _latency_rows(rep)
     out += _md_table(headers, rows, best) + [""]
+    if rep.tokens[1]:
+        headers, rows, best = _throughput_rows(rep, rep.tokens)
+        out += [_md(TOKENS_TITLE[0].upper() + TOKENS_TITLE[1:]) + ":", ""]
+        out += _md_table(headers, rows, best) + [""]
     if not rep.raw.empty:  # plain Markdown (a wiki may not render <details>)
         out += ["Raw figures: each configuration over its own rounds (geometric mean and "
                 "every round's median, not drift-adjusted):", ""]

@@ -84,7 +84,7 @@ def roofline_frame(points: pd.DataFrame, ceilings: Ceilings) -> pd.DataFrame:
     """store.calibrations.roofline_points with intensity, peak and % of peak added."""
     out = with_peak(points, ceilings)
     out["intensity"] = [intensity(r.flops_per_sample, r.batch_size, r.params, r.image_size,
-                                  r.precision) for r in points.itertuples()]
+                                  r.precision, model=r.model) for r in points.itertuples()]
     return out
 
 

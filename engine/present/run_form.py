@@ -9,7 +9,7 @@ from typing import Callable
 
 import pandas as pd
 
-from engine.core.catalog import CATALOG, RUNTIMES
+from engine.core.catalog import CATALOG, RUNTIMES, check_size
 from engine.core.errors import UserError
 from engine.core.limits import BATCH_RANGE, IMAGE_RANGE, TIME_BUDGET_RANGE, parse_int_list
 from engine.core.precision import BF16_FLAGS
@@ -43,7 +43,9 @@ def model_label(facts: dict) -> Callable[[str], str]:
     """The Models box's label for a catalog model: its native size, then what is counted."""
     def label(name: str) -> str:
         t, k = facts.get((name, "torch")), facts.get((name, "tensorflow"))
-        parts = [f"{CATALOG[name].native_size}px"]
+        info = CATALOG[name]
+        parts = [f"{info.native_size}px" if info.size_unit == "px"
+                 else f"{info.native_size} tokens"]
         if t is not None:
             parts.append(f"{t[0] / 1e6:.1f}M params, {t[1] / 1e9:.2f} GFLOPs (torch)")
         if k is not None:
@@ -108,11 +110,17 @@ def parse_time_budget(text: str) -> float | None:
                         field="time_budget_s") from None
 
 
-def parse_image_size(text: str) -> int | None:
-    """The "Image size (px)" box: blank is each model's native size."""
+def parse_image_size(text: str, models=()) -> int | None:
+    """The "Image size (px)" box, which is a token model's sequence length too: blank is
+    each model's native size; else within every chosen catalog model's range
+    (catalog.check_size: 32..1024 px, whole patches, or 1..512 tokens)."""
     if not text.strip():
         return None
-    return parse_int_list(text, "image_size", *IMAGE_RANGE)[0]
+    size = parse_int_list(text, "image_size", 1, IMAGE_RANGE[1])[0]
+    for m in models:
+        if m in CATALOG:
+            check_size(m, size)
+    return size
 
 
 def default_threads(cores: int, sweep_cores: int) -> list[int]:

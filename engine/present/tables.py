@@ -9,7 +9,7 @@ from engine.analysis.noise import drift_cause
 from engine.analysis.sequential import VerdictRule
 from engine.analysis.sweep_verdict import SweepVerdict
 from engine.analysis.stats import p99_confident
-from engine.core.catalog import CATALOG, model_label
+from engine.core.catalog import CATALOG, model_label, tokens_per_sample
 from engine.scenarios.inference.spec import CONDITION_LABELS
 from engine.present.values import missing
 
@@ -17,7 +17,7 @@ __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_tex
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
            "MARKS_LEGEND", "sentence", "FIGURES_NOTE", "raw_rows", "raw_lines",
            "interference_text", "p99_text", "architecture_notes", "user_model_line",
-           "sweep_labels", "round_sweep_labels"]
+           "sweep_labels", "round_sweep_labels", "TOKENS_TITLE"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 # Figures (with their marks) align right; words align left.
@@ -192,6 +192,8 @@ MARKS_LEGEND = ("* best in row   ~ no decision against the best   = equivalent t
 
 
 # What a comparison cell's figure is, for captions (the page, the report, the terminal).
+TOKENS_TITLE = ("throughput [tokens/s] = samples/s x sequence length, token models, higher "
+                "is better")
 FIGURES_NOTE = ("drift-adjusted figures: a configuration + round fit over each row's rounds, "
                 "each contender at the rounds every contender of the row ran (its geometric "
                 "mean of round medians where all ran the same rounds; ranked by it, and with "
@@ -200,7 +202,8 @@ FIGURES_NOTE = ("drift-adjusted figures: a configuration + round fit over each r
 
 
 def compare_grid(verdict: SweepVerdict, *, as_throughput: bool = False,
-                 marks: tuple[str, ...] = ("*", "~", "="), models=None):
+                 marks: tuple[str, ...] = ("*", "~", "="), models=None,
+                 per_token: bool = False):
     """(columns, rows, rounds) of the comparison, for the terminal and the dashboard alike.
     columns: the contenders (framework (runtime)); rows: per contest (model, size, batch,
     threads), (contest, one text per column, the best column). A cell is the contender's
@@ -209,12 +212,16 @@ def compare_grid(verdict: SweepVerdict, *, as_throughput: bool = False,
     row's best, marks[1] when its gap to the best is not decided and marks[2] when it is
     equivalent to the best within the margin; a contender with no successful round shows
     its statuses; an empty string means not measured. models: only these models' rows and
-    their contenders (None: every row)."""
+    their contenders (None: every row). per_token: throughput in tokens/s (samples/s x the
+    sequence length), token models' rows only (catalog.tokens_per_sample)."""
     results = verdict.results_for(models)
     cols = list(dict.fromkeys(r.contender for r in results))
     rounds = max((r.summary.rounds for r in results if r.summary), default=0)
     grid = []
     for contest in verdict.contests_for(models):
+        tokens = tokens_per_sample(contest.row[0], contest.row[1])
+        if per_token and not tokens:
+            continue
         figures = verdict.throughputs[contest.row] if as_throughput else contest.figures
         cells = []
         for c in cols:
@@ -227,7 +234,8 @@ def compare_grid(verdict: SweepVerdict, *, as_throughput: bool = False,
                 mark = (marks[0] if c == contest.best else
                         marks[2] if c in contest.equivalent else
                         marks[1] if c in contest.undecided else "")
-                cells.append(mark + cell_text(r, as_throughput, rounds, figures.get(c)))
+                cells.append(mark + cell_text(r, as_throughput, rounds, figures.get(c),
+                                              scale=tokens if per_token else 1))
         grid.append((contest, cells, contest.best))
     return cols, grid, rounds
 
@@ -265,10 +273,14 @@ def compare_table(verdict: SweepVerdict, *, color: bool = False, raw: bool = Fal
     and equivalent ones '=', and each row's verdict is spelled out below the tables with
     the sweep's noise. raw: each configuration's own round medians follow."""
     out = []
-    for title, as_throughput in (
-            ("median latency per batch [ms], lower is better", False),
-            ("throughput [samples/s] over the measured time, higher is better", True)):
-        cols, grid, rounds = compare_grid(verdict, as_throughput=as_throughput)
+    for title, as_throughput, per_token in (
+            ("median latency per batch [ms], lower is better", False, False),
+            ("throughput [samples/s] over the measured time, higher is better", True, False),
+            (TOKENS_TITLE, True, True)):
+        cols, grid, rounds = compare_grid(verdict, as_throughput=as_throughput,
+                                          per_token=per_token)
+        if per_token and not grid:  # no token model in the sweep
+            continue
         table, highlight = [], set()
         for ri, (contest, cells, best) in enumerate(grid):
             table.append([row_label(contest.row), str(contest.row[2]), str(contest.row[3]),
@@ -278,7 +290,8 @@ def compare_table(verdict: SweepVerdict, *, color: bool = False, raw: bool = Fal
         out.append(title + (f" (up to {rounds} rounds)" if rounds > 1 else ""))
         out.append(format_table(["model", "batch", "threads", *cols], table, highlight))
         out.append("")
-    rows = [contest for contest, _, _ in grid]
+        if not as_throughput:  # every contest, in the tables' order
+            rows = [contest for contest, _, _ in grid]
     if rounds > 1:
         out.append(FIGURES_NOTE + ("; the star is the latency's best" if len(cols) > 1
                                    else ""))
@@ -310,14 +323,16 @@ def compare_table(verdict: SweepVerdict, *, color: bool = False, raw: bool = Fal
 
 
 def cell_text(r: ConfigResult, as_throughput: bool, rounds: int,
-              figure: float | None = None) -> str:
+              figure: float | None = None, scale: int = 1) -> str:
     """The cell of one contender: `figure` (the contest's drift-adjusted one; None: the
     geometric mean over its rounds, of round medians or of round throughputs: samples over
-    measured time), with the min-max over its own rounds."""
+    measured time), with the min-max over its own rounds. scale: throughput's unit per
+    sample (a token model's sequence length, for tokens/s)."""
     s = r.summary
     noisy = s.flag == "noisy" or r.noisy_rounds > 0
     if as_throughput:
-        tp = list(r.throughputs.values())
+        tp = [v * scale for v in r.throughputs.values()]
+        figure = None if figure is None else figure * scale
         text = f"{geomean(tp) if figure is None else figure:,.1f}"
         if len(tp) > 1:
             text += f" [{min(tp):,.1f}-{max(tp):,.1f}]"

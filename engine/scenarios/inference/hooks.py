@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.core.catalog import tokens_per_sample
 from engine.core.energy import EnergyReading, energy_words
 from engine.scenarios.inference.spec import RunSpec
 from engine.core.model_source import describe_inputs
@@ -93,7 +94,9 @@ class Inference(Scenario):
     def figure(self, rec) -> str:
         energy = energy_words(rec.energy_source, rec.energy_absent, rec.energy_j_per_sample,
                               rec.energy_kwh_per_million)
-        return (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s, "
+        tokens = tokens_per_sample(rec.model, getattr(rec, "image_size", None))
+        per_token = f" ({rec.throughput * tokens:,.0f} tokens/s)" if tokens else ""
+        return (f"p50 {rec.median_ms:.3f} ms, {rec.throughput:,.1f} samples/s{per_token}, "
                 f"{rec.validity}" + (f"; {energy}" if energy else ""))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from engine.core.catalog import (CATALOG, CPP_RUNNER_RUNTIMES, DIAGNOSTIC_MODELS, FRAMEWORKS,
-                                 RUNTIMES)
+                                 RUNTIMES, check_size, runtime_refusal)
 from engine.core.errors import UserError
 from engine.core.model_source import (ModelSource, check_model_name, check_runtime,
                                       check_trust,
@@ -66,7 +66,10 @@ class RunSpec:
     intra_threads: int
     inter_threads: int = 1
     precision: str = "fp32"
-    image_size: int | None = None  # None: the model's native size, resolved by validate()
+    # None: the model's native size, resolved by validate(). Pixels a side for an image
+    # model; for a token model (catalog input_kind "tokens") its sequence length: one
+    # field and one stored column for both, labelled by catalog.model_label
+    image_size: int | None = None
     device: str = "cpu"
     weight_policy: str = "bn_calibrated"
     policy: MeasurementPolicy = field(default_factory=MeasurementPolicy)
@@ -162,7 +165,16 @@ class RunSpec:
                             field="device")
         choice("weight_policy", self.weight_policy, WEIGHT_POLICIES)
         size = native if self.image_size is None else self.image_size
-        int_range("image_size", size, *IMAGE_RANGE)
+        if self.framework == "selftest":
+            int_range("image_size", size, *IMAGE_RANGE)
+        else:  # a token model's sequence length, a ViT's whole patches, a CNN's pixels
+            check_size(self.model, size)
+            why = runtime_refusal(self.model, runtime)
+            if why:
+                ok = [r for r in RUNTIMES[self.framework] if not runtime_refusal(self.model, r)]
+                raise UserError(f"runtime: {self.framework} {runtime} does not run "
+                                f"{self.model}: {why}; allowed: {', '.join(ok)}",
+                                field="runtime")
         int_range("profile_steps", self.profile_steps, *PROFILE_RANGE)
         if self.profile_steps and runtime not in PROFILED_RUNTIMES.get(self.framework, ()):
             raise UserError(f"profile_steps: {self.framework} {runtime} cannot be profiled "

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from engine.core.catalog import CATALOG, IMAGE_MODELS
+
 from engine.core.errors import UserError
 from engine.scenarios.inference.spec import RunSpec
 from engine.core.limits import (SEARCH_QUERIES_RANGE, SERVE_BATCH_RANGE, SERVE_BOUND_MS_RANGE,
@@ -226,6 +228,12 @@ class ServeSpec:
             raise UserError("sut: a serving run's model is profiled and replicated by the "
                             "serving run itself; allowed: profile_steps 0, replicas 1",
                             field="sut")
+        if self.sut.user_model is None and self.sut.model not in IMAGE_MODELS \
+                and self.sut.model in CATALOG:
+            # its sample library draws images: token ids would need a library of their own
+            raise UserError(f"model: serving draws image samples; {self.sut.model} is a "
+                            f"transformer encoder, measured by the inference kind here; "
+                            f"allowed: {', '.join(IMAGE_MODELS)}", field="model")
         sut = self.sut.validate(cores)
         if sut.runtime in UNSERVED_RUNTIMES:
             raise UserError(f"runtime: {sut.runtime} {UNSERVED_RUNTIMES[sut.runtime]}; "

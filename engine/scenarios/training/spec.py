@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from engine.core.catalog import CATALOG
+from engine.core.catalog import IMAGE_MODELS
 from engine.core.errors import UserError
 from engine.scenarios.inference.spec import DEVICES
 from engine.core.limits import (EPOCH_RANGE, IMAGE_RANGE, PROFILE_RANGE, SEED_RANGE,
@@ -92,9 +92,9 @@ class TrainSpec:
         if self.framework not in TRAIN_RUNTIMES:
             raise UserError(f"framework: {self.framework!r} cannot train here; allowed: "
                             f"{', '.join(TRAIN_RUNTIMES)}", field="framework")
-        if self.model not in CATALOG:
-            raise UserError(f"model: unknown {self.model!r}; allowed: {', '.join(CATALOG)}",
-                            field="model")
+        if self.model not in IMAGE_MODELS:  # the trainers fit image classifiers
+            raise UserError(f"model: {self.model!r} is not an image classifier of the "
+                            f"catalog; allowed: {', '.join(IMAGE_MODELS)}", field="model")
         runtime = self.runtime or TRAIN_RUNTIMES[self.framework][0]
         if runtime not in TRAIN_RUNTIMES[self.framework]:
             raise UserError(f"runtime: {self.framework} does not train with {runtime!r}; "

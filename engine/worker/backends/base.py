@@ -14,7 +14,8 @@ from engine.worker.errors import OutputMismatch  # the one class the frame class
 
 __all__ = ["Backend", "ModelStats", "SEED", "OutputMismatch", "check_close", "checked_rows",
            "OUTPUT_RTOL", "output_matrix", "compared_rows", "OutputError", "output_error",
-           "ERROR_INPUTS", "ERROR_SEED", "error_batches", "check_agreement", "INT8_MIN_TOP1"]
+           "ERROR_INPUTS", "ERROR_SEED", "error_batches", "check_agreement", "INT8_MIN_TOP1",
+           "token_arrays"]
 
 # One seed for weights and inputs, so both frameworks see statistically identical work.
 SEED = 0
@@ -26,6 +27,14 @@ class ModelStats:
     params_trainable: int
     flops_per_sample: int | None  # FLOPs (not MACs) of one forward of one sample
     flops_method: str
+
+
+def token_arrays(gen: np.random.Generator, vocab: int, batch: int, length: int) -> list:
+    """A token model's inputs for one batch: ids drawn uniformly from the whole vocabulary
+    (no tokenizer: the time a forward takes does not depend on which ids) and an all-ones
+    attention mask, both int64 as transformers takes them."""
+    ids = gen.integers(0, vocab, (batch, length), dtype=np.int64)
+    return [ids, np.ones((batch, length), dtype=np.int64)]
 
 
 # A runtime's output may differ from the reference's by reordered floating-point sums

@@ -8,6 +8,8 @@ is refused before launch (engine.core.precision says why)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import tempfile
 import time
@@ -21,6 +23,8 @@ from engine.worker.backends import torch_eager
 from engine.worker.backends.base import ModelStats
 from engine.worker.backends.torch_eager import as_matrix, input_tensors, make_inputs
 from engine.scenarios.inference.spec import RunSpec
+from engine.core.catalog import get_model
+from engine.core.limits import BATCH_RANGE
 
 
 def _options() -> ort.SessionOptions:
@@ -78,7 +82,16 @@ class Backend(torch_eager.Backend):
         t = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "model.onnx")
-            if src is not None and src.format == "pt2":
+            if src is None and get_model(spec.model).input_kind == "tokens":
+                # transformers' BERT cannot be traced (engine/core/encoders.py), which the
+                # TorchScript-based exporter does: the torch.export-based one, batch dynamic
+                # (an example of batch 2: torch.export fixes an axis whose example is 1)
+                batch = torch.export.Dim("batch", min=1, max=BATCH_RANGE[1])
+                xs = tuple(input_tensors(replace(spec, batch_size=2), "cpu"))
+                torch.onnx.export(model, xs, path, dynamo=True, opset_version=18,
+                                  verbose=False, input_names=["input_ids", "attention_mask"],
+                                  dynamic_shapes=tuple({0: batch} for _ in xs))
+            elif src is not None and src.format == "pt2":
                 # A torch.export program goes through the exporter built for it (its
                 # module refuses the TorchScript exporter's train()/eval() calls); its
                 # batch axis is dynamic where the program declared it so.

@@ -35,6 +35,8 @@ for a shape other than the run's gets a compiled model and a request of its own.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 import time
 
@@ -45,7 +47,9 @@ import openvino.properties.hint as hints
 import torch
 
 from engine.scenarios.inference.spec import RunSpec
+from engine.core.catalog import get_model
 from engine.core.errors import plain_text
+from engine.core.limits import BATCH_RANGE
 from engine.worker import user_models
 from engine.worker.backends import torch_eager
 from engine.worker.backends.torch_eager import as_matrix, input_tensors, make_inputs
@@ -153,6 +157,17 @@ class Backend(torch_eager.Backend):
         if src is not None and src.format == "pt2":  # the program, as the file holds it
             self.ov_model = _converted(
                 lambda: ov.convert_model(user_models.load_program(src)), src)
+        elif src is None and get_model(spec.model).input_kind == "tokens":
+            # its PyTorch frontend traces the module with TorchScript, which transformers'
+            # BERT refuses (engine/core/encoders.py): converted from a torch.export program,
+            # batch axis dynamic (the compile fixes each run's shape)
+            # an example of batch 2: torch.export fixes an axis whose example is 1
+            xs = tuple(input_tensors(replace(spec, batch_size=2), "cpu"))
+            batch = torch.export.Dim("batch", min=1, max=BATCH_RANGE[1])
+            with torch.no_grad():
+                program = torch.export.export(model, xs,
+                                              dynamic_shapes=tuple({0: batch} for _ in xs))
+            self.ov_model = ov.convert_model(program)
         else:
             xs = tuple(input_tensors(spec, "cpu"))
             self.ov_model = ov.convert_model(model, example_input=xs if len(xs) > 1 else xs[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_clo
                                          compared_rows, error_batches, output_error,
                                          output_matrix)
 from engine.core.catalog import get_model
+from engine.core.encoders import FLOPS_METHOD, encoder, encoder_flops
 from engine.core.precision import REDUCED
 from engine.scenarios.inference.spec import RunSpec
 
@@ -28,11 +30,24 @@ def make_input(spec: RunSpec) -> np.ndarray:
     return np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
 
 
+def catalog_inputs(spec: RunSpec, gen: np.random.Generator) -> list[np.ndarray]:
+    """One batch of a catalog model's inputs drawn from gen: an encoder's (token ids,
+    segment ids and mask, or ViT's NHWC images: keras_encoders.py), else NHWC images
+    drawn as N,H,W,C directly (the error figures' draw)."""
+    if encoder(spec.model) is not None:
+        from engine.worker.backends import keras_encoders
+        return keras_encoders.inputs(spec.model, spec.batch_size, spec.image_size, gen)
+    return [gen.standard_normal((spec.batch_size, spec.image_size, spec.image_size, 3),
+                                dtype=np.float32)]
+
+
 def make_inputs(spec: RunSpec) -> list[np.ndarray]:
-    """A catalog model's one NHWC image batch, or the inputs a user's model describes
-    (issue #14), in the layout it describes."""
+    """A catalog model's one NHWC image batch (an encoder's inputs), or the inputs a user's
+    model describes (issue #14), in the layout it describes."""
     if spec.user_model is not None:
         return user_models.arrays(spec.user_model.inputs, spec.batch_size, SEED)
+    if encoder(spec.model) is not None:
+        return catalog_inputs(spec, np.random.default_rng(SEED))
     return [make_input(spec)]
 
 
@@ -51,6 +66,9 @@ def materialise(out) -> None:
 def caller(model, spec: RunSpec):
     """call(list of tensors) -> output, for a Keras model or a SavedModel signature."""
     src = spec.user_model
+    if src is None and encoder(spec.model) is not None:
+        from engine.worker.backends import keras_encoders
+        return keras_encoders.call(model, spec.model)
     if src is None:
         return lambda xs: model(xs[0], training=False)
     if isinstance(model, keras.Model):
@@ -68,6 +86,9 @@ def caller(model, spec: RunSpec):
 
 def build_keras(spec, classes: int = 1000):
     """The catalog's Keras model for spec.model at spec.image_size, producing logits."""
+    if encoder(spec.model) is not None:  # keras-hub's backbone: no classes, no head
+        from engine.worker.backends import keras_encoders
+        return keras_encoders.build(spec.model, spec.image_size)
     builder = get_model(spec.model).keras_builder
     shape = (spec.image_size, spec.image_size, 3)
     if builder.startswith("engine:"):
@@ -133,7 +154,10 @@ class Backend:
         return {"tensorflow": tf.__version__, "keras": keras.__version__,
                 "numpy": np.__version__,
                 "onednn": tf.sysconfig.get_build_info().get("is_onednn_enabled", None)
-                if hasattr(tf.sysconfig, "get_build_info") else None}
+                if hasattr(tf.sysconfig, "get_build_info") else None,
+                # an encoder's builder (keras_encoders) imports it; a CNN's worker never does
+                **({"keras_hub": sys.modules["keras_hub"].__version__}
+                   if "keras_hub" in sys.modules else {})}
 
     def effective_threads(self) -> dict:
         return {"tf_intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
@@ -176,10 +200,9 @@ class Backend:
         gen = np.random.default_rng(ERROR_SEED)
         refs, gots = [], []
         for _ in range(error_batches(spec.batch_size)):
-            x = tf.constant(gen.standard_normal(
-                (spec.batch_size, spec.image_size, spec.image_size, 3), dtype=np.float32))
-            refs.append(as_matrix(self.reference_call([x])))
-            gots.append(as_matrix(run(x)))
+            xs = [tf.constant(a) for a in catalog_inputs(spec, gen)]
+            refs.append(as_matrix(self.reference_call(xs)))
+            gots.append(as_matrix(run(*xs)))
         self.output_error = output_error(np.concatenate(refs), np.concatenate(gots))
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
@@ -192,6 +215,10 @@ class Backend:
         method = ("tf.compat.v1.profiler float_operation on the frozen graph "
                   "(2 FLOPs per MAC; also counts BatchNorm/elementwise ops)")
         flops = None
+        if spec.user_model is None and encoder(spec.model) is not None:
+            # counted from the configuration, as the torch side counts it
+            return ModelStats(params, trainable, encoder_flops(spec.model, spec.image_size)
+                              if count_flops else None, FLOPS_METHOD)
         if count_flops:
             from dataclasses import replace
 
@@ -208,8 +235,8 @@ class Backend:
     def make_step(self, spec: RunSpec):
         xs = [tf.constant(a) for a in make_inputs(spec)]
         fn = self.fn
-        if spec.user_model is not None:
-            def step():
+        if spec.user_model is not None or len(xs) > 1 or encoder(spec.model) is not None:
+            def step():  # several inputs, or a dict of outputs (BERT's)
                 materialise(fn(*xs))
             return step
         (x,) = xs
@@ -238,6 +265,8 @@ def _calibrate_batchnorm(model, spec: RunSpec) -> None:
     then restored.
     """
     bns = [l for l in model._flatten_layers() if isinstance(l, keras.layers.BatchNormalization)]
+    if not bns:  # nothing to calibrate (the encoders): no pass, no input to draw
+        return
     saved = [l.momentum for l in bns]
     rng = np.random.default_rng(SEED + 1)
     for k in range(CALIBRATION_PASSES):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 import time
 
 import numpy as np
@@ -14,6 +15,7 @@ from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_agr
                                          check_close, compared_rows, error_batches,
                                          output_error, output_matrix)
 from engine.core.catalog import get_model
+from engine.core.encoders import FLOPS_METHOD, encoder, encoder_flops
 from engine.core.precision import REDUCED
 from engine.scenarios.inference.spec import RunSpec
 
@@ -27,12 +29,23 @@ def make_input(spec: RunSpec) -> np.ndarray:
                                dtype=np.float32)
 
 
+def catalog_inputs(spec: RunSpec, gen: np.random.Generator) -> list[np.ndarray]:
+    """One batch of a catalog model's inputs drawn from gen: an encoder's (token ids and
+    mask, or ViT's images: engine/worker/backends/hf_encoders.py), else N,C,H,W images."""
+    if encoder(spec.model) is not None:
+        from engine.worker.backends import hf_encoders
+        return hf_encoders.inputs(spec.model, spec.batch_size, spec.image_size, gen)
+    return [gen.standard_normal((spec.batch_size, 3, spec.image_size, spec.image_size),
+                                dtype=np.float32)]
+
+
 def make_inputs(spec: RunSpec) -> list[np.ndarray]:
-    """The model's inputs for one batch: a catalog model's one image batch, or the inputs a
-    user's model describes (issue #14), generated from the same seed."""
+    """The model's inputs for one batch: a catalog model's (one image batch, or a token
+    model's ids and mask), or the inputs a user's model describes (issue #14), generated
+    from the same seed."""
     if spec.user_model is not None:
         return user_models.arrays(spec.user_model.inputs, spec.batch_size, SEED)
-    return [make_input(spec)]
+    return catalog_inputs(spec, np.random.default_rng(SEED))
 
 
 def input_tensors(spec: RunSpec, device) -> list:
@@ -82,6 +95,9 @@ def build_model(spec: RunSpec, device):
         model = user_models.torch_model(spec.user_model).to(device)
         # an exported program's module is in inference form already, and refuses .eval()
         return model if spec.user_model.format == "pt2" else model.eval()
+    if encoder(spec.model) is not None:  # no BatchNorm: nothing to calibrate
+        from engine.worker.backends import hf_encoders
+        return hf_encoders.build(spec.model, spec.image_size).to(device)
     model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
     model = model.to(device)
     if spec.weight_policy == "bn_calibrated":
@@ -119,7 +135,10 @@ class Backend:
     def versions(self) -> dict:
         return {"torch": torch.__version__, "torchvision": torchvision.__version__,
                 "numpy": np.__version__, "mkldnn": torch.backends.mkldnn.is_available(),
-                "cuda": torch.version.cuda}
+                "cuda": torch.version.cuda,
+                # an encoder's builder (hf_encoders) imports it; a CNN's worker never does
+                **({"transformers": sys.modules["transformers"].__version__}
+                   if "transformers" in sys.modules else {})}
 
     def effective_threads(self) -> dict:
         return {"torch_intra_op": torch.get_num_threads(),
@@ -183,12 +202,10 @@ class Backend:
         gen = np.random.default_rng(ERROR_SEED)
         refs, gots = [], []
         for _ in range(error_batches(spec.batch_size)):
-            x = torch.from_numpy(gen.standard_normal(
-                (spec.batch_size, 3, spec.image_size, spec.image_size),
-                dtype=np.float32)).to(self.device)
+            xs = [torch.from_numpy(a).to(self.device) for a in catalog_inputs(spec, gen)]
             with torch.inference_mode():
-                refs.append(as_matrix(self.reference(x)))
-            gots.append(self.first_output([self.to_input(x, spec)], spec))
+                refs.append(as_matrix(self.reference(*xs)))
+            gots.append(self.first_output([self.to_input(x, spec) for x in xs], spec))
         return output_error(np.concatenate(refs), np.concatenate(gots))
 
     def model_stats(self, spec: RunSpec, count_flops: bool) -> ModelStats:
@@ -197,6 +214,11 @@ class Backend:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         flops = None
         method = "torch.utils.flop_counter.FlopCounterMode (2 FLOPs per MAC)"
+        if spec.user_model is None and encoder(spec.model) is not None:
+            # the counter misses CPU attention (engine/core/encoders.py): counted from the
+            # configuration, as the TensorFlow side counts it
+            return ModelStats(params, trainable, encoder_flops(spec.model, spec.image_size)
+                              if count_flops else None, FLOPS_METHOD)
         if count_flops:
             from dataclasses import replace
 
