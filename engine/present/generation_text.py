@@ -9,7 +9,9 @@ ITL includes TTFT), so a number compared across tools is compared on one definit
 
 from __future__ import annotations
 
-import math
+import re
+
+import pandas as pd
 
 from engine.analysis.generation_verdicts import MetricContest
 from engine.analysis.looks import confidence_text
@@ -99,12 +101,21 @@ def contest_sentences(mc: MetricContest) -> list[str]:
         if cmp.state == WINNER:
             out.append(_winner_sentence(mc, c.best, rival, cmp))
         else:
-            out.append(f"{mc.metric.name}: {cmp.sentence(c.best, rival)}")
+            # a generation sweep's rounds are fixed: more of them is --rounds, not a budget
+            text = _MAX_ROUNDS.sub(r"(--rounds \1)", cmp.sentence(c.best, rival))
+            out.append(f"{mc.metric.name}: {text}")
     return out
 
 
+_MAX_ROUNDS = re.compile(r"\(--max-rounds (\d+); the Run page's Max rounds\)")
+
+
+def _missing(v) -> bool:
+    return v is None or bool(pd.isna(v))
+
+
 def _f(v, fmt: str) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+    return "-" if _missing(v) else format(v, fmt)
 
 
 def figures_table(df) -> str:
@@ -115,7 +126,7 @@ def figures_table(df) -> str:
         head = [r.model, f"{r.framework} ({r.runtime})", r.precision or "fp32",
                 f"{r.batch_size}", _f(r.prompt_len, ".0f"), _f(r.output_len, ".0f"),
                 f"{r.intra_threads}", _f(r.round_no, ".0f"), r.status]
-        if r.ttft_p50_ms is None or r.ttft_p50_ms != r.ttft_p50_ms:
+        if _missing(r.ttft_p50_ms):
             rows.append(head + ["-"] * 7 + [(r.reason or "")[:80]])
             continue
         rows.append(head + [
@@ -139,6 +150,6 @@ def timeline_table(df, reps: int = 1) -> str:
     for r in df.itertuples():
         if r.rep >= reps:
             break
-        gap = "TTFT" if r.gap_ns is None or r.gap_ns != r.gap_ns else f"{r.gap_ns / 1e6:.3f}"
+        gap = "TTFT" if _missing(r.gap_ns) else f"{r.gap_ns / 1e6:.3f}"
         rows.append([str(r.rep), str(r.step), f"{r.t_ns / 1e6:.3f}", gap, r.reading])
     return format_table(["call", "step", "ms since start", "gap ms", "reading"], rows)
