@@ -10,8 +10,9 @@ one reading per step (token_ns[k]: ns from the call's start until step k's token
   per-token readings);
 - prefill tokens/s = B * P / TTFT; decode tokens/s = B * (N - 1) / (E2E - TTFT);
   output tokens/s = B * N / E2E.
-Each is a distribution over the reps (ITL over its gaps): p50, p90 and p99 with the
-project's percentile (engine.analysis.stats, type 7), tokens/s as their median.
+Each is a distribution over the reps (ITL over its gaps): p50, p90 and p99 by linear
+interpolation (type 7, engine.analysis.stats' percentile, which this package may not
+import: engine/analysis reads the kinds), tokens/s as their median.
 
 Framework-free: the parent, the tests and the dashboard derive with the same code.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.analysis.stats import percentile
+import numpy as np
 
 __all__ = ["RepFigures", "rep_figures", "run_figures", "PERCENTILES"]
 
@@ -60,9 +61,13 @@ def rep_figures(token_ns, e2e_ns: int, *, batch: int, prompt_len: int, output_le
         output_tok_s=batch * output_len / (e2e_ns / 1e9))
 
 
+def _percentile(values, q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q, method="linear"))
+
+
 def _pcts(values, scale: float = 1e6) -> dict:
-    xs = sorted(values)
-    return {p: (percentile(xs, p) / scale if xs else None) for p in PERCENTILES}
+    xs = list(values)
+    return {p: (_percentile(xs, p) / scale if xs else None) for p in PERCENTILES}
 
 
 def run_figures(reps: list[RepFigures]) -> dict:
@@ -76,5 +81,5 @@ def run_figures(reps: list[RepFigures]) -> dict:
         for p, v in _pcts(values).items():
             out[f"{name}_p{p}_ms"] = v
     for name in ("prefill_tok_s", "decode_tok_s", "output_tok_s"):
-        out[name] = percentile(sorted(getattr(r, name) for r in reps), 50) if reps else None
+        out[name] = _percentile([getattr(r, name) for r in reps], 50) if reps else None
     return out

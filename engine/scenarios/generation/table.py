@@ -9,7 +9,7 @@ step 0 ("ttft_call"). The call's E2E is the run's sample (runs.samples_ns, one p
 
 from __future__ import annotations
 
-from engine.scenarios.generation.messages import GenResult
+from engine.scenarios.generation.messages import GenResult, calls_of
 from engine.scenarios.generation.metrics import PERCENTILES, rep_figures, run_figures
 from engine.scenarios.tables import Column, KindTable
 
@@ -40,7 +40,7 @@ TABLES = (GENERATION_RUNS, GENERATION_TOKENS)
 def reps_of(res: GenResult) -> list:
     """Each timed call's figures (engine.scenarios.generation.metrics.rep_figures)."""
     ttfts = list(res.ttft_ns) or [None] * len(res.samples_ns)
-    tokens = list(res.token_ns) or [()] * len(res.samples_ns)
+    tokens = calls_of(res)
     return [rep_figures(t, e2e, batch=res.batch_size, prompt_len=res.prompt_len,
                         output_len=res.output_len, ttft_ns=ttft)
             for t, e2e, ttft in zip(tokens, res.samples_ns, ttfts)]
@@ -48,7 +48,7 @@ def reps_of(res: GenResult) -> list:
 
 def kind_rows(res: GenResult) -> dict[str, list[dict]]:
     """The rows a successful run adds: its figures, and every reading it took."""
-    per_token = any(res.token_ns)
+    per_token = bool(res.token_ns)
     run = {"run_id": res.run_id, "prompt_len": res.prompt_len, "output_len": res.output_len,
            "reps": len(res.samples_ns), **run_figures(reps_of(res)),
            "kv_cache_bytes": res.kv_cache_bytes, "agreement": res.agreement,
@@ -58,7 +58,7 @@ def kind_rows(res: GenResult) -> dict[str, list[dict]]:
     if per_token:
         tokens = [{"run_id": res.run_id, "rep": rep, "step": step, "t_ns": int(t),
                    "reading": TOKEN}
-                  for rep, ts in enumerate(res.token_ns) for step, t in enumerate(ts)]
+                  for rep, ts in enumerate(calls_of(res)) for step, t in enumerate(ts)]
     else:
         tokens = [{"run_id": res.run_id, "rep": rep, "step": 0, "t_ns": int(t),
                    "reading": TTFT_CALL} for rep, t in enumerate(res.ttft_ns)]
