@@ -21,7 +21,7 @@ from engine.scenarios import DATA_LOADING, TRAINING
 
 __all__ = ["SYSTEM", "LOCAL", "MACHINES", "spec", "base_fields", "ok_record", "failed_record",
            "seed_sweep", "train_spec", "train_record", "load_record", "seed_workloads",
-           "seed_machines"]
+           "seed_machines", "GEN_SWEEP", "GEN_RUNTIMES", "gen_record", "seed_generation"]
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
           "physical_cores": 1, "logical_cores": 2, "usable_cores": 2, "sockets": 1,
@@ -226,3 +226,89 @@ def seed_machines(db_path):
         save_record(con, replace(rec, sweep_id=None, system_id="sys-c6i",
                                  machine_shape="c6i.8xlarge", threads_per_core=2,
                                  replicas=1, throughput=999.0), None)
+
+
+# A generation sweep (issue 37): smollm2_135m on torch eager, torch compile and OpenVINO
+# GenAI, prompt 128 and 512, 32 tokens out, batch 1 and 4, 2 threads, 2 rounds, 3 timed calls
+# each with a reading per token; plus a run refused by its runtime and one whose tokens
+# disagreed with the reference (invalid, as the agreement check words it).
+GEN_SWEEP = "sweep-generate"
+# runtime -> (TTFT ms per prompt token at batch 1, TPOT ms at batch 1, drift per round)
+GEN_RUNTIMES = {"eager": (0.10, 20.0, 0.02), "compile": (0.08, 12.0, 0.05),
+                "openvino_genai": (0.05, 8.0, 0.0)}
+
+
+def gen_record(run_id, runtime, prompt_len, batch, rnd, output_len=32, minute=0):
+    """A stored-looking generation run: readings built from fixed per-token times (the
+    round adds the runtime's drift, the calls 0, 1 and 2 %), figures derived by the
+    engine."""
+    from engine.scenarios import GENERATION
+    from engine.scenarios.generation.agreement import REFERENCE_TEXT
+    from engine.scenarios.generation.messages import GenResult
+    from engine.scenarios.generation.spec import GenSpec
+
+    s = GenSpec("smollm2_135m", "torch", runtime, batch, prompt_len, output_len, 2,
+                policy=MeasurementPolicy(warmup_iters=1, min_time_s=0.0,
+                                         min_iters=3)).validate(cores=64)
+    per_token, tpot, drift = GEN_RUNTIMES[runtime]
+    tokens, samples = [], []
+    for call in range(3):
+        f = (1 + drift * (rnd - 1)) * (1 + 0.01 * call)
+        ttft = int(per_token * prompt_len * batch * f * 1e6)
+        step = int(tpot * (1 + 0.1 * (batch - 1)) * f * 1e6)
+        tokens.append(tuple(ttft + k * step for k in range(output_len)))
+        samples.append(tokens[-1][-1] + 200_000)
+    res = GenResult(run_id, load_s=1.2, first_forward_s=0.9, warmup_ns=(samples[0],),
+                    samples_ns=tuple(samples), warmup_s=samples[0] / 1e9,
+                    measured_s=sum(samples) / 1e9, stop_reason="policy met",
+                    params=134_515_008, rss_before_bytes=400 * 2**20,
+                    peak_rss_bytes=900 * 2**20, peak_rss_method="VmHWM",
+                    model_baseline_bytes=380 * 2**20, model_peak_bytes=520 * 2**20,
+                    batch_size=batch, prompt_len=prompt_len, output_len=output_len,
+                    token_ns=tuple(t for call in tokens for t in call), timing_source="a transformers BaseStreamer",
+                    agreement=1.0, agreement_tokens=batch * output_len,
+                    agreement_reference=REFERENCE_TEXT,
+                    build_s={"compile": 38.0, "openvino_genai": 25.0}.get(runtime, 1.2),
+                    kv_cache_bytes=s.kv_cache_bytes)
+    base = {**base_fields(s, run_id, minute), "kind": GENERATION.kind,
+            "extra": config_extra(s)}
+    return record_from_result(base, res, s)
+
+
+def seed_generation(db_path, sweep_id=GEN_SWEEP):
+    """The generation sweep above, with its refused and its invalid run (round 2)."""
+    from dataclasses import replace
+
+    from engine.scenarios import GENERATION
+    from engine.scenarios.generation.spec import GenSpec
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, sweep_id, rounds=2, seed=1, plan=[[], []], configurations=12,
+                   command="python -m engine generate --models smollm2_135m --runtimes "
+                           "eager,compile,openvino_genai --prompt-lens 128,512 "
+                           "--output-lens 32 --batches 1,4 --threads 2 --rounds 2")
+        n = 0
+        for rnd in (1, 2):
+            for runtime in GEN_RUNTIMES:
+                for prompt_len in (128, 512):
+                    for batch in (1, 4):
+                        n += 1
+                        rec = gen_record(f"g-{runtime}-{prompt_len}-{batch}-{rnd}", runtime,
+                                         prompt_len, batch, rnd, minute=n % 60)
+                        save_record(con, replace(rec, sweep_id=sweep_id, round_no=rnd),
+                                    SYSTEM)
+        for run_id, runtime, status, reason in (
+                ("g-ort-refused", "onnxruntime_genai", "error",
+                 "Refused: ONNX Runtime GenAI's builder has no GPT-2 architecture"),
+                ("g-keras-invalid", "keras_hub", "invalid",
+                 "OutputMismatch: greedy tokens agree with the reference (torch eager fp32 "
+                 "greedy on the same prompts) on 41.0% of 32 positions (rows x first 32 "
+                 "tokens), under the 90% threshold for fp32")):
+            s = GenSpec("smollm2_135m", "tensorflow" if runtime == "keras_hub" else "torch",
+                        runtime, 1, 128, 32, 2).validate(cores=64)
+            save_record(con, RunRecord(**{**base_fields(s, run_id, 59), "kind": GENERATION.kind,
+                                          "extra": config_extra(s), "sweep_id": sweep_id,
+                                          "round_no": 2, "status": status,
+                                          "reason": reason}), SYSTEM)

@@ -26,6 +26,7 @@ from engine.scenarios import MESSAGES, decode
 from engine.scenarios.dataload.messages import LoadResult
 from engine.scenarios.inference.messages import InferenceResult
 from engine.scenarios.serving.messages import ReplicaDone, ReplicaWarm, ServeResult
+from engine.scenarios.generation.messages import GenResult
 from engine.scenarios.training.messages import TrainResult
 from engine.run.process.runner import Runner
 from tests.conftest import ROOT
@@ -68,6 +69,10 @@ EVERY_MESSAGE = [
     TrainResult("r1", **_RESULT, epochs=({"epoch": 1, "test_acc": 0.5},),
                 step_losses=(2.3, 2.1), data_description="digits", feed_sha256="cd"),
     LoadResult("r1", **_RESULT, check_error=0.5, bytes_on_disk=1024, batches_per_sample=2),
+    GenResult("r1", **_RESULT, batch_size=2, prompt_len=16, output_len=3,
+              token_ns=(10, 20, 30, 11, 22, 33), ttft_ns=(), timing_source="streamer",
+              agreement=0.9375, agreement_tokens=16, agreement_reference="ref", build_s=2.5,
+              kv_cache_bytes=4096, runtime_versions={"torch": "2.14"}),
     ServeResult("r1", **_RESULT, summary_log="Result is : VALID", detail_log=":::MLLOG {}",
                 loadgen_version="6.0.17", expected_latency_ns=5_000, queries=9,
                 model_calls=4, replica_cpus=("0,1", "2,3"), replica_calls=(3, 1)),

@@ -11,6 +11,7 @@ from engine.run.jobs.requests import LoadRequest, SweepRequest, TrainRequest
 from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
 from engine.scenarios.dataload.spec import LoadSpec
+from engine.scenarios.generation.spec import GenSpec
 from engine.scenarios.inference.spec import RunSpec
 from engine.scenarios.training.spec import TrainSpec
 from engine.core.errors import UserError
@@ -24,7 +25,8 @@ from seeds.records import failed_record, ok_record
 
 def test_every_spec_type_has_exactly_one_scenario():
     assert {k: s.spec_type for k, s in SCENARIOS.items()} == {
-        "inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec, "serve": ServeSpec}
+        "inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec, "serve": ServeSpec,
+        "generate": GenSpec}
     for kind, s in SCENARIOS.items():
         assert s.kind == kind == s.spec_type.kind
     assert (SweepRequest.scenario, TrainRequest.scenario, LoadRequest.scenario,

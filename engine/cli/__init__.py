@@ -3,6 +3,7 @@ argument helpers of engine/cli/args.py:
 
 - engine/cli/inference.py: run, batch-search, runtimes, models
 - engine/cli/workloads.py: train, dataload
+- engine/cli/generation.py: generate, generations (text generation, issue 37)
 - engine/cli/serving.py: serve (MLPerf LoadGen scenarios)
 - engine/cli/tune.py: tune (the serving configuration under a p99 bound)
 - engine/cli/results.py: runs, sweeps, compare, export, import
@@ -20,14 +21,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli import (calibrate, history, inference, prices, report, results, serving,
-                        tune, workloads)
+from engine.cli import (calibrate, generation, history, inference, prices, report, results,
+                        serving, tune, workloads)
 from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser", "GUIDES"]
 
 _FAMILIES = (inference, results, prices, workloads, serving, tune, report, history,
-             calibrate)
+             calibrate, generation)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 # Where each command is explained (its --help ends with it): one hop from the command to
 # its guide. docs/CLI.md lists every command and flag and where each flag is explained.
@@ -37,7 +38,8 @@ GUIDES = {"run": "docs/CLI.md", "models": "docs/CLI.md", "runtimes": "docs/RUNTI
           "prices": "docs/COST.md", "train": "docs/pages/training.md",
           "dataload": "docs/pages/dataload.md", "serve": "docs/SERVING.md",
           "tune": "docs/SERVING.md", "report": "docs/CLI.md", "history": "docs/CLI.md",
-          "calibrate": "docs/CEILINGS.md"}
+          "calibrate": "docs/CEILINGS.md",
+          "generate": "docs/CLI.md", "generations": "docs/CLI.md"}
 
 
 def build_parser() -> argparse.ArgumentParser:

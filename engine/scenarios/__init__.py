@@ -18,16 +18,17 @@ from engine.core import protocol
 from engine.core.protocol import CORE_MESSAGES, Message, message_types
 from engine.scenarios.base import Scenario
 from engine.scenarios.dataload.hooks import DATA_LOADING
+from engine.scenarios.generation.hooks import GENERATION
 from engine.scenarios.inference.hooks import INFERENCE
 from engine.scenarios.serving.hooks import SERVING
 from engine.scenarios.tables import KindTable
 from engine.scenarios.training.hooks import TRAINING
 
 __all__ = ["KINDS", "SCENARIOS", "MESSAGES", "KIND_TABLES", "scenario_of", "decode",
-           "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING", "SERVING"]
+           "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING", "SERVING", "GENERATION"]
 
 # Every kind of work, in the order the product lists them.
-KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING)
+KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION)
 
 SCENARIOS: dict[str, Scenario] = {s.kind: s for s in KINDS}
 assert len(SCENARIOS) == len(KINDS), "two kinds share a name"
