@@ -1,7 +1,7 @@
 """The generation runtimes, for real, on the tiny Llama (2 layers, width 64; issue 37 part 4):
-keras-hub's compiled generate, OpenVINO GenAI and ONNX Runtime GenAI each give Hugging Face
-eager fp32 greedy's tokens on the same seeded prompts at batch 1 and 2, with clock readings
-that fit the Timed contract; the weight-only int8/int4 exports run and agree with the
+keras-hub's compiled generate, OpenVINO GenAI (SDPA and paged attention) and ONNX Runtime
+GenAI each give Hugging Face eager fp32 greedy's tokens on the same seeded prompts at batch 1
+and 2, with clock readings that fit the Timed contract; the weight-only int8/int4 exports run and agree with the
 reference on a share fixed by the seed; GPT-2 on ONNX Runtime GenAI is refused with the
 measured reason; Keras' parameter counts equal the rows'.
 
@@ -76,6 +76,10 @@ def probes(tmp_path_factory):
                  "ort_int4": runtime("onnxruntime_genai", "int4"),
                  "gpt2": _start("run", "onnxruntime_genai", gpt2, work, "fp32", SEED, P, N, 1)}
         out = {k: _result(p) for k, p in procs.items()}
+        # paged attention, on the IR the first OpenVINO probe exported
+        procs = {"pa": _start("run", "openvino_genai", llama, work, "fp32", SEED, P, N,
+                              *BATCHES, "--opt", "attention_backend=PA")}
+        out["openvino_genai_pa"] = _result(procs["pa"])
     finally:  # a failed probe leaves none of the others running
         for p in procs.values():
             if p.poll() is None:
@@ -91,7 +95,7 @@ def share(tokens, reference) -> float:
     return sum(a == b for a, b in pairs) / len(pairs)
 
 
-@pytest.mark.parametrize("rt", RUNTIMES)
+@pytest.mark.parametrize("rt", RUNTIMES + ("openvino_genai_pa",))
 def test_fp32_tokens_equal_eager_reference(probes, rt):
     for b in BATCHES:
         got = probes[rt]["fp32"]["runs"][b]
@@ -100,7 +104,7 @@ def test_fp32_tokens_equal_eager_reference(probes, rt):
         assert len(got["tokens"]) == int(b) and {len(r) for r in got["tokens"]} == {N}
 
 
-@pytest.mark.parametrize("rt", ("openvino_genai", "onnxruntime_genai"))
+@pytest.mark.parametrize("rt", ("openvino_genai", "openvino_genai_pa", "onnxruntime_genai"))
 def test_stepped_runtimes_read_one_increasing_time_per_token(probes, rt):
     for b in BATCHES:
         got = probes[rt]["fp32"]["runs"][b]
@@ -118,6 +122,8 @@ def test_openvino_readings_come_from_its_streamer_at_batch_1_and_its_metrics_aft
         m = runs[b]["metrics"]
         assert m["ttft_ms"] > 0 and m["tpot_ms"] > 0 and m["throughput_tps"] > 0
     assert probes["openvino_genai"]["fp32"]["settings"]["inference_precision_hint"] == "f32"
+    assert probes["openvino_genai"]["fp32"]["settings"]["attention_backend"] == "SDPA"
+    assert probes["openvino_genai_pa"]["fp32"]["settings"]["attention_backend"] == "PA"
 
 
 def test_keras_reports_its_first_token_from_a_one_token_call(probes):

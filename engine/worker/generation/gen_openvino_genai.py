@@ -10,7 +10,7 @@ says how. Each export is cached under the workdir (engine/worker/generation/comm
 
 Settings: ATTENTION_BACKEND "SDPA" (the stateful pipeline; the spec's option
 `attention_backend` may ask for "PA", paged attention, the continuous-batching pipeline
-OpenVINO GenAI picks by default on x86), INFERENCE_NUM_THREADS = the spec's intra threads,
+OpenVINO GenAI picks by default on x86; both give the reference's tokens at batch 1 and 2), INFERENCE_NUM_THREADS = the spec's intra threads,
 and INFERENCE_PRECISION_HINT pinned (f32 for fp32, int8 and int4: activations stay fp32;
 bf16 for bf16), because on a CPU with bf16 instructions the plugin picks bf16 for an fp32
 model by default. bf16 is refused where the CPU lacks bf16 instructions (common.bf16_refusal).
@@ -110,7 +110,10 @@ class OpenVinoGenAISession:
 
         og = self._og
         batch = prompt.shape[0]
-        x = ov.Tensor(np.ascontiguousarray(prompt, dtype=np.int64))
+        ids = np.ascontiguousarray(prompt, dtype=np.int64)
+        # with its mask: the paged-attention pipeline refuses a bare (B>1, P) tensor ("Use
+        # multiple tensors to pass a batch", measured) and takes TokenizedInputs
+        x = og.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
         cfg = self._config(new_tokens)
         stamps: list[int] = []
         streamer = None
