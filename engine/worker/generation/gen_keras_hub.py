@@ -4,6 +4,8 @@ Load: `keras_hub.models.<LanguageModel.keras_class>.from_preset(folder, preproce
 a local folder with a Hugging Face config.json goes through keras-hub's transformers
 converters, so the weights are the folder's, the same every runtime loads. No preprocessor:
 the model takes token ids. `compile(sampler="greedy")` (the default sampler is top-k).
+Its parameter count equals the row's (the tied embedding counted once; measured: 106,816 for
+tiny_llama, 149,248 for tiny_gpt2, LanguageModel.params), recorded in `settings`.
 
 Generation: the backbone's inputs, `token_ids` (B, P+N) int32 with the prompt first and
 zeros after and `padding_mask` true on the prompt, with `stop_token_ids=None`: keras-hub
