@@ -121,7 +121,10 @@ def test_openvino_readings_come_from_its_streamer_at_batch_1_and_its_metrics_aft
     for b in BATCHES:
         m = runs[b]["metrics"]
         assert m["ttft_ms"] > 0 and m["tpot_ms"] > 0 and m["throughput_tps"] > 0
-    assert probes["openvino_genai"]["fp32"]["settings"]["inference_precision_hint"] == "f32"
+    for prec in ("fp32", "int8", "int4"):  # the plugin's defaults would be bf16 / f16 / u8
+        settings = probes["openvino_genai"][prec]["settings"]
+        assert (settings["inference_precision_hint"], settings["kv_cache_precision"]) == (
+            "f32", "f32")
     assert probes["openvino_genai"]["fp32"]["settings"]["attention_backend"] == "SDPA"
     assert probes["openvino_genai_pa"]["fp32"]["settings"]["attention_backend"] == "PA"
 

@@ -11,9 +11,12 @@ says how. Each export is cached under the workdir (engine/worker/generation/comm
 Settings: ATTENTION_BACKEND "SDPA" (the stateful pipeline; the spec's option
 `attention_backend` may ask for "PA", paged attention, the continuous-batching pipeline
 OpenVINO GenAI picks by default on x86; both give the reference's tokens at batch 1 and 2), INFERENCE_NUM_THREADS = the spec's intra threads,
-and INFERENCE_PRECISION_HINT pinned (f32 for fp32, int8 and int4: activations stay fp32;
+and INFERENCE_PRECISION_HINT and KV_CACHE_PRECISION pinned (f32 for fp32, int8 and int4;
 bf16 for bf16), because on a CPU with bf16 instructions the plugin picks bf16 for an fp32
-model by default. bf16 is refused where the CPU lacks bf16 instructions (common.bf16_refusal).
+model by default, and it keeps the KV cache in u8 or f16 unless told (read back here from a
+compiled IR: f16 under an f32 hint). The plugin's dynamic quantization of the inputs of
+compressed-weight MatMuls (DYNAMIC_QUANTIZATION_GROUP_SIZE, 32 by default, read back) is
+left as deployed: WEIGHT_METHOD says so. bf16 is refused where the CPU lacks bf16 instructions (common.bf16_refusal).
 
 Fixed length, greedy: GenerationConfig(max_new_tokens=N, ignore_eos=True), no sampling. The
 folder has no end-of-sequence id, which the pipeline reads as -1 and then rejects ("stop
@@ -55,14 +58,19 @@ BACKENDS = ("SDPA", "PA")
 INT4_GROUP = 64
 WEIGHT_METHOD = {
     "int8": "NNCF compress_weights INT8_ASYM: every MatMul's and the embedding's weights "
-            "int8, per output channel; activations fp32",
+            "int8, per output channel; activations fp32 but for the CPU plugin's default "
+            "dynamic quantization of those MatMuls' inputs (group size 32)",
     "int4": f"NNCF compress_weights INT4_ASYM, group size {INT4_GROUP}, ratio 1.0: the "
             "MatMuls' weights int4; the embedding (tied output layer) int8 per channel, "
-            "NNCF's default backup; activations fp32"}
+            "NNCF's default backup; activations fp32 but for the CPU plugin's default "
+            "dynamic quantization of those MatMuls' inputs (group size 32)"}
 PACKAGES = ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "optimum",
             "nncf", "transformers", "torch")
 XML = "openvino_model.xml"
 _HINT = {"fp32": "f32", "int8": "f32", "int4": "f32", "bf16": "bf16"}
+# The KV cache, pinned: the CPU plugin's own default is u8 (f16 with an f32 hint, read back
+# from a compiled model here), which an fp32 row must not hide
+_KV = {"fp32": "f32", "int8": "f32", "int4": "f32", "bf16": "bf16"}
 
 
 def open_session(folder: Path, spec, workdir: Path):
@@ -88,12 +96,14 @@ class OpenVinoGenAISession:
         self._og = og
         self.pipe = og.LLMPipeline(str(path), "CPU", ATTENTION_BACKEND=backend,
                                    INFERENCE_NUM_THREADS=int(spec.intra_threads),
-                                   INFERENCE_PRECISION_HINT=_HINT[precision])
+                                   INFERENCE_PRECISION_HINT=_HINT[precision],
+                                   KV_CACHE_PRECISION=_KV[precision])
         self.pad_id = int(json.loads((folder / "config.json").read_text())["pad_token_id"])
         self.build_s = time.perf_counter() - t0
         self.settings = {"attention_backend": backend,
                          "inference_num_threads": int(spec.intra_threads),
                          "inference_precision_hint": _HINT[precision],
+                         "kv_cache_precision": _KV[precision],
                          "weights": WEIGHT_METHOD.get(precision, precision), "ir": str(path)}
         self.last_metrics: dict = {}
 
