@@ -71,6 +71,14 @@ _STREAMER = ("a transformers BaseStreamer's put(), called synchronously as each 
 _TORCH_WEIGHT_ONLY = ("Hugging Face generate in torch has no weight-only int8/int4 path in "
                       "this project (torchao is not installed)")
 
+# Both of OpenVINO GenAI's pipelines take a stateful model: SDPA (the stateful LLM pipeline,
+# one KV cache per request) and PA (paged attention, the continuous-batching pipeline its
+# serving uses); which is faster depends on the shape, so it is the user's choice, stored.
+_OV_ATTENTION = RuntimeOption(
+    "attention_backend", "OpenVINO GenAI attention", ("SDPA", "PA"), "SDPA",
+    "OpenVINO GenAI's attention backend (SDPA: stateful pipeline; PA: paged attention)",
+    "the backend and the KV-cache precision it was pinned to are stored with each run")
+
 GEN_ROWS: tuple[GenRuntime, ...] = (
     GenRuntime("torch", "eager", "PyTorch eager: transformers generate with its dynamic KV "
                "cache (the reference)", "gen_torch_eager", _STREAMER, reference=True,
@@ -91,13 +99,14 @@ GEN_ROWS: tuple[GenRuntime, ...] = (
                "exported by optimum-intel (stateful IR), weights compressed by NNCF for "
                "int8/int4", "gen_openvino_genai",
                "an OpenVINO GenAI streamer's call per step",
-               precisions=("fp32", "bf16", "int8", "int4")),
+               precisions=("fp32", "bf16", "int8", "int4"), options=(_OV_ATTENTION,)),
     GenRuntime("torch", "onnxruntime_genai", "ONNX Runtime GenAI's generator loop on the "
                "model its builder exported (MatMulNBits for int4/int8)",
                "gen_onnxruntime_genai", "the return of each generate_next_token() call",
                precisions=("fp32", "int8", "int4"),
-               refusals={"bf16": "ONNX Runtime GenAI's builder makes bf16 models for CUDA "
-                                 "only; its CPU provider has no bf16 kernels"}),
+               refusals={"bf16": "ONNX Runtime 1.31's CPU provider cannot load the bf16 "
+                                 "model ONNX Runtime GenAI 0.18's builder writes (measured: "
+                                 "no implementation for its Where(16) node)"}),
 )
 
 _BY_KEY = {(r.framework, r.name): r for r in GEN_ROWS}
