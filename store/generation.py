@@ -20,7 +20,9 @@ _FIGURES = ("g.reps, g.ttft_p50_ms, g.ttft_p90_ms, g.ttft_p99_ms, g.tpot_p50_ms,
             "g.tpot_p90_ms, g.tpot_p99_ms, g.itl_p50_ms, g.itl_p90_ms, g.itl_p99_ms, "
             "g.e2e_p50_ms, g.e2e_p90_ms, g.e2e_p99_ms, g.prefill_tok_s, g.decode_tok_s, "
             "g.output_tok_s, g.kv_cache_bytes, g.agreement, g.agreement_tokens, "
-            "g.agreement_reference, g.build_s, g.timing_source, g.per_token")
+            "g.agreement_reference, g.build_s, g.timing_source, g.per_token, g.energy_source, "
+            "g.energy_absent, g.energy_j_per_1k_tokens, g.energy_loop_s, g.energy_tokens, "
+            "g.energy_counters")
 
 
 def generation_runs(con, sweep_id: str | None = None) -> pd.DataFrame:

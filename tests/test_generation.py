@@ -285,10 +285,122 @@ def test_the_seeded_sweep_reads_back_with_its_figures_failures_and_contests(tmp_
         "(openvino_genai) measured 1.54x faster than torch (compile), 95 % sequential "
         "interval 0.77-3.05 over 2 rounds; 2 rounds give a very wide interval: 3 or more "
         "narrow it; at this spread (±3.5 % per round) a sweep of up to 4 rounds would decide "
-        "it with 80 % probability (--rounds 4)"]
+        "it with 80 % probability (--max-rounds 4; the Run page's Max rounds)"]
 
 
 def pd_isna(v) -> bool:
     import pandas as pd
 
     return bool(pd.isna(v))
+
+
+def test_compare_prints_a_generation_sweeps_figures_and_contests(tmp_path, capsys):
+    """`compare` on a generation sweep delegates to the generation command's output (it
+    used to refuse it as not an inference sweep); another kind is still refused."""
+    from seeds.records import seed_generation, seed_workloads
+
+    db = tmp_path / "seed.duckdb"
+    seed_generation(db)
+    assert main(["compare", "sweep-gen", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "generation sweep sweep-generate: 26 runs" in out
+    assert ("smollm2_135m prompt 512 output 32 b4 t2: torch (openvino_genai) has 2.40x higher "
+            "output tokens/s than torch (eager) (97.5 % sequential interval 1.38-4.19, 2 "
+            "rounds)") in out
+    assert "contests per metric (2-6 rounds, margin ±2 %)" in out
+    seed_workloads(db)
+    assert main(["compare", "sweep-train", "--db", str(db)]) == 2
+    assert "allowed: an inference or generate sweep" in capsys.readouterr().err
+
+
+def test_energy_is_joules_per_1k_output_tokens_or_the_stored_reason(tmp_path):
+    """An energy loop's reading per output token: stored as J per 1 K output tokens where
+    a counter moved, as the reason where none exists (no RAPL here)."""
+    from dataclasses import asdict, replace
+
+    from engine.core import MeasurementPolicy
+    from engine.scenarios.generation.hooks import GENERATION, energy_text
+    from engine.worker.energy import energy_loop, measure_energy
+    from seeds.records import SYSTEM, gen_record
+    from store.db import open_db
+    from store.generation import generation_runs
+    from store.runs import save_record
+
+    class Meter:  # 2 J a read, read after every call (the fake clock moves 1 s a read)
+        source, counters = "measured (RAPL)", ("package-0 (intel-rapl:0)",)
+
+        def __init__(self):
+            self.n = 0
+
+        def read(self):
+            self.n += 1
+            return (self.n,)
+
+        def joules(self, before, after):
+            return 2.0 * (after[0] - before[0])
+
+    ticks = iter(range(100))
+    calls = []
+    # batch 4 x 32 output tokens a call: 128 tokens a call, 3 calls in a 3 s loop
+    reading = energy_loop(lambda: calls.append(1), Meter(), 3.0, 4 * 32,
+                          clock=lambda: float(next(ticks)))
+    assert (len(calls), reading.samples, reading.j_per_sample) == (3, 384, 6.0 / 384)
+    spec = _spec(policy=MeasurementPolicy(min_time_s=0.0, min_iters=3, energy_s=1.0))
+    missing = measure_energy(lambda: None, spec, root=str(tmp_path / "none"), per_call=8)
+    assert missing.source is None and missing.absent.startswith(
+        "no RAPL on this machine: ") and missing.absent.endswith(
+        "is absent (most cloud VMs expose no power counters)")
+
+    rec = gen_record("g-energy", "eager", 128, 4, 1)
+    db = tmp_path / "e.duckdb"
+    with open_db(db) as con:
+        for rid, energy in (("g-measured", reading), ("g-absent", missing)):
+            rows = GENERATION.result_columns(replace(_result_of(rec), run_id=rid,
+                                                     energy=asdict(energy)))
+            save_record(con, replace(rec, run_id=rid, kind_rows=rows["kind_rows"]), SYSTEM)
+        df = generation_runs(con).set_index("run_id")
+    m, a = df.loc["g-measured"], df.loc["g-absent"]
+    assert m.energy_j_per_1k_tokens == pytest.approx(1000 * 6.0 / 384)  # 15.625 J
+    assert (m.energy_source, m.energy_tokens, m.energy_counters) == (
+        "measured (RAPL)", 384, "package-0 (intel-rapl:0)")
+    assert pd_isna(a.energy_j_per_1k_tokens) and a.energy_absent == missing.absent
+    assert energy_text(m.energy_source, m.energy_absent, m.energy_j_per_1k_tokens) == \
+        "15.62 J per 1 K output tokens, measured (RAPL)"
+    assert energy_text(None, a.energy_absent, None) == f"energy absent: {missing.absent}"
+
+
+def _result_of(rec):
+    """The GenResult a stored-looking record was made from, rebuilt from its readings."""
+    from engine.scenarios.generation.messages import GenResult
+
+    runs = rec.kind_rows["generation_runs"][0]
+    tokens = tuple(t["t_ns"] for t in rec.kind_rows["generation_tokens"])
+    return GenResult(rec.run_id, load_s=1.0, first_forward_s=0.1, warmup_s=0.1,
+                     samples_ns=tuple(rec.samples_ns), warmup_ns=(), measured_s=1.0,
+                     stop_reason="policy met", batch_size=rec.batch_size,
+                     prompt_len=runs["prompt_len"], output_len=runs["output_len"],
+                     token_ns=tokens, agreement=1.0, agreement_tokens=128)
+
+
+def test_a_database_made_before_the_energy_columns_gains_them_on_open(tmp_path):
+    """generation_runs as the first release of the kind made it (no energy columns): the
+    registry's create_kind_tables adds the declared columns, nullable, to rows kept."""
+    from seeds.records import SYSTEM, gen_record
+    from store.db import open_db
+    from store.generation import generation_runs
+    from store.runs import save_record
+
+    db = tmp_path / "old.duckdb"
+    energy = ("energy_source", "energy_absent", "energy_j_per_1k_tokens", "energy_loop_s",
+              "energy_tokens", "energy_counters")
+    with open_db(db) as con:
+        save_record(con, gen_record("g-old", "eager", 128, 1, 1), SYSTEM)
+        for c in energy:
+            con.execute(f"ALTER TABLE generation_runs DROP COLUMN {c}")
+    with open_db(db) as con:
+        cols = [r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = "
+            "'generation_runs' ORDER BY ordinal_position").fetchall()]
+        df = generation_runs(con)
+    assert tuple(cols[-6:]) == energy
+    assert list(df["run_id"]) == ["g-old"] and df["energy_absent"].isna().all()

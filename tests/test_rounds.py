@@ -158,3 +158,149 @@ def test_the_plan_names_every_kind_of_spec_and_only_inference_has_replicas():
         "png/numpy/loop:pillow+numpy/b8/t1/i1/256px",
         "resnet18/torch/None/b32/t1/i1/Nonepx",
         "resnet18/torch/eager/b1/t1/i1/64px", "resnet18/torch/eager/b1/t1/i1/64px/#2"]]
+
+
+# ------------------------------------------ generation: a contest per metric and prompt
+
+def gen_spec(runtime, prompt_len):
+    from engine.core import MeasurementPolicy
+    from engine.scenarios.generation.spec import GenSpec
+
+    policy = MeasurementPolicy(warmup_iters=1, min_time_s=0.0, min_iters=3)
+    return GenSpec("tiny_llama", "torch", runtime, 1, prompt_len, 8, 1,
+                   policy=policy).validate(cores=64)
+
+
+def gen_rec(s, round_no, ttft_ms, tpot_ms, minute=0):
+    """A generation run of 3 identical calls: its first token at ttft_ms, then one every
+    tpot_ms, the call ending 0.1 ms after its last token (figures derived by the engine)."""
+    from engine.run.process.records import config_extra, record_from_result
+    from engine.scenarios import GENERATION
+    from engine.scenarios.generation.messages import GenResult
+    from seeds.records import base_fields
+
+    ttft, step = int(ttft_ms * 1e6), int(tpot_ms * 1e6)
+    call = tuple(ttft + k * step for k in range(s.output_len))
+    rid = f"{s.runtime}-p{s.prompt_len}-{round_no}"
+    res = GenResult(rid, load_s=0.5, first_forward_s=0.01, warmup_s=0.01,
+                    samples_ns=(call[-1] + 100_000,) * 3, warmup_ns=(call[-1],),
+                    measured_s=0.1, stop_reason="policy met", batch_size=1,
+                    prompt_len=s.prompt_len, output_len=s.output_len, token_ns=call * 3,
+                    agreement=1.0, agreement_tokens=8)
+    base = {**base_fields(s, rid, minute), "kind": GENERATION.kind, "extra": config_extra(s),
+            "round_no": round_no}
+    return record_from_result(base, res, s)
+
+
+# prompt 16: compile clearly faster at both figures, every round alike (decided after 3);
+# prompt 64: compile's TTFT clearly lower, its TPOT a tie within noise (undecided)
+GEN_ROUNDS = {16: [((2.0, 10.0), (1.0, 5.0)), ((2.04, 10.2), (1.01, 5.05)),
+                   ((2.02, 10.1), (1.0, 5.02))],
+              64: [((8.0, 10.0), (4.0, 10.5)), ((8.1, 10.4), (4.05, 10.0)),
+                   ((8.05, 10.1), (4.0, 10.2))]}
+
+
+def gen_records(rounds=3, prompts=(16, 64)):
+    out = []
+    for p in prompts:
+        for rnd, pair in enumerate(GEN_ROUNDS[p][:rounds], 1):
+            for runtime, (ttft, tpot) in zip(("eager", "compile"), pair):
+                out.append(gen_rec(gen_spec(runtime, p), rnd, ttft, tpot))
+    return out
+
+
+GEN_SPECS = [gen_spec(r, p) for p in (16, 64) for r in ("eager", "compile")]
+
+
+def test_a_generation_contest_still_undecided_gets_another_round_and_decided_ones_do_not():
+    from engine.analysis.sequential import VerdictRule
+    from engine.run.jobs.sweep import judged
+
+    records = gen_records()
+    rows = judged(records, GEN_SPECS, VerdictRule.of(3, 6, 0.02))
+    # a contest per metric per prompt length, each of eager and compile only: prompt
+    # lengths are never one contest's contenders
+    assert sorted((c.row[0], len(c.cells)) for c in rows) == sorted(
+        [("tiny_llama · prompt 16 · output 8", 2)] * 3
+        + [("tiny_llama · prompt 64 · output 8", 2)] * 3)
+    # the families in METRICS' order, each its prompt lengths in the order they ran
+    states = {(c.row[0].split(" · ")[1], m): next(iter(c.comparisons.values())).state
+              for c, m in zip(rows, ["TTFT", "TTFT", "TPOT", "TPOT", "tok/s", "tok/s"])}
+    assert states == {("prompt 16", "TTFT"): "winner", ("prompt 16", "TPOT"): "winner",
+                      ("prompt 16", "tok/s"): "winner", ("prompt 64", "TTFT"): "winner",
+                      ("prompt 64", "TPOT"): "undecided", ("prompt 64", "tok/s"): "undecided"}
+    step, why = next_round(records, GEN_SPECS, RoundBudget(3, 6), 3, 60.0, seed=1)
+    assert (step.round_no, step.why, why) == (4, "2 undecided configurations", "")
+    assert sorted((s.runtime, s.prompt_len) for s in step.specs) == [("compile", 64),
+                                                                    ("eager", 64)]
+    # at max_rounds: TPOT and tokens/s undecided for the same two configurations, counted once
+    assert next_round(records, GEN_SPECS, RoundBudget(3, 3), 3, 60.0, seed=1) == (
+        None, "max_rounds (3) reached with 2 configurations undecided")
+    # prompt 16 alone: every metric decided, no further round
+    only16 = [s for s in GEN_SPECS if s.prompt_len == 16]
+    assert next_round(gen_records(prompts=(16,)), only16, RoundBudget(3, 6), 3, 60.0,
+                      seed=1) == (None, "every contest decided after 3 rounds")
+
+
+def test_configurations_differing_only_in_prompt_length_are_separate_contests():
+    a, b = gen_spec("eager", 16), gen_spec("eager", 64)
+    assert config_key(a) == ("tiny_llama · prompt 16 · output 8", None, 1, 1, "none",
+                             "torch (eager)")
+    assert config_key(b) != config_key(a)
+    # a record keys as the spec it ran: prompt and output length read from what it was asked
+    assert config_key(gen_rec(b, 1, 8.0, 10.0)) == config_key(b)
+    bf16 = replace(a, precision="bf16")
+    assert config_key(bf16)[-1] == "torch (eager) bf16"  # precision: a contender of its own
+
+
+class FakeRunner:
+    """Returns the fixed records of GEN_ROUNDS for the specs it is handed, round by round
+    (round 4 onwards repeats round 3's figures), storing each as a real runner does."""
+
+    def __init__(self):
+        import threading
+
+        self.cancel = threading.Event()
+        self.asked: list[list[tuple]] = []
+
+    def run(self, specs, *, on_record, sweep_id, round_no, on_event, known_stats):
+        self.asked.append([(s.runtime, s.prompt_len) for s in specs])
+        out = []
+        for s in specs:
+            pair = GEN_ROUNDS[s.prompt_len][min(round_no, 3) - 1]
+            ttft, tpot = pair[s.runtime == "compile"]
+            r = replace(gen_rec(s, round_no, ttft, tpot, minute=round_no),
+                        sweep_id=sweep_id)
+            on_record(r)
+            out.append(r)
+        return out
+
+
+def test_a_generation_sweep_runs_rounds_until_decided_and_its_verdicts_say_how_many(
+        db_path, capsys):
+    from engine.run.jobs.sweep import run_sweep
+    from store.db import open_db
+    from store.generation import generation_contests
+
+    runner, stops = FakeRunner(), []
+    records = run_sweep(GEN_SPECS, db=db_path, rounds=RoundBudget(3, 4), seed=1,
+                        runner=runner, command="test", on_stop=stops.append)
+    assert [len(a) for a in runner.asked] == [4, 4, 4, 2]
+    assert sorted(runner.asked[3]) == [("compile", 64), ("eager", 64)]
+    # after round 4 the TPOT and tokens/s ties are futile within 4 rounds: the sweep stops
+    assert stops == ["every contest settled after 4 rounds: 4 with a winner, 2 not decidable "
+                     "within 4 rounds at their spread"]
+    assert len(records) == 14
+    sweep_id = records[0].sweep_id
+    with open_db(db_path) as con:
+        [(rounds,)] = con.execute("SELECT rounds FROM sweeps").fetchall()
+        rule_, contests = generation_contests(con, sweep_id)
+    assert rounds == 4 and (rule_.plan.first, rule_.plan.last) == (3, 4)
+    ttft = {mc.prompt_len: mc for mc in contests if mc.metric.name == "TTFT"}
+    assert ttft[16].contest.sentences[0].endswith(", 3 rounds)")
+    assert ttft[64].contest.sentences[0].endswith(", 4 rounds)")
+    assert main(["compare", sweep_id, "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("tiny_llama prompt 64 output 8 b1 t1: torch (compile) has 2.01x lower TTFT than "
+            "torch (eager) (95 % sequential interval") in out
+    assert "contests per metric (3-4 rounds, margin ±2 %)" in out

@@ -9,7 +9,9 @@ Nothing is re-implemented: a run's metric is handed to compare.aggregate / conte
 token), so a ratio of those is the ratio of the throughputs.
 
 A contest is one (model, prompt length, output length, batch, threads): its contenders are
-the runtimes (and precisions) that ran it. Framework-free: numpy and scipy only.
+the runtimes (and precisions) that ran it. What a contest reads is the kind's
+(engine/scenarios/generation/contests.py), which the sweep driver reads too: the contests
+its extra rounds decide are these. Framework-free: numpy and scipy only.
 """
 
 from __future__ import annotations
@@ -18,21 +20,9 @@ from dataclasses import dataclass
 
 from engine.analysis.compare import Contest, aggregate, contests, stored_rule
 from engine.analysis.sequential import VerdictRule
+from engine.scenarios.generation.contests import METRICS, Metric, contest_label, metric_rows
 
 __all__ = ["Metric", "METRICS", "MetricContest", "judge_generation", "metric_rows"]
-
-
-@dataclass(frozen=True)
-class Metric:
-    key: str  # the column of generation_runs it is read from
-    name: str  # as a sentence says it
-    lower_is_better: bool
-    unit: str
-
-
-METRICS = (Metric("ttft_p50_ms", "TTFT", True, "ms"),
-           Metric("tpot_p50_ms", "TPOT", True, "ms"),
-           Metric("output_tok_s", "output tokens/s", False, "tokens/s"))
 
 
 @dataclass(frozen=True)
@@ -55,31 +45,13 @@ class MetricContest:
         return v if self.metric.lower_is_better else 1000.0 / v
 
 
-def _label(model: str, prompt_len, output_len) -> str:
-    return f"{model} · prompt {prompt_len} · output {output_len}"
-
-
-def metric_rows(runs, metric: Metric) -> list[dict]:
-    """Stored generation runs (store.generation.generation_sweep rows) as compare.aggregate
-    reads them: the metric as median_ms (lower is better), the row's prompt and output
-    length in its model label. A run without the figure (failed, invalid) is a failure."""
-    out = []
-    for r in runs:
-        v = r.get(metric.key)
-        ok = r.get("status") == "ok" and v is not None and v == v and v > 0
-        ms = (v if metric.lower_is_better else 1000.0 / v) if ok else None
-        out.append({**r, "model": _label(r["model"], r.get("prompt_len"), r.get("output_len")),
-                    "image_size": None, "median_ms": ms, "throughput": None,
-                    "status": r.get("status") if ok or r.get("status") != "ok" else "invalid"})
-    return out
-
-
 def judge_generation(runs, kept: dict | None = None, rule: VerdictRule | None = None
                      ) -> tuple[VerdictRule, list[MetricContest]]:
     """(the rule, every metric's contests) over a sweep's runs. kept: the rule the sweep
-    stored (none for a generation sweep: the default widened to the rounds measured)."""
+    stored (its minimum and max rounds and margin; none kept: the default widened to the
+    rounds measured)."""
     runs = list(runs)
-    shapes = {_label(r["model"], r.get("prompt_len"), r.get("output_len")):
+    shapes = {contest_label(r["model"], r.get("prompt_len"), r.get("output_len")):
               (r["model"], r.get("prompt_len"), r.get("output_len")) for r in runs}
     out: list[MetricContest] = []
     used = rule

@@ -7,9 +7,12 @@ import argparse
 from dataclasses import dataclass
 
 from engine.core.errors import UserError
-from engine.core.limits import MEMORY_CAP_MB_MIN, ROUNDS_RANGE
+from engine.core.limits import (DEFAULT_ENERGY_S, DEFAULT_MAX_ROUNDS, DEFAULT_VERDICT_MARGIN,
+                                ENERGY_S_RANGE, MEMORY_CAP_MB_MIN, ROUNDS_RANGE,
+                                VERDICT_MARGIN_RANGE)
 
-__all__ = ["db_arg", "int_arg", "float_arg", "sweep_options", "memory_cap_option",
+__all__ = ["db_arg", "int_arg", "float_arg", "sweep_options", "budget_options",
+           "energy_options", "energy_seconds", "memory_cap_option",
            "memory_cap", "user_model_options", "user_model", "machine_shape_option",
            "executor_options", "cluster_runner", "ClusterRun"]
 
@@ -53,6 +56,46 @@ def sweep_options(p, *, timeout: float, rounds: int, rounds_help: str) -> None:
     memory_cap_option(p)
     machine_shape_option(p)
     db_arg(p)
+
+
+def budget_options(p) -> None:
+    """--max-rounds, --time-budget and --margin: rounds until decided, for every kind whose
+    runs are contests (engine.core.budget.RoundBudget)."""
+    p.add_argument("--max-rounds", type=int_arg("max_rounds", *ROUNDS_RANGE),
+                   default=None, metavar="N",
+                   help=f"rounds until decided: a contest still undecided after --rounds gets "
+                        f"more rounds, for its configurations only, up to N in all (at least "
+                        f"--rounds; equal to it: no extra rounds; default "
+                        f"{DEFAULT_MAX_ROUNDS}, or --rounds when that is higher or 1)")
+    p.add_argument("--time-budget", type=float_arg("time_budget_s"), default=None,
+                   metavar="S", help="no extra round starts once the sweep would pass S "
+                                     "seconds of wall time (default: no limit)")
+    p.add_argument("--margin", type=float_arg("margin"), default=DEFAULT_VERDICT_MARGIN,
+                   metavar="FRACTION",
+                   help=f"a verdict's practical margin: a winner is named only when the 95 %% "
+                        f"sequential interval clears ±FRACTION, and a contest whose interval "
+                        f"lies inside it stops as equivalent (default "
+                        f"{DEFAULT_VERDICT_MARGIN:g}, i.e. ±2 %%; "
+                        f"{VERDICT_MARGIN_RANGE[0]:g}..{VERDICT_MARGIN_RANGE[1]:g})")
+
+
+def energy_options(p, *, figures: str, note: str = "") -> None:
+    """--energy and --energy-s: an energy loop of its own after each timed one (figures:
+    what it gives, in words)."""
+    p.add_argument("--energy", action="store_true",
+                   help=f"after each timed loop, an energy loop of its own (default "
+                        f"{DEFAULT_ENERGY_S:g} s): {figures} from RAPL (CPU package) or NVML "
+                        f"(GPU), or absent with the reason{note}")
+    p.add_argument("--energy-s", type=float_arg("energy_s"), default=None, metavar="S",
+                   help=f"the energy loop's seconds ({ENERGY_S_RANGE[0]:g}.."
+                        f"{ENERGY_S_RANGE[1]:g}; implies --energy)")
+
+
+def energy_seconds(args) -> float:
+    """--energy-s as given, else the default with --energy, else 0 (no energy loop)."""
+    if args.energy_s is not None:
+        return args.energy_s
+    return DEFAULT_ENERGY_S if args.energy else 0.0
 
 
 def machine_shape_option(p) -> None:

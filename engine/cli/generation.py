@@ -9,15 +9,17 @@ through the same sweep driver as `run`, so its rows, rounds and failures are sto
 
 from __future__ import annotations
 
-from engine.cli.args import db_arg, float_arg, int_arg, memory_cap, sweep_options
+from engine.cli.args import (budget_options, db_arg, energy_options, energy_seconds,
+                             float_arg, int_arg, memory_cap, sweep_options)
 from engine.cli.progress import run_and_summarize
 from engine.core.limits import DEFAULT_ROUNDS, SEED_RANGE, logical_cores
 from engine.present.outcome import runs_exit
+from engine.scenarios import GENERATION
 from engine.scenarios.generation.models import LANGUAGE_MODELS
 from engine.scenarios.generation.runtimes import GEN_PRECISIONS, GEN_ROWS
 from engine.scenarios.generation.spec import GEN_BATCH_RANGE, GEN_POLICY
 
-__all__ = ["add_parsers", "COMMANDS"]
+__all__ = ["add_parsers", "COMMANDS", "COMPARES", "compare_generation"]
 
 
 def _list(item):
@@ -64,9 +66,12 @@ def add_parsers(sub) -> None:
                    help=f"timed seconds at least (default {p.min_time_s:g})")
     g.add_argument("--max-time", type=float_arg("max_time_s"), default=p.max_time_s,
                    help=f"timed seconds at most (default {p.max_time_s:g})")
+    energy_options(g, figures="joules per 1 K output tokens")
     sweep_options(g, timeout=1800.0, rounds=DEFAULT_ROUNDS,
-                  rounds_help=f"rounds of the whole sweep, in alternating order (default "
-                              f"{DEFAULT_ROUNDS}; contests need 2 or more)")
+                  rounds_help=f"the minimum rounds of the whole sweep, each in fresh worker "
+                              f"processes and in alternating order (default {DEFAULT_ROUNDS}; "
+                              "contests need 2 or more)")
+    budget_options(g)
 
     s = sub.add_parser("generations", help="a stored generation sweep: figures, contests per "
                                            "metric, a run's per-token timeline, the glossary")
@@ -84,13 +89,15 @@ def cmd_generate(args) -> int:
     from engine.run.jobs.generation_request import GenRequest
 
     policy = replace(GEN_POLICY, warmup_iters=args.warmup, min_iters=args.min_reps,
-                     min_time_s=args.min_time, max_time_s=args.max_time)
+                     min_time_s=args.min_time, max_time_s=args.max_time,
+                     energy_s=energy_seconds(args))
     request = GenRequest(
         models=_flat(args.models), runtimes=_flat(args.runtimes),
         prompt_lens=_flat(args.prompt_lens), output_lens=_flat(args.output_lens),
         batch_sizes=_flat(args.batches), threads=_flat(args.threads),
         precisions=_flat(args.precisions), inter_threads=args.inter_threads,
-        gen_seed=args.seed, policy=policy, rounds=args.rounds, timeout_s=args.timeout,
+        gen_seed=args.seed, policy=policy, rounds=args.rounds, max_rounds=args.max_rounds,
+        time_budget_s=args.time_budget, margin=args.margin, timeout_s=args.timeout,
         memory_cap_bytes=memory_cap(args))
     specs, skipped = request.expand()
     for line in skipped:
@@ -104,8 +111,8 @@ def cmd_generate(args) -> int:
 
 def _print_sweep(db, sweep_id: str | None, run_id: str | None) -> None:
     from engine.core.errors import UserError
-    from engine.present.generation_text import (contest_sentences, figures_table,
-                                                timeline_table)
+    from engine.present.generation_text import (contest_sentences, energy_notes,
+                                                figures_table, timeline_table)
     from store.db import open_db, resolve_db_path
     from store.generation import (generation_contests, generation_runs,
                                   newest_generation_sweep, token_timeline)
@@ -125,6 +132,8 @@ def _print_sweep(db, sweep_id: str | None, run_id: str | None) -> None:
         timeline = token_timeline(con, run_id) if run_id else None
     print(f"\ngeneration sweep {sweep_id}: {len(df)} runs")
     print(figures_table(df))
+    for line in energy_notes(df):
+        print(line)
     lines = [s for mc in contests for s in contest_sentences(mc)]
     if lines:
         print(f"\ncontests per metric ({rule.plan.first}-{rule.plan.last} rounds, margin "
@@ -148,4 +157,11 @@ def cmd_generations(args) -> int:
     return 0
 
 
+def compare_generation(args, sweep_id: str) -> None:
+    """`compare` on a generation sweep: its figures and its contests per metric."""
+    _print_sweep(args.db, sweep_id, None)
+
+
 COMMANDS = {"generate": cmd_generate, "generations": cmd_generations}
+# How `compare` prints a sweep of this kind (engine/cli/results.py)
+COMPARES = {GENERATION: compare_generation}

@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from engine.cli.args import (db_arg, float_arg, int_arg, machine_shape_option, memory_cap,
-                             memory_cap_option, sweep_options, user_model,
-                             user_model_options, executor_options, cluster_runner)
+from engine.cli.args import (budget_options, db_arg, energy_options, energy_seconds,
+                             float_arg, int_arg,
+                             machine_shape_option, memory_cap, memory_cap_option,
+                             sweep_options, user_model, user_model_options,
+                             executor_options, cluster_runner)
 from engine.cli.progress import run_and_summarize
 from engine.run.search.batch_search import DEFAULT_MARGIN, FITS, MODES, THROUGHPUT
 from engine.run.jobs.requests import SweepRequest, local_runner
@@ -16,11 +18,8 @@ from engine.core.errors import UserError
 from engine.scenarios.inference.spec import RunSpec, device_choices
 from engine.core.precision import PRECISIONS, supported_precisions
 from engine.core.runtimes import OPTIONS, ROWS, RuntimeOptions, owners
-from engine.core.limits import (BATCH_RANGE, DEFAULT_ENERGY_S, DEFAULT_MAX_ROUNDS,
-                                DEFAULT_ROUNDS, ENERGY_S_RANGE,
-                                DEFAULT_VERDICT_MARGIN, IMAGE_RANGE, MARGIN_RANGE,
-                                PROFILE_RANGE, ROUNDS_RANGE, SEED_RANGE,
-                                VERDICT_MARGIN_RANGE, float_range, logical_cores)
+from engine.core.limits import (BATCH_RANGE, DEFAULT_ROUNDS, IMAGE_RANGE, MARGIN_RANGE,
+                                PROFILE_RANGE, SEED_RANGE, float_range, logical_cores)
 from engine.core.policy import MeasurementPolicy
 from engine.present.outcome import runs_exit, search_outcome
 
@@ -84,14 +83,8 @@ def add_parsers(sub) -> None:
                    metavar="STEPS", help="after timing, profile this many more iterations in "
                                          "a separate pass (torch.profiler / TF profiler); "
                                          "top operators and the Chrome trace are stored")
-    r.add_argument("--energy", action="store_true",
-                   help=f"after each timed loop, an energy loop of its own (default "
-                        f"{DEFAULT_ENERGY_S:g} s): joules per sample and kWh per 1 M "
-                        "inferences from RAPL (CPU package) or NVML (GPU), or absent with "
-                        "the reason; contenders then run one after another")
-    r.add_argument("--energy-s", type=float_arg("energy_s"), default=None, metavar="S",
-                   help=f"the energy loop's seconds ({ENERGY_S_RANGE[0]:g}.."
-                        f"{ENERGY_S_RANGE[1]:g}; implies --energy)")
+    energy_options(r, figures="joules per sample and kWh per 1 M inferences",
+                   note="; contenders then run one after another")
     r.add_argument("--tf32", action="store_true",
                    help="allow TF32 for this fp32 run's CUDA matmuls and convolutions (torch "
                         "on cuda only; default off, recorded either way)")
@@ -108,27 +101,12 @@ def add_parsers(sub) -> None:
                   rounds_help=f"the minimum rounds of the whole sweep, each in fresh worker "
                               f"processes and in alternating order (default {DEFAULT_ROUNDS}; "
                               f"see docs)")
-    r.add_argument("--max-rounds", type=int_arg("max_rounds", *ROUNDS_RANGE),
-                   default=None, metavar="N",
-                   help=f"rounds until decided: a contest still undecided after --rounds gets "
-                        f"more rounds, for its configurations only, up to N in all (at least "
-                        f"--rounds; equal to it: no extra rounds; default "
-                        f"{DEFAULT_MAX_ROUNDS}, or --rounds when that is higher or 1)")
-    r.add_argument("--time-budget", type=float_arg("time_budget_s"), default=None,
-                   metavar="S", help="no extra round starts once the sweep would pass S "
-                                     "seconds of wall time (default: no limit)")
+    budget_options(r)
     r.add_argument("--contention", action="store_true",
                    help="also measure every configuration beside a controlled neighbour on "
                         "one of its cores (steady, and on/off), and torch also with OpenMP's "
                         "passive wait policy: each a setting of its own; the table shows each "
                         "contender's slowdown and whether a verdict changes")
-    r.add_argument("--margin", type=float_arg("margin"), default=DEFAULT_VERDICT_MARGIN,
-                   metavar="FRACTION",
-                   help=f"a verdict's practical margin: a winner is named only when the 95 %% "
-                        f"sequential interval clears ±FRACTION, and a contest whose interval "
-                        f"lies inside it stops as equivalent (default "
-                        f"{DEFAULT_VERDICT_MARGIN:g}, i.e. ±2 %%; "
-                        f"{VERDICT_MARGIN_RANGE[0]:g}..{VERDICT_MARGIN_RANGE[1]:g})")
 
     m = sub.add_parser("models", help="list the catalog with params and FLOPs per framework")
     m.add_argument("--no-count", action="store_true",
@@ -202,13 +180,6 @@ def sweep_request(args) -> SweepRequest:
         time_budget_s=args.time_budget, margin=args.margin, seed=args.seed,
         timeout_s=args.timeout, memory_cap_bytes=memory_cap(args), executor=args.executor,
         placements=tuple(args.placement or ()), tf32=args.tf32)
-
-
-def energy_seconds(args) -> float:
-    """--energy-s as given, else the default with --energy, else 0 (no energy loop)."""
-    if args.energy_s is not None:
-        return args.energy_s
-    return DEFAULT_ENERGY_S if args.energy else 0.0
 
 
 def cmd_run(args) -> int:

@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.cli.args import db_arg, int_arg
+from engine.cli.generation import COMPARES as GENERATION_COMPARES
 from engine.cli.history import cmd_regress, regression_options
 from engine.core.record import STATUSES
+from engine.scenarios import INFERENCE
 
 __all__ = ["add_parsers", "COMMANDS"]
 
@@ -23,9 +25,10 @@ def add_parsers(sub) -> None:
     sw = sub.add_parser("sweeps", help="list stored sweeps, newest first")
     db_arg(sw)
 
-    cp = sub.add_parser("compare", help="the round-aggregated comparison of a stored sweep; "
-                        "with --baseline and --candidate, a regression check of one result "
-                        "set against another")
+    cp = sub.add_parser("compare", help="the round-aggregated comparison of a stored sweep "
+                        "(a generation sweep: its figures and contests per metric); with "
+                        "--baseline and --candidate, a regression check of one result set "
+                        "against another")
     cp.add_argument("sweep", metavar="SWEEP_ID", help="a sweep id (or a unique prefix); "
                     "default: the newest sweep", nargs="?")
     cp.add_argument("--raw", action="store_true",
@@ -109,16 +112,29 @@ def cmd_sweeps(args) -> int:
 def cmd_compare(args) -> int:
     if args.baseline or args.candidate:  # engine/cli/history.py: the regression check
         return cmd_regress(args)
+    from store.db import open_db
+    from store.sweep_ref import resolve_sweep
+
+    with open_db(args.db) as con:
+        sweep_id, scenario = resolve_sweep(con, args.sweep, tuple(COMPARES))
+    COMPARES[scenario](args, sweep_id)
+    return 0
+
+
+def _compare_inference(args, sweep_id: str) -> None:
     from engine.present.tables import compare_table
     from store.db import open_db
-    from store.sweep_ref import resolve_inference_sweep
     from store.verdicts import sweep_verdicts
 
     with open_db(args.db) as con:
-        verdict = sweep_verdicts(con, resolve_inference_sweep(con, args.sweep))
+        verdict = sweep_verdicts(con, sweep_id)
     print(f"sweep {verdict.sweep_id}: {verdict.runs} runs")
     print(compare_table(verdict, color=sys.stdout.isatty(), raw=args.raw))
-    return 0
+
+
+# How `compare` prints a stored sweep of each kind it covers: inference's table here, other
+# kinds' by their own command family (a generation sweep's figures and per-metric contests)
+COMPARES = {INFERENCE: _compare_inference, **GENERATION_COMPARES}
 
 
 def cmd_export(args) -> int:

@@ -9,8 +9,6 @@ ITL includes TTFT), so a number compared across tools is compared on one definit
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from engine.analysis.generation_verdicts import MetricContest
@@ -19,7 +17,7 @@ from engine.analysis.sequential import WINNER
 from engine.present.tables import format_table
 
 __all__ = ["GLOSSARY", "DEFINITIONS", "glossary_text", "contest_sentences", "figures_table",
-           "timeline_table"]
+           "timeline_table", "energy_notes"]
 
 # ours -> what it is
 DEFINITIONS = {
@@ -101,13 +99,8 @@ def contest_sentences(mc: MetricContest) -> list[str]:
         if cmp.state == WINNER:
             out.append(_winner_sentence(mc, c.best, rival, cmp))
         else:
-            # a generation sweep's rounds are fixed: more of them is --rounds, not a budget
-            text = _MAX_ROUNDS.sub(r"(--rounds \1)", cmp.sentence(c.best, rival))
-            out.append(f"{mc.metric.name}: {text}")
+            out.append(f"{mc.metric.name}: {cmp.sentence(c.best, rival)}")
     return out
-
-
-_MAX_ROUNDS = re.compile(r"\(--max-rounds (\d+); the Run page's Max rounds\)")
 
 
 def _missing(v) -> bool:
@@ -127,20 +120,47 @@ def figures_table(df) -> str:
                 f"{r.batch_size}", _f(r.prompt_len, ".0f"), _f(r.output_len, ".0f"),
                 f"{r.intra_threads}", _f(r.round_no, ".0f"), r.status]
         if _missing(r.ttft_p50_ms):
-            rows.append(head + ["-"] * 7 + [(r.reason or "")[:80]])
+            rows.append(head + ["-"] * 8 + [(r.reason or "")[:80]])
             continue
         rows.append(head + [
             f"{r.ttft_p50_ms:.2f} [{r.ttft_p99_ms:.2f}]", f"{r.tpot_p50_ms:.3f} [{r.tpot_p99_ms:.3f}]",
             f"{_f(r.itl_p50_ms, '.3f')} [{_f(r.itl_p99_ms, '.3f')}]",
             f"{r.e2e_p50_ms:.2f} [{r.e2e_p99_ms:.2f}]",
             f"{r.prefill_tok_s:,.0f} / {r.decode_tok_s:,.0f} / {r.output_tok_s:,.1f}",
-            f"{r.agreement:.2f} of {r.agreement_tokens}", _f(r.build_s, ".1f"),
+            f"{r.agreement:.2f} of {r.agreement_tokens}", _f(r.build_s, ".1f"), _energy(r),
             (r.validity or "") if r.status == "ok" else (r.reason or "")[:80]])
     return format_table(["model", "runtime", "precision", "batch", "prompt", "output",
                          "threads", "round", "status", "TTFT ms p50 [p99]",
                          "TPOT ms p50 [p99]", "ITL ms p50 [p99]", "E2E ms p50 [p99]",
                          "tok/s prefill / decode / output", "agreement", "build s",
-                         "verdict / reason"], rows)
+                         "J / 1K out tok", "verdict / reason"], rows)
+
+
+def _energy(r) -> str:
+    """The run's joules per 1 K output tokens; "absent" (energy_notes says why) or "-" (not
+    asked)."""
+    v = getattr(r, "energy_j_per_1k_tokens", None)
+    if not _missing(v):
+        return f"{v:.4g}"
+    return "absent" if not _missing(getattr(r, "energy_absent", None)) else "-"
+
+
+def energy_notes(df) -> list[str]:
+    """Each distinct energy reading's source or reason, in words, once: what the table's
+    energy column stands on ("measured (RAPL) from package-0 (intel-rapl:0)", "energy
+    absent: no RAPL on this machine ...")."""
+    out = []
+    for r in df.itertuples():
+        src, why = getattr(r, "energy_source", None), getattr(r, "energy_absent", None)
+        if not _missing(src):
+            line = f"energy {src} from {r.energy_counters}"
+        elif not _missing(why):
+            line = f"energy absent: {why}"
+        else:
+            continue
+        if line not in out:
+            out.append(line)
+    return out
 
 
 def timeline_table(df, reps: int = 1) -> str:

@@ -51,8 +51,12 @@ class Scenario:
     # The parent passes the params/FLOPs the store already knows to the worker, and a
     # finished run's counts are stored as the catalog's (only inference counts them).
     counts_model_stats: ClassVar[bool] = False
-    # Its runs form contests (contenders side by side) that extra rounds can decide.
+    # Its runs form contests (contenders side by side) that extra rounds can decide: the
+    # sweep driver reads them through contest_rows and contest_fields.
     decides_contests: ClassVar[bool] = False
+    # A round's contenders are timed alternately in short blocks, their workers warm at once
+    # (engine/run/process/together.py): its worker body times under the parent's gate.
+    interleaves: ClassVar[bool] = False
     # A worker with fewer threads than cores gets cores of its own (engine/run/process/pinning.py).
     # Not data loading: its loader processes inherit the worker's affinity.
     pinnable: ClassVar[bool] = True
@@ -106,6 +110,20 @@ class Scenario:
         """The record of a successful run, as its kind judges it (serving: LoadGen's
         verdict); the others keep the verdict derived from the raw samples."""
         return rec
+
+    def contest_fields(self, x) -> dict:
+        """A spec or a record as the comparison groups it (engine/analysis/compare.py reads
+        model, image_size, batch_size, intra_threads and contention for the contest, and
+        the contender's fields): the configuration another round runs. Its own fields by
+        default."""
+        return dict(vars(x))
+
+    def contest_rows(self, records) -> list[list[dict]]:
+        """A sweep's records as the contests extra rounds decide: per family of contests (a
+        metric), the rows compare.aggregate reads, their `median_ms` the figure judged
+        (lower is better), grouped as contest_fields groups a spec. One family by default:
+        each run's median latency."""
+        return [[vars(r) for r in records]]
 
     def throughput(self, spec, res: Result, samples_ns) -> float | None:
         """Samples per second: samples processed over the total measured time (the

@@ -107,15 +107,18 @@ def absent(reason: str, counters=(), loop_s=None, samples=None) -> EnergyReading
                          loop_s=loop_s, samples=samples)
 
 
-def measure_energy(step, spec, root=None, nvml=None) -> EnergyReading | None:
+def measure_energy(step, spec, root=None, nvml=None,
+                   per_call: int | None = None) -> EnergyReading | None:
     """A run's reading when its policy asks for one (energy_s > 0), else None. Never
-    raises: a meter that fails is the run's absent reading, not a failed run."""
+    raises: a meter that fails is the run's absent reading, not a failed run. per_call:
+    the units a call makes, which the reading is per (default the batch size: samples;
+    generation's B x N output tokens)."""
     if not spec.policy.energy_s:
         return None
     root = root or os.environ.get(POWERCAP_ENV) or POWERCAP_ROOT
     try:
         meter = meter_for(spec.device, root, nvml)
-        return energy_loop(step, meter, spec.policy.energy_s, spec.batch_size)
+        return energy_loop(step, meter, spec.policy.energy_s, per_call or spec.batch_size)
     except EnergyAbsent as exc:
         return absent(str(exc))
     except OSError as exc:  # a counter that went away mid-loop

@@ -14,7 +14,7 @@ from typing import Callable
 
 from dataclasses import dataclass
 
-from engine.analysis.compare import aggregate, contender_name, contests, undecided
+from engine.analysis.compare import Contest, aggregate, contender_name, contests
 from engine.analysis.sequential import EQUIVALENT, WINNER, VerdictRule
 from engine.run.process.records import FLOP_FRAMEWORK, new_id, one_flop_count
 from engine.run.jobs.rounds import plan_rounds
@@ -26,7 +26,7 @@ from engine.scenarios.inference.spec import RunSpec
 from engine.core.record import RunRecord
 
 __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round", "RoundPlan",
-           "config_key", "verdict_rule", "settled"]
+           "config_key", "verdict_rule", "settled", "judged"]
 
 
 def plan_labels(plan: list[list[RunSpec]]) -> list[list[str]]:
@@ -103,10 +103,20 @@ def open_sweep(db: Path, *, command: str, rounds: int = 1, seed: int = 0,
 
 
 def config_key(spec) -> tuple:
-    """The ConfigResult.key a spec's runs aggregate under."""
-    return (spec.model, spec.image_size, spec.batch_size, spec.intra_threads,
-            getattr(spec, "contention", None) or "none",
-            contender_name(vars(spec)))  # a RunSpec, or a RunRecord of one
+    """The ConfigResult.key a spec's runs aggregate under, as its scenario groups it
+    (Scenario.contest_fields): a spec, or a record of one."""
+    d = scenario_of(spec).contest_fields(spec)
+    return (d["model"], d["image_size"], d["batch_size"], d["intra_threads"],
+            d.get("contention") or "none", contender_name(d))
+
+
+def judged(records: list[RunRecord], specs: list, rule: VerdictRule) -> list[Contest]:
+    """Every contest of the sweep's records under the rule, each family of its scenario's
+    (Scenario.contest_rows: inference's latency; generation's TTFT, TPOT and tokens/s)
+    aggregated and judged on its own."""
+    scenario = scenario_of(specs[0])
+    return [c for rows in scenario.contest_rows(records)
+            for c in contests(aggregate(rows), rule)[1]]
 
 
 @dataclass(frozen=True)
@@ -122,29 +132,28 @@ def next_round(records: list[RunRecord], specs: list, budget: RoundBudget, done:
                elapsed_s: float, seed: int) -> tuple[RoundPlan | None, str]:
     """After `done` rounds: (the next round to run, or None, and why). Up to the minimum
     every spec runs; past it only the configurations of contests another round could still
-    decide (engine.analysis.compare.undecided under the budget's rule), while rounds and
-    the time budget last. The time a round will take is predicted from what the same
-    configurations took in the last round (their runs' wall time) plus a framework start
-    per worker group."""
+    decide (each contest's `more` under the budget's rule, over every family of contests
+    its scenario judges: `judged`), while rounds and the time budget last. The time a round
+    will take is predicted from what the same configurations took in the last round (their
+    runs' wall time) plus a framework start per worker group."""
     if done < budget.rounds:
         return RoundPlan(done + 1, plan_rounds(specs, done + 1, seed)[done], "minimum"), ""
     if not scenario_of(specs[0]).decides_contests:
         return None, f"{done} rounds run"
-    results = aggregate(vars(r) for r in records)
-    rule = verdict_rule(budget)
-    keys = undecided(results, rule)
+    rows = judged(records, specs, verdict_rule(budget))
+    # Another round could decide these configurations (compare.undecided's keys): a key
+    # names its machine (a fleet's "@shape") or model file where runs differ in it; a spec
+    # does not, and runs on every machine of the sweep. A configuration undecided in two
+    # families (TTFT and TPOT) counts once.
+    keys = {(*c.row, name) for c in rows for name in c.more}
     if not keys:
-        rows = contests(results, rule)[1]
         if not any(c.comparisons for c in rows):
             return None, f"{done} rounds run; no two contenders side by side to decide between"
         return None, settled(rows, done)
     if done >= budget.max_rounds:
         return None, f"max_rounds ({budget.max_rounds}) reached with {len(keys)} " \
                      "configurations undecided"
-    # A key names its machine (a fleet's "@shape") or model file where runs differ in it;
-    # a spec does not, and runs on every machine of the sweep.
-    by_key = {r.key: (*r.row, r.spec_contender) for r in results}
-    wanted = {by_key[k] for k in keys}
+    wanted = {(*c.row, c.cells[name].spec_contender) for c in rows for name in c.more}
     more = [s for s in specs if config_key(s) in wanted]
     if budget.time_budget_s is not None:
         took = _last_round_s(records, more, done)

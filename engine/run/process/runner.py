@@ -124,7 +124,7 @@ class Runner:
         group after another, saying why in an event and on their records."""
         if (not self.interleave or self.process_per_run or not specs
                 or not getattr(self.executor, "interleaves", False)
-                or not scenario_of(specs[0]).decides_contests):
+                or not scenario_of(specs[0]).interleaves):
             return specs
         import psutil
 

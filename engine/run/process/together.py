@@ -70,6 +70,8 @@ def interleavable(spec) -> str:
                 "other contenders' blocks would run beside")
     if not scenario_of(spec).decides_contests:
         return "its runs are not contests"
+    if not scenario_of(spec).interleaves:
+        return "its worker times whole calls, not blocks"
     return ""
 
 

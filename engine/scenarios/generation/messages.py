@@ -36,6 +36,9 @@ class GenResult(Result):
     build_s: float | None = None  # load, export and compile: kept apart from every figure
     kv_cache_bytes: int | None = None  # the KV cache at the end of a call (estimate)
     runtime_versions: dict | None = None  # the runtime's own packages
+    # the energy loop's reading per output token (engine.core.energy.EnergyReading as a
+    # dict: its samples are output tokens); None: not asked
+    energy: dict | None = None
 
 
 def calls_of(res: GenResult) -> list[tuple[int, ...]]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.core.limits import DEFAULT_ROUNDS
+from engine.core.budget import RoundBudget, default_max_rounds
+from engine.core.limits import DEFAULT_ROUNDS, DEFAULT_VERDICT_MARGIN
 from engine.core.policy import MeasurementPolicy
 from engine.core.runtimes import NO_OPTIONS, RuntimeOptions
 from engine.scenarios.generation.hooks import GENERATION
@@ -39,9 +40,13 @@ class GenJob:
     options: RuntimeOptions = NO_OPTIONS  # runtime options by name, to the runtimes that have it
     gen_seed: int = 0  # the weights and the prompts (GenSpec.seed)
     policy: MeasurementPolicy = field(default_factory=lambda: GEN_POLICY)
-    # Contests need at least 2 rounds for an interval; the rounds run are fixed
-    # (Generation.decides_contests), judged after the last
+    # The minimum rounds (contests need at least 2 for an interval); a contest of any metric
+    # still undecided then gets more rounds, for its configurations only, up to max_rounds
+    # (None: default_max_rounds(rounds)) and within time_budget_s, as an inference sweep's
     rounds: int = DEFAULT_ROUNDS
+    max_rounds: int | None = None
+    time_budget_s: float | None = None
+    margin: float = DEFAULT_VERDICT_MARGIN  # a verdict's practical margin (a fraction)
     seed: int | None = None  # the rounds' order
     timeout_s: float = 1800.0  # a run's limit: its first call builds, exports or compiles
     memory_cap_bytes: int | None = None
@@ -50,6 +55,11 @@ class GenJob:
         return (f"generate {', '.join(self.models)} × {', '.join(self.runtimes)}: prompt "
                 f"{'/'.join(map(str, self.prompt_lens))}, output "
                 f"{'/'.join(map(str, self.output_lens))}")
+
+    def budget(self) -> RoundBudget:
+        return RoundBudget(self.rounds, default_max_rounds(self.rounds)
+                           if self.max_rounds is None else self.max_rounds,
+                           self.time_budget_s, self.margin)
 
     def _expand(self):
         return expand_generation(list(self.models), list(self.runtimes),

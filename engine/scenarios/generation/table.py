@@ -1,5 +1,6 @@
 """Generation's own tables, declared as data: a run's derived figures (generation_runs, one
-row a run) and its raw readings (generation_tokens, one row a reading).
+row a run, with its energy per 1 K output tokens when asked) and its raw readings
+(generation_tokens, one row a reading).
 
 generation_tokens keeps what the figures were derived from: per timed call (rep, from 0),
 per step, the ns since the call's start at which that step's tokens were seen ("token"); a
@@ -9,16 +10,23 @@ step 0 ("ttft_call"). The call's E2E is the run's sample (runs.samples_ns, one p
 
 from __future__ import annotations
 
+from engine.core.energy import EnergyReading
 from engine.scenarios.generation.messages import GenResult, calls_of
 from engine.scenarios.generation.metrics import PERCENTILES, rep_figures, run_figures
 from engine.scenarios.tables import Column, KindTable
 
 __all__ = ["GENERATION_RUNS", "GENERATION_TOKENS", "TABLES", "kind_rows", "reps_of",
-           "TOKEN", "TTFT_CALL"]
+           "energy_columns", "TOKEN", "TTFT_CALL"]
 
 TOKEN, TTFT_CALL = "token", "ttft_call"
 _PCT = tuple(Column(f"{m}_p{p}_ms", "DOUBLE") for m in ("ttft", "tpot", "itl", "e2e")
              for p in PERCENTILES)
+
+# The energy loop's reading (engine.core.energy.EnergyReading): joules per 1 K output
+# tokens and the counter it came from, or only why there is none; all NULL when not asked
+_ENERGY = (Column("energy_source", "VARCHAR"), Column("energy_absent", "VARCHAR"),
+           Column("energy_j_per_1k_tokens", "DOUBLE"), Column("energy_loop_s", "DOUBLE"),
+           Column("energy_tokens", "BIGINT"), Column("energy_counters", "VARCHAR"))
 
 GENERATION_RUNS = KindTable("generation_runs", (
     Column("run_id", "VARCHAR"), Column("prompt_len", "INTEGER", not_null=True),
@@ -27,7 +35,8 @@ GENERATION_RUNS = KindTable("generation_runs", (
     Column("output_tok_s", "DOUBLE"), Column("kv_cache_bytes", "BIGINT"),
     Column("agreement", "DOUBLE"), Column("agreement_tokens", "INTEGER"),
     Column("agreement_reference", "VARCHAR"), Column("build_s", "DOUBLE"),
-    Column("timing_source", "VARCHAR"), Column("per_token", "BOOLEAN")))
+    Column("timing_source", "VARCHAR"), Column("per_token", "BOOLEAN"),
+    *_ENERGY))
 
 GENERATION_TOKENS = KindTable("generation_tokens", (
     Column("run_id", "VARCHAR"), Column("rep", "INTEGER", not_null=True),
@@ -46,6 +55,19 @@ def reps_of(res: GenResult) -> list:
             for t, e2e, ttft in zip(tokens, res.samples_ns, ttfts)]
 
 
+def energy_columns(energy: dict | None) -> dict:
+    """generation_runs' energy columns from a result's reading (per output token): joules
+    per 1 K output tokens where a counter gave one, the reason where none did."""
+    if energy is None:
+        return {}
+    e = EnergyReading.from_dict(energy)
+    return {"energy_source": e.source, "energy_absent": e.absent,
+            "energy_j_per_1k_tokens": (1000 * e.j_per_sample
+                                       if e.j_per_sample is not None else None),
+            "energy_loop_s": e.loop_s, "energy_tokens": e.samples,
+            "energy_counters": ", ".join(e.counters) or None}
+
+
 def kind_rows(res: GenResult) -> dict[str, list[dict]]:
     """The rows a successful run adds: its figures, and every reading it took."""
     per_token = bool(res.token_ns)
@@ -54,7 +76,8 @@ def kind_rows(res: GenResult) -> dict[str, list[dict]]:
            "kv_cache_bytes": res.kv_cache_bytes, "agreement": res.agreement,
            "agreement_tokens": res.agreement_tokens,
            "agreement_reference": res.agreement_reference, "build_s": res.build_s,
-           "timing_source": res.timing_source, "per_token": per_token}
+           "timing_source": res.timing_source, "per_token": per_token,
+           **energy_columns(res.energy)}
     if per_token:
         tokens = [{"run_id": res.run_id, "rep": rep, "step": step, "t_ns": int(t),
                    "reading": TOKEN}

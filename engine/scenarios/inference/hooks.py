@@ -22,6 +22,7 @@ class Inference(Scenario):
     sample_unit = "batch"
     counts_model_stats = True
     decides_contests = True
+    interleaves = True
     exports = ("perfzero", "pytorch-benchmark")
 
     def record_columns(self, spec) -> dict:

@@ -2,8 +2,10 @@
 where missing (prepare.py's subprocess), a session of the run's runtime opened (its module
 imported by the row's path) or reused, the first call's tokens checked against the
 reference (agree.py), then warm-up calls and timed calls by engine.worker.measure's loop,
-each call's per-token readings kept. Nothing is derived here: the parent derives TTFT, TPOT,
-ITL and tokens/s from the readings (engine/scenarios/generation/metrics.py).
+each call's per-token readings kept, then, when the policy asks, an energy loop of its own
+(engine.worker.energy: its reading per output token). Nothing is derived here: the parent
+derives TTFT, TPOT, ITL and tokens/s from the readings (engine/scenarios/generation/
+metrics.py).
 
 A runtime that cannot run the spec here raises session.Refused: a failed row with the
 runtime's measured reason ("Refused: ..."), as the frame makes every failure one row.
@@ -14,12 +16,14 @@ from __future__ import annotations
 import gc
 import importlib
 import time
+from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 
 from engine.scenarios.generation.agreement import REFERENCE_TEXT
 from engine.scenarios.generation.messages import GenResult
 from engine.scenarios.generation.models import language_model
 from engine.scenarios.generation.runtimes import gen_row
+from engine.worker.energy import measure_energy
 from engine.worker.generation.agree import check_agreement
 from engine.worker.generation.models import model_root
 from engine.worker.generation.prepare import ensure
@@ -148,6 +152,13 @@ def _run(frame: Frame, sessions: Sessions, run_id: str, spec, prepared: dict,
     progress("warmup", 0)
     loop = time_loop(step, spec.policy, on_progress=lambda k, _ns: progress("measure", k))
     timed = calls[len(loop.warmup_ns):]
+    # Asked for: an energy loop of its own after the timed calls (never beside them), its
+    # reading per output token, B x N a call; absent with the reason where no counter is
+    energy = None
+    if spec.policy.energy_s:
+        progress("energy", 0)
+        energy = asdict(measure_energy(lambda: session.generate(prompt, n), spec,
+                                       per_call=spec.batch_size * n))
     for t in timed:
         _check_shape(t, spec)
     per_token = all(t.token_ns for t in timed)
@@ -163,7 +174,7 @@ def _run(frame: Frame, sessions: Sessions, run_id: str, spec, prepared: dict,
         timing_source=row.timing if per_token else (timed[0].no_steps or row.timing),
         agreement=share, agreement_tokens=compared, agreement_reference=REFERENCE_TEXT,
         build_s=sessions.build_s + compile_s, kv_cache_bytes=spec.kv_cache_bytes,
-        runtime_versions=dict(session.versions))
+        runtime_versions=dict(session.versions), energy=energy)
 
 
 def _check_shape(t, spec) -> None:
