@@ -13,6 +13,7 @@ from engine.cli.args import (budget_options, db_arg, energy_options, energy_seco
                              float_arg, int_arg, memory_cap, sweep_options)
 from engine.cli.progress import run_and_summarize
 from engine.core.limits import DEFAULT_ROUNDS, SEED_RANGE, logical_cores
+from engine.core.runtimes import RuntimeOptions
 from engine.present.outcome import runs_exit
 from engine.scenarios import GENERATION
 from engine.scenarios.generation.models import LANGUAGE_MODELS
@@ -31,6 +32,14 @@ def _list(item):
 
 def _flat(values) -> tuple:
     return tuple(v for chunk in values for v in chunk)
+
+
+# Every generation runtime's own options, once each (engine/scenarios/generation/runtimes.py)
+_GEN_OPTIONS = tuple({o.name: o for r in GEN_ROWS for o in r.options}.values())
+
+
+def _owners(o) -> list[str]:
+    return [r.name for r in GEN_ROWS if o in r.options]
 
 
 def add_parsers(sub) -> None:
@@ -66,6 +75,9 @@ def add_parsers(sub) -> None:
                    help=f"timed seconds at least (default {p.min_time_s:g})")
     g.add_argument("--max-time", type=float_arg("max_time_s"), default=p.max_time_s,
                    help=f"timed seconds at most (default {p.max_time_s:g})")
+    for o in _GEN_OPTIONS:  # each runtime's own (--attention-backend), from its row
+        g.add_argument(o.flag, choices=o.choices, default=None,
+                       help=f"{o.what}; default {o.default} ({', '.join(_owners(o))} only)")
     energy_options(g, figures="joules per 1 K output tokens")
     sweep_options(g, timeout=1800.0, rounds=DEFAULT_ROUNDS,
                   rounds_help=f"the minimum rounds of the whole sweep, each in fresh worker "
@@ -96,6 +108,8 @@ def cmd_generate(args) -> int:
         prompt_lens=_flat(args.prompt_lens), output_lens=_flat(args.output_lens),
         batch_sizes=_flat(args.batches), threads=_flat(args.threads),
         precisions=_flat(args.precisions), inter_threads=args.inter_threads,
+        options=RuntimeOptions({o.name: getattr(args, o.name) for o in _GEN_OPTIONS
+                                if getattr(args, o.name) is not None}),
         gen_seed=args.seed, policy=policy, rounds=args.rounds, max_rounds=args.max_rounds,
         time_budget_s=args.time_budget, margin=args.margin, timeout_s=args.timeout,
         memory_cap_bytes=memory_cap(args))

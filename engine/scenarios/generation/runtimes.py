@@ -104,9 +104,12 @@ GEN_ROWS: tuple[GenRuntime, ...] = (
                "model its builder exported (MatMulNBits for int4/int8)",
                "gen_onnxruntime_genai", "the return of each generate_next_token() call",
                precisions=("fp32", "int8", "int4"),
-               refusals={"bf16": "ONNX Runtime 1.31's CPU provider cannot load the bf16 "
-                                 "model ONNX Runtime GenAI 0.18's builder writes (measured: "
-                                 "no implementation for its Where(16) node)"}),
+               # measured with the pinned versions: the builder writes a bf16 model for the
+               # CPU (-p bf16 -e cpu), which the CPU provider cannot load, whatever the flags
+               refusals={"bf16": "ONNX Runtime 1.31's CPU execution provider has no bfloat16 "
+                                 "kernel for the model builder's bf16 model (measured: \"Could "
+                                 "not find an implementation for Where(16) node with name "
+                                 "'/model/attn_mask_reformat/input_ids_subgraph/Where_2'\")"}),
 )
 
 _BY_KEY = {(r.framework, r.name): r for r in GEN_ROWS}

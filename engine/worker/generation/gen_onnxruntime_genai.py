@@ -40,19 +40,16 @@ import numpy as np
 
 from engine.worker.generation.common import (cached_export, entry_name, refusal_file,
                                              versions)
+from engine.scenarios.generation.runtimes import gen_row
 from engine.worker.generation.session import Refused, Timed
 
 __all__ = ["open_session", "builder_architectures", "PRECISIONS", "BF16_REFUSAL",
            "WEIGHT_METHOD", "PACKAGES"]
 
 PRECISIONS = ("fp32", "int8", "int4")
-# Measured with the pinned versions: the builder writes a bf16 model for the CPU (-p bf16
-# -e cpu), which ONNX Runtime's CPU execution provider cannot load, whatever the CPU's flags
-# (its kernels are registered by type, and none takes bf16 for this node).
-BF16_REFUSAL = ("ONNX Runtime 1.31's CPU execution provider has no bfloat16 kernel for the "
-                "model builder's bf16 model (measured: \"Could not find an implementation "
-                "for Where(16) node with name '/model/attn_mask_reformat/input_ids_subgraph/"
-                "Where_2'\")")
+# The row's measured reason (engine/scenarios/generation/runtimes.py): one text for the
+# refusal before launch and this one, for a spec that reaches the worker anyway
+BF16_REFUSAL = gen_row("onnxruntime_genai").refusals["bf16"]
 WEIGHT_METHOD = {
     "int8": "model builder MatMulNBits int8 weight-only, block size 32, accuracy_level 4 "
             "(the CPU default: activations quantized to int8 inside those MatMuls)",
