@@ -12,11 +12,13 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.link_state import PageLink
+from dashboard.report_panel import report_section
 from dashboard.session import read
 from engine.present.generation_charts import metric_vs, timeline_chart
 from engine.present.generation_frames import (METRIC_COLUMNS, config_frame, glossary_frame,
                                               run_figures, sweep_labels, timeline_frame,
                                               verdict_lines)
+from engine.present.generation_report import build_generation_report
 from engine.present.tables import rule_line, sentence
 from store.generation import (generation_contests, generation_runs, generation_sweeps,
                               token_timeline)
@@ -122,6 +124,7 @@ def compare_generation(link: PageLink) -> None:
             st.markdown(f"- {line}")
         st.caption(sentence(rule_line(rule)))
     glossary()
+    report_section(sweep_id, build=build_generation_report, prefix="gen_")
     link.finish()
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.scenarios import GENERATION
+from store.generation import generation_sweeps
 from store.queries import _OF_SELECTED, _THREADS_PER_CORE, SETTING_COLUMNS, setting_params, setting_sql
 
-__all__ = ["generation_throughput"]
+__all__ = ["generation_throughput", "generation_sweep_ref"]
 
 
 def generation_throughput(con, setting: tuple | None,
@@ -54,3 +55,13 @@ def generation_throughput(con, setting: tuple | None,
         "r.machine_shape NULLS FIRST, r.system_id, threads, replicas",
         [*selected, GENERATION.kind, sweep_id, sweep_id, *setting_params(setting, 3),
          *selected]).df()
+
+
+def generation_sweep_ref(con, ref: str | None) -> str | None:
+    """The full id of the generation sweep `ref` names (an exact id, or a prefix of exactly
+    one), else None: the caller then reads it as another kind's."""
+    if not ref:
+        return None
+    ids = generation_sweeps(con).sweep_id.tolist()
+    match = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
+    return match[0] if len(match) == 1 else None

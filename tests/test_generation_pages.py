@@ -256,3 +256,33 @@ def test_the_plan_line_counts_runs_and_tokens():
                           output_lens=(8,), batch_sizes=(1, 2), rounds=2).expand()
     assert generation_plan(specs, 2).startswith(
         "**4 configurations × 2 rounds = 8 runs** of tiny_llama; 48 output tokens per round")
+
+
+# ---- report ----------------------------------------------------------------------------
+
+def test_a_generation_sweep_has_its_report_from_the_cli_and_the_page(gen_db, tmp_path,
+                                                                     monkeypatch, capsys):
+    from engine.cli import main
+
+    out = tmp_path / "gen.md"
+    assert main(["report", "sweep-gen", "--out", str(out), "--db", str(gen_db)]) == 0
+    md = out.read_text()
+    assert md.startswith("# Text generation report: sweep sweep-generate\n\n`python -m "
+                         "engine generate --models smollm2_135m")
+    rows = [line for line in md.splitlines() if line.startswith("| smollm2_135m |")]
+    assert len(rows) == 14  # every configuration, the refused and the invalid one included
+    assert ("| smollm2_135m | torch (onnxruntime_genai) | 128 | 32 | 1 | 2 | 1 error | - | - "
+            "| - | - | - | - | Refused: refused: ONNX Runtime GenAI's builder has no GPT-2 "
+            "architecture |") in rows
+    assert ("- smollm2_135m · prompt 128 · output 32 · batch 1 · 2 threads: torch "
+            "(openvino_genai) has 2.52x lower TPOT than torch (eager) (97.5 % sequential "
+            "interval 1.45-4.40, 2 rounds)") in md
+    assert "| TPOT | time per output token after the first" in md
+    html_out = tmp_path / "gen.html"
+    assert main(["report", GEN_SWEEP, "--out", str(html_out), "--db", str(gen_db)]) == 0
+    doc = html_out.read_text()
+    assert doc.count("<tr>") == 15 + 8 and "TPOT vs prompt length" in doc
+    at = page("views/compare.py", gen_db, monkeypatch)
+    at.radio(key="gen_report_format").set_value("md").run()
+    at.button(key="gen_prepare_report").click().run()
+    assert at.session_state["gen_report"][2] == md.encode("utf-8")
