@@ -286,3 +286,27 @@ def test_a_generation_sweep_has_its_report_from_the_cli_and_the_page(gen_db, tmp
     at.radio(key="gen_report_format").set_value("md").run()
     at.button(key="gen_prepare_report").click().run()
     assert at.session_state["gen_report"][2] == md.encode("utf-8")
+
+
+# ---- exports ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_an_export_carries_generation_figures_and_readings_back(fmt, gen_db, tmp_path):
+    from store.db import open_db
+    from store.generation import generation_runs, token_timeline
+    from store.ingest import export_runs, import_file
+
+    out = tmp_path / f"gen.{fmt}"
+    with open_db(gen_db) as con:
+        assert export_runs(con, out, fmt, sweep_id=GEN_SWEEP) == 26
+        before = generation_runs(con, GEN_SWEEP)
+        readings = token_timeline(con, "g-compile-512-4-2")
+    with open_db(tmp_path / "fresh.duckdb") as con:
+        assert import_file(con, out)[:2] == (26, 0)
+        after = generation_runs(con, GEN_SWEEP)
+        assert token_timeline(con, "g-compile-512-4-2").equals(readings)
+    assert len(readings) == 96
+    cols = ["run_id", "status", "tpot_p50_ms", "output_tok_s", "agreement", "prompt_len"]
+    assert after[cols].equals(before[cols])
+    eager = after[after.run_id == "g-eager-128-1-1"].iloc[0]
+    assert eager.tpot_p50_ms == pytest.approx(20.2 + 0.2 / 31)
