@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from engine.core.errors import UserError
 from engine.scenarios import GENERATION
-from store.generation import generation_sweeps
+from store.generation import generation_runs, generation_sweeps
 from store.queries import _OF_SELECTED, _THREADS_PER_CORE, SETTING_COLUMNS, setting_params, setting_sql
 
-__all__ = ["generation_throughput", "generation_sweep_ref"]
+__all__ = ["generation_throughput", "generation_sweep_ref", "generation_set_runs"]
 
 
 def generation_throughput(con, setting: tuple | None,
@@ -65,3 +66,20 @@ def generation_sweep_ref(con, ref: str | None) -> str | None:
     ids = generation_sweeps(con).sweep_id.tolist()
     match = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
     return match[0] if len(match) == 1 else None
+
+
+def generation_set_runs(con, selector: str, field: str) -> list[dict]:
+    """The runs of the generation sweeps a selector names (ids or unique prefixes,
+    comma-separated), oldest first; UserError naming `field` for one that names none."""
+    out = []
+    for ref in (r.strip() for r in (selector or "").split(",") if r.strip()):
+        sweep_id = generation_sweep_ref(con, ref)
+        if sweep_id is None:
+            raise UserError(f"{field}: {ref!r} names no single generation sweep; allowed: a "
+                            "generation sweep's id or unique prefix, comma-separated",
+                            field=field)
+        out.extend(generation_runs(con, sweep_id).to_dict("records"))
+    if not out:
+        raise UserError(f"{field}: no generation sweep named; allowed: a generation sweep's "
+                        "id or unique prefix, comma-separated", field=field)
+    return out

@@ -310,3 +310,63 @@ def test_an_export_carries_generation_figures_and_readings_back(fmt, gen_db, tmp
     assert after[cols].equals(before[cols])
     eager = after[after.run_id == "g-eager-128-1-1"].iloc[0]
     assert eager.tpot_p50_ms == pytest.approx(20.2 + 0.2 / 31)
+
+
+# ---- regression gate -------------------------------------------------------------------
+
+def _sweeps(runs, factor: float, names, jitter=(1.0, 1.01)):
+    """The seeded runs as stored by several sweeps: each a copy under its own sweep id,
+    TPOT and TTFT scaled by factor x its jitter, output tokens/s divided by them."""
+    out = []
+    for name, j in zip(names, jitter):
+        for r in runs:
+            f = factor * j
+            out.append({**r, "sweep_id": name, "run_id": f"{name}-{r['run_id']}",
+                        "tpot_p50_ms": r["tpot_p50_ms"] * f, "ttft_p50_ms": r["ttft_p50_ms"] * f,
+                        "output_tok_s": r["output_tok_s"] / f})
+    return out
+
+
+def test_the_gate_flags_a_slower_tpot_and_keeps_lengths_apart(tmp_path):
+    from engine.analysis.generation_regress import compare_generation_sets, gate_metric
+    from engine.analysis.regress import NOT_COMPARABLE, REGRESSION
+    from store.db import open_db
+    from store.generation import generation_runs
+
+    db = tmp_path / "g.duckdb"
+    seed_generation(db)
+    with open_db(db) as con:
+        runs = generation_runs(con, GEN_SWEEP).to_dict("records")
+    base = _sweeps(runs, 1.0, ["b1", "b2"])
+    cand = _sweeps(runs, 1.3, ["c1", "c2"])
+    cmp = compare_generation_sets(base, cand, gate_metric("tpot"))
+    verdicts = [c.decision.verdict for c in cmp.changes]
+    # 12 configurations measured, prompt 128 and 512 apart; the refused and invalid ones
+    # have no successful round on either side
+    assert len(cmp.changes) == 14
+    assert verdicts.count(REGRESSION) == 12 and verdicts.count(NOT_COMPARABLE) == 2
+    eager = next(c for c in cmp.changes if c.config.model == "smollm2_135m · prompt 512 · "
+                 "output 32" and c.config.runtime == "eager" and c.config.batch_size == 4)
+    assert eager.candidate_ms / eager.baseline_ms == pytest.approx(1.3)
+    same = compare_generation_sets(base, _sweeps(runs, 1.0, ["c1", "c2"], (1.01, 1.0)),
+                                   gate_metric("output_tok_s"))
+    assert REGRESSION not in [c.decision.verdict for c in same.changes]
+    with pytest.raises(Exception, match="metric: 'itl' is not a generation metric"):
+        gate_metric("itl")
+
+
+def test_the_gate_command_judges_generation_sweeps(gen_db, capsys):
+    from engine.cli import main
+
+    code = main(["compare", "--baseline", "sweep-gen", "--candidate", GEN_SWEEP, "--metric",
+                 "tpot", "--db", str(gen_db)])
+    out = capsys.readouterr().out
+    assert out.startswith("generation gate on TPOT (ms)\nbaseline sweep-gen (26 runs) · "
+                          "candidate sweep-generate (26 runs)")
+    # the same sweep on both sides, round by round: every configuration unchanged
+    assert code == 0 and out.splitlines()[-1] == (
+        "regression gate: no configuration slower than 1.1x among 12 compared: exit 0")
+    assert "0 regression, 0 improvement, 12 no change, 2 not comparable" in out
+    assert main(["compare", "--baseline", "nope", "--candidate", GEN_SWEEP, "--metric",
+                 "tpot", "--db", str(gen_db)]) == 2
+    assert "baseline: 'nope' names no single generation sweep" in capsys.readouterr().err
