@@ -301,7 +301,7 @@ def seed_generation(db_path, sweep_id=GEN_SWEEP):
                                     SYSTEM)
         for run_id, runtime, status, reason in (
                 ("g-ort-refused", "onnxruntime_genai", "error",
-                 "Refused: refused: ONNX Runtime GenAI's builder has no GPT-2 architecture"),
+                 "Refused: ONNX Runtime GenAI's builder has no GPT-2 architecture"),
                 ("g-keras-invalid", "keras_hub", "invalid",
                  "OutputMismatch: greedy tokens agree with the reference (torch eager fp32 "
                  "greedy on the same prompts) on 41.0% of 32 positions (rows x first 32 "

@@ -3,7 +3,7 @@ per token; its figures derived in the parent from the raw readings (metrics.py).
 
 from __future__ import annotations
 
-from engine.scenarios.base import Scenario
+from engine.scenarios.base import Scenario, phase_of
 from engine.scenarios.generation.agreement import AGREE_TOKENS, threshold
 from engine.scenarios.generation.messages import MESSAGES, GenResult
 from engine.scenarios.generation.spec import GenSpec
@@ -60,8 +60,6 @@ class Generation(Scenario):
                 f"t{rec.intra_threads}")
 
     def describe_event(self, spec, ev) -> str:
-        from engine.scenarios.base import phase_of
-
         return (f"{spec.model} {spec.runtime} b{spec.batch_size} p{spec.prompt_len} "
                 f"n{spec.output_len}: {phase_of(ev)}")
 

@@ -6,7 +6,7 @@ each call's per-token readings kept. Nothing is derived here: the parent derives
 ITL and tokens/s from the readings (engine/scenarios/generation/metrics.py).
 
 A runtime that cannot run the spec here raises session.Refused: a failed row with the
-runtime's measured reason ("refused: ..."), as the frame makes every failure one row.
+runtime's measured reason ("Refused: ..."), as the frame makes every failure one row.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from engine.scenarios.generation.runtimes import gen_row
 from engine.worker.generation.agree import check_agreement
 from engine.worker.generation.models import model_root
 from engine.worker.generation.prepare import ensure
-from engine.worker.generation.session import Refused, prompts
+from engine.worker.generation.session import prompts
 from engine.worker.harness import Frame, resident_bytes
 from engine.worker.measure import time_loop
 
@@ -128,10 +128,7 @@ def _run(frame: Frame, sessions: Sessions, run_id: str, spec, prepared: dict,
             [shape, *shapes.get(key, ())])))
     folder, refs = prepared[key]
     progress("load", 0)
-    try:
-        session = sessions.get(spec, folder)
-    except Refused as exc:
-        raise Refused(f"refused: {exc}") from None
+    session = sessions.get(spec, folder)  # Refused: the frame's row says "Refused: why"
     prompt = prompts(spec.seed, spec.batch_size, spec.prompt_len,
                      language_model(spec.model).vocab_size)
     n = spec.output_len
