@@ -112,7 +112,7 @@ def test_compare_shows_a_generation_sweep_with_its_failures_and_verdicts(gen_db,
     assert (eager.status, eager.rounds, eager.agreement) == ("2 ok", 2, 1.0)
     refused = table[table.contender == "torch (onnxruntime_genai)"].iloc[0]
     assert refused.status == "1 error" and refused.reason == (
-        "Refused: refused: ONNX Runtime GenAI's builder has no GPT-2 architecture")
+        "Refused: ONNX Runtime GenAI's builder has no GPT-2 architecture")
     invalid = table[table.contender == "tensorflow (keras_hub)"].iloc[0]
     assert invalid.status == "1 invalid" and "on 41.0% of 32 positions" in invalid.reason
     lines = [m.value for m in at.markdown if m.value.startswith("- ")]
@@ -272,7 +272,7 @@ def test_a_generation_sweep_has_its_report_from_the_cli_and_the_page(gen_db, tmp
     rows = [line for line in md.splitlines() if line.startswith("| smollm2_135m |")]
     assert len(rows) == 14  # every configuration, the refused and the invalid one included
     assert ("| smollm2_135m | torch (onnxruntime_genai) | 128 | 32 | 1 | 2 | 1 error | - | - "
-            "| - | - | - | - | Refused: refused: ONNX Runtime GenAI's builder has no GPT-2 "
+            "| - | - | - | - | Refused: ONNX Runtime GenAI's builder has no GPT-2 "
             "architecture |") in rows
     assert ("- smollm2_135m · prompt 128 · output 32 · batch 1 · 2 threads: torch "
             "(openvino_genai) has 2.52x lower TPOT than torch (eager) (97.5 % sequential "
