@@ -21,6 +21,8 @@ import pyarrow.parquet as pq
 
 from engine.core.errors import UserError
 from engine.core.record import STATUSES, RunRecord
+from engine.scenarios import GENERATION
+from store.kinds import kind_rows
 from store.runs import (EPOCH_COLUMNS, PROFILE_COLUMNS, RUN_COLUMNS, SYSTEM_COLUMNS, run_exists,
                         save_record)
 
@@ -31,8 +33,12 @@ FORMATS = ("parquet", "csv", "json")
 EXPORT_TAG = "dl-bench-dashboard/runs"
 EXPORT_VERSION = 1
 _EXTRA_COLS = ("epochs", "step_losses", "profile_ops")  # training and profile side tables
+# A kind's own tables ({table: [row]}, RunRecord.kind_rows): generation's figures and raw
+# per-token readings (issue 37), so an export carries them and an import writes them back.
+# Serving's tables are not among them: its record carries them in fields of its own.
+_KIND_COL = "kind_rows"
 _JSON_COLS = ("versions", "threads_effective", "env", "extra", "numerics", "system",
-              *_EXTRA_COLS)
+              *_EXTRA_COLS, _KIND_COL)
 _LIST_COLS = ("warmup_ns", "samples_ns")
 _TIME_COLS = ("started_at", "ended_at")
 
@@ -63,7 +69,20 @@ _EXPORT_SQL = f"""
 
 
 def _export_frame(con, sweep_id=None, run_ids=None) -> pd.DataFrame:
-    return con.execute(_EXPORT_SQL, [sweep_id, sweep_id, run_ids, run_ids]).df()
+    df = con.execute(_EXPORT_SQL, [sweep_id, sweep_id, run_ids, run_ids]).df()
+    return df.assign(**{_KIND_COL: _kind_rows(con, df)})
+
+
+def _kind_rows(con, df: pd.DataFrame) -> list:
+    """Per exported run, its generation tables' rows as JSON text (None for other kinds)."""
+    ids = df.run_id[df.kind == GENERATION.kind].tolist() if len(df) else []
+    found: dict[str, dict] = {}
+    for table in GENERATION.tables if ids else ():
+        rows = kind_rows(con, table, ids).astype(object)
+        for rec in rows.where(rows.notna(), None).to_dict("records"):
+            rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in rec.items()}
+            found.setdefault(rec["run_id"], {}).setdefault(table.name, []).append(rec)
+    return [json.dumps(found[r]) if r in found else None for r in df.run_id]
 
 
 def run_rows(con, sweep_id: str | None = None, run_ids: list[str] | None = None) -> list[dict]:
@@ -133,7 +152,8 @@ def _write(rows: list[dict], path: Path, fmt: str) -> None:
     elif fmt == "csv":
         flat = [{k: json.dumps(v) if k in _JSON_COLS + _LIST_COLS else v
                  for k, v in r.items()} for r in rows]
-        pd.DataFrame(flat, columns=RUN_COLUMNS + ["system", *_LIST_COLS, *_EXTRA_COLS]).to_csv(path, index=False)
+        pd.DataFrame(flat, columns=RUN_COLUMNS + ["system", *_LIST_COLS, *_EXTRA_COLS,
+                                                  _KIND_COL]).to_csv(path, index=False)
     else:
         flat = [{k: json.dumps(v) if k in _JSON_COLS else v for k, v in r.items()}
                 for r in rows]
@@ -146,7 +166,7 @@ def _write(rows: list[dict], path: Path, fmt: str) -> None:
 def _parquet_schema() -> pa.Schema:
     types = {f.name: f.type for f in fields(RunRecord)}
     cols = []
-    for name in RUN_COLUMNS + ["system", *_LIST_COLS, *_EXTRA_COLS]:
+    for name in RUN_COLUMNS + ["system", *_LIST_COLS, *_EXTRA_COLS, _KIND_COL]:
         t = str(types.get(name, "str"))
         if name in _LIST_COLS:
             typ = pa.list_(pa.int64())
@@ -344,6 +364,9 @@ def _to_record(row: dict, path: Path) -> tuple[RunRecord, dict | None]:
         elif name in _EXTRA_COLS:
             v = json.loads(v) if isinstance(v, str) else v
             kwargs[name] = tuple(v) if isinstance(v, (list, tuple)) else ()  # NaN: none
+        elif name == _KIND_COL:
+            v = json.loads(v) if isinstance(v, str) else v
+            kwargs[name] = v if isinstance(v, dict) else None  # NaN: none
         elif t.startswith("int"):
             kwargs[name] = int(float(v)) if isinstance(v, str) else int(v)  # CSV: "3.0"
         elif t.startswith("float"):

@@ -6,6 +6,7 @@ from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_thr
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, highlight_cells, raw_frame, setting_choices
 from dashboard.ceilings_panel import compare_ceilings
+from dashboard.generation_view import compare_generation, work_switch
 from engine.present.precision_text import ERROR_NOTE, precision_table
 from dashboard.link_state import PageLink
 from engine.present.links import encode_setting
@@ -24,6 +25,9 @@ from store.verdicts import sweep_verdicts
 st.title("Compare frameworks")
 link = PageLink("compare")
 options = read(filter_options, kind=INFERENCE.kind)
+if work_switch(link, "ok" in options["status"]):  # a generation sweep's own view
+    compare_generation(link)
+    st.stop()
 sweeps = read(list_sweeps, with_runs_only=True, kind=INFERENCE.kind)
 if "ok" not in options["status"]:
     st.info("Nothing to compare yet: a comparison needs successful runs of at least one "

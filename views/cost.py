@@ -19,6 +19,8 @@ from engine.present.cost_text import (bars_captions, break_even_defaults, break_
                                       catalog_frame, claim_text, extras_caption, figure_caption,
                                       not_measured_text, source_caption, sources_caption,
                                       stale_text, versus_frame, versus_missing_text)
+from dashboard.generation_cost_view import cost_generation
+from dashboard.generation_view import work_switch
 from dashboard.link_state import PageLink
 from dashboard.numbers import Numbers
 from dashboard.offered import offered
@@ -33,6 +35,9 @@ st.title("Cost of inference")
 link = PageLink("cost")
 catalog, rates = read(effective_catalog)
 choices, setting_labels = setting_choices(read(settings, INFERENCE.kind))
+if work_switch(link, bool(choices)):  # per 1 M output and input tokens of a generation run
+    cost_generation(link, catalog)
+    st.stop()
 link.choice("setting", "setting", choices, encode=encode_setting)
 setting = st.selectbox("Measured setting (device · precision · inter-op threads · machine)",
                        choices, format_func=setting_labels.get, key="setting",

@@ -8,9 +8,10 @@ from engine.present.precision_text import with_vs_fp32
 from engine.present.run_detail import (energy_text, failure_text, profile_caption,
                                        numerics_text, run_metrics, run_provenance,
                                        run_timings, run_title, stderr_tail)
-from engine.scenarios import SCENARIOS
+from engine.scenarios import GENERATION, SCENARIOS
 from engine.present.tables import interference_text, user_model_line
 from dashboard.ceilings_panel import PEAK_COLUMNS, peak_columns
+from dashboard.generation_view import generation_run_detail
 from dashboard.link_state import PageLink
 from engine.present.links import MAX_VALUE_LEN, looks_like_path, md_escape, note
 from dashboard.session import read
@@ -143,6 +144,8 @@ if failed := failure_text(run):
         st.code(tail, language="text")
 if run["validity_reason"]:
     st.warning(f"validity **{run['validity']}**: {run['validity_reason']}")
+if run["kind"] == GENERATION.kind:  # its figures and every token's time
+    generation_run_detail(run)
 if not samples.empty:
     for col, (name, value, why) in zip(st.columns(6), run_metrics(run)):
         col.metric(name, value, help=why)

@@ -6,11 +6,14 @@ from dashboard.ceilings_panel import calibrate_offer
 from dashboard.cluster_form import executor_choice
 from dashboard.job_forms import (Launcher, batch_search_form, data_loading_form, plan,
                                  training_form)
+from dashboard.generation_form import generation_form
 from dashboard.job_panel import jobs_section
 from dashboard.link_state import PageLink
 from dashboard.session import access, job_manager, read
 from dashboard.sweep_form import sweep_form, sweep_seconds
+from engine.present.generation_frames import generation_plan
 from engine.present.run_form import load_summary, model_facts, sweep_summary, train_summary
+from engine.run.jobs.generation_request import GenRequest
 from engine.run.search.batch_search import BatchSearchRequest
 from engine.run.process.machine import system_info
 from engine.run.jobs.requests import LoadRequest, SweepRequest, TrainRequest
@@ -69,5 +72,15 @@ with st.expander("Measure data loading (decoders, normalisation, pipelines)"):
         if load.skipped:
             st.caption("Not run: " + "; ".join(load.skipped))
     launcher.button("Start data loading", "dl_launch", load, "Data-loading", bool(load.errors))
+
+with st.expander("Generate text (TTFT, TPOT, tokens/s per runtime)"):
+    gen = plan(GenRequest, generation_form())
+    if gen.errors:
+        st.error(gen.error, icon=":material/error:")
+    else:
+        st.info(generation_plan(gen.specs, gen.request.rounds), icon=":material/schedule:")
+        if gen.skipped:
+            st.caption("Not run: " + "; ".join(gen.skipped))
+    launcher.button("Start generation", "gen_launch", gen, "Generation", bool(gen.errors))
 
 jobs_section(launcher.manager, WHO.can_write)

@@ -38,6 +38,11 @@ def regression_options(cp) -> None:
                          "configurations compared (step-down min-p) (default: 1 + threshold). Exit 0: no "
                          "regression; 1: a regression; 2: the data could not be judged "
                          "(missing, failed, incomparable, or one sweep on each side)")
+    cp.add_argument("--metric", default=None, metavar="METRIC",
+                    help="judge generation sweeps (ids or prefixes, comma-separated) on "
+                         "ttft, tpot or output_tok_s instead of inference latency; a "
+                         "regression is then a worse figure (output tokens/s judged as ms "
+                         "per token)")
 
 
 def cmd_history(args) -> int:
@@ -75,12 +80,37 @@ def cmd_regress(args) -> int:
     float_range("threshold", args.threshold, *THRESHOLD_RANGE)
     fail_above = args.fail_above if args.fail_above is not None else 1 + args.threshold
     float_range("fail_above", fail_above, *FAIL_ABOVE_RANGE)
+    if args.metric is not None:
+        return _regress_generation(args, fail_above)
     with open_db(args.db) as con:
         base, base_rows = selection_runs(con, args.baseline, "baseline")
         cand, cand_rows = selection_runs(con, args.candidate, "candidate")
     cmp = compare_sets(base_rows, cand_rows, args.threshold, fail_above=fail_above,
                        baseline=f"{base.label} ({len(base_rows)} runs)",
                        candidate=f"{cand.label} ({len(cand_rows)} runs)")
+    print(verdict_table(cmp))
+    code, line = gate_line(cmp)
+    print(line)
+    return code
+
+
+def _regress_generation(args, fail_above: float) -> int:
+    """The gate on generation sweeps: --baseline and --candidate name generation sweeps."""
+    from engine.analysis.generation_regress import compare_generation_sets, gate_metric
+    from engine.present.history import gate_line, verdict_table
+    from store.db import open_db
+    from store.generation_views import generation_set_runs
+
+    metric = gate_metric(args.metric)
+    with open_db(args.db) as con:
+        base_rows = generation_set_runs(con, args.baseline, "baseline")
+        cand_rows = generation_set_runs(con, args.candidate, "candidate")
+    cmp = compare_generation_sets(base_rows, cand_rows, metric, args.threshold,
+                                  fail_above=fail_above,
+                                  baseline=f"{args.baseline} ({len(base_rows)} runs)",
+                                  candidate=f"{args.candidate} ({len(cand_rows)} runs)")
+    print(f"generation gate on {metric.name} ({metric.unit}"
+          + ("" if metric.lower_is_better else ", judged as ms per token") + ")")
     print(verdict_table(cmp))
     code, line = gate_line(cmp)
     print(line)

@@ -12,8 +12,9 @@ __all__ = ["add_parsers", "COMMANDS"]
 
 
 def add_parsers(sub) -> None:
-    rp = sub.add_parser("report", help="write a stored inference sweep as one offline HTML "
-                                       "file (charts inlined) or as Markdown")
+    rp = sub.add_parser("report", help="write a stored inference (or, named by id, "
+                                       "generation) sweep as one offline HTML file (charts "
+                                       "inlined) or as Markdown")
     rp.add_argument("sweep", metavar="SWEEP_ID", nargs="?",
                     help="a sweep id (or a unique prefix); default: the newest inference "
                          "sweep")
@@ -49,15 +50,19 @@ def _out_path(out: str | None) -> Path | None:
 
 
 def cmd_report(args) -> int:
+    from engine.present.generation_report import build_generation_report
     from engine.present.report import REPORT_FORMATS, build_report
     from store.db import open_db
+    from store.generation_views import generation_sweep_ref
     from store.sweep_ref import resolve_inference_sweep
 
     fmt = _format(args.format, args.out)
     out = _out_path(args.out)  # refused before the database is opened
     with open_db(args.db) as con:
-        sweep_id = resolve_inference_sweep(con, args.sweep)
-        doc = build_report(con, sweep_id, fmt)
+        # a generation sweep named by id (or prefix) gets its own report (issue 37)
+        generation = generation_sweep_ref(con, args.sweep)
+        sweep_id = generation or resolve_inference_sweep(con, args.sweep)
+        doc = (build_generation_report if generation else build_report)(con, sweep_id, fmt)
     out = out or Path(f"report-{sweep_id[:8]}{REPORT_FORMATS[fmt][1]}")
     out.write_bytes(doc)
     print(f"wrote {out} ({len(doc):,} bytes, {fmt}) for sweep {sweep_id}")
