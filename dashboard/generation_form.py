@@ -10,16 +10,24 @@ output longer than its positions) is the spec's own refusal, under its field.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from dashboard.job_forms import JobForm
 from dashboard.numbers import Numbers
 from dashboard.offered import MAX_VALUE_LEN, offered
 from engine.core.errors import UserError
-from engine.core.limits import DEFAULT_ROUNDS, ROUNDS_RANGE, logical_cores, parse_int_list
+from engine.core.budget import default_max_rounds
+from engine.core.limits import (DEFAULT_ENERGY_S, DEFAULT_ROUNDS, ROUNDS_RANGE, logical_cores,
+                                parse_int_list)
+from engine.core.runtimes import RuntimeOptions
 from engine.scenarios.generation.models import LANGUAGE_MODELS, OFFERED
 from engine.scenarios.generation.runtimes import GEN_PRECISIONS, GEN_ROWS, runtime_names
-from engine.scenarios.generation.spec import GEN_BATCH_RANGE
+from engine.scenarios.generation.spec import GEN_BATCH_RANGE, GEN_POLICY
+
+# OpenVINO GenAI's attention backend, the one generation runtime option (its row's)
+_OV = next(o for r in GEN_ROWS for o in r.options if o.name == "attention_backend")
 
 __all__ = ["generation_form", "LENGTH_RANGE"]
 
@@ -62,6 +70,24 @@ def generation_form() -> JobForm:
     rounds = number(g8, "Rounds", "gen_rounds", "rounds", *ROUNDS_RANGE,
                     default=DEFAULT_ROUNDS, integer=True,
                     help="rounds of the whole sweep in alternating order; contests need 2")
+    g9, g10, g11 = st.columns(3)
+    max_rounds = number(g9, "Max rounds", "gen_max_rounds", "max_rounds", *ROUNDS_RANGE,
+                        default=default_max_rounds(DEFAULT_ROUNDS), integer=True,
+                        help="rounds until decided: a TTFT, TPOT or tokens/s contest still "
+                             "undecided after Rounds gets more, for its configurations only, "
+                             "up to this many (equal to Rounds: none)")
+    backend = g10.selectbox(_OV.label, list(_OV.choices), index=_OV.choices.index(_OV.default),
+                            key="gen_attention",
+                            **offered("gen_attention", _OV.name, _OV.choices),
+                            help=f"{_OV.what}; {_OV.stored}")
+    energy = g11.checkbox(f"Measure energy ({DEFAULT_ENERGY_S:g} s loop after each timed pass)",
+                          key="gen_energy",
+                          help="joules per 1 K output tokens from RAPL or NVML, in a loop of "
+                               "its own; absent with the reason where the machine exposes no "
+                               "counter (most cloud VMs)")
+    if max_rounds < rounds:
+        number.errors.setdefault("max_rounds", f"max_rounds: {max_rounds} is below rounds "
+                                               f"{rounds}; allowed: {rounds}..{ROUNDS_RANGE[1]}")
     lists = {}
     for name, text, lo, hi in (("prompt_len", prompts, *LENGTH_RANGE),
                                ("output_len", outputs, 2, LENGTH_RANGE[1]),
@@ -76,4 +102,10 @@ def generation_form() -> JobForm:
                         prompt_lens=tuple(lists["prompt_len"]),
                         output_lens=tuple(lists["output_len"]),
                         batch_sizes=tuple(lists["batch_size"]), threads=tuple(sorted(threads)),
-                        precisions=tuple(precisions), rounds=int(rounds)))
+                        precisions=tuple(precisions), rounds=int(rounds),
+                        max_rounds=int(max_rounds),
+                        # the option goes to the runtimes that have it, so only with them
+                        options=RuntimeOptions({_OV.name: backend}
+                                               if "openvino_genai" in runtimes else {}),
+                        policy=replace(GEN_POLICY,
+                                       energy_s=DEFAULT_ENERGY_S if energy else 0.0)))

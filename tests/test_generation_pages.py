@@ -41,6 +41,9 @@ def test_the_run_page_queues_a_generation_sweep_from_its_form(db_path, monkeypat
     # 2 models x 2 runtimes x 2 prompts x 1 output x 2 batches; 8 x (1 + 4) x 64 tokens
     assert any(i.value.startswith("**16 configurations × 2 rounds = 32 runs** of gpt2, "
                                   "smollm2_135m; 2,560 output tokens") for i in at.info)
+    at.number_input(key="gen_max_rounds").set_value(5)
+    at.checkbox(key="gen_energy").check()
+    at.run()
     at.button(key="gen_launch").click().run()
     (req,) = fake.submitted
     assert isinstance(req, GenRequest)
@@ -48,7 +51,32 @@ def test_the_run_page_queues_a_generation_sweep_from_its_form(db_path, monkeypat
             req.threads, req.precisions, req.rounds) == (
         ("gpt2", "smollm2_135m"), ("eager", "compile"), (128, 512), (64,), (1, 4), (1,),
         ("fp32",), 2)
+    # rounds until decided up to 5, energy measured; no OpenVINO GenAI, so no backend option
+    assert (req.max_rounds, req.policy.energy_s, dict(req.options)) == (5, 10.0, {})
     assert "Generation job 1 starts now." in [s.value for s in at.success]
+
+
+def test_the_run_page_gives_openvino_genai_its_attention_backend(db_path, monkeypatch):
+    fake = FakeManager()
+    monkeypatch.setattr("engine.run.jobs.queue.get_manager", lambda db, read_only=False: fake)
+    at = page("views/run.py", db_path, monkeypatch)
+    at.multiselect(key="gen_runtimes").set_value(["eager", "openvino_genai"])
+    at.selectbox(key="gen_attention").set_value("PA")
+    at.run()
+    at.button(key="gen_launch").click().run()
+    (req,) = fake.submitted
+    assert dict(req.options) == {"attention_backend": "PA"}
+    specs, _ = req.expand()
+    assert {(s.runtime, tuple(s.options.items())) for s in specs} == {
+        ("eager", ()), ("openvino_genai", (("attention_backend", "PA"),))}
+
+
+def test_max_rounds_below_rounds_is_refused_naming_both(db_path, monkeypatch):
+    at = page("views/run.py", db_path, monkeypatch)
+    at.number_input(key="gen_rounds").set_value(4)
+    at.number_input(key="gen_max_rounds").set_value(3).run()
+    assert errors(at) == ["max_rounds: 3 is below rounds 4; allowed: 4..100"]
+    assert at.button(key="gen_launch").disabled is True
 
 
 @pytest.mark.parametrize("key, value, message", [
