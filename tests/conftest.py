@@ -34,6 +34,16 @@ def worker_env(monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def model_files(tmp_path_factory):
+    """tests/model_files.py's user-model files, made once a session (a torch and a Keras
+    process, about 20 s) for the test files that run them; tests read them and may add
+    files of their own beside them, never change one."""
+    from tests.model_files import make_model_files
+
+    return make_model_files(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
 def ray_cluster():
     """A real local Ray cluster (issue #15), shared by the tests that need one: a head and
     a worker node on this machine, 2 CPUs each, each tagged with a shape.
