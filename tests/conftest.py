@@ -19,10 +19,11 @@ _SEED_DIR: list = []
 
 
 def seed_once(seed, db_path, *args) -> None:
-    """seed(db_path, *args), a seed of seeds/records.py. A database not yet written gets a copy of the one the same call wrote first this session: the seeds are
-    fixed rows, so the file is the same, and a copy takes 0.01 s where seeding takes most of
-    a second of CPU (a dozen inserts and their statistics). A database that exists is
-    seeded for real: its rows join what is there."""
+    """seed(db_path, *args), a seed of seeds/records.py. A database not yet written gets
+    a copy of the one the same call wrote first this session: the seeds are fixed rows, so
+    the file is the same, and a copy takes 0.01 s where seeding takes most of a second of
+    CPU (a dozen inserts and their statistics). A database that exists is seeded for real:
+    its rows join what is there."""
     db_path = Path(db_path)
     if db_path.exists():
         seed(db_path, *args)
