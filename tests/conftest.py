@@ -41,6 +41,29 @@ def seed_once(seed, db_path, *args) -> None:
     shutil.copyfile(_SEEDED[key], db_path)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _component_scan_once():
+    """Streamlit's AppTest looks for v2 components on every new AppTest's first run by
+    reading the metadata of each installed distribution (219 in this venv, 0.6 s of CPU a
+    scan, and the suite makes hundreds of AppTests); the installed packages do not change
+    during a session, so the first scan's answer (none: the dashboard uses no v2
+    component) is given to every later AppTest, each still registering it in a component
+    manager of its own."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    found: list = []
+
+    def scan_once(max_workers=None):
+        if not found:
+            found.append(scan(max_workers))
+        return list(found[0])
+    # component_manager imports the function from this module at each call
+    manifest_scanner.scan_component_manifests = scan_once
+    yield
+    manifest_scanner.scan_component_manifests = scan
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_db(monkeypatch):
     """Tests never touch the user's ./data database, nor a Ray cluster named in the
