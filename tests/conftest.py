@@ -1,3 +1,4 @@
+import atexit
 import os
 import shutil
 import sys
@@ -11,6 +12,56 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPE_A, SHAPE_B = "c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+_SEEDED: dict = {}  # (seed function, args) -> the database it wrote first this session
+_SEED_DIR: list = []
+
+
+def seed_once(seed, db_path, *args) -> None:
+    """seed(db_path, *args), a seed of seeds/records.py. A database not yet written gets
+    a copy of the one the same call wrote first this session: the seeds are fixed rows, so
+    the file is the same, and a copy takes 0.01 s where seeding takes most of a second of
+    CPU (a dozen inserts and their statistics). A database that exists is seeded for real:
+    its rows join what is there."""
+    db_path = Path(db_path)
+    if db_path.exists():
+        seed(db_path, *args)
+        return
+    key = (seed.__module__, seed.__qualname__, args)
+    if key not in _SEEDED:
+        if not _SEED_DIR:
+            _SEED_DIR.append(tempfile.mkdtemp(prefix="seeded-"))
+            atexit.register(shutil.rmtree, _SEED_DIR[0], True)
+        template = Path(_SEED_DIR[0]) / f"{len(_SEEDED)}.duckdb"
+        seed(template, *args)
+        assert not template.with_name(template.name + ".wal").exists()  # all in the file
+        _SEEDED[key] = template
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_SEEDED[key], db_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _component_scan_once():
+    """Streamlit's AppTest looks for v2 components on every new AppTest's first run by
+    reading the metadata of each installed distribution (219 in this venv, 0.6 s of CPU a
+    scan, and the suite makes hundreds of AppTests); the installed packages do not change
+    during a session, so the first scan's answer (none: the dashboard uses no v2
+    component) is given to every later AppTest, each still registering it in a component
+    manager of its own."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    found: list = []
+
+    def scan_once(max_workers=None):
+        if not found:
+            found.append(scan(max_workers))
+        return list(found[0])
+    # component_manager imports the function from this module at each call
+    manifest_scanner.scan_component_manifests = scan_once
+    yield
+    manifest_scanner.scan_component_manifests = scan
 
 
 @pytest.fixture(autouse=True)
@@ -31,6 +82,16 @@ def worker_env(monkeypatch):
     """Workers are started with `python -m engine.worker` from the project root."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+
+
+@pytest.fixture(scope="session")
+def model_files(tmp_path_factory):
+    """tests/model_files.py's user-model files, made once a session (a torch and a Keras
+    process, about 20 s) for the test files that run them; tests read them and may add
+    files of their own beside them, never change one."""
+    from tests.model_files import make_model_files
+
+    return make_model_files(tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from dashboard.access import decide, is_remote, viewer_mode
 from engine.run.jobs.queue import JobManager, SessionJobs
 from engine.run.jobs.requests import SweepRequest
 from engine.core.errors import UserError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, seed_once
 from seeds.records import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
@@ -116,8 +116,9 @@ def viewer_app(db_path, monkeypatch):
 
 def test_viewer_mode_opens_on_results_with_no_run_page_and_no_write_control(db_path,
                                                                           monkeypatch):
-    seed_sweep(db_path)
-    seed_workloads(db_path)  # training without inference: the page would offer to measure it
+    seed_once(seed_sweep, db_path)
+    # training without inference: the page would offer to measure it
+    seed_once(seed_workloads, db_path)
     at = viewer_app(db_path, monkeypatch)
     assert at.title[0].value == "Results"
     assert "Viewer mode: read-only" in [c.value.split(" ", 1)[1] for c in at.sidebar.caption

@@ -12,7 +12,6 @@ from engine.core.errors import UserError
 from engine.core.model_source import InputSpec, ModelSource
 from engine.run.process.runner import Runner
 from store.db import open_db
-from tests.model_files import make_model_files
 from tests.test_user_model_cli import PARAMS, QUICK
 
 pytestmark = pytest.mark.slow
@@ -20,9 +19,9 @@ pytestmark = pytest.mark.slow
 RUNTIMES = ("aoti", "libtorch_aoti")
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return make_model_files(tmp_path_factory.mktemp("models"), keras=False)
+@pytest.fixture
+def files(model_files):  # made once a session (tests/conftest.py)
+    return model_files
 
 
 def stored(db):

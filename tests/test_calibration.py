@@ -21,6 +21,7 @@ from engine.present.roofline import ceiling_lines, ceiling_table
 from store.calibrations import CALIBRATION_COLUMNS, latest_calibrations, save_calibration
 from store.db import open_db
 from seeds.records import SYSTEM, seed_sweep
+from tests.conftest import seed_once
 from tests.test_pages import page
 
 TINY = ["calibrate", "--threads", "1", "--sizes", "32", "64", "--repeats", "2",
@@ -173,7 +174,7 @@ def _frame(at, column: str) -> pd.DataFrame:
 
 
 def test_pages_and_report_show_a_stored_calibration(db_path, monkeypatch):
-    seed_sweep(db_path)  # 1 and 2 threads; FLOPs 1e9 a sample
+    seed_once(seed_sweep, db_path)  # 1 and 2 threads; FLOPs 1e9 a sample
     with open_db(db_path) as con:
         save_calibration(con, _calibrated(threads=1), CalibrationPlan(1), SYSTEM)
     at = page("views/system.py", db_path, monkeypatch)

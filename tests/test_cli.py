@@ -98,8 +98,9 @@ def test_compare_prints_the_noise_and_the_drift_of_fixed_rounds(capsys, db_path)
     """Seeded rounds 100 us apart: every configuration a little slower in round 2 (drift,
     which pairing cancels), by a share that differs with its median (noise it leaves)."""
     from seeds.records import seed_sweep
+    from tests.conftest import seed_once
 
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     assert main(["compare", "sweep-seeded", "--db", str(db_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [l for l in lines if l.startswith(("measurement noise", "the machine drifted"))] == [

@@ -158,8 +158,9 @@ def test_training_is_priced_from_a_shape_it_was_measured_on(db_path):
 
     from store.runs import save_record
     from seeds.records import SYSTEM, seed_workloads, train_record
+    from tests.conftest import seed_once
 
-    seed_workloads(db_path)
+    seed_once(seed_workloads, db_path)
     with open_db(db_path) as con:
         rec = train_record("t-c6i", "torch", [0.5, 0.5], [0.5, 0.8])
         save_record(con, replace(rec, sweep_id="sweep-c6i", system_id="sys-c6i",

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from seeds.records import seed_sweep
+from tests.conftest import seed_once
 from tests.test_pages import FakeManager, page
 
 
@@ -76,7 +77,7 @@ READ_CASES = [
                          ids=[f"{c[0][6:-3]}-{c[2]}" for c in READ_CASES])
 def test_a_value_the_page_did_not_offer_gets_its_message(name, kind, key, value, field,
                                                          db_path, monkeypatch):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     before = runs_stored(db_path)
     at = page(name, db_path, monkeypatch)
     crafted(at, kind, key, **value)
@@ -110,7 +111,7 @@ def test_a_number_outside_its_range_is_named_not_replaced(name, key, value, mess
                                                           monkeypatch):
     """Streamlit itself would reset a number outside min..max (or NaN) to the widget's
     default, silently: these boxes check their range themselves (dashboard/numbers.py)."""
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     at = page(name, db_path, monkeypatch)
     crafted(at, "number_input", key, **value)
     assert not at.exception, [e.value for e in at.exception]
@@ -121,7 +122,7 @@ def test_a_number_outside_its_range_is_named_not_replaced(name, key, value, mess
 
 def test_a_nan_in_the_cost_pages_integer_box_is_named(db_path, monkeypatch):
     """An integer st.number_input would raise on it (int(nan)) before the page runs."""
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     at = page("views/cost.py", db_path, monkeypatch)
     at.radio(key="machine_mode").set_value("Enter a price").run()
     crafted(at, "number_input", "custom_vcpus", double_value=float("nan"))

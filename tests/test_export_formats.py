@@ -14,6 +14,7 @@ from store.ingest import import_file
 from store.export import export_dir, to_yaml
 from store.runs import save_record, save_sweep
 from seeds.records import SYSTEM, ok_record, seed_sweep, seed_workloads
+from tests.conftest import seed_once
 
 SWEEP = "sweep-seeded"
 # What a PerfZero round trip must give back, column for column (started_at to the us).
@@ -73,7 +74,7 @@ def _summaries(out_dir) -> dict:
 
 
 def test_perfzero_export_is_one_summary_per_run_failures_included(tmp_path, db_path):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     with open_db(db_path) as con:
         done = export_dir(con, tmp_path / "pz", "perfzero", sweep_id=SWEEP)
     docs = _summaries(tmp_path / "pz")
@@ -112,7 +113,7 @@ def test_perfzero_export_is_one_summary_per_run_failures_included(tmp_path, db_p
 
 def test_perfzero_round_trip_gives_back_the_same_runs_once(tmp_path):
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
-    seed_sweep(a)
+    seed_once(seed_sweep, a)
     with open_db(a) as con:
         export_dir(con, tmp_path / "pz", "perfzero", sweep_id=SWEEP)
     files = sorted((tmp_path / "pz").glob("*.json"))
@@ -140,7 +141,7 @@ def test_perfzero_round_trip_gives_back_the_same_runs_once(tmp_path):
 
 
 def test_pytorch_benchmark_yaml_per_configuration_from_pooled_raw_samples(tmp_path, db_path):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     with open_db(db_path) as con:
         done = export_dir(con, tmp_path / "pb", "pytorch-benchmark", sweep_id=SWEEP)
     assert (done.runs, done.left_out) == (16, 1)  # the oom run has no timing to give
@@ -215,8 +216,8 @@ def test_yaml_writer_quotes_what_yaml_would_misread():
 
 
 def test_bad_export_requests_name_the_field_and_what_is_allowed(tmp_path, db_path):
-    seed_sweep(db_path)
-    seed_workloads(db_path)
+    seed_once(seed_sweep, db_path)
+    seed_once(seed_workloads, db_path)
     a_file = tmp_path / "taken.txt"
     a_file.write_text("x")
     with open_db(db_path) as con:
@@ -246,7 +247,7 @@ def test_bad_export_requests_name_the_field_and_what_is_allowed(tmp_path, db_pat
 
 
 def test_cli_exports_both_formats_and_imports_a_summary_back(tmp_path, db_path, capsys):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     pz, pb = tmp_path / "pz", tmp_path / "pb"
     assert main(["export", "--format", "perfzero", "--sweep", SWEEP, "--out", str(pz),
                  "--db", str(db_path)]) == 0

@@ -257,7 +257,12 @@ def test_a_fleet_tuning_job_tunes_each_node_kind_and_deploy_shows_them_side_by_s
     view = jm.submit(TuneRequest(
         scenarios=("server",), model="identity", framework="selftest", runtime="python",
         bound_ms=50.0, batches=(1, 2), thread_choices=(1,), replica_choices=(1,),
-        max_probes=2, start_qps=1000.0, min_query_count=50, executor="ray", cores=1))
+        # 4,000 queries a probe: the automatic count (8,000 here) spent 8 s on the 1,000 QPS
+        # probe; 4,000 still let a target of 4,000 QPS be tested (queries over 20x the
+        # bound), above both probes (1,000 and 2,000 QPS), so the winner's cost stays a
+        # measured estimate, not the upper bound a capped search gives (1,000 queries did)
+        max_probes=2, start_qps=1000.0, min_query_count=50, search_queries=4000,
+        executor="ray", cores=1))
     assert _finished(jm, view.job_id)
     job = jm.get(view.job_id)
     assert (job.state, job.error) == (DONE, ""), job.error

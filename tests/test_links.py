@@ -7,6 +7,7 @@ import pytest
 from engine.present.links import (encode_setting, looks_like_path, parse_choice,
                                   parse_choices, parse_integers, parse_number)
 from seeds.records import seed_sweep, seed_workloads
+from tests.conftest import seed_once
 from tests.test_pages import opened_from_link, page
 
 
@@ -112,7 +113,7 @@ def test_a_rerun_carrying_an_older_address_of_the_page_keeps_what_the_user_typed
 
 def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_path,
                                                                           monkeypatch):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     at = page("views/compare.py", db_path, monkeypatch, {
         "sweep": "sweep-se", "models": "mobilenet_v3_small", "threads": "1", "batch": "8",
         "band": "IQR", "dist": "violin"})
@@ -150,8 +151,8 @@ def test_a_compare_link_reopens_the_view_and_the_page_writes_its_selection(db_pa
 ])
 def test_a_bad_link_value_is_named_and_ignored_never_an_exception(name, query, refused,
                                                                    db_path, monkeypatch):
-    seed_sweep(db_path)
-    seed_workloads(db_path)
+    seed_once(seed_sweep, db_path)
+    seed_once(seed_workloads, db_path)
     at = page(name, db_path, monkeypatch, query)
     notes = [w.value for w in at.warning if w.value.startswith("link: ")]
     assert [n.split("=", 1)[0].removeprefix("link: ") for n in notes] == refused
@@ -161,7 +162,7 @@ def test_a_bad_link_value_is_named_and_ignored_never_an_exception(name, query, r
 def test_values_the_page_offers_reopen_even_with_a_slash_or_as_all(db_path, monkeypatch):
     """Catalog shape names hold a '/', and ?sweep=all names the option None: both are the
     page's own values and reopen the same view."""
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     shape = "OCI VM.Standard.E3.Flex 16 OCPU/32 GB"
     at = page("views/cost.py", db_path, monkeypatch, {"shape": shape})
     assert [w.value for w in at.warning if w.value.startswith("link: ")] == []

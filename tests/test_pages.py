@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.run.jobs.requests import SweepRequest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, seed_once
 from seeds.records import seed_sweep, seed_workloads
 
 APP = str(ROOT / "app.py")
@@ -36,7 +36,7 @@ def opened_from_link(db_path, monkeypatch, query):
 
 @pytest.fixture
 def seeded(db_path):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     return db_path
 
 
@@ -407,8 +407,8 @@ def test_run_page_submits_a_batch_search(db_path, monkeypatch):
 
 
 def test_training_page_shows_epochs_side_by_side_and_the_accuracy_gap(db_path, monkeypatch):
-    seed_workloads(db_path)
-    seed_sweep(db_path)  # inference runs must not leak into the training views
+    seed_once(seed_workloads, db_path)
+    seed_once(seed_sweep, db_path)  # inference runs must not leak into the training views
     at = page("views/training.py", db_path, monkeypatch)
     table = at.dataframe[0].value
     assert table.run.tolist() == ["tensorflow (tf_function)", "torch (eager)"]
@@ -459,7 +459,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
     from store.runs import save_record
     from seeds.records import SYSTEM, ok_record
 
-    seed_workloads(db_path)  # resnet18 b32 t1 at 32 px: torch eager and tf_function
+    seed_once(seed_workloads, db_path)  # resnet18 b32 t1 at 32 px: torch eager and tf_function
     with open_db(db_path) as con:  # torch's latency is known (at 32 px; 64 px must not count)
         save_record(con, ok_record("i-32", model="resnet18", batch_size=32, image_size=32,
                                    samples=(40_000_000, 42_000_000, 44_000_000)), SYSTEM)
@@ -494,7 +494,7 @@ def test_training_page_shows_inference_latency_of_the_same_configurations(db_pat
 
 def test_dataload_page_tabulates_batch_by_workers_against_implementations(db_path,
                                                                          monkeypatch):
-    seed_workloads(db_path)
+    seed_once(seed_workloads, db_path)
     at = page("views/dataload.py", db_path, monkeypatch)
     table = at.dataframe[0].value
     assert list(table.columns) == ["workers", "threads", "batch_size", "loop:opencv+numpy",
@@ -516,7 +516,7 @@ def test_dataload_page_never_blends_two_machines(db_path, monkeypatch):
     from store.db import open_db
     from store.runs import save_record
     from seeds.records import SYSTEM, load_record
-    seed_workloads(db_path)
+    seed_once(seed_workloads, db_path)
     other = {**SYSTEM, "system_id": "sys-other", "hostname": "cloud", "cpu_model": "Other CPU"}
     with open_db(db_path) as con:  # the same configuration, ten times faster elsewhere
         save_record(con, replace(load_record("l-far", "png", "loop:opencv+numpy", 8, 0, 0.2),
@@ -533,7 +533,7 @@ def test_dataload_page_never_blends_two_machines(db_path, monkeypatch):
 
 
 def test_results_page_shows_a_profiled_run_with_its_trace(db_path, monkeypatch):
-    seed_workloads(db_path)
+    seed_once(seed_workloads, db_path)
     monkeypatch.setenv("BENCH_DB", str(db_path))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()

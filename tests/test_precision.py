@@ -200,8 +200,9 @@ def test_results_and_compare_show_the_speedup_beside_the_agreement(db_path, monk
 
     from tests.conftest import ROOT
     from seeds.records import seed_sweep
+    from tests.conftest import seed_once
 
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     int8 = replace(ok_record("int8-run", samples=(5_075_000,) * 3, minute=40, precision="int8",
                              model="mobilenet_v3_small"),
                    sweep_id="sweep-seeded", top1_agreement=0.921875, top1_inputs=64,

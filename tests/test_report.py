@@ -16,6 +16,7 @@ from engine.core.errors import UserError
 from store.db import open_db
 from store.runs import save_record, save_sweep
 from seeds.records import SYSTEM, ok_record, seed_sweep, seed_workloads
+from tests.conftest import seed_once
 
 # What seed_sweep stores, worked out by hand: torch's batch-1 round medians are 10.1 and
 # 10.2 ms at 1 thread (5.1 and 5.2 ms at 2), TensorFlow's twice that.
@@ -38,7 +39,7 @@ EVIL = '<script>alert("x")</script>'
 
 @pytest.fixture
 def seeded(db_path):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     return db_path
 
 
@@ -197,7 +198,7 @@ def test_a_users_model_is_named_by_its_file_digest_and_rebuilt_as_a_model_file_c
 
 
 def test_refusals_name_the_field_and_the_allowed_values(seeded):
-    seed_workloads(seeded)
+    seed_once(seed_workloads, seeded)
     with open_db(seeded) as con:
         save_sweep(con, "sweep-seeded-2", rounds=1, seed=1, plan=[[]], configurations=0)
         cases = {("sweep-seeded", "pdf"): ("format", "allowed: html, md"),

@@ -150,8 +150,9 @@ def test_latest_latency_matches_runtime_and_precision(db_path):
 
     from store.queries import latest_latency
     from seeds.records import seed_sweep, spec
+    from tests.conftest import seed_once
 
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     eager = spec(model="mobilenet_v3_small", batch_size=1, intra_threads=1)
     with open_db(db_path) as con:
         assert latest_latency(con, eager) == pytest.approx(0.0102)  # round 2: 10.2 ms
@@ -162,9 +163,11 @@ def test_latest_latency_matches_runtime_and_precision(db_path):
 def test_comparable_models_are_those_with_ok_timed_inference_runs(db_path):
     from store.queries import comparable_models
     from seeds.records import seed_sweep, seed_workloads
+    from tests.conftest import seed_once
 
-    seed_sweep(db_path)
-    seed_workloads(db_path)  # resnet18 training and png loading are not comparable here
+    seed_once(seed_sweep, db_path)
+    # resnet18 training and png loading are not comparable here
+    seed_once(seed_workloads, db_path)
     with open_db(db_path) as con:
         assert comparable_models(con) == ["mobilenet_v3_small"]
         assert comparable_models(con, "sweep-seeded") == ["mobilenet_v3_small"]

@@ -13,12 +13,12 @@ from engine.present.frames import compare_frame
 from store.db import open_db
 from store.runs import save_record, save_sweep, sweep_rounds
 from store.verdicts import sweep_verdicts
-from tests.conftest import ROOT
+from tests.conftest import ROOT, seed_once
 from seeds.records import SYSTEM, ok_record, seed_sweep
 
 
 def test_a_seeded_sweep_is_judged_once_with_its_counts_rule_and_noise(db_path):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     with open_db(db_path) as con:
         verdict = sweep_verdicts(con, "sweep-seeded")
     assert (verdict.sweep_id, verdict.runs, verdict.ok, verdict.models) == (
@@ -37,7 +37,7 @@ def test_a_seeded_sweep_is_judged_once_with_its_counts_rule_and_noise(db_path):
 
 def test_a_cached_verdict_keeps_its_sentences(db_path):
     """The dashboard caches it by pickling (st.cache_data): the words travel with it."""
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     with open_db(db_path) as con:
         verdict = sweep_verdicts(con, "sweep-seeded")
     back = pickle.loads(pickle.dumps(verdict))
@@ -61,7 +61,7 @@ def test_the_rule_a_sweep_kept_judges_it(db_path):
 
 
 def test_a_models_rows_say_the_same_whichever_other_models_are_shown(db_path):
-    seed_sweep(db_path)
+    seed_once(seed_sweep, db_path)
     with open_db(db_path) as con:
         rows = sweep_rounds(con, "sweep-seeded")
     # another model, slower, whose torch ran TorchScript: a column of its own

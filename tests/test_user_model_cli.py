@@ -14,7 +14,6 @@ from engine.cli import main
 from engine.core.limits import logical_cores
 from store.db import open_db
 from tests.conftest import ROOT
-from tests.model_files import make_model_files
 
 pytestmark = pytest.mark.slow
 
@@ -25,9 +24,9 @@ PARAMS = 4 * 3 * 3 * 3 + 4 + 4 * 5 + 5
 TORCH_FLOPS = 2 * (14 * 14 * 4 * 27 + 4 * 5)
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return make_model_files(tmp_path_factory.mktemp("models"))
+@pytest.fixture
+def files(model_files):  # made once a session (tests/conftest.py)
+    return model_files
 
 
 def rows(db, sql="SELECT model, runtime, batch_size, status, reason, model_format, "

@@ -98,8 +98,16 @@ def worker_side(script: str, folder) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(tmp_path):
-    out = worker_side(SCRIPT, tmp_path)
+@pytest.fixture(scope="module")
+def safely_loaded(tmp_path_factory):
+    """SCRIPT run once: its files (the crafted .pt2 archives among them) and its answer,
+    which the guard's test reads as well (each pwned file it makes is removed again)."""
+    folder = tmp_path_factory.mktemp("formats")
+    return folder, worker_side(SCRIPT, folder)
+
+
+def test_each_format_loads_safely_and_a_code_running_pickle_never_runs(safely_loaded):
+    tmp_path, out = safely_loaded
     assert out["m.pt2"] == 0.0 and out["m.pt"] < 1e-6 and out["m.onnx"] < 1e-5
     assert out["untrusted"] == (
         "trust_model_code: m.pt is TorchScript, a program: loading it runs code from the file, "
@@ -235,8 +243,8 @@ print(json.dumps({"name": module.__name__, "pickle": module.pickle is pickle,
 
 
 def test_the_pt2_guard_stops_crafted_archives_that_torch_alone_would_run_and_fails_closed(
-        tmp_path):
-    out = worker_side(SCRIPT, tmp_path)  # makes the archives; the guard refuses both
+        safely_loaded):
+    tmp_path, out = safely_loaded  # SCRIPT made the archives; the guard refused both
     assert out["pwned"] is False
     unguarded = worker_side(UNGUARDED, tmp_path)
     # torch.export.load on its own unpickles a sample input and a use_pickle weight with

@@ -238,9 +238,10 @@ def test_load_table_puts_implementations_in_columns():
 def test_training_epochs_steps_and_operators_survive_export_and_import(fmt, tmp_path):
     from store.ingest import export_runs, import_file
     from seeds.records import seed_workloads
+    from tests.conftest import seed_once
 
     src, dst = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
-    seed_workloads(src)
+    seed_once(seed_workloads, src)
     out = tmp_path / f"runs.{fmt}"
     with open_db(src) as con:
         n = export_runs(con, out, fmt, sweep_id="sweep-train")
