@@ -21,7 +21,7 @@ from engine.scenarios import DATA_LOADING, TRAINING
 
 __all__ = ["SYSTEM", "LOCAL", "MACHINES", "spec", "base_fields", "ok_record", "failed_record",
            "seed_sweep", "train_spec", "train_record", "load_record", "seed_workloads",
-           "seed_machines", "GEN_SWEEP", "GEN_RUNTIMES", "gen_record", "seed_generation"]
+           "seed_machines", "TOKEN_SWEEP", "seed_tokens", "GEN_SWEEP", "GEN_RUNTIMES", "gen_record", "seed_generation"]
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
           "physical_cores": 1, "logical_cores": 2, "usable_cores": 2, "sockets": 1,
@@ -98,6 +98,28 @@ def seed_sweep(db_path, sweep_id="sweep-seeded"):
                                  sweep_id=sweep_id, round_no=2, model="mobilenet_v3_small",
                                  framework="tensorflow", runtime="tf_function",
                                  batch_size=32), SYSTEM)
+
+
+TOKEN_SWEEP = "sweep-tokens"
+
+
+def seed_tokens(db_path, sweep_id=TOKEN_SWEEP):
+    """bert_base at 128 tokens, batch 1, 1 thread, torch and tensorflow x 2 identical
+    rounds: torch 10 ms a batch (5 samples summing to 50 ms: 100.0 sequences/s, 12,800
+    tokens/s), tensorflow 20 ms (50.0 and 6,400)."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    with open_db(db_path) as con:
+        save_sweep(con, sweep_id, rounds=2, seed=1, plan=[[], []], configurations=2)
+        for n, (fw, lat) in enumerate((("torch", 10_000_000), ("tensorflow", 20_000_000))):
+            for rnd in (1, 2):
+                samples = tuple(lat + d for d in (-20_000, 0, 10_000, 20_000, -10_000))
+                rec = ok_record(f"bert-{fw}-{rnd}", samples=samples, minute=2 * n + rnd,
+                                model="bert_base", framework=fw, image_size=128)
+                save_record(con, replace(rec, sweep_id=sweep_id, round_no=rnd), SYSTEM)
 
 
 def train_spec(**kw):

@@ -4,7 +4,8 @@ import streamlit as st
 
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
-from engine.present.frames import compare_frame, highlight_cells, raw_frame, setting_choices
+from engine.present.frames import (compare_frame, highlight_cells, raw_frame, setting_choices,
+                                   token_frames)
 from dashboard.ceilings_panel import compare_ceilings
 from dashboard.generation_view import compare_generation, work_switch
 from engine.present.precision_text import ERROR_NOTE, precision_table
@@ -92,6 +93,15 @@ if sweep_id:
                "IQR/median or tail was high; noisy rounds are kept · (n status) rounds that "
                "broke a rule or failed, left out. Undecided contests got extra rounds up to "
                "the sweep's budget.")
+    # a token model's throughput, as sequences/s and tokens/s, beside its latency
+    token_tables = token_frames(verdict, models=models)
+    for n, (title, tdf, tbest) in enumerate(token_tables):
+        st.markdown(f"**{title[0].upper()}{title[1:]}**")
+        st.dataframe(highlight_cells(tdf, tbest), hide_index=True, width="stretch",
+                     key=f"token_table_{n}")
+    if token_tables:
+        st.caption("Drift-adjusted as the latency's figures, with the latency's marks (★ its "
+                   "best); a token model's sample is one sequence.")
     with st.expander("Raw figures: each configuration over its own rounds"):
         st.dataframe(raw_frame(rows), hide_index=True, key="raw_rounds")
         st.caption("Geometric mean of each configuration's own round medians and every "

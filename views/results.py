@@ -7,7 +7,8 @@ from engine.present.charts_workloads import op_bars
 from engine.present.precision_text import with_vs_fp32
 from engine.present.run_detail import (energy_text, failure_text, profile_caption,
                                        numerics_text, run_metrics, run_provenance,
-                                       run_timings, run_title, stderr_tail)
+                                       run_timings, run_title, stderr_tail,
+                                       throughput_label, with_tokens)
 from engine.scenarios import GENERATION, SCENARIOS
 from engine.present.tables import interference_text, user_model_line
 from dashboard.ceilings_panel import PEAK_COLUMNS, peak_columns
@@ -56,6 +57,8 @@ table = read(results_table, models=models or None, frameworks=frameworks or None
              statuses=statuses or None, kinds=kinds or None)
 table = peak_columns(table)  # each run's GFLOP/s against its machine's measured peak
 table = with_vs_fp32(table, read(precision_vs_fp32, models=models or None))
+table = with_tokens(table)  # token models' tokens/s; no column without one
+rate_name, rate_help = throughput_label(table)
 st.caption(f"{len(table)} runs · click a column header to sort · select a row for details")
 event = st.dataframe(
     table, key="results_table", on_select="rerun", selection_mode="multi-row",
@@ -63,7 +66,7 @@ event = st.dataframe(
     column_order=["started_at", "kind", "model", "framework", "runtime", "precision",
                   "batch_size", "threads", "image_size", "round", "setting", "status",
                   "validity", "p50_ms", "vs_fp32", "p90_ms", "p99_ms", "p99_confidence",
-                  "throughput", "gflops_per_s", "pct_of_peak", "peak_rss_mib",
+                  "throughput", "tokens_per_s", "gflops_per_s", "pct_of_peak", "peak_rss_mib",
                   "model_peak_mib", "energy_j_per_sample", "energy_source", "reason"],
     column_config={
         **PEAK_COLUMNS,
@@ -84,7 +87,10 @@ event = st.dataframe(
         "p99_confidence": st.column_config.TextColumn(
             "p99 confidence", help="low: from fewer than 100 samples, p99 is one of the two "
                                    "or three largest samples"),
-        "throughput": st.column_config.NumberColumn("samples/s", format="%.1f"),
+        "throughput": st.column_config.NumberColumn(rate_name, format="%.1f", help=rate_help),
+        "tokens_per_s": st.column_config.NumberColumn(
+            "tokens/s", format="%.1f", help="a token model's sequences/s x its sequence "
+                                            "length (the size column)"),
         "peak_rss_mib": st.column_config.NumberColumn(
             "process peak [MiB]", format="%.0f",
             help="the peak resident set of the process that ran the model: the worker with "
@@ -147,7 +153,8 @@ if run["validity_reason"]:
 if run["kind"] == GENERATION.kind:  # its figures and every token's time
     generation_run_detail(run)
 if not samples.empty:
-    for col, (name, value, why) in zip(st.columns(6), run_metrics(run)):
+    metrics = run_metrics(run)  # a token model's adds tokens/s
+    for col, (name, value, why) in zip(st.columns(len(metrics)), metrics):
         col.metric(name, value, help=why)
     seen = (run["extra"] or {}).get("interference")
     if seen:

@@ -85,11 +85,12 @@ def cmd_runs(args) -> int:
 def _tokens_s(r) -> str:
     """A token model's tokens/s (samples/s x its sequence length, the size column); ""
     for an image model."""
-    from engine.core.catalog import tokens_per_sample
+    from engine.core.catalog import tokens_per_s
     from engine.present.values import missing
 
-    tokens = tokens_per_sample(r.model, None if missing(r.image_size) else r.image_size)
-    return "" if not tokens or missing(r.throughput) else f"{r.throughput * tokens:,.0f}"
+    tps = tokens_per_s(r.model, None if missing(r.image_size) else r.image_size,
+                       None if missing(r.throughput) else r.throughput)
+    return "" if tps is None else f"{tps:,.0f}"
 
 
 def cmd_sweeps(args) -> int:

@@ -21,7 +21,7 @@ from engine.core.runtimes import ROWS
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
            "CPP_RUNNER_RUNTIMES",
            "DIAGNOSTIC_MODELS", "get_model", "model_label", "keras_bn_momentum",
-           "OFFERED_MODELS", "IMAGE_MODELS", "tokens_per_sample", "check_size",
+           "OFFERED_MODELS", "IMAGE_MODELS", "tokens_per_sample", "tokens_per_s", "check_size",
            "size_range", "runtime_refusal", "input_values"]
 
 # Runtimes per framework, as the CLI and the dashboard name them, with what each is: derived
@@ -166,6 +166,15 @@ def tokens_per_sample(model: str, size) -> int | None:
     if info is None or info.input_kind != "tokens" or size is None or size != size:
         return None
     return int(size)
+
+
+def tokens_per_s(model: str, size, samples_per_s) -> float | None:
+    """A token model's tokens/s: its samples (sequences) per second x its sequence length;
+    None for an image model or a missing figure."""
+    tokens = tokens_per_sample(model, size)
+    if not tokens or samples_per_s is None or samples_per_s != samples_per_s:
+        return None
+    return samples_per_s * tokens
 
 
 def size_range(model: str) -> tuple[int, int, int]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.analysis.sweep_verdict import SweepVerdict
-from engine.present.tables import compare_grid, raw_rows, row_label
+from engine.present.tables import SEQUENCES_TITLE, TOKENS_TITLE, compare_grid, raw_rows, row_label
 from engine.scenarios.inference.spec import CONDITION_LABELS
 from engine.present.values import missing
 
-__all__ = ["compare_frame", "raw_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
+__all__ = ["compare_frame", "token_frames", "raw_frame", "load_grid", "highlight_cells", "setting_choices", "BEST_CSS"]
 
 BEST_CSS = "background-color: #d4f4dd; font-weight: bold"
 
@@ -21,6 +21,30 @@ def compare_frame(verdict: SweepVerdict, marks=("★ ", "≈ ", "= "), models=No
     as (row index, column) pairs; rounds at least 1. models: only these models' rows
     (None: every row), judged as in the whole sweep."""
     cols, grid, rounds = compare_grid(verdict, marks=marks, models=models)
+    return _grid_frame(cols, grid, rounds)
+
+
+def token_frames(verdict: SweepVerdict, marks=("★ ", "≈ ", "= "), models=None):
+    """[(title, table, best cells)] of the token models' rows as sequences/s and as tokens/s
+    (compare_grid's throughput and per_token grids, the CLI's and the report's figures), to
+    stand under the latency table; [] when no token model's rows show. models: as
+    compare_frame's (None: every model of the sweep)."""
+    _, grid, _ = compare_grid(verdict, as_throughput=True, models=models, per_token=True)
+    # the token models' own contenders only: an image model's columns would stand empty
+    tokens = list(dict.fromkeys(contest.row[0] for contest, _, _ in grid))
+    if not tokens:
+        return []
+    out = []
+    for title, per_token in ((SEQUENCES_TITLE, False), (TOKENS_TITLE, True)):
+        cols, grid, _ = compare_grid(verdict, as_throughput=True, marks=marks, models=tokens,
+                                     per_token=per_token)
+        if grid:
+            frame, best, _, _ = _grid_frame(cols, grid, 1)
+            out.append((title, frame, best))
+    return out
+
+
+def _grid_frame(cols, grid, rounds):
     rows, best = [], []
     for contest, cells, winner in grid:
         if winner is not None:

@@ -4,12 +4,16 @@ panels. Built from store.queries.run_detail's dict; no Streamlit."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
+from engine.core.catalog import tokens_per_s, tokens_per_sample
 from engine.core.energy import energy_words
 from engine.present.tables import ms_text
 from engine.present.values import missing
 
-__all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "profile_caption",
+__all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "with_tokens",
+           "throughput_label", "profile_caption",
            "run_timings", "run_provenance", "energy_text", "energy_lines", "numerics_text",
            "TIMING_KEYS",
            "MACHINE_KEYS"]
@@ -47,6 +51,15 @@ def run_metrics(run: dict) -> list[tuple[str, str, str | None]]:
     labelled low confidence, and iterations timed in blocks of calls say so."""
     low = not p99_confident(run["iterations"])
     blocks = (run["extra"] or {}).get("block_calls")
+    size = None if missing(run.get("image_size")) else run["image_size"]
+    tps = tokens_per_s(run["model"], size, run["throughput"])
+    # a token model's sample is a sequence: named so, and its tokens/s beside it
+    rate = ([("sequences/s", f"{run['throughput']:,.1f}",
+              "sequences processed over the total measured time"),
+             ("tokens/s", f"{tps:,.0f}", f"sequences/s x the sequence length, {size} tokens")]
+            if tps is not None else
+            [("samples/s", f"{run['throughput']:,.1f}",
+              "samples processed over the total measured time")])
     return [
         ("p50", ms_text(run["median_ms"]), None),
         ("p90", ms_text(run["p90_ms"]), None),
@@ -54,12 +67,35 @@ def run_metrics(run: dict) -> list[tuple[str, str, str | None]]:
          f"from {run['iterations']} samples: below {P99_MIN_SAMPLES}, p99 is one of the "
          "largest few samples" if low else None),
         ("IQR", ms_text(run["iqr_ms"]), None),
-        ("samples/s", f"{run['throughput']:,.1f}",
-         "samples processed over the total measured time"),
+        *rate,
         ("iterations" if not blocks else f"iterations (blocks of {blocks} calls)",
          f"{run['iterations']}",
          "calls under 1 ms are timed in blocks; each sample is a block's time over its calls"
          if blocks else None)]
+
+
+def with_tokens(table: pd.DataFrame) -> pd.DataFrame:
+    """Results' table (store.queries.results_table) with a tokens_per_s column where any
+    row is a token model's (empty for the others); the table as it was otherwise."""
+    tps = [tokens_per_s(r.model, None if missing(r.image_size) else r.image_size,
+                        None if missing(r.throughput) else r.throughput)
+           for r in table.itertuples()]
+    if all(t is None for t in tps):
+        return table
+    return table.assign(tokens_per_s=[float("nan") if t is None else t for t in tps])
+
+
+def throughput_label(table: pd.DataFrame) -> tuple[str, str]:
+    """(name, help) of Results' throughput column: a token model's sample is a sequence,
+    so the column says sequences/s where every row shown is a token model's."""
+    tokens = [tokens_per_sample(r.model, None if missing(r.image_size) else r.image_size)
+              is not None for r in table.itertuples()]
+    why = "processed over the total measured time"
+    if tokens and all(tokens):
+        return "sequences/s", f"sequences {why}"
+    if any(tokens):
+        return "samples/s", f"samples {why}; a token model's sample is one sequence"
+    return "samples/s", f"samples {why}"
 
 
 def profile_caption(run: dict, unit: str) -> str:

@@ -17,7 +17,7 @@ __all__ = ["compare_table", "compare_grid", "format_table", "cell_text", "ms_tex
            "noise_lines", "rule_line", "row_label", "row_text", "contention_lines",
            "MARKS_LEGEND", "sentence", "FIGURES_NOTE", "raw_rows", "raw_lines",
            "interference_text", "p99_text", "architecture_notes", "user_model_line",
-           "sweep_labels", "round_sweep_labels", "TOKENS_TITLE"]
+           "sweep_labels", "round_sweep_labels", "TOKENS_TITLE", "SEQUENCES_TITLE"]
 
 BOLD_GREEN, RESET = "\033[1;32m", "\033[0m"
 # Figures (with their marks) align right; words align left.
@@ -192,6 +192,9 @@ MARKS_LEGEND = ("* best in row   ~ no decision against the best   = equivalent t
 
 
 # What a comparison cell's figure is, for captions (the page, the report, the terminal).
+# A token model's sample is one sequence: its samples/s, under the name its users know.
+SEQUENCES_TITLE = ("throughput [sequences/s] over the measured time, token models, higher is "
+                   "better")
 TOKENS_TITLE = ("throughput [tokens/s] = samples/s x sequence length, token models, higher "
                 "is better")
 FIGURES_NOTE = ("drift-adjusted figures: a configuration + round fit over each row's rounds, "
