@@ -8,10 +8,11 @@ torch and TensorFlow (the Keras runtime's process never imports torch).
     python -m tests.generation_probe run RUNTIME FOLDER WORKDIR PRECISIONS SEED P N B...
                                      [--opt k=v]
 
-`run` opens one session per precision (comma-separated; one process, so a later precision
-reuses the exports an earlier one made) and generates for each batch size on the seed's
-prompts (engine.worker.generation.session.prompts), once untimed and once more to report, so
-the readings are of a warm session. `params` counts the Keras runtime's parameters per folder.
+`run` opens one session per precision (comma-separated, `int8@2` for one batch size only; one
+process, so a later precision reuses the exports an earlier one made) and generates for each
+batch size on the seed's prompts (engine.worker.generation.session.prompts), once untimed
+and once more to report, so the readings are of a warm session. `params` counts the Keras
+runtime's parameters per folder.
 """
 
 from __future__ import annotations
@@ -94,8 +95,12 @@ def params(folders: list[Path]) -> dict:
 
 def run(runtime: str, src: Path, workdir: Path, precisions: str, seed: int, p: int, n: int,
         batches: list[int], options: dict) -> dict:
-    return {prec: _run(runtime, src, workdir, prec, seed, p, n, batches, options)
-            for prec in precisions.split(",")}
+    out = {}
+    for item in precisions.split(","):  # "int8@2": int8 at batch 2 only
+        prec, _, only = item.partition("@")
+        out[prec] = _run(runtime, src, workdir, prec, seed, p, n,
+                         [int(only)] if only else batches, options)
+    return out
 
 
 def _run(runtime: str, src: Path, workdir: Path, precision: str, seed: int, p: int, n: int,

@@ -89,6 +89,16 @@ def test_a_sweep_expands_every_combination_grouped_by_framework():
         expand_generation(["tiny_llama"], ["eager"], [], [8], [1], [1], cores=4)
 
 
+def test_keras_hub_runs_keras_weight_only_int8_and_int4_and_torch_still_refuses_them():
+    specs, skipped = expand_generation(["tiny_llama"], ["eager", "keras_hub"], [16], [8], [1],
+                                       [1], ["int8", "int4"], cores=4)
+    assert [(s.framework, s.runtime, s.precision) for s in specs] == [
+        ("tensorflow", "keras_hub", "int8"), ("tensorflow", "keras_hub", "int4")]
+    assert skipped == [f"eager {p}: Hugging Face generate in torch has no weight-only "
+                       "int8/int4 path in this project (torchao is not installed)"
+                       for p in ("int8", "int4")]
+
+
 def test_figures_derive_from_fixed_readings_exactly():
     # batch 2, prompt 16, 4 tokens: readings at 10, 14, 19, 25 ms; the call returns at 26 ms
     ms = 1_000_000

@@ -1,9 +1,10 @@
 """The generation runtimes, for real, on the tiny Llama (2 layers, width 64; issue 37 part 4):
 keras-hub's compiled generate, OpenVINO GenAI (SDPA and paged attention) and ONNX Runtime
 GenAI each give Hugging Face eager fp32 greedy's tokens on the same seeded prompts at batch 1
-and 2, with clock readings that fit the Timed contract; the weight-only int8/int4 exports run and agree with the
-reference on a share fixed by the seed; GPT-2 on ONNX Runtime GenAI is refused with the
-measured reason; Keras' parameter counts equal the rows'.
+and 2, with clock readings that fit the Timed contract; the weight-only int8/int4 exports
+and Keras' quantize() run and agree with the reference on a share fixed by the seed; GPT-2
+on ONNX Runtime GenAI is refused with the measured reason; Keras' parameter counts equal
+the rows'.
 
 Every framework runs in a subprocess (tests/generation_probe.py): this process imports none,
 and the Keras one never imports torch. The probes start together, sharing one model folder
@@ -36,6 +37,9 @@ NO_STEPS = ("keras-hub generates every token in one compiled XLA call: no per-to
 WEIGHT_ONLY_SHARE = {("openvino_genai", "int8"): 16 / 24, ("openvino_genai", "int4"): 5 / 24,
                      ("onnxruntime_genai", "int8"): 14 / 24,
                      ("onnxruntime_genai", "int4"): 9 / 24}
+# Keras' weight-only int8/int4 at batch 2 only (its row 0 is batch 1's prompt: measured, the
+# same tokens at batch 1), so 16 tokens; one process after fp32 keeps the added time small
+KERAS_WEIGHT_ONLY_SHARE = {"int8": 9 / 16, "int4": 2 / 16}
 GPT2_REFUSAL = ("ONNX Runtime GenAI 0.18.0's model builder has no GPT2LMHeadModel among its "
                 "38 architectures")
 
@@ -69,7 +73,7 @@ def probes(tmp_path_factory):
 
         procs = {"reference": _start("reference", llama, SEED, P, N, *BATCHES),
                  "params": _start("params", llama, gpt2),
-                 "keras_hub": runtime("keras_hub", "fp32"),
+                 "keras_hub": runtime("keras_hub", "fp32,int8@2,int4@2"),
                  "openvino_genai": runtime("openvino_genai", "fp32,int8,int4"),
                  "onnxruntime_genai": runtime("onnxruntime_genai", "fp32,bf16"),
                  "ort_int8": runtime("onnxruntime_genai", "int8"),
@@ -143,6 +147,20 @@ def test_keras_parameter_counts_equal_the_rows(probes):
                                 "tiny_gpt2": language_model("tiny_gpt2").params,
                                 "torch_imported": False}
     assert probes["keras_hub"]["fp32"]["settings"]["params"] == 106_816
+
+
+@pytest.mark.parametrize("prec", sorted(KERAS_WEIGHT_ONLY_SHARE))
+def test_keras_weight_only_runs_and_agrees_by_a_share_fixed_by_the_seed(probes, prec):
+    got = probes["keras_hub"][prec]
+    assert got["torch_imported"] is False and list(got["runs"]) == ["2"]
+    assert share(got["runs"]["2"]["tokens"], probes["reference"]["2"]) == (
+        KERAS_WEIGHT_ONLY_SHARE[prec])
+    assert got["runs"]["2"]["no_steps"] == NO_STEPS
+    settings = got["settings"]
+    # 2 blocks x (q, k, v, attention output, 3 MLP dense) + the tied token embedding
+    assert settings["quantized_layers"] == 15 and settings["params"] == 106_816
+    assert settings["weights"].startswith(f"Keras quantize('{prec}') weight-only")
+    assert probes["keras_hub"]["fp32"]["settings"]["quantized_layers"] == 0
 
 
 @pytest.mark.parametrize("rt, prec", sorted(WEIGHT_ONLY_SHARE))
