@@ -27,7 +27,8 @@ from typing import Mapping
 from engine.core.errors import UserError
 
 __all__ = ["Runtime", "RuntimeOption", "RuntimeOptions", "NO_OPTIONS", "ROWS", "row",
-           "rows_of", "OPTIONS", "owners", "check_sweep_options", "DEVICES", "BACKENDS"]
+           "rows_of", "OPTIONS", "owners", "check_sweep_options", "DEVICES", "BACKENDS",
+           "precision_refusal", "checked_options"]
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = "engine.worker.backends."  # a row's module and trainer live under it
@@ -133,25 +134,39 @@ class Runtime:
 
     def refusal(self, precision: str) -> str:
         """Why it does not run this precision at all ("" when it does)."""
-        if precision in self.precisions:
-            return ""
-        return self.refusals.get(precision, f"{self.framework} {self.name} has no "
-                                            f"{precision} path in this project")
+        return precision_refusal(self, precision)
 
     def check_options(self, given: Mapping) -> RuntimeOptions:
         """Its options from the given ones, defaults filled in; UserError naming an option
         it does not have (and the allowed ones) or a value its option does not allow."""
-        names = [o.name for o in self.options]
-        for name in given:
-            if name not in names:
-                owners = [f"{r.framework} {r.name}" for r in ROWS
-                          if name in (o.name for o in r.options)]
-                whose = f" (it is {' and '.join(owners)}'s)" if owners else ""
-                raise UserError(f"{name}: {self.framework} {self.name} has no option "
-                                f"{name}{whose}; allowed: {', '.join(names) or 'none'}",
-                                field=name)
-        return RuntimeOptions({o.name: o.check(given.get(o.name, o.default))
-                               for o in self.options})
+        return checked_options(self, given, ROWS)
+
+
+def precision_refusal(row, precision: str) -> str:
+    """Why a runtime row (an inference Runtime, a generation GenRuntime: anything with
+    framework, name, precisions and refusals) does not run this precision ("" when it
+    does): its own measured reason, or the generic sentence."""
+    if precision in row.precisions:
+        return ""
+    return row.refusals.get(precision, f"{row.framework} {row.name} has no "
+                                       f"{precision} path in this project")
+
+
+def checked_options(row, given: Mapping, rows=()) -> RuntimeOptions:
+    """A row's options from the given ones, defaults filled in; UserError naming an option
+    it does not have (and which of `rows` has it, and the allowed ones) or a value its
+    option does not allow."""
+    names = [o.name for o in row.options]
+    for name in given:
+        if name not in names:
+            owners = [f"{r.framework} {r.name}" for r in rows
+                      if name in (o.name for o in r.options)]
+            whose = f" (it is {' and '.join(owners)}'s)" if owners else ""
+            raise UserError(f"{name}: {row.framework} {row.name} has no option "
+                            f"{name}{whose}; allowed: {', '.join(names) or 'none'}",
+                            field=name)
+    return RuntimeOptions({o.name: o.check(given.get(o.name, o.default))
+                           for o in row.options})
 
 
 _TORCH_INT8 = "torch's dynamic quantization (quantize_dynamic) covers Linear layers in eager " \

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from engine.core.errors import UserError
-from engine.core.runtimes import RuntimeOption, RuntimeOptions
+from engine.core.runtimes import (RuntimeOption, RuntimeOptions, checked_options,
+                                  precision_refusal)
 
 __all__ = ["GenRuntime", "GEN_ROWS", "GEN_PRECISIONS", "GEN_MODULES", "gen_row",
            "runtime_names", "REFERENCE"]
@@ -50,20 +50,12 @@ class GenRuntime:
 
     def refusal(self, precision: str) -> str:
         """Why it does not run this precision at all ("" when it does)."""
-        if precision in self.precisions:
-            return ""
-        return self.refusals.get(precision, f"{self.framework} {self.name} has no "
-                                            f"{precision} path in this project")
+        return precision_refusal(self, precision)
 
     def check_options(self, given: Mapping) -> RuntimeOptions:
-        """Its options, defaults filled in; UserError naming one it does not have."""
-        names = [o.name for o in self.options]
-        for name in given:
-            if name not in names:
-                raise UserError(f"{name}: {self.framework} {self.name} has no option {name}; "
-                                f"allowed: {', '.join(names) or 'none'}", field=name)
-        return RuntimeOptions({o.name: o.check(given.get(o.name, o.default))
-                               for o in self.options})
+        """Its options, defaults filled in; UserError naming one it does not have (and
+        which generation runtime has it) or a value its option does not allow."""
+        return checked_options(self, given, GEN_ROWS)
 
 
 _STREAMER = ("a transformers BaseStreamer's put(), called synchronously as each step's "
