@@ -181,14 +181,17 @@ def _failed(reply: dict) -> str:
 def measure_overhead(args) -> None:
     m, p, n = args.overhead_model or args.model, args.prompt, args.output
     print(f"\n== 1. per-token timing overhead: {m}, prompt {p}, {n} new tokens, batch 1, "
-          f"{args.threads} threads; {args.pairs} pairs of fresh processes, timed then untimed, "
+          f"{args.threads} threads; {args.pairs} pairs of fresh processes (timed first, then "
+          f"untimed first, alternately), "
           f"each {args.warmup} warm-up + {args.reps} calls ==")
     folder = _folder(m)
     legs = {"timed": [], "untimed": []}
     tpot, put_ns, tokens = [], [], {}
     for i in range(args.pairs):
         row = []
-        for name in ("timed", "untimed"):
+        # A B, then B A: a drift of the machine's load between the two legs of a pair
+        # does not favour one leg
+        for name in ("timed", "untimed") if i % 2 == 0 else ("untimed", "timed"):
             leg = Leg(m, "eager", args.threads, folder)
             r = leg.open(args.timeout)
             if not _failed(r):
@@ -206,6 +209,7 @@ def measure_overhead(args) -> None:
                 tpot.append(statistics.median(
                     (c["e2e_ns"] - c["token_ns"][0]) / (n - 1) for c in r["calls"]))
                 put_ns.append(r["put_ns"])
+        row.sort(key=lambda x: not x.startswith("timed"))
         print(f"pair {i + 1}: E2E per token ms: {row[0]}  {row[1]}   timed/untimed "
               f"{legs['timed'][-1] / legs['untimed'][-1]:.4f}   our TPOT "
               f"{tpot[-1] / 1e6:.3f} ms", flush=True)
