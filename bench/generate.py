@@ -131,7 +131,8 @@ class Leg:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
             env=env)
         self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         for line in self.proc.stdout:
@@ -165,6 +166,7 @@ class Leg:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        self.reader.join(timeout=10)  # it reads err's tail at the child's end
         self.err.close()
 
 
