@@ -4,7 +4,7 @@ body.py opens it, with its workdir) in a subprocess of its own started with the 
 thread environment (torch and TensorFlow never share a process):
 
 1. overhead: our timed generate (PyTorch eager, the streamer stamping each step) against
-   the same transformers generate untimed (no streamer), A B A B in fresh processes, one
+   the same transformers generate untimed (no streamer), A B then B A in fresh processes, one
    per leg, the same model, prompt and threads. Per pair: E2E per output token of each leg
    (the median of its calls; the untimed leg has no per-token readings, so E2E per token
    is the figure both legs have) and their ratio; over the pairs, the paired geometric
