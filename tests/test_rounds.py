@@ -158,6 +158,11 @@ def test_the_plan_names_every_kind_of_spec_and_only_inference_has_replicas():
         "png/numpy/loop:pillow+numpy/b8/t1/i1/256px",
         "resnet18/torch/None/b32/t1/i1/Nonepx",
         "resnet18/torch/eager/b1/t1/i1/64px", "resnet18/torch/eager/b1/t1/i1/64px/#2"]]
+    # a generation spec is told apart by its prompt and output lengths, not an image size
+    from engine.scenarios.generation.spec import GenSpec
+    gens = [GenSpec("tiny_llama", "torch", "eager", 2, p, 8, 1) for p in (16, 64)]
+    assert plan_labels([gens]) == [["tiny_llama/torch/eager/b2/t1/i1/p16/o8",
+                                    "tiny_llama/torch/eager/b2/t1/i1/p64/o8"]]
 
 
 # ------------------------------------------ generation: a contest per metric and prompt

@@ -32,9 +32,17 @@ __all__ = ["run_sweep", "open_sweep", "plan_labels", "StoredSweep", "next_round"
 def plan_labels(plan: list[list[RunSpec]]) -> list[list[str]]:
     # Only inference specs have A/A replicas; training and data-loading specs have none.
     return [[f"{s.model}/{s.framework}/{s.runtime}/b{s.batch_size}/t{s.intra_threads}"
-             f"/i{s.inter_threads}/{s.image_size}px"
+             f"/i{s.inter_threads}/{_input(s)}"
              + (f"/#{s.replica + 1}" if getattr(s, "replica", 0) else "")
              for s in specs] for specs in plan]
+
+
+def _input(spec) -> str:
+    """What a run is fed, in its label: a generation spec has no image, and its prompt and
+    output lengths are what tell its runs apart ("Nonepx" told nothing)."""
+    if getattr(spec, "prompt_len", None) is not None:
+        return f"p{spec.prompt_len}/o{spec.output_len}"
+    return f"{spec.image_size}px"
 
 
 @dataclass(frozen=True)
