@@ -206,6 +206,7 @@ def test_results_shows_an_invalid_generation_run_with_its_reason(gen_db, monkeyp
 def test_cost_prices_generation_per_million_tokens(gen_db, monkeypatch):
     at = page("views/cost.py", gen_db, monkeypatch)
     assert at.radio(key="work").value == "generate"
+    assert [t.value for t in at.title] == ["Cost of text generation"]
     assert (at.selectbox(key="gc_contender").value, at.selectbox(key="gc_prompt").value,
             at.selectbox(key="gc_batch").value) == ("torch (compile)", 128, 1)
     at.selectbox(key="gc_shape").set_value("AWS c6i.8xlarge").run()

@@ -31,13 +31,15 @@ from engine.present.frames import setting_choices
 from engine.scenarios import INFERENCE
 from store.queries import machine_throughput, settings
 
-st.title("Cost of inference")
+title = st.empty()  # named once the Work switch says what is priced
 link = PageLink("cost")
 catalog, rates = read(effective_catalog)
 choices, setting_labels = setting_choices(read(settings, INFERENCE.kind))
 if work_switch(link, bool(choices)):  # per 1 M output and input tokens of a generation run
+    title.title("Cost of text generation")
     cost_generation(link, catalog)
     st.stop()
+title.title("Cost of inference")
 link.choice("setting", "setting", choices, encode=encode_setting)
 setting = st.selectbox("Measured setting (device · precision · inter-op threads · machine)",
                        choices, format_func=setting_labels.get, key="setting",
