@@ -15,11 +15,10 @@ Imports torch and transformers: worker side only.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from engine.core.paths import PROJECT_ROOT
+from engine.worker.generation.common import cached_export
 from engine.scenarios.generation.models import (LanguageModel, config_digest, init_std,
                                                 language_model)
 
@@ -35,26 +34,17 @@ def model_root() -> Path:
 
 
 def model_folder(name: str, seed: int, root: Path | None = None) -> Path:
-    """The folder of `name` built with `seed`: built on first use, reused after."""
+    """The folder of `name` built with `seed`: built on first use, reused after (built in a
+    temporary folder and renamed into place, like every export: common.cached_export)."""
     m = language_model(name)
-    root = root or model_root()
-    dest = root / f"{name}-{config_digest(m, seed)}"
-    if (dest / "config.json").exists():
-        return dest
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
-    try:
-        model = build_model(m, seed)
-        model.save_pretrained(tmp)
+
+    def build(tmp: Path) -> None:
+        build_model(m, seed).save_pretrained(tmp)
         _save_tokenizer(m, tmp)
-        try:
-            tmp.rename(dest)
-        except OSError:  # another worker finished the same build first: theirs is equal
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return dest
+
+    path, _ = cached_export(root or model_root(), f"{name}-{config_digest(m, seed)}", build,
+                            "config.json")
+    return path
 
 
 def build_model(m: LanguageModel, seed: int):
