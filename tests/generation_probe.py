@@ -20,31 +20,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ProbeSpec"]
-
-RUNTIMES = {"keras_hub": ("tensorflow", "gen_keras_hub"),
-            "openvino_genai": ("torch", "gen_openvino_genai"),
-            "onnxruntime_genai": ("torch", "gen_onnxruntime_genai")}
-
-
-@dataclass(frozen=True)
-class ProbeSpec:
-    """The contract's spec fields (GenSpec's names), nothing more."""
-    model: str
-    framework: str
-    runtime: str
-    batch_size: int
-    prompt_len: int
-    output_len: int
-    intra_threads: int = 1
-    inter_threads: int = 1
-    precision: str = "fp32"
-    options: dict = field(default_factory=dict, hash=False)
-    seed: int = 0
-
+__all__: list[str] = []
 
 def _model_name(folder: Path) -> str:
     return folder.name.rsplit("-", 1)[0]
@@ -110,15 +88,18 @@ def _run(runtime: str, src: Path, workdir: Path, precision: str, seed: int, p: i
     from engine.scenarios.generation.models import language_model
     from engine.worker.generation.session import Refused, prompts
 
-    framework, module = RUNTIMES[runtime]
-    name = _model_name(src)
-    spec = ProbeSpec(name, framework, runtime, max(batches), p, n, precision=precision,
-                     options=options, seed=seed)
+    from engine.scenarios.generation.runtimes import gen_row
+    from engine.scenarios.generation.spec import GenSpec
+
+    row = gen_row(runtime)  # the product's row: its framework and its module
+    framework = row.framework
+    spec = GenSpec(_model_name(src), framework, runtime, max(batches), p, n, 1,
+                   precision=precision, options=options, seed=seed)
     if framework == "tensorflow" and "tensorflow" not in sys.modules:
         from engine.worker.backends import configure_threads
 
         configure_threads("tensorflow", spec.intra_threads, spec.inter_threads)
-    mod = importlib.import_module(f"engine.worker.generation.{module}")
+    mod = importlib.import_module(row.path)
     try:
         session = mod.open_session(src, spec, workdir)
     except Refused as exc:
@@ -127,7 +108,7 @@ def _run(runtime: str, src: Path, workdir: Path, precision: str, seed: int, p: i
            "settings": getattr(session, "settings", {}), "runs": {},
            "torch_imported": "torch" in sys.modules}
     for b in batches:
-        ids = prompts(seed, b, p, language_model(name).vocab_size)
+        ids = prompts(seed, b, p, language_model(spec.model).vocab_size)
         session.generate(ids, n)
         t = session.generate(ids, n)
         out["runs"][str(b)] = {"tokens": t.tokens.tolist(), "dtype": str(t.tokens.dtype),
