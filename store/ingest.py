@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from engine.core.errors import UserError
 from engine.core.record import STATUSES, RunRecord
-from engine.scenarios import GENERATION
+from engine.scenarios import KINDS, Scenario
 from store.kinds import kind_rows
 from store.runs import (EPOCH_COLUMNS, PROFILE_COLUMNS, RUN_COLUMNS, SYSTEM_COLUMNS, run_exists,
                         save_record)
@@ -37,6 +37,11 @@ _EXTRA_COLS = ("epochs", "step_losses", "profile_ops")  # training and profile s
 # per-token readings (issue 37), so an export carries them and an import writes them back.
 # Serving's tables are not among them: its record carries them in fields of its own.
 _KIND_COL = "kind_rows"
+# The kinds whose own tables travel in an export: those whose rows come from the record's
+# kind_rows (Scenario.table_rows' default), so import writes them back as they were. A kind
+# that derives its rows from other record fields (serving: LoadGen's parsed summary and
+# logs) gets them back from those fields on import, and would otherwise write them twice.
+_CARRIED = tuple(s for s in KINDS if s.tables and type(s).table_rows is Scenario.table_rows)
 _JSON_COLS = ("versions", "threads_effective", "env", "extra", "numerics", "system",
               *_EXTRA_COLS, _KIND_COL)
 _LIST_COLS = ("warmup_ns", "samples_ns")
@@ -74,14 +79,16 @@ def _export_frame(con, sweep_id=None, run_ids=None) -> pd.DataFrame:
 
 
 def _kind_rows(con, df: pd.DataFrame) -> list:
-    """Per exported run, its generation tables' rows as JSON text (None for other kinds)."""
-    ids = df.run_id[df.kind == GENERATION.kind].tolist() if len(df) else []
+    """Per exported run, its kind's own tables' rows as JSON text (None where its kind has
+    none that travel)."""
     found: dict[str, dict] = {}
-    for table in GENERATION.tables if ids else ():
-        rows = kind_rows(con, table, ids).astype(object)
-        for rec in rows.where(rows.notna(), None).to_dict("records"):
-            rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in rec.items()}
-            found.setdefault(rec["run_id"], {}).setdefault(table.name, []).append(rec)
+    for scenario in _CARRIED if len(df) else ():
+        ids = df.run_id[df.kind == scenario.kind].tolist()
+        for table in scenario.tables if ids else ():
+            rows = kind_rows(con, table, ids).astype(object)
+            for rec in rows.where(rows.notna(), None).to_dict("records"):
+                rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in rec.items()}
+                found.setdefault(rec["run_id"], {}).setdefault(table.name, []).append(rec)
     return [json.dumps(found[r]) if r in found else None for r in df.run_id]
 
 
