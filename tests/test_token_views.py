@@ -68,6 +68,7 @@ def test_results_shows_a_token_runs_sequences_and_tokens_per_second(tokens_db, m
     assert by_run.loc["bert-tensorflow-2", "tokens_per_s"] == 6_400.0
     labels = _labels(at.dataframe[0])
     assert (labels["throughput"], labels["tokens_per_s"]) == ("sequences/s", "tokens/s")
+    assert labels["image_size"] == "tokens"  # a sequence length, not pixels
     at.query_params["run"] = "bert-torch-1"
     at.run()
     metrics = {m.label: m.value for m in at.metric}
@@ -81,9 +82,31 @@ def test_results_of_image_runs_show_samples_per_second_and_no_tokens(tokens_db, 
     df = at.dataframe[0].value
     assert len(df) == 17 and "tokens_per_s" not in df.columns
     assert _labels(at.dataframe[0])["throughput"] == "samples/s"
+    assert _labels(at.dataframe[0])["image_size"] == "image px"
     # both kinds shown: one column, named for samples, tokens/s empty on the image rows
     at.multiselect(key="f_model").set_value([]).run()
     df = at.dataframe[0].value.set_index("run_id")
     assert df.tokens_per_s.notna().sum() == 4 and df.loc["torch-1-1-1", "tokens_per_s"] != \
         df.loc["torch-1-1-1", "tokens_per_s"]
     assert _labels(at.dataframe[0])["throughput"] == "samples/s"
+    assert _labels(at.dataframe[0])["image_size"] == "size (px or tokens)"
+
+
+def test_the_throughput_charts_count_a_token_models_samples_as_sequences():
+    import pandas as pd
+
+    from engine.present.charts import scaling_vs_threads, throughput_vs_batch
+
+    rows = [{"model": m, "contender": "torch (eager)", "batch_size": 1, "threads": t,
+             "throughput": 100.0 * t} for m in ("bert_base", "resnet18") for t in (1, 2)]
+    df = pd.DataFrame(rows)
+    bert = df[df.model == "bert_base"]
+    fig = throughput_vs_batch(bert, 1)
+    assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == (
+        "batch size [sequences]", "throughput [sequences/s]")
+    fig, eff = scaling_vs_threads(bert, 1)
+    assert fig.layout.yaxis.title.text == "throughput [sequences/s]"
+    assert eff["throughput [sequences/s]"].tolist() == [100.0, 200.0]
+    # an image model among them: a sample is a sample
+    assert throughput_vs_batch(df, 1).layout.yaxis.title.text == "throughput [samples/s]"
+    assert list(scaling_vs_threads(df, 1)[1].columns)[3] == "throughput [samples/s]"

@@ -157,7 +157,8 @@ with g4:
 if not eff.empty:
     st.dataframe(eff, hide_index=True, key="efficiency", column_config={
         "scaling efficiency": st.column_config.NumberColumn(format="percent"),
-        "throughput [samples/s]": st.column_config.NumberColumn(format="%.1f")})
+        **{c: st.column_config.NumberColumn(format="%.1f") for c in eff.columns
+           if c.startswith("throughput")}})
 
 contenders = sorted(summary.contender.unique())
 if len(contenders) >= 2:

@@ -8,7 +8,7 @@ from engine.present.precision_text import with_vs_fp32
 from engine.present.run_detail import (energy_text, failure_text, profile_caption,
                                        numerics_text, run_metrics, run_provenance,
                                        run_timings, run_title, stderr_tail,
-                                       throughput_label, with_tokens)
+                                       size_label, throughput_label, with_tokens)
 from engine.scenarios import GENERATION, SCENARIOS
 from engine.present.tables import interference_text, user_model_line
 from dashboard.ceilings_panel import PEAK_COLUMNS, peak_columns
@@ -72,7 +72,7 @@ event = st.dataframe(
         **PEAK_COLUMNS,
         "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         "batch_size": st.column_config.NumberColumn("batch"),
-        "image_size": st.column_config.NumberColumn("image px"),
+        "image_size": st.column_config.NumberColumn(size_label(table)),
         "setting": st.column_config.TextColumn(
             "setting", width="medium",
             help="beside which of our neighbours it ran, and torch's wait policy when not the "

@@ -11,6 +11,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from engine.analysis.break_even import Step, cost_vertices
+from engine.core.catalog import sample_noun
 
 __all__ = ["latency_vs_batch", "throughput_vs_batch", "scaling_vs_threads", "latency_box",
            "speedup_heatmap", "sample_histogram", "iteration_trace", "colour_map",
@@ -70,10 +71,11 @@ def throughput_vs_batch(df: pd.DataFrame, threads: int) -> go.Figure:
     fig = px.line(d, x="batch_size", y="throughput", color="contender", markers=True,
                   line_dash="model" if d.model.nunique() > 1 else None,
                   color_discrete_map=colour_map(df.contender))
+    noun = sample_noun(df.model.unique())  # a token model's sample is one sequence
     fig.update_layout(**_LAYOUT, title=f"Throughput vs batch size ({_n(threads, 'thread')})")
-    fig.update_xaxes(title="batch size [samples]", type="log",
+    fig.update_xaxes(title=f"batch size [{noun}]", type="log",
                      tickvals=sorted(d.batch_size.unique()))
-    fig.update_yaxes(title="throughput [samples/s]")
+    fig.update_yaxes(title=f"throughput [{noun}/s]")
     return fig
 
 
@@ -81,6 +83,7 @@ def scaling_vs_threads(df: pd.DataFrame, batch: int) -> tuple[go.Figure, pd.Data
     """Throughput vs threads with the ideal linear line from each contender's 1-thread
     figure, and the scaling efficiency (throughput_n / (n x throughput_1))."""
     d = df[df.batch_size == batch].sort_values("threads")
+    rate = f"throughput [{sample_noun(df.model.unique())}/s]"
     colours = colour_map(df.contender)
     fig = go.Figure()
     eff_rows = []
@@ -96,12 +99,12 @@ def scaling_vs_threads(df: pd.DataFrame, batch: int) -> tuple[go.Figure, pd.Data
                                  showlegend=True))
         for row in g.itertuples():
             eff_rows.append({"model": model, "contender": contender, "threads": row.threads,
-                             "throughput [samples/s]": row.throughput,
+                             rate: row.throughput,
                              "scaling efficiency": row.throughput / (row.threads * per_thread)})
     fig.update_layout(**_LAYOUT, title=f"Throughput vs threads (batch {batch}); dotted: "
                                        "ideal linear scaling")
     fig.update_xaxes(title="intra-op threads", dtick=1)
-    fig.update_yaxes(title="throughput [samples/s]")
+    fig.update_yaxes(title=rate)
     return fig, pd.DataFrame(eff_rows)
 
 

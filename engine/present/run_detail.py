@@ -7,13 +7,13 @@ from __future__ import annotations
 import pandas as pd
 
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
-from engine.core.catalog import tokens_per_s, tokens_per_sample
+from engine.core.catalog import size_noun, tokens_per_s, tokens_per_sample
 from engine.core.energy import energy_words
 from engine.present.tables import ms_text
 from engine.present.values import missing
 
 __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "with_tokens",
-           "throughput_label", "profile_caption",
+           "throughput_label", "size_label", "profile_caption",
            "run_timings", "run_provenance", "energy_text", "energy_lines", "numerics_text",
            "TIMING_KEYS",
            "MACHINE_KEYS"]
@@ -96,6 +96,12 @@ def throughput_label(table: pd.DataFrame) -> tuple[str, str]:
     if any(tokens):
         return "samples/s", f"samples {why}; a token model's sample is one sequence"
     return "samples/s", f"samples {why}"
+
+
+def size_label(table: pd.DataFrame) -> str:
+    """Results' input-size column name: "image px", "tokens" (a token model's sequence
+    length) or both named where the rows shown mix them."""
+    return size_noun(table.model.unique()) if "model" in table else "image px"
 
 
 def profile_caption(run: dict, unit: str) -> str:
