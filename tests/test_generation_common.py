@@ -57,3 +57,46 @@ def test_bf16_is_refused_on_a_cpu_without_bf16_instructions():
     assert bf16_refusal(("avx512f", "avx512_vnni")) == (
         "this CPU has neither avx512_bf16 nor amx_bf16: bf16 would be emulated in fp32 "
         "instructions, slower than fp32")
+
+
+# llama32_1b's config.json as transformers 5.5.4 writes it (data/models/llama32_1b-*/): the
+# llama3 RoPE scaling under rope_parameters, no rope_scaling key
+LLAMA3_ROPE = {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+               "original_max_position_embeddings": 8192, "rope_theta": 500000.0,
+               "rope_type": "llama3"}
+
+
+def test_keras_hub_gets_llama3s_rope_scaling_under_the_key_its_converter_reads(tmp_path):
+    from engine.worker.generation.gen_keras_hub import keras_config, keras_folder
+
+    config = {"model_type": "llama", "hidden_size": 2048, "rope_parameters": LLAMA3_ROPE}
+    fixed = keras_config(config)
+    assert fixed["rope_scaling"] == {"factor": 32.0, "high_freq_factor": 4.0,
+                                     "low_freq_factor": 1.0,
+                                     "original_max_position_embeddings": 8192,
+                                     "rope_type": "llama3"}
+    assert fixed["rope_parameters"] == LLAMA3_ROPE and fixed["hidden_size"] == 2048
+    # default RoPE (smollm2_135m, tiny_llama), GPT-2 (none) and a config that has the key:
+    # keras-hub reads them as they are
+    assert keras_config({"rope_parameters": {"rope_theta": 1e5, "rope_type": "default"}}) \
+        is None
+    assert keras_config({"model_type": "gpt2"}) is None
+    assert keras_config({**config, "rope_scaling": {"rope_type": "llama3"}}) is None
+
+    import json
+
+    model = tmp_path / "models" / "llama32_1b-83540295c1417867"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(config))
+    (model / "model.safetensors").write_bytes(b"weights")
+    work = tmp_path / "exports"
+    folder = keras_folder(model, work)
+    assert folder == work / "keras_hub-llama32_1b-83540295c1417867"
+    assert (folder / "model.safetensors").resolve() == model / "model.safetensors"
+    assert json.loads((folder / "config.json").read_text())["rope_scaling"]["factor"] == 32.0
+    assert keras_folder(model, work) == folder  # made once
+    assert sorted(p.name for p in work.iterdir()) == [folder.name]  # no temporary left
+    plain = tmp_path / "smollm2"
+    plain.mkdir()
+    (plain / "config.json").write_text(json.dumps({"rope_parameters": {"rope_type": "default"}}))
+    assert keras_folder(plain, work) == plain

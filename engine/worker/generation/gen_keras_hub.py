@@ -4,6 +4,12 @@ Load: `keras_hub.models.<LanguageModel.keras_class>.from_preset(folder, preproce
 a local folder with a Hugging Face config.json goes through keras-hub's transformers
 converters, so the weights are the folder's, the same every runtime loads. No preprocessor:
 the model takes token ids. `compile(sampler="greedy")` (the default sampler is top-k).
+Llama 3's RoPE: transformers 5 writes the llama3 frequency scaling as `rope_parameters`,
+while keras-hub 0.32's Llama converter reads it from the older `rope_scaling` key alone and,
+not finding it, builds unscaled rotary frequencies: a different model, which the token check
+caught (llama32_1b's greedy tokens agreed with eager's on 2 of 16 positions). So where the
+folder's config gives a scaling only as `rope_parameters`, keras-hub loads a folder of its
+own (keras_folder: the same weight files linked, config.json with `rope_scaling` added).
 Its parameter count equals the row's (the tied embedding counted once; measured: 106,816 for
 tiny_llama, 149,248 for tiny_gpt2, LanguageModel.params), recorded in `settings`.
 
@@ -39,6 +45,7 @@ replaces the variables; `quantized_layers` counts what quantize() changed.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import time
 import warnings
@@ -47,10 +54,11 @@ from pathlib import Path
 import numpy as np
 
 from engine.scenarios.generation.models import language_model
-from engine.worker.generation.common import bf16_refusal, versions
+from engine.worker.generation.common import bf16_refusal, cached_export, versions
 from engine.worker.generation.session import Refused, Timed
 
-__all__ = ["open_session", "PRECISIONS", "NO_STEPS", "PACKAGES", "WEIGHT_METHOD"]
+__all__ = ["open_session", "keras_config", "keras_folder", "PRECISIONS", "NO_STEPS",
+           "PACKAGES", "WEIGHT_METHOD"]
 
 PRECISIONS = ("fp32", "bf16", "int8", "int4")
 # Keras' default int4 block: one scale and zero point per 128 inputs of an output channel
@@ -71,7 +79,33 @@ PACKAGES = ("keras-hub", "keras", "tensorflow-cpu", "tensorflow")
 
 
 def open_session(folder: Path, spec, workdir: Path):
-    return KerasHubSession(Path(folder), spec)
+    return KerasHubSession(keras_folder(Path(folder), Path(workdir)), spec)
+
+
+def keras_config(config: dict) -> dict | None:
+    """config.json as keras-hub's converters read it, or None where they read it right as it
+    is: a RoPE scaling given only as transformers 5's `rope_parameters` is repeated as
+    `rope_scaling` (its keys but rope_theta, which the converter reads from either)."""
+    rope = config.get("rope_parameters") or {}
+    if config.get("rope_scaling") or rope.get("rope_type", "default") == "default":
+        return None
+    return {**config, "rope_scaling": {k: v for k, v in rope.items() if k != "rope_theta"}}
+
+
+def keras_folder(folder: Path, workdir: Path) -> Path:
+    """The folder keras-hub loads: the model folder, or an entry in the export cache with
+    the same files linked and keras_config's config.json."""
+    config = keras_config(json.loads((folder / "config.json").read_text()))
+    if config is None:
+        return folder
+
+    def build(tmp: Path) -> None:
+        for f in folder.iterdir():
+            if f.name != "config.json":
+                (tmp / f.name).symlink_to(f.resolve())
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+
+    return cached_export(workdir, f"keras_hub-{folder.name}", build, "config.json")[0]
 
 
 def _quantize(model, precision: str, keras) -> int:
