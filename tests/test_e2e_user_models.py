@@ -13,7 +13,6 @@ import re
 import pytest
 
 from store.db import open_db
-from tests.model_files import make_model_files
 from tests.test_e2e_browser import ARTIFACTS, browser_page
 from tests.test_e2e_sharing import dashboard, no_exception
 
@@ -25,11 +24,11 @@ UPLOADS = [("pt2", "e2e_pt2", "3,16,16"), ("onnx", "e2e_onnx", "3,16,16"),
            ("keras", "e2e_keras", "16,16,3")]
 
 
-def test_upload_name_and_launch_each_model_file_format(tmp_path):
+def test_upload_name_and_launch_each_model_file_format(tmp_path, model_files):
     from playwright.sync_api import expect
 
-    files = make_model_files(tmp_path / "files")
-    h5 = tmp_path / "files" / "legacy.h5"
+    files = model_files  # made once a session (tests/conftest.py); read, never changed
+    h5 = tmp_path / "legacy.h5"
     h5.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
     models, db = tmp_path / "models", tmp_path / "e2e.duckdb"
     with dashboard(db, tmp_path, BENCH_MODELS_DIR=str(models)) as (port, _), \
