@@ -91,11 +91,17 @@ def test_keras_hub_gets_llama3s_rope_scaling_under_the_key_its_converter_reads(t
     (model / "model.safetensors").write_bytes(b"weights")
     work = tmp_path / "exports"
     folder = keras_folder(model, work)
-    assert folder == work / "keras_hub-llama32_1b-83540295c1417867"
+    assert folder.parent == work
+    assert folder.name.startswith("keras_hub-llama32_1b-83540295c1417867-")
     assert (folder / "model.safetensors").resolve() == model / "model.safetensors"
     assert json.loads((folder / "config.json").read_text())["rope_scaling"]["factor"] == 32.0
     assert keras_folder(model, work) == folder  # made once
     assert sorted(p.name for p in work.iterdir()) == [folder.name]  # no temporary left
+    moved = tmp_path / "elsewhere" / model.name  # the same model folder at another path:
+    model.parent.rename(moved.parent)             # its links would dangle, so a new entry
+    again = keras_folder(moved, work)
+    assert again != folder and (again / "model.safetensors").resolve() == \
+        moved / "model.safetensors"
     plain = tmp_path / "smollm2"
     plain.mkdir()
     (plain / "config.json").write_text(json.dumps({"rope_parameters": {"rope_type": "default"}}))

@@ -45,6 +45,7 @@ replaces the variables; `quantized_layers` counts what quantize() changed.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 import time
@@ -94,10 +95,16 @@ def keras_config(config: dict) -> dict | None:
 
 def keras_folder(folder: Path, workdir: Path) -> Path:
     """The folder keras-hub loads: the model folder, or an entry in the export cache with
-    the same files linked and keras_config's config.json."""
+    the same files linked and keras_config's config.json. The entry's name carries a digest
+    of that config, so a changed rewrite never reuses an old entry; an entry whose links no
+    longer resolve (the model folder moved) is made again beside it."""
     config = keras_config(json.loads((folder / "config.json").read_text()))
     if config is None:
         return folder
+    blob = json.dumps(config, sort_keys=True).encode()
+    target = f"{folder.resolve()}"  # the links' target: part of what the entry is
+    name = (f"keras_hub-{folder.name}-"
+            f"{hashlib.sha256(blob + target.encode()).hexdigest()[:12]}")
 
     def build(tmp: Path) -> None:
         for f in folder.iterdir():
@@ -105,7 +112,7 @@ def keras_folder(folder: Path, workdir: Path) -> Path:
                 (tmp / f.name).symlink_to(f.resolve())
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
 
-    return cached_export(workdir, f"keras_hub-{folder.name}", build, "config.json")[0]
+    return cached_export(workdir, name, build, "config.json")[0]
 
 
 def _quantize(model, precision: str, keras) -> int:
