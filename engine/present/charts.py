@@ -61,7 +61,8 @@ def latency_vs_batch(df: pd.DataFrame, threads: int, band=("p10_ms", "p90_ms")) 
     lo, hi = ("p10", "p90") if band[0] == "p10_ms" else ("p25", "p75")
     fig.update_layout(**_LAYOUT, title=f"Latency vs batch size ({_n(threads, 'thread')}; "
                                        f"band {lo}-{hi})")
-    fig.update_xaxes(title="batch size [samples]", type="log", tickvals=sorted(d.batch_size.unique()))
+    fig.update_xaxes(title=f"batch size [{sample_noun(df.model.unique())}]", type="log",
+                     tickvals=sorted(d.batch_size.unique()))
     fig.update_yaxes(title="latency per batch [ms]")
     return fig
 
@@ -139,7 +140,7 @@ def speedup_heatmap(df: pd.DataFrame, model: str, a: str, b: str) -> go.Figure |
                                        f"<sup>p50({b}) / p50({a}); above 1: {a} is faster"
                                        "</sup>")
     fig.update_xaxes(title="intra-op threads")
-    fig.update_yaxes(title="batch size [samples]")
+    fig.update_yaxes(title=f"batch size [{sample_noun([model])}]")
     return fig
 
 

@@ -261,7 +261,7 @@ def to_html(rep: ReportData) -> str:
     if not rep.efficiency.empty:
         eff = rep.efficiency
         out.append("<h3>Thread scaling efficiency</h3>" + _table(
-            ["model", "contender", "threads", "throughput [samples/s]", "scaling efficiency"],
+            list(eff.columns),  # its throughput column names samples or sequences
             [[model, contender, threads, f"{tp:,.1f}", f"{share:.0%}"]
              for model, contender, threads, tp, share in eff.values.tolist()]))
 
