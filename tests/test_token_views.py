@@ -95,7 +95,8 @@ def test_results_of_image_runs_show_samples_per_second_and_no_tokens(tokens_db, 
 def test_the_throughput_charts_count_a_token_models_samples_as_sequences():
     import pandas as pd
 
-    from engine.present.charts import scaling_vs_threads, throughput_vs_batch
+    from engine.present.charts import (latency_vs_batch, scaling_vs_threads,
+                                       speedup_heatmap, throughput_vs_batch)
 
     rows = [{"model": m, "contender": "torch (eager)", "batch_size": 1, "threads": t,
              "throughput": 100.0 * t} for m in ("bert_base", "resnet18") for t in (1, 2)]
@@ -104,6 +105,11 @@ def test_the_throughput_charts_count_a_token_models_samples_as_sequences():
     fig = throughput_vs_batch(bert, 1)
     assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == (
         "batch size [sequences]", "throughput [sequences/s]")
+    lat = bert.assign(p50_ms=10.0, p10_ms=9.0, p90_ms=11.0)
+    assert latency_vs_batch(lat, 1).layout.xaxis.title.text == "batch size [sequences]"
+    two = pd.concat([lat, lat.assign(contender="torch (compile)", p50_ms=5.0)])
+    heat = speedup_heatmap(two, "bert_base", "torch (compile)", "torch (eager)")
+    assert heat.layout.yaxis.title.text == "batch size [sequences]"
     fig, eff = scaling_vs_threads(bert, 1)
     assert fig.layout.yaxis.title.text == "throughput [sequences/s]"
     assert eff["throughput [sequences/s]"].tolist() == [100.0, 200.0]
