@@ -1,4 +1,6 @@
 import atexit
+import contextlib
+import fcntl
 import os
 import shutil
 import sys
@@ -12,6 +14,42 @@ ROOT = Path(__file__).resolve().parent.parent
 SHAPE_A, SHAPE_B = "c6i.4xlarge", "VM.Standard.E4.Flex 16 OCPU/32 GB"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+@contextlib.contextmanager
+def _turn(alone: bool):
+    """A test's turn when the suite runs in two processes (pytest-xdist, run-tests.sh): a
+    test marked `alone` (its outcome rests on measured time: a LoadGen latency bound, a
+    contention verdict) waits until the other process's current test ends and keeps it from
+    starting another until it is done; other tests share the turn. Two flock files for the
+    run: `gate`, held by an `alone` test while it waits, so the other process's next test
+    waits behind it instead of overtaking it; `turn`, shared by ordinary tests, exclusive
+    for an `alone` one. Without xdist there is one process and nothing to wait for."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        yield
+        return
+    base = Path(tempfile.gettempdir()) / f"bench-tests-{run}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.turn", "a") as turn:
+        if alone:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_SH)
+            fcntl.flock(turn, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # setup (module fixtures included), call and teardown, all inside the turn
+    with _turn(item.get_closest_marker("alone") is not None):
+        yield
 
 
 _SEEDED: dict = {}  # (seed function, args) -> the database it wrote first this session

@@ -124,6 +124,7 @@ def test_the_table_says_what_the_neighbour_costs_and_what_passive_waits_do():
     assert contention_lines(judge_sweep(RUNS[:6])) == []  # no neighbour: nothing to say
 
 
+@pytest.mark.alone  # a LoadGen bound or a contention verdict: measured time
 def test_a_real_sweep_beside_the_neighbour_stores_each_setting_apart(db_path, worker_env,
                                                                      capsys):
     assert main(["run", "--model", "identity", "--framework", "selftest", "--threads", "1",

@@ -316,6 +316,7 @@ DEPLOY_QUERY = ("model=identity&threads=1&scenario=single-stream&bound_ms=5&dura
                 "&min_duration_s=0.3&min_queries=50")
 
 
+@pytest.mark.alone  # a LoadGen bound or a contention verdict: measured time
 def test_launch_a_serving_test_from_the_deploy_page_and_see_it_valid(server):
     """The Deploy page (issue 27 part 5): a short SingleStream LoadGen test of the selftest
     identity model, opened from a link, launched, followed and read back VALID with its

@@ -114,6 +114,7 @@ def _loadgen_server(n: int, held: int) -> tuple[dict, int, int]:
 
 
 @pytest.mark.parametrize("n, held", [(661, 1), (662, 1), (1000, 2), (1000, 3)])
+@pytest.mark.alone  # a LoadGen bound or a contention verdict: measured time
 def test_the_real_loadgen_passes_exactly_the_overs_the_rule_allows(n, held):
     summary, queries, over = _loadgen_server(n, held)
     assert (queries, over) == (n, held)  # exactly n issued, LoadGen counted `held` over

@@ -545,6 +545,7 @@ def test_a_search_starts_and_prices_flat_out_from_this_machines_figures_only(
             in note and f"(check it at {where}). Check them there before signing" in note)
 
 
+@pytest.mark.alone  # a LoadGen bound or a contention verdict: measured time
 def test_a_real_search_stores_every_probe_under_one_sweep_and_prices_the_bound(
         db_path, worker_env, capsys):
     # No count given: chosen from the first target, 20 bounds x 12.5 ms x 8 x 1,000 QPS =

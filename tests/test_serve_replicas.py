@@ -44,6 +44,7 @@ def _rows(db_path) -> list[dict]:
 
 
 @needs_two_cores
+@pytest.mark.alone  # a LoadGen bound or a contention verdict: measured time
 def test_server_and_offline_run_two_replicas_each_on_cores_of_its_own(db_path, worker_env,
                                                                        capsys):
     code = main(["serve", "--scenario", "server", *IDENTITY, *TWO, "--max-batch", "4",

@@ -39,6 +39,7 @@ def _rows(db_path) -> list[dict]:
         con.close()
 
 
+@pytest.mark.alone  # a LoadGen bound or a contention verdict: measured time
 def test_every_scenario_is_one_valid_row_with_figures_latencies_and_logs(
         db_path, worker_env, capsys):
     # Offline sizes its one query on what a warm max batch did (no --target-qps: a low
