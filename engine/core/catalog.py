@@ -21,8 +21,8 @@ from engine.core.runtimes import ROWS
 __all__ = ["ModelInfo", "CATALOG", "FRAMEWORKS", "RUNTIMES", "REFERENCE_RUNTIME",
            "CPP_RUNNER_RUNTIMES",
            "DIAGNOSTIC_MODELS", "get_model", "model_label", "keras_bn_momentum",
-           "OFFERED_MODELS", "IMAGE_MODELS", "tokens_per_sample", "tokens_per_s", "sample_noun", "size_noun",
-           "check_size",
+           "OFFERED_MODELS", "IMAGE_MODELS", "tokens_per_sample", "tokens_per_s", "sample_noun",
+           "size_noun", "check_size",
            "size_range", "runtime_refusal", "input_values"]
 
 # Runtimes per framework, as the CLI and the dashboard name them, with what each is: derived
@@ -169,18 +169,22 @@ def tokens_per_sample(model: str, size) -> int | None:
     return int(size)
 
 
+def _takes_tokens(model: str) -> bool:
+    """A catalog token model (a user's model, not in the catalog, counts as images)."""
+    return model in CATALOG and CATALOG[model].input_kind == "tokens"
+
+
 def sample_noun(models) -> str:
     """What one sample of these models is, as an axis says it: "sequences" when every one
     is a token model (a sample is one sequence), else "samples"."""
-    models = list(models)
-    token = [m in CATALOG and CATALOG[m].input_kind == "tokens" for m in models]
+    token = [_takes_tokens(m) for m in models]
     return "sequences" if token and all(token) else "samples"
 
 
 def size_noun(models) -> str:
     """The input-size column's name for these models: pixels a side for image models, the
     sequence length for token models, both named where they mix."""
-    token = {m in CATALOG and CATALOG[m].input_kind == "tokens" for m in models}
+    token = {_takes_tokens(m) for m in models}
     if token == {True}:
         return "tokens"
     return "size (px or tokens)" if token == {True, False} else "image px"
