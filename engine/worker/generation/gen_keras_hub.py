@@ -101,10 +101,9 @@ def keras_folder(folder: Path, workdir: Path) -> Path:
     config = keras_config(json.loads((folder / "config.json").read_text()))
     if config is None:
         return folder
-    blob = json.dumps(config, sort_keys=True).encode()
-    target = f"{folder.resolve()}"  # the links' target: part of what the entry is
-    name = (f"keras_hub-{folder.name}-"
-            f"{hashlib.sha256(blob + target.encode()).hexdigest()[:12]}")
+    # the links' target is part of what the entry is, beside the config it writes
+    blob = json.dumps([config, str(folder.resolve())], sort_keys=True).encode()
+    name = f"keras_hub-{folder.name}-{hashlib.sha256(blob).hexdigest()[:12]}"
 
     def build(tmp: Path) -> None:
         for f in folder.iterdir():
