@@ -9,5 +9,6 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # files at once ran the suite in 29:51 here (CI's one-at-a-time run of nearly the same tests:
 # 51 min); a file stays in one process so its module fixtures (a real sweep, the runtime
 # probes) run once.
-# No test asserts a duration; the whole suite passed this way.
+# No test asserts a duration; those whose outcome rests on measured time (a LoadGen bound,
+# the contention verdict) are marked `alone` and run with nothing beside them (conftest.py).
 exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
