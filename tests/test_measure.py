@@ -145,3 +145,33 @@ def test_a_maxed_interleaved_contender_times_nothing_more_and_its_interference_s
     assert [(b.iters, b.elapsed_ns, b.maxed) for b in blocks] == [
         (1, 2_000_000, False), (2, 4_000_000, True), (2, 4_000_000, True)]
     assert len(gate.blocks) == 2  # the idle third turn is not its own block
+
+
+def test_after_warmup_runs_once_between_warm_up_and_the_first_timed_call():
+    """Where a backend resets its device peak: warm-up's calls before it, every timed call
+    after it, and nothing counted on the clock for it."""
+    calls = []
+    policy = MeasurementPolicy(warmup_iters=3, min_time_s=0.0, min_iters=4)
+    res = time_loop(lambda: calls.append("call") or 1_000, policy, clock=FakeClock(10),
+                    after_warmup=lambda: calls.append("reset"))
+    assert calls == ["call"] * 3 + ["reset"] + ["call"] * 4
+    assert res.warmup_ns == (1_000,) * 3 and res.samples_ns == (1_000,) * 4
+
+
+def test_after_warmup_precedes_an_interleaved_contenders_first_block():
+    import queue
+    from types import SimpleNamespace
+
+    from engine.core.protocol import Stop, TimeBlock, encode
+    from engine.worker.harness import Gate
+
+    calls, commands = [], queue.Queue()
+    for cmd in (TimeBlock(0.001), Stop()):
+        commands.put(encode(cmd))
+    frame = SimpleNamespace(sync="blocks", commands=commands,
+                            emit=lambda ev: calls.append(type(ev).__name__))
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.0, min_iters=1)
+    time_loop(lambda: calls.append("call"), policy, clock=FakeClock(1_000_000),
+              gate=Gate(frame, "r1"), after_warmup=lambda: calls.append("reset"))
+    # warm-up, the reset, then the parent asked (Armed) and one block timed
+    assert calls == ["call", "call", "reset", "Armed", "call", "BlockTimed"]

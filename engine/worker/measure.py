@@ -76,12 +76,15 @@ def block_size(warmup_ns) -> int:
 def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
               clock: Callable[[], int] = time.perf_counter_ns,
               on_progress: Callable[[int, int], None] | None = None,
-              gate=None) -> LoopResult:
+              gate=None, after_warmup: Callable[[], None] | None = None) -> LoopResult:
     """Warm up (warmup_iters, or fewer once warmup_max_s has passed), then time until BOTH
     min_time_s and min_iters are met (or a max is hit), or as the gate says: gate.mode is
     WINDOW (gate.window(per_sample_ns) -> (start_ns, end_ns) on `clock`, which must then be
     the monotonic clock; gate.sleep_until(ns)) or BLOCKS (gate.next_block(per_sample_ns) ->
     seconds, or None to stop; gate.report(iters, elapsed_ns, met, maxed) after each).
+    after_warmup() runs once between warm-up and the first timed call, on no clock: where a
+    figure over the timed loop starts (a backend's device peak memory counter is reset there,
+    so one-time first-call work such as cuDNN's algorithm search is not in it).
 
     The cyclic garbage collector is off while the loop runs (as timeit does): a collection
     triggered by the allocation count would land in whichever iteration crossed the
@@ -91,7 +94,7 @@ def time_loop(step: Callable[[], int | None], policy: MeasurementPolicy, *,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _loop(step, policy, clock, on_progress, gate)
+        return _loop(step, policy, clock, on_progress, gate, after_warmup)
     finally:
         if was_enabled:
             gc.enable()
@@ -121,7 +124,7 @@ class _Sampler:
         return t1
 
 
-def _loop(step, policy, clock, on_progress, gate=None) -> LoopResult:
+def _loop(step, policy, clock, on_progress, gate=None, after_warmup=None) -> LoopResult:
     warm = []
     self_timed = False
     warm_max_ns = int(policy.warmup_max_s * 1e9)
@@ -141,6 +144,8 @@ def _loop(step, policy, clock, on_progress, gate=None) -> LoopResult:
     per_sample = (sorted(warm)[len(warm) // 2] if warm else 0) * block
     sample = _Sampler(step, block, clock)
     done = (tuple(warm), w1 - w0, block)
+    if after_warmup is not None:
+        after_warmup()
     if gate is not None and gate.mode == WINDOW:
         return _windowed(sample, policy, gate, per_sample, done)
     if gate is not None and gate.mode == BLOCKS:
