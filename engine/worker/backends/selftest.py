@@ -89,6 +89,9 @@ class Backend:
     def context(self):
         return contextlib.nullcontext()
 
+    def reset_device_peak(self) -> None:
+        pass  # runs on the CPU only: no device peak
+
     def device_peak_bytes(self):
         return None
 

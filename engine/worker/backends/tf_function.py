@@ -249,6 +249,9 @@ class Backend:
         import contextlib
         return contextlib.nullcontext()
 
+    def reset_device_peak(self) -> None:
+        pass  # runs on the CPU only: no device peak
+
     def device_peak_bytes(self):
         return None
 

@@ -239,7 +239,6 @@ class Backend:
         xs = [self.to_input(x, spec) for x in input_tensors(spec, self.device)]
         model = self.model
         if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
 
@@ -267,7 +266,17 @@ class Backend:
         # entered per iteration would be timed as harness overhead.
         return torch.inference_mode()
 
+    def reset_device_peak(self) -> None:
+        """Where the device peak starts: called after warm-up (engine.worker.measure's
+        after_warmup), so the peak is the timed loop's, whatever ran before in the worker;
+        cuDNN's per-shape algorithm search on a shape's first call is left out."""
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+
     def device_peak_bytes(self):
+        """Bytes torch's allocator held for tensors at most since reset_device_peak (the
+        weights and inputs resident then count: a reset starts the peak at what is
+        allocated)."""
         if self.device is not None and self.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated())
         return None

@@ -195,6 +195,9 @@ class Trainer:
         trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         return ModelStats(params, trainable, None, "not counted for training")
 
+    def reset_device_peak(self) -> None:
+        pass  # the C++ trainer reports no device peak
+
     def device_peak_bytes(self):
         return None
 

@@ -76,6 +76,9 @@ class Trainer:
         return ModelStats(int(self.model.count_params()), trainable, None,
                           "not counted for training")
 
+    def reset_device_peak(self) -> None:
+        pass  # runs on the CPU only
+
     def device_peak_bytes(self):
         return None
 

@@ -33,8 +33,6 @@ class Trainer:
         self.opt = torch.optim.SGD(self.model.parameters(), lr=spec.lr,
                                    momentum=spec.momentum)
         self.loss_fn = torch.nn.CrossEntropyLoss()
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats()
 
     def prepare(self, x_nhwc: np.ndarray) -> np.ndarray:
         """Once per data set, untimed: torch convolutions take NCHW."""
@@ -63,6 +61,13 @@ class Trainer:
         params = sum(p.numel() for p in self.model.parameters())
         trainable = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         return ModelStats(params, trainable, None, "not counted for training")
+
+    def reset_device_peak(self) -> None:
+        """Where the device peak starts (engine/worker/training/train_loop.py): after the
+        warm-up steps and after each epoch's scoring, so first steps and evaluation's
+        batches are not in it."""
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
 
     def device_peak_bytes(self):
         if self.device is not None and self.device.type == "cuda":

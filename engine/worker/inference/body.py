@@ -146,6 +146,7 @@ class _Timed:
     window: dict  # engine.worker.interference over the timed loop
     profile: dict  # a profiled run's fields (profile_pass), else empty
     energy: dict | None = None  # the energy loop's reading (EnergyReading), None: not asked
+    device_peak: int | None = None  # over the timed loop (backend.reset_device_peak), or None
 
 
 def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceResult:
@@ -176,7 +177,7 @@ def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceRes
         # the C++ runner's own baseline, else this process's before the model was built
         model_baseline_bytes=getattr(backend, "baseline_rss_bytes", None) or models.baseline,
         reference_bytes=backend.reference_bytes() if hasattr(backend, "reference_bytes") else 0,
-        device_peak_bytes=backend.device_peak_bytes(), model_reused=reused,
+        device_peak_bytes=timed.device_peak, model_reused=reused,
         prepare_s=backend.prepare_s, output_rel_diff=backend.output_rel_diff,
         **_error_fields(getattr(backend, "output_error", None)),
         runtime_settings=getattr(backend, "runtime_settings", None),
@@ -194,12 +195,15 @@ def _timed_by_backend(backend, spec, progress) -> _Timed:
     energy = (asdict(absent("the LibTorch runner times itself in a process of its own, "
                             "which runs no energy loop")) if spec.policy.energy_s else None)
     return _Timed(first_s, "the runner's first call", loop, interference(before, snapshot()),
-                  {}, energy)
+                  {}, energy, backend.device_peak_bytes())
 
 
 def _timed_here(frame: Frame, backend, run_id: str, spec, progress) -> _Timed:
     """The first call after preparation, then the timed loop (on its own, in a replica's
-    window or in interleaved blocks: the frame's gate), then a profiled pass if asked."""
+    window or in interleaved blocks: the frame's gate), then a profiled pass if asked. The
+    device peak is the timed loop's: reset after warm-up, read before the energy loop and
+    the profiled pass, so neither a shape's first-call work (cuDNN's algorithm search) nor
+    what ran before in this worker is in it."""
     step = backend.make_step(spec)
     gate = frame.gate(run_id)
     with backend.context():
@@ -214,8 +218,10 @@ def _timed_here(frame: Frame, backend, run_id: str, spec, progress) -> _Timed:
         progress("warmup", 0)
         before = snapshot()
         loop = time_loop(step, spec.policy, on_progress=lambda n, _ns: progress("measure", n),
-                         gate=gate, **({"clock": time.monotonic_ns}
-                                       if gate and gate.mode == WINDOW else {}))
+                         gate=gate, after_warmup=backend.reset_device_peak,
+                         **({"clock": time.monotonic_ns} if gate and gate.mode == WINDOW
+                            else {}))
+        device_peak = backend.device_peak_bytes()
         # an interleaved contender: over its own blocks, not its rivals'
         window = (gate.interference() if gate else None) or interference(before, snapshot())
         # After the timed loop, never inside it; a gated worker (a replica, an interleaved
@@ -231,7 +237,7 @@ def _timed_here(frame: Frame, backend, run_id: str, spec, progress) -> _Timed:
             profile = profile_pass(spec.framework, step, spec.profile_steps, trace_path,
                                    cuda=spec.device == "cuda")
     return _Timed(first_s, first_from, loop, window, profile,
-                  asdict(energy) if energy is not None else None)
+                  asdict(energy) if energy is not None else None, device_peak)
 
 
 class ModelInputError(Exception):

@@ -56,6 +56,9 @@ def warm_model(models: Models, spec, known, progress) -> Warmed:
             steps[max(steps)]()
         first_s = time.perf_counter() - t
         warm = _warm(steps, spec)
+    # The device peak is LoadGen's test's: every shape's first call (cuDNN's algorithm
+    # search) and warm-up are done.
+    backend.reset_device_peak()
     return Warmed(steps, first_s, warm, stats)
 
 

@@ -22,7 +22,7 @@ from engine.worker.profiling import profile_pass
 from engine.scenarios.training.spec import TrainSpec
 from engine.scenarios.training.messages import TrainResult
 
-__all__ = ["run_training", "Diverged", "cross_entropy"]
+__all__ = ["run_training", "Diverged", "cross_entropy", "DevicePeak"]
 
 PROGRESS_EVERY_NS = 500_000_000
 
@@ -78,9 +78,14 @@ def run_training(run_id: str, spec: TrainSpec, trainer, *,
                                train_acc=e["correct"] / (steps * b),
                                test_loss=test_loss / len(data.y_test),
                                test_acc=correct_test / len(data.y_test), eval_s=None))
+        device_peak = trainer.device_peak_bytes()
     else:
+        # warm-up's steps, as the result counts them below: at least one step is measured
+        total = spec.steps_in_epoch() * spec.epochs
+        peak = DevicePeak(trainer, min(spec.warmup_steps, total - 1))
         step_ns, losses, epochs = _train_in_process(spec, trainer, data, x_train, x_test,
-                                                    feed, progress, clock)
+                                                    feed, progress, clock, peak)
+        device_peak = peak.bytes
     window = interference(before, snapshot())  # the epochs, scoring included
     # Python's garbage collector was off during the timed steps (the C++ trainer has none).
     gc_disabled = None if hasattr(trainer, "train_all") else True
@@ -101,11 +106,41 @@ def run_training(run_id: str, spec: TrainSpec, trainer, *,
                        data_description=data.description, feed_sha256=feed.hexdigest(),
                        params=stats.params, params_trainable=stats.params_trainable,
                        flops_per_sample=None, flops_method=stats.flops_method,
-                       device_peak_bytes=trainer.device_peak_bytes(), peak_rss_bytes=own_peak,
+                       device_peak_bytes=device_peak, peak_rss_bytes=own_peak,
                        prepare_s=getattr(trainer, "prepare_s", None), **profile)
 
 
-def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, clock):
+class DevicePeak:
+    """A trainer's device peak over the measured steps alone: its counter reset before the
+    first step after warm-up (the first steps' allocations, an optimizer's state being
+    made, are warm-up's) and again after each epoch's scoring, read as each epoch's steps
+    end, so evaluation (no gradients, a last batch of another shape) is never in it and
+    the figure does not depend on what ran before in the worker. None on a CPU."""
+
+    def __init__(self, trainer, warmup_steps: int):
+        self.trainer, self.warmup_steps = trainer, warmup_steps
+        self.armed = False
+        self.bytes: int | None = None
+
+    def before_step(self, done: int) -> None:
+        """Outside the timed interval, with `done` steps taken so far."""
+        if not self.armed and done >= self.warmup_steps:
+            self.trainer.reset_device_peak()
+            self.armed = True
+
+    def epoch_trained(self) -> None:
+        if self.armed:
+            read = self.trainer.device_peak_bytes()
+            if read is not None:
+                self.bytes = read if self.bytes is None else max(self.bytes, read)
+
+    def epoch_scored(self) -> None:
+        if self.armed:
+            self.trainer.reset_device_peak()
+
+
+def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, clock,
+                      peak: DevicePeak):
     """Python-driven training: one timed train_step per batch, scored after each epoch."""
     steps, b = spec.steps_in_epoch(), spec.batch_size
     step_ns: list[int] = []
@@ -125,6 +160,7 @@ def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, cloc
             for s in range(steps):
                 idx = order[s * b:(s + 1) * b]
                 xb, yb = x_train[idx], data.y_train[idx]
+                peak.before_step(len(step_ns))
                 t0 = clock()
                 loss, c = trainer.train_step(xb, yb)
                 step_ns.append(clock() - t0)
@@ -141,6 +177,7 @@ def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, cloc
         finally:
             gc.enable()
         wall_s = (clock() - start) / 1e9
+        peak.epoch_trained()
         t0 = clock()
         test_loss, test_acc = evaluate(trainer, x_test, data.y_test, b)
         epochs.append(dict(epoch=epoch, steps=steps, samples=steps * b, wall_s=wall_s,
@@ -148,4 +185,5 @@ def _train_in_process(spec, trainer, data, x_train, x_test, feed, progress, cloc
                            train_loss=loss_sum / steps, train_acc=correct / (steps * b),
                            test_loss=test_loss, test_acc=test_acc,
                            eval_s=(clock() - t0) / 1e9))
+        peak.epoch_scored()
     return step_ns, losses, epochs
