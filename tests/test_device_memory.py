@@ -67,6 +67,9 @@ class FakeBackend:
     def effective_threads(self):
         return {}
 
+    def start_device(self, spec):
+        self.device.start()
+
     def load(self, spec):
         self.device.start()
         self.device.allocated += WEIGHTS
@@ -102,7 +105,7 @@ POLICY = MeasurementPolicy(warmup_iters=3, warmup_max_s=60.0, min_time_s=0.0, mi
 
 def _worker(device: FakeDevice) -> Models:
     spec = RunSpec("identity", "selftest", 1, 1, runtime="python")
-    models = Models(spec)
+    models = Models(spec, resident=lambda: device.host)
     models.backends = {spec.runtime: FakeBackend(device)}
     models.backend = models.backends[spec.runtime]
     return models
@@ -125,6 +128,14 @@ def test_the_device_peak_is_the_timed_loops_whatever_ran_before_in_the_worker():
     assert _peak(round_1, 1, None) == _peak(round_2, 1, counted) == WEIGHTS + PER_SAMPLE
     # batch 8 searches on its first call too: its peak is its own use, not the search's
     assert _peak(round_1, 8, counted) == WEIGHTS + 8 * PER_SAMPLE
+
+
+def test_the_model_baseline_is_taken_after_the_device_started():
+    device = FakeDevice()
+    models = _worker(device)
+    _peak(models, 1, None)
+    # the context's 400 are in the baseline; the model then adds its own on top
+    assert models.baseline == HOST_START + CONTEXT
 
 
 class FakeTrainer:
@@ -178,3 +189,20 @@ def test_warm_up_alone_still_leaves_a_measured_step_whose_peak_is_read():
     assert len(result.samples_ns) == 1
     assert result.device_peak_bytes == 2 * WEIGHTS + 3 * 24
 
+
+def test_a_reference_kept_off_the_host_is_not_taken_off_the_resident_peak():
+    # meta stands in for cuda: a device's weights are in no resident set, so a runtime's
+    # model MiB on CUDA is not lowered by its reference's device bytes
+    import copy
+
+    import torch
+
+    from engine.worker.backends.torch_eager import Backend
+
+    backend = Backend()
+    backend.is_reference = False
+    backend.reference = torch.nn.Linear(4, 4)  # 16 + 4 float32: 80 bytes
+    backend.model = copy.deepcopy(backend.reference)
+    assert backend.reference_bytes() == 80
+    backend.reference = backend.reference.to("meta")
+    assert backend.reference_bytes() == 0

@@ -249,6 +249,9 @@ class Backend:
         import contextlib
         return contextlib.nullcontext()
 
+    def start_device(self, spec: RunSpec) -> None:
+        pass  # runs on the CPU only: nothing to start
+
     def reset_device_peak(self) -> None:
         pass  # runs on the CPU only: no device peak
 

@@ -266,6 +266,14 @@ class Backend:
         # entered per iteration would be timed as harness overhead.
         return torch.inference_mode()
 
+    def start_device(self, spec: RunSpec) -> None:
+        """Start what any model's first CUDA call starts (the context, cuDNN, cuBLAS and
+        their handles) before the worker takes the memory baseline a model is measured from
+        (engine/worker/inference/body.py's Models.ensure): about 400 MiB of host memory on
+        an H200 that is CUDA's, not the model's. Nothing on the CPU."""
+        if spec.device == "cuda":
+            _start_cuda(dtype_of(spec))
+
     def reset_device_peak(self) -> None:
         """Where the device peak starts: called after warm-up (engine.worker.measure's
         after_warmup), so the peak is the timed loop's, whatever ran before in the worker;
@@ -286,7 +294,8 @@ class Backend:
         for its output check and its own model does not share (a copy cast or laid out
         apart, a frozen graph, an ONNX session's own weights): counted apart from what the
         model adds. 0 for eager fp32, which is its own reference, and torch.compile, which
-        wraps the reference's module."""
+        wraps the reference's module. Host memory only: it is taken off a resident-set
+        peak, which a CUDA reference's weights are not in."""
         if self.is_reference or self.reference is None:
             return 0
         own = (_storages(self.model) if isinstance(self.model, torch.nn.Module)
@@ -299,10 +308,30 @@ class Backend:
             torch.cuda.empty_cache()
 
 
+def _start_cuda(dtype) -> None:
+    """One small forward on CUDA through the layers the catalog's models call (convolution,
+    BatchNorm, pooling, Linear: cuDNN and cuBLAS), in the run's dtype, so the context and
+    those libraries are loaded. A model's own kernels, loaded on its first call (CUDA's
+    lazy module loading), stay the model's."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
+    nn = torch.nn
+    probe = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    probe = probe.to("cuda", dtype).eval()
+    with torch.inference_mode():
+        probe(torch.zeros(2, 3, 16, 16, device="cuda", dtype=dtype))
+    torch.cuda.synchronize()
+
+
 def _storages(module: torch.nn.Module) -> dict[int, int]:
-    """A module's parameter and buffer storages: address -> bytes, each counted once."""
+    """A module's parameter and buffer storages in host memory: address -> bytes, each
+    counted once. A CUDA module's are on the device, in no resident set (its device peak
+    counts them)."""
     out = {}
     for t in (*module.parameters(), *module.buffers()):
+        if t.device.type != "cpu":
+            continue
         storage = t.untyped_storage()
         out[storage.data_ptr()] = storage.nbytes()
     return out

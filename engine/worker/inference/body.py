@@ -8,6 +8,7 @@ import contextlib
 import gc
 import time
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 from engine.core.errors import plain_text
 from engine.core.model_source import describe_inputs
@@ -45,9 +46,10 @@ def run_group(runs, frame: Frame) -> None:
 class Models:
     """What a worker keeps from one run to the next: a backend per runtime, the model it
     built last (with its build time, the resident set before it was built and, for a user's
-    model, the digest of its bytes) and the FLOP counts it made."""
+    model, the digest of its bytes) and the FLOP counts it made. `resident` reads the
+    resident set the baseline is taken with (harness.resident_bytes)."""
 
-    def __init__(self, first):
+    def __init__(self, first, resident: Callable[[], int | None] = resident_bytes):
         self.backends = {first.runtime: load_backend(first.framework, first.runtime)}
         self.backend = self.backends[first.runtime]
         self.key = None  # what the model built is keyed on (_model_key)
@@ -56,6 +58,7 @@ class Models:
         self.digest: tuple = (None, None)  # (sha256, bytes) of a user's model
         self.counted: dict = {}  # (model, size, user model) -> ModelStats
         self.declared: dict = {}  # user model -> the inputs its file declares (or None)
+        self.resident = resident
 
     def ensure(self, spec, progress) -> bool:
         """The spec's model built; True when the last run's was reused.
@@ -72,9 +75,11 @@ class Models:
         if spec.runtime not in self.backends:
             self.backends[spec.runtime] = load_backend(spec.framework, spec.runtime)
         self.backend = self.backends[spec.runtime]
-        # The framework imported, the last model freed: what this model's memory adds to,
-        # kept for the batch sizes that reuse it.
-        self.baseline = resident_bytes()
+        # The framework imported, the device started (a CUDA context and its libraries are
+        # CUDA's memory, not the model's), the last model freed: what this model's memory
+        # adds to, kept for the batch sizes that reuse it.
+        self.backend.start_device(spec)
+        self.baseline = self.resident()
         progress("load", 0)
         src = spec.user_model
         # what exactly is loaded, by content: a file hashed before its load is timed, a
