@@ -41,7 +41,8 @@ GUIDES = {"run": "docs/CLI.md", "models": "docs/CLI.md", "runtimes": "docs/RUNTI
           "tune": "docs/SERVING.md", "report": "docs/CLI.md", "history": "docs/CLI.md",
           "calibrate": "docs/CEILINGS.md",
           "generate": "docs/CLI.md", "generations": "docs/CLI.md",
-          "genserve": "docs/SERVING.md"}
+          "genserve": "docs/SERVING.md",
+          "genserve-search": "docs/SERVING.md", "genserve-users": "docs/SERVING.md"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,8 +104,11 @@ def pareto_points(points) -> tuple[int, ...]:
     from engine.analysis.pareto import pareto_front
 
     ok = [(u, figures_of(r)) for u, r in points if r.status == "ok" and figures_of(r)]
-    front = pareto_front(ok, key=lambda p: (p[1].get("user_tok_s"),
-                                            p[1].get("output_tok_s")))
+    def neg(v):  # the front is of values to minimise: both are better higher
+        return -v if v is not None else None
+
+    front = pareto_front(ok, key=lambda p: (neg(p[1].get("user_tok_s")),
+                                            neg(p[1].get("output_tok_s"))))
     return tuple(u for u, _ in front)
 
 

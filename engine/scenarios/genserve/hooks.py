@@ -30,6 +30,7 @@ class GenServing(Scenario):
     sample_unit = "request"
     step_noun = "request"
     runner_replicates = False
+    worker_imports_framework = False  # the engine process does (engine_proc.py)
 
     def config_extra(self, spec: GenServeSpec) -> dict:
         row = engine_row(spec.runtime)

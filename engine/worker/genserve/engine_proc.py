@@ -1,11 +1,13 @@
 """The engine process: one serving engine (the system under test) owning the model and its
-step loop, apart from the front that runs LoadGen (engine/worker/genserve/body.py).
+step loop, apart from the front that runs LoadGen (engine/worker/genserve/body.py). It sets its threads and
+denormals as a worker does (engine.worker.backends.configure_threads), before the engine
+imports its framework; the front does not import it at all.
 
 Why a process of its own: OpenVINO GenAI binds ContinuousBatchingPipeline.step() without
 releasing the GIL, so in the front's process every step would hold LoadGen's IssueQuery and
 completion calls up to a step's length, and its timing with them; and a front that never
 imports torch or OpenVINO keeps its own memory and threads out of the figures. It inherits
-the worker's pinned CPUs and thread settings.
+the worker's pinned CPUs and thread environment.
 
 Lines on its stdin (the front's): "A <rid> <sample>" adds a request for prompt `sample`,
 "Q" ends it (it answers "S <stats JSON>" first). Lines on its stdout: "R <JSON>" once it is
@@ -55,10 +57,13 @@ def _vm_hwm() -> int | None:
 def _start(cfg: dict, out):
     from engine.scenarios.generation.models import language_model
     from engine.scenarios.genserve.spec import GenServeSpec
+    from engine.worker.backends import configure_threads
     from engine.worker.generation.agree import check_agreement
     from engine.worker.generation.session import prompts
 
     spec = GenServeSpec.from_dict(cfg["spec"])
+    # as a worker sets its framework before it runs an op: threads, denormals flushed
+    configure_threads(spec.framework, spec.intra_threads, spec.inter_threads)
     module = importlib.import_module(cfg["module"])
     t = time.perf_counter()
     engine = module.open_engine(Path(cfg["folder"]), spec, Path(cfg["workdir"]))

@@ -1,0 +1,92 @@
+"""Words and tables for serving a language model's searches (issue 38): a max-rate search's
+probes and conclusion with the goodput at the max, a concurrency sweep's points and Pareto
+front, and what a token costs per machine. Framework-free; the CLI and the pages print
+these."""
+
+from __future__ import annotations
+
+__all__ = ["probe_rows", "rate_summary", "concurrency_rows", "concurrency_summary",
+           "cost_rows_text", "BOUNDS_TEXT"]
+
+BOUNDS_TEXT = ("a probe is ok when LoadGen says VALID (p99 TTFT and p99 TPOT within their "
+               "bounds, early stopping met on each) and counted no SUT error")
+
+
+def _f(v, fmt: str = "{:,.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def probe_rows(res, figures_of) -> list[dict]:
+    """One row per probe: target, status, LoadGen's p99 TTFT/TPOT, goodput, why missed."""
+    rows = []
+    for q, rec in res.probes:
+        g = figures_of(rec)
+        rows.append({"target req/s": f"{q:.3g}", "status": rec.status,
+                     "LoadGen": g.get("loadgen_result") or "-",
+                     "p99 TTFT ms": _f(g.get("loadgen_ttft_p99_ms")),
+                     "p99 TPOT ms": _f(g.get("loadgen_tpot_p99_ms"), "{:,.2f}"),
+                     "done req/s": _f(g.get("requests_per_s"), "{:.3g}"),
+                     "output tok/s": _f(g.get("output_tok_s")),
+                     "goodput req/s": _f(g.get("goodput_req_s"), "{:.3g}"),
+                     "run": rec.run_id[:8], "why": rec.reason[:70]})
+    return rows
+
+
+def rate_summary(res, figures_of, ttft_ms: float, tpot_ms: float) -> str:
+    """The conclusion: the max rate under both bounds (a lower bound when capped) and the
+    goodput and token rates at it; or why there is none."""
+    bounds = f"p99 TTFT <= {ttft_ms:g} ms and p99 TPOT <= {tpot_ms:g} ms"
+    if res.max_qps is None:
+        return f"no rate met {bounds}: {res.stop_reason}"
+    g = figures_of(res.best)
+    least = "at least " if res.capped else ""
+    return (f"max rate under {bounds}: {least}{res.max_qps:.3g} requests/s (LoadGen VALID, "
+            f"{res.query_count} requests a probe); there: {g.get('output_tok_s', 0):,.1f} "
+            f"output tok/s, goodput {g.get('goodput_req_s', 0):.3g} req/s "
+            f"({g.get('good_share', 0):.1%} of requests met both bounds on the SUT's clock), "
+            f"LoadGen p99 TTFT {_f(g.get('loadgen_ttft_p99_ms'))} ms, p99 TPOT "
+            f"{_f(g.get('loadgen_tpot_p99_ms'), '{:,.2f}')} ms")
+
+
+def concurrency_rows(points, figures_of, front) -> list[dict]:
+    rows = []
+    for users, rec in points:
+        g = figures_of(rec)
+        rows.append({"users": users, "status": rec.status,
+                     "tok/s per user": _f(g.get("user_tok_s")),
+                     "tok/s machine": _f(g.get("output_tok_s")),
+                     "req/s": _f(g.get("requests_per_s"), "{:.3g}"),
+                     "p99 TTFT ms": _f(g.get("ttft_p99_ms")),
+                     "p99 TPOT ms": _f(g.get("tpot_p99_ms"), "{:,.2f}"),
+                     "Pareto": "yes" if users in front else "", "run": rec.run_id[:8]})
+    return rows
+
+
+def concurrency_summary(c, figures_of) -> str:
+    best = max(((u, figures_of(r)) for u, r in c.points if r.status == "ok"),
+               key=lambda p: p[1].get("output_tok_s") or 0, default=None)
+    if best is None:
+        return f"no closed loop completed: {c.stop_reason}"
+    u, g = best
+    return (f"most output tokens/s at {u} users: {g['output_tok_s']:,.1f} tok/s for the "
+            f"machine, {_f(g.get('user_tok_s'))} tok/s per user (1 / median TPOT); Pareto "
+            f"front at users {', '.join(map(str, c.front))}; stopped: {c.stop_reason}")
+
+
+def cost_rows_text(rows: list[dict], lower_bound: bool = False) -> list[str]:
+    """A line per machine: USD per 1 M output and input tokens at the bound and flat out,
+    and the bill for the target, with measured/estimate and its assumption."""
+    most = "at most " if lower_bound else ""
+    lines = []
+    for r in rows:
+        flat = (f"; flat out ${r['usd_per_m_output_flat']:,.4f} per 1 M output"
+                if r.get("usd_per_m_output_flat") is not None else "; flat out: no Offline "
+                                                                    "test")
+        bill = (f"; {r['machines']} machine{'s' * (r['machines'] != 1)} = "
+                f"${r['monthly']:,.0f} a month" if r.get("machines") else "")
+        lines.append(f"  {r['provider']} {r['shape']} (${r['usd_per_hour']:,.4f}/h, "
+                     f"{r['as_of']}): {most}${r['usd_per_m_output']:,.4f} per 1 M output "
+                     f"tokens, {most}${r['usd_per_m_input']:,.4f} per 1 M input tokens at "
+                     f"the bound{flat}{bill} [{'estimate' if r['estimate'] else 'measured'}:"
+                     f" {r['assumption'].removeprefix('estimate: ')}]")
+    return lines
