@@ -242,3 +242,46 @@ def test_real_tests_store_every_request_and_loadgen_s_word(real_tests):
     # scheduled time: ours can only be lower
     s = results["server"]
     assert s[6] <= s[7] * 1.001
+
+
+def test_the_tuner_prunes_on_either_bound_and_confirms_the_default_too():
+    from engine.run.search.autotune import autotune
+    from engine.run.search.gen_autotune import GenCandidate, closed_figure, gen_candidates
+    from engine.run.search.max_qps import QpsSearch
+
+    cands = gen_candidates(["eager", "openvino_genai_cb", "keras_hub"], ["fp32", "int8"],
+                           [1, 4], [2])
+    assert [(c.runtime, c.precision, c.max_num_seqs) for c in cands] == [
+        ("eager", "fp32", 1), ("openvino_genai_cb", "fp32", 1),
+        ("openvino_genai_cb", "fp32", 4), ("openvino_genai_cb", "int8", 1),
+        ("openvino_genai_cb", "int8", 4)]
+    # closed loops at each candidate's full batch: requests/s, p99 TTFT, median TPOT
+    closed = {("eager", "fp32", 1): (2.0, 300.0, 40.0),
+              ("openvino_genai_cb", "fp32", 1): (3.0, 200.0, 30.0),
+              ("openvino_genai_cb", "fp32", 4): (8.0, 400.0, 120.0),  # TPOT over 100
+              ("openvino_genai_cb", "int8", 1): (4.0, 2500.0, 20.0),  # TTFT over 2000
+              ("openvino_genai_cb", "int8", 4): (9.0, 900.0, 60.0)}
+
+    def probe(c):
+        qps, ttft, tpot = closed[(c.runtime, c.precision, c.max_num_seqs)]
+        rec = _rec(run_id=f"{c.runtime}-{c.precision}-{c.max_num_seqs}", status="ok",
+                   kind_rows={GENSERVE_RESULTS.name: [{
+                       "requests_per_s": qps, "ttft_p99_ms": ttft, "tpot_p50_ms": tpot}]})
+        return closed_figure(rec, 2000.0, 100.0)
+
+    def search(c, start):  # the max rate each would sustain: 60 % of its closed loop
+        best = _rec(run_id="best", status="ok")
+        return QpsSearch(((0.6 * start, best),), 0.6 * start, best, (0.6 * start, None), "")
+
+    t = autotune(cands, default=GenCandidate("eager", "fp32", 1, 2), closed_probe=probe,
+                 qps_search=search, price=lambda c, f, rate: None, bound_ms=2000.0,
+                 objective="qps", top_n=5)
+    pruned = {c.max_num_seqs if c.precision == "fp32" else -c.max_num_seqs: why
+              for c, why in t.pruned}
+    assert "median TPOT 120.0 ms at its full batch is over the 100 ms TPOT bound" \
+        in pruned[4]
+    assert "closed-loop p99 2.5e+03 ms at batch 1 already over the 2000 ms bound" \
+        in pruned[-1]
+    assert t.winner.candidate == GenCandidate("openvino_genai_cb", "int8", 4, 2)
+    assert t.winner.qps == pytest.approx(5.4) and t.default.qps == pytest.approx(1.2)
+    assert t.gain_pct == pytest.approx(350.0)

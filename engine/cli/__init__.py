@@ -42,7 +42,8 @@ GUIDES = {"run": "docs/CLI.md", "models": "docs/CLI.md", "runtimes": "docs/RUNTI
           "calibrate": "docs/CEILINGS.md",
           "generate": "docs/CLI.md", "generations": "docs/CLI.md",
           "genserve": "docs/SERVING.md",
-          "genserve-search": "docs/SERVING.md", "genserve-users": "docs/SERVING.md"}
+          "genserve-search": "docs/SERVING.md", "genserve-users": "docs/SERVING.md",
+          "genserve-tune": "docs/SERVING.md"}
 
 
 def build_parser() -> argparse.ArgumentParser:

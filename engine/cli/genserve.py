@@ -110,6 +110,30 @@ def add_parsers(sub) -> None:
     machine_shape_option(m)
     db_arg(m)
 
+    t = sub.add_parser("genserve-tune", help="engine x precision x max sequences x threads "
+                                             "under the TTFT and TPOT bounds: the most "
+                                             "requests/s or the least cost per 1 M tokens")
+    _common(t)
+    t.add_argument("--engines", nargs="+", default=["eager", "openvino_genai_cb"],
+                   help="engines to try (default eager openvino_genai_cb)")
+    t.add_argument("--precisions", nargs="+", default=["fp32"],
+                   help="precisions to try, each engine its own (default fp32)")
+    t.add_argument("--seqs", nargs="+", type=int_arg("max_num_seqs", *MAX_SEQS_RANGE),
+                   default=[1, 2, 4, 8], help="max concurrent sequences to try "
+                                              "(continuous batching; default 1 2 4 8)")
+    t.add_argument("--threads-list", nargs="+", type=int_arg("threads", 1, logical_cores()),
+                   default=None, help="threads to try (default: --threads)")
+    t.add_argument("--objective", choices=["qps", "cost"], default="qps")
+    t.add_argument("--closed-requests", type=int_arg("closed_requests", 1), default=16,
+                   help="requests each candidate's closed loop sends (default 16)")
+    t.add_argument("--search-queries", type=int_arg("search_queries", *SEARCH_QUERIES_RANGE),
+                   default=GEN_QUERIES, help=f"requests every probe runs (default "
+                                             f"{GEN_QUERIES})")
+    t.add_argument("--timeout", type=float_arg("timeout"), default=GEN_MAX_PROBE_S + 1800.0)
+    memory_cap_option(t)
+    machine_shape_option(t)
+    db_arg(t)
+
     u = sub.add_parser("genserve-users", help="closed loops of 1, 2, 4, ... users until "
                                               "output tokens/s stops rising: the Pareto of "
                                               "tokens/s per user against per machine")
@@ -240,5 +264,48 @@ def cmd_genserve_users(args) -> int:
     return runs_exit(rec.status for _, rec in c.points)
 
 
+def cmd_genserve_tune(args) -> int:
+    from engine.analysis.cost import resolve_shape
+    from engine.present.genserve_search_text import tuning_rows, tuning_summary
+    from engine.run.search.gen_autotune import gen_candidates, stored_gen_tune
+    from store.db import open_db, resolve_db_path
+    from store.prices import effective_catalog
+
+    request = _request(args, ["closed-loop"], min_query_count=args.closed_requests)
+    [base], _ = request.expand()
+    candidates = gen_candidates(args.engines, args.precisions, args.seqs,
+                                args.threads_list or [args.threads])
+    if not candidates:
+        raise UserError("engines: no engine x precision of these runs here; allowed: "
+                        "eager fp32/bf16, openvino_genai_cb fp32/bf16/int8/int4",
+                        field="engines")
+    db = resolve_db_path(args.db)
+    machine = None
+    if args.machine_shape:
+        with open_db(db) as con:
+            catalog, _ = effective_catalog(con)
+        machine = resolve_shape(args.machine_shape, catalog)
+    elif args.objective == "cost":
+        raise UserError("machine_shape: the cost objective prices a shape; allowed: "
+                        "--machine-shape NAME as `python -m engine prices list` prints it",
+                        field="machine_shape")
+    print(f"tuning {base.model} p{base.prompt_len} n{base.output_len} under TTFT "
+          f"{base.ttft_bound_ms:g} ms / TPOT {base.tpot_bound_ms:g} ms for "
+          f"{'the most requests/s' if args.objective == 'qps' else 'the least cost'}: "
+          f"{len(candidates)} candidates -> {db}", flush=True)
+    sweep_id, tuning, _ = stored_gen_tune(
+        base, candidates, db=db, runner=request.runner(db=db, shape=args.machine_shape),
+        command=" ".join(["python -m engine", *args.argv]), objective=args.objective,
+        machine=machine, closed_requests=args.closed_requests,
+        query_count=args.search_queries,
+        on_stored=lambda rec: print(f"stored {rec.run_id} {GENSERVING.describe_record(rec)}",
+                                    flush=True))
+    print()
+    print(_table(tuning_rows(tuning)))
+    print(f"\n{tuning_summary(tuning, base.ttft_bound_ms, base.tpot_bound_ms)}\n"
+          f"tests stored in {db} as sweep {sweep_id}")
+    return EXIT_OK if tuning.winner is not None else EXIT_NOT_OK
+
+
 COMMANDS = {"genserve": cmd_genserve, "genserve-search": cmd_genserve_search,
-            "genserve-users": cmd_genserve_users}
+            "genserve-tune": cmd_genserve_tune, "genserve-users": cmd_genserve_users}

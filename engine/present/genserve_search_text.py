@@ -6,7 +6,7 @@ these."""
 from __future__ import annotations
 
 __all__ = ["probe_rows", "rate_summary", "concurrency_rows", "concurrency_summary",
-           "cost_rows_text", "BOUNDS_TEXT"]
+           "cost_rows_text", "BOUNDS_TEXT", "tuning_rows", "tuning_summary"]
 
 BOUNDS_TEXT = ("a probe is ok when LoadGen says VALID (p99 TTFT and p99 TPOT within their "
                "bounds, early stopping met on each) and counted no SUT error")
@@ -90,3 +90,39 @@ def cost_rows_text(rows: list[dict], lower_bound: bool = False) -> list[str]:
                      f"the bound{flat}{bill} [{'estimate' if r['estimate'] else 'measured'}:"
                      f" {r['assumption'].removeprefix('estimate: ')}]")
     return lines
+
+
+def tuning_rows(t) -> list[dict]:
+    """A row per candidate: its closed loop, then pruned (why) or confirmed (max req/s, USD
+    per 1 M output tokens at it), the default and the winner marked."""
+    confirmed = {c.candidate: c for c in (*t.confirmed, t.default)}
+    pruned = dict(t.pruned)
+    rows = []
+    for cand, f in t.closed:
+        c = confirmed.get(cand)
+        role = ("winner" if t.winner is not None and cand == t.winner.candidate else
+                "default" if cand == t.default.candidate else "")
+        rows.append({"candidate": cand.label(), "": role,
+                     "closed req/s": _f(f.throughput, "{:.3g}"),
+                     "closed p99 TTFT ms": _f(f.p99_ms),
+                     "max req/s": _f(c.qps, "{:.3g}") if c else "-",
+                     "$/1M out": _f(c.cost, "{:,.4f}") if c else "-",
+                     "outcome": (pruned[cand][:80] if cand in pruned else
+                                 "confirmed" if c else "not confirmed")})
+    return rows
+
+
+def tuning_summary(t, ttft_ms: float, tpot_ms: float) -> str:
+    bounds = f"p99 TTFT <= {ttft_ms:g} ms and p99 TPOT <= {tpot_ms:g} ms"
+    if t.winner is None:
+        return f"no candidate met {bounds}: {t.stop_reason}"
+    w, d = t.winner, t.default
+    what = (f"{w.qps:.3g} requests/s" if t.objective == "qps" else
+            f"${w.cost:,.4f} per 1 M output tokens at {w.qps:.3g} requests/s")
+    base = (f"{d.qps:.3g} requests/s" if t.objective == "qps" and d.qps is not None else
+            f"${d.cost:,.4f}" if d.cost is not None else "none within the bounds")
+    gain = (f"{t.gain_pct:+.0f} % {'more requests/s' if t.objective == 'qps' else 'cheaper'}"
+            if t.gain_pct is not None else "no gain figure (the default met no rate)")
+    return (f"recommended under {bounds}: {w.candidate.label()}: {what}; the default "
+            f"({d.candidate.label()}): {base}; {gain}; Pareto front: "
+            + "; ".join(x.candidate.label() for x in t.front) + f"; stopped: {t.stop_reason}")

@@ -30,7 +30,7 @@ from engine.run.search.query_choice import SPAN_BOUNDS
 from engine.scenarios.genserve.table import GENSERVE_RESULTS
 
 __all__ = ["GEN_MAX_PROBE_S", "gen_rate_range", "stored_gen_max_rate", "figures_of",
-           "Concurrency", "sweep_users", "stored_concurrency", "RISE_STOP", "GEN_QUERIES",
+           "search_in", "Concurrency", "sweep_users", "stored_concurrency", "RISE_STOP", "GEN_QUERIES",
            "pareto_points"]
 
 GEN_MAX_PROBE_S = 1800.0
@@ -71,7 +71,6 @@ def stored_gen_max_rate(base, *, db, runner, command: str, start_qps: float | No
                            on_event=on_event, known_stats=sweep.known_stats)
         return rec
 
-    lo, hi = gen_rate_range(query_count, base.ttft_bound_ms)
     offline, why = None, "the target given"
     if start_qps is None:
         offline = run(replace(base, scenario="offline", target_qps=None,
@@ -82,13 +81,22 @@ def stored_gen_max_rate(base, *, db, runner, command: str, start_qps: float | No
                 f"the Offline test that gives the estimate ended {offline.status}: "
                 f"{offline.reason[:160]}"), query_count=query_count), offline, ""
         start_qps, why = rate, "the Offline test's requests/s"
-    start_qps = min(max(start_qps, lo), hi)
-    probe_base = replace(base, query_count=query_count)
-    res = find_max_qps(lambda q: run(replace(probe_base, target_qps=q).validate()),
-                       start_qps=start_qps, precision=precision, max_probes=max_probes,
-                       query_count=query_count, bound_ms=base.ttft_bound_ms,
-                       qps_range=(lo, hi))
+    res = search_in(base, run, start_qps=start_qps, query_count=query_count,
+                    precision=precision, max_probes=max_probes)
     return sweep.sweep_id, res, offline, why
+
+
+def search_in(base, run: Callable, *, start_qps: float, query_count: int = GEN_QUERIES,
+              precision: float = DEFAULT_QPS_PRECISION,
+              max_probes: int = DEFAULT_QPS_PROBES) -> QpsSearch:
+    """find_max_qps over Server tests of base (target and count replaced per probe), each
+    run by run(spec) -> its stored record; the start clamped into the probes' range."""
+    lo, hi = gen_rate_range(query_count, base.ttft_bound_ms)
+    probe_base = replace(base, scenario="server", query_count=query_count)
+    return find_max_qps(lambda q: run(replace(probe_base, target_qps=q).validate()),
+                        start_qps=min(max(start_qps, lo), hi), precision=precision,
+                        max_probes=max_probes, query_count=query_count,
+                        bound_ms=base.ttft_bound_ms, qps_range=(lo, hi))
 
 
 @dataclass(frozen=True)
