@@ -26,7 +26,7 @@ from engine.scenarios.genserve.metrics import request_figures
 
 __all__ = ["SCENARIO_LABELS", "GLOSSARY", "LOWER_BOUNDS", "scenario_label", "test_label",
            "verdict", "figures_frame", "headline", "request_frame", "pareto_frame",
-           "pareto_sentence", "probes_frame", "max_rate_sentence", "glossary_frame"]
+           "pareto_sentence", "probes_frame", "max_rate_sentence", "glossary_frame", "launch_plan"]
 
 SCENARIO_LABELS = {"server": "Server", "offline": "Offline", "single-stream": "SingleStream",
                    "closed-loop": "Closed loop"}
@@ -256,3 +256,22 @@ def max_rate_sentence(tests: pd.DataFrame) -> str | None:
 def glossary_frame() -> pd.DataFrame:
     return pd.DataFrame(GLOSSARY, columns=["metric", "meaning"])
 
+
+
+def launch_plan(specs) -> str:
+    """'**3 tests** of gpt2 on eager, prompt 128, output 64, bounds TTFT 2,000 ms and TPOT
+    100 ms: Server at 1 req/s; Closed loop of 1 user; ...' for a form's expanded specs."""
+    if not specs:
+        return "Nothing to run: pick at least one scenario."
+    s = specs[0]
+    parts = []
+    for spec in specs:
+        who = (f" of {spec.users} user{'s' if spec.users != 1 else ''}"
+               if spec.scenario == "closed-loop" else
+               f" at {spec.target_qps:g} req/s" if spec.scenario == "server" else "")
+        parts.append(scenario_label(spec.scenario) + who)
+    return (f"**{len(specs)} test{'s' if len(specs) != 1 else ''}** of {s.model} on "
+            f"{s.runtime} ({s.precision}, {s.intra_threads} thread(s), max {s.max_num_seqs} "
+            f"sequence(s)), prompt {s.prompt_len}, output {s.output_len}, bounds TTFT "
+            f"{s.ttft_bound_ms:,g} ms and TPOT {s.tpot_bound_ms:,g} ms: " + "; ".join(parts)
+            + ". Each is a stored row; the result appears below.")
