@@ -1,9 +1,12 @@
 """Deploy: run an MLPerf LoadGen test of a model (SingleStream, MultiStream, Server,
 Offline) through the job queue, watch it, and read stored tests: LoadGen's verdict and why,
-the figures, every query's latency, the logs."""
+the figures, every query's latency, the logs. Once a language model's serving test is
+stored, a Work switch (?work=generate) shows those tests instead (dashboard/genserve_view.py)."""
 
 import streamlit as st
 
+from dashboard.genserve_form import genserve_form
+from dashboard.genserve_view import deploy_generation, work_switch
 from dashboard.job_forms import Launcher, plan
 from dashboard.job_panel import jobs_section
 from dashboard.link_state import PageLink
@@ -14,15 +17,31 @@ from dashboard.serve_form import refuse_unreachable, serve_form
 from dashboard.serving_view import run_detail, run_picker, runs_table
 from dashboard.session import access, job_manager, read
 from engine.present.serving_report import build_serving_report
+from engine.present.genserve_text import launch_plan
 from engine.present.serving_text import serve_plan
+from engine.run.jobs.genserve_request import GenServeRequest
 from engine.run.jobs.serve_request import ServeRequest
 from store.serving import serving_runs
-
-
 
 WHO = access()
 st.title("Deploy: serving tests (MLPerf LoadGen)")
 link = PageLink("deploy")
+if work_switch(link):  # serving a language model: TTFT, TPOT, goodput, users
+    if WHO.viewer:
+        st.info(WHO.why_read_only(), icon=":material/visibility:")
+    else:
+        with st.expander("Serve a language model", expanded=False):
+            test = plan(GenServeRequest, genserve_form())
+            if test.errors:
+                st.error(test.error, icon=":material/error:")
+            else:
+                st.info(launch_plan(test.specs), icon=":material/schedule:")
+            launcher = Launcher(job_manager(), WHO.can_write)
+            launcher.button("Launch serving tests", "gsf_launch", test, "Serving test",
+                            bool(test.errors), type="primary")
+        jobs_section(launcher.manager, WHO.can_write)
+    deploy_generation(link)
+    st.stop()
 
 if WHO.viewer:  # results only: no form, no launch
     st.info(WHO.why_read_only(), icon=":material/visibility:")
@@ -32,7 +51,9 @@ else:
     with st.expander("Run a serving test", expanded=True):
         st.caption("One LoadGen test (PerformanceOnly) against the warm model in a worker "
                    "process: LoadGen owns the arrival schedule, the timing and the verdict; "
-                   "the model only answers. The result lands below and on the Results page.")
+                   "the model only answers. The result lands below and on the Results page. "
+                   "A language model (TTFT, TPOT): `python -m engine genserve`; once one is "
+                   "stored, the Work switch above shows it, with its own form.")
         # Letting a file's code run is for a session on this machine only, as on Run.
         form = serve_form(link, can_write=WHO.can_write,
                           may_trust=WHO.can_write and not WHO.remote)
