@@ -47,10 +47,8 @@ TABLE_COLUMNS = {
 
 
 def work_switch(link: PageLink) -> bool:
-    """True when the page is to show serving a language model: a radio (and ?work=) drawn
-    only once a genserve test is stored; inference by default."""
-    if not read(has_genserve):
-        return False
+    """True when the page is to show serving a language model: a radio (and ?work=),
+    inference by default. Always drawn: the generation mode's form launches the first test."""
     options = list(WORK)
     link.choice("work", "work", options)
     work = st.radio("Work", options, format_func=WORK.get, horizontal=True, key="work",
@@ -72,6 +70,12 @@ def _filter(where, label: str, param: str, values, link: PageLink):
 def deploy_generation(link: PageLink) -> None:
     """Stored genserve tests and the chosen one; finishes the page's link."""
     st.header("Stored serving tests of language models")
+    if not read(has_genserve):
+        link.finish()
+        st.info("No serving test of a language model is stored yet: launch one above, or "
+                "`python -m engine genserve --model tiny_llama --scenarios closed-loop "
+                "offline --prompt-len 16 --output-len 8`.", icon=":material/info:")
+        return
     every = read(genserve_tests)
     c1, c2, c3 = st.columns(3)
     model = _filter(c1, "Model", "model", every.model, link)

@@ -131,11 +131,14 @@ def test_the_launch_plan_names_each_test():
 
 # ---- the page ---------------------------------------------------------------------------
 
-def test_the_switch_shows_only_once_a_genserve_test_is_stored(db_path, monkeypatch):
+def test_with_no_test_stored_the_switch_offers_the_form_and_says_so(db_path, monkeypatch):
     seed_once(seed_sweep, db_path)
     at = page(DEPLOY, db_path, monkeypatch, {"work": "generate"})
-    assert "work" not in [r.key for r in at.radio]
+    assert at.radio(key="work").value == "generate" and not at.exception
+    assert [s for s in at.selectbox if s.key == "gsf_model"]  # the form: launch the first
     assert not [s for s in at.selectbox if s.key == "gs_run"]
+    assert any(i.value.startswith("No serving test of a language model is stored yet")
+               for i in at.info)
 
 
 def test_a_chosen_test_shows_its_verdict_figures_histograms_and_logs(gs_db, monkeypatch):

@@ -52,8 +52,7 @@ else:
         st.caption("One LoadGen test (PerformanceOnly) against the warm model in a worker "
                    "process: LoadGen owns the arrival schedule, the timing and the verdict; "
                    "the model only answers. The result lands below and on the Results page. "
-                   "A language model (TTFT, TPOT): `python -m engine genserve`; once one is "
-                   "stored, the Work switch above shows it, with its own form.")
+                   "A language model (TTFT, TPOT): the Work switch above.")
         # Letting a file's code run is for a session on this machine only, as on Run.
         form = serve_form(link, can_write=WHO.can_write,
                           may_trust=WHO.can_write and not WHO.remote)
