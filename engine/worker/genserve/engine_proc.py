@@ -34,7 +34,10 @@ from pathlib import Path
 
 __all__ = ["main", "drain"]
 
-CHECK_RID = -1  # the check and warm-up requests' ids are negative: never a LoadGen id
+# The engine sees its own request ids, 0, 1, 2, ... in the order requests arrive (the check
+# and warm-up requests first): OpenVINO's request_id is unsigned, and LoadGen's ids are
+# pointers, so the front's ids are mapped here and back on the way out
+CHECK_RID = 0
 
 
 def drain(engine, emit) -> None:
@@ -82,7 +85,7 @@ def _start(cfg: dict, out):
     wave = min(spec.max_num_seqs, spec.samples)
     t0 = time.perf_counter_ns()
     for i in range(wave):
-        engine.add(CHECK_RID - 1 - i, table[i], n)
+        engine.add(CHECK_RID + 1 + i, table[i], n)
     drain(engine, lambda *a: None)
     warm_ns = time.perf_counter_ns() - t0
     info = {"build_s": engine.build_s, "load_s": load_s, "versions": engine.versions,
@@ -90,14 +93,14 @@ def _start(cfg: dict, out):
             "check_ns": check_ns, "warm_ns": warm_ns, "warm_requests": wave}
     out.write(f"R {json.dumps(info)}\n".encode())
     out.flush()
-    return engine, table
+    return engine, table, CHECK_RID + 1 + wave
 
 
 def main() -> None:
     out = sys.stdout.buffer
     cfg = json.loads(sys.stdin.buffer.readline())
     try:
-        engine, table = _start(cfg, out)
+        engine, table, next_id = _start(cfg, out)
     except BaseException as exc:  # noqa: BLE001 - told to the front, which fails the run
         kind = {"Refused": "refused", "OutputMismatch": "mismatch"}.get(
             type(exc).__name__, "error")
@@ -116,9 +119,13 @@ def main() -> None:
 
     threading.Thread(target=read, daemon=True, name="inbox").start()
 
+    front_id: dict[int, int] = {}
+
     def emit(rid: int, tokens: int, done: bool) -> None:
-        out.write(f"T {rid} {tokens} {int(done)}\n".encode())
+        out.write(f"T {front_id[rid]} {tokens} {int(done)}\n".encode())
         out.flush()
+        if done:
+            del front_id[rid]
 
     while True:
         line = None if engine.busy() and inbox.empty() else inbox.get()
@@ -130,7 +137,9 @@ def main() -> None:
                 engine.close()
                 return
             _, rid, sample = line.split()
-            engine.add(int(rid), table[int(sample) % len(table)], n)
+            front_id[next_id] = int(rid)
+            engine.add(next_id, table[int(sample) % len(table)], n)
+            next_id += 1
             try:
                 line = inbox.get_nowait()
             except queue.Empty:
