@@ -48,6 +48,10 @@ def _spec(**kw):
     (dict(scenario="offline", query_count=500), "query_count", "allowed: none, or scenario "
                                                                "server"),
     (dict(precision="int8"), "precision", "allowed: fp32, bf16"),
+    (dict(replicas=2, intra_threads=2), "replicas", "2 replicas x 2 threads = 4; allowed: at "
+                                                    "most 2"),
+    (dict(replicas=2, scenario="single-stream"), "replicas", "single-stream issues one "
+                                                             "request at a time"),
 ])
 def test_a_bad_field_is_refused_naming_it_and_its_range(kw, field, says):
     with pytest.raises(UserError) as err:

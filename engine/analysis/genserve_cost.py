@@ -45,12 +45,13 @@ class TokenRates:
     hypervisor: bool | None = None
     flat_output_tok_s: float | None = None
     flat_input_tok_s: float | None = None
+    replicas: int = 1
 
 
 def _on(rate: float, r: TokenRates, m: Machine):
     split = serving_split(rate, threads=r.threads, threads_per_core=r.threads_per_core,
                           cores_used=r.cores_used, shape=r.shape, arch=r.arch,
-                          hypervisor=r.hypervisor)
+                          replicas=r.replicas, hypervisor=r.hypervisor)
     return figure(Basis(source=(split,), measured=(split,) if split.shape else ()), m)
 
 

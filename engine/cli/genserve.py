@@ -57,6 +57,9 @@ def _common(g) -> None:
                         "max-num-seqs requests at their longest)")
     g.add_argument("--max-batched-tokens", type=int_arg("max_batched_tokens", 0), default=0,
                    help="continuous batching: tokens a step at most (0: the engine's)")
+    g.add_argument("--replicas", type=int_arg("replicas", 1, logical_cores()), default=1,
+                   help="engine processes of --threads each behind one front, each on cores "
+                        "of its own (default 1)")
     g.add_argument("--samples", type=int_arg("samples", *SERVE_SAMPLES_RANGE), default=64,
                    help="distinct prompts (LoadGen's performance sample count)")
     g.add_argument("--seed", type=int_arg("seed", *SEED_RANGE), default=0,
@@ -123,6 +126,8 @@ def add_parsers(sub) -> None:
                                               "(continuous batching; default 1 2 4 8)")
     t.add_argument("--threads-list", nargs="+", type=int_arg("threads", 1, logical_cores()),
                    default=None, help="threads to try (default: --threads)")
+    t.add_argument("--replicas-list", nargs="+", type=int_arg("replicas", 1, logical_cores()),
+                   default=None, help="replicas to try (default: --replicas)")
     t.add_argument("--objective", choices=["qps", "cost"], default="qps")
     t.add_argument("--closed-requests", type=int_arg("closed_requests", 1), default=16,
                    help="requests each candidate's closed loop sends (default 16)")
@@ -159,7 +164,7 @@ def _request(args, scenarios, **given):
         precision=args.precision, preset=args.preset, ttft_bound_ms=args.ttft_ms,
         tpot_bound_ms=args.tpot_ms, max_num_seqs=args.max_num_seqs,
         kv_blocks=args.kv_blocks, max_batched_tokens=args.max_batched_tokens,
-        samples=args.samples, gen_seed=args.seed, timeout_s=args.timeout,
+        replicas=args.replicas, samples=args.samples, gen_seed=args.seed, timeout_s=args.timeout,
         memory_cap_bytes=memory_cap(args), **given)
 
 
@@ -221,7 +226,8 @@ def cmd_genserve_search(args) -> int:
         g, rec = figures_of(res.best), res.best
         flat = figures_of(offline) if offline is not None and offline.status == "ok" else {}
         rates = TokenRates(g["output_tok_s"], g["input_tok_s"], g["requests_per_s"],
-                           threads=rec.intra_threads, threads_per_core=rec.threads_per_core,
+                           threads=rec.intra_threads, replicas=rec.replicas or 1,
+                           threads_per_core=rec.threads_per_core,
                            cores_used=(rec.extra or {}).get("cores_used"),
                            shape=rec.machine_shape,
                            hypervisor=(rec.extra or {}).get("hypervisor"),
@@ -274,7 +280,8 @@ def cmd_genserve_tune(args) -> int:
     request = _request(args, ["closed-loop"], min_query_count=args.closed_requests)
     [base], _ = request.expand()
     candidates = gen_candidates(args.engines, args.precisions, args.seqs,
-                                args.threads_list or [args.threads])
+                                args.threads_list or [args.threads],
+                                args.replicas_list or [args.replicas])
     if not candidates:
         raise UserError("engines: no engine x precision of these runs here; allowed: "
                         "eager fp32/bf16, openvino_genai_cb fp32/bf16/int8/int4",

@@ -56,13 +56,18 @@ class GenCandidate:
     def label(self) -> str:
         seqs = (f"up to {self.max_num_seqs} sequences" if engine_row(self.runtime)
                 and engine_row(self.runtime).continuous else "one request at a time")
+        reps = f" x {self.replicas} replicas" if self.replicas > 1 else ""
         return (f"{self.runtime} {self.precision}, {seqs}, {self.threads} "
-                f"thread{'s' * (self.threads != 1)}")
+                f"thread{'s' * (self.threads != 1)}{reps}")
 
 
-def gen_candidates(engines, precisions, seqs, threads) -> list[GenCandidate]:
+def gen_candidates(engines, precisions, seqs, threads, replicas=(1,),
+                   cores: int | None = None) -> list[GenCandidate]:
     """Every engine x precision (its own) x sequences (1 for a one-at-a-time engine) x
-    threads."""
+    threads x replicas, those whose threads x replicas fit `cores` (None: this machine's)."""
+    from engine.core.limits import logical_cores
+
+    cores = cores or logical_cores()
     out = []
     for e in dict.fromkeys(engines):
         row = engine_row(e)
@@ -71,7 +76,9 @@ def gen_candidates(engines, precisions, seqs, threads) -> list[GenCandidate]:
                 continue
             for n in (dict.fromkeys(seqs) if row.continuous else (1,)):
                 for t in dict.fromkeys(threads):
-                    out.append(GenCandidate(e, p, n, t))
+                    for r in dict.fromkeys(replicas):
+                        if t * r <= cores:
+                            out.append(GenCandidate(e, p, n, t, r))
     return list(dict.fromkeys(out))
 
 
@@ -95,6 +102,7 @@ def _price(machine: Machine | None, output_len: int, prompt_len: int):
         if machine is None or not rate:
             return None
         r = TokenRates(rate * output_len, rate * prompt_len, rate, threads=c.threads,
+                       replicas=c.replicas,
                        threads_per_core=f.threads_per_core, cores_used=f.cores_used,
                        shape=f.shape, hypervisor=f.hypervisor)
         rows = token_serving_rows([machine], r)
@@ -126,7 +134,8 @@ def stored_gen_tune(base, candidates: list[GenCandidate], *, db, runner, command
 
     def of(c: GenCandidate, **kw):
         return replace(base, runtime=c.runtime, precision=c.precision,
-                       max_num_seqs=c.max_num_seqs, intra_threads=c.threads, kv_blocks=0,
+                       max_num_seqs=c.max_num_seqs, intra_threads=c.threads,
+                       replicas=c.replicas, kv_blocks=0,
                        max_batched_tokens=0, **kw)
 
     def closed_probe(c: GenCandidate) -> ClosedFigure:
@@ -141,7 +150,7 @@ def stored_gen_tune(base, candidates: list[GenCandidate], *, db, runner, command
         return search_in(spec, run, start_qps=start, query_count=query_count)
 
     default = GenCandidate(DEFAULT_ENGINE_CANDIDATE, "fp32", 1,
-                           max(c.threads for c in candidates))
+                           max(c.threads * c.replicas for c in candidates))
     tuning = autotune(candidates, default=default, closed_probe=_memo(closed_probe),
                       qps_search=qps_search,
                       price=_price(machine, base.output_len, base.prompt_len),

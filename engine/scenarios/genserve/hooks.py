@@ -32,6 +32,13 @@ class GenServing(Scenario):
     runner_replicates = False
     worker_imports_framework = False  # the engine process does (engine_proc.py)
 
+    def worker_cpus(self, spec) -> int:
+        """The worker holds every engine process: replicas x threads CPUs, split among them."""
+        return spec.intra_threads * spec.replicas
+
+    def record_columns(self, spec) -> dict:
+        return {"replicas": spec.replicas}
+
     def config_extra(self, spec: GenServeSpec) -> dict:
         row = engine_row(spec.runtime)
         extra = {"scenario": spec.scenario, "prompt_len": spec.prompt_len,
@@ -104,9 +111,10 @@ class GenServing(Scenario):
                else f" at {extra.get('target_qps'):g} req/s"
                if extra.get("target_qps") else "")
         prec = f" {rec.precision}" if rec.precision not in (None, "fp32") else ""
+        reps = f" x{rec.replicas}" if (getattr(rec, "replicas", 1) or 1) > 1 else ""
         return (f"{extra.get('scenario')}{who} {rec.model} ({rec.runtime}){prec} "
                 f"seqs{rec.batch_size} p{extra.get('prompt_len')} n{extra.get('output_len')} "
-                f"t{rec.intra_threads}")
+                f"t{rec.intra_threads}{reps}")
 
     def describe_event(self, spec, ev) -> str:
         return (f"{spec.scenario} {spec.model} {spec.runtime} seqs{spec.max_num_seqs} "

@@ -39,6 +39,7 @@ class GenServeJob:
     max_num_seqs: int = 1
     kv_blocks: int = 0
     max_batched_tokens: int = 0
+    replicas: int = 1
     samples: int = 64
     gen_seed: int = 0
     rounds: int = 1
@@ -75,7 +76,8 @@ class GenServeJob:
                     min_query_count=(max(self.min_query_count, users)
                                      if name == "closed-loop" else self.min_query_count),
                     users=users, max_num_seqs=self.max_num_seqs, kv_blocks=self.kv_blocks,
-                    max_batched_tokens=self.max_batched_tokens, samples=self.samples,
+                    max_batched_tokens=self.max_batched_tokens, replicas=self.replicas,
+                    samples=self.samples,
                     seed=self.gen_seed).validate(self.cores))
         return specs, []
 

@@ -84,6 +84,7 @@ class GenServeSpec:
     max_num_seqs: int = 1
     kv_blocks: int = 0  # 0: enough for max_num_seqs requests at their longest
     max_batched_tokens: int = 0  # 0: the engine's default
+    replicas: int = 1  # engine processes of intra_threads each behind one front
     samples: int = 64  # LoadGen's performance_sample_count: distinct prompts
     seed: int = 0  # the weights, the prompts, LoadGen's schedule
     framework = "torch"  # class constants, not fields: the runs table's columns
@@ -122,7 +123,7 @@ class GenServeSpec:
         return (self.model, self.runtime, self.scenario, self.prompt_len, self.output_len,
                 self.intra_threads, self.precision, self.ttft_bound_ms, self.tpot_bound_ms,
                 self.target_qps, self.query_count, self.users, self.max_num_seqs,
-                self.kv_blocks, self.max_batched_tokens, self.seed)
+                self.kv_blocks, self.max_batched_tokens, self.replicas, self.seed)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -209,4 +210,15 @@ class GenServeSpec:
                             field="max_batched_tokens")
         int_range("samples", self.samples, *SERVE_SAMPLES_RANGE)
         int_range("seed", self.seed, *SEED_RANGE)
+        int_range("replicas", self.replicas, 1, cores,
+                  hint=f" (this machine has {cores} logical cores)")
+        if self.replicas > 1 and self.scenario == "single-stream":
+            raise UserError("replicas: single-stream issues one request at a time (LoadGen "
+                            "waits for each), so a second engine would only wait; allowed: "
+                            "1, or another scenario", field="replicas")
+        if self.replicas * self.intra_threads > cores:
+            raise UserError(f"replicas: {self.replicas} replicas x {self.intra_threads} "
+                            f"threads = {self.replicas * self.intra_threads}; allowed: at "
+                            f"most {cores} (this machine's logical cores, one a thread)",
+                            field="replicas")
         return replace(self)

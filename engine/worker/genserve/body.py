@@ -3,8 +3,9 @@
 test against it: LoadGen in token-latency mode (Server, Offline, SingleStream) or a closed
 loop of N users.
 
-LoadGen's IssueQuery writes each request to the engine ("A <id> <sample>"); one reader
-thread reads the engine's token lines and makes LoadGen's calls: FirstTokenComplete when a
+LoadGen's IssueQuery writes each request to an engine ("A <id> <sample>"; with replicas, to
+the one with the fewest in flight); one reader thread per engine reads its token lines and
+makes LoadGen's calls: FirstTokenComplete when a
 request's first token appears (not in Offline, where LoadGen takes none), then
 QuerySamplesComplete with its token count when it is done. Both calls of a request come
 from that one thread, as LoadGen's per-thread logs need (the reference SUT does the same).
@@ -40,6 +41,7 @@ from engine.worker.generation.prepare import ensure
 from engine.worker.generation.session import Refused
 from engine.worker.harness import Frame, peak_resident_bytes
 from engine.worker.serving.body import LIVE_INTERVAL_ENV, _Folder, _read
+from engine.worker.serving.replica import replica_cores
 from engine.scenarios.serving.spec import LIVE_PROGRESS_S
 
 __all__ = ["run_group", "EngineProcess", "ENGINE_START_TIMEOUT_S"]
@@ -65,16 +67,18 @@ def run_group(runs, frame: Frame) -> None:
 
 
 class EngineProcess:
-    """The engine process of one run, and the lines to and from it."""
+    """The engine process of one run, and the lines to and from it. cores: the CPUs it
+    pins itself to before it imports anything (a replica's); None: the worker's."""
 
-    def __init__(self, spec, folder, reference):
+    def __init__(self, spec, folder, reference, cores=None):
         self.err = tempfile.TemporaryFile()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
         self.proc = subprocess.Popen([sys.executable, "-m", "engine.worker.genserve.engine_proc"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.err, env=env, bufsize=0)
         cfg = {"spec": spec.to_dict(), "module": engine_row(spec.runtime).path,
-               "folder": str(folder), "workdir": str(workdir()), "reference": str(reference)}
+               "folder": str(folder), "workdir": str(workdir()), "reference": str(reference),
+               "cores": list(cores) if cores else None}
         self.lock = threading.Lock()
         self.asked_quit = False
         self._write(json.dumps(cfg))
@@ -134,6 +138,65 @@ class EngineProcess:
         self.err.close()
 
 
+class _Engines:
+    """spec.replicas engine processes behind one front, each pinned to whole cores of its
+    own out of the worker's (serving's replica_cores); a request goes to the one with the
+    fewest requests in flight (the lowest index on a tie), as a least-loaded balancer
+    would. One reader thread per engine makes LoadGen's calls for that engine's requests,
+    so both calls of a request come from one thread."""
+
+    def __init__(self, spec, folder, reference):
+        self.cores = (replica_cores(os.sched_getaffinity(0), spec.replicas,
+                                    spec.intra_threads) if spec.replicas > 1 else [None])
+        self.procs = [EngineProcess(spec, folder, reference, c) for c in self.cores]
+        self.inflight = [0] * len(self.procs)
+        self.where: dict[int, int] = {}
+        self.lock = threading.Lock()
+        self.stats: list[dict] = []
+
+    def ready(self) -> list[dict]:
+        return [p.ready() for p in self.procs]
+
+    def add(self, rid: int, sample: int) -> None:
+        with self.lock:
+            i = min(range(len(self.procs)), key=self.inflight.__getitem__)
+            self.inflight[i] += 1
+            self.where[rid] = i
+        self.procs[i].add(rid, sample)
+
+    def finished(self, rid: int) -> None:
+        with self.lock:
+            self.inflight[self.where.pop(rid)] -= 1
+
+    def read(self, reqs, on_first, on_done) -> list[threading.Thread]:
+        threads = [threading.Thread(target=_reader, args=(p, self, reqs, on_first, on_done,
+                                                          self.stats),
+                                    daemon=True, name=f"engine-reader-{i}")
+                   for i, p in enumerate(self.procs)]
+        for t in threads:
+            t.start()
+        return threads
+
+    def quit(self) -> None:
+        for p in self.procs:
+            p.quit()
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.close()
+
+    def merged_stats(self) -> dict:
+        """One engine's counters as they are; several: each one's, the drops and the peak
+        resident sets summed."""
+        if len(self.stats) == 1:
+            return dict(self.stats[0])
+        peaks = [s.get("engine_peak_rss_bytes") for s in self.stats]
+        return {"replicas": list(self.stats),
+                "ignored": sum(s.get("ignored") or 0 for s in self.stats),
+                "engine_peak_rss_bytes": (sum(peaks) if peaks and None not in peaks
+                                          else None)}
+
+
 class _Requests:
     """Every request's readings (ns since the test's start), in completion order, and the
     live state of those in flight."""
@@ -158,19 +221,26 @@ def _serve(frame: Frame, run_id: str, spec) -> GenServeResult:
     folder, refs = ensure(spec.model, spec.seed, [shape])
     progress("load", 0)
     t = time.perf_counter()
-    eng = EngineProcess(spec, folder, refs[shape])
+    eng = _Engines(spec, folder, refs[shape])
     try:
-        info = eng.ready()
+        infos = eng.ready()
+        info = {**infos[0], "warm_requests": sum(i["warm_requests"] for i in infos),
+                "warm_ns": max(i["warm_ns"] for i in infos)}
         load_s = time.perf_counter() - t
         loadgen = spec.scenario in LOADGEN_SCENARIOS
         progress("serve", 0)
         t0 = time.perf_counter()
-        logs, (reqs, stats) = (_loadgen_test(frame, run_id, spec, eng, info) if loadgen
-                               else _closed_loop(frame, run_id, spec, eng))
+        logs, reqs = (_loadgen_test(frame, run_id, spec, eng, info) if loadgen
+                      else _closed_loop(frame, run_id, spec, eng))
         measured_s = time.perf_counter() - t0
     finally:
         eng.close()
-    done = reqs.done
+    done, stats = reqs.done, eng.merged_stats()
+    settings = dict(info["settings"])
+    if spec.replicas > 1:
+        settings.update(replicas=spec.replicas,
+                        replica_cpus=[",".join(map(str, c)) for c in eng.cores],
+                        balancer="each request to the replica with the fewest in flight")
     if not done:
         raise RuntimeError("the test completed no request")
     cols = list(zip(*done))
@@ -184,14 +254,15 @@ def _serve(frame: Frame, run_id: str, spec) -> GenServeResult:
                      f"the closed loop's {spec.min_query_count} requests completed"),
         params=None,
         peak_rss_bytes=(front + engine_peak if front is not None and engine_peak else None),
-        peak_rss_method="VmHWM of the front (LoadGen) plus the engine process's",
+        peak_rss_method=("VmHWM of the front (LoadGen) plus the engine process's" +
+                         (f" (each of {spec.replicas})" if spec.replicas > 1 else "")),
         scenario=spec.scenario, prompt_len=spec.prompt_len, output_len=spec.output_len,
         ttft_bound_ms=spec.ttft_bound_ms, tpot_bound_ms=spec.tpot_bound_ms,
         target_qps=spec.target_qps, users=spec.users,
         req_sample=cols[0], req_issue_ns=cols[1], req_first_ns=cols[2], req_done_ns=cols[3],
         req_tokens=cols[4], summary_log=logs[0], detail_log=logs[1],
         loadgen_version=_version("mlcommons-loadgen") if loadgen else None,
-        build_s=info["build_s"], engine_settings=info["settings"],
+        build_s=info["build_s"], engine_settings=settings,
         engine_stats={k: v for k, v in stats.items()},
         runtime_versions=info["versions"], agreement=info["agreement"],
         agreement_tokens=info["agreement_tokens"])
@@ -224,9 +295,10 @@ def _live(frame, run_id, reqs: _Requests, stop: threading.Event) -> threading.Th
     return thread
 
 
-def _reader(eng: EngineProcess, reqs: _Requests, on_first, on_done, out: list) -> None:
-    """The one thread that reads the engine's token lines and reports them."""
-    for item in eng.lines():
+def _reader(proc: EngineProcess, engines: _Engines, reqs: _Requests, on_first, on_done,
+            out: list) -> None:
+    """The thread that reads one engine's token lines and reports them."""
+    for item in proc.lines():
         if isinstance(item, dict):
             out.append(item)
             return
@@ -239,6 +311,7 @@ def _reader(eng: EngineProcess, reqs: _Requests, on_first, on_done, out: list) -
             with reqs.lock:
                 sample, issued = reqs.issued.pop(rid)
                 reqs.done.append((sample, issued, reqs.first.pop(rid, now), now, n))
+            engines.finished(rid)
             on_done(rid, n)
 
 
@@ -264,7 +337,7 @@ def _settings(lg, spec, info: dict):
     return ts
 
 
-def _loadgen_test(frame, run_id, spec, eng: EngineProcess, info: dict):
+def _loadgen_test(frame, run_id, spec, eng: _Engines, info: dict):
     import mlperf_loadgen as lg
 
     reqs = _Requests(time.perf_counter_ns())
@@ -282,10 +355,7 @@ def _loadgen_test(frame, run_id, spec, eng: EngineProcess, info: dict):
     def done(rid: int, n: int) -> None:
         lg.QuerySamplesComplete([lg.QuerySampleResponse(rid, 0, 0, n)])
 
-    stats: list = []
-    reader = threading.Thread(target=_reader, args=(eng, reqs, first, done, stats),
-                              daemon=True, name="engine-reader")
-    reader.start()
+    readers = eng.read(reqs, first, done)
     stop = threading.Event()
     live = _live(frame, run_id, reqs, stop)
     with _Folder() as out:
@@ -301,14 +371,15 @@ def _loadgen_test(frame, run_id, spec, eng: EngineProcess, info: dict):
             stop.set()
             live.join()
             eng.quit()
-            reader.join()
+            for r in readers:
+                r.join()
             lg.DestroyQSL(qsl)
             lg.DestroySUT(sut)
         logs = (_read(out, "mlperf_log_summary.txt"), _read(out, "mlperf_log_detail.txt"))
-    return logs, (reqs, stats[0] if stats else {})
+    return logs, reqs
 
 
-def _closed_loop(frame, run_id, spec, eng: EngineProcess):
+def _closed_loop(frame, run_id, spec, eng: _Engines):
     """`users` requests in flight until min_query_count were sent; samples drawn from the
     seed, the same sequence for every engine."""
     order = np.random.Generator(np.random.PCG64(spec.seed)).integers(
@@ -333,19 +404,17 @@ def _closed_loop(frame, run_id, spec, eng: EngineProcess):
         else:
             send()
 
-    stats: list = []
-    reader = threading.Thread(target=_reader, args=(eng, reqs, lambda rid: None, done, stats),
-                              daemon=True, name="engine-reader")
-    reader.start()
+    readers = eng.read(reqs, lambda rid: None, done)
     stop = threading.Event()
     live = _live(frame, run_id, reqs, stop)
     for _ in range(spec.users):
         send()
     while not finished.wait(1.0):
-        if not reader.is_alive():  # the engine went away: what completed is the run's
-            break
+        if not all(r.is_alive() for r in readers):  # an engine went away: what completed
+            break  # is the run's
     stop.set()
     live.join()
     eng.quit()
-    reader.join()
-    return ("", ""), (reqs, stats[0] if stats else {})
+    for r in readers:
+        r.join()
+    return ("", ""), reqs

@@ -99,6 +99,8 @@ def _start(cfg: dict, out):
 def main() -> None:
     out = sys.stdout.buffer
     cfg = json.loads(sys.stdin.buffer.readline())
+    if cfg.get("cores"):  # a replica: its own cores, before a framework starts a thread
+        os.sched_setaffinity(0, cfg["cores"])
     try:
         engine, table, next_id = _start(cfg, out)
     except BaseException as exc:  # noqa: BLE001 - told to the front, which fails the run
