@@ -44,6 +44,9 @@ class GenServeResult(Result):
     runtime_versions: dict | None = None
     agreement: float | None = None  # the check request's tokens against the reference
     agreement_tokens: int = 0
+    # CPU seconds the front used over the test (LoadGen's threads, the readers, the live
+    # report): what serving under LoadGen and our reporting cost beside the engine's work
+    front_cpu_s: float | None = None
 
 
 MESSAGES = (GenServeResult,)

@@ -3,7 +3,9 @@ word on it (genserve_results, one row a test), every request's raw readings
 (genserve_requests, one row a request) and LoadGen's logs, gzipped (genserve_logs).
 
 genserve_results' figures are derived from genserve_requests (metrics.py) when the run is
-stored; LoadGen's own percentiles (from its scheduled issue times) sit beside them.
+stored; LoadGen's own percentiles (from its scheduled issue times) sit beside them, and the
+front's CPU time per output token (LoadGen and our reporting: what serving under test costs
+beside the engine's own work, on the same cores).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ GENSERVE_RESULTS = KindTable("genserve_results", (
     Column("loadgen_errors", "BIGINT"), Column("loadgen_ttft_p99_ms", "DOUBLE"),
     Column("loadgen_tpot_p99_ms", "DOUBLE"), Column("loadgen_tok_s", "DOUBLE"),
     Column("ignored", "BIGINT"), Column("build_s", "DOUBLE"),
+    Column("front_cpu_us_per_token", "DOUBLE"),
     Column("agreement", "DOUBLE"), Column("engine_settings", "JSON"),
     Column("engine_stats", "JSON"), Column("summary", "JSON")))
 
@@ -91,6 +94,9 @@ def kind_rows(res: GenServeResult) -> dict[str, list[dict]]:
            "loadgen_tpot_p99_ms": _ms(s.get("tpot_percentiles_ns", {}).get("99")),
            "loadgen_tok_s": tok_s,
            "ignored": (res.engine_stats or {}).get("ignored"), "build_s": res.build_s,
+           "front_cpu_us_per_token": (1e6 * res.front_cpu_s / sum(res.req_tokens)
+                                      if res.front_cpu_s is not None and sum(res.req_tokens)
+                                      else None),
            "agreement": res.agreement,
            "engine_settings": json.dumps(res.engine_settings or {}),
            "engine_stats": json.dumps(res.engine_stats or {}),

@@ -229,10 +229,11 @@ def _serve(frame: Frame, run_id: str, spec) -> GenServeResult:
         load_s = time.perf_counter() - t
         loadgen = spec.scenario in LOADGEN_SCENARIOS
         progress("serve", 0)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         logs, reqs = (_loadgen_test(frame, run_id, spec, eng, info) if loadgen
                       else _closed_loop(frame, run_id, spec, eng))
         measured_s = time.perf_counter() - t0
+        front_cpu_s = time.process_time() - cpu0
     finally:
         eng.close()
     done, stats = reqs.done, eng.merged_stats()
@@ -265,7 +266,7 @@ def _serve(frame: Frame, run_id: str, spec) -> GenServeResult:
         build_s=info["build_s"], engine_settings=settings,
         engine_stats={k: v for k, v in stats.items()},
         runtime_versions=info["versions"], agreement=info["agreement"],
-        agreement_tokens=info["agreement_tokens"])
+        agreement_tokens=info["agreement_tokens"], front_cpu_s=front_cpu_s)
 
 
 def _live(frame, run_id, reqs: _Requests, stop: threading.Event) -> threading.Thread:
