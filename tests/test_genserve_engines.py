@@ -93,15 +93,23 @@ def test_a_request_that_never_fits_the_cache_is_dropped_and_counted(probe, engin
                              str(never[0]): []}
 
 
+# Spec(): max_num_seqs 4 x ceil((23 + 12) / 32) = 4 x 2 blocks of 32 tokens; transformers'
+# FIFO scheduler admits no new prefill while under 20 % of its blocks are free: 8 / 0.8
+BLOCKS = {"sut_openvino_cb": (8, "computed: max_num_seqs 4 x ceil((prompt 23 + output 12) / "
+                                 "32) = 4 x 2"),
+          "sut_transformers_cb": (10, "computed: max_num_seqs 4 x ceil((prompt 23 + output "
+                                      "12) / 32) = 8, / (1 - the FIFO scheduler's 0.2 safety "
+                                      "margin) = 10")}
+
+
 @pytest.mark.parametrize("engine", CB)
 def test_the_cache_is_fixed_in_32_token_blocks_and_said_so(probe, engine):
     s = probe[engine]["settings"]
-    # Spec(): max_num_seqs 4 x ceil((23 + 12) / 32) = 4 x 2
+    blocks, how = BLOCKS[engine]
     assert (s["num_kv_blocks"], s["kv_block_tokens"], s["max_num_batched_tokens"]) == (
-        8, 32, 256)
-    assert s["num_kv_blocks_source"] == ("computed: max_num_seqs 4 x ceil((prompt 23 + "
-                                         "output 12) / 32) = 4 x 2")
-    assert s["kv_cache"] == "fixed: 8 blocks x 32 tokens = 256 tokens"
+        blocks, 32, 256)
+    assert s["num_kv_blocks_source"] == how
+    assert s["kv_cache"] == f"fixed: {blocks} blocks x 32 tokens = {blocks * 32} tokens"
     assert probe[engine]["tight"]["stats"]["max_cache_usage_pct"] == 100.0
 
 
@@ -121,6 +129,8 @@ def test_transformers_says_its_attention_is_dense_sdpa_over_the_packed_batch(pro
     assert s["attention"].startswith("paged|sdpa: ")
     assert "one dense masked scaled_dot_product_attention over the packed batch" in (
         s["attention"])
-    assert (s["allow_block_sharing"], s["use_cuda_graph"], s["scheduler"]) == (
-        False, False, "fifo")
-    assert probe["sut_transformers_cb"]["stats"]["preempted"] == 0
+    assert (s["allow_block_sharing"], s["use_cuda_graph"], s["scheduler"],
+            s["scheduler_safety_margin"]) == (False, False, "fifo", 0.2)
+    got = probe["sut_transformers_cb"]["stats"]
+    # its cache holds 2 blocks more than asked: (10 + 2) x 32 tokens x 512 bytes a token
+    assert (got["preempted"], got["kv_cache_bytes"]) == (0, 12 * 32 * 512)

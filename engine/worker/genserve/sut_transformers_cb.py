@@ -18,13 +18,16 @@ Limits, every one set explicitly (left None, transformers sizes the cache from t
 machine's total RAM, capped at 4096 x 256 tokens):
 - block_size 32 tokens, the OpenVINO CPU engine's block, so the two caches compare;
 - num_blocks: the spec's kv_blocks, or max_num_seqs whole requests of prompt_len +
-  output_len tokens in whole blocks (said in settings);
+  output_len tokens in whole blocks, over 0.8: the FIFO scheduler admits no new prefill
+  while under 20 % of the blocks are free (its safety margin), so with exactly enough
+  blocks the last of 8 requests waited for the others to finish (measured on smollm2_135m,
+  128 + 64 tokens: 128 steps instead of 64); said in settings;
 - max_batch_tokens: the spec's max_batched_tokens, or 256 (OpenVINO's default);
 - max_num_seqs: transformers has no such limit (its batch is bounded by the token budget
   and the free blocks only), so this engine holds requests past max_num_seqs in its own
   arrival-order queue and hands one over when a running one finishes;
 - allow_block_sharing off (prompts are random ids: a shared prefix would time less work),
-  the FIFO scheduler (decodes first, new prefills held once 20 % of blocks are left).
+  the FIFO scheduler (decodes first, new prefills held while under 20 % of blocks are free).
 A request that can never fit the cache (prompt + new tokens over num_blocks blocks) is not
 handed over: it is emitted done with no tokens at the next step and counted "ignored", as
 OpenVINO drops one. When a decode needs a block none is free for, transformers re-queues a
@@ -55,6 +58,7 @@ __all__ = ["open_engine", "TransformersCBEngine", "BLOCK_TOKENS", "ATTENTION",
 
 BLOCK_TOKENS = 32
 DEFAULT_BATCH_TOKENS = 256
+SAFETY_MARGIN = 0.2  # FIFOScheduler's default, checked against the built scheduler
 ATTENTION = ("paged|sdpa: keys and values gathered from 32-token blocks, then one dense "
              "masked scaled_dot_product_attention over the packed batch (not a paged kernel: "
              "cost grows with the batch squared)")
@@ -68,12 +72,17 @@ def open_engine(folder: Path, spec, workdir: Path) -> "TransformersCBEngine":
 
 
 def blocks_for(spec) -> tuple[int, str]:
+    """(num_blocks, how it was chosen): the spec's, or max_num_seqs whole requests with the
+    scheduler's safety margin free on top (module docstring)."""
     if spec.kv_blocks:
         return int(spec.kv_blocks), "the spec's"
     per = math.ceil((spec.prompt_len + spec.output_len) / BLOCK_TOKENS)
-    return (spec.max_num_seqs * per,
+    whole = spec.max_num_seqs * per
+    blocks = math.ceil(whole / (1 - SAFETY_MARGIN))
+    return (blocks,
             f"computed: max_num_seqs {spec.max_num_seqs} x ceil((prompt {spec.prompt_len} + "
-            f"output {spec.output_len}) / {BLOCK_TOKENS}) = {spec.max_num_seqs} x {per}")
+            f"output {spec.output_len}) / {BLOCK_TOKENS}) = {whole}, / (1 - the FIFO "
+            f"scheduler's {SAFETY_MARGIN:g} safety margin) = {blocks}")
 
 
 class TransformersCBEngine:
@@ -102,6 +111,9 @@ class TransformersCBEngine:
                                                    continuous_batching_config=cfg)
         self._bp = self._mgr._create_batch_processor()
         self._mgr.batch_processor = self._bp
+        if getattr(self._bp.scheduler, "safety_margin", None) != SAFETY_MARGIN:
+            raise RuntimeError("transformers' FIFO scheduler no longer has a safety margin of "
+                               f"{SAFETY_MARGIN}: the computed num_blocks assume it")
         self._preempted = 0
         reset = self._bp.soft_reset_one_request
 
@@ -132,7 +144,9 @@ class TransformersCBEngine:
             else f"this engine's default ({DEFAULT_BATCH_TOKENS}, OpenVINO's)",
             "allow_block_sharing": bool(cache.allow_block_sharing),
             "prefix_caching": "off: the prompts are random ids, nothing is shared",
-            "scheduler": cfg.scheduler_type, "use_cuda_graph": bool(self._mgr.use_cuda_graph),
+            "scheduler": cfg.scheduler_type,
+            "scheduler_safety_margin": float(self._bp.scheduler.safety_margin),
+            "use_cuda_graph": bool(self._mgr.use_cuda_graph),
             "use_async_batching": bool(self._mgr.use_async_batching),
             "dtype": str(DTYPES[spec.precision]).replace("torch.", ""),
             "torch_intra_op": torch.get_num_threads(),
