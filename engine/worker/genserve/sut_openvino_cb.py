@@ -29,8 +29,10 @@ cache; measured: a waiting request that did fit can be dropped with it) is emitt
 the tokens it had and counted in stats()["ignored"].
 
 step() does not release the GIL (the binding has no gil_scoped_release): the engine's
-thread holds it for the whole model step, which is why the engine runs in a process of its
-own. Imports OpenVINO and, through the export, torch: worker side.
+thread holds it for the whole model step (measured on smollm2_135m, 1 inference thread: a
+Python thread counting ran 0.21 M increments/s across 18 steps, against 5.8 M/s through a
+sleep as long and 5.7 M/s through torch forwards), which is why the engine runs in a
+process of its own. Imports OpenVINO and, through the export, torch: worker side.
 """
 
 from __future__ import annotations
