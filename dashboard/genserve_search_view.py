@@ -31,7 +31,7 @@ from engine.analysis.genserve_cost import cheapest_per_provider, token_serving_r
 from engine.core.errors import UserError
 from engine.core.limits import SERVE_RATE_RANGE
 from engine.present.genserve_charts import pareto_chart
-from engine.present.genserve_report import build_genserve_report
+from engine.run.search.gen_report import build_genserve_report
 from engine.present.genserve_search_text import (BOUNDS_TEXT, concurrency_rows,
                                                  concurrency_summary, cost_rows, front_rows,
                                                  probe_rows, pruned_rows, rate_summary,

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from engine.core.errors import UserError
-from engine.present.genserve_report import build_genserve_report
+from engine.run.search.gen_report import build_genserve_report
 from engine.present.genserve_search_text import (concurrency_summary, rate_summary,
                                                  reproduce_command, tuning_summary)
 from engine.run.search.gen_max_rate import figures_of

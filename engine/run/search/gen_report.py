@@ -11,7 +11,9 @@ the Deploy page's generation mode says of it:
 - any other sweep of genserve tests (a `genserve` launch): each test's verdict and figures;
 
 and for a search the command that reproduces it. The search is replayed from its stored
-tests (engine/run/search/gen_replays.py), as the page does.
+tests (engine/run/search/gen_replays.py), as the page does: it lives beside the replays,
+since engine/present imports nothing of engine/run; its words and chart are
+engine/present's.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ from engine.run.search.gen_replays import (estimate_source, gen_probes, replay_g
                                            replay_gen_tune, replay_users, token_rates)
 from engine.run.search.replays import (GEN_RATE_COMMAND, GEN_TUNE_COMMAND,
                                        GEN_USERS_COMMAND, request_fields)
-from store.genserve import sweep_tests
-from store.prices import effective_catalog
 
 __all__ = ["build_genserve_report"]
 
@@ -112,6 +112,8 @@ def _rate(doc: _Doc, con, fields: dict, probes) -> None:
     doc.table(probe_rows(res, figures_of))
     if res.best is None:
         return
+    from store.prices import effective_catalog
+
     catalog, _ = effective_catalog(con)
     rows = token_serving_rows(catalog, token_rates(res.best, offline))
     doc.head("Cost per 1 M tokens (whole machines; the cheapest per provider)", 3)
@@ -131,6 +133,8 @@ def _users(doc: _Doc, fields: dict, probes, tests) -> None:
 
 
 def _tune(doc: _Doc, con, fields: dict, probes) -> None:
+    from store.prices import effective_catalog
+
     catalog, _ = effective_catalog(con)
     try:
         machine = (resolve_shape(fields["machine_shape"], catalog)
@@ -164,6 +168,8 @@ def _tests(doc: _Doc, tests) -> None:
 def build_genserve_report(con, sweep_id: str, fmt: str = "html") -> bytes:
     """The sweep's search or tests, UTF-8 encoded; UserError (field "sweep") when it holds
     no genserve test."""
+    from store.genserve import sweep_tests
+
     check_format(fmt)
     tests = sweep_tests(con, sweep_id)
     if tests.empty:
