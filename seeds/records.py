@@ -22,7 +22,8 @@ from engine.scenarios import DATA_LOADING, TRAINING
 __all__ = ["SYSTEM", "LOCAL", "MACHINES", "spec", "base_fields", "ok_record", "failed_record",
            "seed_sweep", "train_spec", "train_record", "load_record", "seed_workloads",
            "seed_machines", "TOKEN_SWEEP", "seed_tokens", "GEN_SWEEP", "GEN_RUNTIMES", "gen_record", "seed_generation",
-           "GS_SWEEP", "GS_USERS_SWEEP", "GS_USERS", "gs_record", "seed_genserve"]
+           "GS_SWEEP", "GS_USERS_SWEEP", "GS_USERS", "gs_record", "gs_test", "gs_summary",
+           "seed_genserve"]
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
           "physical_cores": 1, "logical_cores": 2, "usable_cores": 2, "sockets": 1,
@@ -347,7 +348,7 @@ GS_SWEEP, GS_USERS_SWEEP = "sweep-genserve", "sweep-genserve-users"
 GS_USERS = {1: (30, 10.0), 2: (30, 12.5), 4: (30, 20.0), 8: (200, 45.0)}
 
 
-def _gs_summary(result: str, failed: tuple[str, ...], ttft99_ns: int, tpot99_ns: int,
+def gs_summary(result: str, failed: tuple[str, ...], ttft99_ns: int, tpot99_ns: int,
                 tok_s: float, qps: float, errors: int) -> str:
     """A token-mode summary as LoadGen 6.0.17 prints one (the lines parse_summary reads)."""
     rules = "".join(f"  {r} satisfied : {'NO' if r in failed else 'Yes'}\n" for r in (
@@ -369,14 +370,21 @@ def gs_record(run_id, scenario, issue_ms, ttft_ms, tpot_ms, *, engine="eager", u
               qps=None, summary="", minute=0):
     """A stored-looking genserve test: every request of 8 tokens from fixed times (ms),
     figures and verdict derived by the engine."""
-    from engine.scenarios import GENSERVING
-    from engine.scenarios.genserve.messages import GenServeResult
     from engine.scenarios.genserve.spec import GenServeSpec
 
     seqs = 1 if engine == "eager" else 8
     s = GenServeSpec("tiny_llama", engine, scenario, prompt_len=16, output_len=8,
                      target_qps=qps, users=users, max_num_seqs=seqs,
                      min_query_count=max(len(issue_ms), users)).validate(cores=64)
+    return gs_test(s, run_id, issue_ms, ttft_ms, tpot_ms, summary=summary, minute=minute)
+
+
+def gs_test(s, run_id, issue_ms, ttft_ms, tpot_ms, *, summary="", minute=0):
+    """A stored-looking genserve test of spec s (a validated GenServeSpec of prompt 16 and
+    output 8, standard bounds): every request of 8 tokens from fixed times (ms)."""
+    from engine.scenarios import GENSERVING
+    from engine.scenarios.genserve.messages import GenServeResult
+
     ns = [int(round(t * 1e6)) for t in issue_ms]
     first = [a + int(round(t * 1e6)) for a, t in zip(ns, ttft_ms)]
     done = [f + int(round(7 * p * 1e6)) for f, p in zip(first, tpot_ms)]
@@ -384,13 +392,13 @@ def gs_record(run_id, scenario, issue_ms, ttft_ms, tpot_ms, *, engine="eager", u
         run_id, load_s=1.0, first_forward_s=0.1, warmup_ns=(100_000_000,),
         samples_ns=tuple(d - a for a, d in zip(ns, done)), warmup_s=0.1,
         measured_s=(max(done) - min(ns)) / 1e9, stop_reason="LoadGen's test ended",
-        scenario=scenario, prompt_len=16, output_len=8, ttft_bound_ms=2000.0,
-        tpot_bound_ms=100.0, target_qps=qps, users=users,
+        scenario=s.scenario, prompt_len=16, output_len=8, ttft_bound_ms=2000.0,
+        tpot_bound_ms=100.0, target_qps=s.target_qps, users=s.users,
         req_sample=tuple(i % 4 for i in range(len(ns))), req_issue_ns=tuple(ns),
         req_first_ns=tuple(first), req_done_ns=tuple(done), req_tokens=(8,) * len(ns),
         summary_log=summary, detail_log="detail of " + run_id if summary else "",
         loadgen_version="6.0.17" if summary else None, build_s=1.5,
-        engine_settings={"max_num_seqs": seqs}, engine_stats={"ignored": 0},
+        engine_settings={"max_num_seqs": s.max_num_seqs}, engine_stats={"ignored": 0},
         agreement=1.0, agreement_tokens=8)
     base = {**base_fields(s, run_id, minute), "kind": GENSERVING.kind,
             "extra": config_extra(s)}
@@ -408,10 +416,10 @@ def seed_genserve(db_path):
     bad_ttft = tuple(100 + 300 * i for i in range(10))
     tests = [(GS_SWEEP, gs_record(
         "gs-valid", "server", [180 * i for i in range(10)], valid_ttft, [10.0] * 10, qps=5.0,
-        summary=_gs_summary("VALID", (), 292_900_000, 10_000_000, 40.0, 5, 0), minute=1)),
+        summary=gs_summary("VALID", (), 292_900_000, 10_000_000, 40.0, 5, 0), minute=1)),
         (GS_SWEEP, gs_record(
             "gs-invalid", "server", [50 * i for i in range(10)], bad_ttft, [20.0] * 10,
-            qps=20.0, summary=_gs_summary("INVALID", ("Performance constraints",
+            qps=20.0, summary=gs_summary("INVALID", ("Performance constraints",
                                                       "Early stopping"),
                                           2_775_000_000, 20_000_000, 23.6, 20, 1),
             minute=2))]

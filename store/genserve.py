@@ -40,8 +40,10 @@ _FIGURES = ("g.requests, g.span_s, g.requests_per_s, g.output_tok_s, g.input_tok
             "g.loadgen_tpot_p99_ms, g.loadgen_tok_s, g.ignored, g.build_s, g.agreement, "
             "g.engine_settings, g.engine_stats")
 _SELECT = ("SELECT r.run_id, r.sweep_id, r.started_at, r.model, r.runtime, r.precision, "
-           "r.intra_threads, r.batch_size AS max_num_seqs, r.status, "
-           "coalesce(r.reason, '') AS reason, " + _ASKED + ", " + _FIGURES + " "
+           "r.intra_threads, r.replicas, r.batch_size AS max_num_seqs, r.status, "
+           "coalesce(r.reason, '') AS reason, r.p99_ms, r.throughput, r.threads_per_core, "
+           "r.machine_shape, (r.extra->>'cores_used')::BIGINT AS cores_used, "
+           "(r.extra->>'hypervisor')::BOOLEAN AS hypervisor, " + _ASKED + ", " + _FIGURES + " "
            "FROM runs r LEFT JOIN genserve_results g USING (run_id) WHERE r.kind = ? ")
 
 
@@ -67,7 +69,8 @@ def genserve_tests(con, model: str | None = None, engine: str | None = None,
 
 def sweep_tests(con, sweep_id: str) -> pd.DataFrame:
     """One sweep's genserve tests in the order they ran (a search's probes, a concurrency
-    sweep's points), with genserve_tests' columns."""
+    sweep's points), with genserve_tests' columns and what pricing and a search's replay
+    read (the run's p99 and throughput, threads per core, cores used, VM flag, shape)."""
     return _decoded(con.execute(_SELECT + "AND r.sweep_id = ? ORDER BY r.started_at, r.run_id",
                                 [GENSERVING.kind, sweep_id]).df())
 

@@ -1,11 +1,15 @@
 """Deploy: run an MLPerf LoadGen test of a model (SingleStream, MultiStream, Server,
 Offline) through the job queue, watch it, and read stored tests: LoadGen's verdict and why,
-the figures, every query's latency, the logs. Once a language model's serving test is
-stored, a Work switch (?work=generate) shows those tests instead (dashboard/genserve_view.py)."""
+the figures, every query's latency, the logs. The Work switch (?work=generate) shows serving a
+language model instead: its launch form, its searches as jobs (max rate, users, tuning:
+dashboard/genserve_search_form.py), the stored searches with their cost and report
+(dashboard/genserve_search_view.py) and the stored tests (dashboard/genserve_view.py)."""
 
 import streamlit as st
 
 from dashboard.genserve_form import genserve_form
+from dashboard.genserve_search_form import gen_search_launch
+from dashboard.genserve_search_view import gen_search_results
 from dashboard.genserve_view import deploy_generation, work_switch
 from dashboard.job_forms import Launcher, plan
 from dashboard.job_panel import jobs_section
@@ -27,11 +31,13 @@ WHO = access()
 st.title("Deploy: serving tests (MLPerf LoadGen)")
 link = PageLink("deploy")
 if work_switch(link):  # serving a language model: TTFT, TPOT, goodput, users
+    machine = shape_choice(link)  # what the cost and the tuner's cost objective price
     if WHO.viewer:
         st.info(WHO.why_read_only(), icon=":material/visibility:")
     else:
         with st.expander("Serve a language model", expanded=False):
-            test = plan(GenServeRequest, genserve_form())
+            gen_form = genserve_form()
+            test = plan(GenServeRequest, gen_form)
             if test.errors:
                 st.error(test.error, icon=":material/error:")
             else:
@@ -39,7 +45,9 @@ if work_switch(link):  # serving a language model: TTFT, TPOT, goodput, users
             launcher = Launcher(job_manager(), WHO.can_write)
             launcher.button("Launch serving tests", "gsf_launch", test, "Serving test",
                             bool(test.errors), type="primary")
+        gen_search_launch(gen_form, launcher, machine)  # the form's model, engine, bounds
         jobs_section(launcher.manager, WHO.can_write)
+    gen_search_results(link, machine)
     deploy_generation(link)
     st.stop()
 

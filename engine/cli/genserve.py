@@ -155,10 +155,12 @@ def add_parsers(sub) -> None:
     db_arg(u)
 
 
-def _request(args, scenarios, **given):
+def _request(args, scenarios, cls=None, **given):
+    """The request a page would build (cls: GenServeRequest, or one of the searches of
+    engine/run/search/genserve_jobs.py)."""
     from engine.run.jobs.genserve_request import GenServeRequest
 
-    return GenServeRequest(
+    return (cls or GenServeRequest)(
         scenarios=tuple(scenarios), model=args.model, engine=args.engine,
         prompt_len=args.prompt_len, output_len=args.output_len, threads=args.threads,
         precision=args.precision, preset=args.preset, ttft_bound_ms=args.ttft_ms,
@@ -184,38 +186,37 @@ def _table(rows: list[dict]) -> str:
     return pd.DataFrame(rows).to_string(index=False) if rows else "(none)"
 
 
+def _stored_line(rec) -> None:
+    print(f"stored {rec.run_id} {GENSERVING.describe_record(rec)}", flush=True)
+
+
 def cmd_genserve_search(args) -> int:
-    """The max-rate search on this machine, its probes, the max, goodput there, and the
-    cost per 1 M tokens on every priced machine (the cheapest per provider)."""
-    from engine.analysis.genserve_cost import (TokenRates, cheapest_per_provider,
-                                               token_serving_rows)
+    """The max-rate search on this machine (the Deploy page's job, GenMaxRateRequest), its
+    probes, the max, goodput there, and the cost per 1 M tokens on every priced machine
+    (the cheapest per provider)."""
+    from engine.analysis.genserve_cost import cheapest_per_provider, token_serving_rows
     from engine.present.genserve_search_text import (BOUNDS_TEXT, cost_rows_text, probe_rows,
                                                      rate_summary)
-    from engine.run.search.gen_max_rate import figures_of, gen_rate_range, stored_gen_max_rate
+    from engine.run.search.gen_max_rate import figures_of, gen_rate_range
+    from engine.run.search.gen_replays import token_rates
+    from engine.run.search.genserve_jobs import GenMaxRateRequest
     from store.db import open_db, resolve_db_path
     from store.prices import effective_catalog
 
-    request = _request(args, ["server"], target_qps=args.target_qps or 1.0,
-                       query_count=args.search_queries)
-    [base], _ = request.expand()
+    request = _request(args, ["server"], GenMaxRateRequest, target_qps=args.target_qps,
+                       search_queries=args.search_queries, qps_precision=args.qps_precision,
+                       max_probes=args.max_probes)
+    specs, _ = request.expand()  # every field checked before anything runs
+    base = specs[0]
     lo, hi = gen_rate_range(args.search_queries, base.ttft_bound_ms)
-    if args.target_qps is not None and not lo <= args.target_qps <= hi:
-        raise UserError(f"target_qps: {args.target_qps:g} req/s is out of range for "
-                        f"{args.search_queries} requests a probe (at most "
-                        f"{GEN_MAX_PROBE_S:g} s, at least 20 TTFT bounds); allowed: "
-                        f"{lo:.3g}..{hi:.3g}", field="target_qps")
     db = resolve_db_path(args.db)
     runner = request.runner(db=db, shape=args.machine_shape)
     print(f"max-rate search: {base.model} {base.runtime} seqs{base.max_num_seqs} "
           f"t{base.intra_threads} p{base.prompt_len} n{base.output_len}, bounds TTFT "
           f"{base.ttft_bound_ms:g} ms / TPOT {base.tpot_bound_ms:g} ms ({base.preset}); "
           f"{BOUNDS_TEXT}; targets {lo:.3g}..{hi:.3g} req/s -> {db}", flush=True)
-    sweep_id, res, offline, why = stored_gen_max_rate(
-        base, db=db, runner=runner, command=" ".join(["python -m engine", *args.argv]),
-        start_qps=args.target_qps, query_count=args.search_queries,
-        precision=args.qps_precision, max_probes=args.max_probes,
-        on_stored=lambda rec: print(f"stored {rec.run_id} {GENSERVING.describe_record(rec)}",
-                                    flush=True))
+    sweep_id, res, offline, why = request.stored(specs, db=db, runner=runner,
+                                                 on_stored=_stored_line)
     if why:
         print(f"estimate from {why}")
     print()
@@ -223,20 +224,10 @@ def cmd_genserve_search(args) -> int:
     print(f"\n{rate_summary(res, figures_of, base.ttft_bound_ms, base.tpot_bound_ms)}"
           f"\nstopped: {res.stop_reason}\nprobes stored in {db} as sweep {sweep_id}")
     if res.best is not None:
-        g, rec = figures_of(res.best), res.best
-        flat = figures_of(offline) if offline is not None and offline.status == "ok" else {}
-        rates = TokenRates(g["output_tok_s"], g["input_tok_s"], g["requests_per_s"],
-                           threads=rec.intra_threads, replicas=rec.replicas or 1,
-                           threads_per_core=rec.threads_per_core,
-                           cores_used=(rec.extra or {}).get("cores_used"),
-                           shape=rec.machine_shape,
-                           hypervisor=(rec.extra or {}).get("hypervisor"),
-                           flat_output_tok_s=flat.get("output_tok_s"),
-                           flat_input_tok_s=flat.get("input_tok_s"))
         with open_db(db, read_only=True) as con:
             catalog, _ = effective_catalog(con)
-        rows = token_serving_rows(catalog, rates, target_tok_s=args.target_tok_s,
-                                  target_rps=args.target_rps)
+        rows = token_serving_rows(catalog, token_rates(res.best, offline),
+                                  target_tok_s=args.target_tok_s, target_rps=args.target_rps)
         shown = cheapest_per_provider(rows)
         if args.machine_shape:
             shown = [r for r in rows if r["shape"] == args.machine_shape] + shown
@@ -248,21 +239,23 @@ def cmd_genserve_search(args) -> int:
 
 
 def cmd_genserve_users(args) -> int:
+    """The concurrency sweep on this machine (the Deploy page's job, GenUsersRequest)."""
     from engine.present.genserve_search_text import concurrency_rows, concurrency_summary
-    from engine.run.search.gen_max_rate import figures_of, stored_concurrency
+    from engine.run.search.gen_max_rate import figures_of
+    from engine.run.search.genserve_jobs import GenUsersRequest
     from store.db import resolve_db_path
 
-    request = _request(args, ["closed-loop"], min_query_count=args.requests)
-    [base], _ = request.expand()
+    request = _request(args, ["closed-loop"], GenUsersRequest, min_query_count=args.requests,
+                       max_users=args.max_users)
+    specs, _ = request.expand()
+    base = specs[0]
     db = resolve_db_path(args.db)
     print(f"concurrency sweep: {base.model} {base.runtime} seqs{base.max_num_seqs} "
           f"t{base.intra_threads} p{base.prompt_len} n{base.output_len}, users 1, 2, 4, ... "
           f"up to {args.max_users} -> {db}", flush=True)
-    sweep_id, c = stored_concurrency(
-        base, db=db, runner=request.runner(db=db, shape=args.machine_shape),
-        command=" ".join(["python -m engine", *args.argv]), cap=args.max_users,
-        on_stored=lambda rec: print(f"stored {rec.run_id} {GENSERVING.describe_record(rec)}",
-                                    flush=True))
+    sweep_id, c = request.stored(specs, db=db,
+                                 runner=request.runner(db=db, shape=args.machine_shape),
+                                 on_stored=_stored_line)
     print()
     print(_table(concurrency_rows(c.points, figures_of, c.front)))
     print(f"\n{concurrency_summary(c, figures_of)}\npoints stored in {db} as sweep "
@@ -271,42 +264,27 @@ def cmd_genserve_users(args) -> int:
 
 
 def cmd_genserve_tune(args) -> int:
-    from engine.analysis.cost import resolve_shape
+    """The tuner on this machine (the Deploy page's job, GenTuneRequest)."""
     from engine.present.genserve_search_text import tuning_rows, tuning_summary
-    from engine.run.search.gen_autotune import gen_candidates, stored_gen_tune
-    from store.db import open_db, resolve_db_path
-    from store.prices import effective_catalog
+    from engine.run.search.genserve_jobs import GenTuneRequest
+    from store.db import resolve_db_path
 
-    request = _request(args, ["closed-loop"], min_query_count=args.closed_requests)
-    [base], _ = request.expand()
-    candidates = gen_candidates(args.engines, args.precisions, args.seqs,
-                                args.threads_list or [args.threads],
-                                args.replicas_list or [args.replicas])
-    if not candidates:
-        raise UserError("engines: no engine x precision of these runs here; allowed: "
-                        "eager fp32/bf16, openvino_genai_cb fp32/bf16/int8/int4",
-                        field="engines")
+    request = _request(args, ["closed-loop"], GenTuneRequest, min_query_count=args.closed_requests, engines=tuple(args.engines),
+                       precisions=tuple(args.precisions), seqs=tuple(args.seqs),
+                       thread_choices=tuple(args.threads_list or ()),
+                       replica_choices=tuple(args.replicas_list or ()),
+                       objective=args.objective, closed_requests=args.closed_requests,
+                       search_queries=args.search_queries, machine_shape=args.machine_shape)
+    specs, _ = request.expand()  # engines, precisions, objective and shape checked here
+    base = specs[0]
     db = resolve_db_path(args.db)
-    machine = None
-    if args.machine_shape:
-        with open_db(db) as con:
-            catalog, _ = effective_catalog(con)
-        machine = resolve_shape(args.machine_shape, catalog)
-    elif args.objective == "cost":
-        raise UserError("machine_shape: the cost objective prices a shape; allowed: "
-                        "--machine-shape NAME as `python -m engine prices list` prints it",
-                        field="machine_shape")
     print(f"tuning {base.model} p{base.prompt_len} n{base.output_len} under TTFT "
           f"{base.ttft_bound_ms:g} ms / TPOT {base.tpot_bound_ms:g} ms for "
           f"{'the most requests/s' if args.objective == 'qps' else 'the least cost'}: "
-          f"{len(candidates)} candidates -> {db}", flush=True)
-    sweep_id, tuning, _ = stored_gen_tune(
-        base, candidates, db=db, runner=request.runner(db=db, shape=args.machine_shape),
-        command=" ".join(["python -m engine", *args.argv]), objective=args.objective,
-        machine=machine, closed_requests=args.closed_requests,
-        query_count=args.search_queries,
-        on_stored=lambda rec: print(f"stored {rec.run_id} {GENSERVING.describe_record(rec)}",
-                                    flush=True))
+          f"{len(request.candidates())} candidates -> {db}", flush=True)
+    sweep_id, tuning, _ = request.stored(
+        specs, db=db, runner=request.runner(db=db, shape=args.machine_shape),
+        on_stored=_stored_line)
     print()
     print(_table(tuning_rows(tuning)))
     print(f"\n{tuning_summary(tuning, base.ttft_bound_ms, base.tpot_bound_ms)}\n"

@@ -6,7 +6,8 @@ these."""
 from __future__ import annotations
 
 __all__ = ["probe_rows", "rate_summary", "concurrency_rows", "concurrency_summary",
-           "cost_rows_text", "BOUNDS_TEXT", "tuning_rows", "tuning_summary"]
+           "cost_rows_text", "BOUNDS_TEXT", "tuning_rows", "tuning_summary", "pruned_rows",
+           "front_rows", "cost_rows", "reproduce_command"]
 
 BOUNDS_TEXT = ("a probe is ok when LoadGen says VALID (p99 TTFT and p99 TPOT within their "
                "bounds, early stopping met on each) and counted no SUT error")
@@ -126,3 +127,92 @@ def tuning_summary(t, ttft_ms: float, tpot_ms: float) -> str:
     return (f"recommended under {bounds}: {w.candidate.label()}: {what}; the default "
             f"({d.candidate.label()}): {base}; {gain}; Pareto front: "
             + "; ".join(x.candidate.label() for x in t.front) + f"; stopped: {t.stop_reason}")
+
+
+def pruned_rows(t) -> list[dict]:
+    """A tuning's pruned candidates and why."""
+    return [{"candidate": c.label(), "why pruned": why} for c, why in t.pruned]
+
+
+def front_rows(t) -> list[dict]:
+    """A tuning's Pareto front (no other confirmation beats it on p99, requests/s and
+    cost), each cost with its basis: measured on the shape, or the estimate's assumption;
+    an upper bound where the max is a lower one (VALID at the largest target)."""
+    rows = []
+    for x in t.front:
+        capped = x.search is not None and x.search.capped
+        rows.append({"candidate": x.candidate.label(),
+                     "max req/s": f"{'>= ' * capped}{x.qps:.3g}",
+                     "$/1M out": (f"{'<= ' * capped}{x.cost:,.4f}" if x.cost is not None
+                                  else "not priced"),
+                     "basis": ("" if x.cost is None else
+                               x.cost_note or "measured on the shape"),
+                     "role": ("winner" if t.winner is not None and x is t.winner else
+                              "default" if x is t.default else "")})
+    return rows
+
+
+def cost_rows(chosen: list[dict], cheapest: list[dict], lower_bound: bool = False
+              ) -> list[dict]:
+    """genserve_cost.token_serving_rows' rows as a table: the chosen shape's first, then the
+    cheapest per provider (a provider's cheapest that is the chosen shape said once);
+    figures stay numbers (USD), the basis beside each row."""
+    best = {r["shape"]: r["provider"] for r in cheapest}
+    out = []
+    for r in [*chosen, *(r for r in cheapest if r["shape"] not in {c["shape"] for c in chosen})]:
+        which = ("chosen shape" if r in chosen else f"cheapest on {r['provider']}")
+        if r in chosen and r["shape"] in best:
+            which += f" (the cheapest on {best[r['shape']]})"
+        out.append({"which": which, "provider": r["provider"], "shape": r["shape"],
+                    "USD/h": r["usd_per_hour"], "as of": r["as_of"],
+                    "output tok/s": r["output_tok_s"],
+                    "$/1M out at max": r["usd_per_m_output"],
+                    "$/1M in at max": r["usd_per_m_input"],
+                    "$/1M out flat out": r["usd_per_m_output_flat"],
+                    "$/1M in flat out": r["usd_per_m_input_flat"],
+                    "machines": r["machines"], "USD a month": r["monthly"],
+                    "basis": (("an upper bound (the max is a lower one); " if lower_bound
+                               else "") + ("estimate: " + r["assumption"].removeprefix(
+                                   "estimate: ") if r["estimate"] else "measured"))})
+    return out
+
+
+_FLAGS = (("model", "--model"), ("engine", "--engine"), ("precision", "--precision"),
+          ("threads", "--threads"), ("max_num_seqs", "--max-num-seqs"),
+          ("kv_blocks", "--kv-blocks"), ("max_batched_tokens", "--max-batched-tokens"),
+          ("prompt_len", "--prompt-len"), ("output_len", "--output-len"),
+          ("samples", "--samples"), ("gen_seed", "--seed"))
+
+
+def reproduce_command(command: str, fields: dict) -> str:
+    """The CLI line that runs the search a sweep's command (replays.GEN_*_COMMAND) and its
+    fields record: 'python -m engine genserve-search --model tiny_llama ...'."""
+    import shlex
+
+    name = command.removeprefix("dashboard ")
+    parts = ["python -m engine", name]
+    parts += [f"{flag} {shlex.quote(str(fields[k]))}" for k, flag in _FLAGS if k in fields]
+    if fields.get("preset") == "custom":
+        parts.append(f"--ttft-ms {fields['ttft_bound_ms']:g} --tpot-ms "
+                     f"{fields['tpot_bound_ms']:g}")
+    else:
+        parts.append(f"--preset {fields.get('preset')}")
+    if name == "genserve-search":
+        parts.append(f"--search-queries {fields['search_queries']} --qps-precision "
+                     f"{fields['qps_precision']:g} --max-probes {fields['max_probes']}")
+        if fields.get("target_qps") is not None:
+            parts.append(f"--target-qps {fields['target_qps']:g}")
+    elif name == "genserve-users":
+        parts.append(f"--requests {fields['min_query_count']} --max-users "
+                     f"{fields['max_users']}")
+    elif name == "genserve-tune":
+        parts += ["--engines " + " ".join(fields["engines"]),
+                  "--precisions " + " ".join(fields["precisions"]),
+                  "--seqs " + " ".join(map(str, fields["seqs"])),
+                  f"--objective {fields['objective']} --closed-requests "
+                  f"{fields['closed_requests']} --search-queries {fields['search_queries']}"]
+        if fields.get("thread_choices"):
+            parts.append("--threads-list " + " ".join(map(str, fields["thread_choices"])))
+        if fields.get("machine_shape"):
+            parts.append(f"--machine-shape {shlex.quote(fields['machine_shape'])}")
+    return " ".join(parts)

@@ -32,7 +32,7 @@ from engine.run.search.gen_max_rate import GEN_QUERIES, figures_of, search_in
 from engine.scenarios.genserve.engines import engine_row
 
 __all__ = ["GenCandidate", "gen_candidates", "closed_figure", "stored_gen_tune",
-           "DEFAULT_ENGINE_CANDIDATE"]
+           "DEFAULT_ENGINE_CANDIDATE", "token_price", "default_candidate"]
 
 DEFAULT_ENGINE_CANDIDATE = "eager"
 
@@ -97,7 +97,17 @@ def closed_figure(rec: RunRecord, ttft_ms: float, tpot_ms: float) -> ClosedFigur
                         rec.machine_shape, extra.get("hypervisor"))
 
 
-def _price(machine: Machine | None, output_len: int, prompt_len: int):
+def default_candidate(candidates) -> GenCandidate:
+    """The default a tuning is measured against: PyTorch eager, fp32, one request at a time,
+    one process on as many threads as the largest candidate holds (threads x replicas; its
+    replay reads the same one back)."""
+    return GenCandidate(DEFAULT_ENGINE_CANDIDATE, "fp32", 1,
+                        max(c.threads * c.replicas for c in candidates))
+
+
+def token_price(machine: Machine | None, output_len: int, prompt_len: int):
+    """price(candidate, figure, requests/s) -> (USD per 1 M output tokens on machine, the
+    estimate's assumption or "" when measured), or None: the tuning's and its replay's."""
     def price(c: GenCandidate, f: ClosedFigure, rate: float):
         if machine is None or not rate:
             return None
@@ -149,11 +159,10 @@ def stored_gen_tune(base, candidates: list[GenCandidate], *, db, runner, command
                   query_count=query_count).validate()
         return search_in(spec, run, start_qps=start, query_count=query_count)
 
-    default = GenCandidate(DEFAULT_ENGINE_CANDIDATE, "fp32", 1,
-                           max(c.threads * c.replicas for c in candidates))
+    default = default_candidate(candidates)
     tuning = autotune(candidates, default=default, closed_probe=_memo(closed_probe),
                       qps_search=qps_search,
-                      price=_price(machine, base.output_len, base.prompt_len),
+                      price=token_price(machine, base.output_len, base.prompt_len),
                       bound_ms=base.ttft_bound_ms, objective=objective, margin=margin,
                       top_n=top_n, prune_factor=prune_factor)
     return sweep.sweep_id, tuning, default
