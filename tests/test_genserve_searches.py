@@ -167,9 +167,9 @@ def test_the_tuning_replayed_is_what_the_job_found(searched):
         machine = resolve_shape(GS_TUNE_SHAPE, effective_catalog(con)[0])
     again = replay_gen_tune(fields, probes, machine)
     assert tuning_summary(again, 2000, 100) == tuning_summary(t, 2000, 100) == TUNE
-    assert [(c.label(), why[:40]) for c, why in again.pruned] == [
+    assert [(c.label(), why[:41]) for c, why in again.pruned] == [
         ("eager fp32, one request at a time, 1 thread",
-         "closed-loop 4.2 samples/s is 5.65x worse")]
+         "closed-loop 4.2 requests/s is 5.65x worse")]
     assert round(again.gain_pct, 2) == round(t.gain_pct, 2) == 109.83
     assert [round(x.cost, 4) for x in again.confirmed] == [0.2572, 0.2572]
     assert round(again.default.cost, 4) == 0.5397 and again.default.qps == pytest.approx(5.46875)

@@ -230,7 +230,8 @@ def cmd_genserve_search(args) -> int:
                                   target_tok_s=args.target_tok_s, target_rps=args.target_rps)
         shown = cheapest_per_provider(rows)
         if args.machine_shape:
-            shown = [r for r in rows if r["shape"] == args.machine_shape] + shown
+            shown = [r for r in rows if r["shape"] == args.machine_shape] + [
+                r for r in shown if r["shape"] != args.machine_shape]
         print("\ncost per 1 M tokens, whole machines (the cheapest per provider"
               + (", and the shape given" if args.machine_shape else "") + "):")
         print("\n".join(cost_rows_text(shown, res.capped)))
@@ -269,7 +270,8 @@ def cmd_genserve_tune(args) -> int:
     from engine.run.search.genserve_jobs import GenTuneRequest
     from store.db import resolve_db_path
 
-    request = _request(args, ["closed-loop"], GenTuneRequest, min_query_count=args.closed_requests, engines=tuple(args.engines),
+    request = _request(args, ["closed-loop"], GenTuneRequest,
+                       min_query_count=args.closed_requests, engines=tuple(args.engines),
                        precisions=tuple(args.precisions), seqs=tuple(args.seqs),
                        thread_choices=tuple(args.threads_list or ()),
                        replica_choices=tuple(args.replicas_list or ()),

@@ -28,7 +28,7 @@ from engine.analysis.genserve_cost import TokenRates, token_serving_rows
 from engine.core.record import RunRecord
 from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, PRUNE_FACTOR, TOP_N,
                                         ClosedFigure, Tuning, autotune)
-from engine.run.search.gen_max_rate import GEN_QUERIES, figures_of, search_in
+from engine.run.search.gen_max_rate import GEN_QUERIES, figures_of, search_in, ttft_view
 from engine.scenarios.genserve.engines import engine_row
 
 __all__ = ["GenCandidate", "gen_candidates", "closed_figure", "stored_gen_tune",
@@ -157,14 +157,14 @@ def stored_gen_tune(base, candidates: list[GenCandidate], *, db, runner, command
     def qps_search(c: GenCandidate, start: float):
         spec = of(c, scenario="server", users=1, target_qps=start,
                   query_count=query_count).validate()
-        return search_in(spec, run, start_qps=start, query_count=query_count)
+        return ttft_view(search_in(spec, run, start_qps=start, query_count=query_count))
 
     default = default_candidate(candidates)
     tuning = autotune(candidates, default=default, closed_probe=_memo(closed_probe),
                       qps_search=qps_search,
                       price=token_price(machine, base.output_len, base.prompt_len),
                       bound_ms=base.ttft_bound_ms, objective=objective, margin=margin,
-                      top_n=top_n, prune_factor=prune_factor)
+                      top_n=top_n, prune_factor=prune_factor, unit="requests/s")
     return sweep.sweep_id, tuning, default
 
 

@@ -29,9 +29,9 @@ from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
 from engine.run.search.query_choice import SPAN_BOUNDS
 from engine.scenarios.genserve.table import GENSERVE_RESULTS
 
-__all__ = ["GEN_MAX_PROBE_S", "gen_rate_range", "stored_gen_max_rate", "figures_of",
-           "search_in", "Concurrency", "sweep_users", "stored_concurrency", "RISE_STOP", "GEN_QUERIES",
-           "pareto_points"]
+__all__ = ["GEN_MAX_PROBE_S", "gen_rate_range", "stored_gen_max_rate", "figures_of", "search_in",
+           "ttft_view", "Concurrency", "sweep_users", "stored_concurrency", "RISE_STOP",
+           "GEN_QUERIES", "pareto_points"]
 
 GEN_MAX_PROBE_S = 1800.0
 GEN_QUERIES = 459  # LoadGen's early stopping: p99 judged with none over at 459 requests
@@ -50,6 +50,19 @@ def figures_of(rec: RunRecord | None) -> dict:
     if rec is None:
         return {}
     return ((rec.kind_rows or {}).get(GENSERVE_RESULTS.name) or [{}])[0]
+
+
+def ttft_view(res: QpsSearch) -> QpsSearch:
+    """The search with each probe's p99 read as its p99 TTFT (LoadGen's, else ours), the
+    latency the probes are bounded on, so that what serving's tuner ranks and draws by a
+    confirmation's p99 (its Pareto front) is the bounded one, not the E2E of a request."""
+    def ttft(rec):
+        if rec is None:
+            return None
+        g = figures_of(rec)
+        p99 = g.get("loadgen_ttft_p99_ms") or g.get("ttft_p99_ms")
+        return replace(rec, p99_ms=p99) if p99 is not None else rec
+    return replace(res, probes=tuple((q, ttft(r)) for q, r in res.probes), best=ttft(res.best))
 
 
 def stored_gen_max_rate(base, *, db, runner, command: str, start_qps: float | None = None,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from engine.analysis.genserve_cost import TokenRates
 from engine.run.search.autotune import PRUNE_FACTOR, TOP_N, ClosedFigure, Tuning, autotune
 from engine.run.search.gen_autotune import GenCandidate, closed_figure, token_price
-from engine.run.search.gen_max_rate import (RISE_STOP, Concurrency, figures_of,
+from engine.run.search.gen_max_rate import (RISE_STOP, Concurrency, figures_of, ttft_view,
                                             gen_rate_range, pareto_points, sweep_users)
 from engine.run.search.max_qps import (CUT_SHORT, DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES,
                                        QpsSearch, replay_max_qps)
@@ -166,16 +166,16 @@ def replay_gen_tune(fields: dict, probes: list[GenProbe], machine) -> Tuning:
         return seen[c]
 
     def qps_search(c: GenCandidate, start: float) -> QpsSearch:
-        return replay_max_qps([p for p in probes if p.scenario == "server" and same(c, p)],
-                              query_count=queries, bound_ms=ttft,
-                              qps_range=gen_rate_range(queries, ttft))
+        return ttft_view(replay_max_qps(
+            [p for p in probes if p.scenario == "server" and same(c, p)],
+            query_count=queries, bound_ms=ttft, qps_range=gen_rate_range(queries, ttft)))
 
     return autotune(cands, default=GenCandidate(*fields["default"]), closed_probe=closed_probe,
                     qps_search=qps_search,
                     price=token_price(machine, fields["output_len"], fields["prompt_len"]),
                     bound_ms=ttft, objective=fields["objective"], margin=fields["margin"],
                     top_n=fields.get("top_n", TOP_N),
-                    prune_factor=fields.get("prune_factor", PRUNE_FACTOR))
+                    prune_factor=fields.get("prune_factor", PRUNE_FACTOR), unit="requests/s")
 
 
 def token_rates(best, offline=None) -> TokenRates | None:

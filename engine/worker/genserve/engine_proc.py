@@ -1,7 +1,7 @@
 """The engine process: one serving engine (the system under test) owning the model and its
-step loop, apart from the front that runs LoadGen (engine/worker/genserve/body.py). It sets its threads and
-denormals as a worker does (engine.worker.backends.configure_threads), before the engine
-imports its framework; the front does not import it at all.
+step loop, apart from the front that runs LoadGen (engine/worker/genserve/body.py). It sets
+its threads and denormals as a worker does (engine.worker.backends.configure_threads),
+before the engine imports its framework; the front does not import it at all.
 
 Why a process of its own: OpenVINO GenAI binds ContinuousBatchingPipeline.step() without
 releasing the GIL, so in the front's process every step would hold LoadGen's IssueQuery and
