@@ -20,6 +20,10 @@
     .venv/bin/python bench/serve.py [--pairs 3] [--model mobilenet_v3_small]
         [--image-size 64] [--threads 1] [--duration 5]
 
+Serving a language model (issue 38): `bench/serve.py --generation [its flags]` runs
+bench/serve_generation.py's measures instead (the cost per token of LoadGen and our
+reporting, our p99s against LoadGen's, continuous batching against one at a time).
+
 Results go to a temporary database; nothing is timed in tests.
 """
 
@@ -49,6 +53,11 @@ def one(runner: Runner, spec):
 
 
 def main() -> None:
+    if "--generation" in sys.argv:
+        sys.argv.remove("--generation")
+        from serve_generation import main as generation
+
+        return generation()
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--model", default="mobilenet_v3_small")

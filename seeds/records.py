@@ -21,7 +21,9 @@ from engine.scenarios import DATA_LOADING, TRAINING
 
 __all__ = ["SYSTEM", "LOCAL", "MACHINES", "spec", "base_fields", "ok_record", "failed_record",
            "seed_sweep", "train_spec", "train_record", "load_record", "seed_workloads",
-           "seed_machines", "TOKEN_SWEEP", "seed_tokens", "GEN_SWEEP", "GEN_RUNTIMES", "gen_record", "seed_generation"]
+           "seed_machines", "TOKEN_SWEEP", "seed_tokens", "GEN_SWEEP", "GEN_RUNTIMES", "gen_record", "seed_generation",
+           "GS_SWEEP", "GS_USERS_SWEEP", "GS_USERS", "gs_record", "gs_test", "gs_summary",
+           "seed_genserve"]
 
 SYSTEM = {"system_id": "sys-test-0001", "hostname": "box", "cpu_model": "Test CPU @ 2 GHz",
           "physical_cores": 1, "logical_cores": 2, "usable_cores": 2, "sockets": 1,
@@ -334,3 +336,104 @@ def seed_generation(db_path, sweep_id=GEN_SWEEP):
                                           "extra": config_extra(s), "sweep_id": sweep_id,
                                           "round_no": 2, "status": status,
                                           "reason": reason}), SYSTEM)
+
+
+# Serving a language model (issue 38): tiny_llama, prompt 16, output 8, standard bounds
+# (TTFT 2,000 ms, TPOT 100 ms). GS_SWEEP: a VALID Server test at 5 req/s (10 requests, TTFT
+# 40..120 ms and one of 310, TPOT 10 ms: a span of exactly 2 s) and an INVALID one at 20
+# req/s (TTFT 100 + 300 i ms: 3 over the bound, 1 SUT error). GS_USERS_SWEEP: closed loops
+# of 1, 2, 4 and 8 users on OpenVINO's continuous batching (TTFT 30 ms, TPOT 10, 12.5, 20
+# ms; 8 users TTFT 200 ms, TPOT 45 ms, dominated by 4), 4 requests a user back to back.
+GS_SWEEP, GS_USERS_SWEEP = "sweep-genserve", "sweep-genserve-users"
+GS_USERS = {1: (30, 10.0), 2: (30, 12.5), 4: (30, 20.0), 8: (200, 45.0)}
+
+
+def gs_summary(result: str, failed: tuple[str, ...], ttft99_ns: int, tpot99_ns: int,
+                tok_s: float, qps: float, errors: int) -> str:
+    """A token-mode summary as LoadGen 6.0.17 prints one (the lines parse_summary reads)."""
+    rules = "".join(f"  {r} satisfied : {'NO' if r in failed else 'Yes'}\n" for r in (
+        "Performance constraints", "Min duration", "Min queries", "Early stopping"))
+    return ("MLPerf Results Summary\nScenario : Server\nMode     : PerformanceOnly\n"
+            f"Completed tokens per second: {tok_s:.2f}\nResult is : {result}\n{rules}"
+            "TTFT Early Stopping Result:\n * Run successful.\n"
+            "TPOT Early Stopping Result:\n * Run successful.\n"
+            "================================================\n"
+            f"99.00 percentile first token latency (ns)   : {ttft99_ns}\n"
+            f"99.00 percentile time to output token (ns)   : {tpot99_ns}\n"
+            f"target_qps : {qps:g}\nttft_latency (ns): 2000000000\n"
+            f"tpot_latency (ns): 100000000\n\n"
+            + (f"{errors} ERROR encountered. See detailed log.\n" if errors
+               else "No errors encountered during test.\n"))
+
+
+def gs_record(run_id, scenario, issue_ms, ttft_ms, tpot_ms, *, engine="eager", users=1,
+              qps=None, summary="", minute=0):
+    """A stored-looking genserve test: every request of 8 tokens from fixed times (ms),
+    figures and verdict derived by the engine."""
+    from engine.scenarios.genserve.spec import GenServeSpec
+
+    seqs = 1 if engine == "eager" else 8
+    s = GenServeSpec("tiny_llama", engine, scenario, prompt_len=16, output_len=8,
+                     target_qps=qps, users=users, max_num_seqs=seqs,
+                     min_query_count=max(len(issue_ms), users)).validate(cores=64)
+    return gs_test(s, run_id, issue_ms, ttft_ms, tpot_ms, summary=summary, minute=minute)
+
+
+def gs_test(s, run_id, issue_ms, ttft_ms, tpot_ms, *, summary="", minute=0):
+    """A stored-looking genserve test of spec s (a validated GenServeSpec of prompt 16 and
+    output 8, standard bounds): every request of 8 tokens from fixed times (ms)."""
+    from engine.scenarios import GENSERVING
+    from engine.scenarios.genserve.messages import GenServeResult
+
+    ns = [int(round(t * 1e6)) for t in issue_ms]
+    first = [a + int(round(t * 1e6)) for a, t in zip(ns, ttft_ms)]
+    done = [f + int(round(7 * p * 1e6)) for f, p in zip(first, tpot_ms)]
+    res = GenServeResult(
+        run_id, load_s=1.0, first_forward_s=0.1, warmup_ns=(100_000_000,),
+        samples_ns=tuple(d - a for a, d in zip(ns, done)), warmup_s=0.1,
+        measured_s=(max(done) - min(ns)) / 1e9, stop_reason="LoadGen's test ended",
+        scenario=s.scenario, prompt_len=16, output_len=8, ttft_bound_ms=2000.0,
+        tpot_bound_ms=100.0, target_qps=s.target_qps, users=s.users,
+        req_sample=tuple(i % 4 for i in range(len(ns))), req_issue_ns=tuple(ns),
+        req_first_ns=tuple(first), req_done_ns=tuple(done), req_tokens=(8,) * len(ns),
+        summary_log=summary, detail_log="detail of " + run_id if summary else "",
+        loadgen_version="6.0.17" if summary else None, build_s=1.5,
+        engine_settings={"max_num_seqs": s.max_num_seqs}, engine_stats={"ignored": 0},
+        agreement=1.0, agreement_tokens=8)
+    base = {**base_fields(s, run_id, minute), "kind": GENSERVING.kind,
+            "extra": config_extra(s)}
+    return record_from_result(base, res, s)
+
+
+def seed_genserve(db_path):
+    """GS_SWEEP's two Server tests and GS_USERS_SWEEP's four closed loops."""
+    from dataclasses import replace
+
+    from store.db import open_db
+    from store.runs import save_record, save_sweep
+
+    valid_ttft = (40, 50, 60, 70, 80, 90, 100, 110, 120, 310)
+    bad_ttft = tuple(100 + 300 * i for i in range(10))
+    tests = [(GS_SWEEP, gs_record(
+        "gs-valid", "server", [180 * i for i in range(10)], valid_ttft, [10.0] * 10, qps=5.0,
+        summary=gs_summary("VALID", (), 292_900_000, 10_000_000, 40.0, 5, 0), minute=1)),
+        (GS_SWEEP, gs_record(
+            "gs-invalid", "server", [50 * i for i in range(10)], bad_ttft, [20.0] * 10,
+            qps=20.0, summary=gs_summary("INVALID", ("Performance constraints",
+                                                      "Early stopping"),
+                                          2_775_000_000, 20_000_000, 23.6, 20, 1),
+            minute=2))]
+    for n, (users, (ttft, tpot)) in enumerate(GS_USERS.items()):
+        e2e = ttft + 7 * tpot
+        issue = [k * e2e for _ in range(users) for k in range(4)]
+        tests.append((GS_USERS_SWEEP, gs_record(
+            f"gs-users-{users}", "closed-loop", issue, [ttft] * len(issue),
+            [tpot] * len(issue), engine="openvino_genai_cb", users=users, minute=3 + n)))
+    with open_db(db_path) as con:
+        save_sweep(con, GS_SWEEP, rounds=1, seed=1, plan=[[]], configurations=2,
+                   command="python -m engine genserve --model tiny_llama --scenarios server")
+        save_sweep(con, GS_USERS_SWEEP, rounds=1, seed=1, plan=[[]], configurations=4,
+                   command="python -m engine genserve --model tiny_llama --engine "
+                           "openvino_genai_cb --scenarios closed-loop --users 1 2 4 8")
+        for sweep_id, rec in tests:
+            save_record(con, replace(rec, sweep_id=sweep_id, round_no=1), SYSTEM)

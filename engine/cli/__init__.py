@@ -5,6 +5,7 @@ argument helpers of engine/cli/args.py:
 - engine/cli/workloads.py: train, dataload
 - engine/cli/generation.py: generate, generations (text generation, issue 37)
 - engine/cli/serving.py: serve (MLPerf LoadGen scenarios)
+- engine/cli/genserve.py: genserve (serving a language model, issue 38)
 - engine/cli/tune.py: tune (the serving configuration under a p99 bound)
 - engine/cli/results.py: runs, sweeps, compare, export, import
 - engine/cli/prices.py: prices list|check|import
@@ -21,14 +22,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli import (calibrate, generation, history, inference, prices, report, results,
-                        serving, tune, workloads)
+from engine.cli import (calibrate, generation, genserve, history, inference, prices, report,
+                        results, serving, tune, workloads)
 from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser", "GUIDES"]
 
 _FAMILIES = (inference, results, prices, workloads, serving, tune, report, history,
-             calibrate, generation)
+             calibrate, generation, genserve)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 # Where each command is explained (its --help ends with it): one hop from the command to
 # its guide. docs/CLI.md lists every command and flag and where each flag is explained.
@@ -39,7 +40,10 @@ GUIDES = {"run": "docs/CLI.md", "models": "docs/CLI.md", "runtimes": "docs/RUNTI
           "dataload": "docs/pages/dataload.md", "serve": "docs/SERVING.md",
           "tune": "docs/SERVING.md", "report": "docs/CLI.md", "history": "docs/CLI.md",
           "calibrate": "docs/CEILINGS.md",
-          "generate": "docs/CLI.md", "generations": "docs/CLI.md"}
+          "generate": "docs/CLI.md", "generations": "docs/CLI.md",
+          "genserve": "docs/SERVING.md",
+          "genserve-search": "docs/SERVING.md", "genserve-users": "docs/SERVING.md",
+          "genserve-tune": "docs/SERVING.md"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,16 +19,19 @@ from engine.core.protocol import CORE_MESSAGES, Message, message_types
 from engine.scenarios.base import Scenario
 from engine.scenarios.dataload.hooks import DATA_LOADING
 from engine.scenarios.generation.hooks import GENERATION
+from engine.scenarios.genserve.hooks import GENSERVING
 from engine.scenarios.inference.hooks import INFERENCE
 from engine.scenarios.serving.hooks import SERVING
 from engine.scenarios.tables import KindTable
 from engine.scenarios.training.hooks import TRAINING
 
 __all__ = ["KINDS", "SCENARIOS", "MESSAGES", "KIND_TABLES", "scenario_of", "decode",
-           "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING", "SERVING", "GENERATION"]
+           "Scenario", "INFERENCE", "TRAINING", "DATA_LOADING", "SERVING", "GENERATION",
+           "GENSERVING"]
 
 # Every kind of work, in the order the product lists them.
-KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION)
+KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION,
+                               GENSERVING)
 
 SCENARIOS: dict[str, Scenario] = {s.kind: s for s in KINDS}
 assert len(SCENARIOS) == len(KINDS), "two kinds share a name"

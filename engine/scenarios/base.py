@@ -63,6 +63,10 @@ class Scenario:
     # A spec's replicas > 1 are R workers the runner starts and times in one window
     # (engine/run/process/replicas.py); serving's replicas are its worker's own processes instead.
     runner_replicates: ClassVar[bool] = True
+    # The worker sets its framework's threads (and so imports it) before the body runs;
+    # False where the body only drives processes of its own that do (serving a language
+    # model: its engine process), so the worker neither pays for the import nor holds it.
+    worker_imports_framework: ClassVar[bool] = True
     # What the CLI's progress bar counts: "run", or "step" (read from progress events).
     progress_unit: ClassVar[str] = "run"
     # Other tools' one-file-per-run formats a run of this kind can be written in

@@ -107,7 +107,8 @@ def main() -> None:
         raise SystemExit("a worker runs one framework")  # the runner groups by framework
     first = runs[0][1]
     t0 = time.perf_counter()
-    configure_threads(first.framework, first.intra_threads, first.inter_threads)
+    if scenario.worker_imports_framework:
+        configure_threads(first.framework, first.intra_threads, first.inter_threads)
     if assign.mode == CALIBRATE:  # the machine's ceilings, on a run's threads and cores
         from engine.worker.calibrate import calibrate
 

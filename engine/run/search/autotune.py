@@ -172,7 +172,8 @@ def check_tune(*, bound_ms, objective: str, margin: float, shape: str | None) ->
                         field="machine_shape")
 
 
-def _prune(closed, bound_ms, objective, price, prune_factor: float = PRUNE_FACTOR):
+def _prune(closed, bound_ms, objective, price, prune_factor: float = PRUNE_FACTOR,
+           unit: str = "samples/s"):
     """(survivors best first as (candidate, figure, score), pruned as (candidate, why))."""
     pruned, scored = [], []
     for c, f in closed:
@@ -192,7 +193,7 @@ def _prune(closed, bound_ms, objective, price, prune_factor: float = PRUNE_FACTO
     for c, f, s in scored:
         worse = best / s if objective == "qps" else s / best
         if worse > prune_factor:
-            what = (f"closed-loop {s:,.1f} samples/s" if objective == "qps" else
+            what = (f"closed-loop {s:,.1f} {unit}" if objective == "qps" else
                     f"flat-out ${s:.3g} per 1 M")
             pruned.append((c, f"{what} is {worse:,.2f}x worse than the best candidate's "
                               f"({best_c.label()}); pruned beyond {prune_factor:g}x"))
@@ -215,6 +216,7 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
              price: Callable[[Candidate, ClosedFigure, float], float | None],
              bound_ms: float, objective: str, margin: float = DEFAULT_TUNE_MARGIN,
              top_n: int = TOP_N, prune_factor: float = PRUNE_FACTOR,
+             unit: str = "samples/s",
              choose_queries: Callable[[list[float]], object] = lambda rates: None) -> Tuning:
     """closed_probe(c) -> its closed-loop figure; qps_search(c, start samples/s) -> its
     max-QPS search; price(c, figure, samples/s) -> USD per 1 M on the shape, or (USD, the
@@ -226,7 +228,7 @@ def autotune(candidates: list[Candidate], *, default: Candidate,
     best first, then the default's when it is searched): every confirmation then runs the
     one query count it settles (its answer is the Tuning's `queries`)."""
     closed = [(c, closed_probe(c)) for c in candidates]
-    survivors, pruned = _prune(closed, bound_ms, objective, price, prune_factor)
+    survivors, pruned = _prune(closed, bound_ms, objective, price, prune_factor, unit)
     default_fig = next((f for c, f in closed if c == default), None) or closed_probe(default)
     rates = [f.throughput for _, f, _ in survivors]
     if _searchable(default_fig, bound_ms):

@@ -333,12 +333,15 @@ CUT_SHORT = "cut short"
 
 def replay_max_qps(probes, *, precision: float = DEFAULT_QPS_PRECISION,
                    max_probes: int = DEFAULT_QPS_PROBES, query_count: int | None = None,
-                   bound_ms: float | None = None) -> QpsSearch:
+                   bound_ms: float | None = None,
+                   qps_range: tuple[float, float] | None = None) -> QpsSearch:
     """The search as it ran, from its stored probes in order (a pure function of their
     answers): the same max, bracket and stop reason the job printed, for any reader of the
     store. query_count and bound_ms: what the search's command recorded (query_count None:
     stored before a search fixed it; its probes ran varying counts, and the result says
-    so). A search that stopped early (cancelled, its worker gone) says so."""
+    so). qps_range: the targets the search could try, when its kind has its own (a
+    language model's: engine/run/search/gen_max_rate.gen_rate_range); None: serving's.
+    A search that stopped early (cancelled, its worker gone) says so."""
     probes = list(probes)
     if not probes:
         return QpsSearch((), None, None, (None, None), "no probe stored",
@@ -348,10 +351,10 @@ def replay_max_qps(probes, *, precision: float = DEFAULT_QPS_PRECISION,
     def probe(q: float):
         return next(answers, None) or StoredProbe(q, CUT_SHORT, "no further probe stored")
 
-    lo, hi = probe_qps_range(query_count, bound_ms)
+    lo, hi = qps_range or probe_qps_range(query_count, bound_ms)
     res = find_max_qps(probe, start_qps=min(max(probes[0].target_qps, lo), hi),
                        precision=precision, max_probes=max_probes, query_count=query_count,
-                       bound_ms=bound_ms)
+                       bound_ms=bound_ms, qps_range=(lo, hi))
     if res.probes and res.probes[-1][1].status == CUT_SHORT:
         res = replace(res, probes=res.probes[:-1], stop_reason=(
             f"stopped after {len(res.probes) - 1} probes with no further probe stored "

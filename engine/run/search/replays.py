@@ -18,16 +18,23 @@ from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
 from engine.run.search.query_choice import QueryChoice
 from engine.scenarios import INFERENCE, SERVING
 
-__all__ = ["MAX_QPS_COMMAND", "TUNE_COMMAND", "request_fields", "search_limits",
+__all__ = ["MAX_QPS_COMMAND", "TUNE_COMMAND", "GEN_RATE_COMMAND", "GEN_USERS_COMMAND",
+           "GEN_TUNE_COMMAND", "request_fields", "search_limits",
            "stored_probe", "replay_tune"]
 
 MAX_QPS_COMMAND = "dashboard max-qps"
 TUNE_COMMAND = "dashboard tune"
+# serving a language model's searches (engine/run/search/genserve_jobs.py; their replays:
+# engine/run/search/gen_replays.py)
+GEN_RATE_COMMAND = "dashboard genserve-search"
+GEN_USERS_COMMAND = "dashboard genserve-users"
+GEN_TUNE_COMMAND = "dashboard genserve-tune"
 
 
 def request_fields(command: str | None) -> dict:
     """The request fields a search's sweep command carries ({} for any other command)."""
-    for prefix in (MAX_QPS_COMMAND, TUNE_COMMAND):
+    for prefix in (MAX_QPS_COMMAND, TUNE_COMMAND, GEN_RATE_COMMAND, GEN_USERS_COMMAND,
+                   GEN_TUNE_COMMAND):
         if command and command.startswith(prefix + " {"):
             try:
                 fields = json.loads(command[len(prefix) + 1:])
