@@ -13,7 +13,8 @@ Lines on its stdin (the front's): "A <rid> <sample>" adds a request for prompt `
 "Q" ends it (it answers "S <stats JSON>" first). Lines on its stdout: "R <JSON>" once it is
 built, checked and warm (or "F <kind> <reason>" and it exits), then "T <rid> <tokens so
 far> <0|1 done>" every time a request gains tokens, written as the engine makes them
-visible (the front stamps the time as it reads the line).
+visible (the front stamps the time as it reads the line). Requests beyond HAND_OVER x
+max_num_seqs in the engine wait in this process's queue, in arrival order.
 
 Before it says R: the check request (prompt 0, alone) against the reference tokens (PyTorch
 eager fp32 greedy on the same prompt; below the threshold the run is invalid: "F
@@ -30,14 +31,16 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from pathlib import Path
 
-__all__ = ["main", "drain"]
+__all__ = ["main", "drain", "HAND_OVER"]
 
 # The engine sees its own request ids, 0, 1, 2, ... in the order requests arrive (the check
 # and warm-up requests first): OpenVINO's request_id is unsigned, and LoadGen's ids are
 # pointers, so the front's ids are mapped here and back on the way out
 CHECK_RID = 0
+HAND_OVER = 2
 
 
 def drain(engine, emit) -> None:
@@ -122,6 +125,13 @@ def main() -> None:
     threading.Thread(target=read, daemon=True, name="inbox").start()
 
     front_id: dict[int, int] = {}
+    # Requests wait here until the engine holds fewer than HAND_OVER x max_num_seqs: it
+    # runs at most max_num_seqs at once, and an engine that looks at every request it holds
+    # each step (the OpenVINO engine reads each handle) would pay for an Offline test's
+    # whole queue at every step
+    waiting: deque = deque()
+    limit = HAND_OVER * int(cfg["spec"]["max_num_seqs"])
+    in_engine = [0]
     # what reporting a token costs this process (the line and its write), timed in place:
     # the bench holds it against TPOT
     cost = {"emit_ns": 0, "emits": 0}
@@ -132,11 +142,17 @@ def main() -> None:
         out.flush()
         if done:
             del front_id[rid]
+            in_engine[0] -= 1
         cost["emit_ns"] += time.perf_counter_ns() - t
         cost["emits"] += 1
 
+    def feed() -> None:
+        while waiting and in_engine[0] < limit:
+            engine.add(*waiting.popleft(), n)
+            in_engine[0] += 1
+
     while True:
-        line = None if engine.busy() and inbox.empty() else inbox.get()
+        line = (None if (engine.busy() or waiting) and inbox.empty() else inbox.get())
         while line is not None:
             if line.startswith(b"Q"):
                 stats = {**engine.stats(), **cost, "engine_peak_rss_bytes": _vm_hwm()}
@@ -146,13 +162,15 @@ def main() -> None:
                 return
             _, rid, sample = line.split()
             front_id[next_id] = int(rid)
-            engine.add(next_id, table[int(sample) % len(table)], n)
+            waiting.append((next_id, table[int(sample) % len(table)]))
             next_id += 1
             try:
                 line = inbox.get_nowait()
             except queue.Empty:
                 line = None
-        engine.step(emit)
+        feed()
+        if engine.busy():
+            engine.step(emit)
 
 
 if __name__ == "__main__":
