@@ -300,9 +300,10 @@ TOY_FILES = {
 REGISTRY_EDIT = [
     ("from engine.scenarios.base import Scenario\n", "from engine.scenarios.base import "
      "Scenario\nfrom engine.scenarios.count.hooks import COUNT\n"),
-    ("KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION)",
+    ("KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION, "
+     "GENSERVING)",
      "KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION, "
-     "COUNT)"),
+     "GENSERVING, COUNT)"),
 ]
 DRIVE = '''
 import sys

@@ -27,6 +27,7 @@ from engine.scenarios.dataload.messages import LoadResult
 from engine.scenarios.inference.messages import InferenceResult
 from engine.scenarios.serving.messages import ReplicaDone, ReplicaWarm, ServeResult
 from engine.scenarios.generation.messages import GenResult
+from engine.scenarios.genserve.messages import GenServeResult
 from engine.scenarios.training.messages import TrainResult
 from engine.run.process.runner import Runner
 from tests.conftest import ROOT
@@ -73,6 +74,14 @@ EVERY_MESSAGE = [
               token_ns=(10, 20, 30, 11, 22, 33), ttft_ns=(), timing_source="streamer",
               agreement=0.9375, agreement_tokens=16, agreement_reference="ref", build_s=2.5,
               kv_cache_bytes=4096, runtime_versions={"torch": "2.14"}),
+    GenServeResult("r1", **_RESULT, scenario="server", prompt_len=16, output_len=4,
+                   ttft_bound_ms=2000.0, tpot_bound_ms=100.0, target_qps=2.5, users=1,
+                   req_sample=(0, 3), req_issue_ns=(0, 10), req_first_ns=(50, 60),
+                   req_done_ns=(80, 100), req_tokens=(4, 4), summary_log="Result is : VALID",
+                   detail_log=":::MLLOG {}", loadgen_version="6.0.17", build_s=1.5,
+                   engine_settings={"max_num_seqs": 4}, engine_stats={"ignored": 0},
+                   runtime_versions={"openvino": "2026.4"}, agreement=1.0,
+                   agreement_tokens=4, front_cpu_s=0.25),
     ServeResult("r1", **_RESULT, summary_log="Result is : VALID", detail_log=":::MLLOG {}",
                 loadgen_version="6.0.17", expected_latency_ns=5_000, queries=9,
                 model_calls=4, replica_cpus=("0,1", "2,3"), replica_calls=(3, 1)),

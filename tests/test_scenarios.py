@@ -12,6 +12,7 @@ from engine.run.jobs.serve_request import ServeRequest
 from engine.scenarios import DATA_LOADING, INFERENCE, SCENARIOS, SERVING, TRAINING, scenario_of
 from engine.scenarios.dataload.spec import LoadSpec
 from engine.scenarios.generation.spec import GenSpec
+from engine.scenarios.genserve.spec import GenServeSpec
 from engine.scenarios.inference.spec import RunSpec
 from engine.scenarios.training.spec import TrainSpec
 from engine.core.errors import UserError
@@ -26,7 +27,7 @@ from seeds.records import failed_record, ok_record
 def test_every_spec_type_has_exactly_one_scenario():
     assert {k: s.spec_type for k, s in SCENARIOS.items()} == {
         "inference": RunSpec, "train": TrainSpec, "dataload": LoadSpec, "serve": ServeSpec,
-        "generate": GenSpec}
+        "generate": GenSpec, "genserve": GenServeSpec}
     for kind, s in SCENARIOS.items():
         assert s.kind == kind == s.spec_type.kind
     assert (SweepRequest.scenario, TrainRequest.scenario, LoadRequest.scenario,

@@ -30,8 +30,7 @@ __all__ = ["KINDS", "SCENARIOS", "MESSAGES", "KIND_TABLES", "scenario_of", "deco
            "GENSERVING"]
 
 # Every kind of work, in the order the product lists them.
-KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION,
-                               GENSERVING)
+KINDS: tuple[Scenario, ...] = (INFERENCE, TRAINING, DATA_LOADING, SERVING, GENERATION, GENSERVING)
 
 SCENARIOS: dict[str, Scenario] = {s.kind: s for s in KINDS}
 assert len(SCENARIOS) == len(KINDS), "two kinds share a name"
