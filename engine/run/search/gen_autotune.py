@@ -28,7 +28,8 @@ from engine.analysis.genserve_cost import TokenRates, token_serving_rows
 from engine.core.record import RunRecord
 from engine.run.search.autotune import (DEFAULT_TUNE_MARGIN, PRUNE_FACTOR, TOP_N,
                                         ClosedFigure, Tuning, autotune)
-from engine.run.search.gen_max_rate import GEN_QUERIES, figures_of, search_in, ttft_view
+from engine.run.search.gen_max_rate import (GEN_QUERIES, figures_of, search_in, stored_runs,
+                                           ttft_view)
 from engine.scenarios.genserve.engines import engine_row
 
 __all__ = ["GenCandidate", "gen_candidates", "closed_figure", "stored_gen_tune",
@@ -132,15 +133,8 @@ def stored_gen_tune(base, candidates: list[GenCandidate], *, db, runner, command
                     on_event=None) -> tuple[str, Tuning, GenCandidate]:
     """The tuning on real tests, one sweep. base: a validated GenServeSpec of the model, the
     shape (prompt, output) and the bounds; each candidate replaces its engine fields."""
-    from engine.run.jobs.sweep import open_sweep
-
-    sweep = open_sweep(db, command=command, on_stored=on_stored)
-    on_start(sweep.sweep_id)
-
-    def run(spec) -> RunRecord:
-        [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
-                           on_event=on_event, known_stats=sweep.known_stats)
-        return rec
+    sweep, run = stored_runs(db, runner, command=command, on_start=on_start,
+                             on_stored=on_stored, on_event=on_event)
 
     def of(c: GenCandidate, **kw):
         return replace(base, runtime=c.runtime, precision=c.precision,

@@ -29,9 +29,9 @@ from engine.run.search.max_qps import (DEFAULT_QPS_PRECISION, DEFAULT_QPS_PROBES
 from engine.run.search.query_choice import SPAN_BOUNDS
 from engine.scenarios.genserve.table import GENSERVE_RESULTS
 
-__all__ = ["GEN_MAX_PROBE_S", "gen_rate_range", "stored_gen_max_rate", "figures_of", "search_in",
-           "ttft_view", "Concurrency", "sweep_users", "stored_concurrency", "RISE_STOP",
-           "GEN_QUERIES", "pareto_points"]
+__all__ = ["GEN_MAX_PROBE_S", "gen_rate_range", "stored_gen_max_rate", "figures_of",
+           "search_in", "stored_runs", "ttft_view", "Concurrency", "sweep_users",
+           "stored_concurrency", "RISE_STOP", "GEN_QUERIES", "pareto_points"]
 
 GEN_MAX_PROBE_S = 1800.0
 GEN_QUERIES = 459  # LoadGen's early stopping: p99 judged with none over at 459 requests
@@ -65,15 +65,9 @@ def ttft_view(res: QpsSearch) -> QpsSearch:
     return replace(res, probes=tuple((q, ttft(r)) for q, r in res.probes), best=ttft(res.best))
 
 
-def stored_gen_max_rate(base, *, db, runner, command: str, start_qps: float | None = None,
-                        query_count: int = GEN_QUERIES,
-                        precision: float = DEFAULT_QPS_PRECISION,
-                        max_probes: int = DEFAULT_QPS_PROBES,
-                        on_start: Callable[[str], None] = lambda sweep_id: None,
-                        on_stored: Callable[[RunRecord], None] = lambda rec: None,
-                        on_event=None) -> tuple[str, QpsSearch, RunRecord | None, str]:
-    """(sweep id, the search, the Offline estimate's run or None, where the estimate came
-    from). base: a validated Server GenServeSpec (its target and count replaced per probe)."""
+def stored_runs(db, runner, *, command: str, on_start, on_stored, on_event):
+    """(the sweep opened for a search, run(spec) -> its stored record): what every search
+    of this kind (max rate, users, tuning) runs its tests through, one sweep each."""
     from engine.run.jobs.sweep import open_sweep
 
     sweep = open_sweep(db, command=command, on_stored=on_stored)
@@ -83,7 +77,20 @@ def stored_gen_max_rate(base, *, db, runner, command: str, start_qps: float | No
         [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
                            on_event=on_event, known_stats=sweep.known_stats)
         return rec
+    return sweep, run
 
+
+def stored_gen_max_rate(base, *, db, runner, command: str, start_qps: float | None = None,
+                        query_count: int = GEN_QUERIES,
+                        precision: float = DEFAULT_QPS_PRECISION,
+                        max_probes: int = DEFAULT_QPS_PROBES,
+                        on_start: Callable[[str], None] = lambda sweep_id: None,
+                        on_stored: Callable[[RunRecord], None] = lambda rec: None,
+                        on_event=None) -> tuple[str, QpsSearch, RunRecord | None, str]:
+    """(sweep id, the search, the Offline estimate's run or None, where the estimate came
+    from). base: a validated Server GenServeSpec (its target and count replaced per probe)."""
+    sweep, run = stored_runs(db, runner, command=command, on_start=on_start,
+                             on_stored=on_stored, on_event=on_event)
     offline, why = None, "the target given"
     if start_qps is None:
         offline = run(replace(base, scenario="offline", target_qps=None,
@@ -166,14 +173,11 @@ def stored_concurrency(base, *, db, runner, command: str, cap: int,
     GenServeSpec; each point sends max(its min_query_count, 4 x users) requests."""
     from engine.run.jobs.sweep import open_sweep
 
-    sweep = open_sweep(db, command=command, on_stored=on_stored)
-    on_start(sweep.sweep_id)
+    sweep, run = stored_runs(db, runner, command=command, on_start=on_start,
+                             on_stored=on_stored, on_event=on_event)
 
     def probe(users: int) -> RunRecord:
-        spec = replace(base, users=users,
-                       min_query_count=max(base.min_query_count, 4 * users)).validate()
-        [rec] = runner.run([spec], on_record=sweep.store, sweep_id=sweep.sweep_id,
-                           on_event=on_event, known_stats=sweep.known_stats)
-        return rec
+        return run(replace(base, users=users,
+                           min_query_count=max(base.min_query_count, 4 * users)).validate())
 
     return sweep.sweep_id, sweep_users(probe, cap=cap)
