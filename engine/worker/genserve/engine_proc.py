@@ -104,11 +104,15 @@ def main() -> None:
     cfg = json.loads(sys.stdin.buffer.readline())
     if cfg.get("cores"):  # a replica: its own cores, before a framework starts a thread
         os.sched_setaffinity(0, cfg["cores"])
+    # after the pinning: numpy (under session) starts its BLAS threads as it is imported
+    from engine.worker.errors import OutputMismatch
+    from engine.worker.generation.session import Refused
+
     try:
         engine, table, next_id = _start(cfg, out)
     except BaseException as exc:  # noqa: BLE001 - told to the front, which fails the run
-        kind = {"Refused": "refused", "OutputMismatch": "mismatch"}.get(
-            type(exc).__name__, "error")
+        kind = ("refused" if isinstance(exc, Refused) else
+                "mismatch" if isinstance(exc, OutputMismatch) else "error")
         reason = (str(exc) if kind != "error"
                   else "".join(traceback.format_exception(exc))[-2000:])
         out.write(f"F {kind} {json.dumps(reason)}\n".encode())
