@@ -74,7 +74,7 @@ def test_the_verdicts_name_each_failed_rule_and_our_lower_bounds(con):
     rows = genserve_tests(con).set_index("run_id", drop=False)
     state, text = verdict(rows.loc["gs-valid"].to_dict())
     assert state == "ok"
-    assert text.startswith("LoadGen: VALID: p99 TTFT 292.9 ms and p99 TPOT 10.0 ms within "
+    assert text.startswith("LoadGen: VALID: p99 TTFT 310.0 ms and p99 TPOT 10.0 ms within "
                            "TTFT 2,000 ms and TPOT 100 ms. 10 of 10 requests (100%) met both "
                            "bounds")
     assert "Our readings (TTFT, E2E) are lower bounds on LoadGen's" in text
@@ -100,9 +100,9 @@ def test_the_figures_of_the_valid_test(con):
     assert table.loc["output tokens/s (per machine)"].tolist()[:2] == [40.0, 40.0]
     assert table.loc["input tokens/s", "ours"] == 80.0
     assert table.loc["tokens/s per user", "ours"] == 100.0  # 1 / 10 ms
-    # TTFT 40..120 ms and 310: p50 (80 + 90) / 2, p99 120 + 0.91 x 190
-    assert table.loc["TTFT p50", "ours"] == 85.0
-    assert table.loc["TTFT p99", "ours"] == pytest.approx(292.9)
+    # TTFT 40..120 ms and 310, by LoadGen's rule (sorted[floor(N p)]): p50 [5], p99 [9]
+    assert table.loc["TTFT p50", "ours"] == 90.0
+    assert table.loc["TTFT p99", "ours"] == 310.0
     assert table.loc["TPOT p99"].tolist()[:2] == [10.0, 10.0]
     frame = request_frame(genserve_requests(con, "gs-valid"))
     assert frame.ttft_ms.tolist()[-1] == 310.0 and set(frame.tpot_ms) == {10.0}
@@ -146,10 +146,10 @@ def test_a_chosen_test_shows_its_verdict_figures_histograms_and_logs(gs_db, monk
     assert at.radio(key="work").value == "generate"
     assert at.selectbox(key="gs_run").value == "gs-valid"
     (ok,) = [s.value for s in at.success]
-    assert ok.startswith("LoadGen: VALID: p99 TTFT 292.9 ms and p99 TPOT 10.0 ms")
+    assert ok.startswith("LoadGen: VALID: p99 TTFT 310.0 ms and p99 TPOT 10.0 ms")
     assert [(m.label, m.value) for m in at.metric] == [
         ("output tok/s", "40.0"), ("tok/s per user", "100.0"), ("goodput", "5 req/s"),
-        ("TTFT p99", "292.9 ms"), ("TPOT p99", "10.0 ms")]
+        ("TTFT p99", "310.0 ms"), ("TPOT p99", "10.0 ms")]
     charts = [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
     assert len(charts) == 2
     assert charts[0]["title"]["text"] == "TTFT per request: 10 requests · 0 over the bound"
