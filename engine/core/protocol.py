@@ -167,6 +167,9 @@ class Ready(Event):
     machine: dict  # engine.worker.machine.machine_facts: cores used, SMT, flags, governor
     env: dict  # the thread environment it was started with
     node: dict | None = None  # a cluster node's identity, added by its host (node_host)
+    # how the process began: "spawn" (it imported its framework: import_s), or "fork" from
+    # a fork server that had imported it (engine/worker/zygote.py; import_s is then ~0)
+    start: str = "spawn"
 
 
 @dataclass(frozen=True)

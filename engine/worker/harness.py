@@ -175,7 +175,8 @@ class Frame:
 
         self.emit(Ready(pid=os.getpid(), import_s=time.perf_counter() - self.t0,
                         versions=versions, threads=threads, machine=machine_facts(),
-                        env={k: os.environ[k] for k in THREAD_ENV if k in os.environ}))
+                        env={k: os.environ[k] for k in THREAD_ENV if k in os.environ},
+                        start=os.environ.get("BENCH_WORKER_START", "spawn")))
 
     def progress(self, run_id: str) -> Callable[[str, int], None]:
         """progress(phase, iters) for one run."""

@@ -130,8 +130,12 @@ def plan_and_runner(address: str | None, placements, fleet: bool, *, db, timeout
 
 def release(runner) -> None:
     """After a job: end each executor's resources on the cluster (its NodeHost actor); the
-    process stays joined for the next job. A local executor holds nothing to end."""
+    process stays joined for the next job. A local executor ends its fork servers (each
+    holds a framework imported: the dashboard lives on between jobs)."""
     for r in getattr(runner, "runners", [runner]):
         shutdown = getattr(r.executor, "shutdown", None)
         if shutdown is not None:
             shutdown()
+        close = getattr(r.executor, "close", None)
+        if close is not None:
+            close()

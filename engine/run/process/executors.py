@@ -26,6 +26,7 @@ from engine.core.protocol import (CALIBRATE, Assign, Command, Go, Message, Proto
 from engine.scenarios import decode
 from engine.run.process import pinning
 from engine.run.process.cgroups import make_worker_cgroup
+from engine.run.process.forkserver import ForkServers
 from engine.scenarios import scenario_of
 from engine.core.paths import PROJECT_ROOT
 from engine.core.record import MEMORY_CAP_MARKER, OOM_MARKERS
@@ -34,6 +35,9 @@ __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "wi
            "read_line", "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
 
 STDERR_TAIL_BYTES = 8192
+# The frameworks whose workers are forked from a fork server by default: those whose
+# process-to-process spread a fork keeps (bench/starts.py; docs/ARCHITECTURE.md).
+FORKED = frozenset({"torch"})
 # A replicas' window opens this long after the parent sends its times, so that every replica
 # has read them (a pipe write and a wake-up each) before it opens.
 WINDOW_LEAD_S = 0.05
@@ -103,7 +107,10 @@ class WorkerProcess:
     def __init__(self, python: str, runs: list[RunOrder], env: dict, memory_cap_bytes, *,
                  kind: str, mode: str = "bench", trace_dir: str | None = None,
                  pins=None, sync: str | None = None, relay: bool = False,
-                 held: bool = False, cgroup: bool = True, calibration: dict | None = None):
+                 held: bool = False, cgroup: bool = True, calibration: dict | None = None,
+                 forks=None):
+        """forks: a fork server (engine/run/process/forkserver.py) to fork the worker from,
+        its framework already imported; None: spawn it."""
         self.relay = relay
         full_env = {**os.environ, **env, **pinning.worker_env(pins)}
         pin_child = pinning.pin_child(pins, pinning.usable_cores())
@@ -118,10 +125,21 @@ class WorkerProcess:
                 self.cgroup.join()
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen(
-            [python, "-m", "engine.worker"], cwd=PROJECT_ROOT, env=full_env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, preexec_fn=preexec)
+        self.start_how = "spawn"
+        self.proc = None
+        if forks is not None and forks.usable:
+            try:  # what preexec does, done by the fork server's child from these facts
+                self.proc = forks.spawn(pinning.worker_env(pins),
+                                        pins[0] if pins else pinning.usable_cores(),
+                                        self.cgroup.path if self.cgroup else None)
+                self.start_how = "fork"
+            except RuntimeError:
+                self.proc = None  # spawned instead, below
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                [python, "-m", "engine.worker"], cwd=PROJECT_ROOT, env=full_env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, preexec_fn=preexec)
         # This process keeps off the worker's cores until close().
         self._parent_off = pinning.parent_off(pins)
         self._parent_off.__enter__()
@@ -223,8 +241,12 @@ class LocalProcesses:
     kill reaches its children), killed with its parent (PDEATHSIG and stdin EOF)."""
 
     def __init__(self, python: str = sys.executable, pin: bool = True,
-                 memory_cgroups: bool = True):
+                 memory_cgroups: bool = True, forked=FORKED):
         self.python = python
+        # a worker of a framework in `forked` is forked from a fork server that imported
+        # it (engine/run/process/forkserver.py); any other is spawned and imports it
+        self.forked = frozenset(forked)
+        self.forks = ForkServers(python)
         self.pin = pin  # pin a worker with fewer threads than cores (engine/run/process/pinning.py)
         # False: the worker's watchdog holds the memory cap even where a cgroup could
         self.memory_cgroups = memory_cgroups
@@ -264,7 +286,17 @@ class LocalProcesses:
         pins = pinning.plan(scenario.worker_cpus(first_spec)) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
             pins = (tuple(cores), tuple(pinning.usable_cores()))
-        return WorkerProcess(self.python, runs, thread_env(first_spec), memory_cap_bytes,
+        env = thread_env(first_spec)
+        forks = None
+        if (mode == "bench" and cores is None
+                and scenario.worker_imports_framework
+                and getattr(first_spec, "framework", None) in self.forked):
+            forks = self.forks.server(first_spec.framework, env)
+        return WorkerProcess(self.python, runs, env, memory_cap_bytes,
                              kind=first_spec.kind, mode=mode, trace_dir=trace_dir, pins=pins,
                              sync=sync, held=held, cgroup=self.memory_cgroups,
-                             calibration=calibration)
+                             calibration=calibration, forks=forks)
+
+    def close(self) -> None:
+        """End the fork servers (the next worker that asks starts one again)."""
+        self.forks.close()

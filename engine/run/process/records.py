@@ -70,7 +70,7 @@ def base_fields(spec, *, run_id: str, tags: dict, ready: Ready | None, started_a
         load_avg_1m=load_avg, memory_cap_bytes=memory_cap_bytes, timeout_s=timeout_s,
         git_commit=git_commit, system_id=system_id, kind=spec.kind,
         extra={**config_extra(spec), **_cores_used(machine), **_hypervisor(machine),
-               **_left_to_ray(node)},
+               **_left_to_ray(node), **_start(ready)},
         machine_shape=machine_shape, node_id=(node or {}).get("node_id"),
         node_host=(node or {}).get("hostname"), node_system=(node or {}).get("system"),
         **_process_columns(ready),
@@ -84,6 +84,13 @@ def _process_columns(ready: Ready | None) -> dict:
         return dict(import_s=None, versions={}, threads_effective={}, env={})
     return dict(import_s=ready.import_s, versions=ready.versions,
                 threads_effective=ready.threads, env=ready.env)
+
+
+def _start(ready: Ready | None) -> dict:
+    """How the worker began (issue 39), where it was not the plain spawn: a fork from a
+    fork server that had imported the framework, so its import_s is only its own."""
+    start = getattr(ready, "start", "spawn")
+    return {} if start == "spawn" else {"worker_start": start}
 
 
 def _left_to_ray(node: dict | None) -> dict:

@@ -66,6 +66,13 @@ class Runner:
         self.interleave = interleave
         self._peaks: dict = {}  # worker key -> largest resident size its runs reached
 
+    def close(self) -> None:
+        """End what the executor keeps warm between runs (its fork servers); the runner
+        stays usable and starts them again when a worker asks."""
+        close = getattr(self.executor, "close", None)
+        if close is not None:
+            close()
+
     def run(self, specs: list[RunSpec], *, on_record: Callable[[RunRecord], None],
             on_event: Callable[[object], None] | None = None,
             sweep_id: str | None = None, round_no: int | None = None,

@@ -1,0 +1,99 @@
+"""Does a forked worker keep what a fresh process is for (issue 39)? The same configuration
+run in N spawned workers and N workers forked from a fork server that imported the
+framework (engine/run/process/forkserver.py), alternated A B A B (B A in odd pairs), one
+process each. Prints each process's median, the spread of the per-process medians under
+each start (sd of their logs, range over median), a Brown-Forsythe test of equal spread on
+the log medians and a permutation test of the sd ratio, and the wall time each start took
+from its request to its record.
+
+    .venv/bin/python bench/starts.py [--framework torch] [--model resnet18] [--batch 1]
+        [--threads 2] [--processes 10] [--min-time 2]
+
+Nothing is stored; nothing is timed in tests.
+"""
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.core import MeasurementPolicy  # noqa: E402
+from engine.run.process.executors import LocalProcesses  # noqa: E402
+from engine.run.process.runner import Runner  # noqa: E402
+from engine.scenarios.inference.spec import RunSpec  # noqa: E402
+
+
+def sd_ratio_permutation(a, b, draws=20000, seed=0):
+    """(sd(b) / sd(a), two-sided permutation p of |log ratio| at least as far from 0)."""
+    obs = statistics.stdev(b) / statistics.stdev(a)
+    rng, pool, hits = random.Random(seed), list(a) + list(b), 0
+    for _ in range(draws):
+        rng.shuffle(pool)
+        r = statistics.stdev(pool[len(a):]) / statistics.stdev(pool[:len(a)])
+        hits += abs(math.log(r)) >= abs(math.log(obs)) - 1e-12
+    return obs, hits / draws
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--framework", default="torch")
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--processes", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=2.0)
+    args = ap.parse_args()
+    spec = RunSpec(args.model, args.framework, args.batch, args.threads,
+                   policy=MeasurementPolicy(min_time_s=args.min_time)).validate()
+    runners = {"spawn": Runner(timeout_s=600, executor=LocalProcesses(forked=())),
+               "fork": Runner(timeout_s=600,
+                              executor=LocalProcesses(forked={args.framework}))}
+    got: dict[str, list] = {"spawn": [], "fork": []}
+    print(f"{args.framework} {args.model} b{args.batch} t{args.threads}, "
+          f"{args.processes} processes per start, alternated", flush=True)
+    try:
+        for i in range(args.processes):
+            for how in (("spawn", "fork") if i % 2 == 0 else ("fork", "spawn")):
+                t = time.monotonic()
+                [rec] = runners[how].run([spec], on_record=lambda r: None)
+                started = rec.extra.get("worker_start", "spawn")
+                if started != how:
+                    srv = list(runners[how].executor.forks._servers.values())
+                    raise SystemExit(f"asked to {how}, the worker was a {started}: "
+                                     f"{srv[0].why_not if srv else ''}")
+                wall = time.monotonic() - t
+                if rec.status != "ok":
+                    raise SystemExit(f"{how} process {i}: {rec.status}: {rec.reason}")
+                got[how].append((rec.median_ms, wall, rec.import_s or 0.0))
+                print(f"  {i:2} {how:5} median {rec.median_ms:8.3f} ms  import "
+                      f"{rec.import_s or 0:5.2f} s  request to record {wall:5.2f} s",
+                      flush=True)
+    finally:
+        for r in runners.values():
+            r.close()
+    logs = {h: [math.log(m) for m, _, _ in v] for h, v in got.items()}
+    print()
+    for how, v in got.items():
+        meds = sorted(m for m, _, _ in v)
+        mid = statistics.median(meds)
+        print(f"{how:5}: medians {', '.join(f'{m:.2f}' for m in meds)} ms; sd(log) "
+              f"{statistics.stdev(logs[how]):.4f}; range/median "
+              f"{(meds[-1] - meds[0]) / mid:.3f}; mean request-to-record "
+              f"{statistics.fmean(w for _, w, _ in v):.2f} s")
+    from scipy import stats
+
+    bf = stats.levene(logs["spawn"], logs["fork"], center="median")
+    ratio, p = sd_ratio_permutation(logs["spawn"], logs["fork"])
+    print(f"equal spread? Brown-Forsythe W {bf.statistic:.3f}, p {bf.pvalue:.3f}; "
+          f"sd ratio fork/spawn {ratio:.3f}, permutation p {p:.3f}")
+    print(f"medians' centre: spawn {statistics.median(m for m, _, _ in got['spawn']):.3f} ms,"
+          f" fork {statistics.median(m for m, _, _ in got['fork']):.3f} ms")
+
+
+if __name__ == "__main__":
+    main()

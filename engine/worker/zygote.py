@@ -1,0 +1,165 @@
+"""A fork server for one framework under one thread environment (issue 39): it imports the
+framework once, runs nothing with it (no op, so no OpenMP or intra-op pool exists), and
+forks a fresh worker for every request, which then runs engine.worker.main as a spawned
+worker would. A round's worker so starts with the framework imported instead of importing
+it again (torch ~2 s, TensorFlow ~4 s of CPU on this machine, every process).
+
+Started by the parent (engine/run/process/forkserver.py) as
+`python -m engine.worker.zygote FD FRAMEWORK` with the group's thread environment already
+set (OMP/MKL/TF read it at import, so one fork server per thread environment), FD one end
+of an AF_UNIX SOCK_SEQPACKET pair. Messages, one JSON object each:
+- to the parent, once: {"ready": import_s, "threads": n}, n the threads left once a
+  throwaway fork ran every library's fork handlers (n > 1: a thread that a fork would not
+  copy, and that does not stop for one; the parent then spawns instead);
+- from the parent: {"env": {...}, "cores": [...] | null, "cgroup": path | null} with three
+  descriptors attached (the worker's stdin, stdout and stderr); an empty message: stop;
+- to the parent: {"pid": n} for each fork, {"exit": n, "code": c} when it ends (c as
+  subprocess's returncode: negative for a signal). The parent is not the worker's parent,
+  so only the fork server can reap it and say how it ended.
+
+Single-threaded on purpose: a fork copies only the calling thread, and a lock another
+thread held at the fork would stay held in the child for ever. SIGCHLD wakes the select
+loop through a pipe (signal.set_wakeup_fd).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+
+__all__ = ["main", "PRELOAD"]
+
+# What a worker of each framework imports before its first run, imported here once.
+PRELOAD = {"torch": ("torch", "torchvision"), "tensorflow": ("tensorflow",),
+           "selftest": ()}  # the framework-free test backend: the fork path alone
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _send(sock: socket.socket, obj: dict) -> None:
+    sock.send(json.dumps(obj).encode())
+
+
+def _child(sock, wake: tuple[int, int], req: dict, fds: list[int]) -> None:
+    """In the forked worker: what subprocess's preexec does for a spawned one (a session
+    of its own, death with its parent, its cores, its memory cgroup, its three pipes),
+    then the worker's main. Never returns."""
+    code = 1
+    try:
+        sock.close()
+        for fd in wake:
+            os.close(fd)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        _die_with_parent()
+        if req.get("cores"):
+            os.sched_setaffinity(0, req["cores"])
+        if req.get("cgroup"):
+            with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.environ.update(req.get("env") or {})
+        os.environ["BENCH_WORKER_START"] = "fork"
+        from engine.worker.main import main
+
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - the worker's last words go to its stderr
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _threads_past_a_fork() -> int:
+    """This process's threads once a fork's prepare handlers have run: a library that
+    stops its pool for a fork (numpy's OpenBLAS starts OPENBLAS_NUM_THREADS - 1 threads at
+    import and ends them in its pthread_atfork handler, to start them again when next
+    needed) leaves none behind; a thread still there (TensorFlow's: 5 after import, 2
+    after a fork) would be missing from every child, with whatever it held."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return len(os.listdir("/proc/self/task"))
+
+
+def _reap(sock) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def main(fd: int, framework: str) -> None:
+    sock = socket.socket(fileno=fd)
+    _die_with_parent()
+    t0 = time.perf_counter()
+    for name in PRELOAD[framework]:
+        importlib.import_module(name)
+    import_s = time.perf_counter() - t0
+    _send(sock, {"ready": import_s, "threads": _threads_past_a_fork()})
+    wake = os.pipe()
+    for w in wake:
+        os.set_blocking(w, False)
+    signal.set_wakeup_fd(wake[1])
+    signal.signal(signal.SIGCHLD, lambda *a: None)
+    while True:
+        ready, _, _ = select.select([sock, wake[0]], [], [])
+        if wake[0] in ready:
+            while True:
+                try:
+                    if not os.read(wake[0], 512):
+                        break
+                except BlockingIOError:
+                    break
+            _reap(sock)
+        if sock in ready:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
+            if not msg:  # the parent closed its end, or asked to stop
+                for fd in fds:
+                    os.close(fd)
+                return
+            req = json.loads(msg)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(sock, wake, req, fds)
+            for f in fds:
+                os.close(f)
+            _send(sock, {"pid": pid})
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,106 @@
+"""Workers forked from a fork server (issue 39): the same rows and statuses as spawned
+ones, the four faults included, the fork server's workers reaped and reported, and nothing
+left behind when the runner closes."""
+
+import os
+
+import psutil
+import pytest
+
+from engine.core import MeasurementPolicy
+from engine.core.protocol import Ready
+from engine.run.process.drive import WorkerEvent
+from engine.run.process.executors import LocalProcesses
+from engine.run.process.forkserver import ForkServer
+from engine.run.process.runner import Runner
+from engine.scenarios.inference.spec import RunSpec
+
+POLICY = MeasurementPolicy(warmup_iters=1, min_time_s=0.05, min_iters=5)
+
+
+def selftest(model, framework="selftest"):
+    return RunSpec(model, framework, 1, 1, policy=POLICY).validate(cores=2)
+
+
+def _readies(out: list):
+    def on_event(notice):
+        if isinstance(notice, WorkerEvent) and isinstance(notice.event, Ready):
+            out.append(notice.event)
+    return on_event
+
+
+def test_forked_workers_give_the_four_faults_their_four_statuses(worker_env):
+    specs = [selftest(m) for m in ("identity", "fault_raise", "fault_hang", "fault_alloc",
+                                   "fault_exit", "identity")]
+    ready: list[Ready] = []
+    runner = Runner(timeout_s=3.0, memory_cap_bytes=256 * 2**20,
+                    executor=LocalProcesses(forked={"selftest"}))
+    records = runner.run(specs, on_record=lambda r: None, on_event=_readies(ready))
+    servers = list(runner.executor.forks._servers.values())
+    assert [(r.model, r.status) for r in records] == [
+        ("identity", "ok"), ("fault_raise", "error"), ("fault_hang", "timeout"),
+        ("fault_alloc", "oom"), ("fault_exit", "killed"), ("identity", "ok")]
+    assert [r.start for r in ready] == ["fork"] * 4
+    assert records[4].signal == "SIGKILL" and records[4].exit_code == -9
+    assert records[2].signal == "SIGKILL"
+    assert records[3].reason.startswith("over its memory cap: ")
+    # one fork server for the group's thread environment, its workers children of it
+    [srv] = servers
+    assert srv.usable and srv.threads == 1
+    assert all(psutil.Process(srv.proc.pid).pid != r.pid for r in ready)
+    runner.close()
+    assert srv.proc.poll() is not None
+    assert not [r.pid for r in ready if psutil.pid_exists(r.pid)
+                and psutil.Process(r.pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_worker_is_spawned_when_its_fork_server_is_gone(worker_env):
+    ready: list[Ready] = []
+    runner = Runner(timeout_s=30.0, executor=LocalProcesses(forked={"selftest"}))
+    runner.run([selftest("identity")], on_record=lambda r: None, on_event=_readies(ready))
+    [srv] = runner.executor.forks._servers.values()
+    srv.proc.kill()
+    srv.proc.wait()
+    # the next worker asks again: a fresh fork server forks it
+    [rec] = runner.run([selftest("identity")], on_record=lambda r: None,
+                       on_event=_readies(ready))
+    assert rec.status == "ok" and [r.start for r in ready] == ["fork", "fork"]
+    runner.close()
+
+
+def test_frameworks_not_named_are_spawned(worker_env):
+    ready: list[Ready] = []
+    runner = Runner(timeout_s=30.0, executor=LocalProcesses(forked=()))
+    [rec] = runner.run([selftest("identity")], on_record=lambda r: None,
+                       on_event=_readies(ready))
+    assert rec.status == "ok" and [r.start for r in ready] == ["spawn"]
+    assert runner.executor.forks._servers == {}
+
+
+def test_a_fork_server_reports_its_import_and_single_thread(worker_env):
+    srv = ForkServer(os.sys.executable, "selftest", {"OMP_NUM_THREADS": "1"})
+    try:
+        assert srv.why_not is None and srv.threads == 1 and srv.import_s >= 0
+        proc = srv.spawn({}, None, None)
+        proc.stdin.close()  # an Assign never comes: the worker reads EOF and exits
+        assert proc.wait(timeout=30) != 0 or proc.returncode == 0
+        with pytest.raises(Exception):
+            proc.stdin.write(b"x\n")
+    finally:
+        srv.close()
+    assert srv.proc.poll() is not None
+
+
+@pytest.mark.slow
+def test_a_forked_torch_worker_measures_and_imported_nothing_itself(worker_env):
+    ready: list[Ready] = []
+    spec = RunSpec("resnet18", "torch", 1, 1, policy=POLICY, image_size=32).validate(cores=2)
+    runner = Runner(timeout_s=120.0, executor=LocalProcesses(forked={"torch"}))
+    try:
+        [rec] = runner.run([spec], on_record=lambda r: None, on_event=_readies(ready))
+        [srv] = runner.executor.forks._servers.values()
+    finally:
+        runner.close()
+    assert rec.status == "ok" and rec.median_ms > 0
+    assert [r.start for r in ready] == ["fork"]
+    assert ready[0].import_s < 0.5 < srv.import_s  # torch was imported by the server
