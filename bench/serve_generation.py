@@ -20,8 +20,12 @@
         [--queries 459] [--pairs 3] [--precision 0.1]
 
 Nothing is stored (the runs' records are read as they end); nothing is timed in tests. A probe of N requests at
-q requests/s runs N / q seconds: at a language model's rates on a CPU a search takes tens
-of minutes, a pair of them an hour or more.
+q requests/s runs N / q seconds (an INVALID one longer: its queue drains after the last
+arrival). On this 2-core machine (2026-11-28) CB's search took 19 min (6 probes, max 3.96
+req/s), but eager serves one request in ~1.7 s (closed loop ~0.58 req/s) and was INVALID
+at 0.405 req/s (p99 TTFT 7.5 s): a one-at-a-time server meets a 2 s TTFT bound only at
+about a third of its capacity, so each VALID eager probe of 459 requests runs ~45 min, one
+eager search 3-4 h, and measure 3's three pairs 10 h or more of a quiet machine.
 """
 
 import argparse
