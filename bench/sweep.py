@@ -7,6 +7,8 @@ load, FLOPs counting, imports and spawning are the rest. Target: >= 75 % grouped
 Results go to a temporary database; nothing touches ./data.
 
     .venv/bin/python bench/sweep.py [--model efficientnet_b0] [--min-time 2]
+    .venv/bin/python bench/sweep.py --starts [--pairs 2] [--rounds 3]   (issue 39: spawned
+        against forked workers on the default sweep, A B A B)
 """
 
 import argparse
@@ -38,11 +40,53 @@ def run(specs, db, process_per_run):
     return wall, measured, warm, records
 
 
+def starts(args) -> None:
+    """Issue 39: the default sweep (efficientnet_b0, torch against TensorFlow, batch 1 and
+    8, 2 threads, default policy) with every worker spawned against torch's forked from a
+    fork server, `--pairs` pairs A B A B (B A in odd pairs), each sweep `--rounds` fixed
+    rounds so both do the same work; per sweep its wall time, the share of it timing
+    iterations and the imports its runs paid."""
+    from engine.run.process.executors import FORKED, LocalProcesses
+
+    specs = expand_sweep([args.model], ["torch", "tensorflow"], [1, 8], [2])
+    got: dict[str, list] = {"spawn": [], "fork": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "sweep.duckdb"
+        for pair in range(args.pairs):
+            for how in (("spawn", "fork") if pair % 2 == 0 else ("fork", "spawn")):
+                runner = Runner(executor=LocalProcesses(
+                    forked=() if how == "spawn" else FORKED))
+                t = time.monotonic()
+                records = run_sweep(specs, db=db, rounds=args.rounds, seed=pair,
+                                    command="bench/sweep.py --starts", runner=runner)
+                wall = time.monotonic() - t
+                measured = sum(r.measured_s or 0 for r in records)
+                imports = sum(r.import_s or 0 for r in records)
+                ok = sum(r.status == "ok" for r in records)
+                got[how].append((wall, measured))
+                print(f"pair {pair + 1} {how:5}: wall {wall:6.1f} s, measuring {measured:6.1f}"
+                      f" s ({measured / wall:5.1%}), imports in runs {imports:5.1f} s, "
+                      f"{ok}/{len(records)} ok", flush=True)
+    for how, v in got.items():
+        w = [x for x, _ in v]
+        print(f"{how:5}: wall {', '.join(f'{x:.1f}' for x in w)} s; measuring share "
+              f"{sum(m for _, m in v) / sum(w):.1%}")
+    ratios = [f[0] / s[0] for s, f in zip(got["spawn"], got["fork"])]
+    print(f"wall fork / spawn per pair: {', '.join(f'{r:.2f}' for r in ratios)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="efficientnet_b0")
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--starts", action="store_true",
+                    help="spawned against forked workers on the default sweep (issue 39)")
+    ap.add_argument("--pairs", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.starts:
+        starts(args)
+        return
     specs = expand_sweep([args.model], ["torch", "tensorflow"], [1, 8, 32], [1, 2],
                          policy=MeasurementPolicy(min_time_s=args.min_time))
     results = {}
