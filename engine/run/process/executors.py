@@ -36,8 +36,14 @@ __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "wi
 
 STDERR_TAIL_BYTES = 8192
 # The frameworks whose workers are forked from a fork server by default: those whose
-# process-to-process spread a fork keeps (bench/starts.py; docs/ARCHITECTURE.md).
-FORKED = frozenset({"torch"})
+# process-to-process spread a fork is shown to keep (bench/starts.py). None yet: torch's
+# forked workers started in half the time, but over 50 processes each their medians spread
+# 1.39 x as wide as spawned ones' (permutation p 0.053, Brown-Forsythe p 0.070), and a
+# wider spread costs rounds (docs/ARCHITECTURE.md). TensorFlow cannot be forked (a thread
+# survives a fork). LocalProcesses(forked={"torch"}) forks torch's, as bench/ does.
+FORKED: frozenset[str] = frozenset()
+# What a fork is tried for when asked: frameworks whose fork server can serve.
+FORKABLE = frozenset({"torch"})
 # A replicas' window opens this long after the parent sends its times, so that every replica
 # has read them (a pipe write and a wake-up each) before it opens.
 WINDOW_LEAD_S = 0.05
