@@ -46,7 +46,7 @@ def starts(args) -> None:
     fork server, `--pairs` pairs A B A B (B A in odd pairs), each sweep `--rounds` fixed
     rounds so both do the same work; per sweep its wall time, the share of it timing
     iterations and the imports its runs paid."""
-    from engine.run.process.executors import FORKABLE, LocalProcesses
+    from engine.run.process.executors import LocalProcesses
 
     specs = expand_sweep([args.model], ["torch", "tensorflow"], [1, 8], [2])
     got: dict[str, list] = {"spawn": [], "fork": []}
@@ -55,11 +55,12 @@ def starts(args) -> None:
         for pair in range(args.pairs):
             for how in (("spawn", "fork") if pair % 2 == 0 else ("fork", "spawn")):
                 runner = Runner(executor=LocalProcesses(
-                    forked=() if how == "spawn" else FORKABLE))
+                    forked=() if how == "spawn" else {"torch"}))
                 t = time.monotonic()
                 records = run_sweep(specs, db=db, rounds=args.rounds, seed=pair,
                                     command="bench/sweep.py --starts", runner=runner)
                 wall = time.monotonic() - t
+                runner.close()  # its fork server, after the sweep's wall time is read
                 measured = sum(r.measured_s or 0 for r in records)
                 imports = sum(r.import_s or 0 for r in records)
                 ok = sum(r.status == "ok" for r in records)

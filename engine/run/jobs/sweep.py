@@ -230,25 +230,19 @@ def run_sweep(specs: list[RunSpec], *, db: Path, rounds: int | RoundBudget, seed
     on_start(sweep.sweep_id)
     records: list[RunRecord] = []
     done, labels = 0, plan_labels(plan)
-    try:
-        while not runner.cancel.is_set():
-            step, why = next_round(records, specs, budget, done, clock() - t0, seed)
-            if step is None:
-                on_stop(why)
-                break
-            on_plan(step)
-            on_round(step.round_no)
-            r = step.round_no
-            records += runner.run(step.specs, on_record=sweep.store,
-                                  sweep_id=sweep.sweep_id, round_no=r,
-                                  on_event=lambda ev, r=r: on_event(ev, r),
-                                  known_stats=sweep.known_stats)
-            done = r
-            if r > budget.rounds:  # an extra round: the sweep's row says how many ran
-                labels += plan_labels([step.specs])
-                sweep.extend(r, labels)
-    finally:  # the fork servers live as long as a sweep (they hold the framework imported)
-        close = getattr(runner, "close", None)  # a fleet's runner keeps none
-        if close is not None:
-            close()
+    while not runner.cancel.is_set():
+        step, why = next_round(records, specs, budget, done, clock() - t0, seed)
+        if step is None:
+            on_stop(why)
+            break
+        on_plan(step)
+        on_round(step.round_no)
+        r = step.round_no
+        records += runner.run(step.specs, on_record=sweep.store, sweep_id=sweep.sweep_id,
+                              round_no=r, on_event=lambda ev, r=r: on_event(ev, r),
+                              known_stats=sweep.known_stats)
+        done = r
+        if r > budget.rounds:  # an extra round: the sweep's row says how many ran, in order
+            labels += plan_labels([step.specs])
+            sweep.extend(r, labels)
     return records
