@@ -8,11 +8,14 @@ from engine.core.errors import UserError
 from engine.core.limits import ENERGY_S_RANGE, float_range, int_range
 
 __all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS",
-           "PARENT_CORES_ENV"]
+           "PARENT_CORES_ENV", "WORKER_START_ENV"]
 
 # Set in a pinned worker's environment: the cores its parent moved itself to (the worker
 # has the rest). A worker without it was not pinned.
 PARENT_CORES_ENV = "BENCH_PARENT_CORES"
+# Set in a worker forked from a fork server (engine/worker/zygote.py): "fork". A worker
+# without it was spawned, and imported its framework itself.
+WORKER_START_ENV = "BENCH_WORKER_START"
 
 STOP_POLICY_MET = "policy met"
 STOP_MAX_TIME = "max_time reached"

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Callable
 
 from engine.core.errors import plain_text
+from engine.core.policy import WORKER_START_ENV
 from engine.core.protocol import (BLOCKS, Armed, BlockTimed, Failed, Go, Message, Progress,
                                   Ready, Result, RunNext, Started, Stop, TimeBlock)
 from engine.scenarios import decode
@@ -176,7 +177,7 @@ class Frame:
         self.emit(Ready(pid=os.getpid(), import_s=time.perf_counter() - self.t0,
                         versions=versions, threads=threads, machine=machine_facts(),
                         env={k: os.environ[k] for k in THREAD_ENV if k in os.environ},
-                        start=os.environ.get("BENCH_WORKER_START", "spawn")))
+                        start=os.environ.get(WORKER_START_ENV, "spawn")))
 
     def progress(self, run_id: str) -> Callable[[str, int], None]:
         """progress(phase, iters) for one run."""

@@ -35,6 +35,8 @@ import sys
 import time
 import traceback
 
+from engine.core.policy import WORKER_START_ENV
+
 __all__ = ["main", "PRELOAD"]
 
 # What a worker of each framework imports before its first run, imported here once.
@@ -77,7 +79,7 @@ def _child(sock, wake: tuple[int, int], req: dict, fds: list[int]) -> None:
             if fd > 2:
                 os.close(fd)
         os.environ.update(req.get("env") or {})
-        os.environ["BENCH_WORKER_START"] = "fork"
+        os.environ[WORKER_START_ENV] = "fork"
         from engine.worker.main import main
 
         main()

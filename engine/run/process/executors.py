@@ -42,8 +42,6 @@ STDERR_TAIL_BYTES = 8192
 # wider spread costs rounds (docs/ARCHITECTURE.md). TensorFlow cannot be forked (a thread
 # survives a fork). LocalProcesses(forked={"torch"}) forks torch's, as bench/ does.
 FORKED: frozenset[str] = frozenset()
-# What a fork is tried for when asked: frameworks whose fork server can serve.
-FORKABLE = frozenset({"torch"})
 # A replicas' window opens this long after the parent sends its times, so that every replica
 # has read them (a pipe write and a wake-up each) before it opens.
 WINDOW_LEAD_S = 0.05
@@ -131,14 +129,12 @@ class WorkerProcess:
                 self.cgroup.join()
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.start_how = "spawn"
         self.proc = None
         if forks is not None and forks.usable:
             try:  # what preexec does, done by the fork server's child from these facts
                 self.proc = forks.spawn(pinning.worker_env(pins),
                                         pins[0] if pins else pinning.usable_cores(),
                                         self.cgroup.path if self.cgroup else None)
-                self.start_how = "fork"
             except RuntimeError:
                 self.proc = None  # spawned instead, below
         if self.proc is None:

@@ -46,9 +46,6 @@ class ForkedProc:
         self.returncode = code
         self._ended.set()
 
-    def poll(self) -> int | None:
-        return self.returncode
-
     def wait(self, timeout: float | None = None) -> int:
         if not self._ended.wait(timeout):
             raise subprocess.TimeoutExpired(self.args, timeout)
@@ -63,7 +60,6 @@ class ForkServer:
         full_env = {**os.environ, **env}
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.framework = framework
         # what it says at import (TensorFlow's notices): a file, never a pipe no one drains
         self._err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
@@ -150,6 +146,8 @@ class ForkServer:
         except (OSError, queue.Empty) as exc:
             for fd in (stdin_w, out_r, err_r):
                 os.close(fd)
+            # a pid it sends late would be taken as the next worker's: not used again
+            self.why_not = f"it did not fork within {SPAWN_TIMEOUT_S:g} s: {exc!r}"
             raise RuntimeError(f"the fork server did not fork: {exc}") from exc
         finally:
             for fd in (stdin_r, out_w, err_w):
