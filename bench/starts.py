@@ -64,8 +64,9 @@ def main() -> None:
                 started = rec.extra.get("worker_start", "spawn")
                 if started != how:
                     srv = list(runners[how].executor.forks._servers.values())
-                    raise SystemExit(f"asked to {how}, the worker was a {started}: "
-                                     f"{srv[0].why_not if srv else ''}")
+                    raise SystemExit(f"asked to {how}, the worker was a {started}: " + (
+                        f"why not {srv[0].why_not}, server exit {srv[0].proc.poll()}, "
+                        f"its stderr {srv[0]._tail()[-600:]!r}" if srv else "no server"))
                 wall = time.monotonic() - t
                 if rec.status != "ok":
                     raise SystemExit(f"{how} process {i}: {rec.status}: {rec.reason}")

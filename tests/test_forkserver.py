@@ -46,7 +46,7 @@ def test_forked_workers_give_the_four_faults_their_four_statuses(worker_env):
     assert records[3].reason.startswith("over its memory cap: ")
     # one fork server for the group's thread environment, its workers children of it
     [srv] = servers
-    assert srv.usable and srv.threads == 1
+    assert srv.usable and srv.threads == []
     # every worker it forked was reaped by it: none is left under it, zombie or alive
     assert psutil.Process(srv.proc.pid).children() == []
     runner.close()
@@ -83,7 +83,7 @@ def test_frameworks_not_named_are_spawned(worker_env):
 def test_a_fork_server_reports_its_import_and_single_thread(worker_env):
     srv = ForkServer(os.sys.executable, "selftest", {"OMP_NUM_THREADS": "1"})
     try:
-        assert srv.why_not is None and srv.threads == 1 and srv.import_s >= 0
+        assert srv.why_not is None and srv.threads == [] and srv.import_s >= 0
         proc = srv.spawn({}, None, None)
         proc.stdin.close()  # no Assign comes: the worker fails on the empty line, exit 1
         assert proc.wait(timeout=30) == 1
@@ -107,3 +107,40 @@ def test_a_forked_torch_worker_measures_and_imported_nothing_itself(worker_env):
     assert rec.status == "ok" and rec.median_ms > 0
     assert [r.start for r in ready] == ["fork"]
     assert ready[0].import_s < 0.5 < srv.import_s  # torch was imported by the server
+
+
+@pytest.mark.slow
+def test_a_forked_tensorflow_worker_measures_and_imported_nothing_itself(worker_env):
+    # TensorFlow with keras leaves jemalloc's background thread (pyarrow's) past a fork:
+    # fork-safe (zygote.FORK_SAFE_THREADS), so the server is usable and its worker runs
+    ready: list[Ready] = []
+    spec = RunSpec("resnet18", "tensorflow", 1, 1, policy=POLICY,
+                   image_size=32).validate(cores=2)
+    runner = Runner(timeout_s=120.0, executor=LocalProcesses(forked={"tensorflow"}))
+    try:
+        [rec] = runner.run([spec], on_record=lambda r: None, on_event=_readies(ready))
+        [srv] = runner.executor.forks._servers.values()
+        assert srv.why_not is None and srv.threads == []
+    finally:
+        runner.close()
+    assert rec.status == "ok" and rec.median_ms > 0
+    assert [r.start for r in ready] == ["fork"]
+    assert ready[0].import_s < 0.5 < srv.import_s  # TensorFlow was imported by the server
+
+
+def test_a_forked_worker_redraws_its_layout_at_page_grain():
+    # what exec's ASLR would have drawn: a never-touched hole of the drawn pages, no access
+    code = ("import mmap, random; from engine.worker.zygote import redraw_layout\n"
+            "hole, heap = redraw_layout(random.Random(3))\n"
+            "maps = open('/proc/self/maps').read().splitlines()\n"
+            "sizes = [int(e, 16) - int(s, 16) for s, e in (l.split()[0].split('-') for l in maps"
+            " if l.split()[1] == '---p')]\n"
+            "print(hole, heap, hole * mmap.PAGESIZE in sizes)")
+    import random
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(__file__)), timeout=60)
+    rng = random.Random(3)
+    want = (rng.randrange(1, 1 << 16), rng.randrange(0, 1 << 12))
+    assert out.stdout.split() == [str(want[0]), str(want[1]), "True"], out.stderr

@@ -8,9 +8,10 @@ Started by the parent (engine/run/process/forkserver.py) as
 `python -m engine.worker.zygote FD FRAMEWORK` with the group's thread environment already
 set (OMP/MKL/TF read it at import, so one fork server per thread environment), FD one end
 of an AF_UNIX SOCK_SEQPACKET pair. Messages, one JSON object each:
-- to the parent, once: {"ready": import_s, "threads": n}, n the threads left once a
-  throwaway fork ran every library's fork handlers (n > 1: a thread that a fork would not
-  copy, and that does not stop for one; the parent then spawns instead);
+- to the parent, once: {"ready": import_s, "threads": [names]}, the threads other than
+  its own left once a throwaway fork ran every library's fork handlers, less the few known
+  to be safe to leave (FORK_SAFE_THREADS): a thread named there would be missing from
+  every child, with whatever it held, so the parent then spawns instead;
 - from the parent: {"env": {...}, "cores": [...] | null, "cgroup": path | null} with three
   descriptors attached (the worker's stdin, stdout and stderr); an empty message: stop;
 - to the parent: {"pid": n} for each fork, {"exit": n, "code": c} when it ends (c as
@@ -32,6 +33,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 
@@ -40,8 +42,23 @@ from engine.core.policy import WORKER_START_ENV
 __all__ = ["main", "PRELOAD"]
 
 # What a worker of each framework imports before its first run, imported here once.
-PRELOAD = {"torch": ("torch", "torchvision"), "tensorflow": ("tensorflow",),
+PRELOAD = {"torch": ("torch", "torchvision"), "tensorflow": ("tensorflow", "keras"),
            "selftest": ()}  # the framework-free test backend: the fork path alone
+
+# Threads that survive a fork's prepare handlers and are safe to leave behind: jemalloc's
+# background purging thread (pyarrow's jemalloc, which keras -> sklearn -> pandas imports
+# with TensorFlow). jemalloc takes every one of its locks in its prefork handler and its
+# postfork_child handler marks the background threads stopped and disabled in the child
+# (background_thread_postfork_child), so nothing of it is held or awaited in a worker.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+# A fork inherits the fork server's address-space layout, which a spawned process draws
+# afresh at exec (ASLR). Each forked worker re-draws it at page grain, as exec would:
+# a reserved, never-touched hole of up to this many pages below the mmap area (where
+# large tensors are mapped) and a brk heap start moved by up to HEAP_PAGES.
+MMAP_PAGES = 1 << 16  # 256 MiB of address space at most, no memory
+HEAP_PAGES = 1 << 12  # 16 MiB at most, untouched: no memory
+_holes: list = []  # the reservations, kept for the worker's life
 
 
 def _die_with_parent() -> None:
@@ -80,6 +97,7 @@ def _child(sock, wake: tuple[int, int], req: dict, fds: list[int]) -> None:
                 os.close(fd)
         os.environ.update(req.get("env") or {})
         os.environ[WORKER_START_ENV] = "fork"
+        redraw_layout()
         from engine.worker.main import main
 
         main()
@@ -99,17 +117,47 @@ def _child(sock, wake: tuple[int, int], req: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
-def _threads_past_a_fork() -> int:
-    """This process's threads once a fork's prepare handlers have run: a library that
-    stops its pool for a fork (numpy's OpenBLAS starts OPENBLAS_NUM_THREADS - 1 threads at
-    import and ends them in its pthread_atfork handler, to start them again when next
-    needed) leaves none behind; a thread still there (TensorFlow's: 5 after import, 2
-    after a fork) would be missing from every child, with whatever it held."""
+def redraw_layout(rng=None) -> tuple[int, int]:
+    """Move where this process's next mappings and heap land by a random number of pages
+    (what exec's ASLR would have drawn): returns (hole pages, heap pages)."""
+    import mmap
+    import random
+
+    rng = rng or random.SystemRandom()
+    page = mmap.PAGESIZE
+    hole, heap = rng.randrange(1, MMAP_PAGES), rng.randrange(0, HEAP_PAGES)
+    _holes.append(mmap.mmap(-1, hole * page, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                            prot=0))  # PROT_NONE
+    if heap:
+        libc = ctypes.CDLL(None)
+        libc.sbrk.restype = ctypes.c_void_p
+        libc.sbrk(ctypes.c_long(heap * page))
+    return hole, heap
+
+
+def _threads_past_a_fork() -> list[str]:
+    """The names of this process's threads, other than this one, once a fork's prepare
+    handlers have run, less those FORK_SAFE_THREADS names: a library that stops its pool
+    for a fork (numpy's OpenBLAS starts OPENBLAS_NUM_THREADS - 1 threads at import and ends
+    them in its pthread_atfork handler, to start them again when next needed) leaves none
+    behind; a thread still there would be missing from every child, with whatever it
+    held. (TensorFlow with keras: 4 besides this one after import, jemalloc's after a
+    fork.)"""
     pid = os.fork()
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
-    return len(os.listdir("/proc/self/task"))
+    me = str(threading.get_native_id())
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:  # it ended meanwhile
+            continue
+        if tid != me and name not in FORK_SAFE_THREADS:
+            names.append(name)
+    return sorted(names)
 
 
 def _reap(sock) -> None:

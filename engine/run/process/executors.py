@@ -39,8 +39,9 @@ STDERR_TAIL_BYTES = 8192
 # process-to-process spread a fork is shown to keep (bench/starts.py). None yet: torch's
 # forked workers started in half the time, but over 50 processes each their medians spread
 # 1.39 x as wide as spawned ones' (permutation p 0.053, Brown-Forsythe p 0.070), and a
-# wider spread costs rounds (docs/ARCHITECTURE.md). TensorFlow cannot be forked (a thread
-# survives a fork). LocalProcesses(forked={"torch"}) forks torch's, as bench/ does.
+# wider spread costs rounds (docs/ARCHITECTURE.md). TensorFlow's can be forked, but its
+# forked workers' medians spread wider still (12 each: permutation p 0.024), so it keeps
+# its spawn. LocalProcesses(forked={"torch"}) forks torch's, as bench/ does.
 FORKED: frozenset[str] = frozenset()
 # A replicas' window opens this long after the parent sends its times, so that every replica
 # has read them (a pipe write and a wake-up each) before it opens.

@@ -76,12 +76,14 @@ class ForkServer:
             ready = {}
         self.sock.settimeout(None)
         self.import_s: float | None = ready.get("ready")
-        self.threads: int | None = ready.get("threads")
-        self.why_not = (None if self.import_s is not None and self.threads == 1 else
+        # threads besides its own that a fork would leave behind (engine/worker/zygote.py)
+        self.threads: list[str] | None = ready.get("threads")
+        self.why_not = (None if self.import_s is not None and not self.threads else
                         f"its fork server did not start: {self._tail()}"
                         if self.import_s is None else
-                        f"importing {framework} started {self.threads - 1} thread(s) that "
-                        "a fork would not copy and that do not stop for one")
+                        f"importing {framework} started {len(self.threads)} thread(s) "
+                        f"({', '.join(self.threads)}) that a fork would not copy and that "
+                        "do not stop for one")
         self._lock = threading.Lock()
         self._pids: queue.Queue = queue.Queue()
         self._procs: dict[int, ForkedProc] = {}
