@@ -127,8 +127,10 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
 
 def run_detail(con, run_id: str) -> dict | None:
     cur = con.execute(
-        "SELECT r.*, to_json(y) AS system FROM runs r LEFT JOIN systems y "
-        "ON y.system_id = r.system_id WHERE r.run_id = ?", [run_id])
+        "SELECT r.*, to_json(y) AS system, (SELECT list(s.latency_ns ORDER BY s.idx) "
+        "FROM samples s WHERE s.run_id = r.run_id AND s.phase = 'measure') AS samples_ns "
+        "FROM runs r LEFT JOIN systems y ON y.system_id = r.system_id WHERE r.run_id = ?",
+        [run_id])
     names = [d[0] for d in cur.description]
     rows = cur.fetchall()
     if not rows:

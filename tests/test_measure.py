@@ -1,5 +1,6 @@
 from engine.worker.measure import STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET, time_loop
 from engine.core import MeasurementPolicy
+from engine.core.policy import STOP_IMPRECISE, WARM_ITERS, WARM_MAX_S, WARM_SETTLED
 
 
 class FakeClock:
@@ -175,3 +176,96 @@ def test_after_warmup_precedes_an_interleaved_contenders_first_block():
               gate=Gate(frame, "r1"), after_warmup=lambda: calls.append("reset"))
     # warm-up, the reset, then the parent asked (Armed) and one block timed
     assert calls == ["call", "call", "reset", "Armed", "call", "BlockTimed"]
+
+
+class ScriptedSteps:
+    """A step that takes the next of `durations` (ns, the last one repeated) on a clock
+    that moves only when a step runs."""
+
+    def __init__(self, durations):
+        self.t, self.durations, self.i = 0, list(durations), 0
+
+    def clock(self):
+        return self.t
+
+    def step(self):
+        self.t += self.durations[min(self.i, len(self.durations) - 1)]
+        self.i += 1
+
+
+def test_warm_up_ends_once_the_last_three_calls_median_is_within_one_percent_of_the_three_before():
+    ms = 1_000_000
+    s = ScriptedSteps([30 * ms, 18 * ms, 12 * ms, 10.1 * ms, 10 * ms, 9.95 * ms, 10.04 * ms,
+                       10.02 * ms, 9.98 * ms, 10 * ms])
+    policy = MeasurementPolicy(warmup_iters=10, warmup_max_s=5.0, min_time_s=0.1, min_iters=5)
+    res = time_loop(s.step, policy, clock=s.clock)
+    # call 7: median(10, 9.95, 10.04) = 10 against median(18, 12, 10.1) = 12, not within;
+    # call 8: median(9.95, 10.04, 10.02) = 10.02 against median(12, 10.1, 10) = 10.1, within
+    assert (len(res.warmup_ns), res.warmup_stop) == (8, WARM_SETTLED)
+    # the caps as before: still falling, it runs all of warmup_iters, or until warmup_max_s
+    s = ScriptedSteps([int(20 * ms * 0.95 ** i) for i in range(20)])
+    res = time_loop(s.step, policy, clock=s.clock)
+    assert (len(res.warmup_ns), res.warmup_stop) == (10, WARM_ITERS)
+    s = ScriptedSteps([400 * ms, 300 * ms, 700 * ms])
+    res = time_loop(s.step, MeasurementPolicy(min_time_s=0.1, min_iters=2), clock=s.clock)
+    assert (len(res.warmup_ns), res.warmup_stop) == (3, WARM_MAX_S)
+    off = MeasurementPolicy(warmup_iters=10, warmup_max_s=5.0, min_time_s=0.1, min_iters=5,
+                            settle_warmup=False)
+    flat = ScriptedSteps([10 * ms])
+    res = time_loop(flat.step, off, clock=flat.clock)
+    assert (len(res.warmup_ns), res.warmup_stop) == (10, WARM_ITERS)
+
+
+def test_timing_goes_on_past_the_minimums_until_the_medians_interval_is_within_one_percent():
+    ms = 1_000_000
+    # 10 ms calls, every 4th one 10.5 ms: the minimums (0.3 s, 30 calls) are met at 30
+    # calls, where the interval (x_(10), x_(21)) is (10, 10) -> precise at once
+    calm = ScriptedSteps([10 * ms] * 10 + [10 * ms, 10 * ms, 10 * ms, 10.5 * ms] * 100)
+    policy = MeasurementPolicy(warmup_iters=10, min_time_s=0.3, min_iters=30)
+    res = time_loop(calm.step, policy, clock=calm.clock)
+    assert (len(res.samples_ns), res.stop_reason) == (30, STOP_POLICY_MET)
+    # alternating 10 and 12 ms: the median's interval spans both values for ever, so timing
+    # ends at precise_max_x (2) x min_time_s = 0.6 s, the run valid and said imprecise
+    wide = ScriptedSteps([10 * ms, 12 * ms] * 500)
+    res = time_loop(wide.step, policy, clock=wide.clock)
+    assert res.stop_reason == STOP_IMPRECISE
+    assert 0.6e9 <= res.wall_ns < 0.6e9 + 0.1e9 + 12 * ms  # checked every 100 ms at most
+    # tolerance 0: the minimums alone, as before issue 39
+    wide = ScriptedSteps([10 * ms, 12 * ms] * 500)
+    res = time_loop(wide.step, MeasurementPolicy(warmup_iters=10, min_time_s=0.3,
+                                                 min_iters=30, median_tol=0.0),
+                    clock=wide.clock)
+    assert (len(res.samples_ns), res.stop_reason) == (30, STOP_POLICY_MET)
+
+
+def test_an_interleaved_contender_is_met_only_once_its_median_is_precise_or_capped():
+    import queue
+    from types import SimpleNamespace
+
+    from engine.core.protocol import BlockTimed, Stop, TimeBlock, encode
+    from engine.worker.harness import Gate
+
+    ms = 1_000_000
+    commands, emitted = queue.Queue(), []
+    for cmd in [TimeBlock(0.1)] * 8 + [Stop()]:
+        commands.put(encode(cmd))
+    frame = SimpleNamespace(sync="blocks", commands=commands, emit=emitted.append)
+    wide = ScriptedSteps([10 * ms, 12 * ms] * 500)
+    policy = MeasurementPolicy(warmup_iters=2, min_time_s=0.2, min_iters=10)
+    res = time_loop(wide.step, policy, clock=wide.clock, gate=Gate(frame, "r1"))
+    met = [b.met for b in emitted if isinstance(b, BlockTimed)]
+    # blocks of ~0.1 s: the minimums at block 2, imprecise until 0.4 s (2 x 0.2 s) at block 4
+    assert met == [False, False, False, True, True, True, True, True]
+    assert res.stop_reason == STOP_IMPRECISE
+
+
+def test_the_new_policy_fields_are_checked():
+    import pytest
+
+    from engine.core.errors import UserError
+
+    for bad in (dict(median_tol=-0.1), dict(median_tol=0.6), dict(precise_max_x=0.5),
+                dict(settle_warmup="yes")):
+        with pytest.raises(UserError) as e:
+            MeasurementPolicy(**bad).validate()
+        assert e.value.field == next(iter(bad))

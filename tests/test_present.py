@@ -321,6 +321,24 @@ def test_a_runs_title_metrics_and_failure_read_as_the_results_page_shows_them():
         "operator itself, its children excluded.")
 
 
+def test_a_runs_timings_say_where_its_time_went_how_it_started_and_how_sure_its_median_is():
+    from engine.present.run_detail import TIMING_KEYS, run_timings
+
+    samples = [10_000_000 + 10_000 * (i % 7) for i in range(40)]  # 10.00 .. 10.06 ms
+    run = _run(**{k: None for k in TIMING_KEYS}, median_ms=10.03, samples_ns=samples,
+               extra={"warmup_stop": "settled", "worker_start": "fork"})
+    got = run_timings(run)
+    assert [k for k in got][:6] == ["import_s", "load_s", "prepare_s", "first_forward_s",
+                                     "warmup_s", "measured_s"]
+    # n = 40: the 13th and 28th smallest (six of each value from 10.00 up), 10.02 and
+    # 10.04 ms, around the stored median 10.03
+    assert (got["worker_start"], got["warmup_stop"], got["median_95pct_interval"]) == (
+        "fork", "settled", "-0.10 % / +0.10 %")
+    plain = run_timings(_run(**{k: None for k in TIMING_KEYS}, samples_ns=None))
+    assert plain["worker_start"] == "spawn"
+    assert "warmup_stop" not in plain and "median_95pct_interval" not in plain
+
+
 # -- the Training page's sentences (engine/present/training_text.py) -------------------------
 
 def test_the_training_pages_accuracy_gap_machines_and_cost_caption():

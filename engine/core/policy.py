@@ -8,7 +8,8 @@ from engine.core.errors import UserError
 from engine.core.limits import ENERGY_S_RANGE, float_range, int_range
 
 __all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS",
-           "PARENT_CORES_ENV", "WORKER_START_ENV"]
+           "STOP_IMPRECISE", "WARM_SETTLED", "WARM_ITERS", "WARM_MAX_S", "PARENT_CORES_ENV",
+           "WORKER_START_ENV"]
 
 # Set in a pinned worker's environment: the cores its parent moved itself to (the worker
 # has the rest). A worker without it was not pinned.
@@ -17,9 +18,17 @@ PARENT_CORES_ENV = "BENCH_PARENT_CORES"
 # without it was spawned, and imported its framework itself.
 WORKER_START_ENV = "BENCH_WORKER_START"
 
-STOP_POLICY_MET = "policy met"
+STOP_POLICY_MET = "policy met"  # the minimums, and the median's interval within median_tol
 STOP_MAX_TIME = "max_time reached"
 STOP_MAX_ITERS = "max_iters reached"
+# the minimums met, the median's interval still wider than median_tol after precise_max_x
+# times min_time_s: the run is valid, its interval says how sure its median is
+STOP_IMPRECISE = "precise_max reached"
+
+# Why warm-up ended (a record's extra["warmup_stop"]).
+WARM_SETTLED = "settled"  # engine/core/settle.py's rule
+WARM_ITERS = "warmup_iters reached"
+WARM_MAX_S = "warmup_max_s reached"
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,13 @@ class MeasurementPolicy:
     BOTH 2 s and 30 iterations are reached: 30 samples put p90 and the quartiles between real
     samples, and 2 s spans many scheduler ticks, so one preemption cannot dominate the median.
     max_time_s bounds a slow model; stopping there before min_iters makes the run invalid.
+
+    Both stop when they have what they need (issue 39; the rules in engine/core/settle.py):
+    warm-up ends as soon as it has settled (settle_warmup: the median of its last 3 calls
+    within 1 % of the 3 before), at the latest at the caps above; timing past the minimums
+    goes on until the median's distribution-free 95 % interval is within median_tol of it
+    on both sides, for at most precise_max_x times min_time_s in all (0 tolerance: stop at
+    the minimums). The minimums are never shortened.
     """
 
     warmup_iters: int = 10
@@ -45,6 +61,9 @@ class MeasurementPolicy:
     # >0: after the timed loop, an energy loop of at least this many seconds (issue 28;
     # engine/worker/energy.py): it never shares a second with the latency samples.
     energy_s: float = 0.0
+    settle_warmup: bool = True
+    median_tol: float = 0.01
+    precise_max_x: float = 2.0
 
     def validate(self) -> "MeasurementPolicy":
         int_range("warmup_iters", self.warmup_iters, 0, 10_000)
@@ -53,6 +72,11 @@ class MeasurementPolicy:
         float_range("warmup_max_s", self.warmup_max_s, 0.0, 3600.0)
         float_range("min_time_s", self.min_time_s, 0.0, 3600.0)
         float_range("max_time_s", self.max_time_s, max(self.min_time_s, 0.001), 86_400.0)
+        float_range("median_tol", self.median_tol, 0.0, 0.5)
+        float_range("precise_max_x", self.precise_max_x, 1.0, 100.0)
+        if not isinstance(self.settle_warmup, bool):
+            raise UserError(f"settle_warmup: {self.settle_warmup!r} is not true or false",
+                            field="settle_warmup")
         if self.energy_s != 0:
             lo, hi = ENERGY_S_RANGE
             if (isinstance(self.energy_s, bool) or not isinstance(self.energy_s, (int, float))

@@ -231,6 +231,7 @@ class Result(Event):
     warmup_s: float
     measured_s: float
     stop_reason: str
+    warmup_stop: str = ""  # why warm-up ended (engine/core/policy.py's WARM_*); "": not said
     params: int | None = None
     params_trainable: int | None = None
     flops_per_sample: int | None = None

@@ -9,6 +9,7 @@ import pandas as pd
 from engine.analysis.stats import P99_MIN_SAMPLES, p99_confident
 from engine.core.catalog import size_noun, tokens_per_s, tokens_per_sample
 from engine.core.energy import energy_words
+from engine.core.settle import median_interval
 from engine.present.tables import ms_text
 from engine.present.values import missing
 
@@ -19,8 +20,8 @@ __all__ = ["run_title", "failure_text", "stderr_tail", "run_metrics", "with_toke
            "MACHINE_KEYS"]
 
 STDERR_SHOWN = 3000  # characters of a failed run's stderr tail on the page
-TIMING_KEYS = ("load_s", "first_forward_s", "warmup_s", "measured_s", "import_s",
-               "stop_reason", "peak_rss_bytes", "peak_rss_method", "model_peak_bytes",
+TIMING_KEYS = ("import_s", "load_s", "prepare_s", "first_forward_s", "warmup_s",
+               "measured_s", "stop_reason", "peak_rss_bytes", "peak_rss_method", "model_peak_bytes",
                "model_baseline_bytes", "reference_bytes", "params",
                "params_trainable", "flops_per_sample", "flops_method", "gflops_per_s",
                "load_avg_1m", "git_commit")
@@ -167,8 +168,22 @@ def _num(v) -> float | None:
 
 
 def run_timings(run: dict) -> dict:
-    """The "Timings and model" panel."""
-    return {k: run[k] for k in TIMING_KEYS}
+    """The "Timings and model" panel: where the run's time went (import, build, prepare,
+    first call, warm-up, timing), how its worker started, why warm-up and timing ended,
+    and how sure its median is (the distribution-free 95 % interval, engine/core/settle.py,
+    derived from the stored samples)."""
+    extra = run.get("extra") or {}
+    out = {k: run.get(k) for k in TIMING_KEYS}
+    out["worker_start"] = extra.get("worker_start", "spawn")
+    if extra.get("warmup_stop"):
+        out["warmup_stop"] = extra["warmup_stop"]
+    samples = run.get("samples_ns")
+    ci = median_interval(samples) if samples is not None and len(samples) else None
+    if ci is not None and run.get("median_ms"):
+        m = run["median_ms"] * 1e6
+        out["median_95pct_interval"] = (f"-{100 * (m - ci[0]) / m:.2f} % / "
+                                        f"+{100 * (ci[1] - m) / m:.2f} %")
+    return out
 
 
 def run_provenance(run: dict) -> dict:

@@ -29,12 +29,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.core.policy import (STOP_MAX_ITERS, STOP_MAX_TIME, STOP_POLICY_MET,
+from engine.core.policy import (STOP_IMPRECISE, STOP_MAX_ITERS, STOP_MAX_TIME,
+                                STOP_POLICY_MET, WARM_ITERS, WARM_MAX_S, WARM_SETTLED,
                                 MeasurementPolicy)
+from engine.core.settle import median_precise, warmup_settled
 from engine.core.protocol import BLOCKS, WINDOW  # the gates a parent holds a loop with
 
 __all__ = ["LoopResult", "time_loop", "block_size", "STOP_POLICY_MET", "STOP_MAX_TIME",
-           "STOP_MAX_ITERS", "BLOCK_TARGET_NS", "WINDOW", "BLOCKS"]
+           "STOP_MAX_ITERS", "STOP_IMPRECISE", "BLOCK_TARGET_NS", "WINDOW", "BLOCKS"]
 
 
 # Calls faster than this are timed in blocks that last about this long.
@@ -43,6 +45,9 @@ BLOCK_MAX_CALLS = 10_000
 
 # Progress is reported at most this often, between iterations, outside the timed interval.
 PROGRESS_EVERY_NS = 250_000_000
+# Once the minimums are met, the median's interval is checked at most this often (a sort of
+# the samples, between iterations, outside the timed interval).
+PRECISE_EVERY_NS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class LoopResult:
     # fell inside every replica's window). Interleaved: the timed blocks it took.
     sample_ends_ns: tuple[int, ...] | None = None
     blocks: int = 0
+    warmup_stop: str = ""  # why warm-up ended (engine/core/policy.py's WARM_*)
 
 
 def block_size(warmup_ns) -> int:
@@ -128,6 +134,7 @@ def _loop(step, policy, clock, on_progress, gate=None, after_warmup=None) -> Loo
     warm = []
     self_timed = False
     warm_max_ns = int(policy.warmup_max_s * 1e9)
+    warm_stop = WARM_ITERS
     w0 = clock()
     for _ in range(policy.warmup_iters):
         t0 = clock()
@@ -135,7 +142,11 @@ def _loop(step, policy, clock, on_progress, gate=None, after_warmup=None) -> Loo
         t1 = clock()
         self_timed = own is not None
         warm.append(own if self_timed else t1 - t0)
+        if policy.settle_warmup and warmup_settled(warm):
+            warm_stop = WARM_SETTLED
+            break
         if t1 - w0 >= warm_max_ns:
+            warm_stop = WARM_MAX_S
             break
     w1 = clock()
     # A step that measures itself (CUDA events) reports each call: never blocked.
@@ -143,7 +154,7 @@ def _loop(step, policy, clock, on_progress, gate=None, after_warmup=None) -> Loo
     # one timed sample's length, from warm-up: what a parent sizes a replicas' window by
     per_sample = (sorted(warm)[len(warm) // 2] if warm else 0) * block
     sample = _Sampler(step, block, clock)
-    done = (tuple(warm), w1 - w0, block)
+    done = (tuple(warm), w1 - w0, block, warm_stop)
     if after_warmup is not None:
         after_warmup()
     if gate is not None and gate.mode == WINDOW:
@@ -153,16 +164,23 @@ def _loop(step, policy, clock, on_progress, gate=None, after_warmup=None) -> Loo
 
     min_ns = int(policy.min_time_s * 1e9)
     max_ns = int(policy.max_time_s * 1e9)
+    precise_ns = _precise_max_ns(policy)
     min_iters, max_iters = policy.min_iters, policy.max_iters
     start = clock()
     next_report = start + PROGRESS_EVERY_NS
+    next_check = start
     while True:
         t1 = sample()
         elapsed = t1 - start
         n = len(sample.samples)
-        if n >= min_iters and elapsed >= min_ns:
-            reason = STOP_POLICY_MET
-            break
+        if n >= min_iters and elapsed >= min_ns and t1 >= next_check:
+            if _precise(sample.samples, policy):
+                reason = STOP_POLICY_MET
+                break
+            if elapsed >= precise_ns:
+                reason = STOP_IMPRECISE
+                break
+            next_check = t1 + PRECISE_EVERY_NS
         if elapsed >= max_ns:
             reason = STOP_MAX_TIME
             break
@@ -173,7 +191,17 @@ def _loop(step, policy, clock, on_progress, gate=None, after_warmup=None) -> Loo
             on_progress(n * block, elapsed)
             next_report = t1 + PROGRESS_EVERY_NS
     return LoopResult(done[0], tuple(sample.samples), done[1], t1 - start, reason,
-                      gc_disabled=True, block_calls=block)
+                      gc_disabled=True, block_calls=block, warmup_stop=done[3])
+
+
+def _precise_max_ns(policy) -> int:
+    """How long timing may go on, minimums met, for the median's interval to narrow."""
+    return int(policy.min_time_s * max(policy.precise_max_x, 1.0) * 1e9)
+
+
+def _precise(samples, policy) -> bool:
+    """The median's 95 % interval within median_tol of it (always, at tolerance 0)."""
+    return policy.median_tol <= 0 or median_precise(samples, policy.median_tol)
 
 
 def _windowed(sample, policy, gate, per_sample: int, done) -> LoopResult:
@@ -192,13 +220,15 @@ def _windowed(sample, policy, gate, per_sample: int, done) -> LoopResult:
             reason = STOP_MAX_ITERS
             break
     return LoopResult(done[0], tuple(sample.samples), done[1], t1 - start, reason,
-                      gc_disabled=True, block_calls=done[2], sample_ends_ns=tuple(ends))
+                      gc_disabled=True, block_calls=done[2], sample_ends_ns=tuple(ends),
+                      warmup_stop=done[3])
 
 
 def _blocked(sample, policy, gate, per_sample: int, done) -> LoopResult:
     """A contender interleaved with others: one block at a time, when the parent says. One
     that has hit a max times nothing more (its rivals may still be catching up)."""
     min_ns, max_ns = int(policy.min_time_s * 1e9), int(policy.max_time_s * 1e9)
+    precise_ns = _precise_max_ns(policy)
     timed, blocks, reason, maxed = 0, 0, STOP_POLICY_MET, False
     while (seconds := gate.next_block(per_sample)) is not None:
         if not maxed:
@@ -212,8 +242,15 @@ def _blocked(sample, policy, gate, per_sample: int, done) -> LoopResult:
             blocks += 1
         n = len(sample.samples)
         maxed = timed >= max_ns or n >= policy.max_iters
+        met = False
         if maxed:
             reason = STOP_MAX_ITERS if n >= policy.max_iters else STOP_MAX_TIME
-        gate.report(n * done[2], timed, n >= policy.min_iters and timed >= min_ns, maxed)
+        elif n >= policy.min_iters and timed >= min_ns:
+            # met: what this contender needs; the parent stops when every one has it
+            precise = _precise(sample.samples, policy)
+            met = precise or timed >= precise_ns
+            reason = STOP_POLICY_MET if precise else STOP_IMPRECISE
+        gate.report(n * done[2], timed, met, maxed)
     return LoopResult(done[0], tuple(sample.samples), done[1], timed, reason,
-                      gc_disabled=True, block_calls=done[2], blocks=blocks)
+                      gc_disabled=True, block_calls=done[2], blocks=blocks,
+                      warmup_stop=done[3])

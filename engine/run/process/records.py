@@ -137,6 +137,9 @@ def record_from_result(base: dict, res: Result, spec) -> RunRecord:
     extra.update(scenario.result_extra(res))
     # Python's garbage collector during timing: False/True, None where no Python loop timed.
     extra["gc_disabled"] = res.gc_disabled
+    # Why warm-up ended (settled, or a cap); absent: a loop that does not say (C++ runner).
+    if res.warmup_stop:
+        extra["warmup_stop"] = res.warmup_stop
     # Calls per timed sample (blocks for calls under ~1 ms); absent: one call per sample.
     if res.block_calls > 1:
         extra["block_calls"] = res.block_calls

@@ -77,4 +77,5 @@ def measure_loading(run_id: str, spec: LoadSpec,
                       batches_per_sample=per_sample,
                       warmup_s=loop.warmup_wall_ns / 1e9, measured_s=loop.wall_ns / 1e9,
                       stop_reason=loop.stop_reason, gc_disabled=loop.gc_disabled,
+                      warmup_stop=loop.warmup_stop,
                       check_error=err, bytes_on_disk=manifest.get("bytes"))

@@ -174,6 +174,7 @@ def _run(frame: Frame, models: Models, run_id: str, spec, known) -> InferenceRes
         warmup_ns=tuple(loop.warmup_ns), samples_ns=tuple(loop.samples_ns),
         warmup_s=loop.warmup_wall_ns / 1e9, measured_s=loop.wall_ns / 1e9,
         stop_reason=loop.stop_reason, gc_disabled=loop.gc_disabled,
+        warmup_stop=loop.warmup_stop,
         block_calls=loop.block_calls, interference=timed.window,
         first_forward_from=timed.first_from, params=stats.params,
         params_trainable=stats.params_trainable, flops_per_sample=stats.flops_per_sample,
