@@ -44,7 +44,8 @@ from engine.core.limits import (BASELINE_SWEEPS_RANGE, CONFIRM_RANGE, FAIL_ABOVE
                                 LOOKBACK_RANGE, MISSING_AFTER_RANGE, THRESHOLD_RANGE,
                                 float_range, int_range)
 
-__all__ = ["StatePolicy", "Point", "Environment", "Mark", "ConfigState", "config_key",
+__all__ = ["StatePolicy", "Point", "Environment", "Mark", "ConfigState", "StateChange",
+           "config_key",
            "config_of_key", "read_state", "worst_first", "exit_status", "INSUFFICIENT",
            "NO_CHANGE", "IMPROVEMENT", "SUSPICIOUS", "REGRESSION", "RECOVERED", "MISSING",
            "NOT_COMPARABLE", "IGNORED", "STATES", "ALERT_STATES", "ACKNOWLEDGED",
@@ -220,6 +221,29 @@ class ConfigState:
     def quiet(self) -> bool:
         """Acknowledged or ignored: it stays on the board but no longer shouts."""
         return self.acknowledged is not None or self.ignored is not None
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """One configuration's state changing, as recorded once (store/states.py) and sent:
+    what the feed and a webhook carry."""
+
+    change_id: str
+    group: str
+    config_key: str
+    configuration: str  # its label (engine.analysis.regress.Config.label)
+    sweep_id: str  # the sweep whose judgement changed it
+    old_state: str | None  # None: the first state recorded
+    new_state: str
+    since: str
+    alert: bool  # sent to people (StatePolicy.alerts)
+    note: str
+    points: tuple[Point, ...]
+    at: datetime  # when it was recorded
+
+    @property
+    def newest(self) -> Point | None:
+        return self.points[-1] if self.points else None
 
 
 def read_state(points: list[Point], policy: StatePolicy) -> tuple[str, tuple[Point, ...]]:
