@@ -4,15 +4,15 @@ means and how it is read off the points).
 
 For each sweep and configuration the baseline is the last `window` earlier sweeps since its
 baseline's start (a distribution change mark) that measured it successfully in the same
-environment and were not beyond the threshold either way. The sweep is then judged in one call of the gate,
-`compare_sets(each configuration's rows in its own baseline sweeps, the sweep's rows)`: the
-same threshold, sweep-to-sweep spread (pooled over the configurations), interval and
-family-wise test over the sweep's configurations as `compare --baseline ... --candidate`,
-so the board and the gate cannot disagree on the same rows. Where no other configuration
-had a violation in those baseline sweeps (the usual case) they are exactly the rows of
-`compare --baseline <its baseline sweeps> --candidate <the sweep>`; one that had keeps its
-violating sweeps out, because a regressed configuration's step inside a baseline would
-widen every configuration's spread for as long as it stays regressed.
+environment, with a figure inside the threshold. The sweep is then judged in one
+call of the gate, `compare_sets(each configuration's rows in its own baseline sweeps, the
+sweep's rows)`: the same threshold, sweep-to-sweep spread (pooled over the configurations),
+interval and family-wise test over the sweep's configurations as `compare --baseline ...
+--candidate`, so the board and the gate cannot disagree on the same rows. Where no other
+configuration went beyond the threshold in those baseline sweeps (the usual case) they are
+exactly the rows of `compare --baseline <its baseline sweeps> --candidate <the sweep>`; one
+that did keeps those sweeps out, because a regressed configuration's step inside a baseline
+would widen every configuration's spread for as long as it stays regressed.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class _Track:
         self.first = first  # the sweep it first appeared in
         self.measured: set[int] = set()  # sweeps with any run of it
         self.ok: dict[int, Environment] = {}  # sweeps with a successful round: environment
-        self.excluded: set[int] = set()  # violations, kept out of later baselines
+        self.excluded: set[int] = set()  # beyond the threshold: kept out of later baselines
         self.points: list[Point] = []  # judged since its baseline last started afresh
         self.start = 0  # its baseline's start (a distribution change's sweep)
         self.states: list[ConfigState] = []
@@ -143,8 +143,11 @@ def timeline(sweeps: list[SweepRows], marks: list[Mark] = (),
                                   decided[c][2], 0)
                     continue
                 tracks[c].points.append(point)
-                if point.violation or point.faster:  # a change stays until it reverts or
-                    tracks[c].excluded.add(i)  # is marked, never absorbed by its baseline
+                # Only a sweep inside the threshold joins later baselines: one beyond it,
+                # shown or not, would let a slowdown the first sweeps could not yet show
+                # seep into the baseline and never be shown (HUD's flag is the figure's).
+                if not policy.inside(point.ratio):
+                    tracks[c].excluded.add(i)
         for c, t in tracks.items():
             state, note, env, needed = decided[c]
             prev = t.states[-1] if t.states else None

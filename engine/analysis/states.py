@@ -21,11 +21,12 @@ reads its flags:
 - not comparable: its machine, framework versions or measurement policy differ from every
   baseline sweep's: said as such, never judged, and its points start afresh.
 
-A point beyond the threshold either way is kept out of later baselines, so a real slowdown
-stays a regression (a speed-up an improvement) until it reverts or someone marks
-"distribution changes here" (a new baseline from a sweep on): a baseline that took in the
-new level would first widen its spread so that no second point could confirm the change,
-then absorb it silently.
+Only a sweep whose figure lies inside the threshold joins later baselines, so a real
+slowdown stays a regression (a speed-up an improvement) until it reverts or someone marks
+"distribution changes here" (a new baseline from a sweep on), and one the gate cannot show
+at once keeps being judged against the level before it: a baseline that took in the new
+level would widen its spread, so that no second point could confirm the change, then absorb
+it silently.
 Marks (engine/analysis/states.Mark, stored by store/states.py) acknowledge a state (it stays,
 but stops alerting until the state changes again), ignore a configuration, or move its
 baseline's start.
@@ -97,6 +98,11 @@ class StatePolicy:
     def upper(self) -> float:
         """The latency ratio a regression must exceed (the gate's fail_above)."""
         return self.fail_above if self.fail_above is not None else 1 + self.threshold
+
+    def inside(self, ratio: float) -> bool:
+        """Whether a latency ratio lies inside the threshold both ways (what a baseline
+        sweep's must)."""
+        return 1 / (1 + self.threshold) <= ratio <= 1 + self.threshold
 
     def alerts(self, old: str | None, new: str) -> bool:
         """Whether a change from old to new is sent to people."""
