@@ -3,6 +3,7 @@ transition asserted where it happens, the evidence a state carries, marks, and t
 own decision behind every point."""
 
 import datetime as dt
+from urllib.parse import quote_plus
 
 import pytest
 
@@ -223,3 +224,23 @@ def test_a_key_round_trips_and_read_state_needs_confirm_points():
     assert read_state(points[:1], StatePolicy())[0] == SUSPICIOUS
     assert read_state(points, StatePolicy(confirm=3))[0] == REGRESSION
     assert read_state(points[:2], StatePolicy(confirm=3))[0] == SUSPICIOUS
+
+
+def test_a_state_in_words_names_its_evidence_marks_and_the_view_of_its_baseline():
+    from engine.present.states_text import evidence_text, policy_text, state_line, state_link
+
+    sweeps = history([1] * 6 + [1.3] * 3)
+    key = states_of(sweeps)[0].key
+    s = states_of(sweeps, marks=[mark(ACKNOWLEDGED, key, REGRESSION, "s07")])[8]
+    assert evidence_text(s.points) == ("1.30x (95 % CI 1.27-1.33) in sweep s08 against 6 "
+                                       "baseline sweeps; earlier 1.31x, 1.29x")
+    assert state_line(s).endswith("· since sweep s07 · " + evidence_text(s.points) +
+                                  " · acknowledged by ana@example.com: known: new allocator")
+    assert state_link("http://d.example/", s.sweep_id, s.config.label, s.points,
+                      StatePolicy(threshold=0.05)) == (
+        "http://d.example/history?baseline=s00%2Cs01%2Cs02%2Cs03%2Cs04%2Cs05&candidate=s08"
+        "&threshold=5&config=" + quote_plus(s.config.label))
+    text = policy_text(StatePolicy())
+    for part in ("last 7 baseline sweeps (at least 3", "slower than 1.1x", "the last 2 or more",
+                 "among the last 3", "each of the last 3 sweeps"):
+        assert part in text
