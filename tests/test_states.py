@@ -97,6 +97,14 @@ def test_a_single_violation_is_suspicious_for_lookback_points_never_a_regression
     assert "s07" not in states[12].points[-1].baseline  # a violation is never a baseline
 
 
+def test_a_sweep_beyond_the_threshold_the_gate_could_not_show_stays_out_of_baselines():
+    states = states_of(history([1] * 6 + [1.105, 1.0]))
+    (p,) = states[6].points
+    assert (p.verdict, p.undecided, round(p.ratio, 3)) == (NO_CHANGE, True, 1.116)
+    assert states[6].state == NO_CHANGE
+    assert states[7].points[-1].baseline == ("s00", "s01", "s02", "s03", "s04", "s05")
+
+
 def test_an_improvement_needs_two_points_and_stays_until_it_reverts_or_is_marked():
     sweeps = history([1] * 6 + [0.7] * 6 + [1] * 2)
     states = states_of(sweeps)
