@@ -99,10 +99,10 @@ class StatePolicy:
         """The latency ratio a regression must exceed (the gate's fail_above)."""
         return self.fail_above if self.fail_above is not None else 1 + self.threshold
 
-    def inside(self, ratio: float) -> bool:
+    def inside(self, ratio: float | None) -> bool:
         """Whether a latency ratio lies inside the threshold both ways (what a baseline
-        sweep's must)."""
-        return 1 / (1 + self.threshold) <= ratio <= 1 + self.threshold
+        sweep's must); no ratio is not inside."""
+        return ratio is not None and 1 / (1 + self.threshold) <= ratio <= 1 + self.threshold
 
     def alerts(self, old: str | None, new: str) -> bool:
         """Whether a change from old to new is sent to people."""
