@@ -259,11 +259,29 @@ def m015_output_error(con) -> None:
         con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
 
 
+def m016_states(con) -> None:
+    """Benchmark states (issue 42): store/states.py says what each table keeps."""
+    con.execute("CREATE TABLE state_groups (group_name TEXT NOT NULL, sweep_id TEXT NOT NULL, "
+                "source TEXT, added_at TIMESTAMP NOT NULL, PRIMARY KEY (group_name, sweep_id))")
+    con.execute("CREATE TABLE state_marks (mark_id TEXT PRIMARY KEY, group_name TEXT NOT NULL, "
+                "config_key TEXT, kind TEXT NOT NULL, state TEXT, sweep_id TEXT, who TEXT NOT "
+                "NULL, marked_at TIMESTAMP NOT NULL, why TEXT NOT NULL, withdrawn_by TEXT, "
+                "withdrawn_at TIMESTAMP, CHECK (kind IN ('acknowledged', 'ignored', 'distribution "
+                "change')))")
+    con.execute("CREATE TABLE state_changes (change_id TEXT PRIMARY KEY, group_name TEXT NOT NULL,"
+                " config_key TEXT NOT NULL, configuration TEXT, sweep_id TEXT NOT NULL, old_state "
+                "TEXT, new_state TEXT NOT NULL, since TEXT, alert BOOL NOT NULL, note TEXT, points"
+                " JSON, policy JSON, recorded_at TIMESTAMP NOT NULL)")
+    con.execute("CREATE TABLE alert_deliveries (change_id TEXT NOT NULL, target TEXT NOT NULL, "
+                "attempt INT NOT NULL, tried_at TIMESTAMP NOT NULL, status INT, error TEXT, ok "
+                "BOOL NOT NULL, final BOOL NOT NULL, PRIMARY KEY (change_id, target, attempt))")
+
+
 MIGRATIONS = [m001_initial, m002_rounds, m003_price_updates, m004_prepare_time,
               m005_training_dataload_profiles, m006_user_models, m007_machine_identity,
               m008_cluster_nodes, m009_sweep_rule, m010_contention, m011_model_memory,
               m012_serving, m013_calibration,
-              m014_energy, m015_output_error]
+              m014_energy, m015_output_error, m016_states]
 
 
 def _migrate(con) -> None:

@@ -21,7 +21,7 @@ from engine.scenarios import INFERENCE
 from engine.core.errors import UserError
 from store.runs import FRAMEWORK_PACKAGES
 
-__all__ = ["Selection", "resolve_selection", "selection_runs", "result_sets",
+__all__ = ["Selection", "resolve_selection", "selection_runs", "sweep_runs", "result_sets",
            "config_history", "framework_versions", "CONFIG_COLUMNS"]
 
 # The columns that make a configuration (engine.analysis.regress.Config, in this order).
@@ -168,6 +168,16 @@ def selection_runs(con, text: str, field: str = "baseline") -> tuple[Selection, 
                               sel.commit, sel.system_id, sel.system_id, sel.package,
                               list(sel.versions), sel.package])
     return sel, _dicts(cur)
+
+
+def sweep_runs(con, sweep_ids) -> list[dict]:
+    """The inference runs of these sweeps, as selection_runs gives a selector naming them
+    (`compare --baseline ID,ID`), oldest first; none for no sweep."""
+    ids = list(sweep_ids)
+    if not ids:
+        return []
+    return _dicts(con.execute(_RUNS, [INFERENCE.kind, ids, ids, None, None, None, None, None,
+                                      [], None]))
 
 
 def result_sets(con) -> pd.DataFrame:

@@ -47,7 +47,8 @@ def test_migrations_on_empty_database_create_exact_columns():
                                        "m006_user_models", "m007_machine_identity",
                                        "m008_cluster_nodes", "m009_sweep_rule",
                                        "m010_contention", "m011_model_memory", "m012_serving",
-                                       "m013_calibration", "m014_energy", "m015_output_error"]
+                                       "m013_calibration", "m014_energy", "m015_output_error",
+                                       "m016_states"]
     assert columns(con, "train_epochs") == ["run_id", *EPOCH_COLUMNS]
     assert columns(con, "train_steps") == ["run_id", "step", "loss"]
     assert columns(con, "profile_ops") == ["run_id", "rank", "op", "device", "calls",
@@ -68,6 +69,16 @@ def test_migrations_on_empty_database_create_exact_columns():
         "percentiles_ns", "figures", "query_count", "samples_per_query", "summary"]
     assert columns(con, "loadgen_logs") == ["run_id", "name", "bytes", "format", "data"]
     assert columns(con, "calibrations") == CALIBRATION_COLUMNS  # m013: the machine's ceilings
+    # m016 (issue 42): a group's sweeps, marks on states, each change once, every attempt
+    assert columns(con, "state_groups") == ["group_name", "sweep_id", "source", "added_at"]
+    assert columns(con, "state_marks") == ["mark_id", "group_name", "config_key", "kind",
+                                           "state", "sweep_id", "who", "marked_at", "why",
+                                           "withdrawn_by", "withdrawn_at"]
+    assert columns(con, "state_changes") == [
+        "change_id", "group_name", "config_key", "configuration", "sweep_id", "old_state",
+        "new_state", "since", "alert", "note", "points", "policy", "recorded_at"]
+    assert columns(con, "alert_deliveries") == ["change_id", "target", "attempt", "tried_at",
+                                                "status", "error", "ok", "final"]
     assert columns(con, "model_info") == [
         "model", "framework", "image_size", "framework_version", "params",
         "params_trainable", "flops_per_sample", "flops_method", "measured_at"]

@@ -7,7 +7,7 @@ without a traceback; anything else is a bug and keeps its traceback.
 
 import re
 
-__all__ = ["UserError", "plain_text"]
+__all__ = ["UserError", "plain_text", "refuse_read_only"]
 
 # A terminal's escape sequences: CSI (colours, bold: ESC [ 1 m), OSC (titles, links: ESC ] ...
 # BEL or ESC \), and two-character escapes; then any other control character but tab/newline.
@@ -29,3 +29,13 @@ class UserError(Exception):
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(message)
         self.field = field
+
+
+def refuse_read_only(access, action: str) -> None:
+    """The one rule for anything that changes what everyone sees (a launch, a cancel, a mark
+    on a benchmark's state): a session whose access (dashboard.access.Access, or anything
+    with its why_read_only()) gives a reason it is read-only is refused with that reason,
+    the action named as the field."""
+    why = access.why_read_only()
+    if why:
+        raise UserError(f"{action}: refused, {why}", field=action)

@@ -18,7 +18,9 @@ __all__ = ["BATCH_RANGE", "IMAGE_RANGE", "PROFILE_RANGE", "ROUNDS_RANGE", "TRAIN
            "STEPS_RANGE", "SYNTHETIC_RANGE", "WARMUP_STEPS_RANGE",
            "LOAD_COUNT_RANGE", "LOAD_SIZE_RANGE", "WORKERS_RANGE", "SEED_RANGE",
            "MEMORY_CAP_MB_MIN", "MEMORY_CAP_MB_RANGE", "P99_BOUND_MS_RANGE", "MARGIN_RANGE",
-           "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE",
+           "THRESHOLD_RANGE", "FAIL_ABOVE_RANGE", "CONFIRM_RANGE", "LOOKBACK_RANGE",
+           "BASELINE_SWEEPS_RANGE", "MISSING_AFTER_RANGE", "MARK_TEXT_MAX",
+           "WEBHOOK_TRIES_RANGE",
            "SERVE_BATCH_RANGE", "SERVE_QPS_RANGE", "SERVE_BOUND_MS_RANGE",
            "SERVE_DURATION_RANGE", "SERVE_QUERIES_RANGE", "SERVE_WAIT_MS_RANGE",
            "SERVE_SAMPLES_RANGE", "QPS_PRECISION_RANGE", "QPS_PROBES_RANGE",
@@ -79,6 +81,20 @@ THRESHOLD_RANGE = (0.01, 1.0)
 # The latency ratio (candidate / baseline) a regression gate fails above: over 1 (a ratio
 # of 1 is no change) and at most 100x.
 FAIL_ABOVE_RANGE = (1.0, 100.0)
+# A configuration's state over its sweeps (engine/analysis/states.py): the consecutive
+# violations that make a regression (one is only suspicious: PyTorch's HUD asks for two);
+# how many judged points back an earlier violation still makes it suspicious; the baseline
+# sweeps judged against (at least the 2 the gate needs to estimate a sweep-to-sweep
+# spread; at most 60, two months of daily sweeps); how many sweeps in a row measured a
+# configuration before the newest's silence makes it missing.
+CONFIRM_RANGE = (2, 10)
+LOOKBACK_RANGE = (1, 30)
+BASELINE_SWEEPS_RANGE = (2, 60)
+MISSING_AFTER_RANGE = (1, 30)
+# Who marked a state and why: a name or e-mail and a sentence, not a document.
+MARK_TEXT_MAX = 500
+# A webhook's tries per change in one update (the first and its retries).
+WEBHOOK_TRIES_RANGE = (1, 10)
 
 # Serving (LoadGen): the largest batch the dynamic batcher or Offline may make (every size
 # up to it is warmed before the test, so a compiling runtime pays each once); a target

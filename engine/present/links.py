@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable
+from urllib.parse import urlencode
 
 __all__ = ["MAX_VALUE_LEN", "looks_like_path", "parse_choice", "parse_choices",
            "parse_number", "parse_integers", "encode_setting", "note", "md_escape",
-           "not_offered", "number_allowed", "number_refused"]
+           "not_offered", "number_allowed", "number_refused", "view_url"]
 
 MAX_VALUE_LEN = 200
 _PATH_MARKS = ("/", "\\", "..", "\x00")
@@ -199,3 +200,11 @@ def encode_setting(setting: tuple) -> str:
     return (f"{device}_{precision}_{'' if inter is None else inter}_{system or ''}"
             + (f"_{shape}" if shape else "")
             + (f"_{contention}" if contention != "none" else ""))
+
+
+def view_url(base_url: str, page: str, params: dict[str, str]) -> str:
+    """The address of a page's view outside the page (a feed entry, a webhook's message):
+    the dashboard's address, the page's url_path and its link values, encoded as the
+    page's own "Link to this view" writes them (dashboard/link_state.py)."""
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"{base_url.rstrip('/')}/{page}" + (f"?{query}" if query else "")

@@ -24,7 +24,7 @@ from typing import Callable
 from engine.run.cluster.join import release
 from engine.run.process.together import timing_line
 from engine.run.jobs.requests import Request
-from engine.core.errors import UserError
+from engine.core.errors import UserError, refuse_read_only
 from engine.core.protocol import Progress, Ready, Started
 from engine.run.process.drive import Timing
 from engine.scenarios import scenario_of
@@ -302,9 +302,7 @@ class SessionJobs:
         return self._manager.wait(predicate, timeout)
 
     def _check(self, action: str) -> None:
-        why = self._access.why_read_only()
-        if why:
-            raise UserError(f"{action}: refused, {why}", field=action)
+        refuse_read_only(self._access, action)
 
     def submit(self, request: Request) -> JobView:
         self._check("sweep")
