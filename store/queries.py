@@ -121,18 +121,16 @@ def results_table(con, *, models=None, frameworks=None, statuses=None, kinds=Non
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], status)) "
         "AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], kind)) "
         "ORDER BY started_at DESC NULLS LAST, run_id LIMIT ?",
-        [P99_MIN_SAMPLES, models, models, frameworks, frameworks, statuses, statuses, kinds, kinds,
-         limit]).df()
+        [P99_MIN_SAMPLES, models, models, frameworks, frameworks, statuses, statuses, kinds,
+         kinds, limit]).df()
 
 
 def run_detail(con, run_id: str) -> dict | None:
     cur = con.execute(
-        "SELECT r.*, to_json(y) AS system, (SELECT list(s.latency_ns ORDER BY s.idx) "
-        "FROM samples s WHERE s.run_id = r.run_id AND s.phase = 'measure') AS samples_ns "
-        "FROM runs r LEFT JOIN systems y ON y.system_id = r.system_id WHERE r.run_id = ?",
-        [run_id])
-    names = [d[0] for d in cur.description]
-    rows = cur.fetchall()
+        "SELECT r.*, to_json(y) AS system, (SELECT list(s.latency_ns ORDER BY s.idx) FROM "
+        "samples s WHERE s.run_id = r.run_id AND s.phase = 'measure') AS samples_ns FROM runs r "
+        "LEFT JOIN systems y ON y.system_id = r.system_id WHERE r.run_id = ?", [run_id])
+    names, rows = [d[0] for d in cur.description], cur.fetchall()
     if not rows:
         return None
     out = dict(zip(names, rows[0]))
