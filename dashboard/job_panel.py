@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.analysis.time_split import time_split
 from engine.present.charts import search_probes
+from engine.present.outcome import split_text
 from engine.present.tables import sentence
 from engine.run.search.batch_search import BatchSearchRequest
 from engine.run.jobs.serve_request import ServeRequest
@@ -96,6 +98,10 @@ def _history(manager, busy: bool, idle: str) -> None:
                  f"{ok} ok" + (f" — {job.error}" if job.error else "")
                  + (f" — {job.result}" if job.result else "")
                  + (f" — sweep `{job.sweep_id}`" if job.sweep_id else ""))
+        if job.finished and job.started_at is not None and job.ended_at is not None:
+            # where its time went: the share timing iterations, and each phase before it
+            st.caption(split_text(time_split(job.finished, job.ended_at - job.started_at,
+                                             worker_of=lambda f: f["worker"])))
     searches = [j for j in history if isinstance(j.request, BatchSearchRequest) and j.finished]
     if searches:
         latest = searches[0]

@@ -60,6 +60,9 @@ def test_selftest_sweep_through_the_cli_stores_each_run_and_prints_the_table(
     assert "median latency per batch [ms], lower is better" in out
     assert f"\n4 runs stored in {db_path}; 2 not ok: 2 error\n" in out
     assert "one round: differences are not tested for significance" in out
+    # where the time went: the ok runs' timing is its measuring share, over 4 runs
+    [split] = [l for l in out.splitlines() if l.startswith("wall ")]
+    assert " over 4 runs, measuring " in split and "import " in split
     with open_db(db_path) as con:
         runs = list_runs(con)
     assert sorted(zip(runs.model, runs.batch_size, runs.status)) == [

@@ -99,11 +99,20 @@ def run_and_summarize(request, specs, args, *, table, noun: str, **options) -> l
     """run_with_progress, then the kind's summary table (table(records) -> text, or None to
     skip it) and how many runs were stored and which are not ok, by status (the command's
     exit status follows from the same records: engine.present.outcome.runs_exit)."""
-    from engine.present.outcome import not_ok_text
+    import time
 
+    from engine.analysis.time_split import time_split
+    from engine.present.outcome import not_ok_text, split_text
+    from engine.run.process.together import worker_key
+
+    t0 = time.monotonic()
     records, db = run_with_progress(request, specs, args, **options)
+    wall = time.monotonic() - t0
     if table is not None:
         print()
         print(table(records))
     print(f"\n{len(records)} {noun} stored in {db}; {not_ok_text(r.status for r in records)}")
+    if records:  # where the time went: measuring, and each phase before it
+        print(split_text(time_split(records, wall,
+                                    worker_of=lambda r: (r.round_no, *worker_key(r)))))
     return records

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Callable
 
 from engine.run.cluster.join import release
-from engine.run.process.together import timing_line
+from engine.analysis.time_split import PHASES
+from engine.run.process.together import timing_line, worker_key
 from engine.run.jobs.requests import Request
 from engine.core.errors import UserError, refuse_read_only
 from engine.core.protocol import Progress, Ready, Started
@@ -36,6 +37,8 @@ __all__ = ["JobView", "JobManager", "SessionJobs", "get_manager", "QUEUED", "RUN
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
 HISTORY = 20  # finished jobs kept for the page to show
+# A finished run's seconds per phase, kept for the job's time split
+SPLIT_FIELDS = tuple(f for _, f in PHASES) + ("measured_s",)
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,11 @@ class JobManager:
                     "throughput": rec.throughput, "reason": rec.reason,
                     "machine_shape": rec.machine_shape,
                     "node_id": rec.node_id,
-                    "scenario": (rec.extra or {}).get("scenario")})  # a serving test's
+                    "scenario": (rec.extra or {}).get("scenario"),  # a serving test's
+                    # where its time went (engine/analysis/time_split.py), its worker named
+                    **{f: getattr(rec, f) for f in SPLIT_FIELDS},
+                    "extra": {"model_reused": (rec.extra or {}).get("model_reused")},
+                    "worker": (rec.round_no, *worker_key(rec))})
                 self._lock.notify_all()
 
         def on_event(notice, round_no):

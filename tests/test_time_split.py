@@ -1,0 +1,37 @@
+"""Where a sweep's wall time went (issue 39 part 4): timed iterations as a share of the wall
+time, each worker's import and model build counted once however many runs it made."""
+
+import pytest
+
+from engine.analysis.time_split import time_split
+from engine.present.outcome import split_text
+
+
+def _run(worker, **kw):
+    base = dict(import_s=5.0, load_s=2.0, prepare_s=0.5, first_forward_s=0.1, warmup_s=0.4,
+                measured_s=2.0, extra={"model_reused": False}, worker=worker)
+    return {**base, **kw}
+
+
+def test_a_workers_import_and_reused_build_count_once_and_timing_is_a_share_of_the_wall():
+    runs = [_run((1, "torch")),  # b1: its worker imports and builds
+            _run((1, "torch"), extra={"model_reused": True}),  # b8: the same model
+            _run((1, "tensorflow"), import_s=8.0, load_s=5.0),
+            _run((2, "torch"), import_s=0.1)]  # round 2: a fresh (forked) worker
+    split = time_split(runs, 40.0, worker_of=lambda r: r["worker"])
+    assert dict(split.phases) == pytest.approx({
+        "import": 5.0 + 8.0 + 0.1, "build": 2.0 + 5.0 + 2.0, "prepare": 2.0,
+        "first call": 0.4, "warm-up": 1.6})
+    assert (split.measuring_s, split.measuring_share, split.runs) == (8.0, 0.2, 4)
+    text = split_text(split)
+    assert text.startswith("wall 40.0 s over 4 runs, measuring 8.0 s (20 %); ")
+    assert text.endswith("import 13.1 s, build 9.0 s, prepare 2.0 s, first call 0.4 s, "
+                         "warm-up 1.6 s")
+
+
+def test_a_run_with_no_phase_times_says_only_the_wall_and_measuring():
+    split = time_split([_run(1, import_s=None, load_s=None, prepare_s=None,
+                             first_forward_s=None, warmup_s=None, measured_s=None)], 0.0,
+                       worker_of=lambda r: r["worker"])
+    assert (split.measuring_share, split_text(split)) == (
+        0.0, "wall 0.0 s over 1 runs, measuring 0.0 s (0 %)")
