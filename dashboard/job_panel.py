@@ -52,7 +52,9 @@ def _active(manager, can_write: bool) -> None:
                                             for f in active.finished) else [])
         columns = (SERVE_COLUMNS if isinstance(active.request, ServeRequest)
                    else RUN_COLUMNS[:6] + machine + RUN_COLUMNS[6:])
-        st.dataframe(list(reversed(active.finished)), hide_index=True, column_order=columns)
+        # the shown columns only (a run's phase times and worker key are for the split)
+        st.dataframe([{k: f.get(k) for k in columns} for f in reversed(active.finished)],
+                     hide_index=True, column_order=columns)
 
 
 def in_flight_text(cur: dict, is_search: bool = False) -> str:
