@@ -77,27 +77,8 @@ def _policy(args):
                        missing_after=args.missing_after).validate()
 
 
-def write_feed(db, group: str, policy, base_url: str, out: Path, now) -> str:
-    """The group's alerts as an Atom file, written whole then renamed over the old one (a
-    reader never fetches half a file); returns the address it is served at."""
-    from engine.present.feed import atom_feed, feed_url
-    from store.db import open_db
-    from store.states import state_changes
-
-    with open_db(db) as con:
-        changes = state_changes(con, group=group, alerts_only=True, limit=100)
-    url = feed_url(base_url, group)
-    text = atom_feed(changes, title=f"Benchmark states: {group}", feed_url=url,
-                     base_url=base_url, policy=policy, updated=now)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return url
-
-
 def cmd_watch(args) -> int:
-    from engine.alerts.update import update_states
+    from engine.alerts.update import update_states, write_feed
     from engine.alerts.webhook import Webhook, utc_now
     from engine.cli.progress import run_and_summarize
     from engine.core.paths import FEEDS_DIR
