@@ -61,7 +61,7 @@ def test_the_board_shows_every_configuration_worst_first_with_the_policy_and_evi
     assert [round(r, 2) for r in points.ratio] == [1.31, 1.29]
     assert set(points["baseline sweeps"]) == {
         "sweep-00, sweep-01, sweep-02, sweep-03, sweep-04, sweep-05"}
-    assert [b.label for b in at.button] == ["Save mark", "Withdraw mark"][:1]
+    assert [b.label for b in at.button] == ["Save mark"]  # no mark yet: nothing to withdraw
 
 
 def test_the_filters_and_the_evidence_come_from_the_link_and_go_back_to_it(group_db,
@@ -151,3 +151,56 @@ def test_a_mark_made_or_withdrawn_changes_the_data_version_the_pages_cache_on(gr
         marked = data_version(con)
         withdraw_mark(con, writer, m.mark_id, who="ana")
         assert len({before, marked, data_version(con)}) == 3
+
+
+def test_the_report_can_include_the_groups_board_worst_first_with_the_policy(group_db,
+                                                                            capsys, tmp_path):
+    import html as html_lib
+
+    from engine.cli import main
+    from engine.core.errors import UserError
+    from engine.present.report import build_report
+
+    with open_db(group_db) as con:
+        md = build_report(con, "sweep-07", "md", group=GROUP).decode()
+        page = build_report(con, "sweep-07", "html", group=GROUP).decode()
+        plain = build_report(con, "sweep-07", "md").decode()
+        with pytest.raises(UserError) as err:
+            build_report(con, "sweep-07", "md", group="weekly")
+    assert err.value.field == "group"
+    assert str(err.value) == "group: 'weekly' has no sweeps; allowed: one of nightly cpu"
+    assert "Benchmark states" not in plain
+    head = md.index("**Benchmark states: nightly cpu** (Each sweep is judged by the "
+                    "regression gate against the configuration's last 7 baseline sweeps")
+    rows = [line for line in md[head:].splitlines() if line.startswith("| ")][1:4]
+    assert [r.split(" | ")[0] for r in rows] == ["| regression", "| missing", "| no change"]
+    assert rows[0].split(" | ")[1:5] == [WORST, "sweep-07", "1.287x", "1.262-1.313"]
+    assert "3 configurations as of sweep sweep-07, the newest of 8 in group nightly cpu" in md
+    assert "<h2>Benchmark states: nightly cpu</h2>" in page
+    assert html_lib.escape(WORST) in page
+    out = tmp_path / "r.md"
+    assert main(["report", "sweep-07", "--group", GROUP, "--out", str(out),
+                 "--db", str(group_db)]) == 0
+    assert out.read_text() == md
+    assert main(["report", "sweep-07", "--group", "weekly", "--db", str(group_db)]) == 2
+    assert capsys.readouterr().err == ("error: group: 'weekly' has no sweeps; allowed: one "
+                                       "of nightly cpu\n")
+
+
+def test_compares_report_offers_the_groups_board(group_db, monkeypatch):
+    from engine.present.report import build_report
+
+    monkeypatch.setenv("BENCH_DB", str(group_db))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/compare.py")
+    at.run()
+    assert at.selectbox(key="report_group").options == ["no group", GROUP]
+    at.radio(key="report_format").set_value("md")
+    at.selectbox(key="report_group").set_value(GROUP)
+    at.button(key="prepare_report").click().run()
+    assert not at.exception
+    sweep_id, fmt, doc, group = at.session_state["report"]
+    with open_db(group_db) as con:
+        assert doc == build_report(con, sweep_id, "md", group=GROUP)
+    assert (fmt, group) == ("md", GROUP) and b"**Benchmark states: nightly cpu**" in doc
