@@ -131,6 +131,15 @@ def _write(action, *args, **kwargs) -> bool:
     return True
 
 
+def _who(who, key: str) -> str:
+    """Who makes the mark: a signed-in admin is their verified e-mail, not a typed name; a
+    session on this machine (the person who started the server) types one."""
+    if who.email:
+        st.text_input("Who", value=who.email, key=key, disabled=True)
+        return who.email
+    return st.text_input("Who", key=key, max_chars=MARK_TEXT_MAX)
+
+
 def _mark_form(group: str, s, ids: list[str], who) -> None:
     with st.form("state_mark", border=True):
         st.markdown(f"Mark **{s.config.label}** (shared with everyone who opens this page)")
@@ -142,8 +151,7 @@ def _mark_form(group: str, s, ids: list[str], who) -> None:
                              format_func=lambda i: i[:SWEEP_PREFIX])
         scope = c2.radio("For", list(SCOPES), format_func=SCOPES.get, key="mark_scope",
                          horizontal=True)
-        name = st.text_input("Who", value=who.email or "", key="mark_who",
-                             max_chars=MARK_TEXT_MAX)
+        name = _who(who, "mark_who")
         why = st.text_area("Why", key="mark_why", max_chars=MARK_TEXT_MAX)
         if not st.form_submit_button("Save mark"):
             return
@@ -169,8 +177,7 @@ def _withdraw_form(group: str, marks, labels: dict, who) -> None:
     with st.form("state_withdraw", border=True):
         mark_id = st.selectbox("Marks in force", list(by_id), format_func=describe,
                                key="withdraw_mark")
-        name = st.text_input("Who", value=who.email or "", key="withdraw_who",
-                             max_chars=MARK_TEXT_MAX)
+        name = _who(who, "withdraw_who")
         if st.form_submit_button("Withdraw mark") and _write(withdraw_mark, who, mark_id,
                                                              who=name):
             st.rerun()

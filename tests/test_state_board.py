@@ -77,6 +77,13 @@ def test_the_filters_and_the_evidence_come_from_the_link_and_go_back_to_it(group
         "suspicious, not comparable, recovered, improvement, insufficient data, no change "
         "\\(and 1 more\\); ignored"]
     assert len(board(at)) == 3
+    # a filter that drops the configuration whose evidence is open: the first one left
+    at.multiselect(key="state_filter_state").set_value(["missing"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert list(board(at).state) == ["missing"]
+    assert at.selectbox(key="state_evidence").value == (
+        "resnet18 64px b1 t1 · tensorflow (tf_function)")
+    assert at.query_params["state"] == "missing"
 
 
 def test_an_acknowledgement_is_stored_shown_and_withdrawn(group_db, monkeypatch):
@@ -204,3 +211,28 @@ def test_compares_report_offers_the_groups_board(group_db, monkeypatch):
     with open_db(group_db) as con:
         assert doc == build_report(con, sweep_id, "md", group=GROUP)
     assert (fmt, group) == ("md", GROUP) and b"**Benchmark states: nightly cpu**" in doc
+
+
+@pytest.mark.parametrize("kind, key, value, field", [
+    ("selectbox", "state_group", dict(string_value="../../etc/passwd"), "group"),
+    ("multiselect", "state_filter_state", dict(string_array_value=["exploded"]), "state"),
+    ("multiselect", "state_filter_model", dict(string_array_value=["vgg"]), "model"),
+    ("selectbox", "state_evidence", dict(string_value="9," * 5000), "evidence"),
+    ("selectbox", "report_group", dict(string_value="weekly"), "group"),
+])
+def test_a_board_value_the_page_did_not_offer_gets_its_message(kind, key, value, field,
+                                                               group_db, monkeypatch):
+    from tests.test_crafted import crafted
+
+    name = "views/compare.py" if key == "report_group" else "views/history.py"
+    monkeypatch.setenv("BENCH_DB", str(group_db))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page(name)
+    at.run()
+    crafted(at, kind, key, **value)
+    assert not at.exception, [e.value for e in at.exception]
+    (msg,) = [e.value for e in at.error]
+    assert msg.startswith(f"{field}: ") and " is not offered; allowed: " in msg, msg
+    at.run()  # the next honest message draws the page again
+    assert not at.exception and not at.error
