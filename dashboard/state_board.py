@@ -18,6 +18,7 @@ from engine.core.paths import FEEDS_DIR
 from engine.present.board import (BOARD_STATES, board_frame, evidence_frame, filter_states,
                                   style_states)
 from engine.present.feed import STATIC_ROUTE, feed_name
+from engine.present.links import md_escape
 from engine.present.states_text import (SWEEP_PREFIX, policy_text, state_line, state_link)
 from store.states import (add_mark, group_marks, group_names, group_policy, group_states,
                           group_sweep_ids, withdraw_mark)
@@ -52,7 +53,7 @@ def state_board(link: PageLink, who) -> None:
     marks = read(group_marks, group)
     states = read_on((group, policy, tuple(ids), tuple(m.mark_id for m in marks)),
                      group_states, group, policy)
-    st.caption(f"{len(ids)} sweeps, newest {ids[-1][:SWEEP_PREFIX]}. Policy: "
+    st.caption(f"{len(ids)} sweeps, newest {md_escape(ids[-1][:SWEEP_PREFIX])}. Policy: "
                f"{policy_text(policy)}")
     _feed(group)
 
@@ -105,10 +106,12 @@ def _feed(group: str) -> None:
 
 
 def _evidence(s, policy: StatePolicy) -> None:
-    st.markdown(f"**{s.shown}** · {s.config.label}")
-    st.caption(state_line(s))
+    # Markdown: what came from the store (names, a mark's reason) is escaped, so a crafted
+    # reason cannot become a link or an image on everyone's page
+    st.markdown(f"**{s.shown}** · {md_escape(s.config.label)}")
+    st.caption(md_escape(state_line(s)))
     if s.note:
-        st.caption(s.note)
+        st.caption(md_escape(s.note))
     if s.points:
         st.dataframe(evidence_frame(s), hide_index=True, width="stretch", key="state_points",
                      column_config={"ratio": st.column_config.NumberColumn(format="%.3fx")})
@@ -116,8 +119,8 @@ def _evidence(s, policy: StatePolicy) -> None:
                     f"({state_link(_base_url(), s.sweep_id, s.config.label, s.points, policy)})"
                     " (its baseline sweeps against its sweep, above)")
     if s.environment is not None:
-        st.caption(f"Environment: machine {', '.join(s.environment.machines)}; framework "
-                   f"versions {', '.join(s.environment.versions)}")
+        st.caption(md_escape(f"Environment: machine {', '.join(s.environment.machines)}; "
+                             f"framework versions {', '.join(s.environment.versions)}"))
 
 
 def _write(action, *args, **kwargs) -> bool:
@@ -142,7 +145,8 @@ def _who(who, key: str) -> str:
 
 def _mark_form(group: str, s, ids: list[str], who) -> None:
     with st.form("state_mark", border=True):
-        st.markdown(f"Mark **{s.config.label}** (shared with everyone who opens this page)")
+        st.markdown(f"Mark **{md_escape(s.config.label)}** (shared with everyone who opens "
+                    "this page)")
         # No on_change check in a form (Streamlit allows none there): a choice it does not
         # know comes back as the widget's default, and store/states.add_mark checks the rest.
         action = st.radio("Mark", list(ACTIONS), format_func=ACTIONS.get, key="mark_action")
