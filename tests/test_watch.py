@@ -65,6 +65,7 @@ def test_a_link_value_watch_cannot_use_is_refused_naming_it(link, field, words):
     (["--group", " "], "error: group: 0 characters; allowed: a name of 1..500 characters"),
     (["--link", f"?{QUERY}&threads=999"], "error: threads: 999 is out of range; allowed: "
                                           "integers 1.."),
+    (["--feed-out", "/tmp"], "error: feed_out: /tmp is a folder; allowed: a file path"),
 ])
 def test_a_bad_flag_exits_2_naming_the_field_before_anything_runs(flags, words, db_path,
                                                                    capsys):

@@ -100,6 +100,10 @@ def cmd_watch(args) -> int:
                         "or https:// URL with a host", field="base_url")
     webhook = Webhook(args.webhook, args.base_url, tries=args.tries).validate() \
         if args.webhook else None
+    out = Path(args.feed_out) if args.feed_out else FEEDS_DIR / feed_name(group)
+    if out.is_dir():
+        raise UserError(f"feed_out: {out} is a folder; allowed: a file path, e.g. "
+                        "feed.xml", field="feed_out")
     request = replace(request_from_link(args.link), timeout_s=args.timeout,
                       memory_cap_bytes=memory_cap(args))
     specs, left_out = request.expand()
@@ -123,8 +127,8 @@ def cmd_watch(args) -> int:
     for s in update.sent:
         print(f"  webhook: change {s.change_id[:8]} "
               + (f"delivered in {s.attempts} attempt(s)" if s.ok
-                 else f"not delivered after {s.attempts} attempt(s); retried next time"))
-    out = Path(args.feed_out) if args.feed_out else FEEDS_DIR / feed_name(group)
+                 else f"not delivered after {s.attempts} attempt(s) (each stored; one "
+                      "without a final answer is tried again by the next watch)"))
     url = write_feed(db, group, policy, args.base_url, out, utc_now())
     print(f"feed: {out} (served at {url})")
     code, line = status_line(update.states)
