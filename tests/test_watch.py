@@ -103,7 +103,16 @@ def test_watch_runs_the_saved_sweep_twice_and_stores_the_group_and_its_states(db
     # Two configurations with no baseline yet: nothing could be judged, the gate's 2.
     assert first.returncode == 2, first.stderr
     assert "2 state change(s) recorded:" in first.stdout
-    assert first.stdout.count(f"{INSUFFICIENT} · identity") == 2
+    lines = first.stdout.splitlines()
+    # the board, worst first (equal states: the configurations' own order), then the
+    # changes, none sent to people: insufficient data is shown, not alerted
+    board = [line for line in lines if line.startswith(INSUFFICIENT)]
+    assert [line.split(" · ")[1] for line in board] == ["identity 32px b1 t1",
+                                                        "identity 32px b2 t1"]
+    assert all(line.endswith(" · 0 baseline sweeps of the 2 needed") for line in board)
+    assert [line for line in lines if line.startswith("  ")] == [
+        f"  {INSUFFICIENT} · identity 32px b{b} t1 · selftest (python) · 0 baseline sweeps "
+        "of the 2 needed (not alerted)" for b in (1, 2)]
     assert first.stdout.rstrip().endswith(
         "states: cannot judge: 2 configuration(s) with insufficient data (too few baseline "
         "sweeps yet) and none judged: exit 2")
