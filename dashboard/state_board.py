@@ -144,7 +144,8 @@ def _who(who, key: str) -> str:
 
 
 def _mark_form(group: str, s, ids: list[str], who) -> None:
-    with st.form("state_mark", border=True):
+    # cleared once saved: a reason left in the box invites the same mark twice
+    with st.form("state_mark", border=True, clear_on_submit=True):
         st.markdown(f"Mark **{md_escape(s.config.label)}** (shared with everyone who opens "
                     "this page)")
         # No on_change check in a form (Streamlit allows none there): a choice it does not
@@ -178,7 +179,7 @@ def _withdraw_form(group: str, marks, labels: dict, who) -> None:
         what = labels.get(m.config_key, "every configuration") if m.config_key else \
             "every configuration"
         return f"{m.kind} · {what} · {m.who}: {m.why}"
-    with st.form("state_withdraw", border=True):
+    with st.form("state_withdraw", border=True, clear_on_submit=True):
         mark_id = st.selectbox("Marks in force", list(by_id), format_func=describe,
                                key="withdraw_mark")
         name = _who(who, "withdraw_who")
