@@ -9,12 +9,12 @@ import pandas as pd
 
 from engine.analysis.stats import P99_MIN_SAMPLES
 from engine.scenarios import DATA_LOADING, INFERENCE, TRAINING
+from store.states import states_version  # m016: the board reads marks and changes
 
 __all__ = ["serve_closed_loop", "data_version", "filter_options", "results_table", "run_detail", "config_summary", "comparable_models",
            "config_samples", "overview", "latest_latency", "closed_loop_best", "closed_loop_known", "framework_gflops_per_thread",
            "flops_for", "machine_throughput", "runtime_costs",
-           "train_runs", "load_summary",
-           "settings", "SETTING_COLUMNS", "QUIET", "setting_sql", "setting_params",
+           "train_runs", "load_summary", "settings", "SETTING_COLUMNS", "QUIET", "setting_sql", "setting_params",
            "load_failures"]
 
 # A configuration of R replicas is a contender of its own: "torch (eager) x2 replicas",
@@ -86,7 +86,7 @@ def data_version(con) -> tuple:
     # and every calibration (m013), where the table exists: a viewer opens a file unmigrated
     return base + (con.execute("SELECT count(*) FROM calibrations").fetchall()[0] if con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'calibrations'"
-    ).fetchall()[0][0] else ())
+    ).fetchall()[0][0] else ()) + states_version(con)
 
 
 def filter_options(con, kind: str | None = None) -> dict:

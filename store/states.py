@@ -33,7 +33,8 @@ __all__ = ["join_group", "group_names", "group_sweep_ids", "require_group", "gro
            "group_states",
            "group_timeline", "add_mark",
            "withdraw_mark", "group_marks", "record_changes", "state_changes",
-           "pending_alerts", "record_delivery", "deliveries", "MAX_ATTEMPTS"]
+           "pending_alerts", "record_delivery", "deliveries", "group_policy", "states_version",
+           "MAX_ATTEMPTS"]
 
 # Every attempt to deliver one change to one target, over all updates: past it the change
 # is not tried there again (a URL that has failed this often needs a person, not a retry).
@@ -250,3 +251,26 @@ def deliveries(con, change_id: str) -> list[dict]:
                       [change_id])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def group_policy(con, group: str) -> StatePolicy | None:
+    """The policy the group's last update read its states by (what `watch` was given), so
+    the board shows the states the alerts were sent on; None before any update."""
+    row = con.execute("SELECT policy FROM state_changes WHERE group_name = ? "
+                      "ORDER BY rowid DESC LIMIT 1", [group]).fetchall()
+    if not row:
+        return None
+    d = json.loads(row[0][0])
+    return StatePolicy(**{**d, "alert_states": tuple(d["alert_states"])})
+
+
+def states_version(con) -> tuple:
+    """What store.queries.data_version adds for these tables (a mark made or withdrawn, a
+    sweep joined, a change recorded), so a page's cached reads see them at once; () on a
+    file not yet migrated (a viewer opens one as it is)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = "
+                       "'state_marks'").fetchall()[0][0]:
+        return ()
+    return con.execute("SELECT (SELECT count(*) FROM state_groups), (SELECT count(*) FROM "
+                       "state_marks), (SELECT count(withdrawn_at) FROM state_marks), "
+                       "(SELECT count(*) FROM state_changes)").fetchall()[0]

@@ -16,6 +16,7 @@ from engine.present.tables import (FIGURES_NOTE, architecture_notes, contention_
                                    sentence)
 from engine.scenarios import INFERENCE
 from dashboard.report_panel import report_section
+from store.states import group_names
 from dashboard.session import read
 from store.queries import (comparable_models, config_samples, config_summary, filter_options,
                            runtime_costs, settings)
@@ -133,7 +134,8 @@ if sweep_id:
         st.caption(sentence(shared[0]))
         for line in shared[1:]:
             st.markdown(f"- {line.strip()}")
-    report_section(sweep_id)  # a report for someone without the dashboard
+    # a report for someone without the dashboard, with a group's board if asked
+    report_section(sweep_id, groups=read(group_names))
 else:
     st.caption("Pick a sweep above to see the round-aggregated table with significance tests.")
 

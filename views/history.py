@@ -1,7 +1,8 @@
 """History: a candidate result set against a baseline, configuration by configuration, and one
-configuration's latency over time. The choice lives in the link
-(?baseline=SWEEP,SWEEP&candidate=SWEEP&threshold=PERCENT&config=LABEL), so a link reproduces
-the comparison for someone else. Several sweeps on a side are the same build measured on
+configuration's latency over time; above them, the board of a group's benchmark states
+(dashboard/state_board.py). The choice lives in the link
+(?group=NAME&state=regression&evidence=LABEL&baseline=SWEEP,SWEEP&candidate=SWEEP&
+threshold=PERCENT&config=LABEL), so a link reproduces the view for someone else. Several sweeps on a side are the same build measured on
 several days: what a verdict needs to tell a slower build from a slower day."""
 
 import streamlit as st
@@ -14,7 +15,8 @@ from engine.present.history import (gate_line, history_chart, rule_text, set_lab
 from dashboard.link_state import PageLink
 from dashboard.numbers import Numbers
 from engine.core.limits import THRESHOLD_RANGE
-from dashboard.session import read
+from dashboard.session import access, read
+from dashboard.state_board import state_board
 from store.history import config_history, result_sets, selection_runs
 
 st.title("History and regressions")
@@ -27,6 +29,8 @@ if sets.empty:
             "compare the two here.", icon=":material/info:")
     st.stop()
 
+state_board(link, access())
+st.subheader("Builds against builds")
 labels = {s.sweep_id: set_label(s) for s in sets.itertuples()}
 ids = list(labels)  # newest first
 lo, hi = 100 * THRESHOLD_RANGE[0], 100 * THRESHOLD_RANGE[1]

@@ -8,15 +8,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Callable
 
 from engine.alerts.webhook import Attempt, Sent, Webhook, utc_now, deliver, post_json
 from engine.analysis.state_timeline import latest
 from engine.analysis.states import ConfigState, StateChange, StatePolicy, exit_status
+from engine.present.feed import atom_feed, feed_url
 from store.db import open_db
-from store.states import group_marks, group_series, record_changes, require_group
+from store.states import (group_marks, group_series, record_changes, require_group,
+                          state_changes)
 
-__all__ = ["Update", "update_states"]
+__all__ = ["Update", "update_states", "write_feed"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,18 @@ def update_states(db, group: str, *, policy: StatePolicy | None = None,
         db, webhook, policy, [c.change_id for c in changes], post=post, sleep=sleep,
         clock=clock))
     return Update(group, tuple(states), tuple(changes), sent)
+
+
+def write_feed(db, group: str, policy, base_url: str, out: Path, now) -> str:
+    """The group's alerts as an Atom file, written whole then renamed over the old one (a
+    reader never fetches half a file); returns the address it is served at."""
+    with open_db(db) as con:
+        changes = state_changes(con, group=group, alerts_only=True, limit=100)
+    url = feed_url(base_url, group)
+    text = atom_feed(changes, title=f"Benchmark states: {group}", feed_url=url,
+                     base_url=base_url, policy=policy, updated=now)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return url

@@ -12,6 +12,7 @@ argument helpers of engine/cli/args.py:
 - engine/cli/report.py: report (one sweep as offline HTML or Markdown)
 - engine/cli/history.py: history, and compare's regression check (--baseline/--candidate)
 - engine/cli/calibrate.py: calibrate (the machine's GEMM and bandwidth ceilings)
+- engine/cli/watch.py: watch (a saved sweep run again, its group's states, alerts)
 
 Three layers, as asv has them: argparse here, the work in engine/ and store/ functions,
 and tests that call those functions (or this main()) directly.
@@ -23,13 +24,13 @@ import argparse
 import sys
 
 from engine.cli import (calibrate, generation, genserve, history, inference, prices, report,
-                        results, serving, tune, workloads)
+                        results, serving, tune, watch, workloads)
 from engine.core.errors import UserError
 
 __all__ = ["main", "build_parser", "GUIDES"]
 
 _FAMILIES = (inference, results, prices, workloads, serving, tune, report, history,
-             calibrate, generation, genserve)
+             calibrate, generation, genserve, watch)
 COMMANDS = {name: cmd for family in _FAMILIES for name, cmd in family.COMMANDS.items()}
 # Where each command is explained (its --help ends with it): one hop from the command to
 # its guide. docs/CLI.md lists every command and flag and where each flag is explained.
@@ -43,7 +44,7 @@ GUIDES = {"run": "docs/CLI.md", "models": "docs/CLI.md", "runtimes": "docs/RUNTI
           "generate": "docs/CLI.md", "generations": "docs/CLI.md",
           "genserve": "docs/SERVING.md",
           "genserve-search": "docs/SERVING.md", "genserve-users": "docs/SERVING.md",
-          "genserve-tune": "docs/SERVING.md"}
+          "genserve-tune": "docs/SERVING.md", "watch": "docs/CLI.md"}
 
 
 def build_parser() -> argparse.ArgumentParser:

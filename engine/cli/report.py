@@ -24,6 +24,9 @@ def add_parsers(sub) -> None:
     # the field and the allowed values, like every other refusal.
     rp.add_argument("--format", metavar="FORMAT", default=None,
                     help="html or md (default: md when --out ends in .md, else html)")
+    rp.add_argument("--group", metavar="NAME", default=None,
+                    help="also the board of this group's benchmark states: every "
+                         "configuration's state, worst first, with the policy (see `watch`)")
     db_arg(rp)
 
 
@@ -62,7 +65,11 @@ def cmd_report(args) -> int:
         # a generation sweep named by id (or prefix) gets its own report (issue 37)
         generation = generation_sweep_ref(con, args.sweep)
         sweep_id = generation or resolve_inference_sweep(con, args.sweep)
-        doc = (build_generation_report if generation else build_report)(con, sweep_id, fmt)
+        if generation and args.group:
+            raise UserError("group: a generation sweep's report has no board; allowed: "
+                            "--group with an inference sweep", field="group")
+        doc = build_generation_report(con, sweep_id, fmt) if generation else build_report(
+            con, sweep_id, fmt, group=args.group)
     out = out or Path(f"report-{sweep_id[:8]}{REPORT_FORMATS[fmt][1]}")
     out.write_bytes(doc)
     print(f"wrote {out} ({len(doc):,} bytes, {fmt}) for sweep {sweep_id}")

@@ -5,6 +5,8 @@ shows its evidence."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 from datetime import datetime
 from xml.etree import ElementTree as ET
@@ -14,10 +16,24 @@ from engine.core.errors import plain_text
 from engine.present.states_text import HISTORY_PAGE, change_line, change_link, policy_text
 from engine.present.links import view_url
 
-__all__ = ["atom_feed", "ATOM_NS", "FEED_AUTHOR"]
+__all__ = ["atom_feed", "feed_name", "feed_url", "ATOM_NS", "FEED_AUTHOR", "STATIC_ROUTE"]
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 FEED_AUTHOR = "benchmark dashboard"
+STATIC_ROUTE = "app/static"  # where Streamlit serves the app's static/ folder
+
+
+def feed_name(group: str) -> str:
+    """A group's feed file name: its name in lower-case letters, digits and dashes (a group
+    is free text: "nightly <cpu> & co"), and a digest of the whole name, so two groups whose
+    names spell alike never share a file."""
+    slug = re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-")[:40] or "group"
+    return f"{slug}-{hashlib.sha256(group.encode()).hexdigest()[:8]}.xml"
+
+
+def feed_url(base_url: str, group: str) -> str:
+    """The address a reader subscribes to: the dashboard's static route and the file."""
+    return f"{base_url.rstrip('/')}/{STATIC_ROUTE}/feeds/{feed_name(group)}"
 
 
 def _time(at: datetime) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from dataclasses import replace
 from datetime import date
 
 import pandas as pd
@@ -31,6 +32,7 @@ from engine.analysis.price_age import age_text, stale_prices
 from engine.present.charts import (latency_box, latency_vs_batch, scaling_vs_threads,
                                    speedup_heatmap, throughput_vs_batch)
 from engine.present.frames import compare_frame, raw_frame, setting_choices
+from engine.present.report_board import gather_board
 from engine.present.report_ceilings import gather_ceilings
 from engine.present.report_doc import CostData, ReportData, to_html, to_markdown
 from engine.present.tables import (architecture_notes, compare_grid, contention_lines,
@@ -65,14 +67,17 @@ def check_format(fmt: str | None) -> str:
 
 
 def build_report(con, sweep_id: str | None, fmt: str = "html",
-                 today: date | None = None) -> bytes:
+                 today: date | None = None, group: str | None = None) -> bytes:
     """The report of one inference sweep, UTF-8 encoded. sweep_id: a full id or a unique
     prefix (None: the newest inference sweep); fmt: "html" or "md" (REPORT_FORMATS gives
     the MIME type); today: the day prices' ages are judged on (default: today). UserError
     (field "sweep" or "format") on a reference or format that cannot be reported.
-    Deterministic: the same database on the same day gives the same bytes."""
+    Deterministic: the same database on the same day gives the same bytes. group: also the
+    board of this group's benchmark states (UserError, field "group", when it has none)."""
     check_format(fmt)
+    board = None if group is None else gather_board(con, group)  # refused before the rest
     rep = _gather(con, resolve_inference_sweep(con, sweep_id), today or date.today())
+    rep = rep if board is None else replace(rep, board=board)
     text = to_html(rep) if fmt == "html" else to_markdown(rep)
     return text.encode("utf-8")
 

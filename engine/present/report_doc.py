@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from engine.analysis.price_age import MAX_AGE_MONTHS
+from engine.present.report_board import BOARD_HEADERS, BoardData
 from engine.present.report_ceilings import CEILING_HEADERS, CeilingData, ceiling_cells
 from engine.present.tables import FIGURES_NOTE, TOKENS_TITLE, row_label, sentence
 
@@ -75,6 +76,7 @@ class ReportData:
     raw: pd.DataFrame = field(default_factory=pd.DataFrame)
     # token models' rows as tokens/s (compare_grid per_token): empty without one
     tokens: tuple = ((), ())
+    board: BoardData | None = None  # a group's benchmark states, when asked for
 
 
 ENERGY_NOTE = ("measured in a loop of its own after each timed one, so the latencies above "
@@ -265,6 +267,12 @@ def to_html(rep: ReportData) -> str:
             [[model, contender, threads, f"{tp:,.1f}", f"{share:.0%}"]
              for model, contender, threads, tp, share in eff.values.tolist()]))
 
+    if rep.board is not None:
+        b = rep.board
+        out.append(f"<h2>Benchmark states: {_e(b.group)}</h2><p class=\"caption\">"
+                   f"{_e(b.policy)}</p>" + _table(list(BOARD_HEADERS), list(b.rows),
+                                                  text_cols=(1, 2, 5, 6))
+                   + f"<p class=\"caption\">{_e(b.caption)}</p>")
     if rep.ceilings.rows:
         out.append("<h2>Against the machine's ceilings</h2>"
                    + _table(CEILING_HEADERS, ceiling_cells(rep.ceilings), text_cols=(7,))
@@ -401,6 +409,10 @@ def to_markdown(rep: ReportData) -> str:
     if rep.contention:
         out += [_md(rep.contention[0]), ""] + [f"- {_md(line.strip())}"
                                                for line in rep.contention[1:]] + [""]
+    if rep.board is not None:
+        out += [f"**Benchmark states: {_md(rep.board.group)}** ({_md(rep.board.policy)})", ""]
+        out += _md_table(list(BOARD_HEADERS), list(rep.board.rows), set()) + [""]
+        out += [_md(rep.board.caption), ""]
     if rep.ceilings.rows:
         out += ["**Against the machine's ceilings:**", ""]
         out += _md_table(CEILING_HEADERS, ceiling_cells(rep.ceilings), set()) + [""]

@@ -5,11 +5,14 @@ webhook and `watch` say the same thing."""
 from __future__ import annotations
 
 from engine.analysis.regress import FAMILY_ALPHA
-from engine.analysis.states import ConfigState, Point, StateChange, StatePolicy
+from engine.analysis.states import (INSUFFICIENT, MISSING, NOT_COMPARABLE, REGRESSION,
+                                    ConfigState, Point, StateChange, StatePolicy, exit_status,
+                                    worst_first)
 from engine.present.links import view_url
 
 __all__ = ["policy_text", "evidence_text", "state_line", "change_line", "state_link",
-           "change_link", "webhook_body", "HISTORY_PAGE", "SWEEP_PREFIX"]
+           "change_link", "webhook_body", "status_line", "board_text", "HISTORY_PAGE",
+           "SWEEP_PREFIX"]
 
 HISTORY_PAGE = "history"  # app.py's url_path of the page that compares sweeps
 # A link names a sweep by a prefix (the History page takes a unique one): seven full ids
@@ -99,3 +102,31 @@ def webhook_body(ch: StateChange, link: str) -> dict:
                        "ci": [newest.ci_low, newest.ci_high] if newest else None,
                        "baseline_sweeps": list(newest.baseline) if newest else [],
                        "link": link}}
+
+
+def status_line(states) -> tuple[int, str]:
+    """(exit status, one line why), as the regression gate says its own (gate_line):
+    engine.analysis.states.exit_status's rule in words."""
+    code = exit_status(states)
+    live = [s for s in states if s.ignored is None]
+    if code == 1:
+        n = sum(s.state == REGRESSION and s.acknowledged is None for s in live)
+        return 1, f"states: {n} regression(s) nobody acknowledged: exit 1"
+    if code == 2:
+        gone = sum(s.state in (MISSING, NOT_COMPARABLE) and s.acknowledged is None
+                   for s in live)
+        if gone:
+            return 2, (f"states: cannot judge: {gone} configuration(s) missing or not "
+                       "comparable (another machine, framework versions or policy): exit 2")
+        few = sum(s.state == INSUFFICIENT for s in live)
+        return 2, (f"states: cannot judge: {few} configuration(s) with insufficient data "
+                   "(too few baseline sweeps yet) and none judged: exit 2")
+    return 0, f"states: no unacknowledged regression among {len(live)} judged: exit 0"
+
+
+def board_text(states, policy: StatePolicy) -> str:
+    """The board as text (watch's output, the report's section): the policy once, then one
+    line per configuration, worst first."""
+    lines = [f"Policy: {policy_text(policy)}", ""]
+    lines += [state_line(s) for s in worst_first(states)] or ["(no configuration)"]
+    return "\n".join(lines)
