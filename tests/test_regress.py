@@ -46,7 +46,11 @@ def test_a_clear_slowdown_against_repeated_baseline_sweeps_is_a_regression():
     assert (round(d.ratio, 4), round(d.ci_low, 3), round(d.ci_high, 3)) == (1.4894, 1.19,
                                                                            1.863)
     assert round(d.p_value, 4) == 0.0141  # a family of one: the one-sided t p-value
+    assert d.note.startswith("slower than 1.1x: adjusted p = 0.014 <= 0.05")
     assert cmp.failing() == (c,) and gate_line(cmp)[0] == 1
+    # a p two significant digits would print as 0 is said as a bound, not as certainty
+    far = compare_sets(BASE, sweep("c", [100.0, 102.0, 99.0])).changes[0].decision
+    assert far.p_value < 0.001 and far.note.startswith("slower than 1.1x: adjusted p < 0.001")
 
 
 def test_the_reverse_is_an_improvement_and_never_fails_the_gate():

@@ -116,6 +116,8 @@ def test_watch_runs_the_saved_sweep_twice_and_stores_the_group_and_its_states(db
     assert first.stdout.rstrip().endswith(
         "states: cannot judge: 2 configuration(s) with insufficient data (too few baseline "
         "sweeps yet) and none judged: exit 2")
+    # a feed written outside static/feeds/ is not said to be served by the dashboard
+    assert f"feed: {feed} (outside static/feeds/: not served by the dashboard)" in lines
     second = _watch(db_path, feed)
     assert second.returncode == 2, second.stderr
     assert "0 state change(s) recorded" in second.stdout  # the same states: nothing new

@@ -128,6 +128,12 @@ class Decision:
     p_value: float | None = None  # the adjusted one-sided p-value of the verdict's direction
 
 
+def _p(p: float) -> str:
+    """'= 0.0023', or '< 0.001' where two significant digits would print 0 or a power of
+    ten no reader needs ("adjusted p = 0" read as certainty)."""
+    return "< 0.001" if p < 0.001 else f"= {p:.2g}"
+
+
 def decide(evidence: Evidence, threshold: float = DEFAULT_THRESHOLD,
            fail_above: float | None = None, *, regressed: bool = False,
            improved: bool = False, p_value: float | None = None) -> Decision:
@@ -144,12 +150,12 @@ def decide(evidence: Evidence, threshold: float = DEFAULT_THRESHOLD,
                         undecided=True, judged=False)
     interval = f"95 % CI {lo:.2f}-{hi:.2f}"
     if regressed:
-        return Decision(REGRESSION, f"slower than {upper:g}x: adjusted p = {p_value:.2g} "
+        return Decision(REGRESSION, f"slower than {upper:g}x: adjusted p {_p(p_value)} "
                         f"<= {FAMILY_ALPHA:g} ({interval})", ratio, lo, hi,
                         evidence.method, p_value=p_value)
     if improved:
-        return Decision(IMPROVEMENT, f"faster than 1/{1 + threshold:g}x: adjusted p = "
-                        f"{p_value:.2g} <= {FAMILY_ALPHA:g} ({interval})",
+        return Decision(IMPROVEMENT, f"faster than 1/{1 + threshold:g}x: adjusted p "
+                        f"{_p(p_value)} <= {FAMILY_ALPHA:g} ({interval})",
                         ratio, lo, hi, evidence.method, p_value=p_value)
     if lower < lo and hi < 1 + threshold:
         return Decision(NO_CHANGE, f"{interval} lies within the threshold "

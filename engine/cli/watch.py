@@ -130,7 +130,10 @@ def cmd_watch(args) -> int:
                  else f"not delivered after {s.attempts} attempt(s) (each stored; one "
                       "without a final answer is tried again by the next watch)"))
     url = write_feed(db, group, policy, args.base_url, out, utc_now())
-    print(f"feed: {out} (served at {url})")
+    # served only from the dashboard's static folder; a file elsewhere is the user's to serve
+    served = out.resolve().parent == FEEDS_DIR.resolve()
+    print(f"feed: {out}" + (f" (served at {url})" if served else
+                            " (outside static/feeds/: not served by the dashboard)"))
     code, line = status_line(update.states)
     print(line)
     sys.stdout.flush()
