@@ -111,8 +111,9 @@ def run_and_summarize(request, specs, args, *, table, noun: str, **options) -> l
     if table is not None:
         print()
         print(table(records))
-    print(f"\n{len(records)} {noun} stored in {db}; {not_ok_text(r.status for r in records)}")
     if records:  # where the time went: measuring, and each phase before it
-        print(split_text(time_split(records, wall,
-                                    worker_of=lambda r: (r.round_no, *worker_key(r)))))
+        print("\n" + split_text(time_split(records, wall,
+                                           worker_of=lambda r: (r.round_no, *worker_key(r)))))
+    # the last line, as CI logs and scripts read it
+    print(f"\n{len(records)} {noun} stored in {db}; {not_ok_text(r.status for r in records)}")
     return records
