@@ -8,8 +8,10 @@ subprocess.Popen is to a spawned worker, for engine/run/process/executors.py's
 WorkerProcess: its pipes, pid, poll/wait and returncode (the fork server reaps the worker
 and says how it ended: this process is not its parent).
 
-A framework whose import starts a thread keeps the plain spawn (a fork copies only the
-calling thread): the fork server says how many threads it has once imported.
+A framework whose import leaves a thread that a fork would not copy keeps the plain spawn:
+the fork server names such threads once imported (less the few known to be fork-safe,
+engine/worker/zygote.FORK_SAFE_THREADS). Which frameworks are forked at all is the
+executor's choice (executors.FORKED: only those shown to keep the per-process spread).
 """
 
 from __future__ import annotations
