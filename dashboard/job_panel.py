@@ -13,7 +13,7 @@ import streamlit as st
 
 from engine.analysis.time_split import time_split
 from engine.present.charts import search_probes
-from engine.present.outcome import split_text
+from engine.present.outcome import split_text, starting_text
 from engine.present.tables import sentence
 from engine.run.search.batch_search import BatchSearchRequest
 from engine.run.jobs.serve_request import ServeRequest
@@ -42,6 +42,8 @@ def _active(manager, can_write: bool) -> None:
                 else f"{active.done} probes so far (at most {active.total})")
     if active.current:
         st.markdown(in_flight_text(active.current, is_search))
+    if active.starting:  # before a run of theirs can say a phase: the start and import
+        st.markdown(sentence(starting_text(active.starting)))
     if active.timing:
         st.caption(sentence(active.timing))
     if can_write and st.button("Cancel", key=f"cancel_{active.job_id}"):

@@ -80,6 +80,27 @@ def test_frameworks_not_named_are_spawned(worker_env):
     assert runner.executor.forks._servers == {}
 
 
+def test_each_worker_is_announced_as_it_starts_with_how_it_starts(worker_env):
+    """The Pool's Starting notice comes first for each worker (the panel's "starting:
+    ... importing" line until its Ready), carrying how the executor started it, and the
+    worker's own events and its end carry the same serial."""
+    from engine.run.process.drive import Starting, Timing
+
+    for forked, how in (({"selftest"}, "fork"), ((), "spawn")):
+        notices: list = []
+        runner = Runner(timeout_s=30.0, executor=LocalProcesses(forked=forked))
+        records = runner.run([selftest("identity"), selftest("identity")],
+                             on_record=lambda r: None, on_event=notices.append)
+        runner.close()
+        assert [r.status for r in records] == ["ok", "ok"]
+        first, *rest = [n for n in notices if not isinstance(n, Timing)]
+        assert (type(first), first.framework, first.start, first.runs) == (
+            Starting, "selftest", how, 2)
+        assert {n.worker for n in rest} == {first.worker}
+        assert type(rest[0].event) is Ready and rest[0].event.start == how
+        assert rest[-1].event is None and rest[-1].spec is None  # its stream ended
+
+
 def test_a_fork_server_reports_its_import_and_single_thread(worker_env):
     srv = ForkServer(os.sys.executable, "selftest", {"OMP_NUM_THREADS": "1"})
     try:

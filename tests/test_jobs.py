@@ -1,5 +1,7 @@
 """The dashboard's job queue with real worker processes (selftest models)."""
 
+from dataclasses import dataclass
+
 import psutil
 import pytest
 
@@ -126,3 +128,44 @@ def test_covering_requests_measure_the_given_configurations_one_per_image_size()
                                               ("torch", "libtorch", 32, 2, 32)]
     assert [(s.model, s.runtime, s.batch_size, s.image_size) for s in large.specs()] == [
         ("resnet34", "eager", 16, 64)]
+
+
+def test_the_panel_says_which_workers_are_starting_until_each_is_ready(db_path):
+    """Before a worker's Ready no run of its can say a phase: the job names the workers
+    being spawned or forked (the Pool's Starting notices) and for how long, until each
+    one's Ready, its first run's event or its end. Notices scripted through the job's own
+    callbacks, the clock injected."""
+    from engine.core.protocol import Ready, Started
+    from engine.present.outcome import starting_text
+    from engine.run.process.drive import Starting, WorkerEvent
+
+    now = [0.0]
+    seen = []
+
+    @dataclass(frozen=True)
+    class Scripted(SweepRequest):
+        def run(self, specs, *, on_event, on_plan, **kw):
+            ready = Ready(pid=1, import_s=3.0, versions={}, threads={}, machine={}, env={})
+            on_event(Starting(7, "tensorflow", "spawn", 2), 1)
+            now[0] = 1.5
+            on_event(Starting(8, "torch", "fork", 2), 1)
+            now[0] = 2.0
+            seen.append(jm.active().starting)
+            on_event(WorkerEvent(ready, None, 8), 1)
+            seen.append(jm.active().starting)
+            on_event(WorkerEvent(Started("r1", 0.0), specs[0], 9), 1)  # another worker's
+            seen.append(jm.active().starting)
+            on_event(WorkerEvent(None, None, 7), 1)  # it ended before its Ready
+            seen.append(jm.active().starting)
+            return ""
+
+    jm = JobManager(db_path, clock=lambda: now[0])
+    view = jm.submit(Scripted(models=("identity",), frameworks=("selftest",),
+                              batch_sizes=(1,), threads=(1,), policy=FAST))
+    assert jm.wait(lambda m: m.get(view.job_id).state == DONE, 60)
+    assert seen == [(("tensorflow", "spawn", 2.0), ("torch", "fork", 0.5)),
+                    (("tensorflow", "spawn", 2.0),), (("tensorflow", "spawn", 2.0),), ()]
+    assert starting_text(seen[0]) == (
+        "starting: tensorflow worker, spawned, importing tensorflow, 2.0 s; "
+        "torch worker, forked from a server that imported it, 0.5 s")
+    assert starting_text(()) == ""

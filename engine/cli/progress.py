@@ -19,8 +19,9 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
     `| tee` the lines per round and per stored run are the progress."""
     from tqdm import tqdm
 
-    from engine.core.protocol import Progress, Started
-    from engine.run.process.drive import Timing
+    from engine.core.protocol import Progress, Ready, Started
+    from engine.present.outcome import worker_start_text
+    from engine.run.process.drive import Starting, Timing
     from engine.run.jobs.rounds import order_name
     from engine.run.process.together import timing_line
     from store.db import resolve_db_path
@@ -63,7 +64,18 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
         if isinstance(notice, Timing):  # how this round's contenders are timed, once
             bar.write("  " + timing_line(notice), file=sys.stdout)
             return
+        if isinstance(notice, Starting):  # before its Ready: spawned or forked, importing
+            state.setdefault("starting", {})[notice.worker] = notice.framework
+            bar.set_postfix_str(f"round {r} starting: "
+                                + worker_start_text(notice.framework, notice.start),
+                                refresh=True)
+            return
         ev, spec = notice.event, notice.spec
+        if isinstance(ev, Ready):
+            framework = state.get("starting", {}).pop(notice.worker, "")
+            bar.set_postfix_str(f"round {r} {framework} worker ready, its import "
+                                f"{ev.import_s:.1f} s", refresh=True)
+            return
         if spec is None or not isinstance(ev, (Started, Progress)):
             return
         n = scenario.progress_units(ev)

@@ -66,3 +66,21 @@ def split_text(split) -> str:
             f"{split.measuring_s:.1f} s ({100 * split.measuring_share:.0f} %)"
             + (f"; before it, each worker's own seconds (workers start side by side, so "
                f"these overlap): {phases}" if phases else ""))
+
+
+def worker_start_text(framework: str, start: str) -> str:
+    """A worker before its Ready: 'tensorflow worker, spawned, importing tensorflow' or
+    'torch worker, forked from a server that imported it' ("" start: not said)."""
+    what = f"{framework} worker" if framework else "worker"
+    how = {"spawn": f", spawned, importing {framework}" if framework else ", spawned",
+           "fork": ", forked from a server that imported it"}.get(start, "")
+    return what + how
+
+
+def starting_text(starting) -> str:
+    """Workers started and not yet ready, as (framework, start, seconds since) triples
+    (the job queue's JobView.starting): 'starting: tensorflow worker, spawned, importing
+    tensorflow, 3.2 s; torch worker, forked from a server that imported it, 0.4 s'. What a
+    round's workers do before any run of theirs can say a phase."""
+    parts = [f"{worker_start_text(fw, start)}, {since:.1f} s" for fw, start, since in starting]
+    return "starting: " + "; ".join(parts) if parts else ""

@@ -27,7 +27,7 @@ from engine.run.process.together import timing_line, worker_key
 from engine.run.jobs.requests import Request
 from engine.core.errors import UserError, refuse_read_only
 from engine.core.protocol import Progress, Ready, Started
-from engine.run.process.drive import Timing
+from engine.run.process.drive import Starting, Timing
 from engine.scenarios import scenario_of
 from engine.scenarios.base import phase_of
 
@@ -60,6 +60,9 @@ class JobView:
     worker_pids: tuple[int, ...]
     result: str = ""
     timing: str = ""  # how the latest round's contenders are timed (together.timing_line)
+    # workers started and not yet ready: (framework, "spawn"/"fork"/"", seconds since),
+    # what they do before a run of theirs can say a phase (start, import)
+    starting: tuple[tuple[str, str, float], ...] = ()
 
 
 class _Job:
@@ -73,12 +76,16 @@ class _Job:
         self.worker_pids: list[int] = []
         self.result = ""  # a search's conclusion
         self.timing = ""
+        self.clock = clock
+        self.starting: dict[int, tuple[str, str, float]] = {}  # worker serial -> since
 
     def view(self) -> JobView:
         return JobView(self.job_id, self.request, self.state, self.total, self.done,
                        self.sweep_id, dict(self.current) if self.current else None,
                        tuple(self.finished), self.error, self.queued_at, self.started_at,
-                       self.ended_at, tuple(self.worker_pids), self.result, self.timing)
+                       self.ended_at, tuple(self.worker_pids), self.result, self.timing,
+                       tuple((fw, how, max(0.0, self.clock() - t))
+                             for fw, how, t in self.starting.values()))
 
 
 class JobManager:
@@ -186,6 +193,7 @@ class JobManager:
             with self._lock:
                 job.state, job.error, job.ended_at = final, error, self.clock()
                 job.current = None
+                job.starting.clear()
                 self._active = None
                 self._history.appendleft(job)
                 self._lock.notify_all()
@@ -221,8 +229,12 @@ class JobManager:
             with self._lock:
                 if isinstance(notice, Timing):
                     job.timing = timing_line(notice)
+                elif isinstance(notice, Starting):
+                    job.starting[notice.worker] = (notice.framework, notice.start,
+                                                   self.clock())
                 elif isinstance(notice.event, Ready):
                     job.worker_pids.append(notice.event.pid)
+                    job.starting.pop(notice.worker, None)
                 elif notice.spec is not None and isinstance(notice.event, (Started, Progress)):
                     ev, spec = notice.event, notice.spec
                     job.current = {"model": spec.model, "framework": spec.framework,
@@ -234,6 +246,9 @@ class JobManager:
                                    "threads": spec.intra_threads, "round": round_no,
                                    "phase": phase_of(ev),
                                    "iters": ev.iters if isinstance(ev, Progress) else 0}
+                if not isinstance(notice, (Timing, Starting)) and (
+                        notice.spec is not None or notice.event is None):
+                    job.starting.pop(notice.worker, None)  # it ran a run, or it ended
                 self._lock.notify_all()
 
         runner = self._runner(job)
@@ -243,6 +258,8 @@ class JobManager:
                 self._update(job, total=job.total * width)
 
             def on_plan(step):
+                with self._lock:  # a worker killed before its Ready is not starting still
+                    job.starting.clear()
                 if step.why != "minimum":  # an extra round: its runs join the total
                     self._update(job, total=job.total + len(step.specs) * width)
 

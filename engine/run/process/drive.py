@@ -9,11 +9,13 @@ until the job's condition holds, the deadline passes or the run is cancelled. Th
 decides what an event means for the records; nothing here writes one.
 
 The Runner's callers see every worker event as it arrives (a WorkerEvent, with its run's
-spec) and the Runner's own Timing notices, through on_event.
+spec), a Starting notice as each worker is started (what it does until its Ready: spawn or
+fork, import its framework) and the Runner's own Timing notices, through on_event.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import queue
 import threading
@@ -25,16 +27,30 @@ from engine.core.protocol import (BlockTimed, Event, Failed, Progress, ProtocolE
                                   Result, Started)
 from engine.run.process.records import load_avg
 
-__all__ = ["Pool", "Worker", "RunContext", "WorkerEvent", "Timing"]
+__all__ = ["Pool", "Worker", "RunContext", "WorkerEvent", "Timing", "Starting"]
+
+_serials = itertools.count(1)  # a worker's number in this process, for Starting and its events
 
 
 @dataclass(frozen=True)
 class WorkerEvent:
     """A worker's event as the Runner passes it on, with the spec of its run (None for the
-    worker's Ready)."""
+    worker's Ready). event None: the worker's stream ended."""
 
-    event: Event
+    event: Event | None
     spec: object | None = None
+    worker: int = 0  # the serial of the worker that sent it (Starting.worker)
+
+
+@dataclass(frozen=True)
+class Starting:
+    """A worker just started (the Pool's notice): until its Ready it is being spawned or
+    forked and is importing its framework, the phases no worker event can tell."""
+
+    worker: int  # its serial: its events' WorkerEvent.worker
+    framework: str  # what it imports ("" for a kind without one)
+    start: str  # "spawn", "fork", or "" where the executor does not say (a cluster node)
+    runs: int  # the runs it was given
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,7 @@ class Worker:
 
     def __init__(self, index: int, handle, runs: list[tuple[str, object]], ctx: RunContext):
         self.index, self.handle, self.ctx = index, handle, ctx
+        self.serial = next(_serials)
         self.runs = list(runs)  # (run id, spec) in the order the worker runs them
         self.specs = dict(self.runs)
         self.ready: Ready | None = None  # its own (ctx.ready may be another replica's)
@@ -129,6 +146,9 @@ class Pool:
               ctx: RunContext | None = None) -> Worker:
         w = Worker(len(self.workers), handle, runs, ctx or RunContext())
         self.workers.append(w)
+        first = runs[0][1] if runs else None
+        self.on_event(Starting(w.serial, getattr(first, "framework", "") or "",
+                               getattr(handle, "how_started", "") or "", len(runs)))
         threading.Thread(target=self._pump, args=(w,), daemon=True).start()
         return w
 
@@ -163,9 +183,9 @@ class Pool:
                 continue
             if self._note(w, ev):
                 on(w, ev)
-                if ev is not None:
-                    spec = None if isinstance(ev, Ready) else w.specs.get(ev.run_id)
-                    self.on_event(WorkerEvent(ev, spec))
+                spec = (None if ev is None or isinstance(ev, Ready)
+                        else w.specs.get(ev.run_id))
+                self.on_event(WorkerEvent(ev, spec, w.serial))
         return None
 
     def _note(self, w: Worker, ev) -> bool:
