@@ -8,6 +8,8 @@ from its request to its record.
 
     .venv/bin/python bench/starts.py [--framework torch] [--model resnet18] [--batch 1]
         [--threads 2] [--processes 10] [--min-time 2]
+    .venv/bin/python bench/starts.py --pool LOG [LOG ...]   (the same tests over the
+        per-process lines of earlier runs' printed logs of one configuration, pooled)
 
 Nothing is stored; nothing is timed in tests.
 """
@@ -47,7 +49,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--processes", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--pool", nargs="+", metavar="LOG", help="earlier runs' printed logs")
     args = ap.parse_args()
+    if args.pool:
+        return report(pooled(args.pool))
     spec = RunSpec(args.model, args.framework, args.batch, args.threads,
                    policy=MeasurementPolicy(min_time_s=args.min_time)).validate()
     runners = {"spawn": Runner(timeout_s=600, executor=LocalProcesses(forked=())),
@@ -77,6 +82,30 @@ def main() -> None:
     finally:
         for r in runners.values():
             r.close()
+    report(got)
+
+
+def pooled(paths) -> dict[str, list]:
+    """The per-process lines of earlier runs' logs: (median ms, request to record s,
+    import s) per start, in the order printed. Logs of one configuration only: the header
+    lines must agree."""
+    got: dict[str, list] = {"spawn": [], "fork": []}
+    headers = set()
+    for path in paths:
+        lines = Path(path).read_text().splitlines()
+        headers.add(lines[0])
+        for line in lines[1:]:
+            f = line.split()
+            if len(f) == 13 and f[1] in got and f[2] == "median":
+                got[f[1]].append((float(f[3]), float(f[11]), float(f[6])))
+    if len(headers) != 1:
+        raise SystemExit(f"--pool: the logs are of different configurations: {headers}")
+    print(f"{headers.pop()}; pooled over {len(paths)} logs, {len(got['spawn'])} spawned and "
+          f"{len(got['fork'])} forked processes")
+    return got
+
+
+def report(got: dict[str, list]) -> None:
     logs = {h: [math.log(m) for m, _, _ in v] for h, v in got.items()}
     print()
     for how, v in got.items():

@@ -7,8 +7,9 @@ load, FLOPs counting, imports and spawning are the rest. Target: >= 75 % grouped
 Results go to a temporary database; nothing touches ./data.
 
     .venv/bin/python bench/sweep.py [--model efficientnet_b0] [--min-time 2]
-    .venv/bin/python bench/sweep.py --starts [--pairs 2] [--rounds 3]   (issue 39: spawned
-        against forked workers on the default sweep, A B A B)
+    .venv/bin/python bench/sweep.py --starts [--pairs 2] [--rounds 3] [--fork torch,tensorflow]
+        (issue 39: every worker spawned against the named frameworks' forked, on the
+        default sweep, A B A B)
 """
 
 import argparse
@@ -42,8 +43,8 @@ def run(specs, db, process_per_run):
 
 def starts(args) -> None:
     """Issue 39: the default sweep (efficientnet_b0, torch against TensorFlow, batch 1 and
-    8, 2 threads, default policy) with every worker spawned against torch's forked from a
-    fork server, `--pairs` pairs A B A B (B A in odd pairs), each sweep `--rounds` fixed
+    8, 2 threads, default policy) with every worker spawned against the `--fork`
+    frameworks' forked from a fork server each, `--pairs` pairs A B A B (B A in odd pairs), each sweep `--rounds` fixed
     rounds so both do the same work; per sweep its wall time, the share of it timing
     iterations and the imports its runs paid."""
     from engine.run.process.executors import LocalProcesses
@@ -55,7 +56,7 @@ def starts(args) -> None:
         for pair in range(args.pairs):
             for how in (("spawn", "fork") if pair % 2 == 0 else ("fork", "spawn")):
                 runner = Runner(executor=LocalProcesses(
-                    forked=() if how == "spawn" else {"torch"}))
+                    forked=() if how == "spawn" else set(args.fork.split(","))))
                 t = time.monotonic()
                 records = run_sweep(specs, db=db, rounds=args.rounds, seed=pair,
                                     command="bench/sweep.py --starts", runner=runner)
@@ -84,6 +85,8 @@ def main():
                     help="spawned against forked workers on the default sweep (issue 39)")
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fork", default="torch,tensorflow",
+                    help="--starts: the frameworks forked in its B sweeps")
     args = ap.parse_args()
     if args.starts:
         starts(args)

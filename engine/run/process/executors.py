@@ -36,13 +36,14 @@ __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "wi
 
 STDERR_TAIL_BYTES = 8192
 # The frameworks whose workers are forked from a fork server by default: those whose
-# process-to-process spread a fork is shown to keep (bench/starts.py). None yet: torch's
-# forked workers started in half the time, but over 50 processes each their medians spread
-# 1.39 x as wide as spawned ones' (permutation p 0.053, Brown-Forsythe p 0.070), and a
-# wider spread costs rounds (docs/ARCHITECTURE.md). TensorFlow's can be forked, but its
-# forked workers' medians spread wider still (12 each: permutation p 0.024), so it keeps
-# its spawn. LocalProcesses(forked={"torch"}) forks torch's, as bench/ does.
-FORKED: frozenset[str] = frozenset()
+# process-to-process spread a fork is shown to keep (bench/starts.py, efficientnet_b0 b1,
+# 2 threads, alternated, each forked worker re-drawing its address layout). TensorFlow:
+# 24 processes each, sd of log medians 0.103 spawned against 0.113 forked (Brown-Forsythe
+# p 0.71, permutation p 0.60), its import (~3 s here) off every round's critical path.
+# Not torch: 16 each, 0.074 against 0.150 (p 0.014, 0.021), forked workers landing in a
+# slow mode spawned ones rarely did, as its 50-each resnet18 run leaned (p 0.053).
+# docs/ARCHITECTURE.md has every run. LocalProcesses(forked=...) overrides it.
+FORKED: frozenset[str] = frozenset({"tensorflow"})
 # A replicas' window opens this long after the parent sends its times, so that every replica
 # has read them (a pipe write and a wake-up each) before it opens.
 WINDOW_LEAD_S = 0.05
@@ -131,6 +132,7 @@ class WorkerProcess:
         full_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         self.proc = None
+        self.how_started = "spawn"  # for the parent's Starting notice
         if forks is not None and forks.usable:
             try:  # what preexec does, done by the fork server's child from these facts
                 self.proc = forks.spawn(pinning.worker_env(pins),
@@ -138,6 +140,8 @@ class WorkerProcess:
                                         self.cgroup.path if self.cgroup else None)
             except RuntimeError:
                 self.proc = None  # spawned instead, below
+            else:
+                self.how_started = "fork"
         if self.proc is None:
             self.proc = subprocess.Popen(
                 [python, "-m", "engine.worker"], cwd=PROJECT_ROOT, env=full_env,
