@@ -101,6 +101,26 @@ def test_each_worker_is_announced_as_it_starts_with_how_it_starts(worker_env):
         assert rest[-1].event is None and rest[-1].spec is None  # its stream ended
 
 
+def test_an_idle_fork_server_ends_on_its_own_and_the_next_worker_gets_a_new_one(
+        worker_env, monkeypatch):
+    """A Runner nobody closes (a test's, a script's) must not keep a framework imported
+    for the life of its process: with no worker alive and none asked for, the server ends
+    by itself (120 s by default; 0.3 s here), and the next worker's request starts one."""
+    monkeypatch.setenv("BENCH_FORK_SERVER_IDLE_S", "0.3")
+    ready: list[Ready] = []
+    runner = Runner(timeout_s=30.0, executor=LocalProcesses(forked={"selftest"}))
+    [first] = runner.run([selftest("identity")], on_record=lambda r: None,
+                         on_event=_readies(ready))
+    [srv] = runner.executor.forks._servers.values()
+    assert srv.proc.wait(timeout=30) == 0  # it ended, idle, once its worker was reaped
+    [second] = runner.run([selftest("identity")], on_record=lambda r: None,
+                          on_event=_readies(ready))
+    [again] = runner.executor.forks._servers.values()
+    runner.close()
+    assert (first.status, second.status) == ("ok", "ok")
+    assert [r.start for r in ready] == ["fork", "fork"] and again is not srv
+
+
 def test_a_fork_server_reports_its_import_and_single_thread(worker_env):
     srv = ForkServer(os.sys.executable, "selftest", {"OMP_NUM_THREADS": "1"})
     try:
@@ -137,16 +157,21 @@ def test_a_forked_tensorflow_worker_measures_and_imported_nothing_itself(worker_
     ready: list[Ready] = []
     spec = RunSpec("resnet18", "tensorflow", 1, 1, policy=POLICY,
                    image_size=32).validate(cores=2)
-    runner = Runner(timeout_s=120.0, executor=LocalProcesses(forked={"tensorflow"}))
+    runner = Runner(timeout_s=120.0, executor=LocalProcesses())  # forked by default
     try:
         [rec] = runner.run([spec], on_record=lambda r: None, on_event=_readies(ready))
+        [again] = runner.run([spec], on_record=lambda r: None, on_event=_readies(ready))
         [srv] = runner.executor.forks._servers.values()
         assert srv.why_not is None and srv.threads == []
     finally:
         runner.close()
-    assert rec.status == "ok" and rec.median_ms > 0
-    assert [r.start for r in ready] == ["fork"]
+    assert (rec.status, again.status) == ("ok", "ok") and rec.median_ms > 0
+    assert [r.start for r in ready] == ["fork", "fork"]
     assert ready[0].import_s < 0.5 < srv.import_s  # TensorFlow was imported by the server
+    # the first worker waited for that import: its run says so, for the time split; the
+    # next worker found the server ready
+    assert rec.extra["fork_server_import_s"] == srv.import_s
+    assert "fork_server_import_s" not in again.extra
 
 
 def test_a_forked_worker_redraws_its_layout_at_page_grain():

@@ -337,6 +337,10 @@ def test_a_runs_timings_say_where_its_time_went_how_it_started_and_how_sure_its_
     plain = run_timings(_run(**{k: None for k in TIMING_KEYS}, samples_ns=None))
     assert plain["worker_start"] == "spawn"
     assert "warmup_stop" not in plain and "median_95pct_interval" not in plain
+    assert "fork_server_import_s" not in got
+    first = run_timings(_run(**{k: None for k in TIMING_KEYS}, samples_ns=None,
+                             extra={"worker_start": "fork", "fork_server_import_s": 3.9}))
+    assert (first["worker_start"], first["fork_server_import_s"]) == ("fork", 3.9)
 
 
 # -- the Training page's sentences (engine/present/training_text.py) -------------------------

@@ -35,3 +35,15 @@ def test_a_run_with_no_phase_times_says_only_the_wall_and_measuring():
                        worker_of=lambda r: r["worker"])
     assert (split.measuring_share, split_text(split)) == (
         0.0, "wall 0.0 s over 1 runs, measuring 0.0 s (0 %)")
+
+
+def test_a_fork_servers_import_counts_once_with_the_worker_that_waited_for_it():
+    """A forked worker imports nothing itself (~0.03 s); its server's import, paid once per
+    sweep while its first worker waited, is stored on that worker's runs and counted as
+    that worker's import, once however many runs the worker made."""
+    waited = {"model_reused": False, "fork_server_import_s": 3.9}
+    runs = [_run((1, "tensorflow"), import_s=0.03, extra=waited),
+            _run((1, "tensorflow"), import_s=0.03, extra={**waited, "model_reused": True}),
+            _run((2, "tensorflow"), import_s=0.02)]  # round 2: the server was ready
+    split = time_split(runs, 30.0, worker_of=lambda r: r["worker"])
+    assert dict(split.phases)["import"] == pytest.approx(0.03 + 3.9 + 0.02)

@@ -6,7 +6,9 @@ worker at a time), so their sum is a share of the wall time. The phases before t
 workers that start side by side, so their sums are each worker's own seconds, which may
 overlap one another: said so wherever they are shown. A worker pays its import once, and a
 model it reuses for another batch size is built once, however many runs it makes: each is
-counted once (`worker_of` names a run's worker within its round).
+counted once (`worker_of` names a run's worker within its round). A forked worker
+imports nothing itself; its fork server's import (`extra.fork_server_import_s`, on the
+runs of the worker that waited for it) is counted as that worker's.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def time_split(records: Iterable, wall_s: float,
                 if worker in imported:
                     continue
                 imported.add(worker)
+                # a forked worker's import is ~0; the fork server's, once per sweep, is
+                # counted with the worker that waited for it
+                totals[name] += extra.get("fork_server_import_s") or 0.0
             if name == "build":  # a reused model's build time is its first run's
                 if extra.get("model_reused") and worker in built:
                     continue

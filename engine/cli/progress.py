@@ -67,7 +67,8 @@ def run_with_progress(request, specs, args, *, seed: int | None = None,
         if isinstance(notice, Starting):  # before its Ready: spawned or forked, importing
             state.setdefault("starting", {})[notice.worker] = notice.framework
             bar.set_postfix_str(f"round {r} starting: "
-                                + worker_start_text(notice.framework, notice.start),
+                                + worker_start_text(notice.framework, notice.start,
+                                                    notice.server_import_s),
                                 refresh=True)
             return
         ev, spec = notice.event, notice.spec

@@ -68,12 +68,15 @@ def split_text(split) -> str:
                f"these overlap): {phases}" if phases else ""))
 
 
-def worker_start_text(framework: str, start: str) -> str:
+def worker_start_text(framework: str, start: str, server_import_s: float | None = None
+                      ) -> str:
     """A worker before its Ready: 'tensorflow worker, spawned, importing tensorflow' or
-    'torch worker, forked from a server that imported it' ("" start: not said)."""
+    'torch worker, forked from a server that imported it' (', in 3.9 s, once' when this
+    worker waited for that import) ("" start: not said)."""
     what = f"{framework} worker" if framework else "worker"
+    waited = f" in {server_import_s:.1f} s, once" if server_import_s is not None else ""
     how = {"spawn": f", spawned, importing {framework}" if framework else ", spawned",
-           "fork": ", forked from a server that imported it"}.get(start, "")
+           "fork": f", forked from a server that imported it{waited}"}.get(start, "")
     return what + how
 
 

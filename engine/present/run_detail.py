@@ -175,6 +175,8 @@ def run_timings(run: dict) -> dict:
     extra = run.get("extra") or {}
     out = {k: run.get(k) for k in TIMING_KEYS}
     out["worker_start"] = extra.get("worker_start", "spawn")
+    if extra.get("fork_server_import_s") is not None:  # the import it waited for, once
+        out["fork_server_import_s"] = extra["fork_server_import_s"]
     if extra.get("warmup_stop"):
         out["warmup_stop"] = extra["warmup_stop"]
     samples = run.get("samples_ns")

@@ -17,6 +17,7 @@ of an AF_UNIX SOCK_SEQPACKET pair. Messages, one JSON object each:
 - to the parent: {"pid": n} for each fork, {"exit": n, "code": c} when it ends (c as
   subprocess's returncode: negative for a signal). The parent is not the worker's parent,
   so only the fork server can reap it and say how it ended.
+With no worker of its alive and none asked for during IDLE_EXIT_S, it ends on its own.
 
 Single-threaded on purpose: a fork copies only the calling thread, and a lock another
 thread held at the fork would stay held in the child for ever. SIGCHLD wakes the select
@@ -59,6 +60,10 @@ FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 MMAP_PAGES = 1 << 16  # 256 MiB of address space at most, no memory
 HEAP_PAGES = 1 << 12  # 16 MiB at most, untouched: no memory
 _holes: list = []  # the reservations, kept for the worker's life
+# With no worker alive and none asked for this long, the server ends (idle_exit_s); a
+# sweep's rounds follow one another within seconds.
+IDLE_EXIT_S = 120.0
+IDLE_ENV = "BENCH_FORK_SERVER_IDLE_S"
 
 
 def _die_with_parent() -> None:
@@ -160,7 +165,7 @@ def _threads_past_a_fork() -> list[str]:
     return sorted(names)
 
 
-def _reap(sock) -> None:
+def _reap(sock, live: set) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -168,7 +173,19 @@ def _reap(sock) -> None:
             return
         if pid == 0:
             return
+        live.discard(pid)
         _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def idle_exit_s() -> float:
+    """How long the server waits with no worker alive and none asked for before it ends
+    on its own: a Runner nobody closed (a test's, a script's) must not keep a framework's
+    import resident for the life of its process. Its parent starts another when a worker
+    asks again."""
+    try:
+        return max(0.0, float(os.environ.get(IDLE_ENV, "") or IDLE_EXIT_S))
+    except ValueError:
+        return IDLE_EXIT_S
 
 
 def main(fd: int, framework: str) -> None:
@@ -184,8 +201,13 @@ def main(fd: int, framework: str) -> None:
         os.set_blocking(w, False)
     signal.set_wakeup_fd(wake[1])
     signal.signal(signal.SIGCHLD, lambda *a: None)
+    live: set[int] = set()  # its workers not yet reaped: it must outlive them to reap them
+    idle_s, last = idle_exit_s(), time.monotonic()
     while True:
-        ready, _, _ = select.select([sock, wake[0]], [], [])
+        wait = None if live else max(0.0, idle_s - (time.monotonic() - last))
+        ready, _, _ = select.select([sock, wake[0]], [], [], wait)
+        if not ready and not live:
+            return  # idle: no worker alive and none asked for
         if wake[0] in ready:
             while True:
                 try:
@@ -193,7 +215,8 @@ def main(fd: int, framework: str) -> None:
                         break
                 except BlockingIOError:
                     break
-            _reap(sock)
+            _reap(sock, live)
+            last = time.monotonic()
         if sock in ready:
             msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
             if not msg:  # the parent closed its end, or asked to stop
@@ -208,6 +231,8 @@ def main(fd: int, framework: str) -> None:
                 _child(sock, wake, req, fds)
             for f in fds:
                 os.close(f)
+            live.add(pid)
+            last = time.monotonic()
             _send(sock, {"pid": pid})
 
 

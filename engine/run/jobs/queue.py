@@ -221,7 +221,8 @@ class JobManager:
                     "scenario": (rec.extra or {}).get("scenario"),  # a serving test's
                     # where its time went (engine/analysis/time_split.py), its worker named
                     **{f: getattr(rec, f) for f in SPLIT_FIELDS},
-                    "extra": {"model_reused": (rec.extra or {}).get("model_reused")},
+                    "extra": {k: (rec.extra or {}).get(k)
+                              for k in ("model_reused", "fork_server_import_s")},
                     "worker": (rec.round_no, *worker_key(rec))})
                 self._lock.notify_all()
 

@@ -51,6 +51,9 @@ class Starting:
     framework: str  # what it imports ("" for a kind without one)
     start: str  # "spawn", "fork", or "" where the executor does not say (a cluster node)
     runs: int  # the runs it was given
+    # forked: the seconds its fork server took to import the framework, when this worker
+    # waited for that (the server's first); None otherwise
+    server_import_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,8 @@ class Pool:
         self.workers.append(w)
         first = runs[0][1] if runs else None
         self.on_event(Starting(w.serial, getattr(first, "framework", "") or "",
-                               getattr(handle, "how_started", "") or "", len(runs)))
+                               getattr(handle, "how_started", "") or "", len(runs),
+                               getattr(handle, "server_import_s", None)))
         threading.Thread(target=self._pump, args=(w,), daemon=True).start()
         return w
 

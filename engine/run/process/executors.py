@@ -133,6 +133,9 @@ class WorkerProcess:
             p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         self.proc = None
         self.how_started = "spawn"  # for the parent's Starting notice
+        # a forked worker that waited for its fork server's import: that import's seconds
+        # (the server's, paid once per sweep and thread environment), stored with its runs
+        self.server_import_s: float | None = None
         if forks is not None and forks.usable:
             try:  # what preexec does, done by the fork server's child from these facts
                 self.proc = forks.spawn(pinning.worker_env(pins),
@@ -142,6 +145,7 @@ class WorkerProcess:
                 self.proc = None  # spawned instead, below
             else:
                 self.how_started = "fork"
+                self.server_import_s = self.proc.server_import_s
         if self.proc is None:
             self.proc = subprocess.Popen(
                 [python, "-m", "engine.worker"], cwd=PROJECT_ROOT, env=full_env,

@@ -43,6 +43,7 @@ class ForkedProc:
         self.stderr = os.fdopen(stderr_fd, "rb")
         self.returncode: int | None = None
         self._ended = threading.Event()
+        self.server_import_s: float | None = None  # set by the server for its first fork
 
     def _exit(self, code: int) -> None:
         self.returncode = code
@@ -88,6 +89,7 @@ class ForkServer:
                         "do not stop for one")
         self._lock = threading.Lock()
         self._pids: queue.Queue = queue.Queue()
+        self.forked = 0  # workers it forked: its first one waited for its import
         self._procs: dict[int, ForkedProc] = {}
         self._exits: dict[int, int] = {}  # exits read before their worker was registered
         if self.why_not is None:
@@ -143,6 +145,9 @@ class ForkServer:
                 if pid is None:
                     raise RuntimeError("the fork server ended")
                 proc = ForkedProc(pid, stdin_w, out_r, err_r)
+                # the server's import, paid once while its first worker waited for it
+                proc.server_import_s = self.import_s if self.forked == 0 else None
+                self.forked += 1
                 if pid in self._exits:
                     proc._exit(self._exits.pop(pid))
                 else:

@@ -282,6 +282,9 @@ class Runner:
                                       if node else system_info()["system_id"]),
                            machine_shape=self.machine_shape or node.get("shape"),
                            node=node)
+        server_import_s = getattr(worker, "server_import_s", None)
+        if server_import_s is not None:  # its fork server's import, which it waited for
+            base["extra"] = {**base["extra"], "fork_server_import_s": server_import_s}
         if isinstance(ev, Failed):
             tail = ev.traceback or worker.stderr_tail()
             return RunRecord(**base, status=ev.status, reason=plain_text(ev.reason),
