@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,12 @@ NO_STEPS = ("keras-hub generates every token in one compiled XLA call: no per-to
 # shapes, over both batch sizes (24 tokens), measured here with the pinned versions. A tiny
 # random model (width 64) has close logits, so one flipped argmax changes the rest of its
 # row: the shares are low, and they are what the seed gives, not a quality figure.
-WEIGHT_ONLY_SHARE = {("openvino_genai", "int8"): 16 / 24, ("openvino_genai", "int4"): 5 / 24,
+# OpenVINO's weight-only kernels differ by instruction set, and so do its tokens: with AMX
+# (Intel, where these were first measured) 16 and 5 of 24; without it (AMD EPYC with
+# AVX-512 VNNI, 2026-11-29, the same on every run there) 14 and 3 of 24.
+AMX = bool({"amx_tile", "amx_bf16", "amx_int8"} & set(Path("/proc/cpuinfo").read_text().split()))
+WEIGHT_ONLY_SHARE = {("openvino_genai", "int8"): (16 if AMX else 14) / 24,
+                     ("openvino_genai", "int4"): (5 if AMX else 3) / 24,
                      ("onnxruntime_genai", "int8"): 14 / 24,
                      ("onnxruntime_genai", "int4"): 9 / 24}
 # Keras' weight-only int8/int4 at batch 2 only (its row 0 is batch 1's prompt: measured, the
