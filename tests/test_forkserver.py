@@ -105,7 +105,7 @@ def test_an_idle_fork_server_ends_on_its_own_and_the_next_worker_gets_a_new_one(
         worker_env, monkeypatch):
     """A Runner nobody closes (a test's, a script's) must not keep a framework imported
     for the life of its process: with no worker alive and none asked for, the server ends
-    by itself (120 s by default; 0.3 s here), and the next worker's request starts one."""
+    by itself (30 s by default; 0.3 s here), and the next worker's request starts one."""
     monkeypatch.setenv("BENCH_FORK_SERVER_IDLE_S", "0.3")
     ready: list[Ready] = []
     runner = Runner(timeout_s=30.0, executor=LocalProcesses(forked={"selftest"}))

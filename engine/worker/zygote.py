@@ -60,9 +60,11 @@ FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 MMAP_PAGES = 1 << 16  # 256 MiB of address space at most, no memory
 HEAP_PAGES = 1 << 12  # 16 MiB at most, untouched: no memory
 _holes: list = []  # the reservations, kept for the worker's life
-# With no worker alive and none asked for this long, the server ends (idle_exit_s); a
-# sweep's rounds follow one another within seconds.
-IDLE_EXIT_S = 120.0
+# With no worker alive and none asked for this long, the server ends (idle_exit_s): a
+# sweep's rounds follow one another within seconds, and a server holds its framework
+# imported (TensorFlow's: 642 MB resident here), so one left by an unclosed Runner is
+# not kept long. A later request pays one import again, as a spawn would.
+IDLE_EXIT_S = 30.0
 IDLE_ENV = "BENCH_FORK_SERVER_IDLE_S"
 
 
