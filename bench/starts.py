@@ -8,6 +8,9 @@ from its request to its record.
 
     .venv/bin/python bench/starts.py [--framework torch] [--model resnet18] [--batch 1]
         [--threads 2] [--processes 10] [--min-time 2]
+    .venv/bin/python bench/starts.py ... --forks-per-server K   (a fresh fork server after
+        every K forks, and the forked medians' spread split into within and between
+        servers: a sweep forks all its rounds from one server)
     .venv/bin/python bench/starts.py --pool LOG [LOG ...]   (the same tests over the
         per-process lines of earlier runs' printed logs of one configuration, pooled)
 
@@ -49,6 +52,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--processes", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--forks-per-server", type=int, default=0,
+                    help="a fresh fork server after this many forks (0: one for all)")
     ap.add_argument("--pool", nargs="+", metavar="LOG", help="earlier runs' printed logs")
     args = ap.parse_args()
     if args.pool:
@@ -79,10 +84,36 @@ def main() -> None:
                 print(f"  {i:2} {how:5} median {rec.median_ms:8.3f} ms  import "
                       f"{rec.import_s or 0:5.2f} s  request to record {wall:5.2f} s",
                       flush=True)
+                k = args.forks_per_server
+                if how == "fork" and k and len(got["fork"]) % k == 0:
+                    runners["fork"].close()  # the next fork comes from a new server
     finally:
         for r in runners.values():
             r.close()
     report(got)
+    if args.forks_per_server:
+        servers(got["fork"], args.forks_per_server)
+
+
+def servers(forked: list, k: int) -> None:
+    """The forked log medians' variance split into within and between fork servers (one-way
+    random effects, k forks per server): a sweep forks every round from one server, so a
+    between-server part is what its rounds would not sample."""
+    logs = [math.log(m) for m, _, _ in forked]
+    groups = [logs[j:j + k] for j in range(0, len(logs) - len(logs) % k, k)]
+    if len(groups) < 2:
+        return
+    grand = statistics.fmean(x for g in groups for x in g)
+    msb = k * sum((statistics.fmean(g) - grand) ** 2 for g in groups) / (len(groups) - 1)
+    msw = statistics.fmean(statistics.variance(g) for g in groups)
+    between = max(0.0, (msb - msw) / k)
+    from scipy import stats
+
+    p = stats.f.sf(msb / msw, len(groups) - 1, len(groups) * (k - 1)) if msw > 0 else 0.0
+    print(f"fork servers: {len(groups)} of {k} forks each; centres "
+          f"{', '.join(f'{math.exp(statistics.fmean(g)):.2f}' for g in groups)} ms; sd(log) "
+          f"within {math.sqrt(msw):.4f}, between {math.sqrt(between):.4f} (F test of no "
+          f"between-server part: p {p:.3f})")
 
 
 def pooled(paths) -> dict[str, list]:

@@ -157,7 +157,7 @@ def test_a_forked_tensorflow_worker_measures_and_imported_nothing_itself(worker_
     ready: list[Ready] = []
     spec = RunSpec("resnet18", "tensorflow", 1, 1, policy=POLICY,
                    image_size=32).validate(cores=2)
-    runner = Runner(timeout_s=120.0, executor=LocalProcesses())  # forked by default
+    runner = Runner(timeout_s=120.0, executor=LocalProcesses(forked={"tensorflow"}))
     try:
         [rec] = runner.run([spec], on_record=lambda r: None, on_event=_readies(ready))
         [again] = runner.run([spec], on_record=lambda r: None, on_event=_readies(ready))

@@ -35,15 +35,18 @@ __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "wi
            "read_line", "STDERR_TAIL_BYTES", "WINDOW_LEAD_S"]
 
 STDERR_TAIL_BYTES = 8192
-# The frameworks whose workers are forked from a fork server by default: those whose
-# process-to-process spread a fork is shown to keep (bench/starts.py, efficientnet_b0 b1,
-# 2 threads, alternated, each forked worker re-drawing its address layout). TensorFlow:
-# 24 processes each, sd of log medians 0.103 spawned against 0.113 forked (Brown-Forsythe
-# p 0.71, permutation p 0.60), its import (~3 s here) off every round's critical path.
-# Not torch: 16 each, 0.074 against 0.150 (p 0.014, 0.021), forked workers landing in a
-# slow mode spawned ones rarely did, as its 50-each resnet18 run leaned (p 0.053).
-# docs/ARCHITECTURE.md has every run. LocalProcesses(forked=...) overrides it.
-FORKED: frozenset[str] = frozenset({"tensorflow"})
+# The frameworks whose workers are forked from a fork server by default: those a fork is
+# shown to keep the process-to-process lottery for (bench/starts.py). None: a forked
+# worker re-draws its heap and mmap base, but its libraries stay where its server loaded
+# them, drawn once per server. torch, forked: 16 processes each, sd of log medians 0.074
+# spawned against 0.150 forked (Brown-Forsythe p 0.014), a slow mode spawned ones rarely
+# reached. TensorFlow, forked: the spread inside one server as wide as spawned ones' (24
+# each pooled, p 0.71), but each server's workers centred on a value of its own (4
+# servers of 5 forks: between-server sd 0.062 against 0.128 within, F p 0.13; two earlier
+# servers 23.5 and 25.9 ms), and a sweep forks every round from one server, so its rounds
+# would not sample that part of the draw. docs/ARCHITECTURE.md has every run.
+# LocalProcesses(forked={...}) forks them, as bench/ does.
+FORKED: frozenset[str] = frozenset()
 # A replicas' window opens this long after the parent sends its times, so that every replica
 # has read them (a pipe write and a wake-up each) before it opens.
 WINDOW_LEAD_S = 0.05
