@@ -11,6 +11,9 @@ from its request to its record.
     .venv/bin/python bench/starts.py ... --forks-per-server K   (a fresh fork server after
         every K forks, and the forked medians' spread split into within and between
         servers: a sweep forks all its rounds from one server)
+    .venv/bin/python bench/starts.py ... --weights   (both spawned; A: each worker
+        calibrates the catalog model's BatchNorm itself, B: it reads the weights an earlier
+        worker of its runner wrote, as a sweep's later rounds do: engine/worker/weights.py)
     .venv/bin/python bench/starts.py --pool LOG [LOG ...]   (the same tests over the
         per-process lines of earlier runs' printed logs of one configuration, pooled)
 
@@ -54,25 +57,38 @@ def main() -> None:
     ap.add_argument("--min-time", type=float, default=2.0)
     ap.add_argument("--forks-per-server", type=int, default=0,
                     help="a fresh fork server after this many forks (0: one for all)")
+    ap.add_argument("--weights", action="store_true",
+                    help="calibrated in each worker against read from the runner's file")
     ap.add_argument("--pool", nargs="+", metavar="LOG", help="earlier runs' printed logs")
     args = ap.parse_args()
     if args.pool:
         return report(pooled(args.pool))
     spec = RunSpec(args.model, args.framework, args.batch, args.threads,
                    policy=MeasurementPolicy(min_time_s=args.min_time)).validate()
-    runners = {"spawn": Runner(timeout_s=600, executor=LocalProcesses(forked=())),
-               "fork": Runner(timeout_s=600,
-                              executor=LocalProcesses(forked={args.framework}))}
-    got: dict[str, list] = {"spawn": [], "fork": []}
+    a, b = ("calibrated", "file") if args.weights else ("spawn", "fork")
+    runners = {a: Runner(timeout_s=600, executor=LocalProcesses(forked=())),
+               b: Runner(timeout_s=600, executor=LocalProcesses(
+                   forked=() if args.weights else {args.framework}))}
+    got: dict[str, list] = {a: [], b: []}
     print(f"{args.framework} {args.model} b{args.batch} t{args.threads}, "
-          f"{args.processes} processes per start, alternated", flush=True)
+          f"{args.processes} processes per {'weights source' if args.weights else 'start'}, "
+          f"alternated", flush=True)
+    if args.weights:  # the file B's workers read, written by a worker of B's runner
+        [rec] = runners[b].run([spec], on_record=lambda r: None)
+        print(f"   wrote the weights: {rec.extra.get('weights_from')}, "
+              f"calibrating {rec.extra.get('calibrate_s') or 0:.2f} s", flush=True)
     try:
         for i in range(args.processes):
-            for how in (("spawn", "fork") if i % 2 == 0 else ("fork", "spawn")):
+            for how in ((a, b) if i % 2 == 0 else (b, a)):
                 t = time.monotonic()
                 [rec] = runners[how].run([spec], on_record=lambda r: None)
-                started = rec.extra.get("worker_start", "spawn")
-                if started != how:
+                if how == a and args.weights:
+                    runners[a].close()  # its folder goes: the next worker calibrates again
+                started = rec.extra.get("weights_from" if args.weights else "worker_start",
+                                        "spawn")
+                if args.weights and started != how:
+                    raise SystemExit(f"asked for weights {how}, the worker's were {started}")
+                if not args.weights and started != how:
                     srv = list(runners[how].executor.forks._servers.values())
                     raise SystemExit(f"asked to {how}, the worker was a {started}: " + (
                         f"why not {srv[0].why_not}, server exit {srv[0].proc.poll()}, "
@@ -81,7 +97,7 @@ def main() -> None:
                 if rec.status != "ok":
                     raise SystemExit(f"{how} process {i}: {rec.status}: {rec.reason}")
                 got[how].append((rec.median_ms, wall, rec.import_s or 0.0))
-                print(f"  {i:2} {how:5} median {rec.median_ms:8.3f} ms  import "
+                print(f"  {i:2} {how:10} median {rec.median_ms:8.3f} ms  import "
                       f"{rec.import_s or 0:5.2f} s  request to record {wall:5.2f} s",
                       flush=True)
                 k = args.forks_per_server
@@ -120,19 +136,20 @@ def pooled(paths) -> dict[str, list]:
     """The per-process lines of earlier runs' logs: (median ms, request to record s,
     import s) per start, in the order printed. Logs of one configuration only: the header
     lines must agree."""
-    got: dict[str, list] = {"spawn": [], "fork": []}
+    got: dict[str, list] = {}
     headers = set()
     for path in paths:
         lines = Path(path).read_text().splitlines()
         headers.add(lines[0])
         for line in lines[1:]:
             f = line.split()
-            if len(f) == 13 and f[1] in got and f[2] == "median":
-                got[f[1]].append((float(f[3]), float(f[11]), float(f[6])))
-    if len(headers) != 1:
-        raise SystemExit(f"--pool: the logs are of different configurations: {headers}")
-    print(f"{headers.pop()}; pooled over {len(paths)} logs, {len(got['spawn'])} spawned and "
-          f"{len(got['fork'])} forked processes")
+            if len(f) == 13 and f[2] == "median":
+                got.setdefault(f[1], []).append((float(f[3]), float(f[11]), float(f[6])))
+    if len(headers) != 1 or len(got) != 2:
+        raise SystemExit(f"--pool: the logs are of different configurations or starts: "
+                         f"{headers}, {sorted(got)}")
+    print(f"{headers.pop()}; pooled over {len(paths)} logs, "
+          + " and ".join(f"{len(v)} {k}" for k, v in got.items()) + " processes")
     return got
 
 
@@ -142,18 +159,21 @@ def report(got: dict[str, list]) -> None:
     for how, v in got.items():
         meds = sorted(m for m, _, _ in v)
         mid = statistics.median(meds)
-        print(f"{how:5}: medians {', '.join(f'{m:.2f}' for m in meds)} ms; sd(log) "
+        print(f"{how:10}: medians {', '.join(f'{m:.2f}' for m in meds)} ms; sd(log) "
               f"{statistics.stdev(logs[how]):.4f}; range/median "
               f"{(meds[-1] - meds[0]) / mid:.3f}; mean request-to-record "
               f"{statistics.fmean(w for _, w, _ in v):.2f} s")
     from scipy import stats
 
-    bf = stats.levene(logs["spawn"], logs["fork"], center="median")
-    ratio, p = sd_ratio_permutation(logs["spawn"], logs["fork"])
+    a, b = got  # the two starts (or weights sources), in the order they were asked for
+    bf = stats.levene(logs[a], logs[b], center="median")
+    ratio, p = sd_ratio_permutation(logs[a], logs[b])
     print(f"equal spread? Brown-Forsythe W {bf.statistic:.3f}, p {bf.pvalue:.3f}; "
-          f"sd ratio fork/spawn {ratio:.3f}, permutation p {p:.3f}")
-    print(f"medians' centre: spawn {statistics.median(m for m, _, _ in got['spawn']):.3f} ms,"
-          f" fork {statistics.median(m for m, _, _ in got['fork']):.3f} ms")
+          f"sd ratio {b}/{a} {ratio:.3f}, permutation p {p:.3f}")
+    mw = stats.mannwhitneyu(logs[a], logs[b])
+    print(f"medians' centre: {a} {statistics.median(m for m, _, _ in got[a]):.3f} ms, "
+          f"{b} {statistics.median(m for m, _, _ in got[b]):.3f} ms (Mann-Whitney p "
+          f"{mw.pvalue:.3f})")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,17 @@ def test_two_round_sweep_in_both_frameworks_lands_plausible_linked_rows(
         (1, "torch", 2, "true"), (1, "tensorflow", 2, "true"),
         (2, "tensorflow", 2, "false"), (2, "torch", 2, "false"),
         (2, "tensorflow", 1, "true"), (2, "torch", 1, "true")]
+    # Round 1's TensorFlow worker calibrated the BatchNorm statistics (seconds outside
+    # load_s) and wrote the weights; round 2's fresh one read them; torch's calibrate in
+    # every worker (engine/worker/weights.py says why).
+    with open_db(db_path) as con:
+        weights = con.execute(
+            "SELECT round_no, framework, extra->>'$.weights_from', "
+            "(extra->>'$.calibrate_s')::DOUBLE > 0 FROM runs "
+            "ORDER BY round_no, framework, batch_size").fetchall()
+    assert weights == [(1, "tensorflow", "calibrated", True)] * 2 \
+        + [(1, "torch", "calibrated", True)] * 2 + [(2, "tensorflow", "file", None)] * 2 \
+        + [(2, "torch", "calibrated", True)] * 2
     with open_db(db_path) as con:
         rows = con.execute(
             "SELECT framework, batch_size, status, iterations, median_ms, p90_ms, p99_ms, "

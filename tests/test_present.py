@@ -341,6 +341,13 @@ def test_a_runs_timings_say_where_its_time_went_how_it_started_and_how_sure_its_
     first = run_timings(_run(**{k: None for k in TIMING_KEYS}, samples_ns=None,
                              extra={"worker_start": "fork", "fork_server_import_s": 3.9}))
     assert (first["worker_start"], first["fork_server_import_s"]) == ("fork", 3.9)
+    assert "weights_from" not in first and "calibrate_s" not in first
+    made = run_timings(_run(**{k: None for k in TIMING_KEYS}, samples_ns=None,
+                            extra={"weights_from": "calibrated", "calibrate_s": 1.9}))
+    read = run_timings(_run(**{k: None for k in TIMING_KEYS}, samples_ns=None,
+                            extra={"weights_from": "file"}))
+    assert (made["weights_from"], made["calibrate_s"]) == ("calibrated", 1.9)
+    assert read["weights_from"] == "file" and "calibrate_s" not in read
 
 
 # -- the Training page's sentences (engine/present/training_text.py) -------------------------

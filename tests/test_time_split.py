@@ -47,3 +47,18 @@ def test_a_fork_servers_import_counts_once_with_the_worker_that_waited_for_it():
             _run((2, "tensorflow"), import_s=0.02)]  # round 2: the server was ready
     split = time_split(runs, 30.0, worker_of=lambda r: r["worker"])
     assert dict(split.phases)["import"] == pytest.approx(0.03 + 3.9 + 0.02)
+
+
+def test_a_models_calibration_kept_out_of_its_build_time_counts_once_in_the_build_phase():
+    # round 1's worker calibrated (1.9 s, outside load_s) and reused the model for b8;
+    # round 2's read the weights from the runner's file: nothing to add
+    runs = [_run((1, "tensorflow"), load_s=1.1,
+                 extra={"model_reused": False, "weights_from": "calibrated",
+                        "calibrate_s": 1.9}),
+            _run((1, "tensorflow"), load_s=1.1,
+                 extra={"model_reused": True, "weights_from": "calibrated",
+                        "calibrate_s": 1.9}),
+            _run((2, "tensorflow"), load_s=1.2,
+                 extra={"model_reused": False, "weights_from": "file"})]
+    split = time_split(runs, 30.0, worker_of=lambda r: r["worker"])
+    assert dict(split.phases)["build"] == pytest.approx(1.1 + 1.9 + 1.2)

@@ -8,7 +8,9 @@ overlap one another: said so wherever they are shown. A worker pays its import o
 model it reuses for another batch size is built once, however many runs it makes: each is
 counted once (`worker_of` names a run's worker within its round). A forked worker
 imports nothing itself; its fork server's import (`extra.fork_server_import_s`, on the
-runs of the worker that waited for it) is counted as that worker's.
+runs of the worker that waited for it) is counted as that worker's. A catalog model's
+BatchNorm calibration, which its record keeps out of `load_s` (`extra.calibrate_s`), is
+counted in its build.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def time_split(records: Iterable, wall_s: float,
                 if extra.get("model_reused") and worker in built:
                     continue
                 built.add(worker)
+                # the catalog weights' calibration, kept out of load_s (engine.worker.weights)
+                totals[name] += extra.get("calibrate_s") or 0.0
             totals[name] += _get(r, field)
     measuring = sum(_get(r, "measured_s") for r in records)
     return TimeSplit(wall_s, measuring, tuple(totals.items()), len(records))

@@ -9,7 +9,7 @@ from engine.core.limits import ENERGY_S_RANGE, float_range, int_range
 
 __all__ = ["MeasurementPolicy", "STOP_POLICY_MET", "STOP_MAX_TIME", "STOP_MAX_ITERS",
            "STOP_IMPRECISE", "WARM_SETTLED", "WARM_ITERS", "WARM_MAX_S", "PARENT_CORES_ENV",
-           "WORKER_START_ENV"]
+           "WORKER_START_ENV", "WEIGHTS_ENV"]
 
 # Set in a pinned worker's environment: the cores its parent moved itself to (the worker
 # has the rest). A worker without it was not pinned.
@@ -17,6 +17,9 @@ PARENT_CORES_ENV = "BENCH_PARENT_CORES"
 # Set in a worker forked from a fork server (engine/worker/zygote.py): "fork". A worker
 # without it was spawned, and imported its framework itself.
 WORKER_START_ENV = "BENCH_WORKER_START"
+# Set by a runner on this machine: its folder of catalog models' calibrated weights, which
+# the first worker to build a model writes and later ones read (engine/worker/weights.py).
+WEIGHTS_ENV = "BENCH_WEIGHTS_DIR"
 
 STOP_POLICY_MET = "policy met"  # the minimums, and the median's interval within median_tol
 STOP_MAX_TIME = "max_time reached"

@@ -168,8 +168,10 @@ def _num(v) -> float | None:
 
 
 def run_timings(run: dict) -> dict:
-    """The "Timings and model" panel: where the run's time went (import, build, prepare,
-    first call, warm-up, timing), how its worker started, why warm-up and timing ended,
+    """The "Timings and model" panel: where the run's time went (import, build, the
+    benchmark's BatchNorm calibration where the worker made it, prepare, first call,
+    warm-up, timing), how its worker started and how its weights came, why warm-up and
+    timing ended,
     and how sure its median is (the distribution-free 95 % interval, engine/core/settle.py,
     derived from the stored samples)."""
     extra = run.get("extra") or {}
@@ -177,6 +179,10 @@ def run_timings(run: dict) -> dict:
     out["worker_start"] = extra.get("worker_start", "spawn")
     if extra.get("fork_server_import_s") is not None:  # the import it waited for, once
         out["fork_server_import_s"] = extra["fork_server_import_s"]
+    if extra.get("weights_from"):  # a catalog model's weights: calibrated here, or read
+        out["weights_from"] = extra["weights_from"]
+        if extra.get("calibrate_s") is not None:  # outside load_s (engine/worker/weights.py)
+            out["calibrate_s"] = extra["calibrate_s"]
     if extra.get("warmup_stop"):
         out["warmup_stop"] = extra["warmup_stop"]
     samples = run.get("samples_ns")

@@ -15,11 +15,14 @@ import collections
 import ctypes
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 
 from engine.core.protocol import (CALIBRATE, Assign, Command, Go, Message, ProtocolError,
                                   RunOrder, encode)
@@ -29,6 +32,7 @@ from engine.run.process.cgroups import make_worker_cgroup
 from engine.run.process.forkserver import ForkServers
 from engine.scenarios import scenario_of
 from engine.core.paths import PROJECT_ROOT
+from engine.core.policy import WEIGHTS_ENV
 from engine.core.record import MEMORY_CAP_MARKER, OOM_MARKERS
 
 __all__ = ["LocalProcesses", "WorkerProcess", "thread_env", "classify_exit", "window_times",
@@ -264,6 +268,18 @@ class LocalProcesses:
         self.pin = pin  # pin a worker with fewer threads than cores (engine/run/process/pinning.py)
         # False: the worker's watchdog holds the memory cap even where a cgroup could
         self.memory_cgroups = memory_cgroups
+        self._weights: str | None = None  # made at the first worker's start
+        self._weights_gone = None
+
+    def weights_dir(self) -> str:
+        """This executor's folder of calibrated catalog weights (engine/worker/weights.py):
+        the first worker to build a model writes them, later rounds' workers read them.
+        Removed by close(), or when the executor is collected or the process ends."""
+        if self._weights is None:
+            self._weights = tempfile.mkdtemp(prefix="bench-weights-")
+            self._weights_gone = weakref.finalize(self, shutil.rmtree, self._weights,
+                                                  ignore_errors=True)
+        return self._weights
 
     def core_ids(self) -> list[int]:
         """The cores replicas are split over: those this process may use (before any
@@ -300,7 +316,7 @@ class LocalProcesses:
         pins = pinning.plan(scenario.worker_cpus(first_spec)) if pin else None
         if cores is not None:  # replicas use every core between them: the parent stays put
             pins = (tuple(cores), tuple(pinning.usable_cores()))
-        env = thread_env(first_spec)
+        env = {**thread_env(first_spec), WEIGHTS_ENV: self.weights_dir()}
         forks = None
         if (mode == "bench" and cores is None
                 and scenario.worker_imports_framework
@@ -312,5 +328,9 @@ class LocalProcesses:
                              calibration=calibration, forks=forks)
 
     def close(self) -> None:
-        """End the fork servers (the next worker that asks starts one again)."""
+        """End the fork servers (the next worker that asks starts one again) and remove
+        the weights folder (the next worker makes a new one and calibrates again)."""
         self.forks.close()
+        if self._weights_gone is not None:
+            self._weights_gone()
+            self._weights = self._weights_gone = None

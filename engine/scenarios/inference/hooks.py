@@ -53,6 +53,10 @@ class Inference(Scenario):
                  "first_forward_from": res.first_forward_from}
         if res.runtime_settings:  # what the runtime chose, read back (OpenVINO's streams)
             extra.update(res.runtime_settings)
+        if res.weights_from:  # a catalog model's calibrated weights, and how they came
+            extra["weights_from"] = res.weights_from
+            if res.calibrate_s:  # seconds the calibration took, outside load_s
+                extra["calibrate_s"] = res.calibrate_s
         if res.replica_throughputs:  # each replica's own figure and the window's skew
             extra.update(replica_throughputs=list(res.replica_throughputs),
                          window_start_skew_ms=res.window_start_skew_ms,

@@ -18,6 +18,10 @@ __all__ = ["InferenceResult", "MESSAGES"]
 class InferenceResult(Result):
     kind = "inference_result"
     model_reused: bool | None = None  # the model built for an earlier batch size
+    # catalog weights: read from the runner's file or calibrated here (engine.worker.weights),
+    # and the seconds calibrating took, apart from load_s
+    weights_from: str | None = None
+    calibrate_s: float | None = None
     output_rel_diff: float | None = None  # against the reference, from the output check
     # bf16/int8 against fp32 on generated inputs (engine.worker.backends.base.OutputError)
     output_max_abs: float | None = None

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-from engine.worker import user_models
+from engine.worker import user_models, weights
 from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_close,
                                          compared_rows, error_batches, output_error,
                                          output_matrix)
@@ -103,13 +103,29 @@ def build_keras(spec, classes: int = 1000):
 
 
 def build_calibrated(spec: RunSpec):
-    """The seeded Keras model with the spec's weight policy applied: every TensorFlow
-    runtime starts from this, so they all run the same weights."""
+    """(the seeded Keras model with the spec's weight policy applied, how its calibrated
+    weights came (engine.worker.weights: read from the runner's file, or calibrated here;
+    None for random ones), the seconds calibrating took): every TensorFlow runtime starts
+    from this, so they all run the same weights."""
     keras.utils.set_random_seed(SEED)
     model = build_keras(spec)
-    if spec.weight_policy == "bn_calibrated":
-        _calibrate_batchnorm(model, spec)
-    return model
+    if spec.weight_policy != "bn_calibrated":
+        return model, None, 0.0
+    how, seconds = weights.calibrated(
+        weights.weights_path("tensorflow", tf.__version__, spec, ".npz"),
+        lambda: _calibrate_batchnorm(model, spec),
+        lambda path: _write_weights(model, path), lambda path: _read_weights(model, path))
+    return model, how, seconds
+
+
+def _write_weights(model, path) -> None:
+    with open(path, "wb") as f:  # a file object: np.savez would add .npz to a path
+        np.savez(f, *model.get_weights())
+
+
+def _read_weights(model, path) -> None:
+    with np.load(path) as saved:
+        model.set_weights([saved[f"arr_{i}"] for i in range(len(saved.files))])
 
 
 def build_bf16(spec: RunSpec, reference):
@@ -141,6 +157,10 @@ class Backend:
     jit_compile = False
     prepare_s = 0.0
     first_forward_s = None  # the worker times the first call after preparation
+    # how the calibrated weights came and the seconds calibrating took, kept out of the
+    # build time (engine.worker.weights)
+    weights_from = None
+    calibrate_s = 0.0
     output_rel_diff = 0.0
     output_error = None  # a bf16 run's OutputError against the fp32 Keras call
     runtime_settings = None
@@ -164,10 +184,11 @@ class Backend:
                 "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
     def load(self, spec: RunSpec) -> None:
+        self.weights_from, self.calibrate_s = None, 0.0
         if spec.user_model is not None:  # the user's weights, as given: never re-calibrated
             self.model = user_models.tf_model(spec.user_model)
         else:
-            self.model = build_calibrated(spec)
+            self.model, self.weights_from, self.calibrate_s = build_calibrated(spec)
         self.call = self.reference_call = caller(self.model, spec)
         self.output_error = None
         if spec.precision == "bf16":

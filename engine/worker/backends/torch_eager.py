@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torchvision
 
-from engine.worker import user_models
+from engine.worker import user_models, weights
 from engine.worker.backends.base import (ERROR_SEED, SEED, ModelStats, check_agreement,
                                          check_close, compared_rows, error_batches,
                                          output_error, output_matrix)
@@ -86,23 +86,33 @@ def to_precision(model, spec: RunSpec):
 
 
 def build_model(spec: RunSpec, device):
-    """The seeded torchvision model with the spec's weight policy applied, in eval mode.
-    Every torch runtime starts from this, so they all run the same weights."""
+    """(the seeded torchvision model with the spec's weight policy applied, in eval mode;
+    how its calibrated weights came (engine.worker.weights: read from the runner's file,
+    or calibrated here; None for any other); the seconds calibrating took). Every torch
+    runtime starts from this, so they all run the same weights."""
     torch.manual_seed(SEED)
     if spec.device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device cuda requested but torch.cuda.is_available() is False")
     if spec.user_model is not None:  # the user's weights, as given: never re-calibrated
         model = user_models.torch_model(spec.user_model).to(device)
         # an exported program's module is in inference form already, and refuses .eval()
-        return model if spec.user_model.format == "pt2" else model.eval()
+        return (model if spec.user_model.format == "pt2" else model.eval()), None, 0.0
     if encoder(spec.model) is not None:  # no BatchNorm: nothing to calibrate
         from engine.worker.backends import hf_encoders
-        return hf_encoders.build(spec.model, spec.image_size).to(device)
+        return hf_encoders.build(spec.model, spec.image_size).to(device), None, 0.0
     model = getattr(torchvision.models, get_model(spec.model).torch_builder)(weights=None)
     model = model.to(device)
+    how, seconds = None, 0.0
     if spec.weight_policy == "bn_calibrated":
-        _calibrate_batchnorm(model, spec, device)
-    return model.eval()
+        # Calibrated in every worker, never read from the runner's file as TensorFlow's
+        # are: workers that read the state dict instead ran efficientnet_b0 b1 slower, 24.6
+        # against 18.8 ms at the centre over 10 processes each (Mann-Whitney p 0.014, the
+        # spread's Brown-Forsythe p 0.054; bench/starts.py --weights), so what a worker
+        # does before timing moves torch's per-process lottery, for a 0.2 s saving.
+        how, seconds = weights.calibrated(
+            None, lambda: _calibrate_batchnorm(model, spec, device),
+            write=None, read=None)
+    return model.eval(), how, seconds
 
 
 class Backend:
@@ -117,6 +127,10 @@ class Backend:
     """
 
     prepare_s = 0.0
+    # how the calibrated weights came and the seconds calibrating took, kept out of the
+    # build time (engine.worker.weights)
+    weights_from = None
+    calibrate_s = 0.0
     output_rel_diff = 0.0
     first_forward_s = None
     output_error = None  # a reduced-precision run's OutputError against fp32 eager
@@ -146,7 +160,7 @@ class Backend:
 
     def load(self, spec: RunSpec) -> None:
         self.device = torch.device(spec.device)
-        self.reference = build_model(spec, self.device)
+        self.reference, self.weights_from, self.calibrate_s = build_model(spec, self.device)
         self.prepare_s = 0.0
         model = self.reference
         if spec.precision != "fp32" or self.converts_in_place:
