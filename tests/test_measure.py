@@ -216,7 +216,7 @@ def test_warm_up_ends_once_the_last_three_calls_median_is_within_one_percent_of_
     assert (len(res.warmup_ns), res.warmup_stop) == (10, WARM_ITERS)
 
 
-def test_timing_goes_on_past_the_minimums_until_the_medians_interval_is_within_one_percent():
+def test_timing_goes_on_past_the_minimums_until_the_medians_interval_is_within_its_tolerance():
     ms = 1_000_000
     # 10 ms calls, every 4th one 10.5 ms: the minimums (0.3 s, 30 calls) are met at 30
     # calls, where the interval (x_(10), x_(21)) is (10, 10) -> precise at once

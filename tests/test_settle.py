@@ -28,11 +28,17 @@ def test_the_medians_interval_uses_the_order_statistics_at_n_over_2_and_its_spre
     assert median_interval([1, 2, 3, 4, 5, 6]) == (1.0, 6.0)
 
 
-def test_precise_once_the_interval_is_within_one_percent_of_the_median():
+def test_precise_once_the_interval_is_within_the_tolerance_of_the_median():
     tight = [100 + (i % 5) * 0.1 for i in range(30)]  # 100.0 .. 100.4
-    assert median_precise(tight)
-    wide = [100 + (i % 10) for i in range(30)]  # 100 .. 109
-    assert not median_precise(wide)
+    assert median_precise(tight, 0.01)
+    # 100 .. 109, three of each: n = 30, (x_(9), x_(22)) = (102, 107) around 104.5, 2.4 %
+    # below and above: imprecise at 1 %, precise at the default 5 %
+    wide = [100 + (i % 10) for i in range(30)]
+    assert median_interval(wide) == (102.0, 107.0)
+    assert not median_precise(wide, 0.01) and not median_precise(wide, 0.02)
+    assert median_precise(wide, 0.025) and median_precise(wide)
+    wider = [100 + 3 * (i % 10) for i in range(30)]  # 100 .. 127: (106, 121) around 113.5
+    assert not median_precise(wider)
     assert not median_precise([100] * 5)  # too few to say
 
 

@@ -83,7 +83,7 @@ def test_what_cannot_interleave_is_left_one_after_another_with_the_reason():
 
 def _aa(models=("identity",), min_time=0.3):
     # the minimums alone (median_tol 0): whether a selftest call's median is precise within
-    # 1 % would decide the block count these tests assert
+    # the tolerance would decide the block count these tests assert
     policy = MeasurementPolicy(warmup_iters=2, min_time_s=min_time, min_iters=5,
                                median_tol=0.0)
     one = expand_sweep(list(models), ["selftest"], [1], [1], policy=policy, cores=2)
