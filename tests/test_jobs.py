@@ -37,11 +37,13 @@ def test_a_sweep_runs_to_completion_and_lands_linked_rows(db_path, worker_env):
     assert [s for _, m, s in rows if m == "fault_raise"] == ["error", "error"]
     # where its time went (the panel's caption): the two ok runs timed, each in its round's
     # worker, which imported once
-    from engine.analysis.time_split import time_split
+    from engine.analysis.time_split import EXTRAS, time_split
     split = time_split(done.finished, done.ended_at - done.started_at,
                        worker_of=lambda f: f["worker"])
     ok = [f for f in done.finished if f["status"] == "ok"]
     assert split.measuring_s == sum(f["measured_s"] for f in ok) > 0
+    # every extra the split reads is kept (a calibration's seconds were not, at first)
+    assert all(set(f["extra"]) == set(EXTRAS) for f in done.finished)
     assert sorted({f["worker"][0] for f in done.finished}) == [1, 2]
 
 

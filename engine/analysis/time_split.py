@@ -18,11 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-__all__ = ["PHASES", "TimeSplit", "time_split"]
+__all__ = ["PHASES", "EXTRAS", "TimeSplit", "time_split"]
 
 # (name as shown, the record's field): in the order a worker goes through them
 PHASES = (("import", "import_s"), ("build", "load_s"), ("prepare", "prepare_s"),
           ("first call", "first_forward_s"), ("warm-up", "warmup_s"))
+# The record's extra keys the split reads: whoever keeps runs for a split keeps these
+EXTRAS = ("model_reused", "fork_server_import_s", "calibrate_s")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.run.cluster.join import release
-from engine.analysis.time_split import PHASES
+from engine.analysis.time_split import EXTRAS, PHASES
 from engine.run.process.together import timing_line, worker_key
 from engine.run.jobs.requests import Request
 from engine.core.errors import UserError, refuse_read_only
@@ -221,8 +221,7 @@ class JobManager:
                     "scenario": (rec.extra or {}).get("scenario"),  # a serving test's
                     # where its time went (engine/analysis/time_split.py), its worker named
                     **{f: getattr(rec, f) for f in SPLIT_FIELDS},
-                    "extra": {k: (rec.extra or {}).get(k)
-                              for k in ("model_reused", "fork_server_import_s")},
+                    "extra": {k: (rec.extra or {}).get(k) for k in EXTRAS},
                     "worker": (rec.round_no, *worker_key(rec))})
                 self._lock.notify_all()
 
