@@ -108,6 +108,26 @@ def test_an_executor_gives_its_workers_one_folder_and_removes_it_when_closed():
     assert not again.exists()
 
 
+def test_a_killed_processs_weights_folder_is_removed_by_the_next_one_made(tmp_path,
+                                                                          monkeypatch):
+    import tempfile
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    orphan = tmp_path / f"bench-weights-{dead}-abc"
+    mine = tmp_path / f"bench-weights-{os.getpid()}-def"
+    other = tmp_path / "bench-weights-notapid"
+    for d in (orphan, mine, other):
+        d.mkdir()
+    (orphan / "tensorflow-x.npz").write_bytes(b"w")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ex = LocalProcesses()
+    made = Path(ex.weights_dir())
+    assert made.parent == tmp_path and made.name.startswith(f"bench-weights-{os.getpid()}-")
+    assert not orphan.exists() and mine.is_dir() and other.is_dir()
+    ex.close()
+
+
 _TORCH = """
 import os, sys, torch
 from engine.scenarios.inference.spec import RunSpec

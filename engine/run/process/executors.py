@@ -254,6 +254,28 @@ class WorkerProcess:
                 self.cgroup.remove()
 
 
+WEIGHTS_PREFIX = "bench-weights-"
+
+
+def _remove_orphaned_weights(folder: str | None = None) -> None:
+    """Remove weights folders whose process is gone (killed before it could remove them)."""
+    root = folder or tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(WEIGHTS_PREFIX):].split("-", 1)[0]
+        if not name.startswith(WEIGHTS_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # no such process: its folder is an orphan
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
 class LocalProcesses:
     """Each worker group in a fresh subprocess of this machine, in its own session (so a
     kill reaches its children), killed with its parent (PDEATHSIG and stdin EOF)."""
@@ -274,9 +296,12 @@ class LocalProcesses:
     def weights_dir(self) -> str:
         """This executor's folder of calibrated catalog weights (engine/worker/weights.py):
         the first worker to build a model writes them, later rounds' workers read them.
-        Removed by close(), or when the executor is collected or the process ends."""
+        Removed by close(), or when the executor is collected or the process ends; a
+        process killed before either leaves its folder, which the next one made on this
+        machine removes (the folder names its process)."""
         if self._weights is None:
-            self._weights = tempfile.mkdtemp(prefix="bench-weights-")
+            _remove_orphaned_weights()
+            self._weights = tempfile.mkdtemp(prefix=f"{WEIGHTS_PREFIX}{os.getpid()}-")
             self._weights_gone = weakref.finalize(self, shutil.rmtree, self._weights,
                                                   ignore_errors=True)
         return self._weights
