@@ -34,6 +34,10 @@ def test_tiny_bert_and_vit_run_in_both_frameworks_with_equal_params(db_path, wor
     for model, _, _, size, _, params, flops, _ in rows:
         assert params == PARAMS[model]
         assert flops == encoder_flops(model, size)
+    # an encoder has no BatchNorm: nothing calibrated, no weights file written or read
+    with open_db(db_path) as con:
+        assert con.execute("SELECT count(*) FROM runs WHERE extra->>'$.weights_from' IS NOT "
+                           "NULL OR extra->>'$.calibrate_s' IS NOT NULL").fetchone() == (0,)
     # each stored line of a token model gives tokens/s = samples/s x its 32 tokens
     lines = re.findall(r"tiny_bert \w+ \(\w+\) b1 t1: ok - p50 [\d.]+ ms, ([\d,.]+) samples/s "
                        r"\(([\d,]+) tokens/s\)", out)

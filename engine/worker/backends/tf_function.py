@@ -109,8 +109,8 @@ def build_calibrated(spec: RunSpec):
     from this, so they all run the same weights."""
     keras.utils.set_random_seed(SEED)
     model = build_keras(spec)
-    if spec.weight_policy != "bn_calibrated":
-        return model, None, 0.0
+    if spec.weight_policy != "bn_calibrated" or encoder(spec.model) is not None:
+        return model, None, 0.0  # an encoder has no BatchNorm: nothing to calibrate
     how, seconds = weights.calibrated(
         weights.weights_path("tensorflow", tf.__version__, spec, ".npz"),
         lambda: _calibrate_batchnorm(model, spec),
@@ -184,7 +184,6 @@ class Backend:
                 "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
     def load(self, spec: RunSpec) -> None:
-        self.weights_from, self.calibrate_s = None, 0.0
         if spec.user_model is not None:  # the user's weights, as given: never re-calibrated
             self.model = user_models.tf_model(spec.user_model)
         else:
