@@ -35,7 +35,7 @@ from typing import Callable
 
 from engine.core.policy import WEIGHTS_ENV
 
-__all__ = ["WEIGHTS_ENV", "FROM_FILE", "CALIBRATED", "weights_path", "calibrated"]
+__all__ = ["FROM_FILE", "CALIBRATED", "weights_path", "calibrated"]
 
 FROM_FILE = "file"  # read from the runner's folder, written by an earlier worker
 CALIBRATED = "calibrated"  # calibrated in this worker (and written where a folder exists)
@@ -53,7 +53,7 @@ def weights_path(framework: str, version: str, spec, suffix: str) -> Path | None
 
 
 def calibrated(path: Path | None, calibrate: Callable[[], None],
-               write: Callable[[Path], None] | None, read: Callable[[Path], None] | None,
+               write: Callable[[Path], None], read: Callable[[Path], None],
                clock: Callable[[], float] = time.perf_counter) -> tuple[str, float]:
     """The model's calibrated weights in place: read from `path` where a worker wrote them,
     else calibrated here and written there (no path: calibrated here, nothing written).

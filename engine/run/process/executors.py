@@ -257,9 +257,9 @@ class WorkerProcess:
 WEIGHTS_PREFIX = "bench-weights-"
 
 
-def _remove_orphaned_weights(folder: str | None = None) -> None:
+def _remove_orphaned_weights() -> None:
     """Remove weights folders whose process is gone (killed before it could remove them)."""
-    root = folder or tempfile.gettempdir()
+    root = tempfile.gettempdir()
     try:
         names = os.listdir(root)
     except OSError:

@@ -67,8 +67,8 @@ class Runner:
         self._peaks: dict = {}  # worker key -> largest resident size its runs reached
 
     def close(self) -> None:
-        """End what the executor keeps between runs (its fork servers, its weights folder); the runner
-        stays usable and starts them again when a worker asks."""
+        """End what the executor keeps between runs (its fork servers, its weights
+        folder); the runner stays usable and starts them again when a worker asks."""
         close = getattr(self.executor, "close", None)
         if close is not None:
             close()
