@@ -2,22 +2,23 @@
 configurations (efficientnet_b0, torch and TensorFlow, batch 1 and 8, 2 threads) timed under
 today's fixed policy (10 warm-up calls or 1 s, then 2 s and 30 calls) and under the rules
 (warm-up until settled, timing past the minimums until the median's 95 % interval is within
-the policy's tolerance, 5 %, engine/core/settle.py), one worker per framework and policy, alternated A B A B (B A in
-odd pairs). Per configuration: each policy's per-process medians, the ratio of their centres
-and the process noise it is to be read against (the sd of the log medians), a Mann-Whitney
-test of equal location, and what each policy spent warming up and timing, with why its runs
-stopped.
+the policy's tolerance, 5 %, engine/core/settle.py), one worker per framework and policy,
+alternated A B A B (B A in odd pairs). Per configuration: each policy's per-process
+medians, the ratio of their centres and the process noise it is to be read against (the sd
+of the log medians), a Mann-Whitney test of equal location, and what each policy spent
+warming up and timing, with why its runs stopped.
 
     .venv/bin/python bench/settle.py [--pairs 6] [--model efficientnet_b0] [--fork]
     .venv/bin/python bench/settle.py --replay DB [DB ...] [--tolerances 0,0.01,0.03,0.05]
 
 --replay: what another tolerance would have given, from sweeps already stored (each run's
-raw samples, timed at 1 %, the default before 2026-11-29, so a cut can only shorten them): every run's timing cut where the rule at that
-tolerance would have stopped it (the minimums, then a check every block's worth of calls,
-engine/run/process/together.BLOCK_S, up to the cap the run reached), its median taken
-there, and each sweep's paired residual (configuration + round, engine/analysis/noise.py)
-refitted; per tolerance, the residual's root mean square over the sweeps, the timing spent
-and the variance a second of it buys. Tolerance 0 is the minimums alone.
+raw samples, timed at 1 %, the default before 2026-11-29, so a cut can only shorten them):
+every run's timing cut where the rule at that tolerance would have stopped it (the
+minimums, then a check every block's worth of calls, engine/run/process/together.BLOCK_S,
+up to the cap the run reached), its median taken there, and each sweep's paired residual
+(configuration + round, engine/analysis/noise.py) refitted; per tolerance, the residual's
+root mean square over the sweeps, the timing spent, the precision a second of it buys, and
+how far a run's median moved from the stored run's. Tolerance 0 is the minimums alone.
 
 Nothing is stored; nothing is timed in tests.
 """
@@ -145,16 +146,14 @@ def replay(paths: list[str], tolerances: list[float], rest_s: float) -> None:
                     if not samples:
                         continue
                     key = (r["framework"], r["runtime"], r["batch_size"], r["intra_threads"])
+                    stored = math.log(_median(samples))  # the run as it was timed, at 1 %
                     for t in tolerances:
                         n = _stop_at(samples, t, policy, BLOCK_S)
                         cells[t][key][r["round_no"]] = math.log(_median(samples[:n]))
+                        moved[t].append(abs(cells[t][key][r["round_no"]] - stored))
                         timing[t] += sum(samples[:n]) / 1e9
                         ended[t] += n < len(samples)
                         runs[t] += 1
-                for key, got in cells[tolerances[0]].items():  # each run's median moved by
-                    for t in tolerances:                            # the cut, against 1 %'s
-                        for rnd, v in cells[t][key].items():
-                            moved[t].append(abs(v - cells.get(0.01, cells[t])[key][rnd]))
                 fits = {t: fit_two_way(dict(cells[t])) for t in tolerances}
                 if any(f is None for f in fits.values()):
                     continue  # one round or one configuration: no residual to compare
@@ -179,7 +178,7 @@ def replay(paths: list[str], tolerances: list[float], rest_s: float) -> None:
         print(f"  {t:5.3f}: residual {rms:.4f} ({100 * math.expm1(rms):.1f} %), timing "
               f"{per:5.1f} s per sweep, wall {per + rest_s:5.1f} s; precision per timing "
               f"second {value[0] / base[0]:.2f}x, per wall second {value[1] / base[1]:.2f}x; "
-              f"a run's median against 1 %'s: median {100 * statistics.median(moved[t]):.2f} "
+              f"a run's median against the stored run's: median {100 * statistics.median(moved[t]):.2f} "
               f"%, largest {100 * max(moved[t]):.2f} %; ended before the stored run's end "
               f"{ended[t]} of {runs[t]}")
 
